@@ -1,0 +1,108 @@
+"""The hook specifications: the reference for plugin authors.
+
+Every hook uses the register-callback style: the core calls the hook with a
+``register`` function, and the plugin calls ``register(spec)`` once per thing
+it provides. The core then resolves config values *by name* against what was
+registered; registration order never decides anything.
+
+Import the marker with ``from symi_memory import hookimpl``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
+
+PROJECT = "symi_memory"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
+    """Register memory backends.
+
+    Call ``register(BackendSpec(name=..., factory=...))`` for each backend.
+    ``plugins.slots.memory`` selects one by ``name``. The factory receives a
+    :class:`symi_memory.specs.BackendContext` and returns an object following
+    :class:`symi_memory.specs.MemoryBackend`. Import heavy dependencies inside
+    the factory, not at module level.
+
+    :param register: callable taking one :class:`~symi_memory.specs.BackendSpec`.
+    :return: ignored.
+
+    Added in 0.1.
+    """
+
+
+@hookspec
+def symi_memory_register_embedding_providers(register: Callable[[Any], None]) -> None:
+    """Register embedding providers.
+
+    Call ``register(ProviderSpec(name=..., factory=..., auto_priority=...,
+    available=...))``. ``memorySearch.provider`` (and ``fallback``) select one
+    by ``name``; ``auto`` tries providers with an ``auto_priority`` in
+    ascending order and takes the first whose ``available`` check returns
+    None. A factory that cannot work here raises
+    :class:`symi_memory.specs.ProviderUnavailable` with an actionable message.
+
+    :param register: callable taking one :class:`~symi_memory.specs.ProviderSpec`.
+    :return: ignored.
+
+    Added in 0.1.
+    """
+
+
+@hookspec
+def symi_memory_register_rerankers(register: Callable[[Any], None]) -> None:
+    """Register rerankers.
+
+    Call ``register(RerankerSpec(name=..., factory=...))``.
+    ``memorySearch.query.rerank.provider`` selects one by ``name``; ``none``
+    (the default) disables reranking. A reranker that fails at search time
+    never fails the search: the core logs and keeps the fused order.
+
+    :param register: callable taking one :class:`~symi_memory.specs.RerankerSpec`.
+    :return: ignored.
+
+    Added in 0.1.
+    """
+
+
+@hookspec
+def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
+    """Register search post-processors.
+
+    Call ``register(PostProcessorSpec(name=..., factory=..., order=...))``.
+    Every registered post-processor's factory is called with the
+    ``memorySearch.query.hybrid`` section; it returns None when its config
+    leaves it off. Enabled processors run by ascending ``order`` on every
+    search, after fusion and reranking and before ``minScore``/``maxResults``.
+    They must return new sequences (use ``attrs.evolve``), never mutate.
+
+    :param register: callable taking one :class:`~symi_memory.specs.PostProcessorSpec`.
+    :return: ignored.
+
+    Added in 0.1.
+    """
+
+
+@hookspec
+def symi_memory_config_defaults() -> dict[str, Any] | None:
+    """Contribute config defaults for keys the plugin owns.
+
+    Return a nested dict (camelCase keys, as in the config file) of default
+    values, or None. The keys become known to validation, typed by their
+    default value, and appear in ``config show``. Keep to a namespace your
+    plugin owns, for example ``{"plugins": {"entries": {"my-plugin": {...}}}}``.
+    Contributing a key the core already defines is an error.
+
+    :return: a nested dict of defaults, or None.
+
+    Added in 0.1.
+    """

@@ -1,0 +1,229 @@
+"""What plugins register, and the interfaces the registered objects follow.
+
+A plugin's hook implementation receives a ``register`` callable and hands it
+one of the ``*Spec`` records below. The core builds a name -> spec registry
+from them; config picks entries by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    from .types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
+
+__all__ = [
+    "BackendContext",
+    "BackendSpec",
+    "EmbeddingProvider",
+    "MemoryBackend",
+    "PostProcessContext",
+    "PostProcessor",
+    "PostProcessorSpec",
+    "ProviderContext",
+    "ProviderSpec",
+    "ProviderUnavailable",
+    "Reranker",
+    "RerankerContext",
+    "RerankerSpec",
+]
+
+
+class ProviderUnavailable(Exception):
+    """Raised by a provider factory when it cannot be used here.
+
+    The message must say what to do (for example which extra to install or
+    which key to set). ``auto`` selection skips a provider that raises this.
+    """
+
+
+# --------------------------------------------------------------- embeddings
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Turns text into vectors.
+
+    ``fingerprint`` identifies everything that changes the vectors apart from
+    the model name (base URL, non-secret headers, ...). It must never contain
+    an API key. ``max_input_bytes`` is the UTF-8 byte limit for one input;
+    the core splits longer chunks before calling ``embed_documents``.
+    """
+
+    id: str
+    model: str
+    fingerprint: str
+    max_input_bytes: int
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class ProviderContext:
+    """Everything a provider factory may read.
+
+    ``settings`` is the agent's resolved ``memorySearch`` section as a nested
+    dict with the spec's camelCase keys and every default filled in.
+    ``models`` is the top-level ``models`` section (``models.providers.*``).
+    ``model`` is the model to use (``memorySearch.model`` or None for the
+    provider's default).
+    """
+
+    settings: Mapping[str, Any]
+    models: Mapping[str, Any] = attrs.field(factory=dict)
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    state_dir: Path = Path(".")
+    model: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ProviderSpec:
+    """An embedding provider registration.
+
+    ``auto_priority``: lower is tried first by ``provider = "auto"``; None
+    means auto-selection never picks it. ``available`` answers, cheaply and
+    without network, None when the provider could be used now or a reason
+    why not (for example "no OPENAI_API_KEY").
+    """
+
+    name: str
+    factory: Callable[[ProviderContext], EmbeddingProvider]
+    auto_priority: int | None = None
+    available: Callable[[ProviderContext], str | None] | None = None
+    default_model: str | None = None
+    description: str = ""
+
+
+# ---------------------------------------------------------------- rerankers
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorders candidate texts for a query.
+
+    ``rerank`` returns ``(index, score)`` pairs, best first, with scores in
+    0..1 and indexes into ``documents``. It may return fewer than given.
+    """
+
+    def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[tuple[int, float]]: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class RerankerContext:
+    """What a reranker factory may read: the ``query.rerank`` section plus keys."""
+
+    settings: Mapping[str, Any]
+    models: Mapping[str, Any] = attrs.field(factory=dict)
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    model: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RerankerSpec:
+    """A reranker registration."""
+
+    name: str
+    factory: Callable[[RerankerContext], Reranker]
+    default_model: str | None = None
+    description: str = ""
+
+
+# ----------------------------------------------------------- post-processors
+
+
+@attrs.frozen(kw_only=True)
+class PostProcessContext:
+    """Per-search facts a post-processor may use. ``now`` is epoch seconds."""
+
+    query: str
+    now: float
+
+
+@runtime_checkable
+class PostProcessor(Protocol):
+    """Returns a new candidate sequence; never mutates its input."""
+
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...
+
+
+@attrs.frozen(kw_only=True)
+class PostProcessorSpec:
+    """A post-processor registration.
+
+    ``factory`` receives the ``query.hybrid`` section (camelCase dict) and
+    returns a processor, or None when config leaves it disabled. Processors
+    run by ascending ``order``; the core sorts by score between orders below
+    500 and those at 500 or above (temporal decay is 100, MMR 600).
+    """
+
+    name: str
+    factory: Callable[[Mapping[str, Any]], PostProcessor | None]
+    order: int = 300
+    description: str = ""
+
+
+# ------------------------------------------------------------------ backends
+
+
+@attrs.frozen(kw_only=True)
+class BackendContext:
+    """Everything a backend factory gets.
+
+    ``config`` is the whole :class:`symi_memory.config.Config`; ``agent`` is the
+    resolved per-agent view (``agent.memory_search`` is the camelCase dict).
+    ``services`` gives access to shared core machinery (embedding provider
+    resolution, the plugin registry, other backends for fallbacks).
+    """
+
+    config: Any
+    agent: Any
+    services: Any
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """Stores and retrieves memory for one agent.
+
+    ``search`` returns fused candidates best first; it must never wait for
+    indexing. ``read_file`` implements ``memory_get``. ``status`` returns the
+    camelCase dict of ``spec/behaviour.md`` §9.
+    """
+
+    def search(self, query: SearchQuery) -> BackendResult: ...
+
+    def sync(
+        self,
+        *,
+        reason: str = "manual",
+        force: bool = False,
+        progress: Callable[[SyncProgress], None] | None = None,
+    ) -> SyncReport: ...
+
+    def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class BackendSpec:
+    """A memory backend registration. ``short_name`` is what status reports."""
+
+    name: str
+    factory: Callable[[BackendContext], MemoryBackend]
+    short_name: str | None = None
+    description: str = ""
+
+
+Register = Callable[[Any], None]

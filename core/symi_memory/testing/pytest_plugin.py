@@ -1,0 +1,1 @@
+"""Pytest plugin: the backend conformance suite's options and fixtures."""

@@ -1,0 +1,205 @@
+"""Frozen records that cross the plugin boundary.
+
+Every public result type has ``to_dict()`` giving the tool JSON (camelCase).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+__all__ = [
+    "Candidate",
+    "Fallback",
+    "MemoryHit",
+    "ReadResult",
+    "SearchQuery",
+    "SearchResponse",
+    "SyncProgress",
+    "SyncReport",
+    "BackendResult",
+    "SNIPPET_MAX_CHARS",
+    "truncate_chars",
+]
+
+SNIPPET_MAX_CHARS = 700
+
+Source = Literal["memory", "sessions"]
+
+
+def truncate_chars(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters.
+
+    Python strings index by code point, so a cut never lands inside a
+    character (unlike UTF-16 based runtimes, where a surrogate pair can split).
+    """
+    if limit < 0:
+        limit = 0
+    return text if len(text) <= limit else text[:limit]
+
+
+@attrs.frozen(kw_only=True)
+class Fallback:
+    """Records that a component switched away from what was configured."""
+
+    from_: str = attrs.field(alias="from_")
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.from_, "reason": self.reason}
+
+
+@attrs.frozen(kw_only=True)
+class SearchQuery:
+    """One search request, as handed to a backend.
+
+    ``max_results``/``min_score`` are already resolved against config.
+    ``candidate_limit`` is how many candidates each retrieval side should
+    return (``min(200, maxResults * candidateMultiplier)``).
+    """
+
+    text: str
+    max_results: int
+    min_score: float
+    candidate_limit: int
+    session_key: str | None = None
+    sources: tuple[str, ...] = ("memory",)
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """A scored chunk before post-processing.
+
+    ``text`` is the full chunk text (post-processors such as MMR read it);
+    the snippet shown to the agent is derived from it at the very end.
+    ``vector_score``/``text_score`` are the per-side scores in 0..1 (None when
+    that side did not find the chunk). ``mtime`` is the file's modification
+    time in seconds, used by temporal decay for undated files.
+    """
+
+    id: str
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    source: str = "memory"
+    vector_score: float | None = None
+    text_score: float | None = None
+    mtime: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BackendResult:
+    """What a backend's ``search`` returns: fused candidates, best first.
+
+    The core then runs reranking, post-processors, ``minScore`` and
+    ``maxResults`` on ``candidates``.
+    """
+
+    candidates: tuple[Candidate, ...]
+    mode: str
+    provider: str | None = None
+    model: str | None = None
+    fallback: Fallback | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MemoryHit:
+    """One ``memory_search`` result."""
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    source: str = "memory"
+    citation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "startLine": self.start_line,
+            "endLine": self.end_line,
+            "score": self.score,
+            "snippet": self.snippet,
+            "source": self.source,
+        }
+        if self.citation is not None:
+            out["citation"] = self.citation
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class SearchResponse:
+    """The ``memory_search`` tool output."""
+
+    results: tuple[MemoryHit, ...]
+    mode: str
+    provider: str | None = None
+    model: str | None = None
+    fallback: Fallback | None = None
+    citations: str = "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [h.to_dict() for h in self.results],
+            "provider": self.provider,
+            "model": self.model,
+            "fallback": self.fallback.to_dict() if self.fallback else None,
+            "citations": self.citations,
+            "mode": self.mode,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class ReadResult:
+    """The ``memory_get`` tool output."""
+
+    path: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "path": self.path}
+
+
+@attrs.frozen(kw_only=True)
+class SyncProgress:
+    """A progress report handed to ``sync(progress=...)`` callbacks."""
+
+    phase: str  # "scan", "index", "embed", "write", "done"
+    done: int
+    total: int
+    path: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SyncReport:
+    """What one sync did."""
+
+    reason: str
+    full: bool = False
+    files_scanned: int = 0
+    files_indexed: int = 0
+    files_removed: int = 0
+    chunks_written: int = 0
+    embeddings_computed: int = 0
+    embeddings_cached: int = 0
+    seconds: float = 0.0
+    errors: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "full": self.full,
+            "filesScanned": self.files_scanned,
+            "filesIndexed": self.files_indexed,
+            "filesRemoved": self.files_removed,
+            "chunksWritten": self.chunks_written,
+            "embeddingsComputed": self.embeddings_computed,
+            "embeddingsCached": self.embeddings_cached,
+            "seconds": round(self.seconds, 3),
+            "errors": list(self.errors),
+        }
+

@@ -1,0 +1,1 @@
+"""symi-memory builtin plugin."""
