@@ -1,0 +1,281 @@
+"""The machinery behind the typed config model.
+
+Each config section is an attrs class whose fields carry their camelCase key,
+kind, bounds and doc in ``metadata``. From that one model we derive the
+defaults, validation (one line per problem), and the generated reference.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "DURATION_RE",
+    "build",
+    "defaults_of",
+    "deep_merge",
+    "opt",
+    "parse_duration_ms",
+    "section",
+    "to_dict",
+    "validate",
+]
+
+DURATION_RE = re.compile(r"^\d+(\.\d+)?(ms|s|m|h|d)?$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_KEY = "symi"
+
+
+def parse_duration_ms(value: str | int | float) -> int:
+    """Parse ``5m``/``1500ms``/``2h``; a bare number means minutes."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, int | float):
+        return int(value * _UNIT_MS["m"])
+    text = str(value).strip()
+    if not DURATION_RE.match(text):
+        raise ValueError(f"{value!r} is not a duration like 30s, 5m, 1.5h or 2d (a bare number means minutes)")
+    unit = next((u for u in ("ms", "s", "m", "h", "d") if text.endswith(u)), "")
+    number = float(text[: len(text) - len(unit)] if unit else text)
+    return int(number * _UNIT_MS[unit or "m"])
+
+
+def opt(
+    key: str,
+    default: Any,
+    *,
+    kind: str | None = None,
+    doc: str = "",
+    choices: tuple[Any, ...] | None = None,
+    lo: float | None = None,
+    hi: float | None = None,
+    clamp: bool = False,
+    nullable: bool = False,
+    item: str | None = None,
+) -> Any:
+    """Declare one config key.
+
+    ``kind`` is one of bool/int/float/str/list/dict/duration/any and is
+    inferred from ``default`` when omitted. ``clamp`` clamps numbers into
+    ``[lo, hi]`` instead of rejecting them (the spec clamps some keys).
+    """
+    if kind is None:
+        kind = _infer_kind(default)
+    meta = {
+        _KEY: {
+            "key": key,
+            "kind": kind,
+            "doc": doc,
+            "choices": choices,
+            "lo": lo,
+            "hi": hi,
+            "clamp": clamp,
+            "nullable": nullable or default is None,
+            "item": item,
+        }
+    }
+    if isinstance(default, list | dict):
+        return attrs.field(factory=lambda d=default: _copy(d), metadata=meta)
+    return attrs.field(default=default, metadata=meta)
+
+
+def section(cls: type, key: str, doc: str = "") -> Any:
+    """Declare a nested section."""
+    return attrs.field(factory=cls, metadata={_KEY: {"key": key, "kind": "section", "cls": cls, "doc": doc}})
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _infer_kind(default: Any) -> str:
+    for typ, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (list, "list"), (dict, "dict")):
+        if isinstance(default, typ):
+            return name
+    return "any"
+
+
+def _meta(field: attrs.Attribute) -> dict[str, Any]:
+    return field.metadata[_KEY]
+
+
+def fields_by_key(cls: type) -> dict[str, attrs.Attribute]:
+    """Map camelCase key -> attrs field for a section class."""
+    return {_meta(f)["key"]: f for f in attrs.fields(cls)}
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """The camelCase defaults dict of a section class."""
+    return to_dict(cls())
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A section instance as a camelCase dict (deep copy)."""
+    out: dict[str, Any] = {}
+    for f in attrs.fields(type(obj)):
+        meta = _meta(f)
+        value = getattr(obj, f.name)
+        out[meta["key"]] = to_dict(value) if meta["kind"] == "section" else _copy(value)
+    return out
+
+
+def build(cls: type, data: Mapping[str, Any]) -> Any:
+    """Build a section instance from an already validated camelCase dict."""
+    kwargs: dict[str, Any] = {}
+    for key, f in fields_by_key(cls).items():
+        if key not in data:
+            continue
+        meta = _meta(f)
+        kwargs[f.name] = build(meta["cls"], data[key]) if meta["kind"] == "section" else data[key]
+    return cls(**kwargs)
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``over`` onto ``base`` (dicts merge, everything else replaces)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = _copy(value)
+    return out
+
+
+def did_you_mean(key: str, known: list[str]) -> str:
+    match = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if not match:
+        lowered = {k.lower(): k for k in known}
+        if key.lower() in lowered:
+            match = [lowered[key.lower()]]
+    return f' (did you mean "{match[0]}"?)' if match else ""
+
+
+def validate(cls: type, data: Any, path: str, problems: list[str], extra: Mapping[str, Any] | None = None) -> dict:
+    """Validate a (possibly partial) camelCase dict against ``cls``.
+
+    Returns the normalised dict with only the keys that were present.
+    Problems are appended as one line each: key path, bad value, what is allowed.
+    ``extra`` holds plugin-contributed defaults that extend this section.
+    """
+    if not isinstance(data, Mapping):
+        problems.append(f"{path}: expected a table/object, got {_show(data)}")
+        return {}
+    known = fields_by_key(cls)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else key
+        field = known.get(key)
+        if field is None:
+            if extra is not None and key in extra:
+                out[key] = _validate_free(extra[key], value, where, problems)
+                continue
+            names = list(known) + list(extra or {})
+            problems.append(f"{where}: unknown key{did_you_mean(key, names)}; allowed keys here: {', '.join(names)}")
+            continue
+        meta = _meta(field)
+        if meta["kind"] == "section":
+            sub_extra = extra.get(key) if isinstance(extra, Mapping) else None
+            out[key] = validate(meta["cls"], value, where, problems, sub_extra)
+        else:
+            ok, norm = check_value(meta, value, where, problems)
+            if ok:
+                out[key] = norm
+    return out
+
+
+def _validate_free(default: Any, value: Any, where: str, problems: list[str]) -> Any:
+    """Validate a plugin-contributed key: typed by its default value."""
+    if isinstance(default, Mapping):
+        if not isinstance(value, Mapping):
+            problems.append(f"{where}: expected a table/object, got {_show(value)}")
+            return {}
+        out = {}
+        for k, v in value.items():
+            if k in default:
+                out[k] = _validate_free(default[k], v, f"{where}.{k}", problems)
+            else:
+                problems.append(f"{where}.{k}: unknown key{did_you_mean(k, list(default))}")
+        return out
+    meta = {"kind": _infer_kind(default), "nullable": default is None, "choices": None, "lo": None,
+            "hi": None, "clamp": False, "item": None}
+    ok, norm = check_value(meta, value, where, problems)
+    return norm if ok else default
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[str]) -> tuple[bool, Any]:
+    """Check and normalise one scalar/list/dict value. Returns (ok, value)."""
+    kind = meta["kind"]
+    if value is None:
+        if meta["nullable"]:
+            return True, None
+        problems.append(f"{where}: must not be null; expected {kind}")
+        return False, None
+    if kind == "any":
+        return True, value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return True, value
+        problems.append(f"{where}: {_show(value)} is not a boolean; use true or false")
+        return False, None
+    if kind in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            problems.append(f"{where}: {_show(value)} is not a number")
+            return False, None
+        if kind == "int" and isinstance(value, float) and not value.is_integer():
+            problems.append(f"{where}: {_show(value)} is not a whole number")
+            return False, None
+        num: float = int(value) if kind == "int" else float(value)
+        lo, hi = meta["lo"], meta["hi"]
+        if (lo is not None and num < lo) or (hi is not None and num > hi):
+            if meta["clamp"]:
+                num = min(hi if hi is not None else num, max(lo if lo is not None else num, num))
+                num = int(num) if kind == "int" else float(num)
+            else:
+                bounds = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
+                problems.append(f"{where}: {_show(value)} is out of range; allowed {bounds}")
+                return False, None
+        return True, num
+    if kind == "str":
+        if not isinstance(value, str):
+            problems.append(f"{where}: {_show(value)} is not a string")
+            return False, None
+        choices = meta["choices"]
+        if choices and value not in choices and value.lower() not in choices:
+            problems.append(f"{where}: {_show(value)} is not allowed; use one of {', '.join(map(str, choices))}")
+            return False, None
+        return True, value.lower() if choices and value not in choices else value
+    if kind == "duration":
+        try:
+            parse_duration_ms(value)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+            return False, None
+        return True, value
+    if kind == "list":
+        if not isinstance(value, list):
+            problems.append(f"{where}: {_show(value)} is not a list")
+            return False, None
+        if meta.get("item") == "str" and not all(isinstance(v, str) for v in value):
+            problems.append(f"{where}: every entry must be a string, got {_show(value)}")
+            return False, None
+        return True, _copy(value)
+    if kind == "dict":
+        if not isinstance(value, Mapping):
+            problems.append(f"{where}: {_show(value)} is not a table/object")
+            return False, None
+        return True, _copy(dict(value))
+    return True, value

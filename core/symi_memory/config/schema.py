@@ -1,0 +1,279 @@
+"""The typed config model: every default of spec/behaviour.md §1 lives here.
+
+Field names are snake_case; each field's config key (camelCase, as written in
+config files) is in its metadata. ``docs/config-reference.md`` is generated
+from this module, so it cannot drift.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .fields import opt, section
+
+__all__ = [
+    "AgentDefaults",
+    "AgentsSection",
+    "CompactionSection",
+    "MemorySearch",
+    "MemorySection",
+    "PluginsSection",
+    "RootConfig",
+]
+
+# ---------------------------------------------------------------- memorySearch
+
+
+@attrs.define(kw_only=True)
+class StoreVector:
+    enabled: bool = opt("enabled", True, doc="Use sqlite-vec for vectors; false: exact in-process cosine.")
+    extension_path: str | None = opt("extensionPath", None, kind="str", doc="Load sqlite-vec from this file instead of the bundled one.")
+
+
+@attrs.define(kw_only=True)
+class StoreFaiss:
+    index: str = opt("index", "flat", choices=("flat", "hnsw", "ivf"), doc="faiss backend index type.")
+    m: int = opt("M", 32, lo=4, hi=256, doc="HNSW neighbours per node.")
+    ef_construction: int = opt("efConstruction", 200, lo=8, hi=4096, doc="HNSW build-time beam width.")
+    ef_search: int = opt("efSearch", 128, lo=8, hi=4096, doc="HNSW query-time beam width.")
+    nlist: int = opt("nlist", 1024, lo=1, hi=1_000_000, doc="IVF cell count (capped by the vector count).")
+    nprobe: int = opt("nprobe", 16, lo=1, hi=100_000, doc="IVF cells probed per query.")
+    threads: int = opt("threads", 1, lo=0, hi=256, doc="OpenMP threads for faiss; 1 gives the best single-query latency on small machines, 0 leaves faiss's default.")
+    tombstone_ratio: float = opt("tombstoneRatio", 0.2, lo=0.0, hi=1.0, doc="Rebuild an HNSW index once this share of its vectors are deleted.")
+
+
+@attrs.define(kw_only=True)
+class Store:
+    path: str = opt("path", "{stateDir}/memory/{agentId}.sqlite", doc="Index file; {agentId}, {stateDir} and ~ are expanded.")
+    vector: StoreVector = section(StoreVector, "vector")
+    faiss: StoreFaiss = section(StoreFaiss, "faiss", doc="Settings of the faiss backend.")
+
+
+@attrs.define(kw_only=True)
+class Chunking:
+    tokens: int = opt("tokens", 400, lo=8, hi=100_000, doc="Target chunk size in tokens (4 characters each).")
+    overlap: int = opt("overlap", 80, lo=0, hi=100_000, clamp=True, doc="Overlap in tokens; clamped to [0, tokens-1].")
+
+
+@attrs.define(kw_only=True)
+class SyncSessions:
+    delta_bytes: int = opt("deltaBytes", 100_000, lo=0, doc="Reindex a transcript once it grew by this many bytes.")
+    delta_messages: int = opt("deltaMessages", 50, lo=0, doc="... or by this many JSONL lines.")
+
+
+@attrs.define(kw_only=True)
+class Sync:
+    on_session_start: bool = opt("onSessionStart", True, doc="Sync on the first search of a session key.")
+    on_search: bool = opt("onSearch", True, doc="Start a background sync when a search finds the index dirty.")
+    watch: bool = opt("watch", True, doc="Watch memory files and sync after changes.")
+    watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, doc="Watcher debounce.")
+    interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, doc="Periodic sync; 0 is off.")
+    max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1, doc="Files larger than this are skipped (listed in status).")
+    sessions: SyncSessions = section(SyncSessions, "sessions")
+
+
+@attrs.define(kw_only=True)
+class Mmr:
+    enabled: bool = opt("enabled", False, doc="Diversify results with Maximal Marginal Relevance.")
+    lambda_: float = opt("lambda", 0.7, lo=0.0, hi=1.0, clamp=True, doc="1 = pure relevance, 0 = max diversity.")
+
+
+@attrs.define(kw_only=True)
+class TemporalDecay:
+    enabled: bool = opt("enabled", False, doc="Decay scores of dated notes by age.")
+    half_life_days: float = opt("halfLifeDays", 30.0, lo=1.0, clamp=True, doc="Score halves every this many days (at least 1).")
+
+
+@attrs.define(kw_only=True)
+class Hybrid:
+    enabled: bool = opt("enabled", True, doc="Combine keyword and vector search; false: vector only.")
+    vector_weight: float = opt("vectorWeight", 0.7, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector score (normalised with textWeight).")
+    text_weight: float = opt("textWeight", 0.3, lo=0.0, hi=1.0, clamp=True, doc="Weight of the keyword score.")
+    candidate_multiplier: int = opt("candidateMultiplier", 4, lo=1, hi=20, clamp=True, doc="Candidates per side = maxResults x this (max 200).")
+    fusion: str = opt("fusion", "weighted", choices=("weighted", "rrf"), doc="weighted (spec) or rrf (reciprocal rank fusion, normalised to 0..1).")
+    rrf_k: int = opt("rrfK", 60, lo=1, hi=10_000, doc="RRF constant k.")
+    mmr: Mmr = section(Mmr, "mmr")
+    temporal_decay: TemporalDecay = section(TemporalDecay, "temporalDecay")
+
+
+@attrs.define(kw_only=True)
+class Rerank:
+    provider: str = opt("provider", "none", doc="Reranker name (cohere, voyage, jina, or a plugin's); none disables.")
+    model: str | None = opt("model", None, kind="str", doc="Reranker model; unset: the reranker's default.")
+    top_n: int = opt("topN", 20, lo=1, hi=1000, doc="How many fused candidates the reranker sees.")
+    base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the rerank API base URL.")
+    api_key: str | None = opt("apiKey", None, kind="str", doc="Rerank API key (else models.providers.<name>.apiKey, else env).")
+    headers: dict = opt("headers", {}, doc="Extra HTTP headers.")
+    timeout_ms: int = opt("timeoutMs", 10_000, lo=1, doc="Per-request timeout.")
+
+
+@attrs.define(kw_only=True)
+class Query:
+    max_results: int = opt("maxResults", 6, lo=1, hi=200, clamp=True, doc="Results returned by memory_search.")
+    min_score: float = opt("minScore", 0.35, lo=0.0, hi=1.0, clamp=True, doc="Drop results whose final score is below this.")
+    hybrid: Hybrid = section(Hybrid, "hybrid")
+    rerank: Rerank = section(Rerank, "rerank")
+
+
+@attrs.define(kw_only=True)
+class Cache:
+    enabled: bool = opt("enabled", True, doc="Cache chunk embeddings in the index.")
+    max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Oldest entries are pruned on every sync beyond this.")
+
+
+@attrs.define(kw_only=True)
+class Batch:
+    enabled: bool = opt("enabled", False, doc="Use the provider's batch API for indexing.")
+    wait: bool = opt("wait", True, doc="Wait for batch jobs to finish.")
+    concurrency: int = opt("concurrency", 2, lo=1, hi=64, doc="Batch jobs submitted in parallel.")
+    poll_interval_ms: int = opt("pollIntervalMs", 2000, lo=1, doc="Batch status poll interval.")
+    timeout_minutes: float = opt("timeoutMinutes", 60, kind="float", lo=0.01, doc="Give up on a batch job after this long.")
+
+
+@attrs.define(kw_only=True)
+class Remote:
+    base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the provider's API base URL (OpenAI-compatible endpoints).")
+    api_key: str | None = opt("apiKey", None, kind="str", doc="API key; wins over models.providers.<p>.apiKey and env.")
+    headers: dict = opt("headers", {}, doc="Extra headers, merged over the provider's; these win.")
+    timeout_ms: int = opt("timeoutMs", 60_000, lo=1, doc="Per-request timeout.")
+    batch: Batch = section(Batch, "batch")
+
+
+@attrs.define(kw_only=True)
+class Local:
+    model: str | None = opt("model", None, kind="str", doc="Builtin local model name; unset: all-MiniLM-L6-v2.")
+    model_path: str | None = opt("modelPath", None, kind="str", doc="A model directory, .onnx file, .gguf file, or hf:owner/repo/path URI.")
+    model_cache_dir: str | None = opt("modelCacheDir", None, kind="str", doc="Where hf: downloads go; default <stateDir>/models.")
+    threads: int | None = opt("threads", None, kind="int", lo=1, hi=256, doc="ONNX Runtime threads; default min(2, CPUs).")
+    sha256: str | None = opt("sha256", None, kind="str", doc="Expected sha256 of a downloaded model file.")
+
+
+@attrs.define(kw_only=True)
+class Experimental:
+    session_memory: bool = opt("sessionMemory", False, doc="Allow indexing session transcripts (with sources).")
+
+
+@attrs.define(kw_only=True)
+class MemorySearch:
+    enabled: bool = opt("enabled", True, doc="false: no memory tools are exposed.")
+    provider: str = opt("provider", "auto", doc="Embedding provider: auto, openai, gemini, voyage, local, none, or a plugin's name.")
+    fallback: str = opt("fallback", "none", doc="Provider used when the primary fails: openai, gemini, voyage, local, none.")
+    model: str | None = opt("model", None, kind="str", doc="Embedding model; unset: the provider's default.")
+    sources: list = opt("sources", ["memory"], item="str", doc='What to index: "memory", "sessions".')
+    extra_paths: list = opt("extraPaths", [], item="str", doc="More Markdown files or directories (absolute or workspace-relative).")
+    experimental: Experimental = section(Experimental, "experimental")
+    store: Store = section(Store, "store")
+    chunking: Chunking = section(Chunking, "chunking")
+    sync: Sync = section(Sync, "sync")
+    query: Query = section(Query, "query")
+    cache: Cache = section(Cache, "cache")
+    remote: Remote = section(Remote, "remote")
+    local: Local = section(Local, "local")
+
+
+# ------------------------------------------------------------------ compaction
+
+
+@attrs.define(kw_only=True)
+class MemoryFlush:
+    enabled: bool = opt("enabled", True, doc="Run the pre-compaction memory flush.")
+    soft_threshold_tokens: int = opt("softThresholdTokens", 4000, lo=0, doc="Flush this many tokens before the compaction point.")
+    system_prompt: str | None = opt("systemPrompt", None, kind="str", doc="Override the flush system prompt.")
+    prompt: str | None = opt("prompt", None, kind="str", doc="Override the flush user prompt.")
+
+
+@attrs.define(kw_only=True)
+class CompactionSection:
+    reserve_tokens_floor: int = opt("reserveTokensFloor", 20_000, lo=0, doc="Tokens kept free for compaction.")
+    memory_flush: MemoryFlush = section(MemoryFlush, "memoryFlush")
+
+
+@attrs.define(kw_only=True)
+class AgentDefaults:
+    workspace: str | None = opt("workspace", None, kind="str", doc="Agent workspace; default <stateDir>/workspace.")
+    context_window: int = opt("contextWindow", 200_000, lo=1, doc="Context window when the runtime does not say.")
+    user_timezone: str | None = opt("userTimezone", None, kind="str", doc="IANA zone for daily-log dates; default the system's.")
+    memory_search: MemorySearch = section(MemorySearch, "memorySearch")
+    compaction: CompactionSection = section(CompactionSection, "compaction")
+
+
+@attrs.define(kw_only=True)
+class AgentsSection:
+    defaults: AgentDefaults = section(AgentDefaults, "defaults")
+    list_: list = opt("list", [], doc="Per-agent overrides: entries with an id plus any agents.defaults keys.")
+
+
+# ---------------------------------------------------------------------- memory
+
+
+@attrs.define(kw_only=True)
+class QmdUpdate:
+    interval: str = opt("interval", "5m", kind="duration", doc="Periodic qmd update.")
+    debounce_ms: int = opt("debounceMs", 15_000, lo=0, doc="Skip non-forced updates within this window.")
+    on_boot: bool = opt("onBoot", True, doc="Update when the backend starts.")
+    wait_for_boot_sync: bool = opt("waitForBootSync", False, doc="Block start-up until the boot update finishes.")
+    embed_interval: str = opt("embedInterval", "60m", kind="duration", doc="Run qmd embed at most this often.")
+    command_timeout_ms: int = opt("commandTimeoutMs", 30_000, lo=1, doc="Timeout of collection commands.")
+    update_timeout_ms: int = opt("updateTimeoutMs", 120_000, lo=1, doc="Timeout of qmd update.")
+    embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, doc="Timeout of qmd embed.")
+
+
+@attrs.define(kw_only=True)
+class QmdLimits:
+    max_results: int = opt("maxResults", 6, lo=1, doc="Results per search.")
+    max_snippet_chars: int = opt("maxSnippetChars", 700, lo=1, doc="Snippet cap.")
+    max_injected_chars: int = opt("maxInjectedChars", 4000, lo=1, doc="Total snippet characters per search (citation footers count).")
+    timeout_ms: int = opt("timeoutMs", 4000, lo=1, doc="Timeout of one qmd search call.")
+
+
+@attrs.define(kw_only=True)
+class QmdSessions:
+    enabled: bool = opt("enabled", False, doc="Export session transcripts into a qmd collection.")
+    retention_days: float | None = opt("retentionDays", None, kind="float", lo=0, doc="Drop exports older than this.")
+    export_dir: str | None = opt("exportDir", None, kind="str", doc="Where exports go; default <stateDir>/agents/<id>/qmd/sessions.")
+
+
+@attrs.define(kw_only=True)
+class QmdSection:
+    command: str = opt("command", "qmd", doc="qmd executable (shell-split).")
+    search_mode: str = opt("searchMode", "search", choices=("search", "vsearch", "query"), doc="qmd command behind memory_search.")
+    include_default_memory: bool = opt("includeDefaultMemory", True, doc="Index MEMORY.md + memory/**/*.md.")
+    paths: list = opt("paths", [], doc="Extra collections: {path, pattern?, name?}.")
+    sessions: QmdSessions = section(QmdSessions, "sessions")
+    update: QmdUpdate = section(QmdUpdate, "update")
+    limits: QmdLimits = section(QmdLimits, "limits")
+    scope: dict = opt(
+        "scope",
+        {"default": "deny", "rules": [{"action": "allow", "match": {"chatType": "direct"}}]},
+        doc="session.sendPolicy-style rules deciding which session keys may search.",
+    )
+
+
+@attrs.define(kw_only=True)
+class MemorySection:
+    backend: str | None = opt("backend", None, kind="str", choices=("builtin", "qmd", "faiss"), doc="Legacy backend switch; plugins.slots.memory wins. Default builtin.")
+    citations: str = opt("citations", "auto", choices=("auto", "on", "off"), doc="Add a Source: footer to snippets.")
+    qmd: QmdSection = section(QmdSection, "qmd")
+
+
+# --------------------------------------------------------------------- plugins
+
+
+@attrs.define(kw_only=True)
+class Slots:
+    memory: str | None = opt("memory", None, kind="str", doc='Memory backend plugin; default builtin-sqlite; "none" disables memory.')
+
+
+@attrs.define(kw_only=True)
+class PluginsSection:
+    slots: Slots = section(Slots, "slots")
+    disabled: list = opt("disabled", [], item="str", doc="Plugin ids (entry-point names) not to load.")
+    entries: dict = opt("entries", {}, doc="Per-plugin settings, keyed by plugin id (plugins contribute defaults).")
+
+
+@attrs.define(kw_only=True)
+class RootConfig:
+    agents: AgentsSection = section(AgentsSection, "agents")
+    memory: MemorySection = section(MemorySection, "memory")
+    plugins: PluginsSection = section(PluginsSection, "plugins")
+    models: dict = opt("models", {}, doc="Model providers: models.providers.<name>.{apiKey, baseUrl, headers}.")

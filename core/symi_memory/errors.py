@@ -1,0 +1,58 @@
+"""Exception types. Every message says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "ConfigError",
+    "EmbeddingError",
+    "PathRefused",
+    "PluginError",
+    "SymiMemoryError",
+]
+
+
+class SymiMemoryError(Exception):
+    """Base class for expected errors; the CLI prints them as one line."""
+
+    exit_code = 1
+
+
+class ConfigError(SymiMemoryError):
+    """Bad configuration. ``problems`` holds one line per problem."""
+
+    exit_code = 2
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class PluginError(SymiMemoryError):
+    """A plugin could not be loaded or registered something invalid."""
+
+    exit_code = 2
+
+
+class EmbeddingError(SymiMemoryError):
+    """An embedding (or rerank) request failed.
+
+    ``retryable`` tells whether trying again later may succeed (429, 5xx,
+    timeouts). Messages must never contain an API key.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", retryable: bool = False) -> None:
+        self.provider = provider
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class BackendError(SymiMemoryError):
+    """A memory backend failed at run time."""
+
+
+class PathRefused(SymiMemoryError):
+    """``memory_get`` refused a path; the tool error text is ``path required``."""
+
+    def __init__(self, message: str = "path required") -> None:
+        super().__init__(message)

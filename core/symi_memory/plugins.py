@@ -1,0 +1,221 @@
+"""Plugin discovery and the name -> implementation registries.
+
+Plugins are found through the ``symi_memory`` entry-point group; the
+builtins are declared there too, so they use the same door as third-party
+plugins. Nothing here is a module-level global: call :func:`load_plugins`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
+from typing import Any
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from .errors import ConfigError, PluginError
+from .specs import BackendSpec, PostProcessorSpec, ProviderSpec, RerankerSpec
+
+__all__ = [
+    "AUTOLOAD_ENV",
+    "ENTRY_POINT_GROUP",
+    "PluginInfo",
+    "Plugins",
+    "collect_config_defaults",
+    "load_plugins",
+    "resolve_backend_name",
+]
+
+log = logging.getLogger("symi_memory.plugins")
+
+ENTRY_POINT_GROUP = "symi_memory"
+AUTOLOAD_ENV = "SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD"
+OWN_DISTRIBUTION = "symi-memory"
+DEFAULT_BACKEND = "builtin-sqlite"
+
+_KINDS: dict[str, tuple[str, type]] = {
+    "backends": ("symi_memory_register_backends", BackendSpec),
+    "embeddingProviders": ("symi_memory_register_embedding_providers", ProviderSpec),
+    "rerankers": ("symi_memory_register_rerankers", RerankerSpec),
+    "postprocessors": ("symi_memory_register_postprocessors", PostProcessorSpec),
+}
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """One loaded plugin, as ``plugins --json`` lists it."""
+
+    id: str
+    distribution: str
+    version: str
+    registers: dict[str, list[str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "distribution": self.distribution, "version": self.version, "registers": self.registers}
+
+
+@attrs.define
+class Plugins:
+    """A loaded plugin manager plus the registries built from it."""
+
+    pm: pluggy.PluginManager
+    dists: dict[str, tuple[str, str]]
+    registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
+
+    @property
+    def backends(self) -> dict[str, BackendSpec]:
+        return self.registries["backends"]
+
+    @property
+    def providers(self) -> dict[str, ProviderSpec]:
+        return self.registries["embeddingProviders"]
+
+    @property
+    def rerankers(self) -> dict[str, RerankerSpec]:
+        return self.registries["rerankers"]
+
+    @property
+    def postprocessors(self) -> dict[str, PostProcessorSpec]:
+        return self.registries["postprocessors"]
+
+    def infos(self) -> list[PluginInfo]:
+        out = []
+        for plugin_id, (dist, version) in sorted(self.dists.items()):
+            regs = {kind: sorted(n for n, owner in self.owners[kind].items() if owner == plugin_id) for kind in _KINDS}
+            out.append(PluginInfo(id=plugin_id, distribution=dist, version=version, registers=regs))
+        return out
+
+    def backend(self, name: str, key: str = "plugins.slots.memory") -> BackendSpec:
+        return _pick(self.backends, name, key, "backend")
+
+    def provider(self, name: str, key: str = "agents.defaults.memorySearch.provider") -> ProviderSpec:
+        return _pick(self.providers, name, key, "embedding provider")
+
+    def reranker(self, name: str, key: str = "agents.defaults.memorySearch.query.rerank.provider") -> RerankerSpec:
+        return _pick(self.rerankers, name, key, "reranker")
+
+    def _build(self) -> None:
+        for kind, (hook_name, spec_type) in _KINDS.items():
+            registry: dict[str, Any] = {}
+            owners: dict[str, str] = {}
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                plugin_id = impl.plugin_name
+                impl.function(register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
+            self.registries[kind] = registry
+            self.owners[kind] = owners
+
+    def _register_fn(
+        self, kind: str, spec_type: type, plugin_id: str, registry: dict[str, Any], owners: dict[str, str]
+    ) -> Callable[[Any], None]:
+        def register(spec: Any) -> None:
+            if not isinstance(spec, spec_type):
+                raise PluginError(
+                    f"plugin {plugin_id!r} registered {spec!r} as one of its {kind}; expected a {spec_type.__name__}"
+                )
+            if spec.name in registry:
+                first = owners[spec.name]
+                raise PluginError(
+                    f"{kind} name {spec.name!r} is registered twice: by plugin {first!r} "
+                    f"(distribution {self.dists.get(first, ('?',))[0]}) and by plugin {plugin_id!r} "
+                    f"(distribution {self.dists.get(plugin_id, ('?',))[0]}); uninstall or disable one "
+                    f"(plugins.disabled)"
+                )
+            registry[spec.name] = spec
+            owners[spec.name] = plugin_id
+
+        return register
+
+
+def _pick(registry: Mapping[str, Any], name: str, key: str, what: str) -> Any:
+    if name in registry:
+        return registry[name]
+    available = ", ".join(sorted(registry)) or "(none)"
+    raise ConfigError(
+        f"{key} = {name!r}: no {what} of that name; available: {available}. Is the plugin installed "
+        f"(and not listed in plugins.disabled)?"
+    )
+
+
+def _entry_points() -> Iterable[metadata.EntryPoint]:
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def load_plugins(
+    disabled: Iterable[str] = (),
+    *,
+    extra: Iterable[tuple[str, object]] = (),
+) -> Plugins:
+    """Load the entry-point plugins (minus ``disabled``) and build the registries.
+
+    ``extra`` registers in-process plugins ``(id, module_or_object)``, used by
+    tests and embedders. With ``SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1`` only
+    the builtins (entry points of the symi-memory distribution) are loaded.
+    """
+    disabled = set(disabled)
+    builtins_only = os.environ.get(AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    dists: dict[str, tuple[str, str]] = {}
+    seen_eps: set[str] = set()
+    for ep in sorted(_entry_points(), key=lambda e: (e.dist.name != OWN_DISTRIBUTION if e.dist else True, e.name)):
+        dist = ep.dist.name if ep.dist else "?"
+        if ep.name in disabled or (builtins_only and dist != OWN_DISTRIBUTION):
+            continue
+        if ep.name in seen_eps:
+            raise PluginError(
+                f"plugin id {ep.name!r} is declared by two distributions ({dists[ep.name][0]} and {dist}); "
+                f"uninstall one"
+            )
+        seen_eps.add(ep.name)
+        try:
+            module = ep.load()
+        except Exception as exc:
+            raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc}") from exc
+        pm.register(module, name=ep.name)
+        dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
+    for plugin_id, obj in extra:
+        if plugin_id in disabled:
+            continue
+        pm.register(obj, name=plugin_id)
+        dists[plugin_id] = ("(in-process)", "")
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling") from exc
+    plugins = Plugins(pm=pm, dists=dists)
+    plugins._build()
+    return plugins
+
+
+def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = None) -> dict[str, Any]:
+    """Merge the config defaults that plugins contribute."""
+    from .config.fields import deep_merge
+
+    if plugins is None:
+        disabled = raw.get("plugins", {}).get("disabled", []) if isinstance(raw.get("plugins"), Mapping) else []
+        plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+    out: dict[str, Any] = {}
+    for contributed in plugins.pm.hook.symi_memory_config_defaults():
+        if contributed:
+            out = deep_merge(out, contributed)
+    return out
+
+
+def resolve_backend_name(data: Mapping[str, Any]) -> str | None:
+    """The backend plugin name config selects, or None when memory is off.
+
+    An explicit ``plugins.slots.memory`` wins over the legacy
+    ``memory.backend``; ``memory-core`` is an alias of the default.
+    """
+    slot = (data.get("plugins", {}).get("slots", {}) or {}).get("memory")
+    if slot is not None:
+        if slot.strip().lower() == "none":
+            return None
+        return DEFAULT_BACKEND if slot == "memory-core" else slot
+    legacy = (data.get("memory", {}) or {}).get("backend")
+    return {"qmd": "qmd-sidecar", "builtin": DEFAULT_BACKEND, "faiss": "faiss"}.get(legacy or "builtin", DEFAULT_BACKEND)

@@ -1,0 +1,215 @@
+"""The memory files of a workspace: what gets indexed, and what memory_get may read.
+
+Implements spec/behaviour.md §2 once, for every backend.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import attrs
+
+from .errors import PathRefused
+from .types import ReadResult
+
+__all__ = [
+    "IGNORED_DIRS",
+    "MemoryFile",
+    "PathRules",
+    "list_memory_files",
+    "read_lines",
+    "stored_path",
+]
+
+IGNORED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"})
+ROOT_FILES = ("MEMORY.md", "memory.md")
+
+
+@attrs.frozen(kw_only=True)
+class MemoryFile:
+    """A Markdown file to index. ``path`` is workspace-relative with ``/``."""
+
+    path: str
+    abs_path: str
+    mtime: float
+    size: int
+    source: str = "memory"
+
+
+def stored_path(abs_path: str, workspace: str) -> str:
+    """Workspace-relative path with ``/`` (``../x.md`` outside the workspace)."""
+    return os.path.relpath(abs_path, workspace).replace(os.sep, "/")
+
+
+def _walk_md(root: str) -> Iterator[os.DirEntry[str]]:
+    """Yield regular, non-symlink ``.md`` files below ``root`` (iteratively, no symlinked dirs)."""
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in IGNORED_DIRS:
+                    stack.append(entry.path)
+            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                yield entry
+
+
+def _regular_md(path: str) -> os.stat_result | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) and path.endswith(".md"):
+        return st
+    return None
+
+
+def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[MemoryFile]:
+    """All Markdown memory files, symlinks skipped, de-duplicated by real path.
+
+    Order: ``MEMORY.md``, ``memory.md``, ``memory/**``, then extra paths.
+    """
+    ws = str(workspace)
+    found: list[MemoryFile] = []
+    seen: set[str] = set()
+
+    def add(abs_path: str, st: os.stat_result) -> None:
+        real = os.path.realpath(abs_path)
+        if real in seen:
+            return
+        seen.add(real)
+        found.append(MemoryFile(path=stored_path(abs_path, ws), abs_path=abs_path, mtime=st.st_mtime, size=st.st_size))
+
+    for name in ROOT_FILES:
+        p = os.path.join(ws, name)
+        st = _regular_md(p)
+        # On case-insensitive file systems both names hit one file; only the exact name counts.
+        if st is not None and name in os.listdir(ws):
+            add(p, st)
+    mem = os.path.join(ws, "memory")
+    if os.path.isdir(mem) and not os.path.islink(mem):
+        for entry in sorted(_walk_md(mem), key=lambda e: e.path):
+            add(entry.path, entry.stat(follow_symlinks=False))
+    for extra in extra_paths:
+        p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+        if os.path.islink(p):
+            continue
+        if os.path.isdir(p):
+            for entry in sorted(_walk_md(p), key=lambda e: e.path):
+                add(entry.path, entry.stat(follow_symlinks=False))
+        else:
+            st = _regular_md(p)
+            if st is not None:
+                add(p, st)
+    return found
+
+
+def read_lines(text: str, from_line: int | None, lines: int | None) -> str:
+    """Lines ``[max(1, from), +max(1, lines))`` of ``text`` (1-based); whole text if both are None."""
+    if from_line is None and lines is None:
+        return text
+    all_lines = text.split("\n")
+    start = max(1, from_line or 1)
+    end = len(all_lines) if lines is None else start - 1 + max(1, lines)
+    return "\n".join(all_lines[start - 1 : end])
+
+
+def decode_text(data: bytes) -> tuple[str, bool]:
+    """UTF-8 with replacement, BOM dropped, CRLF/CR normalised. Returns (text, had_invalid_bytes)."""
+    try:
+        text = data.decode("utf-8")
+        bad = False
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        bad = True
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, bad
+
+
+@attrs.frozen
+class _Root:
+    lexical: str
+    real: str
+    is_dir: bool
+
+
+@attrs.define
+class PathRules:
+    """Which paths ``memory_get`` may read (spec/behaviour.md §2)."""
+
+    workspace: str
+    roots: list[_Root]
+
+    @classmethod
+    def from_workspace(cls, workspace: str | Path, extra_paths: Iterable[str] = ()) -> PathRules:
+        ws = str(workspace)
+        roots: list[_Root] = []
+        real_ws = os.path.realpath(ws)
+        for name in ROOT_FILES:
+            roots.append(_Root(os.path.join(ws, name), os.path.join(real_ws, name), False))
+        mem = os.path.join(ws, "memory")
+        if not os.path.islink(mem):
+            roots.append(_Root(mem, os.path.join(real_ws, "memory"), True))
+        for extra in extra_paths:
+            p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+            if os.path.islink(p):
+                continue
+            if os.path.isdir(p):
+                roots.append(_Root(p, os.path.realpath(p), True))
+            elif p.endswith(".md"):
+                roots.append(_Root(p, os.path.realpath(p), False))
+        return cls(workspace=ws, roots=roots)
+
+    def resolve(self, path: str) -> tuple[str, str]:
+        """Return ``(absolute path, stored path)`` or raise :class:`PathRefused`."""
+        if not isinstance(path, str) or not path.strip():
+            raise PathRefused()
+        cand = os.path.normpath(os.path.join(self.workspace, os.path.expanduser(path.strip())))
+        if not cand.endswith(".md"):
+            raise PathRefused()
+        for root in self.roots:
+            if root.is_dir:
+                prefix = root.lexical + os.sep
+                if not cand.startswith(prefix):
+                    continue
+                expected = root.real + os.sep + cand[len(prefix) :]
+            elif cand == root.lexical:
+                expected = root.real
+            else:
+                continue
+            # A symlink anywhere below the root (file or directory) changes the real path.
+            if os.path.realpath(cand) != expected:
+                raise PathRefused()
+            try:
+                st = os.lstat(cand)
+            except FileNotFoundError:
+                return cand, stored_path(cand, self.workspace)
+            except OSError:
+                raise PathRefused() from None
+            if not stat.S_ISREG(st.st_mode):
+                raise PathRefused()
+            return cand, stored_path(cand, self.workspace)
+        raise PathRefused()
+
+    def read(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        """``memory_get``: a missing allowed file gives empty text, never an error."""
+        abs_path, rel = self.resolve(path)
+        try:
+            with open(abs_path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return ReadResult(path=rel, text="")
+        text, _ = decode_text(data)
+        return ReadResult(path=rel, text=read_lines(text, from_line, lines))
