@@ -1,0 +1,160 @@
+"""Session transcripts as searchable documents (behaviour §8).
+
+Transcripts live in ``<stateDir>/agents/<id>/sessions/*.jsonl``. Each line is
+a JSON record; only ``{"type": "message"}`` records from the user or the
+assistant count. A transcript becomes one text document whose lines read
+``User: …`` / ``Assistant: …``, plus a map back to the JSONL line numbers so
+hits can name the line they came from. Secrets are redacted here, before
+the text goes anywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .redact import redact
+
+__all__ = [
+    "SESSIONS_PREFIX",
+    "SessionDocument",
+    "HEAD_BYTES",
+    "extract_message_text",
+    "head_hash",
+    "list_session_files",
+    "parse_session_bytes",
+    "parse_session_file",
+    "sessions_dir",
+]
+
+log = logging.getLogger("symi_memory.sessions")
+
+SESSIONS_PREFIX = "sessions"
+_ROLE_LABELS = {"user": "User", "assistant": "Assistant"}
+HEAD_BYTES = 1024
+
+
+def head_hash(data: bytes) -> str:
+    """Short hash of the first ``HEAD_BYTES`` bytes; tells a rewritten transcript from a grown one."""
+    return hashlib.sha256(data[:HEAD_BYTES]).hexdigest()[:16]
+
+
+@attrs.frozen(kw_only=True)
+class SessionDocument:
+    """One transcript, ready for chunking.
+
+    ``path`` is the stored path (``sessions/<file>.jsonl``). ``line_map[i]``
+    is the 1-based JSONL line of text line ``i + 1``. ``size`` and
+    ``newlines`` describe the bytes that were parsed (the delta tracker's
+    baseline); ``content_hash`` is the sha256 of those bytes and
+    ``head_hash`` that of their first ``HEAD_BYTES``.
+    """
+
+    path: str
+    text: str
+    line_map: tuple[int, ...]
+    size: int = 0
+    newlines: int = 0
+    content_hash: str = ""
+    head_hash: str = ""
+
+    def jsonl_lines(self, start_line: int, end_line: int) -> tuple[int, int]:
+        """Map an inclusive 1-based text line range to JSONL line numbers."""
+        if not self.line_map:
+            return (start_line, end_line)
+        last = len(self.line_map)
+        start = self.line_map[min(max(start_line, 1), last) - 1]
+        end = self.line_map[min(max(end_line, 1), last) - 1]
+        return (start, end)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "text": self.text, "lineMap": list(self.line_map)}
+
+
+def sessions_dir(state_dir: str | Path, agent_id: str = "main") -> Path:
+    """Return ``<stateDir>/agents/<agentId>/sessions``."""
+    return Path(state_dir).expanduser() / "agents" / agent_id / "sessions"
+
+
+def list_session_files(directory: str | Path) -> list[Path]:
+    """List the regular ``*.jsonl`` files of a sessions directory, sorted; symlinks are skipped."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("*.jsonl") if p.is_file() and not p.is_symlink())
+
+
+def extract_message_text(content: Any) -> str:
+    """Return the text of a message's content: a string, or the ``{"type": "text"}`` parts.
+
+    Whitespace is collapsed to single spaces; anything else yields ``""``.
+    """
+    if isinstance(content, str):
+        pieces = [content]
+    elif isinstance(content, list):
+        pieces = [
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        ]
+    else:
+        return ""
+    return " ".join(" ".join(pieces).split())
+
+
+def _message_line(raw: str) -> str | None:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("type") != "message":
+        return None
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return None
+    label = _ROLE_LABELS.get(message.get("role"))  # type: ignore[arg-type]
+    if label is None:
+        return None
+    text = extract_message_text(message.get("content"))
+    if not text:
+        return None
+    # Redacting the single line keeps the line map exact: redact() never adds newlines.
+    return f"{label}: {redact(text)}"
+
+
+def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
+    """Parse transcript bytes; ``name`` is the file name (``abc.jsonl``)."""
+    lines: list[str] = []
+    line_map: list[int] = []
+    skipped = 0
+    for number, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+        if not raw.strip():
+            continue
+        line = _message_line(raw)
+        if line is None:
+            skipped += 1
+            continue
+        lines.append(line)
+        line_map.append(number)
+    if skipped:
+        log.debug("%s: skipped %d non-message or invalid lines", name, skipped)
+    return SessionDocument(
+        path=f"{SESSIONS_PREFIX}/{name}",
+        text="\n".join(lines),
+        line_map=tuple(line_map),
+        size=len(data),
+        newlines=data.count(b"\n"),
+        content_hash=hashlib.sha256(data).hexdigest(),
+        head_hash=head_hash(data),
+    )
+
+
+def parse_session_file(path: str | Path) -> SessionDocument:
+    """Read and parse one transcript file (read once, so size and text agree)."""
+    p = Path(path)
+    return parse_session_bytes(p.read_bytes(), p.name)
