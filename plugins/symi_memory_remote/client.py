@@ -1,0 +1,148 @@
+"""The one HTTP path for remote calls: timeouts, retries with backoff, secret-safe errors.
+
+Both the embedding providers and the rerankers go through :class:`RemoteClient`,
+so a fix to retrying or redaction lands everywhere at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import httpx
+from symi_memory.errors import EmbeddingError
+
+__all__ = ["MAX_RETRIES", "RemoteClient", "backoff_delay", "is_rate_limit_message"]
+
+log = logging.getLogger("symi_memory.remote")
+
+MAX_RETRIES = 3
+BASE_DELAY_S = 0.5
+MAX_DELAY_S = 8.0
+_RATE_LIMIT_HINTS = (
+    "rate limit",
+    "rate_limit",
+    "ratelimit",
+    "too many requests",
+    "resource_exhausted",
+    "resource has been exhausted",
+    "quota exceeded",
+)
+
+
+def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): 0.5 s doubling, +-25% jitter, capped at 8 s."""
+    base = min(MAX_DELAY_S, BASE_DELAY_S * (2**attempt))
+    jitter = (rng or random).uniform(0.75, 1.25)
+    return min(MAX_DELAY_S, base * jitter)
+
+
+def is_rate_limit_message(text: str) -> bool:
+    """True when an error body reads like a rate-limit refusal, whatever its status code."""
+    lowered = text.lower()
+    return any(hint in lowered for hint in _RATE_LIMIT_HINTS)
+
+
+class RemoteClient:
+    """A sync httpx client with per-request timeout, retries and redacted errors.
+
+    ``secrets`` are scrubbed from every message this client produces, so even
+    a server that echoes the key back cannot leak it into logs or exceptions.
+    ``sleep`` is injectable so tests run the backoff without waiting.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        headers: Mapping[str, str],
+        timeout_s: float,
+        secrets: Iterable[str | None] = (),
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.provider = provider
+        self.timeout_s = timeout_s
+        self._secrets = [s for s in secrets if s]
+        self._sleep = sleep
+        self._rng = rng
+        self._client = httpx.Client(headers=dict(headers), timeout=timeout_s, transport=transport)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every known secret replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def error(self, message: str, *, retryable: bool = False) -> EmbeddingError:
+        """An :class:`EmbeddingError` for this provider with secrets scrubbed."""
+        return EmbeddingError(self.redact(message), provider=self.provider, retryable=retryable)
+
+    def request(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
+        """Send a request, retrying 429, 5xx and rate-limit answers up to :data:`MAX_RETRIES` times."""
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                response = self._client.request(method, url, **kwargs)
+            except httpx.TimeoutException:
+                # Not retried: a hung endpoint would otherwise block a sync for 4x the timeout.
+                raise self.error(
+                    f"{what} timed out after {self.timeout_s:g} s ({method} {url}); "
+                    "check the endpoint or raise the timeout (remote.timeoutMs)",
+                    retryable=True,
+                ) from None
+            except httpx.HTTPError as exc:
+                raise self.error(
+                    f"{what} failed: {type(exc).__name__}: {exc} ({method} {url})", retryable=True
+                ) from None
+            if response.is_success:
+                return response
+            body = response.text[:400].strip()
+            retryable = (
+                response.status_code == 429 or response.status_code >= 500 or is_rate_limit_message(body)
+            )
+            if retryable and attempt < MAX_RETRIES:
+                delay = backoff_delay(attempt, self._rng)
+                log.warning(
+                    "%s: HTTP %s from %s, retry %d/%d in %.2f s",
+                    what,
+                    response.status_code,
+                    url,
+                    attempt + 1,
+                    MAX_RETRIES,
+                    delay,
+                )
+                self._sleep(delay)
+                continue
+            tries = f" after {attempt + 1} attempts" if retryable else ""
+            raise self.error(
+                f"{what} failed{tries}: HTTP {response.status_code} from {method} {url}: {body or '(empty body)'}",
+                retryable=retryable,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def json_of(self, response: httpx.Response, *, what: str) -> Any:
+        """The decoded JSON body, or an :class:`EmbeddingError` naming the endpoint."""
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            snippet = response.text[:200].strip()
+            raise self.error(
+                f"{what}: malformed JSON from {response.request.method} {response.request.url}: {snippet!r}"
+            ) from None
+
+    def post_json(self, url: str, body: Any, *, what: str) -> Any:
+        """POST a JSON body and return the decoded JSON answer."""
+        return self.json_of(self.request("POST", url, what=what, json=body), what=what)
+
+    def get_json(self, url: str, *, what: str) -> Any:
+        """GET and return the decoded JSON answer."""
+        return self.json_of(self.request("GET", url, what=what), what=what)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
