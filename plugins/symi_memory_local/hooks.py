@@ -1,0 +1,49 @@
+"""Registers the offline ``local`` embedding provider.
+
+Kept cheap to import: onnxruntime, tokenizers and numpy are loaded by the
+factory only when the provider is actually used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from symi_memory import hookimpl
+from symi_memory.specs import ProviderSpec
+
+if TYPE_CHECKING:
+    from symi_memory.specs import EmbeddingProvider, ProviderContext
+
+__all__ = ["available", "create", "symi_memory_register_embedding_providers"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def available(ctx: ProviderContext) -> str | None:
+    """None when the configured local model can run offline now, else the reason."""
+    from .factory import unavailable_reason
+
+    return unavailable_reason(ctx)
+
+
+def create(ctx: ProviderContext) -> EmbeddingProvider:
+    """Load the configured local model; raises ProviderUnavailable with the fix when it cannot."""
+    from .factory import create_local_provider
+
+    return create_local_provider(ctx)
+
+
+@hookimpl
+def symi_memory_register_embedding_providers(register: Callable[[Any], None]) -> None:
+    """Register ``local`` first in ``auto`` order: it needs no key and sends nothing off the machine."""
+    register(
+        ProviderSpec(
+            name="local",
+            factory=create,
+            auto_priority=10,
+            available=available,
+            default_model=DEFAULT_MODEL,
+            description="Offline embeddings with ONNX Runtime (all-MiniLM-L6-v2 int8 by default, 384 dims)",
+        )
+    )

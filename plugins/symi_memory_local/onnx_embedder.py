@@ -1,0 +1,171 @@
+"""The ONNX Runtime embedder: tokenise, window, batch, run, pool.
+
+Sentence-transformer models read a bounded number of word pieces (256 for
+all-MiniLM-L6-v2) while a default chunk is ~400 tokens. Instead of cutting
+the tail off, a long input is split into overlapping windows of at most
+``max_tokens`` pieces (the tokenizer's own overflow handling, so special
+tokens are right for any model); each window is mean-pooled and the windows
+are averaged weighted by their token counts, then normalised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+__all__ = ["OnnxEmbedder", "load_onnx_embedder"]
+
+log = logging.getLogger("symi_memory.local")
+
+#: Padded tokens per inference batch; keeps memory flat and padding waste low.
+_BATCH_TOKENS = 8192
+_MAX_BATCH = 64
+
+
+@attrs.define
+class OnnxEmbedder:
+    """An :class:`~symi_memory.specs.EmbeddingProvider` backed by an ONNX sentence encoder."""
+
+    model: str
+    fingerprint: str
+    session: Any
+    tokenizer: Any
+    windowed: bool = True
+    id: str = "local"
+    max_input_bytes: int = 65536
+    _feeds: tuple[str, ...] = ()
+    _output: int = 0
+    _pooled_output: bool = False
+
+    def embed_query(self, text: str) -> list[float]:
+        """One unit vector for a search query."""
+        return self.embed_documents([text])[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit vectors for ``texts``, in order."""
+        import numpy as np
+
+        from .pooling import combine_windows
+
+        if not texts:
+            return []
+        windows, owners = [], []
+        for i, enc in enumerate(self.tokenizer.encode_batch(list(texts))):
+            for w in [enc, *enc.overflowing] if self.windowed else [enc]:
+                windows.append(w)
+                owners.append(i)
+        order = sorted(range(len(windows)), key=lambda k: len(windows[k].ids))
+        pooled: list[Any] = [None] * len(windows)
+        for batch in _batches(order, [len(w.ids) for w in windows]):
+            for k, vec in zip(batch, self._run([windows[k] for k in batch]), strict=True):
+                pooled[k] = vec
+        vectors = np.stack(pooled)
+        weights = [sum(w.attention_mask) for w in windows]
+        return combine_windows(vectors, owners, weights, len(texts)).tolist()
+
+    def close(self) -> None:
+        """Drop the session; ONNX Runtime frees its memory when it is collected."""
+        self.session = None
+
+    def _run(self, encs: list[Any]) -> Any:
+        import numpy as np
+
+        from .pooling import mean_pool
+
+        width = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(encs):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            mask[row, :n] = e.attention_mask
+            types[row, :n] = e.type_ids
+        available = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        out = self.session.run(None, {name: available[name] for name in self._feeds})[self._output]
+        return out if self._pooled_output else mean_pool(out, mask)
+
+
+def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
+    """Cut length-sorted window indexes into batches under the padded-token budget."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for k in order:
+        # Sorted ascending, so the newest window is the longest one in the batch.
+        if current and (len(current) >= _MAX_BATCH or (len(current) + 1) * lengths[k] > _BATCH_TOKENS):
+            batches.append(current)
+            current = []
+        current.append(k)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def load_onnx_embedder(
+    model_file: Path,
+    tokenizer_file: Path,
+    *,
+    model: str,
+    model_sha256: str,
+    threads: int,
+    max_tokens: int = 256,
+    stride: int = 32,
+    windowed: bool = True,
+) -> OnnxEmbedder:
+    """Open the model and tokenizer (already verified by the caller) and return a ready embedder."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
+    feeds = tuple(i.name for i in session.get_inputs())
+    unknown = set(feeds) - {"input_ids", "attention_mask", "token_type_ids"}
+    if unknown:
+        from symi_memory.specs import ProviderUnavailable
+
+        raise ProviderUnavailable(
+            f"{model_file} wants inputs {sorted(unknown)}; the local provider feeds only input_ids, "
+            "attention_mask and token_type_ids (BERT-style sentence encoders). Pick such a model."
+        )
+    index, pooled = _pick_output(session)
+    tok = Tokenizer.from_file(str(tokenizer_file))
+    tok.no_padding()
+    # The tokenizer file's own truncation (128 for MiniLM) would silently drop text: windows replace it.
+    tok.enable_truncation(max_length=max_tokens, stride=stride)
+    mode = f"w{max_tokens}s{stride}" if windowed else f"t{max_tokens}"
+    fingerprint = f"onnx:{model_sha256[:16]}:{'modelpool' if pooled else 'mean'}:{mode}:l2"
+    log.debug("loaded %s (%s) with %d threads", model, fingerprint, threads)
+    return OnnxEmbedder(
+        model=model,
+        fingerprint=fingerprint,
+        session=session,
+        tokenizer=tok,
+        windowed=windowed,
+        feeds=feeds,
+        output=index,
+        pooled_output=pooled,
+    )
+
+
+def _pick_output(session: Any) -> tuple[int, bool]:
+    """Index of the token-embedding output, or of an already pooled one as a fallback."""
+    outs = session.get_outputs()
+    for i, o in enumerate(outs):
+        if o.name in ("last_hidden_state", "token_embeddings"):
+            return i, False
+    for i, o in enumerate(outs):
+        if len(o.shape) == 3:
+            return i, False
+    for i, o in enumerate(outs):
+        if len(o.shape) == 2:
+            return i, True
+    return 0, False
