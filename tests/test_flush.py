@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
 from symi_memory.errors import ConfigError
 from symi_memory.flush import (
     DEFAULT_FLUSH_PROMPT,
@@ -27,7 +26,12 @@ def test_defaults_and_from_config() -> None:
     s = FlushSettings.from_config(
         {
             "reserveTokensFloor": 30000,
-            "memoryFlush": {"enabled": False, "softThresholdTokens": 1000, "prompt": "Write notes.", "systemPrompt": "Sys."},
+            "memoryFlush": {
+                "enabled": False,
+                "softThresholdTokens": 1000,
+                "prompt": "Write notes.",
+                "systemPrompt": "Sys.",
+            },
         }
     )
     assert (s.enabled, s.reserve_tokens_floor, s.soft_threshold_tokens) == (False, 30000, 1000)
@@ -49,7 +53,12 @@ def test_zero_tokens_never_flushes() -> None:
 
 def test_threshold_reached() -> None:
     d = should_flush({"totalTokens": 85, "totalTokensFresh": True, "compactionCount": 0}, SMALL)
-    assert d.to_dict() == {"shouldFlush": True, "thresholdTokens": 85, "totalTokens": 85, "reason": "threshold reached"}
+    assert d.to_dict() == {
+        "shouldFlush": True,
+        "thresholdTokens": 85,
+        "totalTokens": 85,
+        "reason": "threshold reached",
+    }
     assert should_flush({"totalTokens": 84}, SMALL).should_flush is False
 
 
@@ -145,7 +154,10 @@ def read_only_dir(tmp_path: Path):
         yield d
         d.chmod(0o755)
         return
-    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode:
+    if (
+        shutil.which("chattr") is None
+        or subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode
+    ):
         pytest.skip("running as root and cannot make an immutable directory (chattr +i)")
     try:
         yield d
