@@ -16,7 +16,6 @@ from pathlib import Path
 
 import attrs
 import httpx
-
 from symi_memory.specs import ProviderUnavailable
 
 from .integrity import sha256_file, verify_sha256
@@ -66,8 +65,12 @@ def fetch_hf_file(
     sidecar = dest.with_name(dest.name + ".sha256")
     if dest.is_file():
         known = sidecar.read_text().strip() if sidecar.is_file() else None
-        verify_sha256(dest, sha256 or known, what=f"cached model file {ref.repo}/{ref.path}",
-                      fix=f"delete it to download it again: rm {dest}")
+        verify_sha256(
+            dest,
+            sha256 or known,
+            what=f"cached model file {ref.repo}/{ref.path}",
+            fix=f"delete it to download it again: rm {dest}",
+        )
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     url = ref.url(endpoint)
@@ -119,7 +122,9 @@ def _transfer(client: httpx.Client, url: str, dest: Path, headers: dict[str, str
                     part.unlink(missing_ok=True)
                     continue
                 if resp.status_code == 404:
-                    raise NotFoundOnHub(f"{url} was not found (404); check the hf: URI in memorySearch.local.modelPath")
+                    raise NotFoundOnHub(
+                        f"{url} was not found (404); check the hf: URI in memorySearch.local.modelPath"
+                    )
                 if resp.status_code >= 400:
                     raise ProviderUnavailable(
                         f"download of {url} failed with HTTP {resp.status_code}; "

