@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -52,9 +53,7 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            import fcntl
-        except ImportError:  # Windows
+        if sys.platform == "win32":
             import msvcrt
 
             msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
@@ -63,6 +62,8 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             finally:
                 msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
         else:
+            import fcntl
+
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield

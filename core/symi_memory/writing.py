@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -84,7 +85,8 @@ def _open_dir(path: Path, parent_fd: int | None = None) -> Iterator[int]:
 
 def _append(fd: int, data: bytes) -> int:
     size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
+    # O_APPEND writes go to the end whatever the offset, so seeking to read the last byte is safe.
+    if size and os.lseek(fd, size - 1, os.SEEK_SET) >= 0 and os.read(fd, 1) != b"\n":
         data = b"\n" + data
     view, written = memoryview(data), 0
     while written < len(data):
@@ -160,10 +162,10 @@ def _write_regular(fd: int, rel: str, data: bytes) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise MemoryWriteError(f"refusing to write {rel}: not a regular file")
-        try:
-            import fcntl
-        except ImportError:  # Windows: O_APPEND alone
+        if sys.platform == "win32":  # O_APPEND alone
             return _append(fd, data)
+        import fcntl
+
         fcntl.flock(fd, fcntl.LOCK_EX)  # concurrent appenders must not both skip the separator newline
         return _append(fd, data)
     finally:
