@@ -36,6 +36,7 @@ def test_defaults_and_from_config() -> None:
     )
     assert (s.enabled, s.reserve_tokens_floor, s.soft_threshold_tokens) == (False, 30000, 1000)
     assert (s.prompt, s.system_prompt, s.context_window) == ("Write notes.", "Sys.", 200000)
+    assert FlushSettings.from_config(None, context_window=128000).context_window == 128000
 
 
 def test_from_config_rejects_bad_values_naming_the_key() -> None:
@@ -169,3 +170,16 @@ def test_read_only_workspace_is_not_writable(read_only_dir: Path) -> None:
     assert workspace_writable(read_only_dir) is False
     d = should_flush({"totalTokens": 90}, SMALL, workspace_writable=workspace_writable(read_only_dir))
     assert d.should_flush is False
+
+
+def test_from_real_config_file(tmp_path: Path) -> None:
+    from symi_memory.config import load_config
+
+    (tmp_path / "symi.json").write_text(
+        '{"agents": {"defaults": {"contextWindow": 100, "compaction": '
+        '{"reserveTokensFloor": 10, "memoryFlush": {"softThresholdTokens": 5}}}}}'
+    )
+    agent = load_config(state_dir=tmp_path, extra_defaults={}).agent("main")
+    settings = FlushSettings.from_config(agent.compaction, context_window=agent.context_window)
+    assert settings == SMALL
+    assert should_flush({"totalTokens": 85}, settings).should_flush

@@ -65,14 +65,22 @@ class FlushSettings:
     prompt: str | None = None
 
     @classmethod
-    def from_config(cls, compaction: Mapping[str, Any] | None) -> FlushSettings:
-        """Build from the camelCase ``agents.defaults.compaction`` mapping; missing keys keep defaults."""
+    def from_config(
+        cls, compaction: Mapping[str, Any] | None, *, context_window: int | None = None
+    ) -> FlushSettings:
+        """Build from the camelCase ``agents.defaults.compaction`` mapping; missing keys keep defaults.
+
+        ``context_window`` is ``agents.defaults.contextWindow`` (the window
+        assumed when the runtime does not pass one to :func:`should_flush`).
+        """
         base = "agents.defaults.compaction"
         compaction = compaction or {}
         flush = compaction.get("memoryFlush") or {}
         if not isinstance(flush, Mapping):
             raise ConfigError(f"{base}.memoryFlush: expected an object, got {type(flush).__name__}")
         kwargs: dict[str, Any] = {}
+        if context_window is not None:
+            kwargs["context_window"] = _non_negative_int(context_window, "agents.defaults.contextWindow")
         if "reserveTokensFloor" in compaction:
             kwargs["reserve_tokens_floor"] = _non_negative_int(
                 compaction["reserveTokensFloor"], f"{base}.reserveTokensFloor"
