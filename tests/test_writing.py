@@ -150,3 +150,16 @@ def test_session_start_context_lowercase_and_missing(tmp_path: Path) -> None:
 def test_daily_log_path_days_ago() -> None:
     assert daily_log_path(NOW, "UTC", days_ago=1) == "memory/2026-02-15.md"
     assert daily_log_path(datetime(2026, 3, 1, 12, tzinfo=UTC), "UTC", days_ago=1) == "memory/2026-02-28.md"
+
+
+def test_memory_append_tool(tmp_path: Path) -> None:
+    from symi_memory.append_tool import MEMORY_APPEND_DEFINITION, memory_append
+
+    assert MEMORY_APPEND_DEFINITION["parameters"]["required"] == ["text"]
+    out = memory_append(tmp_path, {"text": "ship on Friday"}, now=NOW, tz="UTC")
+    assert out == {"path": "memory/2026-02-16.md", "bytesWritten": 15}
+    out = memory_append(tmp_path, {"text": "likes tea", "target": "long-term"})
+    assert out["path"] == "MEMORY.md" and (tmp_path / "MEMORY.md").read_text() == "likes tea\n"
+    assert memory_append(tmp_path, {"text": 5})["error"] == "text required (a string)"
+    assert "target must be" in memory_append(tmp_path, {"text": "x", "target": "weekly"})["error"]
+    assert "not writable" in memory_append(tmp_path, {"text": "x"}, access="none")["error"]
