@@ -101,14 +101,14 @@ def test_tail_of_a_long_chunk_counts(provider):
     assert provider.tokenizer.encode(long_text("")).overflowing  # the tail starts past the first window
     q = provider.embed_query("volcano eruption lava and ash")
     v_doc, c_doc = provider.embed_documents([volcano_doc, cake_doc])
-    assert cos(q, v_doc) > cos(q, c_doc) + 0.05
+    assert cos(q, v_doc) > cos(q, c_doc) + 0.15
     # Plain truncation cannot see the tails at all: the two documents collapse to one vector.
     truncating = load_onnx_embedder(
         MODEL_FILE, bundled_tokenizer(), model="t", model_sha256=MINILM_ONNX_SHA256, threads=1, windowed=False
     )
     tv, tc = truncating.embed_documents([volcano_doc, cake_doc])
     assert cos(tv, tc) > 0.9999
-    assert cos(v_doc, c_doc) < 0.99
+    assert cos(v_doc, c_doc) < 0.95
 
 
 def test_non_finite_values_become_zero():
@@ -154,7 +154,9 @@ def test_altered_model_is_refused(tmp_path):
 
 def test_unknown_model_name_and_missing_path_explain_the_fix(tmp_path):
     ctx = make_ctx(model="text-embedding-3-small")
-    assert "memorySearch.model = 'text-embedding-3-small' is not a bundled local model" in hooks.available(ctx)
+    assert "memorySearch.model = 'text-embedding-3-small' is not a bundled local model" in hooks.available(
+        ctx
+    )
     with pytest.raises(ProviderUnavailable, match="modelPath"):
         hooks.create(ctx)
     missing = make_ctx(modelPath=str(tmp_path / "nope.onnx"))

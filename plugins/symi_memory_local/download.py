@@ -74,7 +74,10 @@ def fetch_hf_file(
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     url = ref.url(endpoint)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    # Byte ranges only line up with the file when the server sends it unencoded.
+    headers = {"Accept-Encoding": "identity"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     own = client is None
     client = client or httpx.Client(follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0))
     try:
@@ -136,7 +139,8 @@ def _transfer(client: httpx.Client, url: str, dest: Path, headers: dict[str, str
                 expect = _expectation(resp, expect)
                 mode = "ab" if resp.status_code == 206 else "wb"
                 with open(part, mode) as f:
-                    for block in resp.iter_bytes(1 << 20):
+                    # iter_raw hands over every byte as it arrives, so a cut keeps all it received.
+                    for block in resp.iter_raw():
                         f.write(block)
             return part, expect
         except httpx.TransportError as exc:

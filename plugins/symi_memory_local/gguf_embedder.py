@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from symi_memory.specs import ProviderUnavailable
 
 from .integrity import verify_sha256
@@ -61,7 +60,10 @@ def load_gguf_embedder(path: Path, *, model: str, sha256: str | None, threads: i
     except ImportError as exc:
         raise ProviderUnavailable(_NEEDS) from exc
     digest = verify_sha256(
-        path, sha256, what=f"the GGUF model {model!r}", fix="Fix memorySearch.local.sha256 or replace the file."
+        path,
+        sha256,
+        what=f"the GGUF model {model!r}",
+        fix="Fix memorySearch.local.sha256 or replace the file.",
     )
     try:
         llm = Llama(model_path=str(path), embedding=True, n_threads=threads, verbose=False)
