@@ -1,0 +1,135 @@
+"""Which qmd collections an agent has, and bringing qmd in line with them.
+
+Names follow behaviour §7: ``memory-root-<agent>`` (the workspace, mask
+``MEMORY.md``), ``memory-alt-<agent>`` (``memory.md``), ``memory-dir-<agent>``
+(``memory/``, ``**/*.md``), one per ``memory.qmd.paths[]`` entry, and
+``sessions-<agent>`` for exported transcripts. Names are lower-case
+``[a-z0-9-]``; clashes get ``-2``, ``-3``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .runner import QmdFailed, QmdRunner
+
+__all__ = ["CollectionSpec", "derive_collections", "reconcile_collections", "slug"]
+
+log = logging.getLogger("symi_memory.qmd")
+
+_LIST_LINE = re.compile(r"^(\S.*?) \(qmd://")
+_SAME_PATH = re.compile(r"Name:\s*(\S+)\s*\(qmd://")
+
+
+@attrs.frozen(kw_only=True)
+class CollectionSpec:
+    """One collection: ``path`` is an absolute directory, ``pattern`` a qmd glob."""
+
+    name: str
+    path: Path
+    pattern: str
+    source: str = "memory"
+
+
+def slug(text: str) -> str:
+    """Lower-case ``[a-z0-9-]`` form of a name (``My Notes`` -> ``my-notes``)."""
+    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return out or "collection"
+
+
+def derive_collections(
+    *,
+    agent_id: str,
+    workspace: Path,
+    paths: Sequence[Mapping[str, Any] | str] = (),
+    include_default_memory: bool = True,
+    sessions_dir: Path | None = None,
+) -> list[CollectionSpec]:
+    """Build the collection list from the workspace, ``paths[]`` and sessions."""
+    agent = slug(agent_id)
+    wanted: list[tuple[str, Path, str, str]] = []
+    if include_default_memory:
+        wanted += [
+            (f"memory-root-{agent}", workspace, "MEMORY.md", "memory"),
+            (f"memory-alt-{agent}", workspace, "memory.md", "memory"),
+            (f"memory-dir-{agent}", workspace / "memory", "**/*.md", "memory"),
+        ]
+    for i, entry in enumerate(paths):
+        item = {"path": entry} if isinstance(entry, str) else dict(entry)
+        raw = str(item.get("path") or "").strip()
+        if not raw:
+            raise ValueError(f"memory.qmd.paths[{i}].path is empty; give a directory or .md file")
+        target = Path(raw).expanduser()
+        target = (target if target.is_absolute() else workspace / target).resolve()
+        pattern = str(item.get("pattern") or "**/*.md")
+        if target.suffix == ".md" and not target.is_dir():
+            # qmd indexes directories; a single file is its parent with the file as the mask.
+            target, pattern = target.parent, target.name
+        wanted.append((slug(str(item.get("name") or target.name)), target, pattern, "memory"))
+    if sessions_dir is not None:
+        wanted.append((f"sessions-{agent}", sessions_dir, "**/*.md", "sessions"))
+    taken: set[str] = set()
+    out = []
+    for name, path, pattern, source in wanted:
+        unique, n = name, 1
+        while unique in taken:
+            n += 1
+            unique = f"{name}-{n}"
+        taken.add(unique)
+        out.append(CollectionSpec(name=unique, path=path, pattern=pattern, source=source))
+    return out
+
+
+def _existing(runner: QmdRunner, timeout_ms: int) -> set[str]:
+    text = runner.run(["collection", "list"], timeout_ms=timeout_ms).stdout
+    return {m.group(1) for line in text.splitlines() if (m := _LIST_LINE.match(line))}
+
+
+def _shown(runner: QmdRunner, name: str, timeout_ms: int) -> tuple[str, str]:
+    text = runner.run(["collection", "show", name], timeout_ms=timeout_ms).stdout
+    fields = dict(re.findall(r"^\s+(Path|Pattern):\s+(.*?)\s*$", text, re.MULTILINE))
+    return fields.get("Path", ""), fields.get("Pattern", "")
+
+
+def _add(runner: QmdRunner, spec: CollectionSpec, timeout_ms: int) -> None:
+    args = ["collection", "add", str(spec.path), "--name", spec.name, "--mask", spec.pattern]
+    try:
+        runner.run(args, timeout_ms=timeout_ms)
+    except QmdFailed as exc:
+        said = exc.stderr + exc.stdout
+        if f"'{spec.name}' already exists" in said:
+            return
+        other = _SAME_PATH.search(said)
+        if other is None or other.group(1) == spec.name:
+            raise
+        # A stale collection (an old name) owns this path+pattern in our private home.
+        runner.run(["collection", "remove", other.group(1)], timeout_ms=timeout_ms)
+        runner.run(args, timeout_ms=timeout_ms)
+
+
+def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *, timeout_ms: int) -> list[str]:
+    """Add missing collections and re-add changed ones; return the names not yet creatable.
+
+    A collection whose directory does not exist yet (an agent without
+    ``memory/``) is skipped and reported, so the caller can try again later.
+    """
+    existing = _existing(runner, timeout_ms)
+    pending = []
+    for spec in specs:
+        if not spec.path.is_dir():
+            pending.append(spec.name)
+            continue
+        if spec.name in existing:
+            path, pattern = _shown(runner, spec.name, timeout_ms)
+            if Path(path).resolve() == spec.path.resolve() and pattern == spec.pattern:
+                continue
+            log.info("qmd collection %s changed (%s %s -> %s %s); re-adding", spec.name, path, pattern, spec.path, spec.pattern)
+            runner.run(["collection", "remove", spec.name], timeout_ms=timeout_ms)
+        _add(runner, spec, timeout_ms)
+    return pending
