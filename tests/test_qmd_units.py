@@ -1,0 +1,237 @@
+"""qmd-sidecar pieces that need no qmd at all: scope, parsing, limits, names, paths, settings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from symi_memory.errors import PathRefused
+from symi_memory.types import Candidate
+from symi_memory_qmd.collections import CollectionSpec, derive_collections
+from symi_memory_qmd.parse import QmdParseError, is_flag_rejection, parse_search_output, snippet_lines
+from symi_memory_qmd.paths import display_path, read_qmd_path
+from symi_memory_qmd.scope import check_scope
+from symi_memory_qmd.search import apply_limits
+from symi_memory_qmd.settings import QmdSettings
+
+DEFAULT_SCOPE = {"default": "deny", "rules": [{"action": "allow", "match": {"chatType": "direct"}}]}
+
+
+# ---------------------------------------------------------------- scope
+
+
+@pytest.mark.parametrize(
+    ("key", "allowed", "channel", "chat"),
+    [
+        (None, True, None, "direct"),
+        ("agent:main:main", True, None, "direct"),
+        ("agent:main:discord:group:42", False, "discord", "group"),
+        ("agent:main:slack:channel:c1", False, "slack", "channel"),
+        ("agent:main:telegram:dm:99", True, "telegram", "direct"),
+        ("agent:main:whatsapp:direct:+1", True, "whatsapp", "direct"),
+        ("agent:main:x:y:group:z", False, None, "group"),
+        ("AGENT:Main:Signal:Group:7", False, "signal", "group"),
+    ],
+)
+def test_default_scope_allows_only_direct_chats(key, allowed, channel, chat):
+    d = check_scope(DEFAULT_SCOPE, key)
+    assert (d.allowed, d.channel, d.chat_type) == (allowed, channel, chat)
+
+
+def test_scope_rule_fields_each_decide():
+    scope = {
+        "default": "deny",
+        "rules": [
+            {"action": "deny", "match": {"channel": "discord", "chatType": "direct"}},
+            {"action": "allow", "match": {"channel": "discord"}},
+            {"action": "allow", "match": {"keyPrefix": "slack:channel:ops"}},
+            {"action": "allow", "match": {"rawKeyPrefix": "agent:work:"}},
+            {"action": "allow", "match": {"keyPrefix": "agent:legacy:teams:"}},
+        ],
+    }
+    assert not check_scope(scope, "agent:main:discord:direct:1").allowed  # first match wins
+    assert check_scope(scope, "agent:main:discord:group:1").allowed  # channel
+    assert check_scope(scope, "agent:main:slack:channel:ops-alerts").allowed  # normalised keyPrefix
+    assert not check_scope(scope, "agent:main:slack:channel:random").allowed
+    assert check_scope(scope, "agent:work:slack:channel:random").allowed  # rawKeyPrefix
+    assert not check_scope(scope, "agent:main:work:slack").allowed
+    assert check_scope(scope, "agent:legacy:teams:group:1").allowed  # legacy agent: keyPrefix is raw
+    assert not check_scope(scope, "agent:other:teams:group:1").allowed
+
+
+def test_scope_unset_default_allows_and_bad_rules_say_what_to_fix():
+    assert check_scope({"rules": []}, "agent:main:discord:group:1").allowed
+    assert check_scope(None, "x:channel:y").allowed
+    with pytest.raises(ValueError, match="action"):
+        check_scope({"rules": [{"action": "maybe", "match": {}}]}, "k")
+    with pytest.raises(ValueError, match="chatTyp"):
+        check_scope({"rules": [{"action": "allow", "match": {"chatTyp": "direct"}}]}, "k")
+
+
+# ---------------------------------------------------------------- parsing
+
+REAL_OUTPUT = """[
+  {
+    "docid": "#840496",
+    "score": 0.46,
+    "file": "qmd://memory-dir-main/2026-05-01.md",
+    "line": 3,
+    "title": "2026-05-01",
+    "snippet": "@@ -2,4 @@ (1 before, 0 after)\\n\\nMet with Bob about the zephyr migration.\\nDecided to pin PostgreSQL at 16.2.\\n"
+  }
+]
+"""
+
+
+def test_parse_real_shape_with_line_range_from_header():
+    (hit,) = parse_search_output(REAL_OUTPUT)
+    assert (hit.collection, hit.rel, hit.score) == ("memory-dir-main", "2026-05-01.md", 0.46)
+    assert (hit.start_line, hit.end_line) == (2, 4)
+    assert hit.text == "\nMet with Bob about the zephyr migration.\nDecided to pin PostgreSQL at 16.2."
+
+
+def test_parse_tolerates_noise_and_reads_no_results():
+    noisy = "Expanding query...\n[warn] 3 docs need embeddings [sic]\n" + REAL_OUTPUT + "Done in 3ms\n"
+    assert [h.rel for h in parse_search_output(noisy)] == ["2026-05-01.md"]
+    assert parse_search_output("No results found.\n") == []
+    assert parse_search_output("[]\n") == []
+    with pytest.raises(QmdParseError, match="no JSON"):
+        parse_search_output("\x1b[31m%%% <html>garbage{not json")
+
+
+def test_snippet_header_edge_cases():
+    assert snippet_lines("@@ -6,3 @@ (5 before, 0 after)\n## Projects\nProject zephyr.\n", 7)[:2] == (6, 7)
+    assert snippet_lines("@@ -10 @@\none line", 10)[:2] == (10, 10)
+    assert snippet_lines("no header here", 12)[:2] == (12, 12)
+
+
+def test_flag_rejection_texts():
+    assert is_flag_rejection("error: unknown option '--json'")
+    assert is_flag_rejection("Unrecognized option: -c")
+    assert is_flag_rejection("error: unknown flag: --json")
+    assert not is_flag_rejection("Collection not found: notes")
+
+
+# ---------------------------------------------------------------- limits
+
+
+def _cand(path: str, text: str, start: int = 5, end: int = 7) -> Candidate:
+    return Candidate(id=path, path=path, start_line=start, end_line=end, score=0.5, text=text)
+
+
+def test_limits_count_citation_footer_in_injected_chars():
+    cands = [_cand("memory/a.md", "a" * 100), _cand("memory/b.md", "b" * 100), _cand("memory/c.md", "c" * 100)]
+    footer = len("\n\nSource: memory/a.md#L5-L7")
+    out = apply_limits(cands, max_results=6, max_snippet_chars=700, max_injected_chars=2 * (100 + footer) + 10, cite=True)
+    assert [c.path for c in out] == ["memory/a.md", "memory/b.md"]
+    total = sum(len(c.text) + len(f"\n\nSource: {c.path}#L5-L7") for c in out)
+    assert total <= 2 * (100 + footer) + 10
+    # Without citations the same budget fits a cut third snippet.
+    out = apply_limits(cands, max_results=6, max_snippet_chars=700, max_injected_chars=2 * (100 + footer) + 10, cite=False)
+    assert [len(c.text) for c in out] == [100, 100, 2 * footer + 10]
+
+
+def test_limits_snippet_chars_and_max_results():
+    cands = [_cand(f"memory/{i}.md", "x" * 900) for i in range(9)]
+    out = apply_limits(cands, max_results=3, max_snippet_chars=50, max_injected_chars=10_000, cite=False)
+    assert len(out) == 3 and all(len(c.text) == 50 for c in out)
+
+
+# ---------------------------------------------------------------- collections and paths
+
+
+def test_collection_names_and_clashes(tmp_path):
+    ws = tmp_path / "ws"
+    specs = derive_collections(
+        agent_id="Main Bot",
+        workspace=ws,
+        paths=[
+            {"path": "../notes", "name": "Team Notes!"},
+            {"path": str(tmp_path / "other" / "notes")},
+            {"path": "docs/one.md"},
+            "../notes2",
+        ],
+        sessions_dir=tmp_path / "exports",
+    )
+    names = [s.name for s in specs]
+    assert names == [
+        "memory-root-main-bot",
+        "memory-alt-main-bot",
+        "memory-dir-main-bot",
+        "team-notes",
+        "notes",
+        "docs",
+        "notes2",
+        "sessions-main-bot",
+    ]
+    assert (specs[0].path, specs[0].pattern) == (ws.resolve() if ws.exists() else ws, "MEMORY.md")
+    assert (specs[5].path, specs[5].pattern) == ((ws / "docs").resolve(), "one.md")
+    assert specs[-1].source == "sessions"
+    clash = derive_collections(agent_id="a", workspace=ws, paths=["x/notes", "y/notes", "z/notes"], include_default_memory=False)
+    assert [s.name for s in clash] == ["notes", "notes-2", "notes-3"]
+
+
+def test_display_path_inside_and_outside_workspace(tmp_path):
+    ws = tmp_path / "ws"
+    inside = CollectionSpec(name="memory-dir-main", path=ws / "memory", pattern="**/*.md")
+    outside = CollectionSpec(name="notes", path=tmp_path / "notes", pattern="**/*.md")
+    assert display_path(inside, "memory-dir-main", "sub/2026-05-01.md", ws) == "memory/sub/2026-05-01.md"
+    assert display_path(outside, "notes", "a b/x.md", ws) == "qmd/notes/a b/x.md"
+    assert display_path(None, "gone", "x.md", ws) == "qmd/gone/x.md"
+
+
+def test_memory_get_qmd_paths(tmp_path):
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "sub" / "k.md").write_text("one\ntwo\nthree\n")
+    (notes / "data.txt").write_text("not markdown")
+    (tmp_path / "secret.md").write_text("outside")
+    os.symlink(tmp_path / "secret.md", notes / "link.md")
+    colls = {"notes": CollectionSpec(name="notes", path=notes, pattern="**/*.md")}
+    assert read_qmd_path("qmd/notes/sub/k.md", colls).text == "one\ntwo\nthree\n"
+    got = read_qmd_path("qmd/notes/sub/k.md", colls, from_line=2, lines=1)
+    assert (got.path, got.text) == ("qmd/notes/sub/k.md", "two")
+    assert read_qmd_path("qmd/notes/missing.md", colls).text == ""
+    cases = {
+        "qmd/notes/../../secret.md": "qmd path escapes collection",
+        "qmd/notes/sub/../../secret.md": "qmd path escapes collection",
+        "qmd/notes/link.md": "qmd path escapes collection",
+        "qmd/nope/x.md": "unknown qmd collection: nope",
+        "qmd/notes": "invalid qmd path",
+        "qmd//x.md": "invalid qmd path",
+        "qmd/notes/data.txt": "path required",
+        "qmd/notes/sub": "path required",
+    }
+    for path, message in cases.items():
+        with pytest.raises(PathRefused) as err:
+            read_qmd_path(path, colls)
+        assert str(err.value) == message, path
+
+
+# ---------------------------------------------------------------- settings
+
+
+def test_settings_defaults_and_durations():
+    s = QmdSettings.from_config({"update": {"interval": "90s", "embedInterval": "2"}})
+    assert (s.interval_s, s.embed_interval_s, s.debounce_s) == (90.0, 120.0, 15.0)
+    assert s.limits == {"maxResults": 6, "maxSnippetChars": 700, "maxInjectedChars": 4000, "timeoutMs": 4000}
+    assert s.scope == DEFAULT_SCOPE and s.command == "qmd" and s.search_mode == "search"
+    for bad in ("5 minutes", "-1m", "1w", ""):
+        with pytest.raises(ValueError, match="memory.qmd.update.interval"):
+            QmdSettings.from_config({"update": {"interval": bad}})
+    with pytest.raises(ValueError, match="searchMode"):
+        QmdSettings.from_config({"searchMode": "grep"})
+
+
+def test_hooks_register_the_backend_by_name():
+    from importlib.metadata import entry_points
+
+    from symi_memory.plugins import load_plugins
+
+    # Only this plugin: the others are other engineers' work in progress.
+    others = {ep.name for ep in entry_points(group="symi_memory")} - {"qmd-sidecar"}
+    spec = load_plugins(disabled=others).backend("qmd-sidecar")
+    assert spec.short_name == "qmd"
+    assert Path(spec.factory.__code__.co_filename).name == "hooks.py"
