@@ -395,3 +395,18 @@ def test_key_in_a_custom_header_stays_out_of_the_fingerprint():
     )
     assert SENTINEL not in provider.fingerprint and "tok-1" not in provider.fingerprint
     assert '"x-team":"a"' in provider.fingerprint
+
+
+def test_sparse_or_null_settings_fall_back_to_defaults():
+    for settings in (
+        {},
+        {"remote": None, "model": None},
+        {"remote": {"headers": None, "batch": None, "timeoutMs": "x"}},
+    ):
+        context = ProviderContext(settings=settings, models={"providers": None}, env={"OPENAI_API_KEY": "k"})
+        provider = make("openai", context)
+        assert provider.model == "text-embedding-3-small"
+        assert provider.base_url == "https://api.openai.com/v1"
+        assert provider.settings.timeout_s == 60.0
+        assert provider.batch is None
+        provider.close()

@@ -6,12 +6,15 @@ Kept cheap to import: httpx and the provider modules load inside the factories.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symi_memory import hookimpl
 from symi_memory.specs import ProviderContext, ProviderSpec, ProviderUnavailable
 
 from .settings import ProviderDefaults, RemoteSettings, missing_key_reason
+
+if TYPE_CHECKING:
+    from .base import RemoteEmbeddingProvider
 
 __all__ = ["DEFAULTS", "create_provider", "symi_memory_register_embedding_providers"]
 
@@ -49,18 +52,25 @@ DEFAULTS: dict[str, ProviderDefaults] = {
 }
 
 
-def create_provider(name: str, ctx: ProviderContext, **options: Any) -> Any:
+def create_provider(name: str, ctx: ProviderContext, **options: Any) -> RemoteEmbeddingProvider:
     """Build provider ``name`` from ``ctx``; ``options`` (sleep, clock, transport, rng) go to the class."""
     defaults = DEFAULTS[name]
     settings = RemoteSettings.from_context(ctx, defaults)
     if not settings.api_key:
         raise ProviderUnavailable(missing_key_reason(defaults))
+    cls: type[RemoteEmbeddingProvider]
     if name == "gemini":
-        from .gemini import GeminiEmbeddings as cls
+        from .gemini import GeminiEmbeddings
+
+        cls = GeminiEmbeddings
     elif name == "voyage":
-        from .openai_compat import VoyageEmbeddings as cls
+        from .openai_compat import VoyageEmbeddings
+
+        cls = VoyageEmbeddings
     else:
-        from .openai_compat import OpenAIEmbeddings as cls
+        from .openai_compat import OpenAIEmbeddings
+
+        cls = OpenAIEmbeddings
     return cls(settings, **options)
 
 

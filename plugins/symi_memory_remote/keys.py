@@ -10,6 +10,7 @@ __all__ = [
     "fingerprint",
     "is_secret_header",
     "merge_headers",
+    "positive_number",
     "provider_entry",
     "resolve_api_key",
     "resolve_base_url",
@@ -36,6 +37,13 @@ def section(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def positive_number(value: Any, default: float) -> float:
+    """``value`` when it is a real number above zero (not a bool), else ``default``."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return default
 
 
 def provider_entry(models: Mapping[str, Any] | None, names: Iterable[str]) -> Mapping[str, Any]:

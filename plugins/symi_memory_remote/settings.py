@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 from symi_memory.specs import ProviderContext
 
-from .keys import merge_headers, provider_entry, resolve_api_key, resolve_base_url, section
+from .keys import merge_headers, positive_number, provider_entry, resolve_api_key, resolve_base_url, section
 
 __all__ = ["BatchSettings", "ProviderDefaults", "RemoteSettings", "missing_key_reason"]
 
@@ -72,10 +72,6 @@ class RemoteSettings:
         remote = section(settings, "remote")
         entry = provider_entry(ctx.models, defaults.provider_names)
         model = ctx.model or settings.get("model") or defaults.default_model
-        timeout_ms = remote.get("timeoutMs")
-        timeout_ok = (
-            isinstance(timeout_ms, int | float) and not isinstance(timeout_ms, bool) and timeout_ms > 0
-        )
         return cls(
             provider=defaults.name,
             model=str(model),
@@ -88,7 +84,7 @@ class RemoteSettings:
                 env_var=defaults.env_var,
             ),
             headers=merge_headers(section(entry, "headers"), section(remote, "headers")),
-            timeout_s=(float(timeout_ms) if timeout_ok else 60000.0) / 1000.0,
+            timeout_s=positive_number(remote.get("timeoutMs"), 60000.0) / 1000.0,
             batch=BatchSettings.from_mapping(section(remote, "batch")),
         )
 

@@ -92,7 +92,13 @@ class HttpReranker:
         rng: random.Random | None = None,
     ) -> None:
         from symi_memory_remote.client import RemoteClient
-        from symi_memory_remote.keys import merge_headers, provider_entry, resolve_base_url, section
+        from symi_memory_remote.keys import (
+            merge_headers,
+            positive_number,
+            provider_entry,
+            resolve_base_url,
+            section,
+        )
 
         settings = ctx.settings or {}
         key = resolve_key(api, ctx)
@@ -106,16 +112,12 @@ class HttpReranker:
         self.default_top_n = (
             top_n if isinstance(top_n, int) and not isinstance(top_n, bool) and top_n > 0 else 20
         )
-        timeout_ms = settings.get("timeoutMs")
-        timeout_ok = (
-            isinstance(timeout_ms, int | float) and not isinstance(timeout_ms, bool) and timeout_ms > 0
-        )
         self._client = RemoteClient(
             provider=api.name,
             headers=merge_headers(
                 {"Authorization": f"Bearer {key}"}, section(entry, "headers"), section(settings, "headers")
             ),
-            timeout_s=(float(timeout_ms) if timeout_ok else 10000.0) / 1000.0,
+            timeout_s=positive_number(settings.get("timeoutMs"), 10000.0) / 1000.0,
             secrets=[key],
             sleep=sleep,
             transport=transport,
