@@ -356,3 +356,24 @@ def test_gemini_batch_failures_fall_back_to_batch_embed_contents(server):
         f"POST {create_path}",
         "POST /v1beta/models/m:batchEmbedContents",
     ]
+
+
+def test_gemini_responses_file_is_downloaded(server):
+    t = FakeTime()
+    server.add("POST", "/v1beta/models/m:asyncBatchEmbedContent", Reply(json={"name": "batches/g3"}))
+    done = {
+        "name": "batches/g3",
+        "done": True,
+        "metadata": {"state": "BATCH_STATE_SUCCEEDED", "output": {"responsesFile": "files/out3"}},
+    }
+    server.add("GET", "/v1beta/batches/g3", Reply(json=done))
+    lines = [
+        {"key": "1", "response": {"embedding": {"values": [0.5]}}},
+        {"key": "0", "response": {"embedding": {"values": [0.25]}}},
+    ]
+    server.add("GET", "/download/v1beta/files/out3:download", Reply(body="\n".join(map(json.dumps, lines))))
+    provider = provider_for("gemini", server.url + "/v1beta", t, model="m")
+
+    assert provider.embed_documents(["p", "q"]) == [[0.25], [0.5]]
+    download = server.requests[-1]
+    assert download.query == "alt=media" and download.headers["x-goog-api-key"] == KEY
