@@ -39,12 +39,13 @@ class QmdSearcher:
 
     def _one(self, text: str, limit: int, collection: str) -> list[QmdHit]:
         args = [text, "--json", "-n", str(limit), "-c", collection]
+        mode = self.mode
         try:
-            out = self.runner.run([self.mode, *args], timeout_ms=self.timeout_ms)
+            out = self.runner.run([mode, *args], timeout_ms=self.timeout_ms)
         except QmdFailed as exc:
-            if self.mode == "query" or not is_flag_rejection(exc.stderr + "\n" + exc.stdout):
+            if mode == "query" or not is_flag_rejection(exc.stderr + "\n" + exc.stdout):
                 raise
-            log.warning("qmd %s rejected a flag (%s); retrying with qmd query", self.mode, str(exc))
+            log.warning("qmd %s rejected a flag (%s); retrying with qmd query", mode, exc)
             self.mode = "query"
             out = self.runner.run(["query", *args], timeout_ms=self.timeout_ms)
         return parse_search_output(out.stdout)

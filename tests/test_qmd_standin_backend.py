@@ -1,0 +1,334 @@
+"""The qmd-sidecar backend driving the qmd stand-in: indexing, search, failures, fallback, updates."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+from qmd_standin.helpers import make_backend, standin_command, write
+
+from symi_memory.errors import PathRefused
+from symi_memory.types import SearchQuery
+
+
+def query(text: str, key: str | None = None) -> SearchQuery:
+    return SearchQuery(text=text, max_results=6, min_score=0.0, candidate_limit=24, session_key=key)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    write(tmp_path / "ws" / "MEMORY.md", "# Memory\n\nAlice prefers tea.\n\n## Projects\nProject zephyr uses PostgreSQL 16.\n")
+    write(tmp_path / "ws" / "memory" / "2026-05-01.md", "# 2026-05-01\n\nMet Bob about the zephyr migration.\nPinned 16.2.\n")
+    write(tmp_path / "notes" / "sub" / "k.md", "# Notes\n\nThe kraken cluster runs on ARM.\n")
+    return tmp_path / "ws"
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Path:
+    return tmp_path / "calls.jsonl"
+
+
+def calls(log_file: Path) -> list[list[str]]:
+    if not log_file.exists():
+        return []
+    return [json.loads(line)["argv"] for line in log_file.read_text().splitlines()]
+
+
+def test_indexes_workspace_and_extra_path_and_maps_hits(tmp_path, ws, log_file):
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_LOG=str(log_file)), {"paths": [{"path": "../notes", "name": "Notes"}]})
+    assert b.sync().errors == ()
+    res = b.search(query("zephyr"))
+    assert res.mode == "qmd" and res.fallback is None
+    got = {(c.path, c.start_line, c.end_line) for c in res.candidates}
+    assert got == {("MEMORY.md", 5, 6), ("memory/2026-05-01.md", 2, 4)}
+    assert all("zephyr" in c.text for c in res.candidates)
+    (kraken,) = b.search(query("kraken")).candidates
+    assert (kraken.path, kraken.start_line, kraken.end_line) == ("qmd/notes/sub/k.md", 2, 3)
+    assert b.read_file(kraken.path).text.startswith("# Notes")
+    assert b.read_file("memory/2026-05-01.md", from_line=3, lines=1).text == "Met Bob about the zephyr migration."
+    # One call per collection, each with a single -c, run in the private home with NO_COLOR.
+    searches = [a for a in calls(log_file) if a[0] == "search"]
+    assert sorted(a[a.index("-c") + 1] for a in searches[:4]) == sorted(
+        ["memory-root-main", "memory-alt-main", "memory-dir-main", "notes"]
+    )
+    assert all(a.count("-c") == 1 and "--json" in a for a in searches)
+    entry = json.loads(log_file.read_text().splitlines()[0])
+    assert entry["cwd"] == str(tmp_path / "state" / "agents" / "main" / "qmd") and entry["noColor"] == "1"
+    assert (tmp_path / "state" / "agents" / "main" / "qmd" / "xdg-config" / "qmd" / "standin.json").is_file()
+    st = b.status()
+    assert st["backend"] == "qmd" and st["fallback"] is None and st["lastUpdate"] is not None
+    assert [c["name"] for c in st["collections"]] == ["memory-root-main", "memory-alt-main", "memory-dir-main", "notes"]
+
+
+def test_memory_get_rules_with_qmd_backend(tmp_path, ws):
+    write(ws / "NOTES.md", "not memory")
+    b = make_backend(tmp_path, standin_command(), {"paths": [{"path": "../notes", "name": "notes"}]})
+    for bad, message in [
+        ("qmd/notes/../../ws/NOTES.md", "qmd path escapes collection"),
+        ("qmd/other/x.md", "unknown qmd collection: other"),
+        ("qmd/notes/sub/k.txt", "path required"),
+        ("NOTES.md", "path required"),
+        ("memory/../NOTES.md", "path required"),
+    ]:
+        with pytest.raises(PathRefused) as err:
+            b.read_file(bad)
+        assert str(err.value) == message
+    assert b.read_file("MEMORY.md").text.startswith("# Memory")
+
+
+def test_changed_file_is_found_after_update_and_changed_collection_is_re_added(tmp_path, ws, log_file):
+    cmd = standin_command(QMD_STANDIN_LOG=str(log_file))
+    b = make_backend(tmp_path, cmd, {"paths": [{"path": "../notes", "name": "notes", "pattern": "sub/*.md"}]})
+    b.sync()
+    assert b.search(query("walrus")).candidates == ()
+    write(ws / "memory" / "2026-05-01.md", "# 2026-05-01\n\nThe walrus arrived.\n")
+    b.sync()
+    assert [c.path for c in b.search(query("walrus")).candidates] == ["memory/2026-05-01.md"]
+    # A new process with a different pattern for "notes": removed and re-added; the rest is kept.
+    b2 = make_backend(tmp_path, cmd, {"paths": [{"path": "../notes", "name": "notes", "pattern": "**/*.md"}]})
+    assert b2.sync().errors == ()
+    assert ["collection", "remove", "notes"] in calls(log_file)
+    assert not any(a[:3] == ["collection", "remove", "memory-dir-main"] for a in calls(log_file))
+    assert [c.path for c in b2.search(query("kraken")).candidates] == ["qmd/notes/sub/k.md"]
+
+
+def test_hang_is_killed_after_timeout_with_its_children_and_qmd_is_retried(tmp_path, ws):
+    control, pids = tmp_path / "control", tmp_path / "pids"
+    control.write_text("")
+    cmd = standin_command(QMD_STANDIN_CONTROL=str(control), QMD_STANDIN_PIDFILE=str(pids))
+    b = make_backend(tmp_path, cmd, {"limits": {"timeoutMs": 700}}, retry_after_s=0.0)
+    b.sync()
+    control.write_text("hang")
+    started = time.monotonic()
+    res = b.search(query("zephyr"))
+    assert time.monotonic() - started < 5
+    assert res.fallback is not None and res.fallback.from_ == "qmd" and "timed out after 700 ms" in res.fallback.reason
+    status_fb = b.status()["fallback"]
+    assert status_fb["from"] == "qmd" and res.fallback.reason.startswith(status_fb["reason"])
+    for pid in pids.read_text().split():
+        assert _gone(int(pid)), f"process {pid} survived the timeout"
+    control.write_text("")
+    res = b.search(query("zephyr"))
+    assert res.fallback is None and len(res.candidates) == 2
+    assert b.status()["fallback"] is None
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return True
+        if "State:\tZ" in state:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("garbage", "no JSON result array"),
+        ("huge", "printed more than"),
+        ("crash", "exited 134"),
+    ],
+)
+def test_broken_qmd_output_falls_back_with_a_reason(tmp_path, ws, caplog, mode, reason):
+    control = tmp_path / "control"
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_CONTROL=str(control)), retry_after_s=60)
+    b.sync()
+    control.write_text(mode)
+    b.runner.max_output_bytes = 2_000_000
+    with caplog.at_level(logging.WARNING, logger="symi_memory.qmd"):
+        res = b.search(query("zephyr"))
+    assert res.candidates == () and res.fallback is not None and reason in res.fallback.reason
+    assert any("builtin-sqlite" in r.getMessage() for r in caplog.records)
+    # Inside the retry window qmd is not asked again.
+    control.write_text("")
+    assert b.search(query("zephyr")).fallback is not None
+
+
+def test_missing_qmd_binary_falls_back(tmp_path, ws):
+    b = make_backend(tmp_path, str(tmp_path / "no-such-qmd"))
+    report = b.sync()
+    assert report.errors and "cannot run" in report.errors[0]
+    res = b.search(query("zephyr"))
+    assert res.fallback is not None and "cannot run" in res.fallback.reason
+    assert b.status()["backend"] == "qmd" and b.status()["fallback"]["from"] == "qmd"
+
+
+def test_missing_model_only_warns_on_embed_and_breaks_vsearch(tmp_path, ws, caplog, log_file):
+    cmd = standin_command(QMD_STANDIN_FAIL="missing-model", QMD_STANDIN_LOG=str(log_file))
+    b = make_backend(tmp_path, cmd)
+    with caplog.at_level(logging.WARNING, logger="symi_memory.qmd"):
+        assert b.sync().errors == ()
+    assert any("qmd embed failed" in r.getMessage() for r in caplog.records)
+    assert len(b.search(query("zephyr")).candidates) == 2
+    v = make_backend(tmp_path, cmd, {"searchMode": "vsearch"})
+    v.sync()
+    res = v.search(query("zephyr"))
+    assert res.fallback is not None and "NoBinaryFoundError" in res.fallback.reason
+
+
+def test_no_results_text_means_none(tmp_path, ws):
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_FAIL="no-results", QMD_STANDIN_FAIL_ON="search"))
+    b.sync()
+    res = b.search(query("zephyr"))
+    assert res.candidates == () and res.fallback is None
+
+
+def test_noise_around_json_is_tolerated(tmp_path, ws):
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_FAIL="noise", QMD_STANDIN_FAIL_ON="search"))
+    b.sync()
+    assert len(b.search(query("zephyr")).candidates) == 2
+
+
+def test_rejected_flag_retries_with_query(tmp_path, ws, log_file):
+    cmd = standin_command(QMD_STANDIN_FAIL="reject-flag", QMD_STANDIN_LOG=str(log_file))
+    b = make_backend(tmp_path, cmd, {"searchMode": "search"})
+    b.sync()
+    res = b.search(query("zephyr"))
+    assert res.fallback is None and {c.path for c in res.candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
+    modes = [a[0] for a in calls(log_file) if a[0] in ("search", "vsearch", "query")]
+    assert "search" in modes and modes[-1] == "query"
+    assert b.status()["searchMode"] == "query"
+
+
+def test_scope_denial_returns_nothing_and_logs_channel(tmp_path, ws, caplog, log_file):
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_LOG=str(log_file)))
+    b.sync()
+    before = len(calls(log_file))
+    with caplog.at_level(logging.WARNING, logger="symi_memory.qmd"):
+        res = b.search(query("zephyr", key="agent:main:discord:group:123"))
+    assert res.candidates == () and res.fallback is None
+    assert len(calls(log_file)) == before  # qmd was not even asked
+    msg = " ".join(r.getMessage() for r in caplog.records)
+    assert "channel=discord" in msg and "chatType=group" in msg
+    assert len(b.search(query("zephyr", key="agent:main:discord:dm:123")).candidates) == 2
+    open_scope = make_backend(tmp_path, standin_command(), {"scope": {"default": "allow", "rules": []}})
+    open_scope.sync()
+    assert len(open_scope.search(query("zephyr", key="agent:main:discord:group:1")).candidates) == 2
+
+
+def test_limits_apply_to_qmd_hits(tmp_path, ws):
+    for i in range(5):
+        write(ws / "memory" / f"2026-06-0{i + 1}.md", f"# d{i}\n\nzephyr note {i} " + "z" * 300 + "\n")
+    b = make_backend(tmp_path, standin_command(), {"limits": {"maxResults": 3, "maxSnippetChars": 40, "maxInjectedChars": 4000}})
+    b.sync()
+    res = b.search(query("zephyr"))
+    assert len(res.candidates) == 3 and all(len(c.text) <= 40 for c in res.candidates)
+    tight = make_backend(tmp_path, standin_command(), {"limits": {"maxInjectedChars": 120}})
+    tight.sync()
+    cands = tight.search(query("zephyr")).candidates
+    shown = sum(len(c.text.strip()) + len(f"\n\nSource: {c.path}#L{c.start_line}-L{c.end_line}") for c in cands)
+    assert cands and shown <= 120
+
+
+def test_update_debounce_queue_and_embed_interval(tmp_path, ws, log_file):
+    cmd = standin_command(QMD_STANDIN_LOG=str(log_file))
+    b = make_backend(tmp_path, cmd, {"update": {"debounceMs": 60_000, "embedInterval": "60m"}})
+    b.sync(reason="boot", force=True)
+    b.sync(reason="interval")  # inside debounce: skipped
+    names = [a[0] for a in calls(log_file) if a[0] in ("update", "embed")]
+    assert names == ["update", "embed"]
+    b.sync(reason="manual")  # forced: runs, but embed waits for embedInterval
+    names = [a[0] for a in calls(log_file) if a[0] in ("update", "embed")]
+    assert names == ["update", "embed", "update"]
+
+
+def test_forced_update_waits_behind_an_active_one(tmp_path, ws):
+    import threading
+
+    from symi_memory_qmd.updater import UpdateScheduler
+
+    order: list[str] = []
+    gate = threading.Event()
+
+    def work(reason: str, embed: bool) -> None:
+        order.append(f"start {reason} embed={embed}")
+        if reason == "slow":
+            gate.wait(5)
+        order.append(f"end {reason}")
+
+    s = UpdateScheduler(work=work, interval_s=0, debounce_s=0, embed_interval_s=3600)
+    t = threading.Thread(target=s.run, kwargs={"reason": "slow", "force": True})
+    t.start()
+    while not order:
+        time.sleep(0.01)
+    assert s.run(reason="skipped", force=False) is False
+    f = threading.Thread(target=s.run, kwargs={"reason": "forced", "force": True})
+    f.start()
+    time.sleep(0.1)
+    gate.set()
+    t.join(5)
+    f.join(5)
+    assert order == ["start slow embed=True", "end slow", "start forced embed=False", "end forced"]
+
+
+def test_boot_update_in_background_or_waited_for(tmp_path, ws):
+    waited = make_backend(tmp_path, standin_command(), {"update": {"waitForBootSync": True}}, start=True)
+    try:
+        assert len(waited.search(query("zephyr")).candidates) == 2
+    finally:
+        waited.close()
+    bg = make_backend(tmp_path, standin_command(), start=True)
+    try:
+        deadline = time.monotonic() + 10
+        while bg.status()["lastUpdate"] is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(bg.search(query("zephyr")).candidates) == 2
+    finally:
+        bg.close()
+
+
+def _transcript(path: Path, *turns: tuple[str, str]) -> None:
+    lines = [json.dumps({"type": "message", "message": {"role": r, "content": t}}) for r, t in turns]
+    write(path, "\n".join(lines) + "\n")
+
+
+def test_sessions_export_search_and_maintenance(tmp_path, ws):
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    _transcript(sessions / "abc.jsonl", ("user", "Where is the okapi?"), ("assistant", "The okapi is in zone 4."))
+    _transcript(sessions / "old.jsonl", ("user", "ancient okapi talk"))
+    os.utime(sessions / "old.jsonl", (time.time() - 10 * 86400,) * 2)
+    b = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True, "retentionDays": 7}})
+    b.sync()
+    export = tmp_path / "state" / "agents" / "main" / "qmd" / "sessions"
+    assert sorted(p.name for p in export.glob("*.md")) == ["abc.md"]
+    assert (export / "abc.md").read_text() == "User: Where is the okapi?\nAssistant: The okapi is in zone 4.\n"
+    (hit,) = b.search(query("okapi")).candidates
+    assert (hit.path, hit.source, hit.start_line) == ("qmd/sessions-main/abc.md", "sessions", 1)
+    assert "zone 4" in b.read_file(hit.path).text
+    stamp = (export / "abc.md").stat().st_mtime_ns
+    time.sleep(0.02)
+    b.sync(reason="manual")
+    assert (export / "abc.md").stat().st_mtime_ns == stamp  # unchanged source: not rewritten
+    (sessions / "abc.jsonl").unlink()
+    b.sync(reason="manual")
+    assert list(export.glob("*.md")) == []
+
+
+def test_wired_through_plugin_registry_and_config(tmp_path, ws):
+    from importlib.metadata import entry_points
+
+    from symi_memory.config import load_config
+    from symi_memory.plugins import load_plugins
+    from symi_memory.specs import BackendContext
+
+    others = {ep.name for ep in entry_points(group="symi_memory")} - {"qmd-sidecar"}
+    spec = load_plugins(disabled=others).backend("qmd-sidecar")
+    config = load_config(
+        state_dir=tmp_path / "state",
+        overrides={"memory": {"backend": "qmd", "qmd": {"command": standin_command(), "update": {"waitForBootSync": True}}}},
+        extra_defaults={},
+    )
+    backend = spec.factory(BackendContext(config=config, agent=config.agent("main", workspace=ws), services=None))
+    try:
+        assert {c.path for c in backend.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
+    finally:
+        backend.close()
