@@ -6,6 +6,7 @@ __all__ = [
     "BackendError",
     "ConfigError",
     "EmbeddingError",
+    "EmbeddingPending",
     "PathRefused",
     "PluginError",
     "SymiMemoryError",
@@ -56,3 +57,15 @@ class PathRefused(SymiMemoryError):
 
     def __init__(self, message: str = "path required") -> None:
         super().__init__(message)
+
+
+class EmbeddingPending(EmbeddingError):
+    """Embeddings are not ready yet (a batch job still running with ``batch.wait = false``).
+
+    Not a failure: the core indexes the text for keyword search, keeps the
+    files marked pending and collects the vectors on a later sync. It never
+    triggers a provider fallback.
+    """
+
+    def __init__(self, message: str, *, provider: str = "") -> None:
+        super().__init__(message, provider=provider, retryable=True)

@@ -64,6 +64,7 @@ class Plugins:
 
     pm: pluggy.PluginManager
     dists: dict[str, tuple[str, str]]
+    failed: dict[str, str] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
 
@@ -91,13 +92,13 @@ class Plugins:
         return out
 
     def backend(self, name: str, key: str = "plugins.slots.memory") -> BackendSpec:
-        return _pick(self.backends, name, key, "backend")
+        return _pick(self.backends, name, key, "backend", self.failed)
 
     def provider(self, name: str, key: str = "agents.defaults.memorySearch.provider") -> ProviderSpec:
-        return _pick(self.providers, name, key, "embedding provider")
+        return _pick(self.providers, name, key, "embedding provider", self.failed)
 
     def reranker(self, name: str, key: str = "agents.defaults.memorySearch.query.rerank.provider") -> RerankerSpec:
-        return _pick(self.rerankers, name, key, "reranker")
+        return _pick(self.rerankers, name, key, "reranker", self.failed)
 
     def _build(self) -> None:
         for kind, (hook_name, spec_type) in _KINDS.items():
@@ -131,13 +132,14 @@ class Plugins:
         return register
 
 
-def _pick(registry: Mapping[str, Any], name: str, key: str, what: str) -> Any:
+def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: Mapping[str, str]) -> Any:
     if name in registry:
         return registry[name]
     available = ", ".join(sorted(registry)) or "(none)"
+    broken = "".join(f" Plugin {pid!r} failed to import ({why})." for pid, why in sorted(failed.items()))
     raise ConfigError(
         f"{key} = {name!r}: no {what} of that name; available: {available}. Is the plugin installed "
-        f"(and not listed in plugins.disabled)?"
+        f"(and not listed in plugins.disabled)?{broken}"
     )
 
 
@@ -161,6 +163,7 @@ def load_plugins(
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     dists: dict[str, tuple[str, str]] = {}
+    failed: dict[str, str] = {}
     seen_eps: set[str] = set()
     for ep in sorted(_entry_points(), key=lambda e: (e.dist.name != OWN_DISTRIBUTION if e.dist else True, e.name)):
         dist = ep.dist.name if ep.dist else "?"
@@ -175,7 +178,10 @@ def load_plugins(
         try:
             module = ep.load()
         except Exception as exc:
-            raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc}") from exc
+            # One broken plugin must not take memory down; selecting it names the import error.
+            failed[ep.name] = f"{dist}: {type(exc).__name__}: {exc}"
+            log.warning("plugin %r from %s failed to import (%s); skipped", ep.name, dist, exc)
+            continue
         pm.register(module, name=ep.name)
         dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
     for plugin_id, obj in extra:
@@ -187,7 +193,7 @@ def load_plugins(
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling") from exc
-    plugins = Plugins(pm=pm, dists=dists)
+    plugins = Plugins(pm=pm, dists=dists, failed=failed)
     plugins._build()
     return plugins
 

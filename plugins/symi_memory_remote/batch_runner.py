@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import attrs
-from symi_memory.errors import EmbeddingError
+from symi_memory.errors import EmbeddingError, EmbeddingPending
 
 from .settings import BatchSettings
 from .vectors import plan_slices
@@ -36,7 +36,7 @@ log = logging.getLogger("symi_memory.remote.batch")
 MAX_BATCH_FAILURES = 2
 
 
-class BatchPending(EmbeddingError):
+class BatchPending(EmbeddingPending):
     """``remote.batch.wait`` is false and a submitted job has not finished yet; retry later."""
 
 
@@ -116,7 +116,6 @@ class BatchRunner:
                 f"{self.provider} batch job(s) {', '.join(still_running)} still running "
                 "(remote.batch.wait is false); the next sync collects the results",
                 provider=self.provider,
-                retryable=True,
             )
         for part, _ in outcomes:
             self._jobs.pop(_digest(texts[part]), None)

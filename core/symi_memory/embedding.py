@@ -1,0 +1,113 @@
+"""Choosing the embedding provider (auto, explicit, fallback) for an agent."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .errors import ConfigError, EmbeddingError
+from .specs import EmbeddingProvider, ProviderContext, ProviderUnavailable
+from .types import Fallback
+
+if TYPE_CHECKING:
+    from .config import AgentView
+    from .plugins import Plugins
+
+__all__ = ["EmbeddingChoice", "choose_provider", "provider_context"]
+
+log = logging.getLogger("symi_memory.embedding")
+
+
+@attrs.define
+class EmbeddingChoice:
+    """The provider in use (None: keyword-only) and how it was chosen."""
+
+    provider: EmbeddingProvider | None
+    requested: str
+    reason: str | None = None
+    fallback: Fallback | None = None
+    fallback_name: str = "none"
+    used_fallback: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.provider.id if self.provider else "none"
+
+    def switch_to_fallback(self, plugins: Plugins, agent: AgentView, models: Mapping[str, Any], error: Exception) -> bool:
+        """After an embedding error: switch to the configured fallback once. True if switched."""
+        target = self.fallback_name
+        if self.used_fallback or target in ("none", "", self.name):
+            return False
+        try:
+            provider = _create(plugins, target, agent, models, key="memorySearch.fallback")
+        except (ProviderUnavailable, ConfigError) as exc:
+            log.warning("fallback provider %s unavailable: %s", target, exc)
+            return False
+        old = self.name
+        if self.provider is not None:
+            self.provider.close()
+        self.provider = provider
+        self.used_fallback = True
+        self.fallback = Fallback(from_=old, reason=str(error))
+        log.warning("embedding provider %s failed (%s); switched to fallback %s", old, error, target)
+        return True
+
+
+def provider_context(agent: AgentView, models: Mapping[str, Any], model: str | None) -> ProviderContext:
+    return ProviderContext(
+        settings=agent.memory_search,
+        models=models,
+        env=dict(os.environ),
+        state_dir=agent.state_dir,
+        model=model,
+    )
+
+
+def _create(plugins: Plugins, name: str, agent: AgentView, models: Mapping[str, Any], *, key: str) -> EmbeddingProvider:
+    spec = plugins.provider(name, key=f"agents.defaults.{key}")
+    model = agent.memory_search.get("model") if name == agent.memory_search.get("provider") else None
+    return spec.factory(provider_context(agent, models, model or spec.default_model))
+
+
+def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any]) -> EmbeddingChoice:
+    """Resolve ``memorySearch.provider`` (spec/behaviour.md §6).
+
+    Never raises for an unusable provider: memory then runs keyword-only and
+    the reason is kept for ``status``. An unknown provider *name* is a config
+    error.
+    """
+    ms = agent.memory_search
+    requested = ms.get("provider") or "auto"
+    fallback_name = ms.get("fallback") or "none"
+    if fallback_name not in ("none", "") and fallback_name not in plugins.providers:
+        plugins.provider(fallback_name, key="agents.defaults.memorySearch.fallback")
+    if requested == "none":
+        return EmbeddingChoice(None, requested, "provider is none: keyword-only search", fallback_name=fallback_name)
+    if requested != "auto":
+        try:
+            return EmbeddingChoice(_create(plugins, requested, agent, models, key="memorySearch.provider"), requested,
+                                   fallback_name=fallback_name)
+        except (ProviderUnavailable, EmbeddingError) as exc:
+            choice = EmbeddingChoice(None, requested, str(exc), fallback_name=fallback_name)
+            if choice.switch_to_fallback(plugins, agent, models, exc):
+                return choice
+            log.warning("embedding provider %s unavailable: %s; searching by keyword only", requested, exc)
+            return choice
+    reasons: list[str] = []
+    ranked = sorted((s for s in plugins.providers.values() if s.auto_priority is not None), key=lambda s: s.auto_priority)
+    for spec in ranked:
+        ctx = provider_context(agent, models, ms.get("model") or spec.default_model)
+        why = spec.available(ctx) if spec.available else None
+        if why:
+            reasons.append(f"{spec.name}: {why}")
+            continue
+        try:
+            return EmbeddingChoice(spec.factory(ctx), requested, fallback_name=fallback_name)
+        except (ProviderUnavailable, EmbeddingError) as exc:
+            reasons.append(f"{spec.name}: {exc}")
+    reason = "no embedding provider available (" + "; ".join(reasons) + "); keyword-only search"
+    return EmbeddingChoice(None, requested, reason, fallback_name=fallback_name)

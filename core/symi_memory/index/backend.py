@@ -1,0 +1,212 @@
+"""A memory backend over the SQLite index; builtin-sqlite and faiss are this with different vector sides."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ..errors import EmbeddingError
+from ..fusion import fuse_rrf, fuse_weighted
+from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
+from ..workspace import PathRules
+from .indexer import Indexer
+from .keyword import build_match, identifier_tokens, token_term
+from .scheduler import SyncScheduler
+from .store import IndexStore
+
+if TYPE_CHECKING:
+    from ..config import AgentView
+    from ..embedding import EmbeddingChoice
+
+__all__ = ["IndexedBackend", "VectorSide"]
+
+log = logging.getLogger("symi_memory.backend")
+
+
+class VectorSide(Protocol):
+    """How a backend finds the nearest chunk vectors (rowids of the chunks table)."""
+
+    def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]: ...
+
+    def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+@attrs.define
+class IndexedBackend:
+    """Hybrid search over the SQLite index with a pluggable vector side."""
+
+    agent: AgentView
+    store: IndexStore
+    choice: EmbeddingChoice
+    indexer: Indexer
+    vectors: VectorSide
+    short_name: str = "builtin"
+    plugin_name: str = "builtin-sqlite"
+    scheduler: SyncScheduler | None = None
+    _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    on_synced: Callable[[SyncReport], None] | None = None
+
+    def start(self) -> None:
+        """Arm the watcher, the interval and the staleness check."""
+        self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync, check_stale=self.is_stale)
+        self.scheduler.start()
+
+    # ------------------------------------------------------------------ sync
+
+    def sync(self, *, reason: str = "manual", force: bool = False,
+             progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
+        with self._sync_lock:
+            report = self.indexer.sync(reason=reason, force=force, progress=progress)
+        if self.scheduler:
+            self.scheduler.mark_clean()
+        if self.on_synced:
+            self.on_synced(report)
+        return report
+
+    def _background_sync(self, reason: str) -> None:
+        try:
+            self.sync(reason=reason)
+        except Exception as exc:  # a background sync must never crash the host
+            log.warning("background sync (%s) failed: %s", reason, exc)
+
+    def is_stale(self) -> bool:
+        """True when any file on disk differs from the index (mtime/size) or the identity changed."""
+        if self.indexer.needs_full():
+            return True
+        changed, removed = self.indexer.changed_files()
+        return bool(removed) or any(f.source != "sessions" for f in changed)
+
+    # ---------------------------------------------------------------- search
+
+    def search(self, query: SearchQuery) -> BackendResult:
+        if self.scheduler:
+            self.scheduler.on_search(query.session_key)
+        ms = self.agent.memory_search
+        hybrid = ms["query"]["hybrid"]
+        sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
+        provider = self.choice.provider
+        qvec: list[float] | None = None
+        if provider is not None:
+            try:
+                qvec = provider.embed_query(query.text)
+            except EmbeddingError as exc:
+                log.warning("query embedding failed (%s); keyword results only", exc)
+        if qvec is not None and not any(qvec):
+            qvec = None  # an all-zero vector carries no meaning
+        use_text = hybrid["enabled"] or qvec is None
+        use_vec = qvec is not None and self.indexer.index_identity()["provider"] == provider.id  # type: ignore[union-attr]
+        limit = query.candidate_limit
+        text_hits = dict(self.store.keyword_search(query.text, limit, sources)) if use_text else {}
+        vec_hits: dict[int, float] = {}
+        if use_vec:
+            # Over-fetch when filtering by source, since the vector side cannot filter.
+            vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
+        rows = self.store.chunk_rows(list(set(text_hits) | set(vec_hits)))
+        rows = {k: r for k, r in rows.items() if r[2] in sources}
+        if use_vec and hybrid["enabled"]:
+            missing = {k: rows[k][6] for k in rows if k not in vec_hits}
+            vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
+            match = build_match(query.text)
+            if match and use_text:
+                need = [k for k in rows if k not in text_hits]
+                text_hits.update(self.store.keyword_scores(match, need))
+        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
+        text_hits = {k: v for k, v in text_hits.items() if k in rows}
+        if not use_vec:
+            mode, scores = "fts-only", dict(text_hits)
+        elif not hybrid["enabled"]:
+            mode, scores = "vector", {k: max(0.0, v) for k, v in vec_hits.items()}
+        else:
+            mode = "hybrid"
+            scores = self._fuse(query.text, vec_hits, text_hits, rows)
+        mtimes = self.store.file_mtimes()
+        ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        candidates = tuple(
+            Candidate(id=rows[k][0], path=rows[k][1], source=rows[k][2], start_line=rows[k][3], end_line=rows[k][4],
+                      text=rows[k][5], score=score, vector_score=vec_hits.get(k), text_score=text_hits.get(k),
+                      mtime=mtimes.get(rows[k][1]))
+            for k, score in ordered
+        )
+        return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
+                             model=provider.model if provider else None, fallback=self.choice.fallback)
+
+    def _fuse(self, text: str, vec_hits: dict[int, float], text_hits: dict[int, float],
+              rows: dict[int, Any]) -> dict[int, float]:
+        hybrid = self.agent.memory_search["query"]["hybrid"]
+        vw, tw = hybrid["vectorWeight"], hybrid["textWeight"]
+        if hybrid["fusion"] == "rrf":
+            vr = [k for k, _ in sorted(vec_hits.items(), key=lambda kv: -kv[1])]
+            tr = [k for k, _ in sorted(text_hits.items(), key=lambda kv: -kv[1])]
+            return fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
+        exact: set[int] = set()
+        # Chunks holding every query token, or an identifier-like token, are exact keyword matches.
+        exprs = [token_term(t) for t in identifier_tokens(text)]
+        everything = build_match(text, all_tokens=True)
+        if everything:
+            exprs.append("(" + everything + ")")
+        if exprs and text_hits:
+            exact = self.store.keyword_matches(" OR ".join(exprs), list(text_hits))
+        return fuse_weighted(vec_hits, text_hits, vector_weight=vw, text_weight=tw, exact=exact)
+
+    # ----------------------------------------------------------------- other
+
+    def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        rules = PathRules.from_workspace(self.agent.workspace, self.agent.memory_search.get("extraPaths") or [])
+        return rules.read(path, from_line=from_line, lines=lines)
+
+    def status(self) -> dict[str, Any]:
+        ms = self.agent.memory_search
+        counts = self.store.counts()
+        p = self.choice.provider
+        cache = ms["cache"]
+        dirty = self.scheduler.dirty if self.scheduler else None
+        if dirty is None or not dirty:
+            dirty = self.is_stale()
+        return {
+            "backend": self.short_name,
+            "plugin": self.plugin_name,
+            "files": counts["files"],
+            "chunks": counts["chunks"],
+            "dirty": dirty,
+            "workspaceDir": str(self.agent.workspace),
+            "dbPath": str(self.store.path),
+            "provider": p.id if p else "none",
+            "model": p.model if p else None,
+            "requestedProvider": self.choice.requested,
+            "providerReason": self.choice.reason,
+            "sources": list(ms.get("sources") or []),
+            "extraPaths": list(ms.get("extraPaths") or []),
+            "sourceCounts": counts["sourceCounts"],
+            "invalidUtf8Files": counts["invalidUtf8Files"],
+            "skipped": counts["skipped"],
+            "cache": {"enabled": cache["enabled"], "entries": counts["cacheEntries"], "maxEntries": cache["maxEntries"]},
+            "fts": {"enabled": True, "available": self.store.fts_error is None, "error": self.store.fts_error},
+            "vector": {
+                "enabled": ms["store"]["vector"]["enabled"],
+                "available": self.store.vec.available,
+                "extensionPath": self.store.vec.path,
+                "loadError": self.store.vec.error,
+                "dims": self.store.vec_dims or self._dims(),
+                **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
+            },
+            "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
+            "batch": {"enabled": ms["remote"]["batch"]["enabled"]},
+            "lastError": self.indexer.last_error,
+        }
+
+    def _dims(self) -> int | None:
+        row = self.store.reader().execute("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
+        return int(row[0]) if row else None
+
+    def close(self) -> None:
+        if self.scheduler:
+            self.scheduler.stop()
+        if self.choice.provider is not None:
+            self.choice.provider.close()
+        self.store.close()

@@ -1,0 +1,128 @@
+"""Opening the index database: WAL, busy timeout, sqlite-vec, schema version."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import apsw
+import attrs
+
+__all__ = ["SCHEMA_VERSION", "VecExtension", "create_schema", "load_vec_extension", "open_db"]
+
+log = logging.getLogger("symi_memory.index")
+
+SCHEMA_VERSION = 3
+BUSY_TIMEOUT_MS = 10_000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    mtime REAL NOT NULL,
+    size INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    bad_utf8 INTEGER NOT NULL DEFAULT 0,
+    lines INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL,
+    source TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    text TEXT NOT NULL,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    dims INTEGER NOT NULL,
+    embedding BLOB NOT NULL,
+    used_at REAL NOT NULL,
+    PRIMARY KEY (provider, model, fingerprint, hash)
+);
+CREATE INDEX IF NOT EXISTS embedding_cache_used ON embedding_cache(used_at);
+CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL);
+"""
+
+FTS_SCHEMA = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5("
+    "text, cjk, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2')"
+)
+
+
+@attrs.define
+class VecExtension:
+    """Whether sqlite-vec loaded, and why not."""
+
+    available: bool = False
+    path: str | None = None
+    error: str | None = None
+
+
+def load_vec_extension(conn: apsw.Connection, extension_path: str | None) -> VecExtension:
+    """Load sqlite-vec from ``extension_path`` or the ``sqlite-vec`` package."""
+    try:
+        if extension_path:
+            path = os.path.expanduser(extension_path)
+        else:
+            import sqlite_vec
+
+            path = sqlite_vec.loadable_path()
+        conn.enable_load_extension(True)
+        conn.load_extension(path)
+        conn.enable_load_extension(False)
+        return VecExtension(True, path, None)
+    except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, OSError
+        reason = f"sqlite-vec could not be loaded ({type(exc).__name__}: {exc}); using exact in-process cosine"
+        return VecExtension(False, extension_path, reason)
+
+
+def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
+    """Open (creating folders) with WAL and a busy timeout so readers never see 'locked'."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    conn = apsw.Connection(str(path), flags=flags)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    if not readonly:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def _drop_all(conn: apsw.Connection) -> None:
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'").fetchall()
+    # Virtual tables first: dropping one drops its shadow tables too.
+    for name, sql in sorted(rows, key=lambda r: not (r[1] or "").upper().startswith("CREATE VIRTUAL")):
+        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def create_schema(conn: apsw.Connection) -> str | None:
+    """Create tables; returns an FTS error string when FTS5 is unavailable.
+
+    An index written by another schema version is dropped and rebuilt, never
+    misread: the caller sees an empty index and reindexes.
+    """
+    with conn:
+        have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+        if "meta" in have:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None or int(row[0]) != SCHEMA_VERSION:
+                log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
+                _drop_all(conn)
+        conn.execute(SCHEMA)
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        try:
+            conn.execute(FTS_SCHEMA)
+            return None
+        except apsw.Error as exc:
+            return f"FTS5 unavailable ({exc}); keyword search is off, vector search still works"

@@ -1,0 +1,296 @@
+"""Sync: bring the SQLite index up to date with the files (spec/behaviour.md §3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..chunking import chunk_text, split_utf8
+from ..errors import EmbeddingError, EmbeddingPending
+from ..types import SyncProgress, SyncReport
+from ..workspace import MemoryFile, decode_text, list_memory_files
+from .store import ChunkRow, FileRow, IndexStore, pack_vector
+
+if TYPE_CHECKING:
+    from ..config import AgentView
+    from ..embedding import EmbeddingChoice
+
+__all__ = ["Indexer", "list_sources"]
+
+log = logging.getLogger("symi_memory.index")
+
+EMBED_BATCH = 64
+WRITE_BATCH_FILES = 200
+PENDING = "pending:"
+
+
+def sha256(text: str | bytes) -> str:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def list_sources(agent: AgentView) -> list[MemoryFile]:
+    """Every file the agent indexes: memory files, plus transcripts when enabled."""
+    ms = agent.memory_search
+    sources = set(ms.get("sources") or ["memory"])
+    out: list[MemoryFile] = []
+    if "memory" in sources:
+        out.extend(list_memory_files(agent.workspace, ms.get("extraPaths") or []))
+    if "sessions" in sources and ms["experimental"]["sessionMemory"]:
+        d = agent.sessions_dir
+        if d.is_dir():
+            for entry in sorted(os.scandir(d), key=lambda e: e.name):
+                if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    out.append(
+                        MemoryFile(path=f"sessions/{entry.name}", abs_path=entry.path, mtime=st.st_mtime,
+                                   size=st.st_size, source="sessions")
+                    )
+    return out
+
+
+@attrs.define
+class _Loaded:
+    file: MemoryFile
+    hash: str
+    text: str
+    line_map: tuple[int, ...] | None
+    bad_utf8: int
+    lines: int
+
+
+@attrs.define
+class Indexer:
+    """Incremental, hash-based sync of one agent's index."""
+
+    store: IndexStore
+    agent: AgentView
+    choice: EmbeddingChoice
+    plugins: Any = None
+    models: dict[str, Any] = attrs.field(factory=dict)
+    last_error: str | None = None
+
+    # ------------------------------------------------------------ identity
+
+    def index_identity(self) -> dict[str, Any]:
+        p = self.choice.provider
+        ch = self.agent.memory_search["chunking"]
+        return {
+            "provider": p.id if p else "none",
+            "model": p.model if p else "",
+            "fingerprint": p.fingerprint if p else "",
+            "chunkTokens": ch["tokens"],
+            "chunkOverlap": ch["overlap"],
+        }
+
+    def needs_full(self) -> bool:
+        raw = self.store.get_meta("identity")
+        if raw is None:
+            return True
+        stored = json.loads(raw)
+        stored.pop("dims", None)
+        return stored != self.index_identity()
+
+    # ---------------------------------------------------------------- scan
+
+    def changed_files(self, files: list[MemoryFile] | None = None) -> tuple[list[MemoryFile], list[str]]:
+        """Files whose mtime or size differ from the index, and indexed paths that vanished."""
+        files = list_sources(self.agent) if files is None else files
+        indexed = self.store.files()
+        max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
+        changed = []
+        for f in files:
+            row = indexed.get(f.path)
+            if f.size > max_bytes:
+                if row is not None:
+                    changed.append(f)
+                continue
+            if row is None or row.mtime != f.mtime or row.size != f.size or row.hash.startswith(PENDING):
+                changed.append(f)
+        listed = {f.path for f in files}
+        return changed, [p for p in indexed if p not in listed]
+
+    def _session_due(self, f: MemoryFile, row: FileRow | None) -> bool:
+        if row is None or f.size < row.size:
+            return True
+        deltas = self.agent.memory_search["sync"]["sessions"]
+        if f.size - row.size >= deltas["deltaBytes"]:
+            return True
+        with open(f.abs_path, "rb") as fh:
+            lines = fh.read().count(b"\n")
+        return lines - row.lines >= deltas["deltaMessages"]
+
+    def _load(self, f: MemoryFile) -> _Loaded:
+        with open(f.abs_path, "rb") as fh:
+            data = fh.read()
+        if f.source == "sessions":
+            from ..sessions import parse_session_bytes
+
+            doc = parse_session_bytes(data, os.path.basename(f.abs_path))
+            return _Loaded(f, sha256(data), doc.text, doc.line_map, 0, data.count(b"\n"))
+        text, bad = decode_text(data)
+        return _Loaded(f, sha256(data), text, None, int(bad), text.count("\n") + 1)
+
+    # ---------------------------------------------------------------- sync
+
+    def sync(self, *, reason: str = "manual", force: bool = False,
+             progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
+        started = time.perf_counter()
+        report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
+            SyncProgress(phase=phase, done=done, total=total, path=path)
+        )
+        files = list_sources(self.agent)
+        full = force or self.needs_full()
+        indexed = {} if full else self.store.files()
+        report("scan", 0, len(files))
+        if full:
+            todo, removed = [f for f in files], []
+        else:
+            todo, removed = self.changed_files(files)
+        max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
+        skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files if f.size > max_bytes}
+        removed += [f.path for f in todo if f.path in skipped and f.path in indexed]
+        todo = [f for f in todo if f.path not in skipped]
+        if not full:
+            todo = [f for f in todo if f.source != "sessions" or force or self._session_due(f, indexed.get(f.path))]
+        stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
+        try:
+            batches = self._prepare(todo, indexed, full, stats, report)
+            if full:
+                self.store.replace_files(batches, skipped=skipped, full=True, meta=self._meta())
+            else:
+                self._write_incremental(batches, removed, skipped)
+        except EmbeddingError as exc:
+            if not isinstance(exc, EmbeddingPending) and self.choice.switch_to_fallback(self.plugins, self.agent, self.models, exc):
+                return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
+            raise
+        cache = self.agent.memory_search["cache"]
+        if cache["enabled"]:
+            self.store.cache_prune(cache["maxEntries"])
+        report("done", len(todo), len(todo))
+        return SyncReport(
+            reason=reason, full=full, files_scanned=len(files), files_indexed=stats["indexed"],
+            files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
+            embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
+        )
+
+    def _meta(self) -> dict[str, str]:
+        ident = self.index_identity()
+        return {"identity": json.dumps(ident, sort_keys=True)}
+
+    def _write_incremental(self, batches: Iterator[tuple[FileRow, list[ChunkRow]]], removed: list[str],
+                           skipped: dict[str, str]) -> None:
+        group: list[tuple[FileRow, list[ChunkRow]]] = []
+        first = True
+        for item in batches:
+            group.append(item)
+            if len(group) >= WRITE_BATCH_FILES:
+                self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
+                group, first = [], False
+        if group or first:
+            self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
+
+    def _prepare(self, todo: list[MemoryFile], indexed: dict[str, FileRow], full: bool, stats: dict[str, int],
+                 report: Callable[..., Any]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+        """Load, chunk and embed files, yielding rows file by file (batched embedding)."""
+        pending: list[tuple[_Loaded, list[tuple[int, int, str]]]] = []
+        pending_chunks = 0
+        done = 0
+        for f in todo:
+            try:
+                loaded = self._load(f)
+            except OSError as exc:
+                log.warning("cannot read %s: %s", f.path, exc)
+                continue
+            old = indexed.get(f.path)
+            if not full and old is not None and old.hash == loaded.hash:
+                # Same content, new mtime: refresh the file row without re-chunking.
+                self.store.touch_file(f.path, f.mtime, f.size, loaded.lines)
+                done += 1
+                continue
+            pieces = self._chunk(loaded)
+            pending.append((loaded, pieces))
+            pending_chunks += len(pieces)
+            if pending_chunks >= EMBED_BATCH * 4:
+                yield from self._embed_and_build(pending, stats)
+                done += len(pending)
+                report("index", done, len(todo), f.path)
+                pending, pending_chunks = [], 0
+        if pending:
+            yield from self._embed_and_build(pending, stats)
+            done += len(pending)
+            report("index", done, len(todo))
+
+    def _chunk(self, loaded: _Loaded) -> list[tuple[int, int, str]]:
+        ch = self.agent.memory_search["chunking"]
+        limit = self.choice.provider.max_input_bytes if self.choice.provider else None
+        out: list[tuple[int, int, str]] = []
+        for c in chunk_text(loaded.text, ch["tokens"], ch["overlap"]):
+            start, end = c.start_line, c.end_line
+            if loaded.line_map:
+                start, end = loaded.line_map[start - 1], loaded.line_map[min(end, len(loaded.line_map)) - 1]
+            parts = split_utf8(c.text, limit) if limit else [c.text]
+            out.extend((start, end, part) for part in parts if part.strip())
+        return out
+
+    def _embed_and_build(self, pending: list[tuple[_Loaded, list[tuple[int, int, str]]]],
+                         stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+        texts = [t for _, pieces in pending for _, _, t in pieces]
+        vectors, ok = self._embed(texts, stats)
+        p = self.choice.provider
+        model = p.model if p else ""
+        i = 0
+        for loaded, pieces in pending:
+            rows = []
+            for start, end, text in pieces:
+                th = sha256(text)
+                cid = sha256(f"{loaded.file.source}:{loaded.file.path}:{start}:{end}:{th}:{model}")
+                rows.append(ChunkRow(id=cid, path=loaded.file.path, source=loaded.file.source, start_line=start,
+                                     end_line=end, hash=th, text=text, embedding=vectors[i]))
+                i += 1
+            stats["indexed"] += 1
+            stats["chunks"] += len(rows)
+            f = loaded.file
+            yield (FileRow(path=f.path, source=f.source, hash=loaded.hash if ok else PENDING + loaded.hash,
+                           mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines), rows)
+
+    def _embed(self, texts: list[str], stats: dict[str, int]) -> tuple[list[bytes | None], bool]:
+        """Vectors for ``texts`` (cache first). Returns (vectors, all_ok)."""
+        p = self.choice.provider
+        if p is None or not texts:
+            return [None] * len(texts), True
+        cache_on = self.agent.memory_search["cache"]["enabled"]
+        hashes = [sha256(t) for t in texts]
+        cached = self.store.cache_get(p.id, p.model, p.fingerprint, hashes) if cache_on else {}
+        missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}.items())
+        fresh: dict[str, bytes] = {}
+        try:
+            for i in range(0, len(missing), EMBED_BATCH):
+                part = missing[i : i + EMBED_BATCH]
+                vecs = p.embed_documents([t for _, t in part])
+                if len(vecs) != len(part):
+                    raise EmbeddingError(f"{p.id} returned {len(vecs)} vectors for {len(part)} inputs", provider=p.id)
+                fresh.update((h, pack_vector(v)) for (h, _), v in zip(part, vecs, strict=True))
+        except EmbeddingError as exc:
+            can_switch = not isinstance(exc, EmbeddingPending) and self.plugins is not None and not self.choice.used_fallback and self.choice.fallback_name not in (
+                "none", "", self.choice.name)
+            if can_switch:
+                raise
+            # Keep new text findable by keyword; the files stay marked pending and are retried next sync.
+            self.last_error = f"{p.id}: {exc}"
+            log.warning("embedding failed (%s); indexed %d chunks for keyword search only", exc, len(texts))
+            if fresh and cache_on:
+                self.store.cache_put(p.id, p.model, p.fingerprint, fresh)
+            return [cached.get(h) or fresh.get(h) for h in hashes], False
+        if fresh and cache_on:
+            self.store.cache_put(p.id, p.model, p.fingerprint, fresh)
+        stats["computed"] += len(fresh)
+        stats["cached"] += len(texts) - len([h for h in hashes if h in fresh])
+        return [cached.get(h) or fresh.get(h) for h in hashes], True

@@ -1,0 +1,75 @@
+"""Keyword query building: OR-joined word tokens, BM25 mapping, CJK bigrams.
+
+The unicode61 tokenizer treats a CJK run as one token, so ``金银价格`` would
+never match ``金银价格上涨``. Every CJK run is therefore also indexed as
+overlapping bigrams in a second column, and a CJK query token becomes a
+phrase of its bigrams there: a phrase of consecutive bigrams is exactly a
+substring match.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["bm25_to_score", "build_match", "cjk_bigrams", "identifier_tokens", "query_tokens", "token_term"]
+
+WORD_RE = re.compile(r"[^\W]+", re.UNICODE)
+CJK_CLASS = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\U00020000-\U0002fa1f"
+)
+CJK_RUN_RE = re.compile(f"[{CJK_CLASS}]+")
+# Tokens that embeddings cannot represent but keyword search nails: hashes,
+# ticket IDs, versions, env var names.
+IDENT_RE = re.compile(r"^(?=\w*\d)\w{4,}$|^\w*_\w*$|^[A-Z][A-Z0-9]{2,}$")
+
+
+def query_tokens(text: str) -> list[str]:
+    """Unicode word runs (letters, digits, underscore), de-duplicated in order."""
+    seen: dict[str, None] = {}
+    for tok in WORD_RE.findall(text):
+        seen.setdefault(tok, None)
+    return list(seen)
+
+
+def cjk_bigrams(text: str) -> str:
+    """Space-separated bigrams (and single characters of 1-char runs) of every CJK run."""
+    out: list[str] = []
+    for run in CJK_RUN_RE.findall(text):
+        if len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return " ".join(out)
+
+
+def _quote(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def token_term(token: str) -> str:
+    """The FTS5 expression matching one query token (CJK runs also as a bigram phrase)."""
+    alts = ["text : " + _quote(token)]
+    for run in CJK_RUN_RE.findall(token):
+        if len(run) == 1:
+            alts.append("cjk : " + _quote(run) + "*")
+        else:
+            alts.append("cjk : " + _quote(cjk_bigrams(run)))
+    return alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")"
+
+
+def build_match(text: str, *, all_tokens: bool = False) -> str | None:
+    """An FTS5 MATCH expression: every token quoted; OR-joined, or AND-joined with ``all_tokens``."""
+    terms = [token_term(tok) for tok in query_tokens(text)]
+    return (" AND " if all_tokens else " OR ").join(terms) if terms else None
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """Query tokens that look like identifiers (contain a digit or underscore, or ALLCAPS)."""
+    return [t for t in query_tokens(text) if IDENT_RE.match(t)]
+
+
+def bm25_to_score(rank: float) -> float:
+    """Map an FTS5 bm25 rank (<= 0, more negative is better) into (0, 1)."""
+    r = abs(rank)
+    return r / (1.0 + r)

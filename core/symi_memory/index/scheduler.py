@@ -1,0 +1,158 @@
+"""When to sync: first search of a session, dirty searches, the watcher, the interval.
+
+Nothing here ever makes a search wait: syncs and staleness checks run on one
+background worker thread, coalescing requests that arrive while it is busy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ..workspace import IGNORED_DIRS
+
+if TYPE_CHECKING:
+    from ..config import AgentView
+
+__all__ = ["SyncScheduler", "STALE_CHECK_SECONDS"]
+
+log = logging.getLogger("symi_memory.sync")
+
+STALE_CHECK_SECONDS = 1.0
+
+
+@attrs.define
+class SyncScheduler:
+    """Background sync triggers for one backend."""
+
+    agent: AgentView
+    run_sync: Callable[[str], None]
+    check_stale: Callable[[], bool]
+    dirty: bool = True
+    _seen_sessions: set[str] = attrs.field(factory=set)
+    _wake: threading.Event = attrs.field(factory=threading.Event)
+    _stop: threading.Event = attrs.field(factory=threading.Event)
+    _pending: str | None = None
+    _check_requested: bool = False
+    _last_check: float = 0.0
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _threads: list[threading.Thread] = attrs.field(factory=list)
+    busy: bool = False
+
+    def start(self) -> None:
+        sync = self.agent.memory_search["sync"]
+        self._spawn(self._worker, "symi-sync")
+        if sync["watch"] and self.agent.workspace.is_dir():
+            self._spawn(self._watch, "symi-watch")
+        if sync["intervalMinutes"] > 0:
+            self._spawn(self._interval, "symi-interval")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        t = threading.Thread(target=target, daemon=True, name=name)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    # -------------------------------------------------------------- triggers
+
+    def trigger(self, reason: str) -> None:
+        """Ask for a background sync (coalesced with one already queued)."""
+        with self._lock:
+            if self._pending is None:
+                self._pending = reason
+        self._wake.set()
+
+    def mark_dirty(self, reason: str) -> None:
+        self.dirty = True
+        self.trigger(reason)
+
+    def mark_clean(self) -> None:
+        self.dirty = False
+
+    def on_search(self, session_key: str | None) -> None:
+        sync = self.agent.memory_search["sync"]
+        key = session_key or ""
+        if key not in self._seen_sessions:
+            self._seen_sessions.add(key)
+            if sync["onSessionStart"]:
+                self.trigger("session-start")
+                return
+        if self.dirty and sync["onSearch"]:
+            self.trigger("search")
+            return
+        now = time.monotonic()
+        # The safety net for a watcher that stopped firing: cheap, rate-limited, off the search path.
+        if now - self._last_check >= STALE_CHECK_SECONDS:
+            self._last_check = now
+            with self._lock:
+                self._check_requested = True
+            self._wake.set()
+
+    # --------------------------------------------------------------- threads
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            with self._lock:
+                reason, self._pending = self._pending, None
+                check, self._check_requested = self._check_requested, False
+            if reason is None and check:
+                try:
+                    if self.check_stale():
+                        self.dirty = True
+                        reason = "stale"
+                except Exception as exc:
+                    log.warning("staleness check failed: %s", exc)
+            if reason is not None:
+                self.busy = True
+                try:
+                    self.run_sync(reason)
+                finally:
+                    self.busy = False
+
+    def _interval(self) -> None:
+        seconds = self.agent.memory_search["sync"]["intervalMinutes"] * 60
+        while not self._stop.wait(seconds):
+            self.trigger("interval")
+
+    def _watch(self) -> None:
+        try:
+            import watchfiles
+        except ImportError:  # pragma: no cover - a core dependency
+            log.warning("watchfiles is not installed; file watching is off")
+            return
+        ws = str(self.agent.workspace)
+        roots = [ws]
+        for extra in self.agent.memory_search.get("extraPaths") or []:
+            p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+            target = p if os.path.isdir(p) else os.path.dirname(p)
+            if os.path.isdir(target) and not target.startswith(ws + os.sep) and target != ws:
+                roots.append(target)
+        if self.agent.sessions_dir.is_dir():
+            roots.append(str(self.agent.sessions_dir))
+
+        def relevant(_change: object, path: str) -> bool:
+            parts = set(path.split(os.sep))
+            return (path.endswith((".md", ".jsonl")) or os.path.isdir(path)) and not parts & IGNORED_DIRS
+
+        debounce = int(self.agent.memory_search["sync"]["watchDebounceMs"])
+        try:
+            for _changes in watchfiles.watch(*roots, watch_filter=relevant, debounce=max(debounce, 50),
+                                             stop_event=self._stop, yield_on_timeout=False, raise_interrupt=False):
+                self.mark_dirty("watch")
+        except Exception as exc:  # the staleness check still covers us
+            log.warning("file watcher stopped: %s", exc)

@@ -1,0 +1,361 @@
+"""Rows of the index: files, chunks, FTS, vectors (sqlite-vec), cache, meta."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+import attrs
+
+from .db import VecExtension, create_schema, load_vec_extension, open_db
+from .keyword import bm25_to_score, build_match, cjk_bigrams
+
+__all__ = ["ChunkRow", "FileRow", "IndexStore", "pack_vector", "unpack_vector"]
+
+log = logging.getLogger("symi_memory.index")
+
+
+def pack_vector(vec: Sequence[float]) -> bytes:
+    import array
+
+    return array.array("f", vec).tobytes()
+
+
+def unpack_vector(blob: bytes) -> list[float]:
+    import array
+
+    arr = array.array("f")
+    arr.frombytes(blob)
+    return arr.tolist()
+
+
+@attrs.frozen(kw_only=True)
+class FileRow:
+    path: str
+    source: str
+    hash: str
+    mtime: float
+    size: int
+    chunks: int = 0
+    bad_utf8: int = 0
+    lines: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ChunkRow:
+    id: str
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    hash: str
+    text: str
+    embedding: bytes | None = None
+
+
+@attrs.define
+class IndexStore:
+    """The SQLite index of one agent.
+
+    Thread-safe. Writes go through one connection under ``lock``; every
+    reading thread gets its own connection, so with WAL a search never waits
+    for a sync's transaction and always sees the last committed index.
+    """
+
+    path: Path
+    conn: apsw.Connection
+    vec: VecExtension
+    fts_error: str | None
+    vector_wanted: bool
+    extension_path: str | None = None
+    lock: threading.RLock = attrs.field(factory=threading.RLock)
+    vec_dims: int | None = None
+    _local: threading.local = attrs.field(factory=threading.local)
+    _readers: list[apsw.Connection] = attrs.field(factory=list)
+
+    def reader(self) -> apsw.Connection:
+        """This thread's read connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = open_db(self.path)
+            if self.vec.available:
+                load_vec_extension(conn, self.extension_path)
+            self._local.conn = conn
+            with self.lock:
+                self._readers.append(conn)
+        return conn
+
+    @classmethod
+    def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
+        conn = open_db(path)
+        vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
+        fts_error = create_schema(conn)
+        store = cls(
+            path=path, conn=conn, vec=vec, fts_error=fts_error, vector_wanted=vector_enabled, extension_path=extension_path
+        )
+        row = conn.execute("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
+        if row and vec.available and vector_enabled:
+            store._ensure_vec_table(int(row[0]))
+        return store
+
+    # ------------------------------------------------------------------ meta
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.reader().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.lock, self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    # ----------------------------------------------------------------- files
+
+    def files(self) -> dict[str, FileRow]:
+        rows = self.reader().execute(
+            "SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM files"
+        ).fetchall()
+        return {
+            r[0]: FileRow(path=r[0], source=r[1], hash=r[2], mtime=r[3], size=r[4], chunks=r[5], bad_utf8=r[6], lines=r[7])
+            for r in rows
+        }
+
+    def counts(self) -> dict[str, Any]:
+        files = self.reader().execute("SELECT source, COUNT(*), SUM(chunks), SUM(bad_utf8 > 0) FROM files GROUP BY source").fetchall()
+        chunks = self.reader().execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        cache = self.reader().execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+        skipped = self.reader().execute("SELECT path, reason FROM skipped ORDER BY path").fetchall()
+        return {
+            "files": sum(r[1] for r in files),
+            "chunks": chunks,
+            "sourceCounts": {r[0]: {"files": r[1], "chunks": r[2] or 0} for r in files},
+            "invalidUtf8Files": sum(r[3] or 0 for r in files),
+            "cacheEntries": cache,
+            "skipped": [{"path": p, "reason": why} for p, why in skipped],
+        }
+
+    # ------------------------------------------------------------- mutation
+
+    def _ensure_vec_table(self, dims: int) -> None:
+        if not self.vec.available:
+            return
+        with self.lock:
+            self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine)")
+        self.vec_dims = dims
+
+    def replace_files(
+        self,
+        files: Iterable[tuple[FileRow, list[ChunkRow]]],
+        *,
+        remove: Iterable[str] = (),
+        skipped: dict[str, str] | None = None,
+        full: bool = False,
+        meta: dict[str, str] | None = None,
+    ) -> int:
+        """Write new rows for files (dropping their old rows) in one transaction.
+
+        With ``full`` every existing row goes first, so the whole index is
+        replaced atomically: readers see either the old or the new index.
+        """
+        written = 0
+        with self.lock, self.conn:
+            if full:
+                self.conn.execute("DELETE FROM files")
+                self.conn.execute("DELETE FROM chunks")
+                if self.fts_error is None:
+                    self.conn.execute("DELETE FROM chunks_fts")
+                self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+                self.vec_dims = None
+            for path in remove:
+                self._delete_path(path)
+            for frow, chunks in files:
+                self._delete_path(frow.path)
+                self.conn.execute(
+                    "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
+                    (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
+                )
+                for c in chunks:
+                    self._insert_chunk(c)
+                    written += 1
+            if skipped is not None:
+                self.conn.execute("DELETE FROM skipped")
+                self.conn.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
+            for k, v in (meta or {}).items():
+                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
+            self.conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+            )
+        return written
+
+    def _delete_path(self, path: str) -> None:
+        rowids = [r[0] for r in self.conn.execute("SELECT rowid FROM chunks WHERE path=?", (path,))]
+        if rowids:
+            marks = ",".join("?" * len(rowids))
+            if self.fts_error is None:
+                self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", rowids)
+            if self.vec_dims:
+                self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", rowids)
+            self.conn.execute("DELETE FROM chunks WHERE path=?", (path,))
+        self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+
+    def _insert_chunk(self, c: ChunkRow) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, embedding) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, c.embedding),
+        )
+        rowid = self.conn.last_insert_rowid()
+        if self.fts_error is None:
+            self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", (rowid, c.text, cjk_bigrams(c.text)))
+        if c.embedding is not None and self.vec.available and self.vector_wanted:
+            dims = len(c.embedding) // 4
+            if self.vec_dims is None:
+                self._ensure_vec_table(dims)
+            if dims == self.vec_dims:
+                self.conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, c.embedding))
+
+    # ---------------------------------------------------------------- cache
+
+    def cache_get(self, provider: str, model: str, fingerprint: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        with self.lock:
+            for i in range(0, len(hashes), 500):
+                part = list(hashes[i : i + 500])
+                marks = ",".join("?" * len(part))
+                for h, blob in self.conn.execute(
+                    f"SELECT hash, embedding FROM embedding_cache WHERE provider=? AND model=? AND fingerprint=? "
+                    f"AND hash IN ({marks})",
+                    (provider, model, fingerprint, *part),
+                ):
+                    out[h] = blob
+            if out:
+                now = time.time()
+                with self.conn:
+                    self.conn.executemany(
+                        "UPDATE embedding_cache SET used_at=? WHERE provider=? AND model=? AND fingerprint=? AND hash=?",
+                        [(now, provider, model, fingerprint, h) for h in out],
+                    )
+        return out
+
+    def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None:
+        now = time.time()
+        with self.lock, self.conn:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO embedding_cache(provider, model, fingerprint, hash, dims, embedding, used_at) "
+                "VALUES (?,?,?,?,?,?,?)",
+                [(provider, model, fingerprint, h, len(b) // 4, b, now) for h, b in items.items()],
+            )
+
+    def cache_prune(self, max_entries: int) -> int:
+        """Drop the least recently used entries beyond ``max_entries``."""
+        with self.lock, self.conn:
+            n = self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+            extra = n - max_entries
+            if extra <= 0:
+                return 0
+            self.conn.execute(
+                "DELETE FROM embedding_cache WHERE rowid IN (SELECT rowid FROM embedding_cache ORDER BY used_at LIMIT ?)",
+                (extra,),
+            )
+        return extra
+
+    # --------------------------------------------------------------- search
+
+    def keyword_search(self, query: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
+        """``(rowid, score)`` best first, score = |bm25| / (1 + |bm25|)."""
+        if self.fts_error is not None:
+            return []
+        match = build_match(query)
+        if match is None:
+            return []
+        marks = ",".join("?" * len(sources))
+        sql = (
+            "SELECT f.rowid, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid "
+            f"WHERE chunks_fts MATCH ? AND c.source IN ({marks}) ORDER BY f.rank LIMIT ?"
+        )
+        try:
+            rows = self.reader().execute(sql, (match, *sources, limit)).fetchall()
+        except apsw.SQLError as exc:
+            log.warning("keyword query failed (%s); query was %r", exc, query)
+            return []
+        return [(rowid, bm25_to_score(rank)) for rowid, rank in rows]
+
+    def keyword_matches(self, match: str, rowids: Sequence[int]) -> set[int]:
+        """Which of ``rowids`` match an FTS expression."""
+        if self.fts_error is not None or not rowids:
+            return set()
+        marks = ",".join("?" * len(rowids))
+        try:
+            return {r[0] for r in self.reader().execute(
+                f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
+            )}
+        except apsw.SQLError:
+            return set()
+
+    def vec_knn(self, query: bytes, k: int) -> list[tuple[int, float]]:
+        """sqlite-vec KNN (``MATCH ... AND k = ?`` in a subquery): ``(rowid, cosine)``."""
+        if not self.vec_dims:
+            return []
+        rows = self.reader().execute(
+            "SELECT rowid, distance FROM (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?)",
+            (query, k),
+        ).fetchall()
+        return [(rowid, 1.0 - dist) for rowid, dist in rows]
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str, int, int, str, bytes | None]]:
+        """rowid -> (id, path, source, start, end, text, embedding)."""
+        out: dict[int, Any] = {}
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for row in self.reader().execute(
+                f"SELECT rowid, id, path, source, start_line, end_line, text, embedding FROM chunks WHERE rowid IN ({marks})",
+                part,
+            ):
+                out[row[0]] = row[1:]
+        return out
+
+    def all_vectors(self) -> tuple[list[int], list[bytes]]:
+        rows = self.reader().execute("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows]
+
+    def file_mtimes(self) -> dict[str, float]:
+        return dict(self.reader().execute("SELECT path, mtime FROM files").fetchall())
+
+    def status_meta(self) -> dict[str, Any]:
+        raw = self.get_meta("index_meta")
+        return json.loads(raw) if raw else {}
+
+    def close(self) -> None:
+        with self.lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+            self.conn.close()
+
+    def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:
+        """Record a new mtime/size for a file whose content hash did not change."""
+        with self.lock, self.conn:
+            self.conn.execute("UPDATE files SET mtime=?, size=?, lines=? WHERE path=?", (mtime, size, lines, path))
+
+    def keyword_scores(self, match: str, rowids: Sequence[int]) -> dict[int, float]:
+        """BM25 scores of specific rows (candidates the keyword side did not return)."""
+        if self.fts_error is not None or not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        try:
+            rows = self.reader().execute(
+                f"SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
+            ).fetchall()
+        except apsw.SQLError:
+            return {}
+        return {rowid: bm25_to_score(rank) for rowid, rank in rows}

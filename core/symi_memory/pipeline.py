@@ -1,0 +1,95 @@
+"""After fusion: reranker -> post-processors -> sort -> minScore -> maxResults -> hits."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .citations import apply_citation, format_citation, should_cite
+from .specs import PostProcessContext, PostProcessor, Reranker
+from .types import SNIPPET_MAX_CHARS, Candidate, MemoryHit, truncate_chars
+
+if TYPE_CHECKING:
+    from .plugins import Plugins
+
+__all__ = ["Pipeline", "SORT_ORDER"]
+
+log = logging.getLogger("symi_memory.search")
+
+SORT_ORDER = 500
+
+
+def _sorted(candidates: Sequence[Candidate]) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: -c.score)
+
+
+@attrs.define
+class Pipeline:
+    """The backend-agnostic tail of every search."""
+
+    processors: list[tuple[int, str, PostProcessor]]
+    reranker: Reranker | None = None
+    rerank_top_n: int = 20
+    clock: Any = time.time
+
+    @classmethod
+    def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None) -> Pipeline:
+        hybrid = memory_search["query"]["hybrid"]
+        procs = []
+        for spec in plugins.postprocessors.values():
+            proc = spec.factory(hybrid)
+            if proc is not None:
+                procs.append((spec.order, spec.name, proc))
+        procs.sort(key=lambda p: (p[0], p[1]))
+        return cls(processors=procs, reranker=reranker, rerank_top_n=memory_search["query"]["rerank"]["topN"])
+
+    def rerank(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
+        if self.reranker is None or not candidates:
+            return candidates
+        head, tail = candidates[: self.rerank_top_n], candidates[self.rerank_top_n :]
+        try:
+            order = self.reranker.rerank(query, [c.text for c in head], len(head))
+        except Exception as exc:  # a reranker failure never fails the search
+            log.warning("reranker failed (%s); keeping the fused order", exc)
+            return candidates
+        seen = set()
+        out = []
+        for idx, score in order:
+            if 0 <= idx < len(head) and idx not in seen:
+                seen.add(idx)
+                out.append(attrs.evolve(head[idx], score=max(0.0, min(1.0, float(score)))))
+        # Candidates the reranker dropped keep their place after the reranked ones.
+        out += [c for i, c in enumerate(head) if i not in seen]
+        return out + tail
+
+    def run(self, query: str, candidates: Sequence[Candidate], *, max_results: int, min_score: float,
+            now: float | None = None) -> list[Candidate]:
+        items = self.rerank(query, list(candidates))
+        ctx = PostProcessContext(query=query, now=self.clock() if now is None else now)
+        sorted_yet = False
+        for order, _name, proc in self.processors:
+            if order >= SORT_ORDER and not sorted_yet:
+                items, sorted_yet = _sorted(items), True
+            items = list(proc.process(tuple(items), ctx))
+        if not sorted_yet:
+            items = _sorted(items)
+        return [c for c in items if c.score >= min_score][:max_results]
+
+
+def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,
+            snippet_chars: int = SNIPPET_MAX_CHARS) -> list[MemoryHit]:
+    """Turn candidates into tool hits with snippets and, where wanted, citations."""
+    cite = should_cite(citations, session_key)
+    hits = []
+    for c in candidates:
+        snippet = truncate_chars(c.text, snippet_chars)
+        citation = format_citation(c.path, c.start_line, c.end_line)
+        if cite:
+            snippet = apply_citation(snippet, citation)
+        hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=round(c.score, 6),
+                              snippet=snippet, source=c.source, citation=citation if cite else None))
+    return hits

@@ -1,0 +1,33 @@
+"""The builtin ``testing`` plugin: registers the ``hash`` provider and ``in-memory`` backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..hookspecs import hookimpl
+from ..specs import BackendSpec, ProviderSpec
+
+
+def _hash(ctx: Any) -> Any:
+    from .fakes import HashEmbedder
+
+    return HashEmbedder.from_context(ctx)
+
+
+def _memory(ctx: Any) -> Any:
+    from .fakes import InMemoryBackend
+
+    return InMemoryBackend(ctx)
+
+
+@hookimpl
+def symi_memory_register_embedding_providers(register: Callable[[Any], None]) -> None:
+    register(ProviderSpec(name="hash", factory=_hash, default_model="hash-384",
+                          description="Deterministic feature-hashing embedder for tests (no model)."))
+
+
+@hookimpl
+def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
+    register(BackendSpec(name="in-memory", short_name="in-memory", factory=_memory,
+                         description="Reference backend for tests: keyword overlap, nothing persisted."))

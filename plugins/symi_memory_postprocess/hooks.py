@@ -1,0 +1,29 @@
+"""Registers the builtin post-processors: temporal decay (order 100) and MMR (order 600)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from symi_memory import hookimpl
+from symi_memory.specs import PostProcessorSpec
+
+
+def _decay(hybrid: Any) -> Any:
+    from .decay import TemporalDecay
+
+    return TemporalDecay.from_config(hybrid)
+
+
+def _mmr(hybrid: Any) -> Any:
+    from .mmr import Mmr
+
+    return Mmr.from_config(hybrid)
+
+
+@hookimpl
+def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
+    register(PostProcessorSpec(name="temporal-decay", factory=_decay, order=100,
+                               description="Exponential score decay by the age of dated notes."))
+    register(PostProcessorSpec(name="mmr", factory=_mmr, order=600,
+                               description="Maximal Marginal Relevance re-ranking for diversity."))
