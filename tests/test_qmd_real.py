@@ -1,0 +1,131 @@
+"""The qmd-sidecar backend against the real qmd CLI (installed by .ci/install-qmd.sh).
+
+Also keeps the stand-in honest: the same offline commands run against both
+and must give the same exit codes, JSON shapes and error texts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from qmd_standin.helpers import STANDIN, make_backend, real_qmd, write
+from symi_memory.types import SearchQuery
+
+QMD = real_qmd()
+pytestmark = [
+    pytest.mark.qmd,
+    pytest.mark.skipif(QMD is None, reason="real qmd not installed; run .ci/install-qmd.sh (x86_64 + npm)"),
+]
+
+
+def query(text: str) -> SearchQuery:
+    return SearchQuery(text=text, max_results=6, min_score=0.0, candidate_limit=24)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    write(tmp_path / "ws" / "MEMORY.md", "# Memory\n\nAlice prefers tea.\n\n## Projects\nProject zephyr uses PostgreSQL 16.\n")
+    write(tmp_path / "ws" / "memory" / "2026-05-01.md", "# 2026-05-01\n\nMet Bob about the zephyr migration.\nPinned 16.2.\n")
+    for i in range(4):
+        write(tmp_path / "ws" / "memory" / f"2026-05-1{i}.md", f"# Day {i}\n\nlunch and weather notes {i}\n")
+    write(tmp_path / "notes" / "sub" / "k.md", "# Notes\n\nintro line\nThe kraken cluster runs on ARM.\n")
+    write(tmp_path / "notes" / "other.md", "# Other\n\nnothing to see\n")
+    return tmp_path / "ws"
+
+
+def test_real_qmd_search_through_the_backend(tmp_path, ws):
+    b = make_backend(tmp_path, QMD, {"paths": [{"path": "../notes", "name": "notes"}]})
+    assert b.sync().errors == ()
+    res = b.search(query("zephyr"))
+    assert res.fallback is None, res.fallback
+    hits = {c.path: c for c in res.candidates}
+    assert set(hits) == {"MEMORY.md", "memory/2026-05-01.md"}
+    assert (hits["memory/2026-05-01.md"].start_line, hits["memory/2026-05-01.md"].end_line) == (2, 4)
+    assert "Met Bob about the zephyr migration." in hits["memory/2026-05-01.md"].text
+    assert "Project zephyr uses PostgreSQL 16." in hits["MEMORY.md"].text
+    (kraken,) = b.search(query("kraken")).candidates
+    assert kraken.path == "qmd/notes/sub/k.md"
+    lines = b.read_file(kraken.path).text.split("\n")
+    assert "The kraken cluster runs on ARM." in lines[kraken.start_line - 1 : kraken.end_line]
+
+
+def test_real_qmd_sees_changed_files_after_update(tmp_path, ws):
+    b = make_backend(tmp_path, QMD)
+    b.sync()
+    assert b.search(query("walrus")).candidates == ()
+    write(ws / "memory" / "2026-05-12.md", "# Day 2\n\nA walrus visited the office.\n")
+    (ws / "memory" / "2026-05-01.md").unlink()
+    b.sync(reason="manual")
+    (hit,) = b.search(query("walrus")).candidates
+    assert (hit.path, hit.start_line) == ("memory/2026-05-12.md", 2)
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md"}
+
+
+# --------------------------------------------------------------- parity
+
+
+def _run(cmd: list[str], home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, XDG_CONFIG_HOME=str(home / "c"), XDG_CACHE_HOME=str(home / "k"), NO_COLOR="1")
+    env.pop("QMD_STANDIN_FAIL", None)
+    home.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([*cmd, *args], cwd=home, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _script(ws: Path, notes: Path) -> list[tuple[str, ...]]:
+    return [
+        ("collection", "list"),
+        ("collection", "add", str(ws), "--name", "memory-root-main", "--mask", "MEMORY.md"),
+        ("collection", "add", str(ws / "memory"), "--name", "memory-dir-main", "--mask", "**/*.md"),
+        ("collection", "add", str(notes), "--name", "notes", "--mask", "**/*.md"),
+        ("collection", "add", str(notes), "--name", "notes", "--mask", "**/*.md"),
+        ("collection", "add", str(notes), "--name", "notes-again", "--mask", "**/*.md"),
+        ("collection", "add", str(notes / "missing"), "--name", "gone"),
+        ("collection", "list"),
+        ("collection", "show", "notes"),
+        ("collection", "show", "nope"),
+        ("update",),
+        ("search", "zephyr", "--json", "-n", "5", "-c", "memory-dir-main"),
+        ("search", "kraken", "--json", "-n", "5", "-c", "notes"),
+        ("search", "nothingmatcheshere", "--json", "-n", "5", "-c", "notes"),
+        ("search", "nothingmatcheshere", "-n", "5", "-c", "notes"),
+        ("search", "zephyr", "--json", "-n", "5", "-c", "nope"),
+        ("search", "kraken", "--json", "--no-such-flag", "-c", "notes"),
+        ("search", "--json"),
+        ("collection", "remove", "notes"),
+        ("collection", "remove", "notes"),
+        ("frobnicate",),
+    ]
+
+
+def _shape(proc: subprocess.CompletedProcess[str]) -> dict:
+    out = proc.stdout.strip()
+    shape: dict = {"rc": proc.returncode, "stderr": proc.stderr.strip().splitlines()[:1]}
+    if out.startswith("["):
+        shape["json"] = [
+            {
+                "keys": sorted(item),
+                "types": {k: type(v).__name__ if k != "score" else "number" for k, v in item.items()},
+                "file": item["file"],
+                "line": item["line"],
+                "title": item["title"],
+                "snippet": item["snippet"],
+            }
+            for item in json.loads(out)
+        ]
+    else:
+        names = [ln.split(" (qmd://")[0] for ln in out.splitlines() if " (qmd://" in ln]
+        shape["text"] = names or [ln for ln in out.splitlines() if ln.startswith(("No ", "  Path:", "  Pattern:", "✓"))][:3]
+    return shape
+
+
+def test_standin_matches_real_qmd(tmp_path, ws):
+    notes = tmp_path / "notes"
+    real = [_shape(_run([QMD], tmp_path / "real", *a)) for a in _script(ws, notes)]
+    fake = [_shape(_run([sys.executable, str(STANDIN)], tmp_path / "fake", *a)) for a in _script(ws, notes)]
+    for args, r, f in zip(_script(ws, notes), real, fake, strict=True):
+        assert f == r, f"stand-in differs from qmd for: qmd {' '.join(args)}"
