@@ -158,6 +158,8 @@ def open_memory(
         config = attrs.evolve(config, state_dir=Path(state_dir).expanduser().resolve())
     if isinstance(plugins, Plugins):
         loaded = plugins
+    elif plugins is None and config.plugins is not None:
+        loaded = config.plugins
     else:
         loaded = load_plugins(config.data["plugins"]["disabled"], extra=plugins or ())
     agent = config.agent(agent_id, workspace=workspace)

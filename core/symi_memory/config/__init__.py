@@ -21,7 +21,16 @@ from ..errors import ConfigError
 from .fields import build, deep_merge, defaults_of, validate
 from .schema import AgentDefaults, MemorySearch, RootConfig
 
-__all__ = ["AgentView", "Config", "default_state_dir", "find_config_file", "load_config", "parse_config_text"]
+__all__ = [
+    "CONFIG_NAMES",
+    "AgentView",
+    "Config",
+    "default_state_dir",
+    "find_config_file",
+    "load_config",
+    "parse_config_text",
+    "validate_raw",
+]
 
 CONFIG_NAMES = ("symi.toml", "symi.json5", "symi.json")
 
@@ -97,6 +106,7 @@ class Config:
     path: Path | None = None
     state_dir: Path = attrs.field(factory=default_state_dir)
     raw: dict[str, Any] = attrs.field(factory=dict)
+    plugins: Any = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def root(self) -> RootConfig:
@@ -174,6 +184,27 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     return data
 
 
+def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, Any]:
+    """Validate a raw config dict (with plugin defaults); raises ConfigError listing every problem."""
+    from ..plugins import collect_config_defaults, load_plugins, resolve_backend_name
+
+    disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
+    plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+    data = _validate_root(raw, origin, collect_config_defaults(raw, plugins))
+    # Names must resolve against what is installed, so `config set` refuses a typo up front.
+    full = deep_merge(defaults_of(RootConfig), data)
+    name = resolve_backend_name(full)
+    if name is not None:
+        plugins.backend(name)
+    ms = full["agents"]["defaults"]["memorySearch"]
+    for key in ("provider", "fallback"):
+        if ms[key] not in ("auto", "none"):
+            plugins.provider(ms[key], key=f"agents.defaults.memorySearch.{key}")
+    if ms["query"]["rerank"]["provider"] != "none":
+        plugins.reranker(ms["query"]["rerank"]["provider"])
+    return data
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -196,10 +227,14 @@ def load_config(
         raw = parse_config_text(file.read_text(encoding="utf-8"), file.suffix.lower(), origin)
     if overrides:
         raw = deep_merge(raw, overrides)
+    plugins = None
     if extra_defaults is None:
-        from ..plugins import collect_config_defaults
+        from ..plugins import collect_config_defaults, load_plugins
 
-        extra_defaults = collect_config_defaults(raw)
+        disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
+        # Loaded once here and reused by open_memory, so plugins import (and warn) once.
+        plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+        extra_defaults = collect_config_defaults(raw, plugins)
     data = _validate_root(raw, origin, extra_defaults)
     full = deep_merge(deep_merge(defaults_of(RootConfig), dict(extra_defaults or {})), data)
-    return Config(data=full, path=file, state_dir=sd, raw=raw)
+    return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins)

@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import attrs
 from .db import VecExtension, create_schema, load_vec_extension, open_db
 from .keyword import bm25_to_score, build_match, cjk_bigrams
 
-__all__ = ["ChunkRow", "FileRow", "IndexStore", "pack_vector", "unpack_vector"]
+__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector", "unpack_vector"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -59,6 +59,22 @@ class ChunkRow:
     embedding: bytes | None = None
 
 
+@attrs.frozen(kw_only=True)
+class IndexChange:
+    """One committed write, as seen by ``IndexStore.listeners``.
+
+    ``full``: every row was replaced (``added`` is then empty; re-read the
+    index). Otherwise ``removed`` rowids are gone and ``added`` holds the new
+    ``(rowid, embedding)`` pairs; a rowid may appear in both (SQLite reuses
+    the highest rowid after a delete).
+    """
+
+    generation: int
+    full: bool
+    removed: tuple[int, ...] = ()
+    added: tuple[tuple[int, bytes], ...] = ()
+
+
 @attrs.define
 class IndexStore:
     """The SQLite index of one agent.
@@ -78,6 +94,7 @@ class IndexStore:
     vec_dims: int | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _readers: list[apsw.Connection] = attrs.field(factory=list)
+    listeners: list[Callable[[IndexChange], None]] = attrs.field(factory=list)
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
@@ -166,37 +183,62 @@ class IndexStore:
         replaced atomically: readers see either the old or the new index.
         """
         written = 0
-        with self.lock, self.conn:
-            if full:
-                self.conn.execute("DELETE FROM files")
-                self.conn.execute("DELETE FROM chunks")
-                if self.fts_error is None:
-                    self.conn.execute("DELETE FROM chunks_fts")
-                self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
-                self.vec_dims = None
-            for path in remove:
-                self._delete_path(path)
-            for frow, chunks in files:
-                self._delete_path(frow.path)
-                self.conn.execute(
-                    "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
-                    (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
-                )
-                for c in chunks:
-                    self._insert_chunk(c)
-                    written += 1
-            if skipped is not None:
-                self.conn.execute("DELETE FROM skipped")
-                self.conn.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
-            for k, v in (meta or {}).items():
-                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
-            self.conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('generation', '1') "
-                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-            )
+        removed: list[int] = []
+        added: list[tuple[int, bytes]] = []
+        with self.lock:
+            with self.conn:
+                written = self._replace(files, remove, skipped, full, meta, removed, added)
+            if self.listeners:
+                change = IndexChange(generation=self.generation_now(), full=full, removed=tuple(removed),
+                                     added=tuple(added))
+                for listener in list(self.listeners):
+                    try:
+                        listener(change)
+                    except Exception:  # a vector side's bookkeeping must never fail a sync
+                        log.exception("index change listener failed")
         return written
 
-    def _delete_path(self, path: str) -> None:
+    def generation_now(self) -> int:
+        """The generation as the writer connection sees it (inside ``lock``)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _replace(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], remove: Iterable[str],
+                 skipped: dict[str, str] | None, full: bool, meta: dict[str, str] | None,
+                 removed: list[int], added: list[tuple[int, bytes]]) -> int:
+        written = 0
+        if full:
+            self.conn.execute("DELETE FROM files")
+            self.conn.execute("DELETE FROM chunks")
+            if self.fts_error is None:
+                self.conn.execute("DELETE FROM chunks_fts")
+            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            self.vec_dims = None
+        for path in remove:
+            removed += self._delete_path(path)
+        for frow, chunks in files:
+            removed += self._delete_path(frow.path)
+            self.conn.execute(
+                "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
+                (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
+            )
+            for c in chunks:
+                rowid = self._insert_chunk(c)
+                if c.embedding is not None and not full and self.listeners:
+                    added.append((rowid, c.embedding))
+                written += 1
+        if skipped is not None:
+            self.conn.execute("DELETE FROM skipped")
+            self.conn.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
+        for k, v in (meta or {}).items():
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+        return written
+
+    def _delete_path(self, path: str) -> list[int]:
         rowids = [r[0] for r in self.conn.execute("SELECT rowid FROM chunks WHERE path=?", (path,))]
         if rowids:
             marks = ",".join("?" * len(rowids))
@@ -206,8 +248,9 @@ class IndexStore:
                 self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", rowids)
             self.conn.execute("DELETE FROM chunks WHERE path=?", (path,))
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+        return rowids
 
-    def _insert_chunk(self, c: ChunkRow) -> None:
+    def _insert_chunk(self, c: ChunkRow) -> int:
         self.conn.execute(
             "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, embedding) "
             "VALUES (?,?,?,?,?,?,?,?)",
@@ -222,6 +265,7 @@ class IndexStore:
                 self._ensure_vec_table(dims)
             if dims == self.vec_dims:
                 self.conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, c.embedding))
+        return rowid
 
     # ---------------------------------------------------------------- cache
 

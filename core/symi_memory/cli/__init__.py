@@ -1,0 +1,61 @@
+"""The ``symi-memory`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from ..errors import SymiMemoryError
+from . import cmd_config, cmd_eval, cmd_flush, cmd_memory, cmd_plugins
+from .app import App
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symi-memory",
+        description="Durable, searchable memory for AI agents: index Markdown memory files and search them.",
+    )
+    parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or JSON5)")
+    parser.add_argument("--state-dir", metavar="DIR", help="state dir (default $SYMI_STATE_DIR or ~/.symi)")
+    parser.add_argument("--workspace", metavar="DIR", help="agent workspace holding MEMORY.md and memory/")
+    parser.add_argument("--agent", metavar="ID", default="main", help="agent id (default main)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (cmd_memory, cmd_plugins, cmd_config, cmd_eval, cmd_flush):
+        module.add_parsers(sub)
+    try:
+        from . import cmd_mcp
+
+        cmd_mcp.add_parsers(sub)
+    except ImportError:  # pragma: no cover - the module itself has no heavy imports
+        pass
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="symi-memory: %(levelname)s: %(message)s", stream=sys.stderr)
+    app = App(args)
+    try:
+        return int(args.func(args, app) or 0)
+    except SymiMemoryError as exc:
+        lines = str(exc).splitlines() or [type(exc).__name__]
+        for line in lines:
+            print(f"symi-memory: error: {line}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    finally:
+        app.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""``eval DATASET``: retrieval quality of the active configuration on a labelled dataset."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import ConfigError
+from .app import App
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("eval", help="score retrieval on a dataset (devmem format); uses a throwaway index")
+    p.add_argument("dataset", help="dataset folder with workspace/ and queries.jsonl")
+    p.add_argument("--json", action="store_true", help="the same JSON as the dataset's score.py --json")
+    p.add_argument("--now", default=None, metavar="DATE", help="clock for temporal decay (default: each query's now)")
+    p.add_argument("-n", type=int, default=10, metavar="N", help="results per query (at least 10)")
+    p.add_argument("--results-out", default=None, metavar="FILE", help="write each query's hits (run format)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, app: App) -> int:
+    try:
+        from ..evaluation import format_table, run_eval
+    except ImportError as exc:  # pragma: no cover
+        raise ConfigError(f"eval is unavailable: {exc}") from exc
+    result = run_eval(args.dataset, config=app.config, now=args.now, n=args.n, results_out=args.results_out)
+    if args.json:
+        app.print_json(result)
+    else:
+        print(format_table(result))
+    return 0

@@ -1,0 +1,88 @@
+"""``flush check|record|prompts``: the pre-compaction memory flush, for operators and scripts."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+from .app import App
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("flush", help="decide on and record the pre-compaction memory flush")
+    fsub = p.add_subparsers(dest="flush_command", metavar="ACTION", required=True)
+
+    c = fsub.add_parser("check", help="should this session flush memory now?")
+    c.add_argument("--session", required=True, metavar="KEY")
+    c.add_argument("--tokens", type=int, default=None, metavar="N", help="current session token estimate")
+    c.add_argument("--context-window", type=int, default=None, metavar="N")
+    c.add_argument("--compactions", type=int, default=None, metavar="N", help="current compaction count")
+    c.add_argument("--stale", action="store_true", help="the token count is not fresh")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=run_check)
+
+    r = fsub.add_parser("record", help="record that a flush ran in this compaction cycle")
+    r.add_argument("--session", required=True, metavar="KEY")
+    r.add_argument("--compactions", type=int, default=None, metavar="N")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=run_record)
+
+    pr = fsub.add_parser("prompts", help="print the flush system and user prompts")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(func=run_prompts)
+
+
+def _settings(app: App) -> Any:
+    from ..flush import FlushSettings
+
+    agent = app.config.agent(app.args.agent, workspace=app.args.workspace)
+    return agent, FlushSettings.from_config(agent.compaction, context_window=agent.context_window)
+
+
+def run_check(args: argparse.Namespace, app: App) -> int:
+    from ..flush import should_flush, workspace_writable
+    from ..session_store import SessionStore
+
+    agent, settings = _settings(app)
+    store = SessionStore.for_agent(agent.state_dir, agent.id)
+    entry = dict(store.get(args.session) or {})
+    if args.tokens is not None:
+        entry["totalTokens"] = args.tokens
+        entry["totalTokensFresh"] = not args.stale
+    elif args.stale:
+        entry["totalTokensFresh"] = False
+    if args.compactions is not None:
+        entry["compactionCount"] = args.compactions
+    decision = should_flush(entry, settings, context_window=args.context_window,
+                            workspace_writable=workspace_writable(agent.workspace))
+    if args.json:
+        app.print_json(decision.to_dict())
+    else:
+        verdict = app.color("flush now", "33") if decision.should_flush else "no flush"
+        print(f"{verdict}: {decision.reason} (tokens {decision.total_tokens}, threshold {decision.threshold_tokens})")
+    return 0
+
+
+def run_record(args: argparse.Namespace, app: App) -> int:
+    from ..session_store import SessionStore
+
+    agent, _ = _settings(app)
+    entry = SessionStore.for_agent(agent.state_dir, agent.id).record_flush(args.session, compaction_count=args.compactions)
+    if args.json:
+        app.print_json(entry)
+    else:
+        print(f"recorded flush for {args.session} (compaction cycle {entry.get('memoryFlushCompactionCount')})")
+    return 0
+
+
+def run_prompts(args: argparse.Namespace, app: App) -> int:
+    from ..flush import build_flush_prompts
+
+    agent, settings = _settings(app)
+    prompts = build_flush_prompts(settings, now=datetime.now().astimezone(), tz=agent.user_timezone)
+    if args.json:
+        app.print_json({"system": prompts.system, "user": prompts.user})
+    else:
+        print(f"system: {prompts.system}\n\nuser: {prompts.user}")
+    return 0

@@ -1,0 +1,185 @@
+"""``status``, ``index``, ``search``, ``get``, ``watch``, ``context``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from .. import tools
+from ..types import SyncProgress, SyncReport
+from .app import App
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("status", help="show the index and provider status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_status)
+
+    p = sub.add_parser("index", help="bring the index up to date (a progress bar on a terminal)")
+    p.add_argument("--force", action="store_true", help="rebuild the whole index")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_index)
+
+    p = sub.add_parser("search", help="search memory (indexes first when needed)")
+    p.add_argument("query")
+    p.add_argument("-n", "--max-results", type=int, default=None, metavar="N")
+    p.add_argument("--min-score", type=float, default=None, metavar="X")
+    p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
+    p.add_argument("--json", action="store_true", help="print exactly the memory_search tool output")
+    p.set_defaults(func=run_search)
+
+    p = sub.add_parser("get", help="read a memory file or a window of its lines")
+    p.add_argument("path")
+    p.add_argument("--from", dest="from_line", type=int, default=None, metavar="N")
+    p.add_argument("--lines", type=int, default=None, metavar="N")
+    p.add_argument("--json", action="store_true", help="print exactly the memory_get tool output")
+    p.set_defaults(func=run_get)
+
+    p = sub.add_parser("watch", help="keep the index fresh while files change (Ctrl-C to stop)")
+    p.set_defaults(func=run_watch)
+
+    p = sub.add_parser("context", help="what to load at session start (today's and yesterday's logs, MEMORY.md)")
+    p.add_argument("--session", default=None, metavar="KEY", help="session key; MEMORY.md only for direct chats")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_context)
+
+
+def run_status(args: argparse.Namespace, app: App) -> int:
+    st = app.manager().status()
+    if args.json:
+        app.print_json(st)
+        return 0
+    rows = [("backend", f"{st.get('backend')} ({st.get('plugin')})")]
+    for key in ("workspaceDir", "dbPath", "files", "chunks", "dirty", "provider", "model"):
+        if key in st:
+            rows.append((key, str(st[key])))
+    if st.get("providerReason"):
+        rows.append(("providerReason", st["providerReason"]))
+    for key in ("vector", "fts", "cache", "fallback"):
+        if isinstance(st.get(key), dict):
+            rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
+    if st.get("skipped"):
+        rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{app.color(k.rjust(width), '2')}  {v}")
+    return 0
+
+
+class _Bar:
+    """A one-line progress bar for terminals."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def __call__(self, p: SyncProgress) -> None:
+        if p.total <= 0:
+            return
+        width = 30
+        filled = int(width * p.done / p.total)
+        self.stream.write(f"\r{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
+        self.stream.flush()
+        if p.phase == "done":
+            self.stream.write("\n")
+
+
+def _summary(r: SyncReport) -> str:
+    kind = "full reindex" if r.full else "sync"
+    return (f"{kind}: {r.files_scanned} files scanned, {r.files_indexed} indexed, {r.files_removed} removed, "
+            f"{r.chunks_written} chunks, {r.embeddings_computed} embedded ({r.embeddings_cached} cached) "
+            f"in {r.seconds:.2f}s")
+
+
+def run_index(args: argparse.Namespace, app: App) -> int:
+    manager = app.manager()
+    reason = manager.status().get("providerReason")
+    if reason and not args.json:
+        print(f"symi-memory: note: {reason}", file=sys.stderr)
+    progress = _Bar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    report = manager.sync(reason="cli", force=args.force, progress=progress)
+    if args.json:
+        app.print_json(report.to_dict())
+    else:
+        print(_summary(report))
+    return 0
+
+
+def _ensure_fresh(app: App) -> None:
+    manager = app.manager()
+    st = manager.status()
+    if st.get("dirty") or not st.get("files"):
+        manager.sync(reason="cli-search")
+
+
+def run_search(args: argparse.Namespace, app: App) -> int:
+    _ensure_fresh(app)
+    params: dict[str, Any] = {"query": args.query}
+    if args.max_results is not None:
+        params["maxResults"] = args.max_results
+    if args.min_score is not None:
+        params["minScore"] = args.min_score
+    out = tools.memory_search(app.manager(), params, session_key=args.session)
+    if args.json:
+        app.print_json(out)
+        return 1 if out.get("error") else 0
+    if out.get("error"):
+        print(f"symi-memory: error: {out['error']}", file=sys.stderr)
+        return 1
+    meta = f"mode {out['mode']}, provider {out['provider']}" + (f" ({out['model']})" if out.get("model") else "")
+    print(app.color(f"{len(out['results'])} result(s); {meta}", "2"))
+    for hit in out["results"]:
+        where = f"{hit['path']}:{hit['startLine']}-{hit['endLine']}"
+        score = f"{hit['score']:.3f}"
+        print(f"{app.color(score, '32')}  {app.color(where, '1')}")
+        for line in hit["snippet"].strip().splitlines()[:4]:
+            print(f"       {line[:110]}")
+    return 0
+
+
+def run_get(args: argparse.Namespace, app: App) -> int:
+    params: dict[str, Any] = {"path": args.path}
+    if args.from_line is not None:
+        params["from"] = args.from_line
+    if args.lines is not None:
+        params["lines"] = args.lines
+    out = tools.memory_get(app.manager(), params)
+    if args.json:
+        app.print_json(out)
+    elif out.get("error"):
+        print(f"symi-memory: error: {args.path}: {out['error']}", file=sys.stderr)
+    else:
+        sys.stdout.write(out["text"] + ("" if out["text"].endswith("\n") or not out["text"] else "\n"))
+    return 1 if out.get("error") else 0
+
+
+def run_watch(args: argparse.Namespace, app: App) -> int:
+    manager = app.manager(start=True)
+    backend = manager.backend
+    if backend is not None and hasattr(backend, "on_synced"):
+        backend.on_synced = lambda r: print(_summary(r), flush=True)
+    print(_summary(manager.sync(reason="watch-start")), flush=True)
+    print(f"watching {manager.agent.workspace} (Ctrl-C to stop)", flush=True)
+    stop = threading.Event()
+    try:
+        while not stop.wait(3600):
+            pass
+    except KeyboardInterrupt:
+        print("stopped")
+    return 0
+
+
+def run_context(args: argparse.Namespace, app: App) -> int:
+    from ..writing import session_start_context
+
+    agent = app.config.agent(args.agent, workspace=args.workspace)
+    ctx = session_start_context(agent.workspace, session_key=args.session, tz=agent.user_timezone)
+    data = ctx.to_dict()
+    if args.json:
+        app.print_json(data)
+        return 0
+    for item in data.get("files", []):
+        print(app.color(f"== {item['path']} ==", "1"))
+        print(item.get("text", ""))
+    return 0

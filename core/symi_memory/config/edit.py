@@ -1,0 +1,107 @@
+"""``config get|set|unset``: typed, validated, atomic edits of the config file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from . import parse_config_text
+
+__all__ = ["parse_cli_value", "set_key", "to_toml", "unset_key", "write_atomic"]
+
+
+def parse_cli_value(text: str) -> Any:
+    """``10`` -> 10, ``true`` -> True, ``[1,2]`` -> list, ``"x"``/``x`` -> "x"."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            return text
+
+
+def _strip_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_none(v) for v in value if v is not None]
+    return value
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    """TOML text (TOML has no null, so unset keys are left out)."""
+    import tomli_w
+
+    return tomli_w.dumps(_strip_none(data))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder, fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    return parse_config_text(path.read_text(encoding="utf-8"), path.suffix.lower(), str(path))
+
+
+def _serialise(path: Path, data: dict[str, Any]) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        return to_toml(data)
+    if suffix == ".json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    raise ConfigError(f"{path}: config set/unset writes TOML or JSON only; convert this JSON5 file to symi.toml")
+
+
+def _edit(path: Path, key: str, value: Any, *, remove: bool, validate: Any) -> dict[str, Any]:
+    parts = key.split(".")
+    if not all(parts):
+        raise ConfigError(f"{key!r} is not a dotted key like memory.citations")
+    data = _read(path)
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            if remove:
+                return data
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"{key}: {part} is a value, not a table; unset it first")
+        node = child
+    if remove:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = value
+    validate(data)  # raises ConfigError before anything is written
+    write_atomic(path, _serialise(path, data))
+    return data
+
+
+def set_key(path: Path, key: str, value: Any, *, validate: Any) -> dict[str, Any]:
+    """Set ``key`` (dotted camelCase) in the file at ``path`` after validating the result."""
+    return _edit(path, key, value, remove=False, validate=validate)
+
+
+def unset_key(path: Path, key: str, *, validate: Any) -> dict[str, Any]:
+    """Remove ``key`` from the file (the default applies again)."""
+    return _edit(path, key, None, remove=True, validate=validate)

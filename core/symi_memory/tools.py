@@ -1,0 +1,169 @@
+"""The agent tools: ``memory_search``, ``memory_get`` (and ``memory_append``).
+
+Each tool takes the raw parameter dict an agent produced and returns the
+JSON-ready dict of spec/behaviour.md §5. Tools never raise for bad input or
+a failing backend: they return the error shape, so one bad call never ends
+an agent's turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .errors import PathRefused, SymiMemoryError
+
+if TYPE_CHECKING:
+    from .manager import MemoryManager
+
+__all__ = [
+    "MEMORY_RECALL_PROMPT",
+    "TOOL_DEFINITIONS",
+    "anthropic_tools",
+    "memory_append",
+    "memory_get",
+    "memory_search",
+    "openai_tools",
+]
+
+log = logging.getLogger("symi_memory.tools")
+
+TOOL_DEFINITIONS: list[dict[str, Any]] = [
+    {
+        "name": "memory_search",
+        "description": (
+            "Search the agent's long-term memory (MEMORY.md, memory/*.md daily logs and other indexed notes) "
+            "by meaning and by exact keywords. Returns snippets with their file path and line range; use "
+            "memory_get to read more around a hit. Search before answering questions about past work, "
+            "decisions, preferences, people or dates."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "What to look for, in natural language or exact tokens (IDs, names, error text)."},
+                "maxResults": {"type": "integer", "minimum": 1, "maximum": 200, "description": "How many snippets to return (default from config, usually 6)."},
+                "minScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (default from config, usually 0.35)."},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "memory_get",
+        "description": (
+            "Read a memory Markdown file, or a window of its lines, by the path memory_search returned "
+            "(e.g. memory/2026-02-10.md). Only memory files can be read. A file that does not exist yet "
+            "returns empty text."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "minLength": 1, "description": "Workspace-relative path such as MEMORY.md or memory/2026-02-10.md."},
+                "from": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)."},
+                "lines": {"type": "integer", "minimum": 1, "description": "How many lines to read."},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "memory_append",
+        "description": (
+            "Append a note to today's daily log (memory/YYYY-MM-DD.md), or to MEMORY.md for durable, curated "
+            "facts. Append-only: existing notes are never changed."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "minLength": 1, "description": "The Markdown to append."},
+                "target": {"type": "string", "enum": ["daily", "long-term"], "description": "daily (default) or long-term (MEMORY.md)."},
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+    },
+]
+
+MEMORY_RECALL_PROMPT = """## Memory Recall
+You have long-term memory in Markdown files. Before answering anything about earlier work, decisions,
+dates, people, preferences or to-dos: call memory_search first, then memory_get on the best hits to read
+the exact lines you need. Prefer the newest note when notes disagree. If nothing relevant turns up, say
+you checked memory and found nothing. When asked to remember something, write it down (memory_append).
+"""
+
+
+def openai_tools(definitions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The definitions in OpenAI's function-calling format."""
+    return [{"type": "function", "function": dict(d)} for d in (definitions or TOOL_DEFINITIONS)]
+
+
+def anthropic_tools(definitions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The definitions in Anthropic's tool format (``input_schema``)."""
+    return [
+        {"name": d["name"], "description": d["description"], "input_schema": d["parameters"]}
+        for d in (definitions or TOOL_DEFINITIONS)
+    ]
+
+
+def _int_param(params: Mapping[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
+    """Run the ``memory_search`` tool. Errors come back as ``{results: [], disabled: true, error}``."""
+    try:
+        if not isinstance(params, Mapping):
+            raise ValueError("parameters must be an object with a query")
+        query = params.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query required: pass a non-empty string")
+        min_score = params.get("minScore")
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
+            raise ValueError(f"minScore must be a number from 0 to 1, got {min_score!r}")
+        resp = manager.search(query, max_results=_int_param(params, "maxResults"), min_score=min_score,
+                              session_key=session_key)
+        return resp.to_dict()
+    except (SymiMemoryError, ValueError) as exc:
+        return {"results": [], "disabled": True, "error": str(exc)}
+    except Exception as exc:  # a tool must answer, whatever broke underneath
+        log.exception("memory_search failed")
+        return {"results": [], "disabled": True, "error": f"memory search failed: {exc}"}
+
+
+def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the ``memory_get`` tool. Errors come back as ``{path, text: "", disabled: true, error}``."""
+    path = params.get("path") if isinstance(params, Mapping) else None
+    try:
+        if not isinstance(path, str) or not path.strip():
+            raise PathRefused()
+        return manager.read_file(path, from_line=_int_param(params, "from"), lines=_int_param(params, "lines")).to_dict()
+    except (SymiMemoryError, ValueError) as exc:
+        return {"path": path if isinstance(path, str) else "", "text": "", "disabled": True, "error": str(exc)}
+    except Exception as exc:
+        log.exception("memory_get failed")
+        return {"path": path if isinstance(path, str) else "", "text": "", "disabled": True, "error": f"memory read failed: {exc}"}
+
+
+def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the ``memory_append`` tool: append to today's log or MEMORY.md."""
+    from .writing import append_memory
+
+    try:
+        if not isinstance(params, Mapping):
+            raise ValueError("parameters must be an object with text")
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("text required: pass the non-empty Markdown to append")
+        target = params.get("target") or "daily"
+        if target not in ("daily", "long-term"):
+            raise ValueError(f"target must be daily or long-term, got {target!r}")
+        result = append_memory(manager.agent.workspace, text, target=target, tz=manager.agent.user_timezone)
+        return result.to_dict()
+    except (SymiMemoryError, ValueError, OSError) as exc:
+        return {"path": "", "disabled": True, "error": str(exc)}
