@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from qmd_standin.helpers import make_backend, standin_command, write
-
 from symi_memory.errors import PathRefused
 from symi_memory.types import SearchQuery
 
@@ -328,7 +327,44 @@ def test_wired_through_plugin_registry_and_config(tmp_path, ws):
         extra_defaults={},
     )
     backend = spec.factory(BackendContext(config=config, agent=config.agent("main", workspace=ws), services=None))
+    backend.start()
     try:
         assert {c.path for c in backend.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
     finally:
         backend.close()
+
+
+def test_manager_serves_from_builtin_sqlite_while_qmd_hangs(tmp_path, ws):
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+
+    control = tmp_path / "control"
+    control.write_text("")
+    config = load_config(
+        state_dir=tmp_path / "state",
+        overrides={
+            "memory": {
+                "backend": "qmd",
+                "qmd": {
+                    "command": standin_command(QMD_STANDIN_CONTROL=str(control)),
+                    "limits": {"timeoutMs": 800},
+                    "update": {"waitForBootSync": True, "commandTimeoutMs": 800, "updateTimeoutMs": 800},
+                },
+            }
+        },
+    )
+    with open_memory(config, workspace=ws) as mem:
+        ok = mem.search("zephyr", min_score=0.0)
+        assert ok.mode == "qmd" and ok.fallback is None
+        assert {h.path for h in ok.results} == {"MEMORY.md", "memory/2026-05-01.md"}
+        control.write_text("hang")
+        started = time.monotonic()
+        first = mem.search("zephyr", min_score=0.0)
+        assert time.monotonic() - started < 5
+        assert first.fallback is not None and "timed out" in first.fallback.reason
+        mem.sync(reason="manual")  # brings the fallback index up to date (qmd's update times out too)
+        res = mem.search("zephyr", min_score=0.0)
+        assert res.fallback is not None and res.fallback.from_ == "qmd"
+        assert res.mode != "qmd" and "memory/2026-05-01.md" in {h.path for h in res.results}
+        st = mem.status()
+        assert st["backend"] == "qmd" and st["fallback"]["from"] == "qmd" and st["collections"]

@@ -94,9 +94,12 @@ class QmdBackend:
             embed_interval_s=settings.embed_interval_s,
         )
         if start:
-            self.scheduler.start(
-                on_boot=bool(settings.update["onBoot"]), wait_for_boot=bool(settings.update["waitForBootSync"])
-            )
+            self.start()
+
+    def start(self) -> None:
+        """Arm the update timer and run the boot update (the manager calls this once)."""
+        upd = self.settings.update
+        self.scheduler.start(on_boot=bool(upd["onBoot"]), wait_for_boot=bool(upd["waitForBootSync"]))
 
     # ------------------------------------------------------------ updates
 

@@ -34,6 +34,7 @@ def create_backend(ctx: BackendContext) -> MemoryBackend:
         extra_paths=list(agent.memory_search.get("extraPaths") or []),
         citations=str(config.get("memory.citations")),
         fallback_factory=fallback,
+        start=False,  # the manager calls start(); one-shot tools never arm timers
     )
 
 
