@@ -12,6 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import append_tool
+from .append_tool import MEMORY_APPEND_DEFINITION
 from .errors import PathRefused, SymiMemoryError
 
 if TYPE_CHECKING:
@@ -67,22 +69,7 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
             "additionalProperties": False,
         },
     },
-    {
-        "name": "memory_append",
-        "description": (
-            "Append a note to today's daily log (memory/YYYY-MM-DD.md), or to MEMORY.md for durable, curated "
-            "facts. Append-only: existing notes are never changed."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "minLength": 1, "description": "The Markdown to append."},
-                "target": {"type": "string", "enum": ["daily", "long-term"], "description": "daily (default) or long-term (MEMORY.md)."},
-            },
-            "required": ["text"],
-            "additionalProperties": False,
-        },
-    },
+    MEMORY_APPEND_DEFINITION,
 ]
 
 MEMORY_RECALL_PROMPT = """## Memory Recall
@@ -151,19 +138,5 @@ def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, A
 
 
 def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the ``memory_append`` tool: append to today's log or MEMORY.md."""
-    from .writing import append_memory
-
-    try:
-        if not isinstance(params, Mapping):
-            raise ValueError("parameters must be an object with text")
-        text = params.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError("text required: pass the non-empty Markdown to append")
-        target = params.get("target") or "daily"
-        if target not in ("daily", "long-term"):
-            raise ValueError(f"target must be daily or long-term, got {target!r}")
-        result = append_memory(manager.agent.workspace, text, target=target, tz=manager.agent.user_timezone)
-        return result.to_dict()
-    except (SymiMemoryError, ValueError, OSError) as exc:
-        return {"path": "", "disabled": True, "error": str(exc)}
+    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md)."""
+    return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)

@@ -1,1 +1,80 @@
-"""Pytest plugin: the backend conformance suite's options and fixtures."""
+"""Pytest plugin (entry point ``pytest11``): options and fixtures of the conformance suite.
+
+Run the suite against any installed backend::
+
+    pytest --pyargs symi_memory.testing.conformance --symi-backend NAME [--symi-config FILE]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("symi-memory")
+    group.addoption("--symi-backend", default=os.environ.get("SYMI_BACKEND", "builtin-sqlite"),
+                    help="memory backend the conformance suite runs against (default builtin-sqlite)")
+    group.addoption("--symi-config", default=None,
+                    help="config file merged under the suite's own settings (e.g. memory.qmd.command)")
+
+
+@pytest.fixture
+def symi_backend(request: pytest.FixtureRequest) -> str:
+    """The backend name under test; tests may parametrize it indirectly."""
+    return getattr(request, "param", None) or request.config.getoption("--symi-backend")
+
+
+CONFORMANCE_FILES = {
+    "MEMORY.md": "# Long-term memory\n\n- Prefers oat milk in coffee.\n- Deploy key rotates every 90 days.\n",
+    "memory/2026-01-01.md": "# 2026-01-01\n\nline two: quokka sighting at the harbour\nline three\n",
+    "memory/2026-01-02.md": "# 2026-01-02\n\n- Release tag zx81build shipped to staging.\n- Lunch with Marguerite.\n",
+    "memory/projects/atlas.md": "# Atlas\n\nThe atlas project migrates billing to the ledger service.\n",
+}
+
+
+@pytest.fixture
+def conformance_workspace(tmp_path: Path) -> Path:
+    """A small workspace with known, distinctive lines."""
+    ws = tmp_path / "workspace"
+    for rel, text in CONFORMANCE_FILES.items():
+        p = ws / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return ws
+
+
+@pytest.fixture
+def open_conformance_memory(
+    request: pytest.FixtureRequest, tmp_path: Path, symi_backend: str
+) -> Iterator[Callable[..., Any]]:
+    """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
+    from symi_memory.config import load_config
+    from symi_memory.config.fields import deep_merge
+    from symi_memory.config import parse_config_text
+    from symi_memory.manager import open_memory
+
+    opened: list[Any] = []
+    extra_file = request.config.getoption("--symi-config")
+
+    def factory(workspace: Path, **overrides: Any) -> Any:
+        base: dict[str, Any] = {}
+        if extra_file:
+            p = Path(extra_file)
+            base = parse_config_text(p.read_text(encoding="utf-8"), p.suffix.lower(), str(p))
+        settings = {
+            "plugins": {"slots": {"memory": symi_backend}},
+            "agents": {"defaults": {"memorySearch": {"provider": "hash", "sync": {"watch": False}}}},
+        }
+        cfg = load_config(None, state_dir=tmp_path / "state", overrides=deep_merge(deep_merge(base, settings), overrides))
+        manager = open_memory(cfg, workspace=workspace, start=False)
+        opened.append(manager)
+        return manager
+
+    yield factory
+    for m in opened:
+        m.close()

@@ -1,0 +1,94 @@
+"""The backend conformance suite: what every memory backend must do.
+
+Run it with ``pytest --pyargs symi_memory.testing.conformance --symi-backend NAME``.
+The fixtures come from :mod:`symi_memory.testing.pytest_plugin`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from symi_memory.errors import PathRefused
+
+
+def _lines_hit(results: list, path: str, line: int) -> bool:
+    return any(r.path == path and r.start_line <= line <= r.end_line for r in results)
+
+
+def test_sync_then_search_finds_a_distinctive_line(conformance_workspace: Path, open_conformance_memory) -> None:
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    resp = mem.search("quokka harbour", min_score=0)
+    assert _lines_hit(list(resp.results), "memory/2026-01-01.md", 3)
+
+
+def test_results_are_bounded_sorted_and_scored(conformance_workspace: Path, open_conformance_memory) -> None:
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    resp = mem.search("memory line project release", max_results=2, min_score=0)
+    assert len(resp.results) <= 2
+    scores = [r.score for r in resp.results]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    data = resp.to_dict()
+    assert set(data) >= {"results", "provider", "model", "fallback", "citations", "mode"}
+    for hit in data["results"]:
+        assert set(hit) >= {"path", "startLine", "endLine", "score", "snippet", "source"}
+        assert 1 <= hit["startLine"] <= hit["endLine"]
+
+
+def test_min_score_filters(conformance_workspace: Path, open_conformance_memory) -> None:
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    assert mem.search("quokka", min_score=1.0).results == () or all(
+        r.score >= 1.0 for r in mem.search("quokka", min_score=1.0).results
+    )
+
+
+def test_read_file_rules(conformance_workspace: Path, open_conformance_memory, tmp_path: Path) -> None:
+    mem = open_conformance_memory(conformance_workspace)
+    whole = mem.read_file("MEMORY.md")
+    assert whole.text == (conformance_workspace / "MEMORY.md").read_text(encoding="utf-8")
+    assert mem.read_file("memory/2026-01-01.md", from_line=3, lines=1).text == "line two: quokka sighting at the harbour"
+    missing = mem.read_file("memory/2099-01-01.md")
+    assert (missing.text, missing.path) == ("", "memory/2099-01-01.md")
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret", encoding="utf-8")
+    (conformance_workspace / "NOTES.md").write_text("not memory", encoding="utf-8")
+    (conformance_workspace / "memory" / "x.txt").write_text("not markdown", encoding="utf-8")
+    os.symlink(outside, conformance_workspace / "memory" / "link.md")
+    for bad in ("../etc/passwd", "NOTES.md", "memory/x.txt", "memory/link.md", str(outside), "memory/../NOTES.md"):
+        with pytest.raises(PathRefused):
+            mem.read_file(bad)
+
+
+def test_deleted_and_edited_files_are_reflected(conformance_workspace: Path, open_conformance_memory) -> None:
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    assert _lines_hit(list(mem.search("zx81build", min_score=0).results), "memory/2026-01-02.md", 3)
+    (conformance_workspace / "memory" / "2026-01-02.md").unlink()
+    atlas = conformance_workspace / "memory" / "projects" / "atlas.md"
+    atlas.write_text("# Atlas\n\nThe atlas project now targets the narwhal cluster.\n", encoding="utf-8")
+    mem.sync()
+    assert not any(r.path == "memory/2026-01-02.md" for r in mem.search("zx81build", min_score=0).results)
+    assert _lines_hit(list(mem.search("narwhal", min_score=0).results), "memory/projects/atlas.md", 3)
+    assert not any("ledger" in r.snippet for r in mem.search("ledger billing", min_score=0).results)
+
+
+def test_snippets_are_capped(conformance_workspace: Path, open_conformance_memory) -> None:
+    (conformance_workspace / "memory" / "long.md").write_text("walrus " * 600 + "\n", encoding="utf-8")
+    mem = open_conformance_memory(conformance_workspace, memory={"citations": "off"})
+    mem.sync()
+    results = mem.search("walrus", min_score=0).results
+    assert results and all(len(r.snippet) <= 700 for r in results)
+
+
+def test_status_names_the_backend(conformance_workspace: Path, open_conformance_memory) -> None:
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    st = mem.status()
+    assert isinstance(st.get("backend"), str) and st["backend"]
+    assert st.get("workspaceDir") == str(conformance_workspace.resolve())
