@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import selectors
 import shlex
 import signal
@@ -34,6 +35,7 @@ __all__ = [
 log = logging.getLogger("symi_memory.qmd")
 
 DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class QmdError(Exception):
@@ -123,7 +125,7 @@ class QmdRunner:
         stderr = err.decode("utf-8", errors="replace")
         log.debug("qmd %s -> %s in %.0f ms", " ".join(args[:2]), proc.returncode, (time.monotonic() - started) * 1000)
         if check and proc.returncode != 0:
-            said = (stderr.strip() or stdout.strip()).splitlines()
+            said = [ln for ln in _ANSI.sub("", stderr.strip() or stdout.strip()).splitlines() if ln.strip()]
             first = said[0] if said else "no output"
             raise QmdFailed(
                 f"qmd {args[0] if args else ''} exited {proc.returncode}: {first}",
