@@ -1,1 +1,1 @@
-"""symi-memory builtin plugin."""
+"""faiss backend: the SQLite index with a faiss (flat, HNSW or IVF) vector side."""

@@ -209,4 +209,7 @@ class IndexedBackend:
             self.scheduler.stop()
         if self.choice.provider is not None:
             self.choice.provider.close()
+        closer = getattr(self.vectors, "close", None)
+        if closer is not None:  # a vector side with its own files (faiss) saves them here
+            closer()
         self.store.close()

@@ -1,0 +1,258 @@
+"""The faiss vector side: a faiss index kept in step with the SQLite index.
+
+The store tells us about every committed write (``IndexStore.listeners``):
+small changes are applied in place (removes, tombstones, adds) in the
+writer's thread; a full reindex, a write we missed (another process) or too
+many tombstones trigger a rebuild from a snapshot of the SQLite vectors.
+While the index is behind the store, searches use sqlite-vec's exact KNN,
+so a search never waits and never sees a deleted or changed chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from symi_memory.index.store import IndexChange, IndexStore, pack_vector
+
+from .indexes import FaissIndex, build_index
+from .persist import index_path, load_index, remove_stale_temps, save_index
+from .settings import FaissSettings
+from .snapshot import read_snapshot, store_uid, unit_rows, vector_stats
+
+__all__ = ["FaissVectors", "SYNC_BUILD_LIMIT"]
+
+log = logging.getLogger("symi_memory.faiss")
+
+SYNC_BUILD_LIMIT = 20_000  # larger rebuilds run in a background thread
+SAVE_INTERVAL_S = 60.0  # large indexes are saved at most this often (and on close)
+SAVE_ALWAYS_BELOW = 20_000
+
+
+@attrs.define
+class FaissVectors:
+    """A :class:`~symi_memory.index.backend.VectorSide` backed by faiss."""
+
+    store: IndexStore
+    settings: FaissSettings
+    path: Path = attrs.field(default=None)
+    _index: FaissIndex | None = None
+    _generation: int = -1
+    _lock: threading.RLock = attrs.field(factory=threading.RLock)
+    _building: bool = False
+    _pending: list[IndexChange] = attrs.field(factory=list)
+    _dirty: bool = False
+    _last_save: float = 0.0
+    _thread: threading.Thread | None = None
+    last_error: str | None = None
+    _uid: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if self.path is None:
+            self.path = index_path(self.store.path)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def open(self) -> None:
+        """Follow the store's writes and load the saved index if it still matches the store."""
+        self._uid = store_uid(self.store)
+        self.store.listeners.append(self._on_change)
+        remove_stale_temps(self.path)
+        with self.store.lock:  # no write can slip between reading the generation and loading
+            generation = self.store.generation()
+            expect = self._expected_header(generation)
+            loaded = load_index(self.path, self.settings, expect) if expect else None
+            if loaded is not None:
+                with self._lock:
+                    self._index, self._generation = loaded, generation
+                log.info("loaded faiss %s index (%d vectors) from %s", loaded.kind, loaded.live, self.path)
+
+    def _expected_header(self, generation: int) -> dict[str, Any] | None:
+        dims = self.store.vec_dims or self._dims()
+        if not dims:
+            return None
+        count, rowid_sum = vector_stats(self.store, dims)
+        return {"dims": dims, "generation": generation, "store": self._uid,
+                "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
+                "live": count, "rowidSum": rowid_sum}
+
+    def _dims(self) -> int | None:
+        row = self.store.reader().execute(
+            "SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
+        return int(row[0]) if row else None
+
+    def close(self) -> None:
+        if self._on_change in self.store.listeners:
+            self.store.listeners.remove(self._on_change)
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=600)
+        self.save(force=True)
+
+    # --------------------------------------------------------------- changes
+
+    def _on_change(self, change: IndexChange) -> None:
+        """Runs in the writer's thread, under the store lock, right after a commit."""
+        with self._lock:
+            if self._building:
+                self._pending.append(change)
+                return
+            behind = change.full or self._index is None or self._generation != change.generation - 1
+            if behind:
+                self._generation = -1  # searches use sqlite-vec until the rebuild is done
+            else:
+                self._apply(self._index, change)
+                self._generation = change.generation
+                self._dirty = True
+            rebuild = behind or self._index.needs_rebuild()
+        if rebuild:
+            self._start_rebuild()
+        else:
+            self.save()
+
+    def _apply(self, index: FaissIndex, change: IndexChange) -> None:
+        import numpy as np
+
+        index.remove(change.removed)
+        added = [(r, b) for r, b in change.added if len(b) == index.dims * 4]
+        if added:
+            matrix = np.frombuffer(b"".join(b for _, b in added), dtype=np.float32).reshape(len(added), index.dims)
+            index.add([r for r, _ in added], unit_rows(matrix.copy()))
+
+    # -------------------------------------------------------------- rebuilds
+
+    def ready(self) -> bool:
+        """True when the faiss index matches the store; starts a rebuild otherwise."""
+        generation = self.store.generation()
+        with self._lock:
+            if self._generation == generation and self._index is not None:
+                return True
+            if self._building:
+                return False
+        return self._start_rebuild()
+
+    def _start_rebuild(self) -> bool:
+        """Rebuild now when small (returns True when done), else in the background (False)."""
+        with self._lock:
+            if self._building:
+                return False
+            self._building = True
+            self._pending = []
+            size = self._index.live if self._index is not None else 0
+        if max(size, vector_stats(self.store, self.store.vec_dims or self._dims() or 0)[0]) <= SYNC_BUILD_LIMIT:
+            self._rebuild()
+            return self._generation == self.store.generation()
+        self._thread = threading.Thread(target=self._rebuild, daemon=True, name="symi-faiss-build")
+        self._thread.start()
+        return False
+
+    def _rebuild(self) -> None:
+        started = time.perf_counter()
+        try:
+            snap = read_snapshot(self.store)
+            index = build_index(self.settings, snap.dims or 1, snap.rowids, snap.matrix) if snap.dims else None
+        except Exception as exc:  # the next search retries; searches meanwhile use sqlite-vec
+            self.last_error = f"faiss rebuild failed: {exc}"
+            log.exception("faiss rebuild failed")
+            with self._lock:
+                self._building = False
+            return
+        with self._lock:
+            generation = snap.generation
+            for change in self._pending:  # writes committed while we were building
+                if change.generation <= generation:
+                    continue
+                if change.full or change.generation != generation + 1 or index is None:
+                    generation = -1
+                    break
+                self._apply(index, change)
+                generation = change.generation
+            self._index, self._generation = index, generation
+            self._pending, self._building, self._dirty = [], False, True
+        log.info("built faiss %s index: %d vectors in %.2fs", self.settings.kind, snap.rowids.size,
+                 time.perf_counter() - started)
+        self.save()
+
+    # ------------------------------------------------------------------ save
+
+    def save(self, *, force: bool = False) -> bool:
+        """Persist when changed (large indexes at most every SAVE_INTERVAL_S unless ``force``)."""
+        with self._lock:
+            index, generation = self._index, self._generation
+            if not self._dirty or index is None or generation < 0:
+                return False
+            if not force and index.live > SAVE_ALWAYS_BELOW and time.monotonic() - self._last_save < SAVE_INTERVAL_S:
+                return False
+            count = index.live
+            header = {"generation": generation, "store": self._uid,
+                      "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
+                      "rowidSum": self._rowid_sum(index)}
+            try:
+                save_index(self.path, index, header)
+            except OSError as exc:
+                self.last_error = f"cannot save {self.path}: {exc}"
+                log.warning("cannot save the faiss index to %s: %s", self.path, exc)
+                return False
+            self._dirty, self._last_save = False, time.monotonic()
+        log.debug("saved faiss index (%d vectors) to %s", count, self.path)
+        return True
+
+    @staticmethod
+    def _rowid_sum(index: FaissIndex) -> int:
+        import faiss
+
+        if index.kind == "hnsw":
+            return int(index.positions[index.alive].sum())
+        ids = faiss.vector_to_array(index.index.id_map)
+        return int(ids.sum())
+
+    # ---------------------------------------------------------------- search
+
+    def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
+        """``(rowid, cosine)`` best first."""
+        import numpy as np
+
+        if not self.ready():
+            return self.store.vec_knn(pack_vector(query), k)
+        q = np.asarray(query, dtype=np.float32).reshape(1, -1)
+        with self._lock:
+            index = self._index
+            if index is None:
+                return []
+            if q.shape[1] != index.dims:
+                log.warning("query vector has %d dims, index has %d: reindex needed", q.shape[1], index.dims)
+                return []
+            norm = float(np.linalg.norm(q))
+            if norm == 0.0:
+                return []
+            return index.search(q / norm, k)
+
+    def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]:
+        """Exact cosine of the query with the given stored vectors."""
+        import numpy as np
+
+        q = np.asarray(query, dtype=np.float32)
+        qn = float(np.linalg.norm(q))
+        keep = {r: b for r, b in blobs.items() if b and len(b) == q.shape[0] * 4}
+        if not keep or qn == 0.0:
+            return {}
+        matrix = np.frombuffer(b"".join(keep.values()), dtype=np.float32).reshape(len(keep), q.shape[0])
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        scores = (matrix @ q) / (norms * qn)
+        return {r: float(s) for r, s in zip(keep, scores, strict=True)}
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            index = self._index
+            return {"loaded": index is not None and self._generation >= 0,
+                    "rows": index.live if index else 0,
+                    "faissIndex": index.kind if index else self.settings.kind,
+                    "tombstones": index.dead if index else 0,
+                    "faissPath": str(self.path)}
