@@ -1,0 +1,62 @@
+"""Helpers for the builtin-sqlite tests: real files, real SQLite, the ``hash`` provider."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from symi_memory.config import load_config
+from symi_memory.config.fields import deep_merge
+from symi_memory.manager import MemoryManager, open_memory
+
+__all__ = ["FILLER_WORDS", "add_filler", "open_mem", "settings", "wait_for", "write"]
+
+
+def settings(memory_search: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    """Config overrides: the ``hash`` provider plus ``memory_search`` merged in."""
+    ms = deep_merge({"provider": "hash"}, memory_search or {})
+    return deep_merge({"agents": {"defaults": {"memorySearch": ms}}}, top)
+
+
+def open_mem(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None, *, start: bool = False,
+             plugins: Iterable[tuple[str, object]] | None = None, agent_id: str = "main", **top: Any) -> MemoryManager:
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=settings(memory_search, **top))
+    return open_memory(cfg, workspace=ws, start=start, plugins=plugins, agent_id=agent_id)
+
+
+def write(ws: Path, rel: str, text: str | bytes) -> Path:
+    p = ws / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text, encoding="utf-8", newline="")
+    return p
+
+
+FILLER_WORDS = ("project meeting notes review budget garden coffee travel family weekend report design "
+                "server backup holiday").split()
+
+
+def add_filler(ws: Path, count: int = 30, *, seed: int = 1) -> None:
+    """Everyday notes around the needles, so BM25 statistics look like a real workspace's."""
+    import random
+
+    rng = random.Random(seed)
+    for i in range(count):
+        lines = [" ".join(rng.choice(FILLER_WORDS) for _ in range(10)) for _ in range(8)]
+        write(ws, f"memory/notes/n{i:02d}.md", "# Note\n\n" + "\n".join(lines) + "\n")
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        time.sleep(interval)
