@@ -99,7 +99,8 @@ class MemoryManager:
                          session_key=session_key, sources=sources)
         result = backend.search(sq)
         assert self.pipeline is not None
-        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=ms, now=now)
+        floor = ms if result.calibrated else 0.0
+        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor, now=now)
         citations = self.config.data["memory"]["citations"]
         hits = to_hits(final, citations=citations, session_key=session_key)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,

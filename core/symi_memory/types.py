@@ -95,7 +95,10 @@ class BackendResult:
     """What a backend's ``search`` returns: fused candidates, best first.
 
     The core then runs reranking, post-processors, ``minScore`` and
-    ``maxResults`` on ``candidates``.
+    ``maxResults`` on ``candidates``. ``calibrated`` is False when the
+    scores are not on symi-memory's 0..1 relevance scale (qmd's rounded
+    BM25 gives 0 to every hit of a one-file collection); ``minScore`` is
+    then not applied, since it would drop good hits.
     """
 
     candidates: tuple[Candidate, ...]
@@ -103,6 +106,7 @@ class BackendResult:
     provider: str | None = None
     model: str | None = None
     fallback: Fallback | None = None
+    calibrated: bool = True
 
 
 @attrs.frozen(kw_only=True)

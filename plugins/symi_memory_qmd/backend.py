@@ -181,7 +181,7 @@ class QmdBackend:
             max_injected_chars=int(limits["maxInjectedChars"]),
             cite=should_cite(self.citations, query.session_key),
         )
-        return BackendResult(candidates=tuple(candidates), mode="qmd", provider="qmd")
+        return BackendResult(candidates=tuple(candidates), mode="qmd", provider="qmd", calibrated=False)
 
     def _kick_update(self) -> None:
         """Start a background update (debounced) so a qmd that was down gets retried."""

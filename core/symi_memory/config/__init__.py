@@ -141,6 +141,9 @@ class Config:
         ms["extraPaths"] = seen
         _normalise_memory_search(ms)
         ws = workspace or merged.get("workspace") or str(self.state_dir / "workspace")
+        if not workspace and merged.get("workspace") and self.path is not None:
+            # A relative workspace in a config file means relative to that file, not to the cwd.
+            ws = os.path.join(self.path.parent, os.path.expanduser(ws))
         store = ms["store"]["path"].replace("{agentId}", agent_id).replace("{stateDir}", str(self.state_dir))
         return AgentView(
             id=agent_id,

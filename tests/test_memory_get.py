@@ -1,0 +1,94 @@
+"""memory_get path rules and line windows (spec/behaviour.md §2), through the real CLI and the library."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from symi_memory.errors import PathRefused
+from symi_memory.workspace import PathRules, list_memory_files, read_lines
+
+
+def test_cli_get_acceptance(cli, workspace: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "team-docs"
+    extra.mkdir()
+    (extra / "x.md").write_text("team note\n", encoding="utf-8")
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret\n", encoding="utf-8")
+    (workspace / "NOTES.md").write_text("no\n", encoding="utf-8")
+    (workspace / "memory" / "x.txt").write_text("no\n", encoding="utf-8")
+    os.symlink(outside, workspace / "memory" / "link.md")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[agents.defaults.memorySearch]\nextraPaths = ["{extra}"]\nprovider = "none"\n', encoding="utf-8")
+    base = ("--config", str(cfg), "--workspace", str(workspace), "get")
+
+    code, out, _ = cli(*base, "MEMORY.md")
+    assert code == 0 and out == (workspace / "MEMORY.md").read_text(encoding="utf-8")
+    code, data, _ = cli(*base, "memory/2026-01-01.md", "--from", "2", "--lines", "1", "--json", json_out=True)
+    assert code == 0 and data == {"text": "second line", "path": "memory/2026-01-01.md"}
+    code, data, _ = cli(*base, "memory/2099-01-01.md", "--json", json_out=True)
+    assert code == 0 and data == {"text": "", "path": "memory/2099-01-01.md"}
+    for bad in ("../etc/passwd", "NOTES.md", "memory/x.txt", "memory/link.md", str(outside)):
+        code, data, _ = cli(*base, bad, "--json", json_out=True)
+        assert code == 1, bad
+        assert data == {"path": bad, "text": "", "disabled": True, "error": "path required"}
+    code, data, _ = cli(*base, os.path.relpath(extra / "x.md", workspace), "--json", json_out=True)
+    assert code == 0 and data["text"] == "team note\n"
+
+
+@pytest.fixture
+def rules(workspace: Path) -> PathRules:
+    return PathRules.from_workspace(workspace)
+
+
+def test_traversal_that_resolves_elsewhere_is_refused(rules: PathRules, workspace: Path) -> None:
+    (workspace / "NOTES.md").write_text("x", encoding="utf-8")
+    for bad in ("memory/../NOTES.md", "memory/../../etc/passwd.md", "/etc/passwd", "", "   ", "memory"):
+        with pytest.raises(PathRefused):
+            rules.resolve(bad)
+
+
+def test_symlinked_directory_inside_memory_is_refused(rules: PathRules, workspace: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "a.md").write_text("secret", encoding="utf-8")
+    os.symlink(target, workspace / "memory" / "sub")
+    with pytest.raises(PathRefused):
+        rules.read("memory/sub/a.md")
+    assert "memory/sub/a.md" not in [f.path for f in list_memory_files(workspace)]
+
+
+def test_directories_are_refused(rules: PathRules, workspace: Path) -> None:
+    (workspace / "memory" / "dir.md").mkdir()
+    with pytest.raises(PathRefused):
+        rules.read("memory/dir.md")
+
+
+def test_absolute_path_inside_workspace_is_accepted(rules: PathRules, workspace: Path) -> None:
+    res = rules.read(str(workspace / "memory" / "2026-01-01.md"), from_line=3, lines=5)
+    assert (res.path, res.text) == ("memory/2026-01-01.md", "third line\n")
+
+
+def test_line_windows() -> None:
+    text = "a\nb\nc"
+    assert read_lines(text, None, None) == text
+    assert read_lines(text, 0, 1) == "a"
+    assert read_lines(text, 2, None) == "b\nc"
+    assert read_lines(text, None, 2) == "a\nb"
+    assert read_lines(text, 2, 0) == "b"
+    assert read_lines(text, 9, 3) == ""
+
+
+def test_listing_dedupes_skips_symlinks_and_ignored_dirs(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "memory" / "node_modules").mkdir()
+    (workspace / "memory" / "node_modules" / "x.md").write_text("x", encoding="utf-8")
+    (workspace / "memory" / ".git").mkdir()
+    (workspace / "memory" / ".git" / "y.md").write_text("y", encoding="utf-8")
+    (workspace / "memory" / "deep" / "er").mkdir(parents=True)
+    (workspace / "memory" / "deep" / "er" / "z.md").write_text("z", encoding="utf-8")
+    os.symlink(workspace / "MEMORY.md", workspace / "memory" / "alias.md")
+    (workspace / "memory.md").write_text("lower", encoding="utf-8")
+    paths = [f.path for f in list_memory_files(workspace, ["memory", str(workspace / "MEMORY.md")])]
+    assert paths == ["MEMORY.md", "memory.md", "memory/2026-01-01.md", "memory/deep/er/z.md"]
