@@ -17,6 +17,9 @@ from qmd_standin.helpers import STANDIN, make_backend, real_qmd, write
 from symi_memory.types import SearchQuery
 
 QMD = real_qmd()
+if QMD is None and os.environ.get("SYMI_REQUIRE_QMD") == "1":
+    # CI installed qmd on purpose; a silent skip there would hide a broken install.
+    raise RuntimeError("SYMI_REQUIRE_QMD=1 but the real qmd was not found; check .ci/install-qmd.sh")
 pytestmark = [
     pytest.mark.qmd,
     pytest.mark.skipif(QMD is None, reason="real qmd not installed; run .ci/install-qmd.sh (x86_64 + npm)"),
