@@ -6,7 +6,6 @@ import uuid
 from typing import Any
 
 import attrs
-
 from symi_memory.index.store import IndexStore
 
 __all__ = ["Snapshot", "read_snapshot", "store_uid", "vector_stats"]

@@ -1,0 +1,224 @@
+"""Retrieval quality on a labelled dataset (the devmem format): ``symi-memory eval``.
+
+The dataset folder holds ``workspace/`` (indexed as the agent workspace) and
+``queries.jsonl`` (gold and stale line ranges per query). The run indexes the
+workspace with the active configuration in a throwaway state folder, never
+the user's index, searches every query and scores the hits exactly like the
+dataset's ``score.py`` (same metrics, same JSON as its ``--json``):
+hit@1, hit@5, recall@5 and MRR@10 over positive queries, the
+stale-above-gold rate, and the top score of negative queries.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .config import Config, load_config
+from .errors import ConfigError
+
+__all__ = ["TYPES", "format_table", "parse_now", "run_eval", "score_run"]
+
+log = logging.getLogger("symi_memory.eval")
+
+TYPES = ["paraphrase", "exact-token", "temporal", "multilingual", "multi-hop", "negative"]
+K, MRR_K, STALE_K = 5, 10, 10
+
+
+def parse_now(value: str | float | int | None) -> float | None:
+    """Epoch seconds from a date (``2026-09-01``, UTC midnight), an ISO datetime or a number."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--now {value!r}: use a date like 2026-09-01 or an ISO datetime") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def _norm_path(p: str) -> str:
+    p = p.replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    return p[len("workspace/"):] if p.startswith("workspace/") else p
+
+
+def _overlaps(hit: dict[str, Any], loc: dict[str, Any]) -> bool:
+    return (hit["path"] == _norm_path(loc["path"])
+            and hit["start"] <= loc["end_line"] and loc["start_line"] <= hit["end"])
+
+
+def _groups(gold: list[dict[str, Any]]) -> list[list[int]]:
+    """Gold entry indices grouped by ``hop``; an entry without a hop is a group of its own."""
+    by_hop: dict[object, list[int]] = {}
+    alone: list[list[int]] = []
+    for i, g in enumerate(gold):
+        if g.get("hop") is None:
+            alone.append([i])
+        else:
+            by_hop.setdefault(g["hop"], []).append(i)
+    return alone + list(by_hop.values())
+
+
+def _score_query(q: dict[str, Any], hits: list[dict[str, Any]]) -> dict[str, Any]:
+    gold, stale = q.get("gold", []), q.get("stale", [])
+    res: dict[str, Any] = {"id": q["id"], "type": q["type"], "n_hits": len(hits),
+                           "top_score": hits[0]["score"] if hits else 0.0}
+    if q["type"] == "negative" or not gold:
+        return res
+    first_gold = first_stale = None
+    covered: set[int] = set()
+    for rank, h in enumerate(hits, 1):
+        matched = [i for i, g in enumerate(gold) if _overlaps(h, g)]
+        if matched:
+            if first_gold is None:
+                first_gold = rank
+                res["first_gold_score"] = h["score"]
+            if rank <= K:
+                covered.update(matched)
+        elif stale and first_stale is None and any(_overlaps(h, s) for s in stale):
+            first_stale = rank
+    groups = _groups(gold)
+    res["first_gold_rank"] = first_gold
+    res["hit@1"] = 1.0 if first_gold == 1 else 0.0
+    res[f"hit@{K}"] = 1.0 if first_gold is not None and first_gold <= K else 0.0
+    res[f"recall@{K}"] = sum(1 for g in groups if covered.intersection(g)) / len(groups)
+    res[f"mrr@{MRR_K}"] = 1.0 / first_gold if first_gold is not None and first_gold <= MRR_K else 0.0
+    if stale:
+        fg = first_gold if first_gold is not None and first_gold <= STALE_K else None
+        fs = first_stale if first_stale is not None and first_stale <= STALE_K else None
+        res["first_stale_rank"] = first_stale
+        res["stale_above_gold"] = 1.0 if fs is not None and (fg is None or fs < fg) else 0.0
+    return res
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    pos = [r for r in rows if r["type"] != "negative" and "hit@1" in r]
+    neg = [r for r in rows if r["type"] == "negative"]
+    out: dict[str, Any] = {"queries": len(rows), "positive": len(pos), "negative": len(neg)}
+    for m in ("hit@1", f"hit@{K}", f"recall@{K}", f"mrr@{MRR_K}"):
+        out[m] = _mean([r[m] for r in pos])
+    stale = [r["stale_above_gold"] for r in pos if "stale_above_gold" in r]
+    out["stale_queries"] = len(stale)
+    out["stale_above_gold"] = _mean(stale)
+    if neg:
+        tops = [r["top_score"] for r in neg]
+        out["negative_top_score_mean"] = _mean(tops)
+        out["negative_top_score_max"] = max(tops)
+    if pos:
+        out["positive_top_score_mean"] = _mean([r["top_score"] for r in pos])
+    return out
+
+
+def score_run(queries: list[dict[str, Any]], run: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Score hits (``{id: [{path, start, end, score}, ...]}``, best first) against the queries."""
+    rows = [_score_query(q, run.get(q["id"], [])) for q in queries]
+    per_type = {t: _aggregate([r for r in rows if r["type"] == t]) for t in TYPES if any(r["type"] == t for r in rows)}
+    return {"overall": _aggregate(rows), "per_type": per_type,
+            "missing_ids": [q["id"] for q in queries if q["id"] not in run],
+            "settings": {"k": K, "mrr_k": MRR_K, "stale_k": STALE_K, "min_score": None}}
+
+
+# ---------------------------------------------------------------------- run
+
+
+def load_queries(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{path}:{n}: bad JSON ({exc}); fix the line") from None
+    return rows
+
+
+def _throwaway_config(config: Config, state_dir: Path) -> Config:
+    """The same settings, but the index lives in ``state_dir`` and holds only the dataset."""
+    data = copy.deepcopy(config.data)
+    agents = data["agents"]
+    for ms in [agents["defaults"]["memorySearch"]] + [e.get("memorySearch", {}) for e in agents.get("list", [])]:
+        ms.setdefault("store", {})["path"] = str(state_dir / "eval.sqlite")
+        ms["extraPaths"] = []
+        ms["sources"] = ["memory"]
+    return attrs.evolve(config, data=data, state_dir=state_dir)
+
+
+def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = None, now: str | float | None = None,
+             n: int = 10, results_out: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Index the dataset's workspace, run its queries and score them (``score.py --json`` format)."""
+    from .manager import open_memory
+
+    root = Path(dataset_dir).expanduser()
+    workspace, queries_file = root / "workspace", root / "queries.jsonl"
+    if not workspace.is_dir() or not queries_file.is_file():
+        raise ConfigError(f"{root}: not a dataset folder; it needs workspace/ and queries.jsonl (devmem format)")
+    queries = load_queries(queries_file)
+    config = config if config is not None else load_config()
+    fixed_now = parse_now(now)
+    limit = max(int(n), 10)
+    run: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="symi-eval-") as tmp:
+        with open_memory(_throwaway_config(config, Path(tmp)), workspace=workspace, start=False) as mem:
+            mem.sync(reason="eval")
+            for q in queries:
+                clock = fixed_now if fixed_now is not None else parse_now(q.get("now"))
+                resp = mem.search(q["query"], max_results=limit, min_score=0, now=clock)
+                run[q["id"]] = [{"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score}
+                                for h in resp.results]
+    if results_out is not None:
+        with open(results_out, "w", encoding="utf-8") as fh:
+            for q in queries:
+                hits = [{"path": h["path"], "start_line": h["start"], "end_line": h["end"], "score": h["score"]}
+                        for h in run[q["id"]]]
+                fh.write(json.dumps({"id": q["id"], "hits": hits}, ensure_ascii=False) + "\n")
+    return score_run(queries, run)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The result as a plain-text table, overall and per query type."""
+    cols = ["n", "hit@1", f"hit@{K}", f"recall@{K}", f"MRR@{MRR_K}", "stale>gold", "top score (neg)"]
+    lines = [f"{'type':<13}" + "".join(f"{c:>16}" for c in cols)]
+    for name, a in [("overall", result["overall"])] + list(result["per_type"].items()):
+        count = a["negative"] if name == "negative" else a["positive"]
+        stale = f"{_fmt(a['stale_above_gold'])} ({a['stale_queries']})" if a["stale_queries"] else "-"
+        neg = (f"{_fmt(a.get('negative_top_score_mean'))} / {_fmt(a.get('negative_top_score_max'))}"
+               if a.get("negative") else "-")
+        vals = [count, a["hit@1"], a[f"hit@{K}"], a[f"recall@{K}"], a[f"mrr@{MRR_K}"], stale, neg]
+        lines.append(f"{name:<13}" + "".join(f"{_fmt(v):>16}" for v in vals))
+    lines.append("")
+    lines.append(f"stale>gold: share of queries with stale lines where a stale match outranks the first gold match "
+                 f"(top {STALE_K}); number of such queries in brackets.")
+    lines.append("top score (neg): mean / max rank-1 score on negative queries (positives' mean rank-1 score: "
+                 f"{_fmt(result['overall'].get('positive_top_score_mean'))}).")
+    return "\n".join(lines)
