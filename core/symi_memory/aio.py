@@ -1,0 +1,84 @@
+"""An asyncio facade over :class:`~symi_memory.manager.MemoryManager`.
+
+The manager is thread-safe and blocking (SQLite, HTTP embedding calls), so
+each call runs in a worker thread with ``asyncio.to_thread`` and never
+stalls the event loop of an async agent runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import tools
+
+if TYPE_CHECKING:
+    from .manager import MemoryManager
+    from .types import ReadResult, SearchResponse, SyncProgress, SyncReport
+
+__all__ = ["AsyncMemoryManager"]
+
+
+class AsyncMemoryManager:
+    """Awaitable ``search``/``read_file``/``sync``/``status``/``close`` plus the three tools."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self.manager = manager
+
+    async def search(
+        self,
+        query: str,
+        *,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        session_key: str | None = None,
+    ) -> SearchResponse:
+        """Search memory (never waits for indexing)."""
+        return await asyncio.to_thread(
+            self.manager.search, query, max_results=max_results, min_score=min_score, session_key=session_key
+        )
+
+    async def read_file(
+        self, path: str, *, from_line: int | None = None, lines: int | None = None
+    ) -> ReadResult:
+        """``memory_get``: read a memory file or a window of its lines."""
+        return await asyncio.to_thread(self.manager.read_file, path, from_line=from_line, lines=lines)
+
+    async def sync(
+        self,
+        *,
+        reason: str = "manual",
+        force: bool = False,
+        progress: Callable[[SyncProgress], None] | None = None,
+    ) -> SyncReport:
+        """Bring the index up to date; ``progress`` is called from the worker thread."""
+        return await asyncio.to_thread(self.manager.sync, reason=reason, force=force, progress=progress)
+
+    async def status(self) -> dict[str, Any]:
+        """The status dict of behaviour §9."""
+        return await asyncio.to_thread(self.manager.status)
+
+    async def close(self) -> None:
+        """Close the underlying manager."""
+        await asyncio.to_thread(self.manager.close)
+
+    async def memory_search(
+        self, params: Mapping[str, Any], *, session_key: str | None = None
+    ) -> dict[str, Any]:
+        """The ``memory_search`` tool: params dict in, tool JSON out (errors as the error shape)."""
+        return await asyncio.to_thread(tools.memory_search, self.manager, params, session_key=session_key)
+
+    async def memory_get(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``memory_get`` tool."""
+        return await asyncio.to_thread(tools.memory_get, self.manager, params)
+
+    async def memory_append(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``memory_append`` tool."""
+        return await asyncio.to_thread(tools.memory_append, self.manager, params)
+
+    async def __aenter__(self) -> AsyncMemoryManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,126 @@
+"""A stdio MCP server exposing ``memory_search``, ``memory_get`` and ``memory_append``.
+
+Built on the official ``mcp`` SDK (the ``mcp`` extra, version 2 API). Every
+call goes through :class:`~symi_memory.aio.AsyncMemoryManager`, so a slow
+search never blocks the protocol loop. A bad argument or an unknown tool
+comes back as a tool result with ``isError`` set, never as a crash.
+
+Run it with ``symi-memory mcp`` or ``python -m symi_memory.mcp_server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .aio import AsyncMemoryManager
+from .errors import SymiMemoryError
+from .tools import TOOL_DEFINITIONS
+
+if TYPE_CHECKING:
+    from .manager import MemoryManager
+
+__all__ = ["build_server", "main", "serve_stdio"]
+
+log = logging.getLogger("symi_memory.mcp")
+
+
+def _import_mcp() -> tuple[Any, Any]:
+    try:
+        import mcp_types
+        from mcp.server.lowlevel import Server
+    except ImportError as exc:
+        raise SymiMemoryError(
+            f"the MCP server needs the 'mcp' package version 2 ({exc}); install it with: pip install 'symi-memory[mcp]'"
+        ) from None
+    return Server, mcp_types
+
+
+def build_server(manager: MemoryManager, *, session_key: str | None = None) -> Any:
+    """Build the MCP ``Server`` for ``manager``; ``session_key`` decides citations (``auto``)."""
+    Server, types = _import_mcp()
+    amm = AsyncMemoryManager(manager)
+    listed = types.ListToolsResult(
+        tools=[
+            types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
+            for d in TOOL_DEFINITIONS
+        ]
+    )
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return listed
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        args = params.arguments or {}
+        if params.name == "memory_search":
+            result = await amm.memory_search(args, session_key=session_key)
+        elif params.name == "memory_get":
+            result = await amm.memory_get(args)
+        elif params.name == "memory_append":
+            result = await amm.memory_append(args)
+        else:
+            names = ", ".join(d["name"] for d in TOOL_DEFINITIONS)
+            result = {"error": f"unknown tool {params.name!r}; available: {names}"}
+        is_error = bool(result.get("error"))
+        if is_error:
+            log.info("%s: %s", params.name, result["error"])
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+            is_error=is_error,
+        )
+
+    from . import __version__
+
+    return Server(
+        "symi-memory",
+        version=__version__,
+        instructions="Durable agent memory: search with memory_search, read with memory_get, write with memory_append.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None) -> None:
+    """Serve ``manager`` over stdin/stdout until the client disconnects."""
+    server = build_server(manager, session_key=session_key)
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m symi_memory.mcp_server [--config F] [--state-dir D] [--workspace W] [--agent ID] [--session KEY]``."""
+    import anyio
+
+    from .manager import open_memory
+
+    parser = argparse.ArgumentParser(prog="symi-memory-mcp", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", metavar="FILE")
+    parser.add_argument("--state-dir", metavar="DIR")
+    parser.add_argument("--workspace", metavar="DIR")
+    parser.add_argument("--agent", metavar="ID", default="main")
+    parser.add_argument("--session", metavar="KEY", help="session key deciding citations (default: direct)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="symi-memory mcp: %(message)s")
+    try:
+        manager = open_memory(
+            args.config, agent_id=args.agent, workspace=args.workspace, state_dir=args.state_dir
+        )
+    except SymiMemoryError as exc:
+        print(f"symi-memory mcp: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        anyio.run(lambda: serve_stdio(manager, session_key=args.session))
+    finally:
+        manager.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from symi_memory import load_config, open_memory
+from symi_memory.aio import AsyncMemoryManager
+
+KEYWORD_ONLY = {"agents": {"defaults": {"memorySearch": {"provider": "none"}}}}
+OTHER_NOTES = [
+    "Standup notes: CI pipeline flaky on arm64.",
+    "Met Bob about the billing migration.",
+    "Release 2.4 shipped; rollback plan ready.",
+    "Kubernetes upgrade scheduled for March.",
+]
+
+
+@pytest.fixture
+def notes(workspace: Path) -> Path:
+    """The shared workspace plus unrelated notes, so keyword scores mean something."""
+    for i, text in enumerate(OTHER_NOTES):
+        (workspace / "memory" / f"2026-01-0{i + 2}.md").write_text(text + "\n", encoding="utf-8")
+    return workspace
+
+
+def _config(state: Path):
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "symi.json").write_text(json.dumps(KEYWORD_ONLY))
+    return load_config(None, state_dir=state)
+
+
+def test_async_facade_round_trip(tmp_path: Path, notes: Path) -> None:
+    workspace = notes
+
+    async def scenario() -> None:
+        mem = open_memory(_config(tmp_path / "state"), workspace=workspace, start=False)
+        async with AsyncMemoryManager(mem) as amm:
+            report = await amm.sync(force=True)
+            assert report.files_indexed == 6  # MEMORY.md and five daily logs
+            first, second = await asyncio.gather(amm.search("tea"), amm.search("Utrecht"))
+            assert first.results and first.results[0].path == "MEMORY.md"
+            assert "Utrecht" in second.results[0].snippet
+            read = await amm.read_file("memory/2026-01-01.md", from_line=2, lines=1)
+            assert read.text.strip() == "second line"
+            assert (await amm.status())["workspaceDir"] == str(workspace)
+            appended = await amm.memory_append(
+                {"text": "Deploy window is Thursday 14:00.", "target": "long-term"}
+            )
+            assert appended["path"] == "MEMORY.md"
+            await amm.sync()
+            found = await amm.memory_search({"query": "deploy window"}, session_key="discord:group:1")
+            assert found["results"] and "Thursday" in found["results"][0]["snippet"]
+            assert "Source:" not in found["results"][0]["snippet"]  # auto: no citations in groups
+            bad = await amm.memory_get({"path": "../etc/passwd"})
+            assert bad["disabled"] is True and bad["text"] == ""
+        with pytest.raises(Exception, match="closed"):
+            mem.search("tea")
+
+    asyncio.run(scenario())
+
+
+def test_mcp_stdio_server_end_to_end(tmp_path: Path, notes: Path) -> None:
+    workspace = notes
+    pytest.importorskip("mcp_types")
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    state = tmp_path / "state"
+    with open_memory(_config(state), workspace=workspace, start=False) as mem:
+        mem.sync(force=True)  # the server's searches never wait for indexing
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "symi_memory.mcp_server", "--state-dir", str(state), "--workspace", str(workspace)],
+        env={**os.environ, "SYMI_STATE_DIR": str(state)},
+    )
+
+    async def scenario() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            assert [t.name for t in listed.tools] == ["memory_search", "memory_get", "memory_append"]
+            assert listed.tools[0].input_schema["required"] == ["query"]
+
+            hit = await session.call_tool("memory_search", {"query": "tea"})
+            assert hit.is_error is False
+            body = json.loads(hit.content[0].text)
+            assert body == hit.structured_content
+            assert body["mode"] == "fts-only" and body["results"][0]["path"] == "MEMORY.md"
+            assert body["results"][0]["snippet"].endswith("Source: " + body["results"][0]["citation"])
+
+            got = await session.call_tool(
+                "memory_get", {"path": "memory/2026-01-01.md", "from": 3, "lines": 1}
+            )
+            assert got.is_error is False
+            assert got.structured_content["path"] == "memory/2026-01-01.md"
+            assert got.structured_content["text"].strip() == "third line"
+
+            # Bad arguments are tool errors; the server keeps serving.
+            bad = await session.call_tool("memory_get", {"path": "memory/2026-01-01.md", "from": "two"})
+            assert bad.is_error is True and "from" in bad.structured_content["error"]
+            refused = await session.call_tool("memory_get", {"path": "../../etc/passwd"})
+            assert refused.is_error is True and refused.structured_content["error"] == "path required"
+            empty = await session.call_tool("memory_search", {})
+            assert empty.is_error is True and "query" in empty.structured_content["error"]
+            unknown = await session.call_tool("memory_delete", {"path": "MEMORY.md"})
+            assert unknown.is_error is True and "memory_search" in unknown.structured_content["error"]
+
+            wrote = await session.call_tool("memory_append", {"text": "Note from MCP."})
+            assert wrote.is_error is False and wrote.structured_content["path"].startswith("memory/")
+            again = await session.call_tool("memory_search", {"query": "tea"})
+            assert again.is_error is False and again.structured_content["results"]
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    daily = sorted((workspace / "memory").glob("20*.md"))
+    assert any(p.read_text().strip().endswith("Note from MCP.") for p in daily)
