@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from symi_memory import ConfigError, load_config, open_memory
 from symi_memory.plugins import load_plugins
 from symi_memory.specs import PostProcessContext

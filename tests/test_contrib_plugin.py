@@ -1,0 +1,126 @@
+"""The third-party path, end to end: build and install the contrib example
+plugin like a user would, then drive the real ``symi-memory`` CLI.
+
+The plugin is installed with pip (offline: ``--no-index --no-build-isolation``,
+so hatchling must be importable here; it is in the dev extra) into a
+throwaway ``--target`` directory that only the subprocesses see through
+``PYTHONPATH``; the dev environment itself is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from symi_memory.config.fields import deep_merge
+
+REPO = Path(__file__).resolve().parents[1]
+CONTRIB = REPO / "contrib" / "symi-memory-recency-boost"
+DAY = 86_400.0
+BOOST = {"agents": {"defaults": {"memorySearch": {"query": {"hybrid": {"recencyBoost": {"enabled": True, "boost": 0.5}}}}}}}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the installed plugin (its dist-info carries the entry point)."""
+    try:
+        import hatchling  # noqa: F401
+    except ImportError:
+        pytest.fail("hatchling is not installed; `pip install hatchling` (it belongs in the dev extra)")
+    target = tmp_path_factory.mktemp("site")
+    build = tmp_path_factory.mktemp("pip")
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
+           "--disable-pip-version-check", "--target", str(target), str(CONTRIB)]
+    env = {**os.environ, "PIP_CACHE_DIR": str(build / "cache"), "TMPDIR": str(build)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, f"pip install of the contrib plugin failed:\n{proc.stdout}\n{proc.stderr}"
+    return target
+
+
+def cli(site: Path | None, state: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SYMI_")}
+    base["PYTHONPATH"] = str(site) if site else ""
+    base.update(env or {})
+    return subprocess.run([sys.executable, "-m", "symi_memory.cli", "--state-dir", str(state), *args],
+                          capture_output=True, text=True, env=base, timeout=120)
+
+
+def write_config(state: Path, data: dict[str, Any]) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "symi.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def plugin_ids(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    assert proc.returncode == 0, proc.stderr
+    return {p["id"]: p for p in json.loads(proc.stdout)}
+
+
+def test_the_installed_plugin_is_discovered_with_what_it_registers(site: Path, tmp_path: Path) -> None:
+    listed = plugin_ids(cli(site, tmp_path / "state", "plugins", "--json"))
+    assert listed["recency-boost"] == {
+        "id": "recency-boost",
+        "distribution": "symi-memory-recency-boost",
+        "version": "0.1.0",
+        "registers": {"backends": [], "embeddingProviders": [], "rerankers": [], "postprocessors": ["recency-boost"]},
+    }
+    # Its defaults arrive through symi_memory_config_defaults and show up in the effective config.
+    got = cli(site, tmp_path / "state", "config", "get", "agents.defaults.memorySearch.query.hybrid.recencyBoost")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == {"enabled": False, "windowDays": 14.0, "boost": 0.2,
+                                      "exclude": ["MEMORY.md", "memory.md"]}
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    # The stale note matches the query twice, so keyword ranking alone puts it first.
+    (ws / "memory" / "stale.md").write_text("# Router\n\nrouter firmware router notes from the old flat\n", encoding="utf-8")
+    (ws / "memory" / "fresh.md").write_text("# Network\n\nnew router in the hallway cupboard, admin on port 8443\n", encoding="utf-8")
+    now = time.time()
+    os.utime(ws / "memory" / "stale.md", (now - 200 * DAY, now - 200 * DAY))
+    os.utime(ws / "memory" / "fresh.md", (now - DAY, now - DAY))
+    return ws
+
+
+def _order(site: Path | None, state: Path, ws: Path, extra: dict[str, Any]) -> list[str]:
+    base = {"agents": {"defaults": {"memorySearch": {"provider": "none", "query": {"minScore": 0.0}}}}}
+    write_config(state, deep_merge(base, extra))
+    proc = cli(site, state, "--workspace", str(ws), "search", "router", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return [r["path"] for r in json.loads(proc.stdout)["results"]]
+
+
+def test_selecting_the_postprocessor_changes_the_order(site: Path, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    assert _order(site, tmp_path / "plain", ws, {}) == ["memory/stale.md", "memory/fresh.md"]
+    assert _order(site, tmp_path / "boosted", ws, BOOST) == ["memory/fresh.md", "memory/stale.md"]
+
+
+def test_its_keys_are_unknown_without_the_plugin(tmp_path: Path) -> None:
+    write_config(tmp_path / "state", BOOST)
+    proc = cli(None, tmp_path / "state", "--workspace", str(tmp_path), "search", "router", "--json")
+    assert proc.returncode == 2
+    assert "hybrid.recencyBoost: unknown key" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_plugins_disabled_removes_it(site: Path, tmp_path: Path) -> None:
+    write_config(tmp_path / "state", {"plugins": {"disabled": ["recency-boost"]}})
+    listed = plugin_ids(cli(site, tmp_path / "state", "plugins", "--json"))
+    assert "recency-boost" not in listed and "builtin-sqlite" in listed
+    # Disabled means its config keys are gone too: enabling it is now a config error.
+    write_config(tmp_path / "state", {"plugins": {"disabled": ["recency-boost"]}, **BOOST})
+    assert cli(site, tmp_path / "state", "plugins", "--json").returncode == 2
+
+
+def test_autoload_switch_keeps_only_the_builtins(site: Path, tmp_path: Path) -> None:
+    listed = plugin_ids(cli(site, tmp_path / "state", "plugins", "--json",
+                            env={"SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD": "1"}))
+    assert "recency-boost" not in listed
+    assert {"builtin-sqlite", "postprocessors"} <= set(listed)
+    assert {p["distribution"] for p in listed.values()} == {"symi-memory"}
