@@ -1,0 +1,203 @@
+"""builtin-sqlite incremental sync, embedding cache, schema version and fingerprint (issue 3, items 7 and 8)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from support.sqlite_memory import add_filler, open_mem, write
+from symi_memory.index.db import SCHEMA_VERSION
+
+JOURNAL = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    w = tmp_path / "ws"
+    add_filler(w, 10)
+    write(w, "memory/journal.md", JOURNAL)
+    return w
+
+
+def embedder(mem):  # type: ignore[no-untyped-def]
+    """The live HashEmbedder behind the manager (it counts provider calls)."""
+    p = mem.backend.choice.provider
+    assert type(p).__name__ == "HashEmbedder"
+    return p
+
+
+def db_rows(mem, sql: str) -> list:  # type: ignore[no-untyped-def]
+    con = sqlite3.connect(mem.status()["dbPath"])
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_unchanged_files_are_not_reindexed(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        first = mem.sync()
+        assert first.full and first.files_indexed == 11 and first.embeddings_computed == first.chunks_written > 11
+        calls = embedder(mem).calls
+        again = mem.sync()
+        assert (again.full, again.files_indexed, again.chunks_written, again.embeddings_computed) == (False, 0, 0, 0)
+        assert embedder(mem).calls == calls
+    # A new process (fresh manager) sees the same index as current.
+    with open_mem(tmp_path, ws) as mem:
+        assert mem.status()["dirty"] is False
+        report = mem.sync()
+        assert report.files_indexed == 0 and embedder(mem).calls == 0
+
+
+def test_changed_file_embeds_only_its_new_chunks(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        journal_chunks = mem.status()["chunks"] - 10
+        assert journal_chunks >= 4
+        write(ws, "memory/journal.md", JOURNAL + "- journal line 161: moved the dentist appointment\n")
+        calls = embedder(mem).calls
+        report = mem.sync()
+        assert report.files_indexed == 1
+        assert report.chunks_written == journal_chunks
+        # Only the tail chunk changed; the others come from the cache.
+        assert report.embeddings_computed == 1
+        assert report.embeddings_cached == journal_chunks - 1
+        assert embedder(mem).calls == calls + 1
+        assert [h.path for h in mem.search("dentist appointment").results][:1] == ["memory/journal.md"]
+
+
+def test_touched_but_identical_file_is_not_reembedded(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        p = ws / "memory" / "journal.md"
+        st = p.stat()
+        import os
+
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+        assert mem.status()["dirty"] is True
+        calls = embedder(mem).calls
+        report = mem.sync()
+        assert report.chunks_written == 0 and embedder(mem).calls == calls
+        assert mem.status()["dirty"] is False
+
+
+def test_forced_reindex_with_warm_cache_makes_no_embedding_calls(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        before = mem.search("harbour ferry schedule").results
+    with open_mem(tmp_path, ws) as mem:
+        report = mem.sync(force=True)
+        assert report.full and report.files_indexed == 11
+        assert report.embeddings_computed == 0 and report.embeddings_cached == report.chunks_written
+        assert embedder(mem).calls == 0
+        after = mem.search("harbour ferry schedule").results
+        assert [(h.path, h.start_line, h.score) for h in after] == [(h.path, h.start_line, h.score) for h in before]
+
+
+def test_cache_is_pruned_to_max_entries_on_every_sync(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws, {"cache": {"maxEntries": 10}}) as mem:
+        first = mem.sync()
+        assert first.chunks_written > 10
+        assert mem.status()["cache"] == {"enabled": True, "entries": 10, "maxEntries": 10}
+        write(ws, "memory/journal.md", JOURNAL + "- journal line 161: the lemon tree flowered\n")
+        report = mem.sync()
+        assert not report.full and report.files_indexed == 1
+        assert mem.status()["cache"]["entries"] == 10
+        # Least recently used go first: every chunk of the file just synced (embedded or
+        # taken from the cache) is still cached.
+        journal = db_rows(mem, "SELECT text FROM chunks WHERE path='memory/journal.md'")
+        assert 1 < len(journal) <= 10
+        cached = {r[0] for r in db_rows(mem, "SELECT hash FROM embedding_cache")}
+        assert {hashlib.sha256(t.encode("utf-8")).hexdigest() for (t,) in journal} <= cached
+
+
+def test_cache_disabled_always_embeds(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws, {"cache": {"enabled": False}}) as mem:
+        mem.sync()
+        assert mem.status()["cache"]["entries"] == 0
+        report = mem.sync(force=True)
+        assert report.embeddings_computed == report.chunks_written > 0
+
+
+# ------------------------------------------------------------------- schema and identity
+
+
+def test_older_schema_version_is_rebuilt(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = mem.status()["dbPath"]
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION - 1),))
+    con.commit()
+    con.close()
+    with open_mem(tmp_path, ws) as mem:
+        st = mem.status()
+        assert (st["files"], st["chunks"], st["dirty"]) == (0, 0, True)
+        report = mem.sync()
+        assert report.full and report.files_indexed == 11
+        assert [h.path for h in mem.search("harbour ferry").results][:1] == ["memory/journal.md"]
+        assert db_rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+
+
+def test_foreign_old_layout_is_never_misread(tmp_path: Path, ws: Path) -> None:
+    db = tmp_path / "state" / "memory" / "main.sqlite"
+    db.parent.mkdir(parents=True)
+    con = sqlite3.connect(db)
+    con.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+        "INSERT INTO meta VALUES ('schema_version', '1');"
+        "CREATE TABLE files (path TEXT PRIMARY KEY, hash TEXT);"
+        "INSERT INTO files VALUES ('memory/journal.md', 'abc');"
+        "CREATE TABLE chunks (id TEXT PRIMARY KEY, path TEXT, line INTEGER, body TEXT);"
+        "INSERT INTO chunks VALUES ('x', 'memory/ghost.md', 1, 'ghost text about the harbour ferry');"
+    )
+    con.commit()
+    con.close()
+    with open_mem(tmp_path, ws) as mem:
+        assert mem.status()["files"] == 0
+        mem.sync()
+        paths = {h.path for h in mem.search("harbour ferry").results}
+        assert "memory/journal.md" in paths and "memory/ghost.md" not in paths
+
+
+def test_newer_schema_version_is_rebuilt_too(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = mem.status()["dbPath"]
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    with open_mem(tmp_path, ws) as mem:
+        assert mem.status()["files"] == 0
+        assert mem.sync().full
+
+
+@pytest.mark.parametrize("change", [
+    {"chunking": {"tokens": 200}},
+    {"chunking": {"overlap": 10}},
+    {"model": "hash-256"},
+    {"provider": "none"},
+])
+def test_identity_change_forces_a_full_reindex(tmp_path: Path, ws: Path, change: dict) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        old_chunks = mem.status()["chunks"]
+        assert mem.sync().full is False
+    with open_mem(tmp_path, ws, change) as mem:
+        assert mem.status()["dirty"] is True
+        report = mem.sync()
+        assert report.full and report.files_indexed == 11
+        st = mem.status()
+        if "chunking" in change and "tokens" in change["chunking"]:
+            assert st["chunks"] > old_chunks
+        if change.get("model") == "hash-256":
+            assert st["vector"]["dims"] == 256 and report.embeddings_computed == report.chunks_written
+            assert mem.search("harbour ferry schedule").mode == "hybrid"
+        if change.get("provider") == "none":
+            assert mem.search("harbour ferry schedule").mode == "fts-only"
+        assert mem.search("harbour ferry schedule").results[0].path == "memory/journal.md"
+        assert mem.sync().full is False
