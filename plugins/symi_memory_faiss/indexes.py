@@ -1,7 +1,8 @@
 """faiss indexes over unit vectors, keyed by the chunks table rowid.
 
-flat and ivf sit in an ``IndexIDMap2`` whose labels are rowids, so deletes
-really remove vectors. HNSW cannot remove, and SQLite reuses the highest
+flat sits in an ``IndexIDMap2`` and IVF stores ids itself (IDMap2 over IVF
+mixes up ids after a remove); their labels are rowids and deletes really
+remove vectors. HNSW cannot remove, and SQLite reuses the highest
 rowid after a delete, so an HNSW label is the insertion position: a
 position -> rowid array maps results back and an ``alive`` mask holds the
 tombstones, which searches skip through an ``IDSelectorBitmap``.
@@ -114,6 +115,20 @@ class FaissIndex:
                 out.append((int(self.positions[p]), float(s)))
         return out
 
+    def labels(self) -> Any:
+        """The rowids of every live vector (int64 array)."""
+        import faiss
+        import numpy as np
+
+        if self.kind == "hnsw":
+            return self.positions[self.alive]
+        if self.kind == "flat":
+            return faiss.vector_to_array(self.index.id_map)
+        lists = self.index.invlists
+        parts = [faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+                 for i in range(lists.nlist) if lists.list_size(i)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     def _selector(self) -> Any:
         import faiss
         import numpy as np
@@ -139,7 +154,7 @@ def _empty(kind: str, dims: int, settings: FaissSettings, matrix: Any) -> Any:
         cap = 256 * ivf.nlist  # k-means needs no more than this; sampling keeps big builds fast
         ivf.train(matrix if n <= cap else matrix[np.sort(np.random.default_rng(0).choice(n, cap, replace=False))])
         ivf.nprobe = settings.nprobe
-        return faiss.IndexIDMap2(ivf)
+        return ivf
     return faiss.IndexIDMap2(faiss.IndexFlatIP(dims))
 
 

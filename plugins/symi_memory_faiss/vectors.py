@@ -191,7 +191,7 @@ class FaissVectors:
             count = index.live
             header = {"generation": generation, "store": self._uid,
                       "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
-                      "rowidSum": self._rowid_sum(index)}
+                      "rowidSum": int(index.labels().sum())}
             try:
                 save_index(self.path, index, header)
             except OSError as exc:
@@ -201,15 +201,6 @@ class FaissVectors:
             self._dirty, self._last_save = False, time.monotonic()
         log.debug("saved faiss index (%d vectors) to %s", count, self.path)
         return True
-
-    @staticmethod
-    def _rowid_sum(index: FaissIndex) -> int:
-        import faiss
-
-        if index.kind == "hnsw":
-            return int(index.positions[index.alive].sum())
-        ids = faiss.vector_to_array(index.index.id_map)
-        return int(ids.sum())
 
     # ---------------------------------------------------------------- search
 
@@ -252,6 +243,6 @@ class FaissVectors:
             index = self._index
             return {"loaded": index is not None and self._generation >= 0,
                     "rows": index.live if index else 0,
-                    "faissIndex": index.kind if index else self.settings.kind,
+                    "index": index.kind if index else self.settings.kind,
                     "tombstones": index.dead if index else 0,
-                    "faissPath": str(self.path)}
+                    "file": str(self.path)}

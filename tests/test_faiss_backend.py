@@ -1,0 +1,203 @@
+"""The faiss backend: same answers as builtin-sqlite, never stale, crash-safe saves, rebuilt when out of date."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("faiss")
+
+from symi_memory.config import load_config  # noqa: E402
+from symi_memory.errors import BackendError  # noqa: E402
+from symi_memory.manager import open_memory  # noqa: E402
+from symi_memory.testing.fakes import HashEmbedder  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DEVMEM = REPO / "bench" / "datasets" / "devmem"
+
+
+def _open(state: Path, workspace: Path, backend: str, **faiss: Any) -> Any:
+    cfg = load_config(None, state_dir=state, overrides={
+        "plugins": {"slots": {"memory": backend}},
+        "agents": {"defaults": {"memorySearch": {"provider": "hash", "store": {"faiss": faiss}}}}})
+    return open_memory(cfg, workspace=workspace, start=False)
+
+
+def _top(mem: Any, query: str, n: int = 5) -> list[tuple[str, int, int, float]]:
+    return [(h.path, h.start_line, h.end_line, h.score) for h in mem.search(query, max_results=n, min_score=0).results]
+
+
+def test_flat_gives_the_same_top_results_as_builtin_sqlite(tmp_path: Path) -> None:
+    queries = [json.loads(line)["query"] for line in (DEVMEM / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+    with _open(tmp_path / "a", DEVMEM / "workspace", "builtin-sqlite") as ref, \
+            _open(tmp_path / "b", DEVMEM / "workspace", "faiss", index="flat") as fa:
+        ref.sync()
+        fa.sync()
+        assert fa.status()["backend"] == "faiss"
+        for q in queries[::3]:
+            want, got = _top(ref, q), _top(fa, q)
+            assert [w[:3] for w in want] == [g[:3] for g in got], q
+            assert all(abs(w[3] - g[3]) < 1e-4 for w, g in zip(want, got, strict=True)), q
+        assert fa.status()["vector"]["exactLoaded"] is True  # answered by faiss, not the sqlite-vec stand-in
+
+
+def _write_notes(ws: Path, count: int) -> None:
+    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (ws / "memory" / f"topic-{i:03d}.md").write_text(
+            f"# Topic {i}\n\nNote {i} about token{i} and the shared garden project, entry {i * 7}.\n", encoding="utf-8")
+
+
+def _assert_vector_side_is_current(mem: Any, query: str) -> list[int]:
+    """Every rowid faiss returns exists, and its score is the cosine with the vector stored now."""
+    backend = mem.backend
+    qvec = HashEmbedder().embed_query(query)
+    hits = backend.vectors.search(qvec, 20)
+    rows = backend.store.chunk_rows([r for r, _ in hits])
+    assert set(rows) == {r for r, _ in hits}, "faiss returned a deleted chunk"
+    exact = backend.vectors.cosine(qvec, {r: rows[r][6] for r in rows})
+    for rowid, score in hits:
+        assert abs(exact[rowid] - score) < 1e-4, "faiss scored a chunk with an outdated vector"
+    return [r for r, _ in hits]
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_edits_and_deletes_never_return_stale_chunks(tmp_path: Path, kind: str) -> None:
+    ws = tmp_path / "ws"
+    _write_notes(ws, 60)
+    with _open(tmp_path / "state", ws, "faiss", index=kind, tombstoneRatio=0.5) as mem:
+        mem.sync()
+        assert any(h.path == "memory/topic-059.md" for h in mem.search("token59", min_score=0).results)
+        # The last file holds the highest rowids: rewriting it makes SQLite reuse them for new chunks.
+        (ws / "memory" / "topic-059.md").write_text("# Topic 59\n\nNow about the walrus harbour survey.\n",
+                                                    encoding="utf-8")
+        for i in range(10, 20):
+            (ws / "memory" / f"topic-{i:03d}.md").unlink()
+        mem.sync()
+        for query in ("token59 garden project", "token15 garden", "walrus harbour survey", "shared garden project"):
+            _assert_vector_side_is_current(mem, query)
+            for hit in mem.search(query, max_results=10, min_score=0).results:
+                assert hit.path not in {f"memory/topic-{i:03d}.md" for i in range(10, 20)}
+                assert "token59" not in hit.snippet
+        top = mem.search("walrus harbour survey", min_score=0).results[0]
+        assert top.path == "memory/topic-059.md"
+        status = mem.status()["vector"]
+        assert status["exactLoaded"] is True and status["exactRows"] == 50
+        if kind == "hnsw":
+            assert status["exactTombstones"] == 11  # 10 deleted files + the rewritten one, under the 0.5 ratio
+            for i in range(20, 45):
+                (ws / "memory" / f"topic-{i:03d}.md").unlink()
+            mem.sync()
+            _assert_vector_side_is_current(mem, "shared garden project")
+            status = mem.status()["vector"]
+            assert status["exactTombstones"] == 0 and status["exactRows"] == 25  # ratio exceeded: rebuilt
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+    cfg = load_config(None, state_dir=sys.argv[1], overrides={
+        "plugins": {"slots": {"memory": "faiss"}},
+        "agents": {"defaults": {"memorySearch": {"provider": "hash", "store": {"faiss": {"index": "hnsw"}}}}}})
+    mem = open_memory(cfg, workspace=sys.argv[2], start=False)
+    vectors = mem.backend.vectors
+    assert mem.status()["vector"]["exactLoaded"]
+    print("ready", flush=True)
+    while True:
+        vectors._dirty = True
+        vectors.save(force=True)
+""")
+
+
+def test_sigkill_during_save_leaves_the_previous_index_loadable(tmp_path: Path) -> None:
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 400)
+    with _open(state, ws, "faiss", index="hnsw") as mem:
+        mem.sync()
+        before = _top(mem, "token123 garden")
+    faiss_file = state / "memory" / "main.sqlite.faiss"
+    assert faiss_file.is_file()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(state), str(ws)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        tmp = faiss_file.with_name(f"{faiss_file.name}.tmp{child.pid}")
+        deadline = time.monotonic() + 20
+        while not (tmp.exists() and tmp.stat().st_size > 0) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        assert tmp.exists(), "the child never started a save"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=10)
+    assert child.returncode == -signal.SIGKILL
+    with _open(state, ws, "faiss", index="hnsw") as mem:
+        # Loaded from the file at open (a rebuild would only start with the first search).
+        assert mem.status()["vector"]["exactLoaded"] is True
+        assert _top(mem, "token123 garden") == before
+    assert not tmp.exists(), "the dead writer's temp file is cleaned up"
+
+
+def test_an_index_that_no_longer_matches_is_rebuilt(tmp_path: Path) -> None:
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 30)
+    with _open(state, ws, "faiss") as mem:
+        mem.sync()
+    faiss_file = state / "memory" / "main.sqlite.faiss"
+    saved = faiss_file.read_bytes()
+    # Another process (here builtin-sqlite) changes the index; the saved faiss file is now behind.
+    (ws / "memory" / "topic-005.md").write_text("# Topic 5\n\nThe pelican ferry timetable.\n", encoding="utf-8")
+    with _open(state, ws, "builtin-sqlite") as other:
+        other.sync()
+    with _open(state, ws, "faiss") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is False  # not trusted
+        assert mem.search("pelican ferry timetable", min_score=0).results[0].path == "memory/topic-005.md"
+        _assert_vector_side_is_current(mem, "pelican ferry timetable")
+        assert mem.status()["vector"]["exactLoaded"] is True
+    assert faiss_file.read_bytes() != saved  # rewritten for the new generation
+    # A damaged file and a changed index type are rebuilt too.
+    faiss_file.write_bytes(faiss_file.read_bytes()[:200])
+    with _open(state, ws, "faiss") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is False
+        _assert_vector_side_is_current(mem, "pelican ferry timetable")
+    with _open(state, ws, "faiss", index="hnsw") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is False
+        _assert_vector_side_is_current(mem, "pelican ferry timetable")
+        assert mem.status()["vector"]["exactIndex"] == "hnsw"
+    with _open(state, ws, "faiss", index="hnsw") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is True  # same settings, same store: loaded as saved
+
+
+def test_missing_faiss_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)  # what an environment without faiss-cpu looks like
+    with pytest.raises(BackendError, match=r'pip install "symi-memory\[faiss\]"'):
+        _open(tmp_path / "state", tmp_path, "faiss")
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_approximate_indexes_find_the_exact_neighbours(kind: str) -> None:
+    import numpy as np
+    from symi_memory_faiss.indexes import build_index
+    from symi_memory_faiss.settings import FaissSettings
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(40, 64))
+    data = (centres[rng.integers(0, 40, 8000)] + 0.3 * rng.normal(size=(8000, 64))).astype(np.float32)
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    rowids = np.arange(1, 8001, dtype=np.int64) * 3
+    index = build_index(FaissSettings(kind=kind, nprobe=8), 64, rowids, data)
+    queries = data[rng.integers(0, 8000, 50)] + 0.05 * rng.normal(size=(50, 64)).astype(np.float32)
+    found = 0
+    for q in queries:
+        q = (q / np.linalg.norm(q)).astype(np.float32).reshape(1, -1)
+        exact = set(rowids[np.argsort(-(data @ q[0]))[:10]].tolist())
+        found += len(exact & {r for r, _ in index.search(q, 10)})
+    assert found / 500 >= 0.9
