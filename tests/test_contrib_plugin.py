@@ -62,6 +62,7 @@ def plugin_ids(proc: subprocess.CompletedProcess[str]) -> dict[str, dict[str, An
 
 
 def test_the_installed_plugin_is_discovered_with_what_it_registers(site: Path, tmp_path: Path) -> None:
+    """Its symi_memory_register_postprocessors and symi_memory_config_defaults hooks both reach the CLI."""
     listed = plugin_ids(cli(site, tmp_path / "state", "plugins", "--json"))
     assert listed["recency-boost"] == {
         "id": "recency-boost",
