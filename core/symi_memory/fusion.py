@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["fuse_rrf", "fuse_weighted"]
+__all__ = ["EXACT_FLOOR", "exact_text_score", "fuse_rrf", "fuse_weighted"]
+
+EXACT_FLOOR = 0.5
+
+
+def exact_text_score(t: float) -> float:
+    """The keyword score of an exact match: at least ``EXACT_FLOOR``, still ordered by BM25.
+
+    FTS5's BM25 gives a term found in more than half of the chunks an IDF of
+    ~0, so in a small workspace (one ``MEMORY.md``) even a chunk holding every
+    query word scores ~1e-6 and ``minScore`` would drop it. Holding every query
+    token (or an identifier token) is a strong signal on its own, so it lifts
+    the score into ``[0.5, 1)``, keeping the BM25 order among exact matches.
+    """
+    return EXACT_FLOOR + (1.0 - EXACT_FLOOR) * t
 
 
 def fuse_weighted(

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SymiMemoryError
-from . import cmd_config, cmd_eval, cmd_flush, cmd_memory, cmd_plugins
+from . import cmd_config, cmd_eval, cmd_flush, cmd_mcp, cmd_memory, cmd_plugins
 from .app import App
 
 __all__ = ["build_parser", "main"]
@@ -25,14 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--agent", metavar="ID", default="main", help="agent id (default main)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cmd_memory, cmd_plugins, cmd_config, cmd_eval, cmd_flush):
+    for module in (cmd_memory, cmd_plugins, cmd_config, cmd_eval, cmd_flush, cmd_mcp):
         module.add_parsers(sub)
-    try:
-        from . import cmd_mcp
-
-        cmd_mcp.add_parsers(sub)
-    except ImportError:  # pragma: no cover - the module itself has no heavy imports
-        pass
     return parser
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ..errors import EmbeddingError
-from ..fusion import fuse_rrf, fuse_weighted
+from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer
@@ -118,13 +118,15 @@ class IndexedBackend:
                 text_hits.update(self.store.keyword_scores(match, need))
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         text_hits = {k: v for k, v in text_hits.items() if k in rows}
+        exact = self._exact_matches(query.text, text_hits)
+        text_hits = {k: (exact_text_score(t) if k in exact else t) for k, t in text_hits.items()}
         if not use_vec:
             mode, scores = "fts-only", dict(text_hits)
         elif not hybrid["enabled"]:
             mode, scores = "vector", {k: max(0.0, v) for k, v in vec_hits.items()}
         else:
             mode = "hybrid"
-            scores = self._fuse(query.text, vec_hits, text_hits, rows)
+            scores = self._fuse(vec_hits, text_hits, exact)
         mtimes = self.store.file_mtimes()
         ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         candidates = tuple(
@@ -136,22 +138,23 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=self.choice.fallback)
 
-    def _fuse(self, text: str, vec_hits: dict[int, float], text_hits: dict[int, float],
-              rows: dict[int, Any]) -> dict[int, float]:
+    def _exact_matches(self, text: str, text_hits: dict[int, float]) -> set[int]:
+        """Candidates holding every query token, or an identifier-like one (hash, ticket, env var)."""
+        if not text_hits:
+            return set()
+        exprs = [token_term(t) for t in identifier_tokens(text)]
+        everything = build_match(text, all_tokens=True)
+        if everything:
+            exprs.append("(" + everything + ")")
+        return self.store.keyword_matches(" OR ".join(exprs), list(text_hits)) if exprs else set()
+
+    def _fuse(self, vec_hits: dict[int, float], text_hits: dict[int, float], exact: set[int]) -> dict[int, float]:
         hybrid = self.agent.memory_search["query"]["hybrid"]
         vw, tw = hybrid["vectorWeight"], hybrid["textWeight"]
         if hybrid["fusion"] == "rrf":
             vr = [k for k, _ in sorted(vec_hits.items(), key=lambda kv: -kv[1])]
             tr = [k for k, _ in sorted(text_hits.items(), key=lambda kv: -kv[1])]
             return fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
-        exact: set[int] = set()
-        # Chunks holding every query token, or an identifier-like token, are exact keyword matches.
-        exprs = [token_term(t) for t in identifier_tokens(text)]
-        everything = build_match(text, all_tokens=True)
-        if everything:
-            exprs.append("(" + everything + ")")
-        if exprs and text_hits:
-            exact = self.store.keyword_matches(" OR ".join(exprs), list(text_hits))
         return fuse_weighted(vec_hits, text_hits, vector_weight=vw, text_weight=tw, exact=exact)
 
     # ----------------------------------------------------------------- other
