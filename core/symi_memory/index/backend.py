@@ -127,7 +127,7 @@ class IndexedBackend:
         else:
             mode = "hybrid"
             scores = self._fuse(vec_hits, text_hits, exact)
-        mtimes = self.store.file_mtimes()
+        mtimes = self.store.file_mtimes({r[1] for r in rows.values()})
         ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         candidates = tuple(
             Candidate(id=rows[k][0], path=rows[k][1], source=rows[k][2], start_line=rows[k][3], end_line=rows[k][4],

@@ -372,8 +372,15 @@ class IndexStore:
         rows = self.reader().execute("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
 
-    def file_mtimes(self) -> dict[str, float]:
-        return dict(self.reader().execute("SELECT path, mtime FROM files").fetchall())
+    def file_mtimes(self, paths: Iterable[str] | None = None) -> dict[str, float]:
+        """Modification times of indexed files (only ``paths`` when given)."""
+        if paths is None:
+            return dict(self.reader().execute("SELECT path, mtime FROM files").fetchall())
+        wanted = list(paths)
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        return dict(self.reader().execute(f"SELECT path, mtime FROM files WHERE path IN ({marks})", wanted).fetchall())
 
     def status_meta(self) -> dict[str, Any]:
         raw = self.get_meta("index_meta")
