@@ -59,7 +59,7 @@ def throughput(provider, texts: list[str], rounds: int, batch: int = 32) -> floa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=None, help="local.threads (default: min(2, cpus))")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args()
 
@@ -93,11 +93,13 @@ def main() -> None:
     counter.no_truncation()
     counter.no_padding()
     words = corpus_words()
-    short = make_texts(words, counter, 100, 160)
-    long = make_texts(words, counter, 400, 64)
+    short = make_texts(words, counter, 100, 96)
+    long = make_texts(words, counter, 400, 32)
 
     results = {
         "threads": threads,
+        # Other work on a shared host skews the rates; record it next to them.
+        "loadavg_1m": round(__import__("os").getloadavg()[0], 2),
         "load_cold_s": round(cold, 3),
         "load_warm_s": round(warm, 3),
         "texts_per_s": {
@@ -109,7 +111,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    print(f"threads: {threads}")
+    print(f"threads: {threads} (host load average before the runs: {results['loadavg_1m']})")
     print(f"load (cold, with imports + sha256 check): {cold:.3f} s")
     print(f"load (warm, second instance):            {warm:.3f} s")
     for name, rate in results["texts_per_s"].items():

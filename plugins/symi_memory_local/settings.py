@@ -118,7 +118,8 @@ def choose_model(s: LocalSettings) -> ModelChoice:
     if not path and model and _looks_like_location(model):
         path, model = model, None
     if path:
-        label = model or path
+        # The core fills in the provider's default model name; that must not label a custom file.
+        label = model if model and model.lower() not in _ALIASES else path
         if path.startswith("hf:"):
             ref = path[3:].strip("/")
             if ref.count("/") < 2:
