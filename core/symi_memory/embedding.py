@@ -98,7 +98,7 @@ def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any
             log.warning("embedding provider %s unavailable: %s; searching by keyword only", requested, exc)
             return choice
     reasons: list[str] = []
-    ranked = sorted((s for s in plugins.providers.values() if s.auto_priority is not None), key=lambda s: s.auto_priority)
+    ranked = sorted((s for s in plugins.providers.values() if s.auto_priority is not None), key=lambda s: s.auto_priority or 0)
     for spec in ranked:
         ctx = provider_context(agent, models, ms.get("model") or spec.default_model)
         why = spec.available(ctx) if spec.available else None

@@ -111,7 +111,7 @@ class Plugins:
             self.owners[kind] = owners
 
     def _register_fn(
-        self, kind: str, spec_type: type, plugin_id: str, registry: dict[str, Any], owners: dict[str, str]
+        self, kind: str, spec_type: type[Any], plugin_id: str, registry: dict[str, Any], owners: dict[str, str]
     ) -> Callable[[Any], None]:
         def register(spec: Any) -> None:
             if not isinstance(spec, spec_type):

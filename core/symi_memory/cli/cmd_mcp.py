@@ -15,9 +15,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, app: App) -> int:
-    from ..mcp_server import serve_stdio
-
     import anyio
+
+    from ..mcp_server import serve_stdio
 
     manager = app.manager(start=True)
     anyio.run(lambda: serve_stdio(manager, session_key=args.session))

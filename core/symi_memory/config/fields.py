@@ -8,6 +8,7 @@ defaults, validation (one line per problem), and the generated reference.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -80,7 +81,7 @@ def opt(
         }
     }
     if isinstance(default, list | dict):
-        return attrs.field(factory=lambda d=default: _copy(d), metadata=meta)
+        return attrs.field(factory=functools.partial(_copy, default), metadata=meta)
     return attrs.field(default=default, metadata=meta)
 
 

@@ -204,7 +204,7 @@ class IndexedBackend:
         }
 
     def _dims(self) -> int | None:
-        row = self.store.reader().execute("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
+        row = self.store._read("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
         return int(row[0]) if row else None
 
     def close(self) -> None:

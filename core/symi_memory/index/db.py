@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import apsw
 import attrs
@@ -100,7 +101,9 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
 
 
 def _drop_all(conn: apsw.Connection) -> None:
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'").fetchall()
+    rows: list[Any] = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
     # Virtual tables first: dropping one drops its shadow tables too.
     for name, sql in sorted(rows, key=lambda r: not (r[1] or "").upper().startswith("CREATE VIRTUAL")):
         conn.execute(f'DROP TABLE IF EXISTS "{name}"')
@@ -123,6 +126,6 @@ def create_schema(conn: apsw.Connection) -> str | None:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         try:
             conn.execute(FTS_SCHEMA)
-            return None
         except apsw.Error as exc:
             return f"FTS5 unavailable ({exc}); keyword search is off, vector search still works"
+    return None

@@ -151,7 +151,7 @@ class Indexer:
         indexed = {} if full else self.store.files()
         report("scan", 0, len(files))
         if full:
-            todo, removed = [f for f in files], []
+            todo, removed = list(files), list[str]()
         else:
             todo, removed = self.changed_files(files)
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]

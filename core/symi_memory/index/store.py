@@ -121,10 +121,14 @@ class IndexStore:
             store._ensure_vec_table(int(row[0]))
         return store
 
+    def _read(self, sql: str, params: Any = ()) -> Any:
+        """Run a query on this thread's read connection (rows typed loosely, as SQLite is)."""
+        return self.reader().execute(sql, params)
+
     # ------------------------------------------------------------------ meta
 
     def get_meta(self, key: str) -> str | None:
-        row = self.reader().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        row = self._read("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
@@ -137,7 +141,7 @@ class IndexStore:
     # ----------------------------------------------------------------- files
 
     def files(self) -> dict[str, FileRow]:
-        rows = self.reader().execute(
+        rows = self._read(
             "SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM files"
         ).fetchall()
         return {
@@ -146,10 +150,10 @@ class IndexStore:
         }
 
     def counts(self) -> dict[str, Any]:
-        files = self.reader().execute("SELECT source, COUNT(*), SUM(chunks), SUM(bad_utf8 > 0) FROM files GROUP BY source").fetchall()
-        chunks = self.reader().execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        cache = self.reader().execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
-        skipped = self.reader().execute("SELECT path, reason FROM skipped ORDER BY path").fetchall()
+        files = self._read("SELECT source, COUNT(*), SUM(chunks), SUM(bad_utf8 > 0) FROM files GROUP BY source").fetchall()
+        chunks = self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        cache = self._read("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+        skipped = self._read("SELECT path, reason FROM skipped ORDER BY path").fetchall()
         return {
             "files": sum(r[1] for r in files),
             "chunks": chunks,
@@ -302,7 +306,7 @@ class IndexStore:
     def cache_prune(self, max_entries: int) -> int:
         """Drop the least recently used entries beyond ``max_entries``."""
         with self.lock, self.conn:
-            n = self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+            n = int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])  # type: ignore[index]
             extra = n - max_entries
             if extra <= 0:
                 return 0
@@ -327,7 +331,7 @@ class IndexStore:
             f"WHERE chunks_fts MATCH ? AND c.source IN ({marks}) ORDER BY f.rank LIMIT ?"
         )
         try:
-            rows = self.reader().execute(sql, (match, *sources, limit)).fetchall()
+            rows = self._read(sql, (match, *sources, limit)).fetchall()
         except apsw.SQLError as exc:
             log.warning("keyword query failed (%s); query was %r", exc, query)
             return []
@@ -339,7 +343,7 @@ class IndexStore:
             return set()
         marks = ",".join("?" * len(rowids))
         try:
-            return {r[0] for r in self.reader().execute(
+            return {r[0] for r in self._read(
                 f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
             )}
         except apsw.SQLError:
@@ -349,7 +353,7 @@ class IndexStore:
         """sqlite-vec KNN (``MATCH ... AND k = ?`` in a subquery): ``(rowid, cosine)``."""
         if not self.vec_dims:
             return []
-        rows = self.reader().execute(
+        rows = self._read(
             "SELECT rowid, distance FROM (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?)",
             (query, k),
         ).fetchall()
@@ -361,7 +365,7 @@ class IndexStore:
         for i in range(0, len(rowids), 500):
             part = list(rowids[i : i + 500])
             marks = ",".join("?" * len(part))
-            for row in self.reader().execute(
+            for row in self._read(
                 f"SELECT rowid, id, path, source, start_line, end_line, text, embedding FROM chunks WHERE rowid IN ({marks})",
                 part,
             ):
@@ -369,18 +373,18 @@ class IndexStore:
         return out
 
     def all_vectors(self) -> tuple[list[int], list[bytes]]:
-        rows = self.reader().execute("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
+        rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
 
     def file_mtimes(self, paths: Iterable[str] | None = None) -> dict[str, float]:
         """Modification times of indexed files (only ``paths`` when given)."""
         if paths is None:
-            return dict(self.reader().execute("SELECT path, mtime FROM files").fetchall())
+            return dict(self._read("SELECT path, mtime FROM files").fetchall())
         wanted = list(paths)
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
-        return dict(self.reader().execute(f"SELECT path, mtime FROM files WHERE path IN ({marks})", wanted).fetchall())
+        return dict(self._read(f"SELECT path, mtime FROM files WHERE path IN ({marks})", wanted).fetchall())
 
     def status_meta(self) -> dict[str, Any]:
         raw = self.get_meta("index_meta")
@@ -404,7 +408,7 @@ class IndexStore:
             return {}
         marks = ",".join("?" * len(rowids))
         try:
-            rows = self.reader().execute(
+            rows = self._read(
                 f"SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
             ).fetchall()
         except apsw.SQLError:

@@ -89,7 +89,7 @@ class ExactVectors:
         return True
 
     def _chunk_count(self) -> int:
-        return int(self.store.reader().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return int(self.store._read("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
         """``(rowid, cosine)`` best first, exact."""

@@ -84,7 +84,7 @@ class InMemoryBackend:
         agent = self.ctx.agent
         ch = agent.memory_search["chunking"]
         files = list_memory_files(agent.workspace, agent.memory_search.get("extraPaths") or [])
-        chunks = []
+        chunks: list[tuple[str, int, int, str]] = []
         for i, f in enumerate(files):
             with open(f.abs_path, "rb") as fh:
                 text, _ = decode_text(fh.read())

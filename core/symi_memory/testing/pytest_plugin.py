@@ -53,9 +53,8 @@ def open_conformance_memory(
     request: pytest.FixtureRequest, tmp_path: Path, symi_backend: str
 ) -> Iterator[Callable[..., Any]]:
     """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
-    from symi_memory.config import load_config
+    from symi_memory.config import load_config, parse_config_text
     from symi_memory.config.fields import deep_merge
-    from symi_memory.config import parse_config_text
     from symi_memory.manager import open_memory
 
     opened: list[Any] = []
