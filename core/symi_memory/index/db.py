@@ -109,23 +109,48 @@ def _drop_all(conn: apsw.Connection) -> None:
         conn.execute(f'DROP TABLE IF EXISTS "{name}"')
 
 
+def _schema_current(conn: apsw.Connection) -> bool:
+    """True when every table exists at this schema version (a read; no lock is taken)."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"meta", "files", "chunks", "embedding_cache", "skipped", "chunks_fts"} <= have:
+        return False
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
 def create_schema(conn: apsw.Connection) -> str | None:
     """Create tables; returns an FTS error string when FTS5 is unavailable.
 
     An index written by another schema version is dropped and rebuilt, never
     misread: the caller sees an empty index and reindexes.
     """
-    with conn:
-        have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
-        if "meta" in have:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None or int(row[0]) != SCHEMA_VERSION:
-                log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
-                _drop_all(conn)
-        conn.execute(SCHEMA)
-        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        try:
-            conn.execute(FTS_SCHEMA)
-        except apsw.Error as exc:
-            return f"FTS5 unavailable ({exc}); keyword search is off, vector search still works"
-    return None
+    # Opening an up-to-date index must not write: another process may be in the
+    # middle of a long sync transaction, and a write here would fail as "locked".
+    if _schema_current(conn):
+        return None
+    # IMMEDIATE takes the write lock up front (waiting up to the busy timeout);
+    # a deferred read upgraded to a write fails at once when another writer committed.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        fts_error = _create_locked(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return fts_error
+
+
+def _create_locked(conn: apsw.Connection) -> str | None:
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+    if "meta" in have:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
+            _drop_all(conn)
+    conn.execute(SCHEMA)
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    try:
+        conn.execute(FTS_SCHEMA)
+        return None
+    except apsw.Error as exc:
+        return f"FTS5 unavailable ({exc}); keyword search is off, vector search still works"
