@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+import attrs
 
+import pytest
 from symi_memory.config import load_config
 from symi_memory.config.fields import parse_duration_ms
 from symi_memory.errors import ConfigError, PluginError
@@ -170,3 +171,62 @@ def test_tool_definitions_render_for_openai_and_anthropic() -> None:
     an = tools.anthropic_tools()
     assert an[1]["input_schema"]["required"] == ["path"]
     json.dumps(oa), json.dumps(an)
+
+
+class _Clash:
+    @hookimpl
+    def symi_memory_config_defaults(self):
+        return {"memory": {"citations": "on"}}
+
+
+def test_plugin_defaults_may_not_redefine_core_keys() -> None:
+    from symi_memory.plugins import collect_config_defaults
+
+    with pytest.raises(PluginError, match="memory.citations"):
+        collect_config_defaults({}, load_plugins(extra=[("clash", _Clash())]))
+
+
+class _Reverse:
+    """A post-processor that reverses the order: proves registration, ordering and config-driven enabling."""
+
+    @hookimpl
+    def symi_memory_register_postprocessors(self, register):
+        from symi_memory.specs import PostProcessorSpec
+
+        class Reverse:
+            def process(self, candidates, ctx):
+                return [attrs.evolve(c) for c in reversed(candidates)]
+
+        def factory(hybrid):
+            return Reverse() if hybrid.get("mmr", {}).get("enabled") else None
+
+        register(PostProcessorSpec(name="reverse", factory=factory, order=700))
+
+    @hookimpl
+    def symi_memory_config_defaults(self):
+        return {"plugins": {"entries": {"reverse": {"strength": 1}}}}
+
+
+def test_third_party_postprocessor_runs_in_order(tmp_path: Path, workspace: Path) -> None:
+    from symi_memory import open_memory
+
+    (workspace / "memory" / "a.md").write_text("kiwi kiwi kiwi banana\n", encoding="utf-8")
+    (workspace / "memory" / "b.md").write_text("kiwi apple pear plum\n", encoding="utf-8")
+    over = {"agents": {"defaults": {"memorySearch": {"provider": "none", "query": {"hybrid": {"mmr": {"enabled": True, "lambda": 1.0}}}}}}}
+    cfg = load_config(None, state_dir=tmp_path, overrides=over, extra_defaults=collect_defaults_with_reverse())
+    with open_memory(cfg, workspace=workspace, plugins=[("reverse", _Reverse())], start=False) as mem:
+        mem.sync()
+        plain = [h.path for h in mem.search("kiwi", min_score=0).results]
+        assert "reverse" in mem.plugins.postprocessors
+    assert cfg.get("plugins.entries.reverse.strength") == 1
+    with open_memory(load_config(None, state_dir=tmp_path / "b", overrides={"agents": {"defaults": {"memorySearch": {"provider": "none"}}}}),
+                     workspace=workspace, plugins=[("reverse", _Reverse())], start=False) as mem:
+        mem.sync()
+        normal = [h.path for h in mem.search("kiwi", min_score=0).results]
+    assert plain == list(reversed(normal))
+
+
+def collect_defaults_with_reverse():
+    from symi_memory.plugins import collect_config_defaults
+
+    return collect_config_defaults({}, load_plugins(extra=[("reverse", _Reverse())]))

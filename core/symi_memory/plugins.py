@@ -205,11 +205,40 @@ def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = No
     if plugins is None:
         disabled = raw.get("plugins", {}).get("disabled", []) if isinstance(raw.get("plugins"), Mapping) else []
         plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+    from .config.fields import defaults_of
+    from .config.schema import RootConfig
+
+    core = defaults_of(RootConfig)
     out: dict[str, Any] = {}
-    for contributed in plugins.pm.hook.symi_memory_config_defaults():
+    for impl in plugins.pm.hook.symi_memory_config_defaults.get_hookimpls():
+        contributed = impl.function()
         if contributed:
+            clash = _core_clash(contributed, core, "")
+            if clash:
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r} contributes a default for {clash}, a key the core defines; "
+                    f"plugins may only add new keys (e.g. under plugins.entries.{impl.plugin_name})"
+                )
             out = deep_merge(out, contributed)
     return out
+
+
+def _core_clash(contributed: Mapping[str, Any], core: Mapping[str, Any], prefix: str) -> str | None:
+    """The first contributed key path that the core schema already defines, if any."""
+    for key, value in contributed.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if key not in core:
+            continue
+        if isinstance(core[key], Mapping) and isinstance(value, Mapping):
+            # Free-form core tables (plugins.entries, models) accept any new key below them.
+            if core[key] == {} and path in ("plugins.entries", "models"):
+                continue
+            found = _core_clash(value, core[key], path)
+            if found:
+                return found
+            continue
+        return path
+    return None
 
 
 def resolve_backend_name(data: Mapping[str, Any]) -> str | None:

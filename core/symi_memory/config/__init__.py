@@ -181,7 +181,8 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
         if not isinstance(entry.get("id"), str) or not entry.get("id"):
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
         rest = {k: v for k, v in entry.items() if k != "id"}
-        validate(AgentDefaults, rest, where, problems)
+        agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
+        validate(AgentDefaults, rest, where, problems, agent_extra)
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
     return data
