@@ -115,7 +115,7 @@ CHILD = textwrap.dedent("""
     print("ready", flush=True)
     while True:
         vectors._dirty = True
-        vectors.save(force=True)
+        vectors.save()
 """)
 
 

@@ -30,8 +30,9 @@ __all__ = ["FaissVectors", "SYNC_BUILD_LIMIT"]
 log = logging.getLogger("symi_memory.faiss")
 
 SYNC_BUILD_LIMIT = 20_000  # larger rebuilds run in a background thread
-SAVE_INTERVAL_S = 60.0  # large indexes are saved at most this often (and on close)
-SAVE_ALWAYS_BELOW = 20_000
+SAVE_DELAY_S = 2.0  # saves run in a timer thread, off the sync path, coalescing bursts of syncs
+SAVE_INTERVAL_S = 60.0  # indexes above SAVE_LARGE are saved at most this often (and on close)
+SAVE_LARGE = 20_000
 
 
 @attrs.define
@@ -47,10 +48,10 @@ class FaissVectors:
     _building: bool = False
     _pending: list[IndexChange] = attrs.field(factory=list)
     _dirty: bool = False
-    _last_save: float = 0.0
     _thread: threading.Thread | None = None
     last_error: str | None = None
     _uid: str = ""
+    _save_timer: threading.Timer | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.path is None:
@@ -92,7 +93,11 @@ class FaissVectors:
         thread = self._thread
         if thread is not None:
             thread.join(timeout=600)
-        self.save(force=True)
+        with self._lock:
+            timer, self._save_timer = self._save_timer, None
+        if timer is not None:
+            timer.cancel()
+        self.save()
 
     # --------------------------------------------------------------- changes
 
@@ -113,7 +118,7 @@ class FaissVectors:
         if rebuild:
             self._start_rebuild()
         else:
-            self.save()
+            self._schedule_save()
 
     def _apply(self, index: FaissIndex, change: IndexChange) -> None:
         import numpy as np
@@ -176,17 +181,29 @@ class FaissVectors:
             self._pending, self._building, self._dirty = [], False, True
         log.info("built faiss %s index: %d vectors in %.2fs", self.settings.kind, snap.rowids.size,
                  time.perf_counter() - started)
-        self.save()
+        self._schedule_save()
 
     # ------------------------------------------------------------------ save
 
-    def save(self, *, force: bool = False) -> bool:
-        """Persist when changed (large indexes at most every SAVE_INTERVAL_S unless ``force``)."""
+    def _schedule_save(self) -> None:
+        with self._lock:
+            if self._save_timer is not None:
+                return
+            large = self._index is not None and self._index.live > SAVE_LARGE
+            self._save_timer = threading.Timer(SAVE_INTERVAL_S if large else SAVE_DELAY_S, self._timed_save)
+            self._save_timer.daemon = True
+            self._save_timer.start()
+
+    def _timed_save(self) -> None:
+        with self._lock:
+            self._save_timer = None
+        self.save()
+
+    def save(self) -> bool:
+        """Persist when changed; returns True when a file was written."""
         with self._lock:
             index, generation = self._index, self._generation
             if not self._dirty or index is None or generation < 0:
-                return False
-            if not force and index.live > SAVE_ALWAYS_BELOW and time.monotonic() - self._last_save < SAVE_INTERVAL_S:
                 return False
             count = index.live
             header = {"generation": generation, "store": self._uid,
@@ -198,7 +215,7 @@ class FaissVectors:
                 self.last_error = f"cannot save {self.path}: {exc}"
                 log.warning("cannot save the faiss index to %s: %s", self.path, exc)
                 return False
-            self._dirty, self._last_save = False, time.monotonic()
+            self._dirty = False
         log.debug("saved faiss index (%d vectors) to %s", count, self.path)
         return True
 

@@ -1,0 +1,368 @@
+"""Scale benchmark: builtin-sqlite vs faiss (flat, HNSW) vs a plain numpy scan, N = 10k..1M chunks.
+
+Synthetic but structured data: Gaussian clusters around random centres in
+d = 384, and chunk text drawn from each cluster's own vocabulary so the
+keyword side has real matches. The SQLite store is written once per N through
+the real IndexStore; then every engine runs in its own subprocess (so peak
+RSS is per engine) over the same store and the same precomputed query
+vectors (query embedding time is excluded: a provider hands them back).
+
+    python bench/scale.py --sizes 10000,100000,1000000 --queries 200 --out docs
+
+Writes a section into docs/benchmarks.md and docs/scale_latency.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DIMS = 384
+K = 10
+IDENTITY = {"provider": "bench", "model": "fixed", "fingerprint": "fixed", "chunkTokens": 400, "chunkOverlap": 80}
+ENGINES = ["numpy", "builtin-sqlite", "faiss-flat", "faiss-hnsw"]
+
+
+def cluster_count(n: int) -> int:
+    return max(64, n // 500)
+
+
+def make_data(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centres, cluster of each chunk, unit vectors)."""
+    rng = np.random.default_rng(seed)
+    c = cluster_count(n)
+    centres = rng.normal(size=(c, DIMS)).astype(np.float32)
+    labels = rng.integers(0, c, n)
+    vecs = np.empty((n, DIMS), dtype=np.float32)
+    for i in range(0, n, 50_000):
+        j = min(n, i + 50_000)
+        part = centres[labels[i:j]] + 0.6 * rng.normal(size=(j - i, DIMS)).astype(np.float32)
+        vecs[i:j] = part / np.linalg.norm(part, axis=1, keepdims=True)
+    return centres, labels, vecs
+
+
+def words(cluster: int, rng: np.random.Generator, count: int) -> list[str]:
+    own = [f"c{cluster}w{j}" for j in rng.integers(0, 40, count // 2)]
+    common = [f"common{j}" for j in rng.integers(0, 300, count - len(own))]
+    return own + common
+
+
+def build_store(path: Path, n: int) -> dict[str, Any]:
+    """Write N chunks (50 per file) through the real IndexStore; returns timings."""
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore
+
+    _, labels, vecs = make_data(n)
+    rng = np.random.default_rng(2)
+    started = time.perf_counter()
+    store = IndexStore.open(path)
+
+    def files():
+        for f in range(0, n, 50):
+            rel = f"memory/gen/{f // 50:06d}.md"
+            rows = []
+            for i in range(f, min(n, f + 50)):
+                text = " ".join(words(int(labels[i]), rng, 60))
+                rows.append(ChunkRow(id=f"{i:09d}", path=rel, source="memory", start_line=i - f + 1,
+                                     end_line=i - f + 1, hash=f"{i}", text=text, embedding=vecs[i].tobytes()))
+            yield FileRow(path=rel, source="memory", hash=rel, mtime=0.0, size=0, lines=len(rows)), rows
+
+    store.replace_files(files(), full=True, meta={"identity": json.dumps(IDENTITY, sort_keys=True)})
+    store.close()
+    return {"seconds": time.perf_counter() - started}
+
+
+def make_queries(n: int, count: int) -> list[dict[str, Any]]:
+    centres, labels, _ = make_data(n)
+    rng = np.random.default_rng(3)
+    out = []
+    for qi in range(count):
+        c = int(labels[rng.integers(0, n)])
+        v = centres[c] + 0.6 * rng.normal(size=DIMS).astype(np.float32)
+        v /= np.linalg.norm(v)
+        out.append({"text": " ".join(words(c, rng, 4)[:2]) + f" q{qi}", "vector": v.tolist()})
+    return out
+
+
+# --------------------------------------------------------------------- child
+
+
+class FixedProvider:
+    """Hands back the precomputed vector of each benchmark query (no embedding cost)."""
+
+    id, model, fingerprint, max_input_bytes = "bench", "fixed", "fixed", 8192
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.table[text]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("the benchmark never embeds documents")
+
+    def close(self) -> None:
+        pass
+
+
+def peak_rss_mb() -> float:
+    """VmHWM: unlike ru_maxrss it is reset by exec, so it is this engine's own peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(xs), p)) * 1000.0
+
+
+def child(engine: str, db: Path, queries_file: Path) -> dict[str, Any]:
+    queries = json.loads(queries_file.read_text())
+    out: dict[str, Any] = {"engine": engine}
+    if engine == "numpy":
+        started = time.perf_counter()
+        matrix = np.load(db.with_suffix(".npy"))
+        ids = np.load(db.with_suffix(".ids.npy"))
+        out["build_s"] = time.perf_counter() - started
+        times, tops = [], []
+        for q in queries:
+            qv = np.asarray(q["vector"], dtype=np.float32)
+            t = time.perf_counter()
+            s = matrix @ qv
+            top = np.argpartition(-s, K)[:K]
+            top = top[np.argsort(-s[top])]
+            times.append(time.perf_counter() - t)
+            tops.append(ids[top].tolist())
+        out.update(vector_p50_ms=pct(times, 50), vector_p95_ms=pct(times, 95), tops=tops,
+                   disk_bytes=db.with_suffix(".npy").stat().st_size)
+    else:
+        out.update(run_backend(engine, db, queries))
+    out["peak_rss_mb"] = peak_rss_mb()
+    return out
+
+
+def run_backend(engine: str, db: Path, queries: list[dict[str, Any]]) -> dict[str, Any]:
+    from symi_memory import hookimpl
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+    from symi_memory.specs import ProviderSpec
+
+    table = {q["text"]: q["vector"] for q in queries}
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register):
+            register(ProviderSpec(name="bench", factory=lambda ctx: FixedProvider(table)))
+
+    kind = engine.split("-", 1)[1] if engine.startswith("faiss") else None
+    backend = "faiss" if kind else "builtin-sqlite"
+    ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
+    cfg = load_config(None, state_dir=ws, overrides={
+        "plugins": {"slots": {"memory": backend}},
+        "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db), "faiss": {
+            "index": kind or "flat", "threads": 1}}}}}})
+    if kind == "hnsw":
+        import faiss
+
+        faiss.omp_set_num_threads(os.cpu_count() or 1)  # build on every core; queries below on one thread
+    started = time.perf_counter()
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
+    vectors = mem.backend.vectors
+    # Wait for the vector side to be ready (builtin loads its matrix, faiss builds its index).
+    while not vectors.ready():
+        time.sleep(0.05)
+    build = time.perf_counter() - started
+    if kind:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+    vt, ht, tops = [], [], []
+    for q in queries:
+        t = time.perf_counter()
+        hits = vectors.search(q["vector"], K)
+        vt.append(time.perf_counter() - t)
+        tops.append([r for r, _ in hits])
+    for q in queries:
+        t = time.perf_counter()
+        mem.search(q["text"], max_results=10, min_score=0)
+        ht.append(time.perf_counter() - t)
+    mem.close()
+    disk = sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if not p.name.endswith((".npy", ".faiss")))
+    faiss_file = db.with_name(db.name + ".faiss")
+    if kind and faiss_file.exists():
+        disk = faiss_file.stat().st_size
+        faiss_file.unlink()
+    shutil.rmtree(ws, ignore_errors=True)
+    return {"build_s": build, "vector_p50_ms": pct(vt, 50), "vector_p95_ms": pct(vt, 95), "hybrid_p50_ms": pct(ht, 50),
+            "hybrid_p95_ms": pct(ht, 95), "tops": tops, "disk_bytes": disk}
+
+
+# -------------------------------------------------------------------- parent
+
+
+def run_size(n: int, count: int, work: Path, engines: list[str]) -> list[dict[str, Any]]:
+    db = work / f"scale-{n}.sqlite"
+    print(f"[N={n}] writing the SQLite store ...", flush=True)
+    store_t = build_store(db, n)["seconds"]
+    _, _, vecs = make_data(n)
+    np.save(db.with_suffix(".npy"), vecs)
+    np.save(db.with_suffix(".ids.npy"), np.arange(1, n + 1, dtype=np.int64))
+    del vecs
+    qfile = work / f"queries-{n}.json"
+    qfile.write_text(json.dumps(make_queries(n, count)))
+    rows = []
+    for engine in engines:
+        print(f"[N={n}] {engine} ...", flush=True)
+        proc = subprocess.run([sys.executable, __file__, "--child", engine, "--db", str(db), "--queries-file", str(qfile)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            rows.append({"engine": engine, "n": n, "error": proc.stderr.strip().splitlines()[-1:]})
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["n"] = n
+        if engine == "builtin-sqlite":
+            r["build_s"] += store_t  # the SQLite store (FTS5 + sqlite-vec) is its index
+            r["store_write_s"] = store_t
+        rows.append(r)
+        print(f"   {summary(r)}", flush=True)
+    ref = next((r["tops"] for r in rows if r["engine"] == "numpy" and "tops" in r), None)
+    for r in rows:
+        if ref and "tops" in r:
+            r["recall@10"] = float(np.mean([len(set(a) & set(b)) / K for a, b in zip(r["tops"], ref, strict=True)]))
+    for r in rows:
+        r.pop("tops", None)
+    for p in work.glob(f"scale-{n}.*"):
+        p.unlink()
+    for p in work.glob(f"scale-{n}-*"):
+        p.unlink()
+    qfile.unlink()
+    return rows
+
+
+def summary(r: dict[str, Any]) -> str:
+    keys = ["build_s", "hybrid_p50_ms", "hybrid_p95_ms", "vector_p50_ms", "peak_rss_mb", "disk_bytes"]
+    return ", ".join(f"{k}={r[k]:.2f}" if isinstance(r.get(k), float) else f"{k}={r.get(k)}" for k in keys)
+
+
+def fmt(v: Any, nd: int = 2) -> str:
+    return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+
+def markdown(rows: list[dict[str, Any]], queries: int) -> str:
+    lines = [f"Queries per size: {queries}; d = {DIMS}; k = {K}; one query thread; "
+             f"machine: {os.cpu_count()} cores. Hybrid = the full `MemoryManager.search` "
+             "(keyword + vector + fusion + pipeline) with precomputed query vectors.", "",
+             "| N | engine | build (s) | hybrid p50 (ms) | hybrid p95 (ms) | vector p50 (ms) | recall@10 | peak RSS (MB) | disk (MB) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("error"):
+            lines.append(f"| {r['n']:,} | {r['engine']} | failed: {r['error']} | | | | | | |")
+            continue
+        lines.append(f"| {r['n']:,} | {r['engine']} | {fmt(r.get('build_s'), 1)} | {fmt(r.get('hybrid_p50_ms'))} | "
+                     f"{fmt(r.get('hybrid_p95_ms'))} | {fmt(r.get('vector_p50_ms'))} | {fmt(r.get('recall@10'), 3)} | "
+                     f"{fmt(r.get('peak_rss_mb'), 0)} | {fmt(r.get('disk_bytes', 0) / 1e6, 0)} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for engine in ENGINES:
+        pts = sorted((r["n"], r["vector_p50_ms"]) for r in rows if r["engine"] == engine and "vector_p50_ms" in r)
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label=f"{engine} (vector)")
+        pts = sorted((r["n"], r["hybrid_p50_ms"]) for r in rows if r["engine"] == engine and "hybrid_p50_ms" in r)
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="s", linestyle="--", label=f"{engine} (hybrid)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks (N)")
+    ax.set_ylabel("p50 latency (ms)")
+    ax.set_title(f"Query latency vs index size (d={DIMS}, k={K})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def write_section(doc: Path, title: str, body: str) -> None:
+    """Replace (or append) the ``## title`` section of a Markdown file."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    head = f"## {title}\n"
+    if head in text:
+        before, rest = text.split(head, 1)
+        nxt = rest.find("\n## ")
+        after = rest[nxt + 1:] if nxt >= 0 else ""
+        text = before + head + "\n" + body.strip() + "\n\n" + after
+    else:
+        text = text.rstrip() + "\n\n" + head + "\n" + body.strip() + "\n"
+    doc.write_text(text, encoding="utf-8")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", default="docs", help="folder of benchmarks.md and the plot")
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--skip", default="", help="engine@N pairs to skip, e.g. builtin-sqlite@1000000")
+    ap.add_argument("--workdir", default=None, help="scratch folder (default: a temp folder, removed after)")
+    ap.add_argument("--json-out", default=None, help="also write the raw rows here")
+    ap.add_argument("--from-json", default=None, help="only render the table and plot from saved rows")
+    ap.add_argument("--child")
+    ap.add_argument("--db")
+    ap.add_argument("--queries-file")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, Path(args.db), Path(args.queries_file))))
+        return 0
+    if args.from_json:
+        return report(json.loads(Path(args.from_json).read_text()), args)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="symi-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    skip = set(filter(None, args.skip.split(",")))
+    rows: list[dict[str, Any]] = []
+    try:
+        for n in [int(s) for s in args.sizes.split(",")]:
+            engines = [e for e in args.engines.split(",") if f"{e}@{n}" not in skip]
+            rows += run_size(n, args.queries, work, engines)
+            if args.json_out:
+                Path(args.json_out).write_text(json.dumps(rows, indent=2))
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    return report(rows, args)
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(rows, args.queries)
+    print(table)
+    write_section(out / "benchmarks.md", "Scale: latency, recall, memory and disk vs index size", table +
+                  "\n\n![latency vs N](scale_latency.png)\n")
+    plot(rows, out / "scale_latency.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
