@@ -156,3 +156,17 @@ def test_reopening_with_sqlite_vec_after_running_without(tmp_path: Path, ws: Pat
         assert mem.status()["vector"]["available"] is True
         assert mem.sync().files_indexed == 0
         assert "a828e60" in hit_text(mem, mem.search("billing service deploy").results[0])
+
+
+@pytest.mark.parametrize("provider", ["none", "hash"])
+def test_single_file_workspace_finds_its_needles(tmp_path: Path, provider: str) -> None:
+    # One file, one chunk: FTS5's IDF is ~0 here, yet an exact needle must still be returned.
+    w = tmp_path / "ws"
+    write(w, "MEMORY.md", "# Memory\n\n- Rolled back to commit a828e60.\n- Needs SYMI_DEPLOY_TOKEN_PATH set.\n- 金银价格上涨\n")
+    with open_mem(tmp_path, w, {"provider": provider}) as mem:
+        mem.sync()
+        for q in ("a828e60", "SYMI_DEPLOY_TOKEN_PATH", "金银价格", "rolled back commit"):
+            hits = mem.search(q).results
+            assert [h.path for h in hits] == ["MEMORY.md"], q
+            assert hits[0].score >= 0.35
+        assert mem.search("zebra").results == ()
