@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from support.sqlite_memory import add_filler, open_mem, write
+
 from symi_memory.index.db import SCHEMA_VERSION
 
 JOURNAL = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"

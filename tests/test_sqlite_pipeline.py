@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.sqlite_memory import add_filler, open_mem, write
+
 from symi_memory import hookimpl
 from symi_memory.pipeline import Pipeline
 from symi_memory.plugins import load_plugins

@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import apsw
-import pytest
-
 from support.slow_provider import slow_plugins
 from support.sqlite_memory import add_filler, settings, wait_for, write
+
 from symi_memory.config import load_config
 from symi_memory.manager import open_memory
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support.sqlite_memory import add_filler, open_mem, write
+
 from symi_memory.types import SearchQuery
 
 HASH_LINE = 150

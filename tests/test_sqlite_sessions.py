@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support.sqlite_memory import add_filler, open_mem, write
+
 from symi_memory.types import SearchQuery
 
 KEY = "sk-test-SENTINEL1234567890abcdef"

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.sqlite_memory import add_filler, open_mem, wait_for, write
+
 from symi_memory.types import SearchQuery
 
 
