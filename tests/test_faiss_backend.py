@@ -185,6 +185,7 @@ def test_missing_faiss_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
 def test_approximate_indexes_find_the_exact_neighbours(kind: str) -> None:
     import numpy as np
+
     from symi_memory_faiss.indexes import build_index
     from symi_memory_faiss.settings import FaissSettings
 

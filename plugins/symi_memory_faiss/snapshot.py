@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 import attrs
+
 from symi_memory.index.store import IndexStore
 
 __all__ = ["Snapshot", "read_snapshot", "store_uid", "vector_stats"]

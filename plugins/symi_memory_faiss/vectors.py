@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from symi_memory.index.store import IndexChange, IndexStore, pack_vector
 
 from .indexes import FaissIndex, build_index
