@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import apsw
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "VecExtension", "create_schema", "load_vec_extension", "open_db"]
+__all__ = ["SCHEMA_VERSION", "VecExtension", "create_schema", "load_vec_extension", "open_db", "open_index_db"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -93,11 +94,34 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(str(path), flags=flags)
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    if not readonly:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def open_index_db(path: Path) -> apsw.Connection:
+    """``open_db`` for the index writer; a file that is not a readable database is set aside.
+
+    The index is derived from the Markdown files, so a damaged or foreign file
+    is renamed (kept for inspection) and a fresh index is built in its place,
+    instead of failing every open with "file is not a database".
+    """
+    try:
+        return open_db(path)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        aside = f"{path}.unreadable-{int(time.time())}"
+        log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, exc, aside)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(f"{path}{suffix}"):
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        return open_db(path)
 
 
 def _drop_all(conn: apsw.Connection) -> None:
@@ -105,7 +129,7 @@ def _drop_all(conn: apsw.Connection) -> None:
         "SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
     ).fetchall()
     # Virtual tables first: dropping one drops its shadow tables too.
-    for name, sql in sorted(rows, key=lambda r: not (r[1] or "").upper().startswith("CREATE VIRTUAL")):
+    for name, _sql in sorted(rows, key=lambda r: not (r[1] or "").upper().startswith("CREATE VIRTUAL")):
         conn.execute(f'DROP TABLE IF EXISTS "{name}"')
 
 

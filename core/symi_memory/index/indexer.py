@@ -143,6 +143,8 @@ class Indexer:
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
         started = time.perf_counter()
+        # lastError describes the latest sync: a sync that embeds everything clears an old failure.
+        self.last_error = None
         report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
             SyncProgress(phase=phase, done=done, total=total, path=path)
         )
@@ -170,6 +172,7 @@ class Indexer:
         except EmbeddingError as exc:
             if not isinstance(exc, EmbeddingPending) and self.choice.switch_to_fallback(self.plugins, self.agent, self.models, exc):
                 return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
+            self.last_error = str(exc)
             raise
         cache = self.agent.memory_search["cache"]
         if cache["enabled"]:
@@ -179,6 +182,7 @@ class Indexer:
             reason=reason, full=full, files_scanned=len(files), files_indexed=stats["indexed"],
             files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
+            errors=(self.last_error,) if self.last_error else (),
         )
 
     def _meta(self) -> dict[str, str]:

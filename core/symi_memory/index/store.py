@@ -13,7 +13,7 @@ from typing import Any
 import apsw
 import attrs
 
-from .db import VecExtension, create_schema, load_vec_extension, open_db
+from .db import VecExtension, create_schema, load_vec_extension, open_db, open_index_db
 from .keyword import bm25_to_score, build_match, cjk_bigrams
 
 __all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector", "unpack_vector"]
@@ -110,7 +110,7 @@ class IndexStore:
 
     @classmethod
     def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
-        conn = open_db(path)
+        conn = open_index_db(path)
         vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
         fts_error = create_schema(conn)
         store = cls(

@@ -1,0 +1,74 @@
+"""builtin-sqlite when things break: embedding outages and an unreadable index file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.sqlite_memory import add_filler, open_mem, write
+
+from symi_memory import hookimpl
+from symi_memory.errors import EmbeddingError
+from symi_memory.specs import ProviderSpec
+from symi_memory.testing import HashEmbedder
+
+
+class Outage:
+    """Registers ``flaky``: HashEmbedder vectors, or an HTTP-500-style EmbeddingError while ``down``."""
+
+    def __init__(self) -> None:
+        self.down = True
+
+    @hookimpl
+    def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+        outage = self
+
+        class Flaky(HashEmbedder):
+            def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+                if outage.down:
+                    raise EmbeddingError("embeddings endpoint returned HTTP 500", provider="flaky")
+                return super().embed_documents(texts)
+
+        register(ProviderSpec(name="flaky", factory=lambda ctx: Flaky(id="flaky", model="flaky-384")))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    w = tmp_path / "ws"
+    add_filler(w, 10)
+    write(w, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n- The heron nests by the reservoir.\n")
+    return w
+
+
+def test_embedding_outage_keeps_keyword_search_and_recovers(tmp_path: Path, ws: Path) -> None:
+    outage = Outage()
+    with open_mem(tmp_path, ws, {"provider": "flaky"}, plugins=[("flaky", outage)]) as mem:
+        report = mem.sync()
+        assert report.files_indexed == 11
+        assert report.errors and "HTTP 500" in report.errors[0]
+        st = mem.status()
+        assert "HTTP 500" in (st["lastError"] or "")
+        assert st["dirty"] is True, "files without vectors are still pending"
+        assert [h.path for h in mem.search("a828e60").results] == ["MEMORY.md"]
+        outage.down = False
+        report = mem.sync()
+        assert report.files_indexed == 11 and report.embeddings_computed == report.chunks_written
+        assert report.errors == ()
+        st = mem.status()
+        assert st["lastError"] is None, "a sync that succeeded clears the old error"
+        assert st["dirty"] is False
+        assert mem.search("heron nests reservoir").results[0].path == "MEMORY.md"
+
+
+def test_unreadable_index_file_is_set_aside_and_rebuilt(tmp_path: Path, ws: Path) -> None:
+    db = tmp_path / "state" / "memory" / "main.sqlite"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not sqlite " * 500)
+    with open_mem(tmp_path, ws) as mem:
+        assert mem.status()["files"] == 0
+        assert mem.sync().full
+        assert mem.search("a828e60").results[0].path == "MEMORY.md"
+    kept = [p for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")]
+    assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not sqlite")
