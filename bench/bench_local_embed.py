@@ -23,25 +23,18 @@ HERE = Path(__file__).parent
 CORPUS = HERE / "datasets" / "devmem" / "workspace"
 
 
-def corpus_words() -> list[str]:
-    words: list[str] = []
-    for md in sorted(CORPUS.rglob("*.md")):
-        words.extend(md.read_text(encoding="utf-8").split())
-    return words
+def corpus_text() -> str:
+    return "\n".join(md.read_text(encoding="utf-8") for md in sorted(CORPUS.rglob("*.md")))
 
 
-def make_texts(words: list[str], tokenizer, target_tokens: int, count: int) -> list[str]:
-    """``count`` texts of about ``target_tokens`` word pieces each, taken from consecutive words."""
-    texts, pos, step = [], 0, max(8, target_tokens // 2)
-    while len(texts) < count:
-        n = max(8, int(target_tokens * 0.7))
-        while True:
-            chunk = " ".join(words[(pos + i) % len(words)] for i in range(n))
-            if len(tokenizer.encode(chunk).ids) >= target_tokens:
-                break
-            n += 4
-        texts.append(chunk)
-        pos += step
+def make_texts(corpus: str, tokenizer, target_tokens: int, count: int) -> list[str]:
+    """``count`` texts of ``target_tokens`` word pieces each (plus [CLS]/[SEP]), cut at piece offsets."""
+    offsets = tokenizer.encode(corpus, add_special_tokens=False).offsets
+    step = max(1, (len(offsets) - target_tokens) // count)
+    texts = []
+    for i in range(count):
+        start = (i * step) % (len(offsets) - target_tokens)
+        texts.append(corpus[offsets[start][0] : offsets[start + target_tokens - 1][1]])
     return texts
 
 
@@ -75,9 +68,10 @@ def main() -> None:
     hooks.create(ctx).close()
     warm = time.perf_counter() - t0
 
+    from tokenizers import Tokenizer
+
     from symi_memory_local.integrity import MINILM_ONNX_SHA256, bundled_tokenizer
     from symi_memory_local.onnx_embedder import load_onnx_embedder
-    from tokenizers import Tokenizer
 
     threads = provider.session.get_session_options().intra_op_num_threads
     model_file = Path(provider.session._model_path)
@@ -92,9 +86,9 @@ def main() -> None:
     counter = Tokenizer.from_file(str(bundled_tokenizer()))
     counter.no_truncation()
     counter.no_padding()
-    words = corpus_words()
-    short = make_texts(words, counter, 100, 96)
-    long = make_texts(words, counter, 400, 32)
+    corpus = corpus_text()
+    short = make_texts(corpus, counter, 100, 96)
+    long = make_texts(corpus, counter, 400, 32)
 
     results = {
         "threads": threads,

@@ -1,1 +1,1 @@
-"""symi-memory builtin plugin."""
+"""The offline ``local`` embedding provider (ONNX Runtime; see README.md beside this file)."""

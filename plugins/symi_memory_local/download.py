@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attrs
 import httpx
+
 from symi_memory.specs import ProviderUnavailable
 
 from .integrity import sha256_file, verify_sha256

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from symi_memory.specs import ProviderUnavailable
 
 from .integrity import verify_sha256

@@ -126,6 +126,8 @@ def load_onnx_embedder(
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
+    # Indexing runs beside the agent's own work; spinning idle workers measurably slowed a busy 2-core host.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
     feeds = tuple(i.name for i in session.get_inputs())
     unknown = set(feeds) - {"input_ids", "attention_mask", "token_type_ids"}

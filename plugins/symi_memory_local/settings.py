@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import attrs
+
 from symi_memory.specs import ProviderUnavailable
 
 if TYPE_CHECKING:
