@@ -59,6 +59,8 @@ def test_watcher_indexes_an_edit_without_a_manual_sync(tmp_path: Path, ws: Path)
             wait_for(lambda: paths_for(reader, "zeppelin") == {"MEMORY.md"}, timeout=20)
             write(ws, "memory/new/2026-03-01.md", "# new folder\n\n- octarine paint order\n")
             wait_for(lambda: paths_for(reader, "octarine") == {"memory/new/2026-03-01.md"}, timeout=20)
+            (ws / "memory" / "new" / "2026-03-01.md").unlink()
+            wait_for(lambda: paths_for(reader, "octarine") == set(), timeout=20)
 
 
 def test_stale_index_is_reported_and_repaired_without_the_watcher(tmp_path: Path, ws: Path) -> None:
