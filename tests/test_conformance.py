@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from symi_memory.testing.conformance import *  # noqa: F403  (the suite's test functions)
 
 BACKENDS = ["in-memory", "builtin-sqlite"]

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from symi_memory.errors import PathRefused
 from symi_memory.workspace import PathRules, list_memory_files, read_lines
 

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
-
 from symi_memory.specs import PostProcessContext
 from symi_memory.types import Candidate
 

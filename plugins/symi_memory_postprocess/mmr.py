@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-
 from symi_memory.specs import PostProcessContext
 from symi_memory.types import Candidate
 
