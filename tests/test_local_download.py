@@ -182,3 +182,20 @@ def test_provider_from_an_hf_uri(hub, tmp_path, monkeypatch):
     hooks.create(ctx)  # a second process start downloads only what is missing
     assert hub.paths()[0] == "/acme/minilm/resolve/main/onnx/model.onnx"
     assert "/acme/minilm/resolve/main/tokenizer.json" not in hub.paths()
+
+
+def test_concurrent_callers_download_once(hub, tmp_path):
+    hub.files["/acme/emb/resolve/main/model.onnx"] = PAYLOAD * 8
+    ref = HfFile.parse("acme/emb/model.onnx")
+    results: list[Path] = []
+
+    def fetch() -> None:
+        results.append(fetch_hf_file(ref, cache_dir=tmp_path, endpoint=hub.endpoint))
+
+    threads = [threading.Thread(target=fetch) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 3 and all(r.read_bytes() == PAYLOAD * 8 for r in results)
+    assert len(hub.requests) == 1

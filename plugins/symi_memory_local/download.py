@@ -10,8 +10,10 @@ and only then renamed into place with a ``.sha256`` sidecar.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -61,19 +63,62 @@ def fetch_hf_file(
     attempts: int = 4,
     client: httpx.Client | None = None,
 ) -> Path:
-    """Return the cached file, downloading (or resuming) it first if needed."""
+    """Return the cached file, downloading (or resuming) it first if needed.
+
+    Concurrent callers (two processes opening the same agent) take a lock
+    file, so only one of them transfers; the others then find the file.
+    """
     dest = cache_dir / "hf" / ref.repo / ref.path
-    sidecar = dest.with_name(dest.name + ".sha256")
     if dest.is_file():
-        known = sidecar.read_text().strip() if sidecar.is_file() else None
-        verify_sha256(
-            dest,
-            sha256 or known,
-            what=f"cached model file {ref.repo}/{ref.path}",
-            fix=f"delete it to download it again: rm {dest}",
-        )
-        return dest
+        return _checked(dest, sha256, ref)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    # One lock for the whole cache: downloads are rare, and no lock files litter the model folders.
+    with _exclusive(cache_dir / "hf" / ".lock"):
+        if dest.is_file():
+            return _checked(dest, sha256, ref)
+        return _download(
+            ref, dest, endpoint=endpoint, sha256=sha256, token=token, attempts=attempts, client=client
+        )
+
+
+def _checked(dest: Path, sha256: str | None, ref: HfFile) -> Path:
+    sidecar = dest.with_name(dest.name + ".sha256")
+    known = sidecar.read_text().strip() if sidecar.is_file() else None
+    verify_sha256(
+        dest,
+        sha256 or known,
+        what=f"cached model file {ref.repo}/{ref.path}",
+        fix=f"delete it to download it again: rm {dest}",
+    )
+    return dest
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks here; the sha/size check still catches a mixed file.
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _download(
+    ref: HfFile,
+    dest: Path,
+    *,
+    endpoint: str,
+    sha256: str | None,
+    token: str | None,
+    attempts: int,
+    client: httpx.Client | None,
+) -> Path:
+    sidecar = dest.with_name(dest.name + ".sha256")
     url = ref.url(endpoint)
     # Byte ranges only line up with the file when the server sends it unencoded.
     headers = {"Accept-Encoding": "identity"}
