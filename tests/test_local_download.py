@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
 from symi_memory.specs import ProviderContext, ProviderUnavailable
 from symi_memory_local.download import HfFile, fetch_hf_file
 
@@ -18,6 +19,7 @@ class Hub:
 
     ``files`` maps URL paths to bytes; ``etags`` optionally overrides the
     ETag per path (default: the sha256, as the hub does for LFS files);
+    ``redirects`` answers 302 to a blob path with the sha in ``X-Linked-Etag``;
     ``cut_after`` makes the next full GET of a path stop after that many bytes
     and drop the connection. Every request is recorded as (path, headers).
     """
@@ -26,6 +28,7 @@ class Hub:
         self.files: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.cut_after: dict[str, int] = {}
+        self.redirects: dict[str, tuple[str, str]] = {}  # path -> (location, X-Linked-Etag), like LFS files
         self.requests: list[tuple[str, dict[str, str]]] = []
         hub = self
 
@@ -37,6 +40,14 @@ class Hub:
 
             def do_GET(self) -> None:
                 hub.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+                if self.path in hub.redirects:
+                    location, linked = hub.redirects[self.path]
+                    self.send_response(302)
+                    self.send_header("Location", location)
+                    self.send_header("X-Linked-Etag", f'"{linked}"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 data = hub.files.get(self.path)
                 if data is None:
                     self.send_response(404)
@@ -198,4 +209,33 @@ def test_concurrent_callers_download_once(hub, tmp_path):
     for t in threads:
         t.join(timeout=60)
     assert len(results) == 3 and all(r.read_bytes() == PAYLOAD * 8 for r in results)
+    assert len(hub.requests) == 1
+
+
+@pytest.mark.parametrize("linked_ok", [True, False])
+def test_lfs_redirect_is_verified_by_x_linked_etag(hub, tmp_path, linked_ok):
+    good = hashlib.sha256(PAYLOAD).hexdigest()
+    hub.files["/cdn/blob/1"] = PAYLOAD
+    hub.etags["/cdn/blob/1"] = "cdn-etag-1"  # the CDN's own tag is no sha256
+    hub.redirects["/acme/emb/resolve/main/model.onnx"] = ("/cdn/blob/1", good if linked_ok else "ef" * 32)
+    ref = HfFile.parse("acme/emb/model.onnx")
+    if linked_ok:
+        got = fetch_hf_file(ref, cache_dir=tmp_path, endpoint=hub.endpoint)
+        assert got.read_bytes() == PAYLOAD
+        assert got.with_name("model.onnx.sha256").read_text().strip() == good
+    else:
+        with pytest.raises(ProviderUnavailable, match="expected efef"):
+            fetch_hf_file(ref, cache_dir=tmp_path, endpoint=hub.endpoint)
+    assert hub.paths() == ["/acme/emb/resolve/main/model.onnx", "/cdn/blob/1"]
+
+
+def test_cached_file_damaged_later_is_refused(hub, tmp_path):
+    hub.files["/acme/emb/resolve/main/model.onnx"] = PAYLOAD
+    ref = HfFile.parse("acme/emb/model.onnx")
+    got = fetch_hf_file(ref, cache_dir=tmp_path, endpoint=hub.endpoint)
+    got.write_bytes(PAYLOAD[:-1] + b"\x00")
+    with pytest.raises(
+        ProviderUnavailable, match=r"failed its integrity check.*delete it to download it again"
+    ):
+        fetch_hf_file(ref, cache_dir=tmp_path, endpoint=hub.endpoint)
     assert len(hub.requests) == 1
