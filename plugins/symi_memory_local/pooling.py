@@ -23,7 +23,7 @@ def l2_normalise(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
     """Row-wise unit length; non-finite entries become 0 and an all-zero row stays zero."""
     v = np.nan_to_num(vectors.astype(np.float32, copy=False), nan=0.0, posinf=0.0, neginf=0.0)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return v / np.where(norms > 0, norms, 1.0)
+    return (v / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
 
 
 def combine_windows(
