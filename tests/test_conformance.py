@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import pytest
+from qmd_standin.helpers import real_qmd
+
 from symi_memory.testing.conformance import *  # noqa: F403  (the suite's test functions)
 
+QMD = real_qmd()
 BACKENDS = ["in-memory", "builtin-sqlite"]
-if importlib.util.find_spec("faiss") is not None and importlib.util.find_spec("symi_memory_faiss.backend"):
+if importlib.util.find_spec("faiss") is not None:
     BACKENDS.append("faiss")
+if QMD is not None:
+    BACKENDS.append("qmd-sidecar")
 
 pytestmark = pytest.mark.parametrize("symi_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def symi_extra_config(symi_backend: str) -> dict[str, Any]:
+    """qmd-sidecar runs the real qmd CLI, updated synchronously by sync()."""
+    if symi_backend == "qmd-sidecar":
+        return {"memory": {"qmd": {"command": QMD, "update": {"waitForBootSync": True}}}}
+    return {}

@@ -90,6 +90,6 @@ def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str
         citation = format_citation(c.path, c.start_line, c.end_line)
         if cite:
             snippet = apply_citation(snippet, citation)
-        hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=round(c.score, 6),
+        hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,
                               snippet=snippet, source=c.source, citation=citation if cite else None))
     return hits

@@ -29,6 +29,21 @@ def symi_backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", None) or request.config.getoption("--symi-backend")
 
 
+@pytest.fixture
+def symi_extra_config(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Extra config (camelCase dict) for the backend under test; override it in a conftest or test module.
+
+    Defaults to the file given with ``--symi-config``.
+    """
+    from symi_memory.config import parse_config_text
+
+    extra_file = request.config.getoption("--symi-config")
+    if not extra_file:
+        return {}
+    p = Path(extra_file)
+    return parse_config_text(p.read_text(encoding="utf-8"), p.suffix.lower(), str(p))
+
+
 CONFORMANCE_FILES = {
     "MEMORY.md": "# Long-term memory\n\n- Prefers oat milk in coffee.\n- Deploy key rotates every 90 days.\n",
     "memory/2026-01-01.md": "# 2026-01-01\n\nline two: quokka sighting at the harbour\nline three\n",
@@ -50,21 +65,17 @@ def conformance_workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def open_conformance_memory(
-    request: pytest.FixtureRequest, tmp_path: Path, symi_backend: str
+    tmp_path: Path, symi_backend: str, symi_extra_config: dict[str, Any]
 ) -> Iterator[Callable[..., Any]]:
     """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
-    from symi_memory.config import load_config, parse_config_text
+    from symi_memory.config import load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
 
     opened: list[Any] = []
-    extra_file = request.config.getoption("--symi-config")
 
     def factory(workspace: Path, **overrides: Any) -> Any:
-        base: dict[str, Any] = {}
-        if extra_file:
-            p = Path(extra_file)
-            base = parse_config_text(p.read_text(encoding="utf-8"), p.suffix.lower(), str(p))
+        base = symi_extra_config
         settings = {
             "plugins": {"slots": {"memory": symi_backend}},
             "agents": {"defaults": {"memorySearch": {"provider": "hash", "sync": {"watch": False}}}},
