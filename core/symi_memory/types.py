@@ -76,6 +76,9 @@ class Candidate:
     ``vector_score``/``text_score`` are the per-side scores in 0..1 (None when
     that side did not find the chunk). ``mtime`` is the file's modification
     time in seconds, used by temporal decay for undated files.
+    ``identifier_match`` is True when the chunk holds an identifier-like
+    query token (a commit hash, ticket ID, env var): a lookup, not a fact
+    that goes stale, so temporal decay leaves it alone.
     """
 
     id: str
@@ -88,6 +91,7 @@ class Candidate:
     vector_score: float | None = None
     text_score: float | None = None
     mtime: float | None = None
+    identifier_match: bool = False
 
 
 @attrs.frozen(kw_only=True)

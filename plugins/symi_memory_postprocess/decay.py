@@ -59,7 +59,8 @@ class TemporalDecay:
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
         out = []
         for c in candidates:
-            if is_evergreen(c.path):
+            # Evergreen notes never age; an identifier lookup (hash, ticket ID) is not a stale fact.
+            if is_evergreen(c.path) or c.identifier_match:
                 out.append(c)
                 continue
             stamp = file_date(c.path)

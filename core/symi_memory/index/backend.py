@@ -118,7 +118,7 @@ class IndexedBackend:
                 text_hits.update(self.store.keyword_scores(match, need))
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         text_hits = {k: v for k, v in text_hits.items() if k in rows}
-        exact = self._exact_matches(query.text, text_hits)
+        exact, idents = self._exact_matches(query.text, text_hits)
         text_hits = {k: (exact_text_score(t) if k in exact else t) for k, t in text_hits.items()}
         if not use_vec:
             mode, scores = "fts-only", dict(text_hits)
@@ -132,21 +132,22 @@ class IndexedBackend:
         candidates = tuple(
             Candidate(id=rows[k][0], path=rows[k][1], source=rows[k][2], start_line=rows[k][3], end_line=rows[k][4],
                       text=rows[k][5], score=score, vector_score=vec_hits.get(k), text_score=text_hits.get(k),
-                      mtime=mtimes.get(rows[k][1]))
+                      mtime=mtimes.get(rows[k][1]), identifier_match=k in idents)
             for k, score in ordered
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=self.choice.fallback)
 
-    def _exact_matches(self, text: str, text_hits: dict[int, float]) -> set[int]:
-        """Candidates holding every query token, or an identifier-like one (hash, ticket, env var)."""
+    def _exact_matches(self, text: str, text_hits: dict[int, float]) -> tuple[set[int], set[int]]:
+        """Candidates holding every query token or an identifier-like one, and those holding an identifier."""
         if not text_hits:
-            return set()
-        exprs = [token_term(t) for t in identifier_tokens(text)]
+            return set(), set()
+        ids = list(text_hits)
+        ident_terms = [token_term(t) for t in identifier_tokens(text)]
+        idents = self.store.keyword_matches(" OR ".join(ident_terms), ids) if ident_terms else set()
         everything = build_match(text, all_tokens=True)
-        if everything:
-            exprs.append("(" + everything + ")")
-        return self.store.keyword_matches(" OR ".join(exprs), list(text_hits)) if exprs else set()
+        full = self.store.keyword_matches(everything, ids) if everything else set()
+        return full | idents, idents
 
     def _fuse(self, vec_hits: dict[int, float], text_hits: dict[int, float], exact: set[int]) -> dict[int, float]:
         hybrid = self.agent.memory_search["query"]["hybrid"]
