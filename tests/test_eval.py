@@ -66,6 +66,10 @@ def _decay_dataset(root: Path, now: str | None) -> Path:
     (ws / "MEMORY.md").write_text("# Facts\n\n- Team sync happens at 10:00 now.\n", encoding="utf-8")
     (ws / "memory" / "2026-06-01.md").write_text(
         "# 2026-06-01\n\n- The team sync standup is at 09:45, team sync standup daily.\n", encoding="utf-8")
+    for i, topic in enumerate(["sourdough starter", "router firmware", "dentist visit", "garden sensor",
+                               "train tickets", "knee exercises"]):
+        # Unrelated notes give the keyword index realistic term statistics (BM25 IDF).
+        (ws / "memory" / f"topic-{i}.md").write_text(f"# {topic}\n\n- Notes about the {topic}.\n", encoding="utf-8")
     q = {"id": "t1", "query": "team sync standup", "type": "temporal",
          "gold": [{"path": "MEMORY.md", "start_line": 3, "end_line": 3, "hop": 1}],
          "stale": [{"path": "memory/2026-06-01.md", "start_line": 3, "end_line": 3}]}
