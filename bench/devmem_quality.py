@@ -23,9 +23,9 @@ DATASET = REPO / "bench" / "datasets" / "devmem"
 TYPES = ["paraphrase", "exact-token", "temporal", "multilingual", "multi-hop"]
 
 
-def configs(providers: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+def configs(providers: list[str], mmr_modes: tuple[bool, ...] = (False, True)) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
-    for mmr in (False, True):
+    for mmr in mmr_modes:
         for decay in (False, True):
             extra = {"mmr": {"enabled": mmr}, "temporalDecay": {"enabled": decay}}
             out.append(("fts-only", "none", extra))
@@ -83,9 +83,11 @@ def main() -> int:
     have_local = importlib.util.find_spec("symi_memory_local") is not None
     ap.add_argument("--providers", default="hash,local" if have_local else "hash")
     ap.add_argument("--out", default=str(REPO / "docs" / "quality.md"))
+    ap.add_argument("--mmr", default="off,on", help="MMR settings to run: off, on or off,on (MMR-on runs are slow)")
     args = ap.parse_args()
+    modes = tuple(m.strip() == "on" for m in args.mmr.split(","))
     rows = []
-    for name, provider, hybrid in configs(args.providers.split(",")):
+    for name, provider, hybrid in configs(args.providers.split(","), modes):
         rows.append(run_one(name, provider, hybrid))
         print(f"{name} {provider} mmr={rows[-1]['mmr']} decay={rows[-1]['decay']}: "
               f"MRR {rows[-1]['result']['overall']['mrr@10']:.3f} ({rows[-1]['seconds']:.1f}s)", file=sys.stderr)
