@@ -203,6 +203,26 @@ def test_missing_extra_message():
     assert out.splitlines() == [MISSING_EXTRA, MISSING_EXTRA]
 
 
+def test_auto_selection_moves_on_without_the_extra(tmp_path):
+    out = _run_without_onnxruntime(
+        f"""
+        import os
+        for key in ("OPENAI_API_KEY", "GEMINI_API_KEY", "VOYAGE_API_KEY"):
+            os.environ.pop(key, None)
+        from symi_memory.config import load_config
+        from symi_memory.embedding import choose_provider
+        from symi_memory.plugins import load_plugins
+        config = load_config(state_dir={str(tmp_path)!r})
+        choice = choose_provider(load_plugins(), config.agent("main", workspace={str(tmp_path)!r}), {{}})
+        print(choice.provider)
+        print(choice.reason)
+        """
+    )
+    provider, reason = out.splitlines()
+    assert provider == "None"
+    assert f"local: {MISSING_EXTRA}" in reason
+
+
 def test_hooks_module_is_cheap_to_import():
     out = _run_without_onnxruntime(
         """
