@@ -25,7 +25,7 @@ nox.options.sessions = ["lint", "typecheck", "docs", "tests", "contrib"]
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, with every optional extra installed."""
-    session.install("-e", ".[local,faiss,mcp,dev]", BUILD_BACKEND)
+    session.install("-e", ".[local,multilingual,faiss,mcp,dev]", BUILD_BACKEND)
     session.run("pytest", *session.posargs)
 
 
