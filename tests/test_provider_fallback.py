@@ -89,3 +89,23 @@ def test_auto_selects_local_offline_then_keyword_only_without_it(tmp_path: Path,
     cfg = load_config(None, state_dir=tmp_path / "state3", overrides={"plugins": {"disabled": ["local-embeddings"]}})
     with open_memory(cfg, workspace=ws, start=False) as mem:
         assert mem.status()["provider"] == "openai"
+
+
+def test_vectors_of_another_model_are_not_used_until_reindexed(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, files=3)
+
+    def open_with(model: str):
+        cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+            "provider": "hash", "model": model}}}})
+        return open_memory(cfg, workspace=ws, start=False)
+
+    with open_with("hash-384") as mem:
+        mem.sync()
+        assert mem.search("topic1 quarterly").mode == "hybrid"
+    with open_with("hash-64") as mem:
+        before = mem.search("topic1 quarterly")
+        assert before.mode == "fts-only" and any("n1" in h.path for h in before.results)
+        assert mem.status()["dirty"] is True
+        assert mem.sync().full
+        assert mem.search("topic1 quarterly").mode == "hybrid"
+        assert mem.status()["vector"]["dims"] == 64

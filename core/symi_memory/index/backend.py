@@ -100,7 +100,8 @@ class IndexedBackend:
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
         use_text = hybrid["enabled"] or qvec is None
-        use_vec = qvec is not None and self.indexer.index_identity()["provider"] == provider.id  # type: ignore[union-attr]
+        # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
+        use_vec = qvec is not None and not self.indexer.needs_full()
         limit = query.candidate_limit
         text_hits = dict(self.store.keyword_search(query.text, limit, sources)) if use_text else {}
         vec_hits: dict[int, float] = {}
