@@ -212,6 +212,11 @@ def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = No
     out: dict[str, Any] = {}
     for impl in plugins.pm.hook.symi_memory_config_defaults.get_hookimpls():
         contributed = impl.function()
+        if contributed is not None and not isinstance(contributed, Mapping):
+            raise PluginError(
+                f"plugin {impl.plugin_name!r}: symi_memory_config_defaults must return a dict or None, "
+                f"got {type(contributed).__name__}"
+            )
         if contributed:
             clash = _core_clash(contributed, core, "")
             if clash:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from symi_memory.specs import PostProcessContext
 from symi_memory.types import Candidate
 
@@ -46,15 +47,21 @@ class Mmr:
         rel = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
         toks = [tokens(c.text) for c in candidates]
         remaining = list(range(len(candidates)))
+        # max similarity of each remaining candidate to anything chosen, updated as we go: O(n^2), not O(n^3).
+        max_sim = [0.0] * len(candidates)
         chosen: list[int] = []
         while remaining:
-            best, best_val = None, None
-            for i in remaining:
-                sim = max((jaccard(toks[i], toks[j]) for j in chosen), default=0.0)
-                val = self.lambda_ * rel[i] - (1 - self.lambda_) * sim
+            best = remaining[0]
+            best_val = self.lambda_ * rel[best] - (1 - self.lambda_) * max_sim[best]
+            for i in remaining[1:]:
+                val = self.lambda_ * rel[i] - (1 - self.lambda_) * max_sim[i]
                 # Ties go to the higher raw score.
-                if best_val is None or val > best_val or (val == best_val and scores[i] > scores[best]):  # type: ignore[index]
+                if val > best_val or (val == best_val and scores[i] > scores[best]):
                     best, best_val = i, val
-            chosen.append(best)  # type: ignore[arg-type]
-            remaining.remove(best)  # type: ignore[arg-type]
+            chosen.append(best)
+            remaining.remove(best)
+            for i in remaining:
+                sim = jaccard(toks[i], toks[best])
+                if sim > max_sim[i]:
+                    max_sim[i] = sim
         return [candidates[i] for i in chosen]

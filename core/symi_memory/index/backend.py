@@ -14,7 +14,7 @@ from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer
-from .keyword import build_match, identifier_tokens, token_term
+from .keyword import ExactMatcher
 from .scheduler import SyncScheduler
 from .store import IndexStore
 
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
 
-__all__ = ["IndexedBackend", "VectorSide"]
+__all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide"]
+
+KEYWORD_OVERFETCH = 3
 
 log = logging.getLogger("symi_memory.backend")
 
@@ -103,23 +105,29 @@ class IndexedBackend:
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not self.indexer.needs_full()
         limit = query.candidate_limit
-        text_hits = dict(self.store.keyword_search(query.text, limit, sources)) if use_text else {}
+        # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
+        ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
+        text_rank = dict(ranked)
         vec_hits: dict[int, float] = {}
         if use_vec:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
-        rows = self.store.chunk_rows(list(set(text_hits) | set(vec_hits)))
-        rows = {k: r for k, r in rows.items() if r[2] in sources}
+        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit, sources)
+        text_hits = {k: text_rank[k] for k in keyword_ids}
+        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and hybrid["enabled"]:
             missing = {k: rows[k][6] for k in rows if k not in vec_hits}
             vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
-            match = build_match(query.text)
-            if match and use_text:
-                need = [k for k in rows if k not in text_hits]
-                text_hits.update(self.store.keyword_scores(match, need))
-        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
-        text_hits = {k: v for k, v in text_hits.items() if k in rows}
-        exact, idents = self._exact_matches(query.text, text_hits)
+            text_hits.update((k, text_rank[k]) for k in rows if k in text_rank)
+        matcher = ExactMatcher.for_query(query.text)
+        exact: set[int] = set()
+        idents: set[int] = set()
+        for k in text_hits:
+            full, ident = matcher.classify(rows[k][5])
+            if full:
+                exact.add(k)
+            if ident:
+                idents.add(k)
         text_hits = {k: (exact_text_score(t) if k in exact else t) for k, t in text_hits.items()}
         if not use_vec:
             mode, scores = "fts-only", dict(text_hits)
@@ -139,16 +147,22 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=self.choice.fallback)
 
-    def _exact_matches(self, text: str, text_hits: dict[int, float]) -> tuple[set[int], set[int]]:
-        """Candidates holding every query token or an identifier-like one, and those holding an identifier."""
-        if not text_hits:
-            return set(), set()
-        ids = list(text_hits)
-        ident_terms = [token_term(t) for t in identifier_tokens(text)]
-        idents = self.store.keyword_matches(" OR ".join(ident_terms), ids) if ident_terms else set()
-        everything = build_match(text, all_tokens=True)
-        full = self.store.keyword_matches(everything, ids) if everything else set()
-        return full | idents, idents
+    def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
+                        sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:
+        """Chunk rows of the vector hits and of the first ``limit`` keyword hits from ``sources``."""
+        rows = {k: r for k, r in self.store.chunk_rows(list(vec_hits) + [k for k, _ in ranked[:limit]]).items()
+                if r[2] in sources}
+        keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
+        if len(keyword_ids) < limit and len(ranked) > limit:
+            # Other sources took some of the top places: look further down the keyword ranking.
+            extra = self.store.chunk_rows([k for k, _ in ranked[limit:]])
+            for k, _ in ranked[limit:]:
+                if len(keyword_ids) >= limit:
+                    break
+                if k in extra and extra[k][2] in sources:
+                    rows[k] = extra[k]
+                    keyword_ids.append(k)
+        return rows, keyword_ids
 
     def _fuse(self, vec_hits: dict[int, float], text_hits: dict[int, float], exact: set[int]) -> dict[int, float]:
         hybrid = self.agent.memory_search["query"]["hybrid"]

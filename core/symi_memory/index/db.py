@@ -60,6 +60,8 @@ FTS_SCHEMA = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5("
     "text, cjk, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2')"
 )
+# Per-term document counts, to leave out query words that carry no BM25 weight.
+VOCAB_SCHEMA = "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row')"
 
 
 @attrs.define
@@ -136,7 +138,7 @@ def _drop_all(conn: apsw.Connection) -> None:
 def _schema_current(conn: apsw.Connection) -> bool:
     """True when every table exists at this schema version (a read; no lock is taken)."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "files", "chunks", "embedding_cache", "skipped", "chunks_fts"} <= have:
+    if not {"meta", "files", "chunks", "embedding_cache", "skipped", "chunks_fts", "chunks_vocab"} <= have:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     return row is not None and row[0] == str(SCHEMA_VERSION)
@@ -175,6 +177,7 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     try:
         conn.execute(FTS_SCHEMA)
+        conn.execute(VOCAB_SCHEMA)
         return None
     except apsw.Error as exc:
         return f"FTS5 unavailable ({exc}); keyword search is off, vector search still works"

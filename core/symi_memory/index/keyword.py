@@ -10,8 +10,14 @@ substring match.
 from __future__ import annotations
 
 import re
+import unicodedata
 
-__all__ = ["bm25_to_score", "build_match", "cjk_bigrams", "identifier_tokens", "query_tokens", "token_term"]
+import attrs
+
+__all__ = [
+    "ExactMatcher",
+    "match_tokens",
+    "fold","bm25_to_score", "build_match", "cjk_bigrams", "identifier_tokens", "query_tokens", "token_term"]
 
 WORD_RE = re.compile(r"[^\W]+", re.UNICODE)
 CJK_CLASS = (
@@ -60,8 +66,56 @@ def token_term(token: str) -> str:
 
 def build_match(text: str, *, all_tokens: bool = False) -> str | None:
     """An FTS5 MATCH expression: every token quoted; OR-joined, or AND-joined with ``all_tokens``."""
-    terms = [token_term(tok) for tok in query_tokens(text)]
+    return match_tokens(query_tokens(text), all_tokens=all_tokens)
+
+
+def match_tokens(tokens: list[str], *, all_tokens: bool = False) -> str | None:
+    """The MATCH expression for already extracted query tokens."""
+    terms = [token_term(tok) for tok in tokens]
     return (" AND " if all_tokens else " OR ").join(terms) if terms else None
+
+
+COMBINING_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+
+
+def fold(text: str) -> str:
+    """Lower-case and strip diacritics, as the FTS5 ``unicode61 remove_diacritics 2`` tokenizer does."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered
+    return COMBINING_RE.sub("", unicodedata.normalize("NFD", lowered))
+
+
+def token_pattern(token: str) -> re.Pattern[str]:
+    """A regex finding ``token`` as a whole token (CJK runs as plain substrings)."""
+    folded = re.escape(fold(token))
+    if CJK_RUN_RE.search(token):
+        return re.compile(folded)
+    return re.compile(r"(?<![^\W_])" + folded + r"(?![^\W_])")
+
+
+@attrs.frozen
+class ExactMatcher:
+    """Decides, in Python, which candidate texts hold every query token or an identifier token.
+
+    Candidates are at most a few hundred short texts, so this is cheaper than
+    asking FTS5 again (which ranks every match before filtering by rowid).
+    """
+
+    every: tuple[re.Pattern[str], ...]
+    idents: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def for_query(cls, text: str) -> ExactMatcher:
+        return cls(tuple(token_pattern(t) for t in query_tokens(text)),
+                   tuple(token_pattern(t) for t in identifier_tokens(text)))
+
+    def classify(self, text: str) -> tuple[bool, bool]:
+        """(holds every token or an identifier, holds an identifier)."""
+        folded = fold(text)
+        ident = any(p.search(folded) for p in self.idents)
+        full = ident or (bool(self.every) and all(p.search(folded) for p in self.every))
+        return full, ident
 
 
 def identifier_tokens(text: str) -> list[str]:

@@ -14,7 +14,7 @@ import apsw
 import attrs
 
 from .db import VecExtension, create_schema, load_vec_extension, open_db, open_index_db
-from .keyword import bm25_to_score, build_match, cjk_bigrams
+from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
 
 __all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector", "unpack_vector"]
 
@@ -318,36 +318,49 @@ class IndexStore:
 
     # --------------------------------------------------------------- search
 
-    def keyword_search(self, query: str, limit: int, sources: Sequence[str]) -> list[tuple[int, float]]:
-        """``(rowid, score)`` best first, score = |bm25| / (1 + |bm25|)."""
+    def keyword_search(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """``(rowid, score)`` best first, score = |bm25| / (1 + |bm25|), all sources."""
         if self.fts_error is not None:
             return []
-        match = build_match(query)
+        match = match_tokens(self._weighty_tokens(query_tokens(query)))
         if match is None:
             return []
-        marks = ",".join("?" * len(sources))
-        sql = (
-            "SELECT f.rowid, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid "
-            f"WHERE chunks_fts MATCH ? AND c.source IN ({marks}) ORDER BY f.rank LIMIT ?"
-        )
         try:
-            rows = self._read(sql, (match, *sources, limit)).fetchall()
+            rows = self._read("SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                              (match, limit)).fetchall()
         except apsw.SQLError as exc:
             log.warning("keyword query failed (%s); query was %r", exc, query)
             return []
         return [(rowid, bm25_to_score(rank)) for rowid, rank in rows]
 
-    def keyword_matches(self, match: str, rowids: Sequence[int]) -> set[int]:
-        """Which of ``rowids`` match an FTS expression."""
-        if self.fts_error is not None or not rowids:
-            return set()
-        marks = ",".join("?" * len(rowids))
+    def _weighty_tokens(self, tokens: list[str]) -> list[str]:
+        """Leave out tokens found in more than half of the chunks.
+
+        FTS5's BM25 gives such a term an IDF of 1e-6, so it cannot change the
+        ranking, but matching it makes FTS5 rank nearly every chunk ("the",
+        "what" in a question): leaving it out keeps keyword search fast on a
+        large index. If every token is that common, the rarest one stays.
+        """
+        if len(tokens) < 2:
+            return tokens
         try:
-            return {r[0] for r in self._read(
-                f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
-            )}
+            folded = {t: fold(t) for t in tokens}
+            terms = sorted(set(folded.values()))
+            marks = ",".join("?" * len(terms))
+            df = dict(self._read(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", terms).fetchall())
         except apsw.SQLError:
-            return set()
+            return tokens
+        half = self._chunk_count() / 2
+        kept = [t for t in tokens if df.get(folded[t], 0) <= half]
+        return kept or [min(tokens, key=lambda t: df.get(folded[t], 0))]
+
+    def _chunk_count(self) -> int:
+        gen = self.generation()
+        cached = getattr(self._local, "count", None)
+        if cached is None or cached[0] != gen:
+            cached = (gen, int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]))
+            self._local.count = cached
+        return cached[1]
 
     def vec_knn(self, query: bytes, k: int) -> list[tuple[int, float]]:
         """sqlite-vec KNN (``MATCH ... AND k = ?`` in a subquery): ``(rowid, cosine)``."""
@@ -401,16 +414,3 @@ class IndexStore:
         """Record a new mtime/size for a file whose content hash did not change."""
         with self.lock, self.conn:
             self.conn.execute("UPDATE files SET mtime=?, size=?, lines=? WHERE path=?", (mtime, size, lines, path))
-
-    def keyword_scores(self, match: str, rowids: Sequence[int]) -> dict[int, float]:
-        """BM25 scores of specific rows (candidates the keyword side did not return)."""
-        if self.fts_error is not None or not rowids:
-            return {}
-        marks = ",".join("?" * len(rowids))
-        try:
-            rows = self._read(
-                f"SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
-            ).fetchall()
-        except apsw.SQLError:
-            return {}
-        return {rowid: bm25_to_score(rank) for rowid, rank in rows}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import math
+from collections import Counter
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +33,7 @@ class HashEmbedder:
     model: str = "hash-384"
     max_input_bytes: int = 8192
     calls: int = 0
+    _slots: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = attrs.field(factory=dict, repr=False)
 
     @property
     def fingerprint(self) -> str:
@@ -45,15 +46,34 @@ class HashEmbedder:
             dims = int(ctx.model.split("-", 1)[1])
         return cls(dims=dims, model=f"hash-{dims}")
 
-    def _vector(self, text: str) -> list[float]:
-        vec = [0.0] * self.dims
-        words = [w.lower() for w in WORD_RE.findall(text)]
-        feats = words + [w[i : i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
+    def _word_slots(self, word: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Hashed slots and signs of a word and its character trigrams (memoised: vocabularies repeat)."""
+        slot = self._slots.get(word)
+        if slot is not None:
+            return slot
+        feats = [word] + ([word[i : i + 3] for i in range(len(word) - 2)] if len(word) > 3 else [])
+        idx, signs = [], []
         for feat in feats:
             h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
-            vec[h % self.dims] += 1.0 if (h >> 63) & 1 else -1.0
-        norm = math.sqrt(sum(v * v for v in vec))
-        return [v / norm for v in vec] if norm else vec
+            idx.append(h % self.dims)
+            signs.append(1.0 if (h >> 63) & 1 else -1.0)
+        slot = (tuple(idx), tuple(signs))
+        if len(self._slots) < 200_000:
+            self._slots[word] = slot
+        return slot
+
+    def _vector(self, text: str) -> list[float]:
+        import numpy as np
+
+        idx: list[int] = []
+        weights: list[float] = []
+        for word, count in Counter(w.lower() for w in WORD_RE.findall(text)).items():
+            slots, signs = self._word_slots(word)
+            idx += slots
+            weights += signs if count == 1 else [sign * count for sign in signs]
+        vec = np.bincount(np.asarray(idx, dtype=np.int64), weights=np.asarray(weights), minlength=self.dims)
+        norm = float(np.linalg.norm(vec))
+        return (vec / norm if norm else vec).tolist()
 
     def embed_query(self, text: str) -> list[float]:
         self.calls += 1

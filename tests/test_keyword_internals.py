@@ -1,0 +1,37 @@
+"""Keyword-side details: common-word pruning, the exact-match check, folding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from symi_memory.config import load_config
+from symi_memory.index.keyword import ExactMatcher, fold
+from symi_memory.manager import open_memory
+
+
+def test_words_in_most_chunks_are_left_out_without_changing_the_ranking(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(12):
+        extra = " zebra crossing" if i == 7 else ""
+        (ws / "memory" / f"n{i}.md").write_text(f"the note number {i} is about the day{extra}\n", encoding="utf-8")
+    cfg = load_config(None, state_dir=tmp_path / "s", overrides={"agents": {"defaults": {"memorySearch": {"provider": "none"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        store = mem.backend.store
+        assert store._weighty_tokens(["the", "zebra", "is"]) == ["zebra"]
+        assert store._weighty_tokens(["the", "is"]) in (["the"], ["is"])  # all common: the rarest stays
+        hits = mem.search("is the zebra", min_score=0).results
+        assert hits[0].path == "memory/n7.md"
+
+
+def test_exact_matcher_follows_the_tokenizer() -> None:
+    assert fold("Café ÜBER naïve") == "cafe uber naive"
+    m = ExactMatcher.for_query("cafe uber")
+    assert m.classify("Das Café über alles") == (True, False)
+    assert m.classify("a cafeteria über") == (False, False)  # whole tokens only
+    m = ExactMatcher.for_query("DEPLOY_TOKEN")
+    assert m.classify("needs DEPLOY_TOKEN from the vault") == (True, True)
+    assert m.classify("deploy the token") == (False, False)
+    assert ExactMatcher.for_query("金银价格").classify("今天金银价格上涨") == (True, False)
+    assert ExactMatcher.for_query("e81f0b9").classify("commit e81f0b9 fixed it")[1] is True
