@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
-from symi_memory.errors import PathRefused
+from symi_memory.errors import ConfigError, PathRefused
 from symi_memory.types import Candidate
 from symi_memory_qmd.collections import CollectionSpec, derive_collections
 from symi_memory_qmd.parse import QmdParseError, is_flag_rejection, parse_search_output, snippet_lines
@@ -218,10 +219,34 @@ def test_settings_defaults_and_durations():
     assert s.limits == {"maxResults": 6, "maxSnippetChars": 700, "maxInjectedChars": 4000, "timeoutMs": 4000}
     assert s.scope == DEFAULT_SCOPE and s.command == "qmd" and s.search_mode == "search"
     for bad in ("5 minutes", "-1m", "1w", ""):
-        with pytest.raises(ValueError, match="memory.qmd.update.interval"):
+        with pytest.raises(ConfigError, match="memory.qmd.update.interval"):
             QmdSettings.from_config({"update": {"interval": bad}})
-    with pytest.raises(ValueError, match="searchMode"):
+    with pytest.raises(ConfigError, match="searchMode"):
         QmdSettings.from_config({"searchMode": "grep"})
+
+
+@pytest.mark.parametrize(
+    ("scope", "line"),
+    [
+        ({"rules": [{"action": "maybe", "match": {}}]}, "memory.qmd.scope.rules[0].action is 'maybe'; use allow or deny"),
+        (
+            {"default": "allow", "rules": [{"action": "deny", "match": {"chatTyp": "group"}}]},
+            "memory.qmd.scope.rules[0].match: unknown field(s) ['chatTyp']; use chatType, channel, keyPrefix, rawKeyPrefix",
+        ),
+        ({"default": "nope", "rules": []}, "memory.qmd.scope.default is 'nope'; use allow or deny"),
+    ],
+)
+def test_bad_scope_stops_open_memory_with_one_line(tmp_path, scope, line):
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+
+    cfg_file = tmp_path / "config.json"
+    cfg_file.write_text(json.dumps({"memory": {"backend": "qmd", "qmd": {"command": "qmd", "scope": scope}}}))
+    config = load_config(cfg_file, state_dir=tmp_path / "state")  # the file itself loads
+    (tmp_path / "ws").mkdir()
+    with pytest.raises(ConfigError) as err:
+        open_memory(config, workspace=tmp_path / "ws", start=False)
+    assert err.value.problems == [line]
 
 
 def test_hooks_register_the_backend_by_name():

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ScopeDecision", "check_scope", "derive_channel", "normalise_key"]
+__all__ = ["ScopeDecision", "check_scope", "derive_channel", "normalise_key", "scope_problems"]
 
 _AGENT_PREFIX = re.compile(r"^agent:[^:]*:")
 _CHAT_TYPES = ("group", "channel", "direct", "dm")
@@ -69,6 +69,39 @@ def _rule_matches(match: Mapping[str, Any], raw: str, normalised: str, channel: 
     return True
 
 
+def scope_problems(scope: Any) -> list[str]:
+    """Every mistake in a ``memory.qmd.scope`` value, one actionable line each (empty when valid)."""
+    if scope is None:
+        return []
+    if not isinstance(scope, Mapping):
+        return [f"memory.qmd.scope is {scope!r}; use an object {{default, rules}}"]
+    problems: list[str] = []
+    unknown = sorted(set(scope) - {"default", "rules"})
+    if unknown:
+        problems.append(f"memory.qmd.scope: unknown field(s) {unknown}; use default and rules")
+    default = scope.get("default")
+    if default is not None and str(default).lower() not in _ACTIONS:
+        problems.append(f"memory.qmd.scope.default is {default!r}; use allow or deny")
+    rules = scope.get("rules") or []
+    if not isinstance(rules, list):
+        return [*problems, f"memory.qmd.scope.rules is {rules!r}; use a list of {{action, match}}"]
+    for i, rule in enumerate(rules):
+        where = f"memory.qmd.scope.rules[{i}]"
+        if not isinstance(rule, Mapping):
+            problems.append(f"{where} is {rule!r}; use an object {{action, match}}")
+            continue
+        if str(rule.get("action") or "").lower() not in _ACTIONS:
+            problems.append(f"{where}.action is {rule.get('action')!r}; use allow or deny")
+        match = rule.get("match") or {}
+        if not isinstance(match, Mapping):
+            problems.append(f"{where}.match is {match!r}; use an object with {', '.join(_MATCH_FIELDS)}")
+            continue
+        bad = sorted(set(match) - set(_MATCH_FIELDS))
+        if bad:
+            problems.append(f"{where}.match: unknown field(s) {bad}; use {', '.join(_MATCH_FIELDS)}")
+    return problems
+
+
 def check_scope(scope: Mapping[str, Any] | None, session_key: str | None) -> ScopeDecision:
     """Apply the scope rules to a session key (None counts as a direct chat)."""
     raw = (session_key or "").strip()
@@ -76,6 +109,8 @@ def check_scope(scope: Mapping[str, Any] | None, session_key: str | None) -> Sco
     channel, chat = derive_channel(normalised)
     scope = scope or {}
     verdict = str(scope.get("default") or "allow").lower()
+    if verdict not in _ACTIONS:
+        raise ValueError(f"memory.qmd.scope.default is {scope.get('default')!r}; use allow or deny")
     for i, rule in enumerate(scope.get("rules") or []):
         action = str(rule.get("action") or "").lower()
         if action not in _ACTIONS:

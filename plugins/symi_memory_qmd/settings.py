@@ -12,6 +12,9 @@ from typing import Any
 import attrs
 from symi_memory.config.fields import deep_merge, defaults_of, parse_duration_ms
 from symi_memory.config.schema import QmdSection
+from symi_memory.errors import ConfigError
+
+from .scope import scope_problems
 
 __all__ = ["QmdSettings", "qmd_defaults"]
 
@@ -27,7 +30,7 @@ def _duration(section: Mapping[str, Any], key: str) -> float:
     try:
         return parse_duration_ms(section[key]) / 1000.0
     except ValueError as exc:
-        raise ValueError(f"memory.qmd.update.{key}: {exc}") from None
+        raise ConfigError(f"memory.qmd.update.{key}: {exc}") from None
 
 
 @attrs.frozen(kw_only=True)
@@ -43,11 +46,18 @@ class QmdSettings:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> QmdSettings:
-        """Fill defaults and check the values the sidecar interprets itself."""
+        """Fill defaults and check the values the sidecar interprets itself.
+
+        Raises :class:`~symi_memory.errors.ConfigError` (one line per problem)
+        so a bad scope stops ``open_memory`` instead of the first search.
+        """
         raw = deep_merge(qmd_defaults(), section or {})
         mode = str(raw["searchMode"]).lower()
+        problems = scope_problems(raw.get("scope"))
         if mode not in SEARCH_MODES:
-            raise ValueError(f"memory.qmd.searchMode is {raw['searchMode']!r}; use one of {', '.join(SEARCH_MODES)}")
+            problems.insert(0, f"memory.qmd.searchMode is {raw['searchMode']!r}; use one of {', '.join(SEARCH_MODES)}")
+        if problems:
+            raise ConfigError(problems)
         update = raw["update"]
         return cls(
             raw=raw,
