@@ -368,3 +368,15 @@ def test_manager_serves_from_builtin_sqlite_while_qmd_hangs(tmp_path, ws):
         assert res.mode != "qmd" and "memory/2026-05-01.md" in {h.path for h in res.results}
         st = mem.status()
         assert st["backend"] == "qmd" and st["fallback"]["from"] == "qmd" and st["collections"]
+
+
+def test_embed_runs_on_the_first_update_that_succeeds(tmp_path, ws, log_file):
+    control = tmp_path / "control"
+    control.write_text("crash")
+    cmd = standin_command(QMD_STANDIN_CONTROL=str(control), QMD_STANDIN_LOG=str(log_file))
+    b = make_backend(tmp_path, cmd, {"update": {"debounceMs": 0, "embedInterval": "60m"}})
+    assert b.sync(reason="boot", force=True).errors  # qmd crashes: the update fails before embed
+    assert "embed" not in [a[0] for a in calls(log_file)]
+    control.write_text("")
+    assert b.sync(reason="manual").errors == ()
+    assert [a[0] for a in calls(log_file) if a[0] in ("update", "embed")] == ["update", "embed"]

@@ -23,7 +23,11 @@ log = logging.getLogger("symi_memory.qmd")
 
 @attrs.define(eq=False)
 class UpdateScheduler:
-    """Serialises update runs. ``work(reason, embed)`` does one run and may raise."""
+    """Serialises update runs. ``work(reason, embed)`` does one run.
+
+    ``work`` raises only when the update itself failed (embed was then not
+    attempted); an embed failure must be logged and swallowed by ``work``.
+    """
 
     work: Callable[[str, bool], None]
     interval_s: float
@@ -53,9 +57,11 @@ class UpdateScheduler:
                 return False
             self._running = True
         embed = self.last_embed is None or self.clock() - self.last_embed >= self.embed_interval_s
+        ok = False
         try:
             self.work(reason, embed)
             self.last_error = None
+            ok = True
         except Exception as exc:
             self.last_error = str(exc)
             raise
@@ -64,8 +70,9 @@ class UpdateScheduler:
                 self._running = False
                 self.runs += 1
                 self.last_end = self.clock()
-                if embed:
-                    # Counted even when embed failed: an offline model should not be retried every update.
+                if embed and ok:
+                    # ``work`` raises only when the update failed, before embed ran; an embed failure
+                    # is swallowed and still counted, so an offline model is not retried every update.
                     self.last_embed = self.last_end
                 self._cond.notify_all()
         return True
