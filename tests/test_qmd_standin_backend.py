@@ -380,3 +380,49 @@ def test_embed_runs_on_the_first_update_that_succeeds(tmp_path, ws, log_file):
     control.write_text("")
     assert b.sync(reason="manual").errors == ()
     assert [a[0] for a in calls(log_file) if a[0] in ("update", "embed")] == ["update", "embed"]
+
+
+def test_fallback_of_a_started_backend_follows_file_changes_and_stops_on_close(tmp_path, ws):
+    import threading
+
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+
+    config = load_config(
+        state_dir=tmp_path / "state",
+        overrides={"memory": {"backend": "qmd", "qmd": {"command": str(tmp_path / "no-such-qmd")}}},
+    )
+    before = set(threading.enumerate())
+    mem = open_memory(config, workspace=ws)
+    try:
+        deadline = time.monotonic() + 10
+        while not mem.search("zephyr", min_score=0.0).results and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mem.search("zephyr", min_score=0.0).fallback.from_ == "qmd"
+        # Nobody calls sync(): the fallback's own watcher must pick the new note up.
+        write(ws / "memory" / "2026-06-01.md", "# 2026-06-01\n\nThe walrus arrived.\n")
+        found: list[str] = []
+        deadline = time.monotonic() + 15
+        while "memory/2026-06-01.md" not in found and time.monotonic() < deadline:
+            time.sleep(0.2)
+            found = [h.path for h in mem.search("walrus", min_score=0.0).results]
+        assert found[0] == "memory/2026-06-01.md"
+        started = [t for t in set(threading.enumerate()) - before if t.name.startswith("symi-")]
+    finally:
+        mem.close()
+    for t in started:
+        t.join(6)
+    assert [t.name for t in started if t.is_alive()] == []
+
+
+def test_searches_before_the_first_reconcile_start_one_retry_thread(tmp_path, ws):
+    import threading
+
+    b = make_backend(tmp_path, str(tmp_path / "no-such-qmd"))
+    with b.scheduler._cond:  # holds every retry thread at its first step
+        for _ in range(8):
+            assert b.search(query("zephyr")).fallback is not None
+        retry = [t for t in threading.enumerate() if t.name == "symi-qmd-retry" and t.is_alive()]
+        assert len(retry) == 1
+    retry[0].join(5)
+    b.close()

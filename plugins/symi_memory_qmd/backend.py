@@ -86,6 +86,9 @@ class QmdBackend:
         self._needs_reconcile = True
         self._failure: str | None = None
         self._retry_at = 0.0
+        self._started = False
+        self._closed = False
+        self._kick_thread: threading.Thread | None = None
         self.last_update: float | None = None
         self.scheduler = UpdateScheduler(
             work=self._update_work,
@@ -97,8 +100,16 @@ class QmdBackend:
             self.start()
 
     def start(self) -> None:
-        """Arm the update timer and run the boot update (the manager calls this once)."""
+        """Arm the update timer and run the boot update (the manager calls this once).
+
+        A fallback opened later is started too, so its watcher keeps it current.
+        """
         upd = self.settings.update
+        with self._lock:
+            self._started = True
+            fb = self._fallback
+        if fb is not None:
+            _start_backend(fb)
         self.scheduler.start(on_boot=bool(upd["onBoot"]), wait_for_boot=bool(upd["waitForBootSync"]))
 
     # ------------------------------------------------------------ updates
@@ -184,10 +195,17 @@ class QmdBackend:
         return BackendResult(candidates=tuple(candidates), mode="qmd", provider="qmd", calibrated=False)
 
     def _kick_update(self) -> None:
-        """Start a background update (debounced) so a qmd that was down gets retried."""
-        threading.Thread(
-            target=self.scheduler.run_quietly, args=("retry",), name="symi-qmd-retry", daemon=True
-        ).start()
+        """Start a background update (debounced) so a qmd that was down gets retried.
+
+        At most one such thread at a time: searches arriving meanwhile add none.
+        """
+        with self._lock:
+            if self._closed or (self._kick_thread is not None and self._kick_thread.is_alive()):
+                return
+            self._kick_thread = threading.Thread(
+                target=self.scheduler.run_quietly, args=("retry",), name="symi-qmd-retry", daemon=True
+            )
+            self._kick_thread.start()
 
     def _mark_failed(self, reason: str) -> None:
         if self._failure is None:
@@ -202,7 +220,7 @@ class QmdBackend:
 
     def _get_fallback(self) -> MemoryBackend | None:
         with self._lock:
-            if self._fallback is None and self._fallback_factory is not None:
+            if self._fallback is None and self._fallback_factory is not None and not self._closed:
                 try:
                     self._fallback = self._fallback_factory()
                 except Exception as exc:
@@ -211,8 +229,11 @@ class QmdBackend:
                     return None
                 if self._fallback is not None:
                     fb = self._fallback
+                    if self._started:
+                        # A long-running host: the fallback watches the files like a primary would.
+                        _start_backend(fb)
                     threading.Thread(
-                        target=lambda: fb.sync(reason="qmd-fallback"), name="symi-qmd-fallback-sync", daemon=True
+                        target=_first_sync, args=(fb,), name="symi-qmd-fallback-sync", daemon=True
                     ).start()
             return self._fallback
 
@@ -255,6 +276,23 @@ class QmdBackend:
         }
 
     def close(self) -> None:
+        """Stop the update timer and close (and so stop) the fallback, if one was opened."""
+        with self._lock:
+            self._closed = True
+            fb, self._fallback = self._fallback, None
         self.scheduler.stop()
-        if self._fallback is not None:
-            self._fallback.close()
+        if fb is not None:
+            fb.close()
+
+
+def _start_backend(backend: MemoryBackend) -> None:
+    start = getattr(backend, "start", None)
+    if start is not None:
+        start()
+
+
+def _first_sync(backend: MemoryBackend) -> None:
+    try:
+        backend.sync(reason="qmd-fallback")
+    except Exception as exc:  # e.g. closed meanwhile; the next search or the watcher tries again
+        log.warning("%s fallback sync failed: %s", FALLBACK_BACKEND, exc)
