@@ -47,7 +47,8 @@ class EmbeddingChoice:
         except (ProviderUnavailable, ConfigError) as exc:
             log.warning("fallback provider %s unavailable: %s", target, exc)
             return False
-        old = self.name
+        # With no provider yet (the configured one never came up), the fallback is from the requested name.
+        old = self.name if self.provider is not None else self.requested
         if self.provider is not None:
             self.provider.close()
         self.provider = provider

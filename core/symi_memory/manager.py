@@ -12,10 +12,10 @@ from typing import Any
 import attrs
 
 from .config import AgentView, Config, load_config
-from .errors import ConfigError, SymiMemoryError
+from .errors import SymiMemoryError
 from .pipeline import Pipeline, to_hits
 from .plugins import Plugins, load_plugins, resolve_backend_name
-from .specs import BackendContext, MemoryBackend, RerankerContext
+from .specs import BackendContext, MemoryBackend, ProviderUnavailable, RerankerContext
 from .types import ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
 
 __all__ = ["MemoryManager", "Services", "open_memory"]
@@ -50,7 +50,12 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
     spec = plugins.reranker(name)
     ctx = RerankerContext(settings=rerank, models=config.data.get("models") or {}, env=dict(os.environ),
                           model=rerank.get("model") or spec.default_model)
-    return spec.factory(ctx)
+    try:
+        return spec.factory(ctx)
+    except ProviderUnavailable as exc:
+        # A reranker is an optional refinement: without it, search still answers in fused order.
+        log.warning("reranker %s unavailable (%s); searching without reranking", name, exc)
+        return None
 
 
 @attrs.define
@@ -130,6 +135,8 @@ class MemoryManager:
             self._closed = True
         if self.backend is not None:
             self.backend.close()
+        if self.pipeline is not None:
+            self.pipeline.close()
 
     def __enter__(self) -> MemoryManager:
         return self
@@ -172,7 +179,8 @@ def open_memory(
     pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent))
     try:
         backend = spec.factory(BackendContext(config=config, agent=agent, services=services))
-    except ConfigError:
+    except BaseException:
+        pipeline.close()
         raise
     if start and hasattr(backend, "start"):
         backend.start()

@@ -47,10 +47,14 @@ class Pipeline:
         procs.sort(key=lambda p: (p[0], p[1]))
         return cls(processors=procs, reranker=reranker, rerank_top_n=memory_search["query"]["rerank"]["topN"])
 
+    def close(self) -> None:
+        if self.reranker is not None:
+            self.reranker.close()
+
     def rerank(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         if self.reranker is None or not candidates:
             return candidates
-        head, tail = candidates[: self.rerank_top_n], candidates[self.rerank_top_n :]
+        head = candidates[: self.rerank_top_n]
         try:
             order = self.reranker.rerank(query, [c.text for c in head], len(head))
         except Exception as exc:  # a reranker failure never fails the search
@@ -62,9 +66,9 @@ class Pipeline:
             if 0 <= idx < len(head) and idx not in seen:
                 seen.add(idx)
                 out.append(attrs.evolve(head[idx], score=max(0.0, min(1.0, float(score)))))
-        # Candidates the reranker dropped keep their place after the reranked ones.
-        out += [c for i, c in enumerate(head) if i not in seen]
-        return out + tail
+        # Only the reranked top N go on: fused scores are not comparable with the reranker's
+        # relevance scores, so mixing the two would make minScore and the order meaningless.
+        return out
 
     def run(self, query: str, candidates: Sequence[Candidate], *, max_results: int, min_score: float,
             now: float | None = None) -> list[Candidate]:

@@ -18,9 +18,7 @@ def create_backend(ctx: BackendContext) -> Any:
         import numpy  # noqa: F401
     except ImportError as exc:
         raise BackendError(f"{INSTALL_HINT} ({exc})") from None
-    from symi_memory.index.backend import IndexedBackend
-    from symi_memory.index.indexer import Indexer
-    from symi_memory.index.store import IndexStore
+    from symi_memory.index.backend import assemble_backend
 
     from .settings import FaissSettings
     from .vectors import FaissVectors
@@ -29,12 +27,10 @@ def create_backend(ctx: BackendContext) -> Any:
     settings = FaissSettings.from_memory_search(ms)
     if settings.threads > 0:
         faiss.omp_set_num_threads(settings.threads)
-    vec = ms["store"]["vector"]
-    store = IndexStore.open(ctx.agent.store_path, vector_enabled=vec["enabled"], extension_path=vec["extensionPath"])
-    vectors = FaissVectors(store, settings)
-    vectors.open()
-    choice = ctx.services.choose_provider()
-    indexer = Indexer(store=store, agent=ctx.agent, choice=choice, plugins=ctx.services.plugins,
-                      models=ctx.config.data.get("models") or {})
-    return IndexedBackend(agent=ctx.agent, store=store, choice=choice, indexer=indexer, vectors=vectors,
-                          short_name="faiss", plugin_name="faiss")
+
+    def make_vectors(store: Any) -> FaissVectors:
+        vectors = FaissVectors(store, settings)
+        vectors.open()
+        return vectors
+
+    return assemble_backend(ctx, make_vectors, short_name="faiss", plugin_name="faiss")

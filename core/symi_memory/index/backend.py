@@ -13,7 +13,7 @@ from ..errors import EmbeddingError
 from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
-from .indexer import Indexer
+from .indexer import Indexer, SyncCancelled
 from .keyword import ExactMatcher
 from .scheduler import SyncScheduler
 from .store import IndexStore
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
 
-__all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide"]
+__all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
 KEYWORD_OVERFETCH = 3
 
@@ -52,11 +52,13 @@ class IndexedBackend:
     plugin_name: str = "builtin-sqlite"
     scheduler: SyncScheduler | None = None
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
-        self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync, check_stale=self.is_stale)
+        self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
+                                       check_stale=lambda: self.is_stale(retry_pending=self.indexer.retry_due()))
         self.scheduler.start()
 
     # ------------------------------------------------------------------ sync
@@ -72,16 +74,20 @@ class IndexedBackend:
         return report
 
     def _background_sync(self, reason: str) -> None:
+        if self._closing:
+            return
         try:
             self.sync(reason=reason)
+        except SyncCancelled:
+            pass
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, exc)
 
-    def is_stale(self) -> bool:
-        """True when any file on disk differs from the index (mtime/size) or the identity changed."""
+    def is_stale(self, *, retry_pending: bool = True) -> bool:
+        """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed."""
         if self.indexer.needs_full():
             return True
-        changed, removed = self.indexer.changed_files()
+        changed, removed = self.indexer.changed_files(retry_pending=retry_pending)
         return bool(removed) or any(f.source != "sessions" for f in changed)
 
     # ---------------------------------------------------------------- search
@@ -101,9 +107,9 @@ class IndexedBackend:
                 log.warning("query embedding failed (%s); keyword results only", exc)
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
-        use_text = hybrid["enabled"] or qvec is None
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not self.indexer.needs_full()
+        use_text = hybrid["enabled"] or not use_vec
         limit = query.candidate_limit
         # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
         ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
@@ -224,11 +230,41 @@ class IndexedBackend:
         return int(row[0]) if row else None
 
     def close(self) -> None:
+        self._closing = True
         if self.scheduler:
             self.scheduler.stop()
+        # Stop a running sync at its next file and wait for it, so nothing is closed under it.
+        self.indexer.cancel.set()
+        with self._sync_lock:
+            pass
         if self.choice.provider is not None:
             self.choice.provider.close()
         closer = getattr(self.vectors, "close", None)
         if closer is not None:  # a vector side with its own files (faiss) saves them here
             closer()
         self.store.close()
+
+
+def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide], *, short_name: str,
+                     plugin_name: str) -> IndexedBackend:
+    """Build an :class:`IndexedBackend` for ``ctx`` (a BackendContext) with the given vector side.
+
+    The one assembly both SQLite-based backends share: open the store, build
+    the vector side over it, choose the embedding provider. Whatever was
+    opened is closed again if a later step fails.
+    """
+    vec = ctx.agent.memory_search["store"]["vector"]
+    store = IndexStore.open(ctx.agent.store_path, vector_enabled=vec["enabled"], extension_path=vec["extensionPath"])
+    vectors: VectorSide | None = None
+    try:
+        vectors = make_vectors(store)
+        choice = ctx.services.choose_provider()
+    except BaseException:
+        if vectors is not None and hasattr(vectors, "close"):
+            vectors.close()
+        store.close()
+        raise
+    indexer = Indexer(store=store, agent=ctx.agent, choice=choice, plugins=ctx.services.plugins,
+                      models=ctx.config.data.get("models") or {})
+    return IndexedBackend(agent=ctx.agent, store=store, choice=choice, indexer=indexer, vectors=vectors,
+                          short_name=short_name, plugin_name=plugin_name)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..chunking import chunk_text, split_utf8
-from ..errors import EmbeddingError, EmbeddingPending
+from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..types import SyncProgress, SyncReport
 from ..workspace import MemoryFile, decode_text, list_memory_files
 from .store import ChunkRow, FileRow, IndexStore, pack_vector
@@ -22,13 +23,26 @@ if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
 
-__all__ = ["Indexer", "list_sources"]
+__all__ = ["Indexer", "SyncCancelled", "list_sources"]
 
 log = logging.getLogger("symi_memory.index")
 
 EMBED_BATCH = 64
+BACKGROUND_REASONS = frozenset({"search", "stale", "watch", "interval", "session-start"})
+RETRY_BASE_SECONDS = 30.0
+RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
 PENDING = "pending:"
+
+
+class SyncCancelled(SymiMemoryError):
+    """A sync stopped early because the manager is closing; the index keeps its last committed state."""
+
+
+def _chain(head: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    if head is not None:
+        yield head
+    yield from rest
 
 
 def sha256(text: str | bytes) -> str:
@@ -76,6 +90,9 @@ class Indexer:
     plugins: Any = None
     models: dict[str, Any] = attrs.field(factory=dict)
     last_error: str | None = None
+    cancel: threading.Event = attrs.field(factory=threading.Event)
+    _pending_failures: int = 0
+    _retry_at: float = 0.0
 
     # ------------------------------------------------------------ identity
 
@@ -100,8 +117,19 @@ class Indexer:
 
     # ---------------------------------------------------------------- scan
 
-    def changed_files(self, files: list[MemoryFile] | None = None) -> tuple[list[MemoryFile], list[str]]:
-        """Files whose mtime or size differ from the index, and indexed paths that vanished."""
+    def retry_due(self) -> bool:
+        """Whether files left without vectors by a failed provider may be retried now (backoff)."""
+        return time.monotonic() >= self._retry_at
+
+    def has_pending(self) -> bool:
+        return any(row.hash.startswith(PENDING) for row in self.store.files().values())
+
+    def changed_files(self, files: list[MemoryFile] | None = None, *,
+                      retry_pending: bool = True) -> tuple[list[MemoryFile], list[str]]:
+        """Files whose mtime or size differ from the index, and indexed paths that vanished.
+
+        Files still waiting for vectors count as changed only with ``retry_pending``.
+        """
         files = list_sources(self.agent) if files is None else files
         indexed = self.store.files()
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
@@ -112,7 +140,9 @@ class Indexer:
                 if row is not None:
                     changed.append(f)
                 continue
-            if row is None or row.mtime != f.mtime or row.size != f.size or row.hash.startswith(PENDING):
+            if row is None or row.mtime != f.mtime or row.size != f.size or (
+                retry_pending and row.hash.startswith(PENDING)
+            ):
                 changed.append(f)
         listed = {f.path for f in files}
         return changed, [p for p in indexed if p not in listed]
@@ -148,6 +178,9 @@ class Indexer:
         report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
             SyncProgress(phase=phase, done=done, total=total, path=path)
         )
+        self.cancel.clear()
+        if self.choice.provider is not None and hasattr(self.choice.provider, "begin_sync"):
+            self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         files = list_sources(self.agent)
         full = force or self.needs_full()
         indexed = {} if full else self.store.files()
@@ -155,7 +188,10 @@ class Indexer:
         if full:
             todo, removed = list(files), list[str]()
         else:
-            todo, removed = self.changed_files(files)
+            # Background syncs retry files without vectors only after a backoff, so a provider outage
+            # does not turn every search into a burst of failing API calls.
+            retry = reason not in BACKGROUND_REASONS or self.retry_due()
+            todo, removed = self.changed_files(files, retry_pending=retry)
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files if f.size > max_bytes}
         removed += [f.path for f in todo if f.path in skipped and f.path in indexed]
@@ -166,7 +202,7 @@ class Indexer:
         try:
             batches = self._prepare(todo, indexed, full, stats, report)
             if full:
-                self.store.replace_files(batches, skipped=skipped, full=True, meta=self._meta())
+                self.store.build_full(batches, skipped=skipped, meta=self._meta())
             else:
                 self._write_incremental(batches, removed, skipped)
         except EmbeddingError as exc:
@@ -174,6 +210,11 @@ class Indexer:
                 return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
             self.last_error = str(exc)
             raise
+        if self.last_error is None:
+            self._pending_failures, self._retry_at = 0, 0.0
+        else:
+            self._pending_failures += 1
+            self._retry_at = time.monotonic() + min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** (self._pending_failures - 1))
         cache = self.agent.memory_search["cache"]
         if cache["enabled"]:
             self.store.cache_prune(cache["maxEntries"])
@@ -193,7 +234,12 @@ class Indexer:
                            skipped: dict[str, str]) -> None:
         group: list[tuple[FileRow, list[ChunkRow]]] = []
         first = True
-        for item in batches:
+        items = iter(batches)
+        head = next(items, None)
+        if head is None and not removed and skipped == self.store.skipped_map():
+            # Nothing changed: no write, so the generation stays and no vector cache is invalidated.
+            return
+        for item in _chain(head, items):
             group.append(item)
             if len(group) >= WRITE_BATCH_FILES:
                 self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
@@ -207,7 +253,10 @@ class Indexer:
         pending: list[tuple[_Loaded, list[tuple[int, int, str]]]] = []
         pending_chunks = 0
         done = 0
+        group_limit = float("inf") if self._batch_mode() else EMBED_BATCH * 4
         for f in todo:
+            if self.cancel.is_set():
+                raise SyncCancelled("sync cancelled: the memory manager is closing")
             try:
                 loaded = self._load(f)
             except OSError as exc:
@@ -222,7 +271,7 @@ class Indexer:
             pieces = self._chunk(loaded)
             pending.append((loaded, pieces))
             pending_chunks += len(pieces)
-            if pending_chunks >= EMBED_BATCH * 4:
+            if pending_chunks >= group_limit:
                 yield from self._embed_and_build(pending, stats)
                 done += len(pending)
                 report("index", done, len(todo), f.path)
@@ -231,6 +280,10 @@ class Indexer:
             yield from self._embed_and_build(pending, stats)
             done += len(pending)
             report("index", done, len(todo))
+
+    def _batch_mode(self) -> bool:
+        """With a provider batch API, hand it everything at once: it splits and runs jobs concurrently."""
+        return bool(self.choice.provider is not None and self.agent.memory_search["remote"]["batch"]["enabled"])
 
     def _chunk(self, loaded: _Loaded) -> list[tuple[int, int, str]]:
         ch = self.agent.memory_search["chunking"]
@@ -275,9 +328,10 @@ class Indexer:
         cached = self.store.cache_get(p.id, p.model, p.fingerprint, hashes) if cache_on else {}
         missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}.items())
         fresh: dict[str, bytes] = {}
+        step = max(1, len(missing)) if self._batch_mode() else EMBED_BATCH
         try:
-            for i in range(0, len(missing), EMBED_BATCH):
-                part = missing[i : i + EMBED_BATCH]
+            for i in range(0, len(missing), step):
+                part = missing[i : i + step]
                 vecs = p.embed_documents([t for _, t in part])
                 if len(vecs) != len(part):
                     raise EmbeddingError(f"{p.id} returned {len(vecs)} vectors for {len(part)} inputs", provider=p.id)

@@ -21,6 +21,14 @@ __all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector", "u
 log = logging.getLogger("symi_memory.index")
 
 
+BUILD_SCHEMA = """
+CREATE TABLE files (path TEXT PRIMARY KEY, source TEXT, hash TEXT, mtime REAL, size INTEGER, chunks INTEGER,
+                    bad_utf8 INTEGER, lines INTEGER);
+CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, source TEXT, start_line INTEGER,
+                     end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB);
+"""
+
+
 def pack_vector(vec: Sequence[float]) -> bytes:
     import array
 
@@ -94,6 +102,8 @@ class IndexStore:
     vec_dims: int | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _readers: list[apsw.Connection] = attrs.field(factory=list)
+    # Guards only the list of reader connections: never the writer's lock, which a sync holds for long.
+    _readers_lock: threading.Lock = attrs.field(factory=threading.Lock)
     listeners: list[Callable[[IndexChange], None]] = attrs.field(factory=list)
 
     def reader(self) -> apsw.Connection:
@@ -104,7 +114,7 @@ class IndexStore:
             if self.vec.available:
                 load_vec_extension(conn, self.extension_path)
             self._local.conn = conn
-            with self.lock:
+            with self._readers_lock:
                 self._readers.append(conn)
         return conn
 
@@ -178,29 +188,122 @@ class IndexStore:
         *,
         remove: Iterable[str] = (),
         skipped: dict[str, str] | None = None,
-        full: bool = False,
         meta: dict[str, str] | None = None,
     ) -> int:
-        """Write new rows for files (dropping their old rows) in one transaction.
-
-        With ``full`` every existing row goes first, so the whole index is
-        replaced atomically: readers see either the old or the new index.
-        """
-        written = 0
+        """Write new rows for files (dropping their old rows) in one transaction."""
         removed: list[int] = []
         added: list[tuple[int, bytes]] = []
         with self.lock:
-            with self.conn:
-                written = self._replace(files, remove, skipped, full, meta, removed, added)
-            if self.listeners:
-                change = IndexChange(generation=self.generation_now(), full=full, removed=tuple(removed),
-                                     added=tuple(added))
-                for listener in list(self.listeners):
-                    try:
-                        listener(change)
-                    except Exception:  # a vector side's bookkeeping must never fail a sync
-                        log.exception("index change listener failed")
+            saved_dims = self.vec_dims
+            try:
+                with self.conn:
+                    written = self._replace(files, remove, skipped, meta, removed, added)
+            except BaseException:
+                self.vec_dims = saved_dims  # the vector table creation rolled back too
+                raise
+            self._notify(IndexChange(generation=self.generation_now(), full=False, removed=tuple(removed),
+                                     added=tuple(added)))
         return written
+
+    def _notify(self, change: IndexChange) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(change)
+            except Exception:  # a vector side's bookkeeping must never fail a sync
+                log.exception("index change listener failed")
+
+    def build_full(
+        self,
+        files: Iterable[tuple[FileRow, list[ChunkRow]]],
+        *,
+        skipped: dict[str, str],
+        meta: dict[str, str],
+    ) -> int:
+        """Rebuild the whole index: build it in a temporary database, then swap it in atomically.
+
+        The slow part (reading, chunking, embedding: whatever produces
+        ``files``) fills ``<index>.build`` without touching the index, so
+        readers and other writers are never held up by it. One short
+        transaction then replaces every row. A crash or error at any point
+        leaves the previous index untouched and searchable.
+        """
+        build = self.path.with_name(self.path.name + ".build")
+        for leftover in (build, build.with_name(build.name + "-journal")):
+            leftover.unlink(missing_ok=True)
+        written = self._fill_build(build, files)
+        with self.lock:
+            saved_dims = self.vec_dims
+            self.conn.execute("ATTACH DATABASE ? AS build", (str(build),))
+            try:
+                with self.conn:
+                    self._swap_from_build(skipped, meta)
+            except BaseException:
+                self.vec_dims = saved_dims
+                raise
+            finally:
+                self.conn.execute("DETACH DATABASE build")
+                build.unlink(missing_ok=True)
+            self._notify(IndexChange(generation=self.generation_now(), full=True))
+        return written
+
+    def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
+        conn = apsw.Connection(str(build))
+        try:
+            # A throwaway file: no journal, no fsync; it is deleted after the swap or on the next rebuild.
+            conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")
+            conn.execute(BUILD_SCHEMA)
+            written = 0
+            conn.execute("BEGIN")
+            for frow, chunks in files:
+                conn.execute(
+                    "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
+                    (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
+                )
+                for c in chunks:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO chunks(id, path, source, start_line, end_line, hash, text, cjk, embedding) "
+                        "VALUES (?,?,?,?,?,?,?,?,?)",
+                        (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, cjk_bigrams(c.text),
+                         c.embedding),
+                    )
+                    written += 1
+                if written and written % 5000 < len(chunks):
+                    conn.execute("COMMIT")
+                    conn.execute("BEGIN")
+            conn.execute("COMMIT")
+            return written
+        finally:
+            conn.close()
+
+    def _swap_from_build(self, skipped: dict[str, str], meta: dict[str, str]) -> None:
+        c = self.conn
+        c.execute("DELETE FROM files")
+        c.execute("DELETE FROM chunks")
+        if self.fts_error is None:
+            c.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+        c.execute("DROP TABLE IF EXISTS chunks_vec")
+        self.vec_dims = None
+        c.execute("INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) "
+                  "SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM build.files")
+        c.execute("INSERT INTO chunks(rowid, id, path, source, start_line, end_line, hash, text, embedding) "
+                  "SELECT rowid, id, path, source, start_line, end_line, hash, text, embedding FROM build.chunks")
+        if self.fts_error is None:
+            c.execute("INSERT INTO chunks_fts(rowid, text, cjk) SELECT rowid, text, cjk FROM build.chunks")
+        row = c.execute("SELECT length(embedding) / 4 FROM build.chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
+        if row and self.vec.available and self.vector_wanted:
+            dims = int(row[0])  # type: ignore[arg-type]
+            self._ensure_vec_table(dims)
+            c.execute("INSERT INTO chunks_vec(rowid, embedding) SELECT rowid, embedding FROM build.chunks "
+                      "WHERE embedding IS NOT NULL AND length(embedding) = ?", (dims * 4,))
+        c.execute("DELETE FROM skipped")
+        c.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
+        for k, v in meta.items():
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
+        c.execute("INSERT INTO meta(key, value) VALUES ('generation', '1') "
+                  "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    def skipped_map(self) -> dict[str, str]:
+        return dict(self._read("SELECT path, reason FROM skipped").fetchall())
 
     def generation_now(self) -> int:
         """The generation as the writer connection sees it (inside ``lock``)."""
@@ -208,16 +311,9 @@ class IndexStore:
         return int(row[0]) if row else 0
 
     def _replace(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], remove: Iterable[str],
-                 skipped: dict[str, str] | None, full: bool, meta: dict[str, str] | None,
+                 skipped: dict[str, str] | None, meta: dict[str, str] | None,
                  removed: list[int], added: list[tuple[int, bytes]]) -> int:
         written = 0
-        if full:
-            self.conn.execute("DELETE FROM files")
-            self.conn.execute("DELETE FROM chunks")
-            if self.fts_error is None:
-                self.conn.execute("DELETE FROM chunks_fts")
-            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
-            self.vec_dims = None
         for path in remove:
             removed += self._delete_path(path)
         for frow, chunks in files:
@@ -228,7 +324,7 @@ class IndexStore:
             )
             for c in chunks:
                 rowid = self._insert_chunk(c)
-                if c.embedding is not None and not full and self.listeners:
+                if c.embedding is not None and self.listeners:
                     added.append((rowid, c.embedding))
                 written += 1
         if skipped is not None:
@@ -405,9 +501,10 @@ class IndexStore:
 
     def close(self) -> None:
         with self.lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
+            with self._readers_lock:
+                for conn in self._readers:
+                    conn.close()
+                self._readers.clear()
             self.conn.close()
 
     def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:

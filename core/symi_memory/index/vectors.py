@@ -66,20 +66,28 @@ class ExactVectors:
                 self._loading = False
 
     def ready(self) -> bool:
-        """True when the matrix matches the index; starts a (background) load otherwise."""
+        """True when a matrix can serve this search; (re)loads it when the index changed.
+
+        A small index loads at once. A large one reloads in the background:
+        meanwhile the previous matrix keeps serving (rows deleted since are
+        dropped later, when their chunk rows are not found), or, on a cold
+        start, sqlite-vec's exact KNN does. Without sqlite-vec the load is
+        synchronous, since there is nothing else exact to answer with.
+        """
         generation = self.store.generation()
         with self._lock:
             if self._generation == generation:
                 return True
+            have_old = self._matrix is not None
             if self._loading:
-                return False
-            count = len(self._ids) if self._ids is not None else 0
-            large = count > SYNC_LOAD_LIMIT or (self._ids is None and self.store.vec_dims and self._chunk_count() > SYNC_LOAD_LIMIT)
+                return have_old or not self.store.vec_dims
+            count = len(self._ids) if self._ids is not None else self._chunk_count()
+            background = count > SYNC_LOAD_LIMIT and (have_old or bool(self.store.vec_dims))
             self._loading = True
-        if large and self.store.vec_dims:
+        if background:
             self._thread = threading.Thread(target=self._background, args=(generation,), daemon=True, name="symi-vectors")
             self._thread.start()
-            return False
+            return have_old
         try:
             self._load(generation)
         except Exception:
