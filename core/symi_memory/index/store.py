@@ -29,6 +29,10 @@ CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, sourc
 """
 
 
+# Below this many chunks, ranking every match is cheap and BM25's IDF is too coarse to prune by.
+PRUNE_MIN_CHUNKS = 50
+
+
 def pack_vector(vec: Sequence[float]) -> bytes:
     import array
 
@@ -437,7 +441,7 @@ class IndexStore:
         "what" in a question): leaving it out keeps keyword search fast on a
         large index. If every token is that common, the rarest one stays.
         """
-        if len(tokens) < 2:
+        if len(tokens) < 2 or self._chunk_count() < PRUNE_MIN_CHUNKS:
             return tokens
         try:
             folded = {t: fold(t) for t in tokens}
@@ -448,7 +452,11 @@ class IndexStore:
             return tokens
         half = self._chunk_count() / 2
         kept = [t for t in tokens if df.get(folded[t], 0) <= half]
-        return kept or [min(tokens, key=lambda t: df.get(folded[t], 0))]
+        present = [t for t in tokens if df.get(folded[t], 0) > 0]
+        if present and not any(df.get(folded[t], 0) > 0 for t in kept):
+            # Never leave only absent words: keep the rarest word that occurs.
+            kept.append(min(present, key=lambda t: df[folded[t]]))
+        return kept
 
     def _chunk_count(self) -> int:
         gen = self.generation()
