@@ -397,6 +397,16 @@ def test_key_in_a_custom_header_stays_out_of_the_fingerprint():
     assert '"x-team":"a"' in provider.fingerprint
 
 
+@pytest.mark.parametrize(
+    "header",
+    ["X-Amz-Security-Credential", "X-Goog-Signature", "X-Session-Id", "Set-Cookie2", "X-Db-Password", "X-Passwd"],
+)
+def test_credential_like_headers_stay_out_of_the_fingerprint(header):
+    provider = make("openai", ctx(apiKey=SENTINEL, headers={header: "hush-value-1", "X-Team": "a"}))
+    assert "hush-value-1" not in provider.fingerprint and header.lower() not in provider.fingerprint
+    assert '"x-team":"a"' in provider.fingerprint
+
+
 def test_sparse_or_null_settings_fall_back_to_defaults():
     for settings in (
         {},

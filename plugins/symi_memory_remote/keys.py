@@ -26,7 +26,18 @@ _SECRET_HEADER_NAMES = {
     "api-key",
     "x-api-key",
 }
-_SECRET_HEADER_WORDS = ("key", "token", "secret", "auth", "password")
+_SECRET_HEADER_WORDS = (
+    "key",
+    "token",
+    "secret",
+    "auth",
+    "password",
+    "passwd",
+    "credential",
+    "signature",
+    "session",
+    "cookie",
+)
 
 
 def section(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
