@@ -148,6 +148,43 @@ def test_two_batch_failures_disable_batch_mode(server, caplog):
     assert server.paths()[-1] == "POST /v1/embeddings" and len(server.requests) == 8
 
 
+def test_batch_failures_count_per_sync_run_and_show_in_status(server):
+    t = FakeTime()
+    server.add("POST", "/v1/files", Reply(json={"id": "file-in"}))
+    server.add("POST", "/v1/batches", Reply(json={"id": "b1", "status": "validating"}))
+    failed = {"id": "b1", "status": "failed", "errors": {"data": [{"message": "invalid jsonl"}]}}
+    server.add("GET", "/v1/batches/b1", Reply(json=failed))
+    server.add("POST", "/v1/embeddings", normal_embeddings)
+    provider = provider_for("openai", server.url + "/v1", t)
+    assert provider.batch_status() == {"enabled": True, "failures": 0, "disabled": False, "pending": 0}
+
+    provider.begin_sync()
+    assert provider.embed_documents(["a"]) == [[1.0]]
+    assert provider.batch_status() == {"enabled": True, "failures": 2, "disabled": True, "pending": 0}
+    assert provider.embed_documents(["bb"]) == [[2.0]]  # same run: no new batch job
+    assert server.paths().count("POST /v1/batches") == 2
+
+    provider.begin_sync()  # the next run tries batch mode again
+    assert provider.batch_status() == {"enabled": True, "failures": 0, "disabled": False, "pending": 0}
+    assert provider.embed_documents(["ccc"]) == [[3.0]]
+    assert server.paths().count("POST /v1/batches") == 4
+
+
+def test_batch_status_when_off_and_pending_jobs(server):
+    t = FakeTime()
+    off = provider_for("openai", server.url + "/v1", t, enabled=False)
+    assert off.batch_status() == {"enabled": False, "failures": 0, "disabled": False, "pending": 0}
+    off.begin_sync()  # harmless without batch mode
+    server.add("POST", "/v1/files", Reply(json={"id": "file-in"}))
+    server.add("POST", "/v1/batches", Reply(json={"id": "b9"}))
+    server.add("GET", "/v1/batches/b9", Reply(json={"id": "b9", "status": "in_progress"}))
+    provider = provider_for("openai", server.url + "/v1", t, wait=False)
+    with pytest.raises(BatchPending):
+        provider.embed_documents(["doc"])
+    provider.begin_sync()  # a new run keeps the job to collect
+    assert provider.batch_status() == {"enabled": True, "failures": 0, "disabled": False, "pending": 1}
+
+
 def test_partial_output_is_completed_by_normal_requests(server):
     t = FakeTime()
     server.add("POST", "/v1/files", Reply(json={"id": "file-in"}))

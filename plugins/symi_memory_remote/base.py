@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import httpx
 from symi_memory.errors import EmbeddingError
@@ -97,6 +98,25 @@ class RemoteEmbeddingProvider:
         if self.batch is not None and not self.batch.disabled:
             return self.batch.run(list(texts), self._embed_direct)
         return self._embed_direct(texts)
+
+    def begin_sync(self) -> None:
+        """Called by the core at the start of each sync run: batch failures count per run."""
+        if self.batch is not None:
+            self.batch.begin_run()
+
+    def batch_status(self) -> dict[str, Any]:
+        """``status().batch``: ``{enabled, failures, disabled, pending}`` for this provider instance.
+
+        ``enabled`` is false when ``remote.batch.enabled`` is off or the
+        provider has no batch API; ``pending`` counts jobs still running.
+        """
+        runner = self.batch
+        return {
+            "enabled": runner is not None,
+            "failures": runner.failures if runner is not None else 0,
+            "disabled": runner.disabled if runner is not None else False,
+            "pending": runner.pending if runner is not None else 0,
+        }
 
     def _embed_direct(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []

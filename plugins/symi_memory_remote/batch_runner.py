@@ -2,9 +2,10 @@
 
 The runner is provider-neutral: it splits inputs into jobs, submits up to
 ``concurrency`` of them at once, polls, and maps results back by position.
-A job that fails counts against the provider instance; after two failures
-batch mode is off for the rest of the instance's life and every input that
-is still missing goes through normal requests.
+A job that fails counts against the current sync run; after two failures
+batch mode is off for the rest of that run (:meth:`BatchRunner.begin_run`
+starts a new one) and every input that is still missing goes through
+normal requests.
 
 ``wait: false`` means: submit (or re-find) the jobs, look at each once, and
 if any is still running raise :class:`BatchPending` (retryable) instead of
@@ -92,8 +93,21 @@ class BatchRunner:
 
     @property
     def disabled(self) -> bool:
-        """True once :data:`MAX_BATCH_FAILURES` jobs have failed."""
+        """True once :data:`MAX_BATCH_FAILURES` jobs have failed in this run."""
         return self.failures >= MAX_BATCH_FAILURES
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not yet collected (``wait: false`` leaves them for the next sync)."""
+        with self._lock:
+            return len(self._jobs)
+
+    def begin_run(self) -> None:
+        """A new sync run: forget the failures (batch mode is on again); keep pending jobs."""
+        with self._lock:
+            if self.failures >= MAX_BATCH_FAILURES:
+                log.info("%s: new sync run; batch mode is on again", self.provider)
+            self.failures = 0
 
     def run(
         self, texts: Sequence[str], fallback: Callable[[Sequence[str]], list[list[float]]]
