@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -183,3 +184,24 @@ def test_from_real_config_file(tmp_path: Path) -> None:
     settings = FlushSettings.from_config(agent.compaction, context_window=agent.context_window)
     assert settings == SMALL
     assert should_flush({"totalTokens": 85}, settings).should_flush
+
+
+def test_unset_user_zone_dates_prompt_and_append_alike_in_the_machine_zone(tmp_path: Path) -> None:
+    # 15:30 UTC on the 16th is already 00:30 on the 17th in Tokyo: both must pick the 17th.
+    script = (
+        "import sys\n"
+        "from datetime import UTC, datetime\n"
+        "from symi_memory.flush import FlushSettings, build_flush_prompts\n"
+        "from symi_memory.writing import append_memory\n"
+        "now = datetime(2026, 2, 16, 15, 30, tzinfo=UTC)\n"
+        "print(build_flush_prompts(FlushSettings(), now=now, tz=None).user)\n"
+        "print('APPENDED', append_memory(sys.argv[1], 'note', now=now).path)\n"
+    )
+    env = {**os.environ, "TZ": "Asia/Tokyo"}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert "memory/2026-02-17.md" in out and "memory/2026-02-16.md" not in out.split("APPENDED")[0]
+    assert "APPENDED memory/2026-02-17.md" in out
+    assert "Tuesday, 2026-02-17 00:30 (JST)" in out
+    assert (tmp_path / "memory" / "2026-02-17.md").read_text() == "note\n"

@@ -31,6 +31,7 @@ __all__ = [
     "build_flush_prompts",
     "resolve_timezone",
     "should_flush",
+    "user_moment",
     "workspace_writable",
 ]
 
@@ -211,6 +212,28 @@ def resolve_timezone(tz: str | ZoneInfo | None) -> ZoneInfo:
         ) from None
 
 
+def user_moment(now: datetime | None, tz: str | ZoneInfo | None) -> datetime:
+    """``now`` (default: the current time; naive means UTC) in the user's zone.
+
+    With ``tz`` unset the machine's local zone stands in for the user's: the
+    flush prompt and ``memory_append`` must name the same daily file.
+    """
+    moment = now or datetime.now(UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if tz is None or (isinstance(tz, str) and not tz.strip()):
+        return moment.astimezone()
+    return moment.astimezone(resolve_timezone(tz))
+
+
+def _zone_label(moment: datetime, tz: str | ZoneInfo | None) -> str:
+    if isinstance(tz, ZoneInfo):
+        return tz.key
+    if isinstance(tz, str) and tz.strip():
+        return tz.strip()
+    return moment.tzname() or moment.strftime("UTC%z")
+
+
 def _finish(text: str, date: str, stamp: str | None) -> str:
     text = text.replace("YYYY-MM-DD", date).rstrip()
     if "NO_REPLY" not in text:
@@ -223,14 +246,14 @@ def _finish(text: str, date: str, stamp: str | None) -> str:
 def build_flush_prompts(settings: FlushSettings, *, now: datetime, tz: str | ZoneInfo | None) -> FlushPrompts:
     """Build the flush turn's prompts, dated in the user's time zone ``tz``.
 
-    ``YYYY-MM-DD`` becomes today's date there; a ``Current time: … (<tz>)``
-    line is added to the user prompt unless it already has one; a prompt
-    without ``NO_REPLY`` gets a NO_REPLY hint. A naive ``now`` is taken as UTC.
+    ``YYYY-MM-DD`` becomes today's date there (the machine's zone when ``tz``
+    is unset, as for ``memory_append``); a ``Current time: … (<tz>)`` line is
+    added to the user prompt unless it already has one; a prompt without
+    ``NO_REPLY`` gets a NO_REPLY hint. A naive ``now`` is taken as UTC.
     """
-    zone = resolve_timezone(tz)
-    moment = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(zone)
+    moment = user_moment(now, tz)
     date = moment.strftime("%Y-%m-%d")
-    stamp = f"Current time: {moment.strftime('%A, %Y-%m-%d %H:%M')} ({zone.key})"
+    stamp = f"Current time: {moment.strftime('%A, %Y-%m-%d %H:%M')} ({_zone_label(moment, tz)})"
     return FlushPrompts(
         system=_finish(settings.system_prompt or DEFAULT_FLUSH_SYSTEM_PROMPT, date, None),
         user=_finish(settings.prompt or DEFAULT_FLUSH_PROMPT, date, stamp),

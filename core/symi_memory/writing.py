@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -24,7 +24,7 @@ import attrs
 
 from .citations import ChatType, chat_type_from_session_key
 from .errors import SymiMemoryError
-from .flush import resolve_timezone, workspace_writable
+from .flush import user_moment, workspace_writable
 
 __all__ = [
     "AppendResult",
@@ -56,20 +56,11 @@ class AppendResult:
         return {"path": self.path, "bytesWritten": self.bytes_written}
 
 
-def _local_now(now: datetime | None, tz: str | ZoneInfo | None) -> datetime:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    if tz is None:
-        return moment.astimezone()  # the machine's zone stands in for the user's
-    return moment.astimezone(resolve_timezone(tz))
-
-
 def daily_log_path(
     now: datetime | None = None, tz: str | ZoneInfo | None = None, *, days_ago: int = 0
 ) -> str:
     """Return ``memory/YYYY-MM-DD.md`` for the user's local date (minus ``days_ago``)."""
-    day = _local_now(now, tz).date() - timedelta(days=days_ago)
+    day = user_moment(now, tz).date() - timedelta(days=days_ago)
     return f"memory/{day.isoformat()}.md"
 
 
