@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from symi_memory.errors import ConfigError
 from symi_memory.flush import (
     DEFAULT_FLUSH_PROMPT,
