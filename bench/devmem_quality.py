@@ -10,6 +10,10 @@ throwaway index). Prints a Markdown table and writes it to docs/quality.md.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # registers the deterministic `hash` test provider
+
 import argparse
 import importlib.util
 import sys

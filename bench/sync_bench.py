@@ -11,6 +11,10 @@ embedding), full index >= 2000 chunks/s. Appends a section to docs/benchmarks.md
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # registers the deterministic `hash` test provider
+
 import argparse
 import shutil
 import statistics

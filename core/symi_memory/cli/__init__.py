@@ -7,6 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import apsw
+
 from ..errors import SymiMemoryError
 from . import cmd_config, cmd_eval, cmd_flush, cmd_mcp, cmd_memory, cmd_plugins
 from .app import App
@@ -43,6 +45,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in lines:
             print(f"symi-memory: error: {line}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"symi-memory: error: {exc.strerror or exc}{where}; check the path and its permissions "
+              f"(--state-dir, --workspace, memorySearch.store.path)", file=sys.stderr)
+        return 1
+    except apsw.BusyError:
+        print("symi-memory: error: the index is busy (another process holds a long write); try again shortly",
+              file=sys.stderr)
+        return 1
+    except apsw.Error as exc:
+        print(f"symi-memory: error: the index database failed ({exc}); `symi-memory index --force` rebuilds it",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -12,6 +12,16 @@ from ..types import SyncProgress, SyncReport
 from .app import App
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="show the index and provider status")
     p.add_argument("--json", action="store_true")
@@ -24,7 +34,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("search", help="search memory (indexes first when needed)")
     p.add_argument("query")
-    p.add_argument("-n", "--max-results", type=int, default=None, metavar="N")
+    p.add_argument("-n", "--max-results", type=_positive_int, default=None, metavar="N")
     p.add_argument("--min-score", type=float, default=None, metavar="X")
     p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
     p.add_argument("--json", action="store_true", help="print exactly the memory_search tool output")
@@ -94,6 +104,9 @@ def _summary(r: SyncReport) -> str:
 
 def run_index(args: argparse.Namespace, app: App) -> int:
     manager = app.manager()
+    if not manager.agent.workspace.is_dir():
+        print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; the index will be empty "
+              f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     reason = manager.status().get("providerReason")
     if reason and not args.json:
         print(f"symi-memory: note: {reason}", file=sys.stderr)
@@ -108,6 +121,11 @@ def run_index(args: argparse.Namespace, app: App) -> int:
 
 def _ensure_fresh(app: App) -> None:
     manager = app.manager()
+    if not manager.enabled:
+        return  # the tool itself answers with the disabled error shape
+    if not manager.agent.workspace.is_dir():
+        print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; nothing to search "
+              f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
     if st.get("dirty") or not st.get("files"):
         manager.sync(reason="cli-search")
@@ -156,10 +174,10 @@ def run_get(args: argparse.Namespace, app: App) -> int:
 
 def run_watch(args: argparse.Namespace, app: App) -> int:
     manager = app.manager(start=True)
+    print(_summary(manager.sync(reason="watch-start")), flush=True)
     backend = manager.backend
     if backend is not None and hasattr(backend, "on_synced"):
         backend.on_synced = lambda r: print(_summary(r), flush=True)
-    print(_summary(manager.sync(reason="watch-start")), flush=True)
     print(f"watching {manager.agent.workspace} (Ctrl-C to stop)", flush=True)
     stop = threading.Event()
     try:

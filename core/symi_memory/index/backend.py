@@ -221,9 +221,14 @@ class IndexedBackend:
                 **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
             },
             "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
-            "batch": {"enabled": ms["remote"]["batch"]["enabled"]},
+            "batch": {"enabled": ms["remote"]["batch"]["enabled"], **self._batch_status()},
             "lastError": self.indexer.last_error,
         }
+
+    def _batch_status(self) -> dict[str, Any]:
+        p = self.choice.provider
+        status = getattr(p, "batch_status", None)
+        return dict(status()) if callable(status) else {}
 
     def _dims(self) -> int | None:
         row = self.store._read("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -43,6 +43,7 @@ class SyncScheduler:
     _last_check: float = 0.0
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _threads: list[threading.Thread] = attrs.field(factory=list)
+    _rewatch: threading.Event = attrs.field(factory=threading.Event)
     busy: bool = False
 
     def start(self) -> None:
@@ -60,6 +61,7 @@ class SyncScheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._rewatch.set()
         self._wake.set()
         for t in self._threads:
             t.join(timeout=5)
@@ -129,30 +131,72 @@ class SyncScheduler:
         while not self._stop.wait(seconds):
             self.trigger("interval")
 
+    def _tree_roots(self) -> list[str]:
+        """Folders watched recursively: memory/, extra folders, the transcripts folder."""
+        ws = str(self.agent.workspace)
+        roots = []
+        mem = os.path.join(ws, "memory")
+        if os.path.isdir(mem) and not os.path.islink(mem):
+            roots.append(mem)
+        for extra in self.agent.memory_search.get("extraPaths") or []:
+            p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+            if os.path.islink(p):
+                continue
+            target = p if os.path.isdir(p) else os.path.dirname(p)
+            if os.path.isdir(target) and target != ws:
+                roots.append(target)
+        if self.agent.sessions_dir.is_dir():
+            roots.append(str(self.agent.sessions_dir))
+        return roots
+
     def _watch(self) -> None:
+        """The workspace root without recursion (MEMORY.md, memory.md, a new memory/), plus the trees.
+
+        Watching the whole workspace recursively would also watch whatever else
+        lives there (a checkout's node_modules), which can exhaust inotify watches.
+        """
         try:
             import watchfiles
         except ImportError:  # pragma: no cover - a core dependency
             log.warning("watchfiles is not installed; file watching is off")
             return
         ws = str(self.agent.workspace)
-        roots = [ws]
-        for extra in self.agent.memory_search.get("extraPaths") or []:
-            p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
-            target = p if os.path.isdir(p) else os.path.dirname(p)
-            if os.path.isdir(target) and not target.startswith(ws + os.sep) and target != ws:
-                roots.append(target)
-        if self.agent.sessions_dir.is_dir():
-            roots.append(str(self.agent.sessions_dir))
+        self._spawn(lambda: self._watch_trees(watchfiles), "symi-watch-trees")
 
-        def relevant(_change: object, path: str) -> bool:
-            parts = set(path.split(os.sep))
-            return (path.endswith((".md", ".jsonl")) or os.path.isdir(path)) and not parts & IGNORED_DIRS
+        def root_filter(_change: object, path: str) -> bool:
+            name = os.path.basename(path)
+            return os.path.dirname(path) == ws and name in ("MEMORY.md", "memory.md", "memory")
 
-        debounce = int(self.agent.memory_search["sync"]["watchDebounceMs"])
+        debounce = max(int(self.agent.memory_search["sync"]["watchDebounceMs"]), 50)
         try:
-            for _changes in watchfiles.watch(*roots, watch_filter=relevant, debounce=max(debounce, 50),
-                                             stop_event=self._stop, yield_on_timeout=False, raise_interrupt=False):
+            for changes in watchfiles.watch(ws, watch_filter=root_filter, debounce=debounce, recursive=False,
+                                            stop_event=self._stop, yield_on_timeout=False, raise_interrupt=False):
+                if any(os.path.basename(p) == "memory" for _, p in changes):
+                    self._rewatch.set()  # memory/ appeared or went: watch the trees again
                 self.mark_dirty("watch")
         except Exception as exc:  # the staleness check still covers us
             log.warning("file watcher stopped: %s", exc)
+
+    def _watch_trees(self, watchfiles: Any) -> None:
+        debounce = max(int(self.agent.memory_search["sync"]["watchDebounceMs"]), 50)
+        while not self._stop.is_set():
+            self._rewatch.clear()
+            roots = self._tree_roots()
+            if not roots:
+                self._rewatch.wait()
+                continue
+
+            def relevant(_change: object, path: str, roots: list[str] = roots) -> bool:
+                # Ignored folders are judged below the watched root, never by the root's own location.
+                root = next((r for r in roots if path == r or path.startswith(r + os.sep)), None)
+                rel = path[len(root) + 1 :] if root else path
+                return path.endswith((".md", ".jsonl")) and not set(rel.split(os.sep)) & IGNORED_DIRS
+
+            try:
+                for _changes in watchfiles.watch(*roots, watch_filter=relevant, debounce=debounce,
+                                                 stop_event=self._rewatch, yield_on_timeout=False,
+                                                 raise_interrupt=False):
+                    self.mark_dirty("watch")
+            except Exception as exc:  # a vanished root: look again shortly; the staleness check covers the gap
+                log.debug("tree watcher restarting: %s", exc)
+                self._stop.wait(1.0)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 

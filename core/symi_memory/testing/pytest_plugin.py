@@ -23,6 +23,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="config file merged under the suite's own settings (e.g. memory.qmd.command)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Registers the test fakes (``hash`` provider, ``in-memory`` backend) here and in subprocesses.
+    os.environ.setdefault("SYMI_MEMORY_TESTING", "1")
+
+
 @pytest.fixture
 def symi_backend(request: pytest.FixtureRequest) -> str:
     """The backend name under test; tests may parametrize it indirectly."""
