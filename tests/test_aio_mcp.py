@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from symi_memory import load_config, open_memory
 from symi_memory.aio import AsyncMemoryManager
 
@@ -117,3 +118,38 @@ def test_mcp_stdio_server_end_to_end(tmp_path: Path, notes: Path) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 60))
     daily = sorted((workspace / "memory").glob("20*.md"))
     assert any(p.read_text().strip().endswith("Note from MCP.") for p in daily)
+
+
+def test_disabled_memory_exposes_no_tools_and_writes_nothing(tmp_path: Path, notes: Path) -> None:
+    workspace = notes
+    pytest.importorskip("mcp_types")
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from symi_memory import tools
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "symi.json").write_text(json.dumps({"agents": {"defaults": {"memorySearch": {"enabled": False}}}}))
+    before = sorted(p.name for p in (workspace / "memory").iterdir())
+    memory_md = (workspace / "MEMORY.md").read_text()
+    with open_memory(load_config(None, state_dir=state), workspace=workspace, start=False) as mem:
+        direct = tools.memory_append(mem, {"text": "Should not land.", "target": "long-term"})
+        assert direct["bytesWritten"] == 0 and direct["path"] == "" and "memory is disabled" in direct["error"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "symi_memory.mcp_server", "--state-dir", str(state), "--workspace", str(workspace)],
+        env={**os.environ, "SYMI_STATE_DIR": str(state)},
+    )
+
+    async def scenario() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            assert (await session.list_tools()).tools == []
+            for name, args in [("memory_append", {"text": "Note from MCP."}), ("memory_search", {"query": "tea"})]:
+                res = await session.call_tool(name, args)
+                assert res.is_error is True and "memory is disabled" in res.structured_content["error"]
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert sorted(p.name for p in (workspace / "memory").iterdir()) == before
+    assert (workspace / "MEMORY.md").read_text() == memory_md

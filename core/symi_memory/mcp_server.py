@@ -3,7 +3,10 @@
 Built on the official ``mcp`` SDK (the ``mcp`` extra, version 2 API). Every
 call goes through :class:`~symi_memory.aio.AsyncMemoryManager`, so a slow
 search never blocks the protocol loop. A bad argument or an unknown tool
-comes back as a tool result with ``isError`` set, never as a crash.
+comes back as a tool result with ``isError`` set, never as a crash. With
+memory disabled (``memorySearch.enabled = false`` or
+``plugins.slots.memory = "none"``) no tools are listed and every call is
+answered with a tool error saying so.
 
 Run it with ``symi-memory mcp`` or ``python -m symi_memory.mcp_server``.
 """
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aio import AsyncMemoryManager
 from .errors import SymiMemoryError
-from .tools import TOOL_DEFINITIONS
+from .tools import MEMORY_DISABLED, TOOL_DEFINITIONS
 
 if TYPE_CHECKING:
     from .manager import MemoryManager
@@ -44,10 +47,11 @@ def build_server(manager: MemoryManager, *, session_key: str | None = None) -> A
     """Build the MCP ``Server`` for ``manager``; ``session_key`` decides citations (``auto``)."""
     Server, types = _import_mcp()
     amm = AsyncMemoryManager(manager)
+    enabled = manager.enabled
     listed = types.ListToolsResult(
         tools=[
             types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
-            for d in TOOL_DEFINITIONS
+            for d in (TOOL_DEFINITIONS if enabled else [])
         ]
     )
 
@@ -56,7 +60,9 @@ def build_server(manager: MemoryManager, *, session_key: str | None = None) -> A
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = params.arguments or {}
-        if params.name == "memory_search":
+        if not enabled:
+            result: dict[str, Any] = {"error": MEMORY_DISABLED, "disabled": True}
+        elif params.name == "memory_search":
             result = await amm.memory_search(args, session_key=session_key)
         elif params.name == "memory_get":
             result = await amm.memory_get(args)

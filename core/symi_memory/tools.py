@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .manager import MemoryManager
 
 __all__ = [
+    "MEMORY_DISABLED",
     "MEMORY_RECALL_PROMPT",
     "TOOL_DEFINITIONS",
     "anthropic_tools",
@@ -71,6 +72,10 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
     },
     MEMORY_APPEND_DEFINITION,
 ]
+
+MEMORY_DISABLED = (
+    "memory is disabled (plugins.slots.memory = none or memorySearch.enabled = false); enable it in config"
+)
 
 MEMORY_RECALL_PROMPT = """## Memory Recall
 You have long-term memory in Markdown files. Before answering anything about earlier work, decisions,
@@ -138,5 +143,10 @@ def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, A
 
 
 def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md)."""
+    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md).
+
+    With memory disabled nothing is written: the error shape says so.
+    """
+    if not manager.enabled:
+        return {"path": "", "bytesWritten": 0, "disabled": True, "error": MEMORY_DISABLED}
     return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
