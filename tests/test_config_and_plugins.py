@@ -230,3 +230,27 @@ def collect_defaults_with_reverse():
     from symi_memory.plugins import collect_config_defaults
 
     return collect_config_defaults({}, load_plugins(extra=[("reverse", _Reverse())]))
+
+
+def test_config_masks_secrets_unless_asked(cli, tmp_path: Path) -> None:
+    key, token = "sk-test-SENTINEL-cfg-1", "rerank-SENTINEL-2"
+    code, out, _ = cli("config", "set", "agents.defaults.memorySearch.remote.apiKey", key)
+    assert code == 0 and key not in out and "apiKey = ***" in out
+    code, out, _ = cli("config", "set", "models.providers.openai", json.dumps({"apiKey": key, "baseUrl": "http://x"}))
+    assert code == 0 and key not in out and '"apiKey": "***"' in out and "http://x" in out
+    code, out, _ = cli("config", "set", "agents.defaults.memorySearch.query.rerank.apiKey", token)
+    assert code == 0 and token not in out
+    for fmt in ((), ("--json",)):
+        code, out, _ = cli("config", "show", *fmt)
+        assert code == 0 and key not in out and token not in out and out.count("***") >= 3
+        assert "http://x" in out  # other values print as they are
+    code, out, _ = cli("config", "get", "agents.defaults.memorySearch.remote.apiKey")
+    assert (code, out.strip()) == (0, "***")
+    code, out, _ = cli("config", "get", "models.providers", "--json")
+    assert json.loads(out) == {"openai": {"apiKey": "***", "baseUrl": "http://x"}}
+    code, out, _ = cli("config", "get", "agents.defaults.memorySearch.chunking.tokens")
+    assert code == 0 and out.strip().isdigit()  # a number under a token-ish name is not a secret
+    code, out, _ = cli("config", "get", "agents.defaults.memorySearch.remote.apiKey", "--show-secrets")
+    assert out.strip() == key
+    code, out, _ = cli("config", "show", "--show-secrets")
+    assert key in out and token in out

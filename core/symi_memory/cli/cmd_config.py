@@ -1,9 +1,15 @@
-"""``config show|get|set|unset``."""
+"""``config show|get|set|unset``.
+
+Values of secret-looking keys (``apiKey``, ``token``, ``secret``,
+``password``, ...) print as ``***`` unless ``--show-secrets`` is given, so a
+pasted ``config show`` never leaks a key.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +18,37 @@ from ..config.edit import parse_cli_value, set_key, to_toml, unset_key
 from ..errors import ConfigError
 from .app import App
 
+MASK = "***"
+_SECRET_KEY = re.compile(r"api[_-]?key|token|secret|passw(or)?d|authorization|credential", re.IGNORECASE)
+
+
+def _is_secret_key(name: str) -> bool:
+    # Numbers (chunking.tokens, reserveTokensFloor) are never secrets; only string values get masked.
+    return bool(_SECRET_KEY.search(name))
+
+
+def mask_secrets(value: Any, key: str = "") -> Any:
+    """``value`` with every non-empty string under a secret-looking key replaced by ``***``."""
+    if isinstance(value, dict):
+        return {k: mask_secrets(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_secrets(v, key) for v in value]
+    if isinstance(value, str) and value and _is_secret_key(key):
+        return MASK
+    return value
+
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("config", help="show or edit configuration")
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     s = csub.add_parser("show", help="the effective config, defaults included")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--show-secrets", action="store_true", help="print API keys and tokens instead of ***")
     s.set_defaults(func=run_show)
     g = csub.add_parser("get", help="one value by dotted key, e.g. memory.citations")
     g.add_argument("key")
     g.add_argument("--json", action="store_true")
+    g.add_argument("--show-secrets", action="store_true", help="print API keys and tokens instead of ***")
     g.set_defaults(func=run_get)
     st = csub.add_parser("set", help="set a key in the config file (typed, validated, atomic)")
     st.add_argument("key")
@@ -41,7 +68,7 @@ def _target(app: App) -> Path:
 
 
 def run_show(args: argparse.Namespace, app: App) -> int:
-    data = app.config.data
+    data = app.config.data if args.show_secrets else mask_secrets(app.config.data)
     print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else to_toml(data), end="" if not args.json else "\n")
     return 0
 
@@ -51,6 +78,8 @@ def run_get(args: argparse.Namespace, app: App) -> int:
         value = app.config.get(args.key)
     except KeyError:
         raise ConfigError(f"{args.key}: no such config key; see `symi-memory config show`") from None
+    if not args.show_secrets:
+        value = mask_secrets(value, args.key.rsplit(".", 1)[-1])
     if args.json or isinstance(value, dict | list) or value is None:
         print(json.dumps(value, ensure_ascii=False))
     else:
@@ -64,8 +93,14 @@ def _validator(path: Path) -> Any:
 
 def run_set(args: argparse.Namespace, app: App) -> int:
     path = _target(app)
-    set_key(path, args.key, parse_cli_value(args.value), validate=_validator(path))
-    print(f"{args.key} = {args.value}  ({path})")
+    value = parse_cli_value(args.value)
+    set_key(path, args.key, value, validate=_validator(path))
+    masked = mask_secrets(value, args.key.rsplit(".", 1)[-1])
+    if masked == value:
+        shown = args.value
+    else:
+        shown = json.dumps(masked, ensure_ascii=False) if isinstance(masked, dict | list) else masked
+    print(f"{args.key} = {shown}  ({path})")
     return 0
 
 
