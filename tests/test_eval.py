@@ -98,3 +98,38 @@ def test_not_a_dataset_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="2026-09-01"):
         parse_now("next tuesday")
     assert parse_now("2026-09-01") == 1788220800.0
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (['{"id": "q1", "query": "tea", "type": "paraphrase"}', '{"id": "q2", "type": "temporal"}'],
+         ":2: field 'query' is missing; add it"),
+        (['{"id": "q1", "query": "tea", "type": "paraphrase"', ""], ":1: bad JSON"),
+        (['["q1", "tea"]'], ":1: not a JSON object"),
+        (['{"id": "q1", "query": "tea", "type": "x"}', '{"id": "q1", "query": "tee", "type": "x"}'],
+         ":2: id 'q1' is used twice"),
+        (['{"id": "q1", "query": "tea", "type": "x", "gold": [{"path": "MEMORY.md", "start_line": "3"}]}'],
+         ":1: gold[0].start_line is '3'; use a line number"),
+        (['{"id": "q1", "query": "tea", "type": "x", "now": "someday"}'], ":1: field 'now' is 'someday'"),
+    ],
+)
+def test_bad_query_lines_name_file_line_and_field(cli, tmp_path: Path, lines: list[str], expected: str) -> None:
+    data = tmp_path / "ds"
+    (data / "workspace").mkdir(parents=True)
+    (data / "workspace" / "MEMORY.md").write_text("# Memory\n\nAlice prefers tea.\n")
+    queries = data / "queries.jsonl"
+    queries.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        run_eval(data, config=_config(tmp_path, provider="none"))
+    assert str(err.value).startswith(f"{queries}{expected}")
+    code, out, stderr = cli("eval", str(data))
+    assert code == 2 and out == "" and "Traceback" not in stderr
+    assert f"{queries}{expected}" in stderr
+
+
+def test_missing_queries_file_is_named(cli, tmp_path: Path) -> None:
+    (tmp_path / "ds" / "workspace").mkdir(parents=True)
+    code, _, stderr = cli("eval", str(tmp_path / "ds"))
+    assert code == 2 and "Traceback" not in stderr
+    assert f"{tmp_path / 'ds' / 'queries.jsonl'} missing" in stderr

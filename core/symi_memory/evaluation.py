@@ -145,15 +145,54 @@ def score_run(queries: list[dict[str, Any]], run: dict[str, list[dict[str, Any]]
 # ---------------------------------------------------------------------- run
 
 
+def _line_problem(row: Any, seen: set[str]) -> str | None:
+    """What is wrong with one parsed ``queries.jsonl`` line, or None."""
+    if not isinstance(row, dict):
+        return "not a JSON object; each line is {id, query, type, gold?, stale?, now?}"
+    for field in ("id", "query", "type"):
+        value = row.get(field)
+        if not isinstance(value, str) or not value.strip():
+            got = "missing" if field not in row else f"{value!r}, not a non-empty string"
+            return f"field {field!r} is {got}; add it"
+    if row["id"] in seen:
+        return f"id {row['id']!r} is used twice; ids must be unique"
+    for field in ("gold", "stale"):
+        entries = row.get(field, [])
+        if not isinstance(entries, list):
+            return f"field {field!r} must be a list of {{path, start_line, end_line}}"
+        for i, loc in enumerate(entries):
+            if not isinstance(loc, dict) or not isinstance(loc.get("path"), str):
+                return f"{field}[{i}] needs a string 'path'"
+            for key in ("start_line", "end_line"):
+                if isinstance(loc.get(key), bool) or not isinstance(loc.get(key), int):
+                    return f"{field}[{i}].{key} is {loc.get(key)!r}; use a line number"
+    try:
+        parse_now(row.get("now"))
+    except ConfigError:
+        return f"field 'now' is {row.get('now')!r}; use a date like 2026-09-01 or an ISO datetime"
+    return None
+
+
 def load_queries(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
+    """Read and check ``queries.jsonl``; a bad line is a ``ConfigError`` naming the file and line."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ConfigError(f"{path}:{n}: bad JSON ({exc}); fix the line") from None
+                problem = _line_problem(row, seen)
+                if problem:
+                    raise ConfigError(f"{path}:{n}: {problem}")
+                seen.add(row["id"])
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the queries file ({exc}); it must be UTF-8 JSON lines") from None
     return rows
 
 
@@ -175,8 +214,12 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
 
     root = Path(dataset_dir).expanduser()
     workspace, queries_file = root / "workspace", root / "queries.jsonl"
-    if not workspace.is_dir() or not queries_file.is_file():
-        raise ConfigError(f"{root}: not a dataset folder; it needs workspace/ and queries.jsonl (devmem format)")
+    missing = [str(p) for p, ok in ((workspace, workspace.is_dir()), (queries_file, queries_file.is_file())) if not ok]
+    if missing:
+        raise ConfigError(
+            f"{root}: not a dataset folder ({' and '.join(missing)} missing); "
+            "it needs workspace/ and queries.jsonl (devmem format)"
+        )
     queries = load_queries(queries_file)
     config = config if config is not None else load_config()
     fixed_now = parse_now(now)
