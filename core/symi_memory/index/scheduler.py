@@ -20,11 +20,12 @@ from ..workspace import IGNORED_DIRS
 if TYPE_CHECKING:
     from ..config import AgentView
 
-__all__ = ["SyncScheduler", "STALE_CHECK_SECONDS"]
+__all__ = ["STALE_CHECK_SECONDS", "SyncScheduler", "WATCH_RECHECK_SECONDS"]
 
 log = logging.getLogger("symi_memory.sync")
 
 STALE_CHECK_SECONDS = 1.0
+WATCH_RECHECK_SECONDS = 30.0
 
 
 @attrs.define
@@ -97,9 +98,13 @@ class SyncScheduler:
         # The safety net for a watcher that stopped firing: cheap, rate-limited, off the search path.
         if now - self._last_check >= STALE_CHECK_SECONDS:
             self._last_check = now
-            with self._lock:
-                self._check_requested = True
-            self._wake.set()
+            self.request_check()
+
+    def request_check(self) -> None:
+        """Ask the worker to compare the files with the index (and sync if they differ)."""
+        with self._lock:
+            self._check_requested = True
+        self._wake.set()
 
     # --------------------------------------------------------------- threads
 
@@ -169,13 +174,32 @@ class SyncScheduler:
 
         debounce = max(int(self.agent.memory_search["sync"]["watchDebounceMs"]), 50)
         try:
-            for changes in watchfiles.watch(ws, watch_filter=root_filter, debounce=debounce, recursive=False,
-                                            stop_event=self._stop, yield_on_timeout=False, raise_interrupt=False):
+            for changes in self._watching(watchfiles, [ws], root_filter, debounce, self._stop, recursive=False):
                 if any(os.path.basename(p) == "memory" for _, p in changes):
                     self._rewatch.set()  # memory/ appeared or went: watch the trees again
                 self.mark_dirty("watch")
         except Exception as exc:  # the staleness check still covers us
             log.warning("file watcher stopped: %s", exc)
+
+    def _watching(self, watchfiles: Any, roots: list[str], flt: Any, debounce: int, stop: threading.Event, *,
+                  recursive: bool) -> Any:
+        """Yield non-empty change sets; check the files once the watch is live, and every so often.
+
+        A change made while a watch was being set up raises no event, so the
+        first (empty) tick after the watch is live triggers one comparison of
+        the files with the index; later ticks repeat it every
+        ``WATCH_RECHECK_SECONDS`` in case events were lost (an inotify overflow).
+        """
+        last = None
+        for changes in watchfiles.watch(*roots, watch_filter=flt, debounce=debounce, stop_event=stop,
+                                        recursive=recursive, rust_timeout=1000, yield_on_timeout=True,
+                                        raise_interrupt=False):
+            now = time.monotonic()
+            if last is None or now - last >= WATCH_RECHECK_SECONDS:
+                last = now
+                self.request_check()
+            if changes:
+                yield changes
 
     def _watch_trees(self, watchfiles: Any) -> None:
         debounce = max(int(self.agent.memory_search["sync"]["watchDebounceMs"]), 50)
@@ -193,9 +217,7 @@ class SyncScheduler:
                 return path.endswith((".md", ".jsonl")) and not set(rel.split(os.sep)) & IGNORED_DIRS
 
             try:
-                for _changes in watchfiles.watch(*roots, watch_filter=relevant, debounce=debounce,
-                                                 stop_event=self._rewatch, yield_on_timeout=False,
-                                                 raise_interrupt=False):
+                for _changes in self._watching(watchfiles, roots, relevant, debounce, self._rewatch, recursive=True):
                     self.mark_dirty("watch")
             except Exception as exc:  # a vanished root: look again shortly; the staleness check covers the gap
                 log.debug("tree watcher restarting: %s", exc)
