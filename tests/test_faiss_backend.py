@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -25,11 +26,21 @@ REPO = Path(__file__).resolve().parents[1]
 DEVMEM = REPO / "bench" / "datasets" / "devmem"
 
 
-def _open(state: Path, workspace: Path, backend: str, **faiss: Any) -> Any:
+def _open(state: Path, workspace: Path, backend: str, *, sqlite_vec: bool = True, **faiss: Any) -> Any:
+    store = {"faiss": faiss, "vector": {"enabled": sqlite_vec}}
     cfg = load_config(None, state_dir=state, overrides={
         "plugins": {"slots": {"memory": backend}},
-        "agents": {"defaults": {"memorySearch": {"provider": "hash", "store": {"faiss": faiss}}}}})
+        "agents": {"defaults": {"memorySearch": {"provider": "hash", "store": store}}}})
     return open_memory(cfg, workspace=workspace, start=False)
+
+
+def _wait_loaded(mem: Any, seconds: float = 20) -> bool:
+    """Searches start the rebuild in the background: wait for it to land."""
+    deadline = time.monotonic() + seconds
+    while not mem.status()["vector"]["exactLoaded"] and time.monotonic() < deadline:
+        mem.backend.vectors.ready()
+        time.sleep(0.02)
+    return bool(mem.status()["vector"]["exactLoaded"])
 
 
 def _top(mem: Any, query: str, n: int = 5) -> list[tuple[str, int, int, float]]:
@@ -161,7 +172,8 @@ def test_an_index_that_no_longer_matches_is_rebuilt(tmp_path: Path) -> None:
         assert mem.status()["vector"]["exactLoaded"] is False  # not trusted
         assert mem.search("pelican ferry timetable", min_score=0).results[0].path == "memory/topic-005.md"
         _assert_vector_side_is_current(mem, "pelican ferry timetable")
-        assert mem.status()["vector"]["exactLoaded"] is True
+        assert _wait_loaded(mem)
+        _assert_vector_side_is_current(mem, "pelican ferry timetable")
     assert faiss_file.read_bytes() != saved  # rewritten for the new generation
     # A damaged file and a changed index type are rebuilt too.
     faiss_file.write_bytes(faiss_file.read_bytes()[:200])
@@ -171,9 +183,49 @@ def test_an_index_that_no_longer_matches_is_rebuilt(tmp_path: Path) -> None:
     with _open(state, ws, "faiss", index="hnsw") as mem:
         assert mem.status()["vector"]["exactLoaded"] is False
         _assert_vector_side_is_current(mem, "pelican ferry timetable")
-        assert mem.status()["vector"]["exactIndex"] == "hnsw"
+        assert _wait_loaded(mem) and mem.status()["vector"]["exactIndex"] == "hnsw"
     with _open(state, ws, "faiss", index="hnsw") as mem:
         assert mem.status()["vector"]["exactLoaded"] is True  # same settings, same store: loaded as saved
+
+
+@pytest.mark.parametrize("sqlite_vec", [True, False])
+def test_a_search_never_builds_and_gets_exact_answers_meanwhile(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, sqlite_vec: bool
+) -> None:
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 40)
+    with _open(state, ws, "faiss", index="hnsw", sqlite_vec=sqlite_vec) as mem:
+        mem.sync()
+    (ws / "memory" / "topic-007.md").write_text("# Topic 7\n\nThe pelican ferry timetable.\n", encoding="utf-8")
+    (ws / "memory" / "topic-008.md").unlink()
+    with _open(state, ws, "builtin-sqlite", sqlite_vec=sqlite_vec) as other:  # another process writes
+        other.sync()
+    caplog.set_level(logging.INFO, logger="symi_memory.faiss")
+    with _open(state, ws, "faiss", index="hnsw", sqlite_vec=sqlite_vec) as mem:
+        assert mem.status()["vector"]["exactLoaded"] is False
+        assert mem.search("pelican ferry timetable", min_score=0).results[0].path == "memory/topic-007.md"
+        hits = _assert_vector_side_is_current(mem, "pelican ferry timetable")
+        assert hits, "no vector results while the index is rebuilt"
+        assert _wait_loaded(mem)
+        assert _assert_vector_side_is_current(mem, "pelican ferry timetable")[0] == hits[0]
+    builds = [r for r in caplog.records if r.getMessage().startswith("built faiss")]
+    assert builds and all(r.threadName == "symi-faiss-build" for r in builds)  # never on the search thread
+
+
+def test_close_does_not_wait_long_for_a_running_build(tmp_path: Path) -> None:
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 20)
+    with _open(state, ws, "builtin-sqlite") as other:
+        other.sync()
+    mem = _open(state, ws, "faiss", index="flat")
+    vectors = mem.backend.vectors
+    with vectors._lock:  # holds the build at its last step, as a slow HNSW build would
+        assert vectors.ready() is False
+        started = time.monotonic()
+        mem.close()
+        assert time.monotonic() - started < 5
+    vectors._thread.join(5)
+    assert not vectors._thread.is_alive() and vectors.status()["loaded"] is False
 
 
 def test_missing_faiss_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,12 @@ The store tells us about every committed write (``IndexStore.listeners``):
 small changes are applied in place (removes, tombstones, adds) in the
 writer's thread; a full reindex, a write we missed (another process) or too
 many tombstones trigger a rebuild from a snapshot of the SQLite vectors.
-While the index is behind the store, searches use sqlite-vec's exact KNN,
-so a search never waits and never sees a deleted or changed chunk.
+A search never builds: when it finds the index behind (another process
+wrote, or the saved file did not match) it starts a background rebuild.
+While the index is behind the store, searches get exact answers from the
+store itself (sqlite-vec's KNN, or a numpy scan of the stored vectors when
+sqlite-vec is off), so a search never waits and never sees a deleted or
+changed chunk.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ __all__ = ["FaissVectors", "SYNC_BUILD_LIMIT"]
 
 log = logging.getLogger("symi_memory.faiss")
 
-SYNC_BUILD_LIMIT = 20_000  # larger rebuilds run in a background thread
+SYNC_BUILD_LIMIT = 20_000  # a sync's own rebuild runs inline up to this size; larger ones in a thread
+SCAN_LIMIT = 20_000  # without sqlite-vec, searches during a rebuild scan at most this many vectors
+CLOSE_JOIN_S = 2.0  # close() waits this long for a running build, then leaves the daemon thread behind
 SAVE_DELAY_S = 2.0  # saves run in a timer thread, off the sync path, coalescing bursts of syncs
 SAVE_INTERVAL_S = 60.0  # indexes above SAVE_LARGE are saved at most this often (and on close)
 SAVE_LARGE = 20_000
@@ -53,6 +59,7 @@ class FaissVectors:
     last_error: str | None = None
     _uid: str = ""
     _save_timer: threading.Timer | None = None
+    _closed: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.path is None:
@@ -89,11 +96,16 @@ class FaissVectors:
         return int(row[0]) if row else None
 
     def close(self) -> None:
+        """Stop following the store and save; a build still running after a short wait is abandoned."""
         if self._on_change in self.store.listeners:
             self.store.listeners.remove(self._on_change)
+        with self._lock:
+            self._closed = True
         thread = self._thread
-        if thread is not None:
-            thread.join(timeout=600)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=CLOSE_JOIN_S)
+            if thread.is_alive():
+                log.info("faiss rebuild still running at close; the index is rebuilt on the next open")
         with self._lock:
             timer, self._save_timer = self._save_timer, None
         if timer is not None:
@@ -117,7 +129,7 @@ class FaissVectors:
                 self._dirty = True
             rebuild = behind or self._index.needs_rebuild()
         if rebuild:
-            self._start_rebuild()
+            self._start_rebuild(inline_if_small=True)
         else:
             self._schedule_save()
 
@@ -133,24 +145,27 @@ class FaissVectors:
     # -------------------------------------------------------------- rebuilds
 
     def ready(self) -> bool:
-        """True when the faiss index matches the store; starts a rebuild otherwise."""
+        """True when the faiss index matches the store; otherwise starts a background rebuild (never waits)."""
         generation = self.store.generation()
         with self._lock:
             if self._generation == generation and self._index is not None:
                 return True
             if self._building:
                 return False
-        return self._start_rebuild()
+        self._start_rebuild(inline_if_small=False)
+        return False
 
-    def _start_rebuild(self) -> bool:
-        """Rebuild now when small (returns True when done), else in the background (False)."""
+    def _start_rebuild(self, *, inline_if_small: bool) -> bool:
+        """Rebuild; inline (returns True when current) only for a sync's small rebuild, else in a thread."""
         with self._lock:
-            if self._building:
+            if self._building or self._closed:
                 return False
             self._building = True
             self._pending = []
             size = self._index.live if self._index is not None else 0
-        if max(size, vector_stats(self.store, self.store.vec_dims or self._dims() or 0)[0]) <= SYNC_BUILD_LIMIT:
+        if inline_if_small and max(
+            size, vector_stats(self.store, self.store.vec_dims or self._dims() or 0)[0]
+        ) <= SYNC_BUILD_LIMIT:
             self._rebuild()
             return self._generation == self.store.generation()
         self._thread = threading.Thread(target=self._rebuild, daemon=True, name="symi-faiss-build")
@@ -162,13 +177,18 @@ class FaissVectors:
         try:
             snap = read_snapshot(self.store)
             index = build_index(self.settings, snap.dims or 1, snap.rowids, snap.matrix) if snap.dims else None
-        except Exception as exc:  # the next search retries; searches meanwhile use sqlite-vec
-            self.last_error = f"faiss rebuild failed: {exc}"
-            log.exception("faiss rebuild failed")
+        except Exception as exc:  # the next search retries; searches meanwhile get exact answers
             with self._lock:
                 self._building = False
+                if self._closed:  # the store was closed under us: nothing to report
+                    return
+            self.last_error = f"faiss rebuild failed: {exc}"
+            log.exception("faiss rebuild failed")
             return
         with self._lock:
+            if self._closed:
+                self._building = False
+                return
             generation = snap.generation
             for change in self._pending:  # writes committed while we were building
                 if change.generation <= generation:
@@ -188,7 +208,7 @@ class FaissVectors:
 
     def _schedule_save(self) -> None:
         with self._lock:
-            if self._save_timer is not None:
+            if self._save_timer is not None or self._closed:
                 return
             large = self._index is not None and self._index.live > SAVE_LARGE
             self._save_timer = threading.Timer(SAVE_INTERVAL_S if large else SAVE_DELAY_S, self._timed_save)
@@ -227,7 +247,7 @@ class FaissVectors:
         import numpy as np
 
         if not self.ready():
-            return self.store.vec_knn(pack_vector(query), k)
+            return self._exact(query, k)
         q = np.asarray(query, dtype=np.float32).reshape(1, -1)
         with self._lock:
             index = self._index
@@ -240,6 +260,22 @@ class FaissVectors:
             if norm == 0.0:
                 return []
             return index.search(q / norm, k)
+
+    def _exact(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
+        """Exact top-k straight from the store, for while the faiss index is behind."""
+        import numpy as np
+
+        if self.store.vec_dims:
+            return self.store.vec_knn(pack_vector(query), k)
+        q = np.asarray(query, dtype=np.float32)
+        dims = q.shape[0]
+        count, _ = vector_stats(self.store, dims)
+        if count == 0 or count > SCAN_LIMIT:
+            # Too many to read per search: keyword results carry the search until the build lands.
+            return []
+        ids, blobs = self.store.all_vectors()
+        keep = [(i, b) for i, b in zip(ids, blobs, strict=True) if len(b) == dims * 4]
+        return _top_k(q, [i for i, _ in keep], b"".join(b for _, b in keep), k)
 
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]:
         """Exact cosine of the query with the given stored vectors."""
@@ -264,3 +300,18 @@ class FaissVectors:
                     "index": index.kind if index else self.settings.kind,
                     "tombstones": index.dead if index else 0,
                     "file": str(self.path)}
+
+
+def _top_k(q: Any, ids: list[int], packed: bytes, k: int) -> list[tuple[int, float]]:
+    """Cosine top-k of ``q`` against packed float32 rows, best first."""
+    import numpy as np
+
+    qn = float(np.linalg.norm(q))
+    if not ids or qn == 0.0 or k <= 0:
+        return []
+    matrix = np.frombuffer(packed, dtype=np.float32).reshape(len(ids), q.shape[0])
+    norms = np.linalg.norm(matrix, axis=1)
+    norms[norms == 0] = 1.0
+    scores = (matrix @ q) / (norms * qn)
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(ids[i], float(scores[i])) for i in order]
