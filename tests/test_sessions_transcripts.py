@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 from symi_memory.redact import redact
-from symi_memory.session_delta import SessionDeltaTracker
 from symi_memory.sessions import (
     extract_message_text,
     list_session_files,
@@ -123,67 +122,3 @@ def test_list_session_files_skips_symlinks_and_others(tmp_path: Path) -> None:
     (d / "link.jsonl").symlink_to(d / "a.jsonl")
     assert [p.name for p in list_session_files(d)] == ["a.jsonl", "b.jsonl"]
     assert list_session_files(tmp_path / "missing") == []
-
-
-def _append(path: Path, lines: list[str]) -> None:
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
-
-
-def test_delta_tracker_thresholds_and_persistence(tmp_path: Path) -> None:
-    d = tmp_path / "sessions"
-    f = _write(d / "s.jsonl", [_msg("user", "hello")])
-    state = tmp_path / "index.sqlite.sessions.json"
-    tracker = SessionDeltaTracker(delta_bytes=2000, delta_messages=5, state_path=state)
-    assert tracker.due([f]) == []  # one small line from nothing crosses no threshold
-
-    tracker.mark_indexed(f, parse_session_file(f))
-    tracker.save()
-    _append(f, [_msg("user", f"msg {i}") for i in range(4)])
-    assert tracker.due([f]) == []
-    _append(f, [_msg("assistant", "fifth")])
-    (delta,) = tracker.due([f])
-    assert (delta.reason, delta.messages_added) == ("messages", 5)
-
-    # A fresh tracker reads the saved baseline: the growth is still pending.
-    reloaded = SessionDeltaTracker(delta_bytes=2000, delta_messages=5, state_path=state)
-    assert [x.reason for x in reloaded.due([f])] == ["messages"]
-    reloaded.mark_indexed(f, parse_session_file(f))
-    assert reloaded.due([f]) == []
-
-    _append(f, [_msg("user", "x" * 2500)])
-    (big,) = reloaded.due([f])
-    assert big.reason == "bytes" and big.bytes_added > 2500 and big.to_dict()["messagesAdded"] == 1
-
-
-def test_delta_tracker_truncation_rewrite_and_deletion(tmp_path: Path) -> None:
-    f = _write(tmp_path / "s.jsonl", [_msg("user", f"line {i}") for i in range(10)])
-    g = _write(tmp_path / "t.jsonl", [_msg("user", "keep")])
-    tracker = SessionDeltaTracker(delta_bytes=10**9, delta_messages=10**9)
-    tracker.mark_indexed(f, parse_session_file(f))
-    tracker.mark_indexed(g, parse_session_file(g))
-
-    _write(f, [_msg("user", "short")])
-    assert [x.reason for x in tracker.due([f, g])] == ["truncated"]
-
-    tracker.mark_indexed(f, parse_session_file(f))
-    _write(
-        f, [_msg("user", "SHORT")] + [_msg("user", f"more {i}") for i in range(3)]
-    )  # same start length, new bytes
-    assert [x.reason for x in tracker.due([f, g])] == ["rewritten"]
-
-    g.unlink()
-    assert [(Path(x.path).name, x.reason) for x in tracker.due([f])] == [
-        ("s.jsonl", "rewritten"),
-        ("t.jsonl", "deleted"),
-    ]
-    tracker.mark_indexed(g, None)
-    assert all(x.reason != "deleted" for x in tracker.due([f]))
-
-
-def test_corrupt_delta_state_starts_fresh(tmp_path: Path) -> None:
-    state = tmp_path / "state.json"
-    state.write_text("{nope")
-    f = _write(tmp_path / "s.jsonl", [_msg("user", "x")])
-    tracker = SessionDeltaTracker(delta_bytes=1, delta_messages=1, state_path=state)
-    assert [x.reason for x in tracker.due([f])] == ["bytes"]
