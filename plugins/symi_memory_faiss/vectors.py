@@ -120,14 +120,15 @@ class FaissVectors:
             if self._building:
                 self._pending.append(change)
                 return
-            behind = change.full or self._index is None or self._generation != change.generation - 1
-            if behind:
-                self._generation = -1  # searches use sqlite-vec until the rebuild is done
+            index = self._index
+            if change.full or index is None or self._generation != change.generation - 1:
+                self._generation = -1  # searches get exact answers from the store until the rebuild is done
+                rebuild = True
             else:
-                self._apply(self._index, change)
+                self._apply(index, change)
                 self._generation = change.generation
                 self._dirty = True
-            rebuild = behind or self._index.needs_rebuild()
+                rebuild = index.needs_rebuild()
         if rebuild:
             self._start_rebuild(inline_if_small=True)
         else:
