@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from symi_memory.citations import (
     apply_citation,
     chat_type_from_session_key,

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import attrs
-
 import pytest
+
 from symi_memory.config import load_config
 from symi_memory.config.fields import parse_duration_ms
 from symi_memory.errors import ConfigError, PluginError

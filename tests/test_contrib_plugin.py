@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from symi_memory.config.fields import deep_merge
 
 REPO = Path(__file__).resolve().parents[1]

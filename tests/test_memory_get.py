@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from symi_memory.errors import PathRefused
 from symi_memory.workspace import PathRules, list_memory_files, read_lines
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from qmd_standin.helpers import STANDIN, make_backend, real_qmd, write
+
 from symi_memory.types import SearchQuery
 
 QMD = real_qmd()

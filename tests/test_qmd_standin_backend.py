@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from qmd_standin.helpers import make_backend, standin_command, write
+
 from symi_memory.errors import PathRefused
 from symi_memory.types import SearchQuery
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from symi_memory.errors import ConfigError, PathRefused
 from symi_memory.types import Candidate
 from symi_memory_qmd.collections import CollectionSpec, derive_collections

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from support.loopback_http import LoopbackServer, Reply
+
 from symi_memory.specs import ProviderContext
 from symi_memory_remote import hooks
 from symi_memory_remote.batch_runner import BatchPending

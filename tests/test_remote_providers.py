@@ -7,6 +7,7 @@ import random
 
 import pytest
 from support.loopback_http import LoopbackServer, Reply
+
 from symi_memory.errors import EmbeddingError
 from symi_memory.specs import EmbeddingProvider, ProviderContext, ProviderUnavailable
 from symi_memory_remote import hooks

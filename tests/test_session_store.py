@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from symi_memory.session_store import SessionStore, SessionStoreCorrupt
 
 

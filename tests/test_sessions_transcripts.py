@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from symi_memory.redact import redact
 from symi_memory.sessions import (
     extract_message_text,

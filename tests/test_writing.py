@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from symi_memory.writing import MemoryWriteError, append_memory, daily_log_path, session_start_context
 
 NOW = datetime(2026, 2, 16, 15, 0, tzinfo=UTC)  # 10:00 in New York

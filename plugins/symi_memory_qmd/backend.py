@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from symi_memory.citations import should_cite
 from symi_memory.specs import MemoryBackend
 from symi_memory.types import BackendResult, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport

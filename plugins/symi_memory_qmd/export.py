@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import attrs
+
 from symi_memory.sessions import list_session_files, parse_session_file
 
 __all__ = ["ExportReport", "export_sessions"]

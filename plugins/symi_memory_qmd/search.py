@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
+
 from symi_memory.citations import format_citation
 from symi_memory.types import Candidate
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from symi_memory.config.fields import deep_merge, defaults_of, parse_duration_ms
 from symi_memory.config.schema import QmdSection
 from symi_memory.errors import ConfigError

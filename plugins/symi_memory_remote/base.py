@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
+
 from symi_memory.errors import EmbeddingError
 
 from .batch_runner import BatchApi, BatchRunner

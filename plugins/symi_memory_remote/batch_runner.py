@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import attrs
+
 from symi_memory.errors import EmbeddingError, EmbeddingPending
 
 from .settings import BatchSettings

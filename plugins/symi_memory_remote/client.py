@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
+
 from symi_memory.errors import EmbeddingError
 
 __all__ = ["MAX_RETRIES", "RemoteClient", "backoff_delay", "is_rate_limit_message"]

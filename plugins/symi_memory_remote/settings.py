@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from symi_memory.specs import ProviderContext
 
 from .keys import merge_headers, positive_number, provider_entry, resolve_api_key, resolve_base_url, section

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from symi_memory.specs import ProviderUnavailable, RerankerContext
 
 __all__ = ["APIS", "HttpReranker", "RerankApi"]

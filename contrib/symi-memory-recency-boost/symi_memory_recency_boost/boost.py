@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+
 from symi_memory.specs import PostProcessContext
 from symi_memory.types import Candidate
 

@@ -7,12 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
+from symi_memory_recency_boost import hooks
+from symi_memory_recency_boost.boost import RecencyBoost, note_timestamp
+
 from symi_memory import ConfigError, load_config, open_memory
 from symi_memory.plugins import load_plugins
 from symi_memory.specs import PostProcessContext
 from symi_memory.types import Candidate
-from symi_memory_recency_boost import hooks
-from symi_memory_recency_boost.boost import RecencyBoost, note_timestamp
 
 DAY = 86_400.0
 NOW = 1_780_000_000.0  # 2026-05-28, a fixed clock keeps the ages exact
