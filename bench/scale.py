@@ -77,17 +77,17 @@ def build_store(path: Path, n: int) -> dict[str, Any]:
                                      end_line=i - f + 1, hash=f"{i}", text=text, embedding=vecs[i].tobytes()))
             yield FileRow(path=rel, source="memory", hash=rel, mtime=0.0, size=0, lines=len(rows)), rows
 
-    # Batches of 200 files (10k chunks) keep the WAL small; one transaction at 1M grew it past 4.7 GB.
+    # The store is new, so incremental batches of 200 files (10k chunks) fill it while keeping the
+    # WAL small; one transaction at 1M grew it past 4.7 GB.
     batch: list[Any] = []
-    first = True
     meta = {"identity": json.dumps(IDENTITY, sort_keys=True)}
     for item in files():
         batch.append(item)
         if len(batch) == 200:
-            store.replace_files(batch, full=first, meta=meta)
-            batch, first = [], False
-    if batch or first:
-        store.replace_files(batch, full=first, meta=meta)
+            store.replace_files(batch, meta=meta)
+            batch = []
+    if batch:
+        store.replace_files(batch, meta=meta)
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     return {"seconds": time.perf_counter() - started}
