@@ -46,3 +46,12 @@ def cli(tmp_path: Path) -> Callable[..., Any]:
         return proc.returncode, proc.stdout, proc.stderr
 
     return run
+
+
+@pytest.fixture
+def server():
+    """A real HTTP server on 127.0.0.1 with scripted replies (tests/support/loopback_http.py)."""
+    from support.loopback_http import LoopbackServer
+
+    with LoopbackServer() as srv:
+        yield srv

@@ -8,7 +8,7 @@ import random
 import threading
 
 import pytest
-from support.loopback_http import LoopbackServer, Reply
+from support.loopback_http import Reply
 
 from symi_memory.specs import ProviderContext
 from symi_memory_remote import hooks
@@ -30,12 +30,6 @@ class FakeTime:
 
     def clock(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
 
 
 def provider_for(name, base, t, *, model=None, **batch):

@@ -6,7 +6,7 @@ import logging
 import random
 
 import pytest
-from support.loopback_http import LoopbackServer, Reply
+from support.loopback_http import Reply, Sleeps
 
 from symi_memory.errors import EmbeddingError
 from symi_memory.specs import EmbeddingProvider, ProviderContext, ProviderUnavailable
@@ -42,18 +42,6 @@ def ctx(provider="openai", *, model=None, models=None, env=None, **remote_overri
         model=model,
     )
 
-
-class Sleeps(list):
-    """An injectable sleep that records instead of waiting."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
 
 
 def make(name, context, sleeps=None):

@@ -6,7 +6,7 @@ import logging
 import random
 
 import pytest
-from support.loopback_http import LoopbackServer, Reply
+from support.loopback_http import Reply, Sleeps
 
 from symi_memory.errors import EmbeddingError
 from symi_memory.specs import ProviderUnavailable, Reranker, RerankerContext
@@ -29,16 +29,6 @@ def rerank_settings(**overrides):
     settings.update(overrides)
     return settings
 
-
-class Sleeps(list):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as srv:
-        yield srv
 
 
 def make(name, *, models=None, env=None, sleeps=None, **settings):

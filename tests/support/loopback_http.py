@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["LoopbackServer", "Recorded", "Reply"]
+__all__ = ["LoopbackServer", "Recorded", "Reply", "Sleeps"]
 
 
 @dataclass
@@ -132,3 +132,10 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class Sleeps(list):
+    """An injectable ``sleep`` that records the requested delays instead of waiting."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
