@@ -47,3 +47,17 @@ def test_tiny_workspace_keeps_every_token(tmp_path: Path) -> None:
         mem.sync()
         hits = mem.search("which commit fixed a828e60").results
         assert hits and hits[0].path == "MEMORY.md"
+
+
+def test_rrf_keeps_identifier_hits_above_the_default_min_score(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(20):
+        (ws / "memory" / f"n{i}.md").write_text(f"- routine note {i} about deploys and reviews\n", encoding="utf-8")
+    (ws / "memory" / "fix.md").write_text("- the flaky deploy was fixed by commit c0ffee42\n", encoding="utf-8")
+    cfg = load_config(None, state_dir=tmp_path / "s", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "hash", "query": {"hybrid": {"fusion": "rrf"}}}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        hits = mem.search("c0ffee42").results  # default minScore 0.35
+        assert hits and hits[0].path == "memory/fix.md" and hits[0].score >= 0.5

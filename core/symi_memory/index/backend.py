@@ -176,7 +176,9 @@ class IndexedBackend:
         if hybrid["fusion"] == "rrf":
             vr = [k for k, _ in sorted(vec_hits.items(), key=lambda kv: -kv[1])]
             tr = [k for k, _ in sorted(text_hits.items(), key=lambda kv: -kv[1])]
-            return fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
+            fused = fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
+            # Exact keyword matches keep their text score under either fusion (see fuse_weighted).
+            return {k: max(v, text_hits[k]) if k in exact else v for k, v in fused.items()}
         return fuse_weighted(vec_hits, text_hits, vector_weight=vw, text_weight=tw, exact=exact)
 
     # ----------------------------------------------------------------- other
