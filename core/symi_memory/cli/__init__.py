@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -45,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in lines:
             print(f"symi-memory: error: {line}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # The reader went away (`search ... | head`): not an error; keep Python quiet on exit.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return 0
     except OSError as exc:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"symi-memory: error: {exc.strerror or exc}{where}; check the path and its permissions "
@@ -60,8 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
     finally:
         app.close()
 

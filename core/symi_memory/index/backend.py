@@ -66,6 +66,8 @@ class IndexedBackend:
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
         with self._sync_lock:
+            if self._closing:
+                raise SyncCancelled("sync cancelled: the memory manager is closing")
             report = self.indexer.sync(reason=reason, force=force, progress=progress)
         if self.scheduler:
             self.scheduler.mark_clean()
@@ -237,11 +239,12 @@ class IndexedBackend:
         return int(row[0]) if row else None
 
     def close(self) -> None:
+        # Stop a running sync at its next file first, then the threads, then wait for the sync,
+        # so nothing is closed under it.
         self._closing = True
+        self.indexer.cancel.set()
         if self.scheduler:
             self.scheduler.stop()
-        # Stop a running sync at its next file and wait for it, so nothing is closed under it.
-        self.indexer.cancel.set()
         with self._sync_lock:
             pass
         if self.choice.provider is not None:

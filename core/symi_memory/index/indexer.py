@@ -93,6 +93,7 @@ class Indexer:
     cancel: threading.Event = attrs.field(factory=threading.Event)
     _pending_failures: int = 0
     _retry_at: float = 0.0
+    _failed_in_this_sync: str | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -173,12 +174,10 @@ class Indexer:
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
         started = time.perf_counter()
-        # lastError describes the latest sync: a sync that embeds everything clears an old failure.
-        self.last_error = None
+        failed_now: str | None = None
         report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
             SyncProgress(phase=phase, done=done, total=total, path=path)
         )
-        self.cancel.clear()
         if self.choice.provider is not None and hasattr(self.choice.provider, "begin_sync"):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         files = list_sources(self.agent)
@@ -210,11 +209,17 @@ class Indexer:
                 return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
             self.last_error = str(exc)
             raise
-        if self.last_error is None:
-            self._pending_failures, self._retry_at = 0, 0.0
-        else:
+        failed_now = self._failed_in_this_sync
+        self._failed_in_this_sync = None
+        if failed_now is not None:
+            self.last_error = failed_now
             self._pending_failures += 1
             self._retry_at = time.monotonic() + min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** (self._pending_failures - 1))
+        elif self.store.pending_count() == 0:
+            # Only once every file has its vectors is the outage over (a sync that skipped
+            # the pending files proves nothing).
+            self.last_error = None
+            self._pending_failures, self._retry_at = 0, 0.0
         cache = self.agent.memory_search["cache"]
         if cache["enabled"]:
             self.store.cache_prune(cache["maxEntries"])
@@ -223,7 +228,7 @@ class Indexer:
             reason=reason, full=full, files_scanned=len(files), files_indexed=stats["indexed"],
             files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
-            errors=(self.last_error,) if self.last_error else (),
+            errors=(failed_now,) if failed_now else (),
         )
 
     def _meta(self) -> dict[str, str]:
@@ -283,7 +288,11 @@ class Indexer:
 
     def _batch_mode(self) -> bool:
         """With a provider batch API, hand it everything at once: it splits and runs jobs concurrently."""
-        return bool(self.choice.provider is not None and self.agent.memory_search["remote"]["batch"]["enabled"])
+        p = self.choice.provider
+        if p is None or not self.agent.memory_search["remote"]["batch"]["enabled"]:
+            return False
+        status = getattr(p, "batch_status", None)
+        return bool(callable(status) and status().get("enabled"))
 
     def _chunk(self, loaded: _Loaded) -> list[tuple[int, int, str]]:
         ch = self.agent.memory_search["chunking"]
@@ -295,7 +304,8 @@ class Indexer:
                 start, end = loaded.line_map[start - 1], loaded.line_map[min(end, len(loaded.line_map)) - 1]
             parts = split_utf8(c.text, limit) if limit else [c.text]
             out.extend((start, end, part) for part in parts if part.strip())
-        return out
+        # A long repetitive line can yield identical pieces on the same lines: one chunk (one id) each.
+        return list(dict.fromkeys(out))
 
     def _embed_and_build(self, pending: list[tuple[_Loaded, list[tuple[int, int, str]]]],
                          stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
@@ -342,7 +352,7 @@ class Indexer:
             if can_switch:
                 raise
             # Keep new text findable by keyword; the files stay marked pending and are retried next sync.
-            self.last_error = f"{p.id}: {exc}"
+            self._failed_in_this_sync = f"{p.id}: {exc}"
             log.warning("embedding failed (%s); indexed %d chunks for keyword search only", exc, len(texts))
             if fresh and cache_on:
                 self.store.cache_put(p.id, p.model, p.fingerprint, fresh)
@@ -350,5 +360,5 @@ class Indexer:
         if fresh and cache_on:
             self.store.cache_put(p.id, p.model, p.fingerprint, fresh)
         stats["computed"] += len(fresh)
-        stats["cached"] += len(texts) - len([h for h in hashes if h in fresh])
+        stats["cached"] += len({h for h in hashes if h in cached})
         return [cached.get(h) or fresh.get(h) for h in hashes], True

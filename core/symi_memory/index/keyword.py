@@ -16,10 +16,18 @@ import attrs
 
 __all__ = [
     "ExactMatcher",
+    "bm25_to_score",
+    "build_match",
+    "cjk_bigrams",
+    "fold",
+    "identifier_tokens",
     "match_tokens",
-    "fold","bm25_to_score", "build_match", "cjk_bigrams", "identifier_tokens", "query_tokens", "token_term"]
+    "query_tokens",
+    "token_pattern",
+    "token_term",
+]
 
-WORD_RE = re.compile(r"[^\W]+", re.UNICODE)
+WORD_RE = re.compile(r"\w+", re.UNICODE)
 CJK_CLASS = (
     "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\U00020000-\U0002fa1f"
@@ -75,15 +83,16 @@ def match_tokens(tokens: list[str], *, all_tokens: bool = False) -> str | None:
     return (" AND " if all_tokens else " OR ").join(terms) if terms else None
 
 
-COMBINING_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+# FTS5's unicode61 with remove_diacritics 2 strips accents from Latin letters only (й, έ keep theirs).
+LATIN_MARKS_RE = re.compile("(?<=[A-Za-z\u00c0-\u024f\u1e00-\u1eff])[\u0300-\u036f]+")
 
 
 def fold(text: str) -> str:
-    """Lower-case and strip diacritics, as the FTS5 ``unicode61 remove_diacritics 2`` tokenizer does."""
+    """Lower-case and strip Latin diacritics, as the FTS5 ``unicode61 remove_diacritics 2`` tokenizer does."""
     lowered = text.lower()
     if lowered.isascii():
         return lowered
-    return COMBINING_RE.sub("", unicodedata.normalize("NFD", lowered))
+    return unicodedata.normalize("NFC", LATIN_MARKS_RE.sub("", unicodedata.normalize("NFD", lowered)))
 
 
 def token_pattern(token: str) -> re.Pattern[str]:

@@ -50,7 +50,7 @@ class SyncScheduler:
     def start(self) -> None:
         sync = self.agent.memory_search["sync"]
         self._spawn(self._worker, "symi-sync")
-        if sync["watch"] and self.agent.workspace.is_dir():
+        if sync["watch"]:
             self._spawn(self._watch, "symi-watch")
         if sync["intervalMinutes"] > 0:
             self._spawn(self._interval, "symi-interval")
@@ -166,6 +166,10 @@ class SyncScheduler:
             log.warning("watchfiles is not installed; file watching is off")
             return
         ws = str(self.agent.workspace)
+        # A workspace that does not exist yet is waited for; its first files are then found by the check.
+        while not os.path.isdir(ws):
+            if self._stop.wait(1.0):
+                return
         self._spawn(lambda: self._watch_trees(watchfiles), "symi-watch-trees")
 
         def root_filter(_change: object, path: str) -> bool:
@@ -205,6 +209,8 @@ class SyncScheduler:
         debounce = max(int(self.agent.memory_search["sync"]["watchDebounceMs"]), 50)
         while not self._stop.is_set():
             self._rewatch.clear()
+            if self._stop.is_set():  # stop() may have set _rewatch just before the clear
+                return
             roots = self._tree_roots()
             if not roots:
                 self._rewatch.wait()

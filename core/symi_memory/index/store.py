@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
+import os
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import attrs
 from .db import VecExtension, create_schema, load_vec_extension, open_db, open_index_db
 from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
 
-__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector", "unpack_vector"]
+__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -37,14 +39,6 @@ def pack_vector(vec: Sequence[float]) -> bytes:
     import array
 
     return array.array("f", vec).tobytes()
-
-
-def unpack_vector(blob: bytes) -> list[float]:
-    import array
-
-    arr = array.array("f")
-    arr.frombytes(blob)
-    return arr.tolist()
 
 
 @attrs.frozen(kw_only=True)
@@ -105,7 +99,8 @@ class IndexStore:
     lock: threading.RLock = attrs.field(factory=threading.RLock)
     vec_dims: int | None = None
     _local: threading.local = attrs.field(factory=threading.local)
-    _readers: list[apsw.Connection] = attrs.field(factory=list)
+    # Weak: a finished thread's connection is closed when its thread-local storage goes.
+    _readers: weakref.WeakSet[apsw.Connection] = attrs.field(factory=weakref.WeakSet)
     # Guards only the list of reader connections: never the writer's lock, which a sync holds for long.
     _readers_lock: threading.Lock = attrs.field(factory=threading.Lock)
     listeners: list[Callable[[IndexChange], None]] = attrs.field(factory=list)
@@ -119,7 +114,7 @@ class IndexStore:
                 load_vec_extension(conn, self.extension_path)
             self._local.conn = conn
             with self._readers_lock:
-                self._readers.append(conn)
+                self._readers.add(conn)
         return conn
 
     @classmethod
@@ -231,24 +226,38 @@ class IndexStore:
         transaction then replaces every row. A crash or error at any point
         leaves the previous index untouched and searchable.
         """
-        build = self.path.with_name(self.path.name + ".build")
-        for leftover in (build, build.with_name(build.name + "-journal")):
-            leftover.unlink(missing_ok=True)
-        written = self._fill_build(build, files)
-        with self.lock:
-            saved_dims = self.vec_dims
-            self.conn.execute("ATTACH DATABASE ? AS build", (str(build),))
-            try:
-                with self.conn:
-                    self._swap_from_build(skipped, meta)
-            except BaseException:
-                self.vec_dims = saved_dims
-                raise
-            finally:
-                self.conn.execute("DETACH DATABASE build")
-                build.unlink(missing_ok=True)
-            self._notify(IndexChange(generation=self.generation_now(), full=True))
+        self._remove_stale_builds()
+        # A unique name per rebuild: two processes rebuilding at once each swap in a complete index.
+        fd, name = tempfile.mkstemp(prefix=self.path.name + ".build-", dir=self.path.parent)
+        os.close(fd)
+        build = Path(name)
+        try:
+            written = self._fill_build(build, files)
+            with self.lock:
+                saved_dims = self.vec_dims
+                self.conn.execute("ATTACH DATABASE ? AS build", (str(build),))
+                try:
+                    with self.conn:
+                        self._swap_from_build(skipped, meta)
+                except BaseException:
+                    self.vec_dims = saved_dims
+                    raise
+                finally:
+                    self.conn.execute("DETACH DATABASE build")
+                self._notify(IndexChange(generation=self.generation_now(), full=True))
+        finally:
+            build.unlink(missing_ok=True)
         return written
+
+    def _remove_stale_builds(self) -> None:
+        """Delete build files a killed process left behind (older than a day, so never a live one)."""
+        cutoff = time.time() - 86_400
+        for leftover in self.path.parent.glob(self.path.name + ".build*"):
+            try:
+                if leftover.stat().st_mtime < cutoff:
+                    leftover.unlink()
+            except OSError:
+                pass
 
     def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
         conn = apsw.Connection(str(build))
@@ -305,6 +314,10 @@ class IndexStore:
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
         c.execute("INSERT INTO meta(key, value) VALUES ('generation', '1') "
                   "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    def pending_count(self) -> int:
+        """Files indexed for keyword search only, still waiting for their vectors."""
+        return int(self._read("SELECT COUNT(*) FROM files WHERE hash LIKE 'pending:%'").fetchone()[0])
 
     def skipped_map(self) -> dict[str, str]:
         return dict(self._read("SELECT path, reason FROM skipped").fetchall())
@@ -503,16 +516,16 @@ class IndexStore:
         marks = ",".join("?" * len(wanted))
         return dict(self._read(f"SELECT path, mtime FROM files WHERE path IN ({marks})", wanted).fetchall())
 
-    def status_meta(self) -> dict[str, Any]:
-        raw = self.get_meta("index_meta")
-        return json.loads(raw) if raw else {}
-
     def close(self) -> None:
         with self.lock:
             with self._readers_lock:
-                for conn in self._readers:
-                    conn.close()
+                readers = list(self._readers)
                 self._readers.clear()
+            for conn in readers:
+                try:
+                    conn.close()
+                except apsw.ThreadingViolationError:
+                    pass  # in use by a search right now; closed when that thread lets go of it
             self.conn.close()
 
     def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:

@@ -81,7 +81,7 @@ class ExactVectors:
             have_old = self._matrix is not None
             if self._loading:
                 return have_old or not self.store.vec_dims
-            count = len(self._ids) if self._ids is not None else self._chunk_count()
+            count = self._chunk_count()  # the index's size now, not the old matrix's
             background = count > SYNC_LOAD_LIMIT and (have_old or bool(self.store.vec_dims))
             self._loading = True
         if background:
