@@ -203,6 +203,7 @@ class IndexedBackend:
             "files": counts["files"],
             "chunks": counts["chunks"],
             "dirty": dirty,
+            "pendingFiles": self.store.pending_count(),
             "workspaceDir": str(self.agent.workspace),
             "dbPath": str(self.store.path),
             "provider": p.id if p else "none",
