@@ -127,11 +127,11 @@ def _ensure_fresh(app: App) -> None:
         print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; nothing to search "
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
-    backend = manager.backend
-    if hasattr(backend, "is_stale") and st.get("files"):
+    is_stale = getattr(manager.backend, "is_stale", None)
+    if callable(is_stale) and st.get("files"):
         # Files that only wait for vectors (a provider outage) are searchable by keyword already;
         # a one-shot search should not stall on retrying the provider for them.
-        stale = backend.is_stale(retry_pending=False)
+        stale = is_stale(retry_pending=False)
     else:
         stale = bool(st.get("dirty")) or not st.get("files")
     if stale:
