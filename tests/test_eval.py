@@ -134,3 +134,11 @@ def test_missing_queries_file_is_named(cli, tmp_path: Path) -> None:
     code, _, stderr = cli("eval", str(tmp_path / "ds"))
     assert code == 2 and "Traceback" not in stderr
     assert f"{tmp_path / 'ds' / 'queries.jsonl'} missing" in stderr
+
+
+def test_progress_covers_indexing_and_every_query(tmp_path: Path) -> None:
+    seen = []
+    run_eval(DEVMEM, config=_config(tmp_path, provider="none"), progress=seen.append)
+    queries = [p for p in seen if p.phase == "query"]
+    assert any(p.phase == "index" for p in seen)
+    assert [p.done for p in queries] == list(range(1, 195)) and {p.total for p in queries} == {194}

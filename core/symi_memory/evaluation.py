@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import attrs
 
 from .config import Config, load_config
 from .errors import ConfigError
+from .types import SyncProgress
 
 __all__ = ["TYPES", "format_table", "parse_now", "run_eval", "score_run"]
 
@@ -208,8 +210,12 @@ def _throwaway_config(config: Config, state_dir: Path) -> Config:
 
 
 def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = None, now: str | float | None = None,
-             n: int = 10, results_out: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Index the dataset's workspace, run its queries and score them (``score.py --json`` format)."""
+             n: int = 10, results_out: str | os.PathLike[str] | None = None,
+             progress: Callable[[SyncProgress], None] | None = None) -> dict[str, Any]:
+    """Index the dataset's workspace, run its queries and score them (``score.py --json`` format).
+
+    ``progress`` gets the indexing progress, then one ``phase="query"`` report per query.
+    """
     from .manager import open_memory
 
     root = Path(dataset_dir).expanduser()
@@ -227,8 +233,10 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
     run: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="symi-eval-") as tmp:
         with open_memory(_throwaway_config(config, Path(tmp)), workspace=workspace, start=False) as mem:
-            mem.sync(reason="eval")
-            for q in queries:
+            mem.sync(reason="eval", progress=progress)
+            for i, q in enumerate(queries, start=1):
+                if progress:
+                    progress(SyncProgress(phase="query", done=i, total=len(queries)))
                 clock = fixed_now if fixed_now is not None else parse_now(q.get("now"))
                 resp = mem.search(q["query"], max_results=limit, min_score=0, now=clock)
                 run[q["id"]] = [{"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score}

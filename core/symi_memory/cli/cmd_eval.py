@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..errors import ConfigError
@@ -24,7 +25,11 @@ def run(args: argparse.Namespace, app: App) -> int:
         from ..evaluation import format_table, run_eval
     except ImportError as exc:  # pragma: no cover
         raise ConfigError(f"eval is unavailable: {exc}") from exc
-    result = run_eval(args.dataset, config=app.config, now=args.now, n=args.n, results_out=args.results_out)
+    from .cmd_memory import _Bar
+
+    progress = _Bar(sys.stderr) if sys.stderr.isatty() else None
+    result = run_eval(args.dataset, config=app.config, now=args.now, n=args.n, results_out=args.results_out,
+                      progress=progress)
     if args.json:
         app.print_json(result)
     else:

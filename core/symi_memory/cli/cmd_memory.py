@@ -91,7 +91,7 @@ class _Bar:
         filled = int(width * p.done / p.total)
         self.stream.write(f"\r{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
         self.stream.flush()
-        if p.phase == "done":
+        if p.phase == "done" or (p.phase == "query" and p.done == p.total):
             self.stream.write("\n")
 
 
