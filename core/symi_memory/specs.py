@@ -225,5 +225,3 @@ class BackendSpec:
     short_name: str | None = None
     description: str = ""
 
-
-Register = Callable[[Any], None]

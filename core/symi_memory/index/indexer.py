@@ -122,9 +122,6 @@ class Indexer:
         """Whether files left without vectors by a failed provider may be retried now (backoff)."""
         return time.monotonic() >= self._retry_at
 
-    def has_pending(self) -> bool:
-        return any(row.hash.startswith(PENDING) for row in self.store.files().values())
-
     def changed_files(self, files: list[MemoryFile] | None = None, *,
                       retry_pending: bool = True) -> tuple[list[MemoryFile], list[str]]:
         """Files whose mtime or size differ from the index, and indexed paths that vanished.

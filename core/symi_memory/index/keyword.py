@@ -17,7 +17,6 @@ import attrs
 __all__ = [
     "ExactMatcher",
     "bm25_to_score",
-    "build_match",
     "cjk_bigrams",
     "fold",
     "identifier_tokens",
@@ -72,15 +71,10 @@ def token_term(token: str) -> str:
     return alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")"
 
 
-def build_match(text: str, *, all_tokens: bool = False) -> str | None:
-    """An FTS5 MATCH expression: every token quoted; OR-joined, or AND-joined with ``all_tokens``."""
-    return match_tokens(query_tokens(text), all_tokens=all_tokens)
-
-
-def match_tokens(tokens: list[str], *, all_tokens: bool = False) -> str | None:
-    """The MATCH expression for already extracted query tokens."""
+def match_tokens(tokens: list[str]) -> str | None:
+    """An FTS5 MATCH expression for query tokens: every token quoted, all OR-joined."""
     terms = [token_term(tok) for tok in tokens]
-    return (" AND " if all_tokens else " OR ").join(terms) if terms else None
+    return " OR ".join(terms) if terms else None
 
 
 # FTS5's unicode61 with remove_diacritics 2 strips accents from Latin letters only (й, έ keep theirs).

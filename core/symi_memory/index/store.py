@@ -506,10 +506,8 @@ class IndexStore:
         rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
 
-    def file_mtimes(self, paths: Iterable[str] | None = None) -> dict[str, float]:
-        """Modification times of indexed files (only ``paths`` when given)."""
-        if paths is None:
-            return dict(self._read("SELECT path, mtime FROM files").fetchall())
+    def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
+        """Modification times of the given indexed files."""
         wanted = list(paths)
         if not wanted:
             return {}
