@@ -87,6 +87,35 @@ class MemoryManager:
     def search(self, query: str, *, max_results: int | None = None, min_score: float | None = None,
                session_key: str | None = None, now: float | None = None) -> SearchResponse:
         """Search memory. Never waits for indexing."""
+        return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now)
+
+    def explain(self, query: str, *, max_results: int | None = None, min_score: float | None = None,
+                session_key: str | None = None, now: float | None = None) -> dict[str, Any]:
+        """The same search as :meth:`search`, plus each candidate's score at every stage.
+
+        ``response`` is exactly what ``search`` returns (as a dict); ``candidates``
+        lists every fused candidate with its keyword and vector scores, its score
+        and rank after fusion, the reranker and each post-processor (temporal
+        decay, MMR, ...), and its ``outcome``: returned, below minScore, beyond
+        maxResults, or dropped by the reranker. For the inspector and debugging;
+        the normal search path records nothing.
+        """
+        trace: dict[str, Any] = {}
+        resp = self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
+                            trace=trace)
+        rows = list(trace.get("candidates", {}).values())
+        order = {"returned": 0, "below minScore": 1, "beyond maxResults": 2}
+        rows.sort(key=lambda r: (order.get(r["outcome"], 3), r["stages"].get("final", {}).get("rank", 10**9)))
+        hybrid = self.agent.memory_search["query"]["hybrid"]
+        return {"query": query, "response": resp.to_dict(), "stages": trace.get("stages", []),
+                "minScore": trace.get("minScore"), "minScoreApplied": trace.get("minScoreApplied"),
+                "maxResults": trace.get("maxResults"),
+                "fusion": {"method": hybrid["fusion"], "vectorWeight": hybrid["vectorWeight"],
+                           "textWeight": hybrid["textWeight"]},
+                "candidates": rows}
+
+    def _search(self, query: str, *, max_results: int | None, min_score: float | None, session_key: str | None,
+                now: float | None, trace: dict[str, Any] | None = None) -> SearchResponse:
         backend = self._require()
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
@@ -105,7 +134,9 @@ class MemoryManager:
         result = backend.search(sq)
         assert self.pipeline is not None
         floor = ms if result.calibrated else 0.0
-        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor, now=now)
+        if trace is not None:
+            trace.update(minScore=ms, minScoreApplied=floor, maxResults=n)
+        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor, now=now, trace=trace)
         citations = self.config.data["memory"]["citations"]
         hits = to_hits(final, citations=citations, session_key=session_key)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,

@@ -71,17 +71,51 @@ class Pipeline:
         return out
 
     def run(self, query: str, candidates: Sequence[Candidate], *, max_results: int, min_score: float,
-            now: float | None = None) -> list[Candidate]:
+            now: float | None = None, trace: dict[str, Any] | None = None) -> list[Candidate]:
+        """The tail of a search. ``trace`` (a dict to fill, for ``explain``) records each stage's
+        scores and ranks per candidate id and why a candidate was cut; it never changes the result."""
         items = self.rerank(query, list(candidates))
+        if trace is not None:
+            _trace_stage(trace, "fused", candidates)
+            if self.reranker is not None:
+                _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now)
         sorted_yet = False
-        for order, _name, proc in self.processors:
+        for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
                 items, sorted_yet = _sorted(items), True
             items = list(proc.process(tuple(items), ctx))
+            if trace is not None:
+                _trace_stage(trace, name, items)
         if not sorted_yet:
             items = _sorted(items)
-        return [c for c in items if c.score >= min_score][:max_results]
+        kept = [c for c in items if c.score >= min_score]
+        if trace is not None:
+            _trace_stage(trace, "final", items)
+            rows = trace["candidates"]
+            returned = {c.id for c in kept[:max_results]}
+            for c in items:
+                if c.id in returned:
+                    rows[c.id]["outcome"] = "returned"
+                elif c.score < min_score:
+                    rows[c.id]["outcome"] = "below minScore"
+                else:
+                    rows[c.id]["outcome"] = "beyond maxResults"
+            for row in rows.values():
+                row.setdefault("outcome", "dropped by reranker (beyond topN)")
+        return kept[:max_results]
+
+
+def _trace_stage(trace: dict[str, Any], stage: str, items: Sequence[Candidate]) -> None:
+    trace.setdefault("stages", []).append(stage)
+    rows = trace.setdefault("candidates", {})
+    for rank, c in enumerate(items, start=1):
+        row = rows.get(c.id)
+        if row is None:
+            row = rows[c.id] = {"id": c.id, "path": c.path, "startLine": c.start_line, "endLine": c.end_line,
+                                "source": c.source, "keyword": c.text_score, "vector": c.vector_score,
+                                "identifierMatch": c.identifier_match, "stages": {}}
+        row["stages"][stage] = {"score": c.score, "rank": rank}
 
 
 def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import tools
 from ..types import SyncProgress, SyncReport
+from . import render
 from .app import App
 
 
@@ -25,6 +26,7 @@ def _positive_int(text: str) -> int:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="show the index and provider status")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_status)
 
     p = sub.add_parser("index", help="bring the index up to date (a progress bar on a terminal)")
@@ -38,6 +40,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--min-score", type=float, default=None, metavar="X")
     p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
     p.add_argument("--json", action="store_true", help="print exactly the memory_search tool output")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_search)
 
     p = sub.add_parser("get", help="read a memory file or a window of its lines")
@@ -45,6 +48,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--from", dest="from_line", type=int, default=None, metavar="N")
     p.add_argument("--lines", type=int, default=None, metavar="N")
     p.add_argument("--json", action="store_true", help="print exactly the memory_get tool output")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_get)
 
     p = sub.add_parser("watch", help="keep the index fresh while files change (Ctrl-C to stop)")
@@ -57,25 +61,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_status(args: argparse.Namespace, app: App) -> int:
-    st = app.manager().status()
-    if args.json:
-        app.print_json(st)
-        return 0
-    rows = [("backend", f"{st.get('backend')} ({st.get('plugin')})")]
-    for key in ("workspaceDir", "dbPath", "files", "chunks", "dirty", "provider", "model"):
-        if key in st:
-            rows.append((key, str(st[key])))
-    if st.get("providerReason"):
-        rows.append(("providerReason", st["providerReason"]))
-    for key in ("vector", "fts", "cache", "fallback"):
-        if isinstance(st.get(key), dict):
-            rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
-    if st.get("skipped"):
-        rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{app.color(k.rjust(width), '2')}  {v}")
-    return 0
+    return render.print_status(app.manager().status(), as_json=args.json)
 
 
 class _Bar:
@@ -146,21 +132,7 @@ def run_search(args: argparse.Namespace, app: App) -> int:
     if args.min_score is not None:
         params["minScore"] = args.min_score
     out = tools.memory_search(app.manager(), params, session_key=args.session)
-    if args.json:
-        app.print_json(out)
-        return 1 if out.get("error") else 0
-    if out.get("error"):
-        print(f"symi-memory: error: {out['error']}", file=sys.stderr)
-        return 1
-    meta = f"mode {out['mode']}, provider {out['provider']}" + (f" ({out['model']})" if out.get("model") else "")
-    print(app.color(f"{len(out['results'])} result(s); {meta}", "2"))
-    for hit in out["results"]:
-        where = f"{hit['path']}:{hit['startLine']}-{hit['endLine']}"
-        score = f"{hit['score']:.3f}"
-        print(f"{app.color(score, '32')}  {app.color(where, '1')}")
-        for line in hit["snippet"].strip().splitlines()[:4]:
-            print(f"       {line[:110]}")
-    return 0
+    return render.print_search(out, as_json=args.json)
 
 
 def run_get(args: argparse.Namespace, app: App) -> int:
@@ -170,13 +142,7 @@ def run_get(args: argparse.Namespace, app: App) -> int:
     if args.lines is not None:
         params["lines"] = args.lines
     out = tools.memory_get(app.manager(), params)
-    if args.json:
-        app.print_json(out)
-    elif out.get("error"):
-        print(f"symi-memory: error: {args.path}: {out['error']}", file=sys.stderr)
-    else:
-        sys.stdout.write(out["text"] + ("" if out["text"].endswith("\n") or not out["text"] else "\n"))
-    return 1 if out.get("error") else 0
+    return render.print_get(out, args.path, as_json=args.json)
 
 
 def run_watch(args: argparse.Namespace, app: App) -> int:
