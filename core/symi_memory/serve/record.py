@@ -12,10 +12,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RECORD_NAME", "TOKEN_ENV", "pid_alive", "read_record", "record_path", "remove_record", "write_record"]
+__all__ = ["RECORD_NAME", "eval_record_path", "TOKEN_ENV", "pid_alive", "read_record", "record_path", "remove_record", "write_record"]
 
 RECORD_NAME = "serve.json"
 TOKEN_ENV = "SYMI_SERVE_TOKEN"
+
+
+def eval_record_path(state_dir: str | os.PathLike[str]) -> Path:
+    """Where ``symi-memory eval`` keeps its last result for the inspector."""
+    return Path(state_dir) / "eval" / "last.json"
 
 
 def record_path(state_dir: str | os.PathLike[str]) -> Path:
