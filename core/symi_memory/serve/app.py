@@ -237,7 +237,6 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             return _error(404, str(exc))
         except SymiMemoryError as exc:
             return _error(400, str(exc))
-        state.count(kind)
         try:
             manager = await anyio.to_thread.run_sync(pool.acquire, agent)
         except SymiMemoryError as exc:
@@ -246,6 +245,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             want = body.get("workspace")
             if want is not None and (not isinstance(want, str) or Path(want) != manager.agent.workspace):
                 return _error(409, f"this server serves agent {agent!r} from another workspace")
+            state.count(kind)
             out = await anyio.to_thread.run_sync(work, manager, body)
         except _Bad as exc:
             return _error(exc.status, exc.message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -85,6 +86,11 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
 
     threads = [threading.Thread(target=warm, name="symi-serve-warm", daemon=True),
                threading.Thread(target=reaper, name="symi-serve-reaper", daemon=True)]
+    # uvicorn handles SIGTERM/SIGINT (graceful shutdown), then re-raises the signal to the handler that was
+    # in place before it started; a no-op one here lets the cleanup below run and the process exit 0.
+    quiet: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        quiet = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
     write_record(config.state_dir, record)
     try:
         for t in threads:
@@ -98,5 +104,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
         pool.close()
         remove_record(config.state_dir, os.getpid())
         sock.close()
+        for sig, handler in quiet.items():
+            signal.signal(sig, handler)
         log.info("stopped")
     return 0
