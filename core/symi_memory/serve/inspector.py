@@ -106,7 +106,7 @@ async function loadEval() {
     if (!d.result) { box.textContent = d.hint || 'no eval results yet'; return; }
     const per = d.result.per_type || {}; const k = (d.result.settings || {}).k || 10;
     const types = Object.keys(per);
-    const W = 420, rowH = 22, left = 110, H = rowH * types.length + 30;
+    const W = 440, rowH = 22, left = 110, H = rowH * types.length + 30;
     const NS = 'http://www.w3.org/2000/svg';
     const svg = document.createElementNS(NS, 'svg'); svg.setAttribute('width', W); svg.setAttribute('height', H); svg.setAttribute('role', 'img');
     svg.setAttribute('aria-label', `hit@1 and hit@${k} per query type`);
@@ -115,7 +115,7 @@ async function loadEval() {
       const label = document.createElementNS(NS, 'text'); label.setAttribute('x', 0); label.setAttribute('y', y + 13); label.setAttribute('font-size', 12); label.textContent = t; svg.appendChild(label);
       const hk = m[`hit@${k}`]; const h1 = m['hit@1'];
       if (hk === null || hk === undefined) { const n = document.createElementNS(NS, 'text'); n.setAttribute('x', left); n.setAttribute('y', y + 13); n.setAttribute('font-size', 11); n.textContent = 'n/a (negative queries)'; svg.appendChild(n); return; }
-      const scale = W - left - 60;
+      const scale = W - left - 90;
       const b2 = document.createElementNS(NS, 'rect'); b2.setAttribute('class', 'bar2'); b2.setAttribute('x', left); b2.setAttribute('y', y + 2); b2.setAttribute('height', 14); b2.setAttribute('width', Math.max(1, hk * scale)); svg.appendChild(b2);
       const b1 = document.createElementNS(NS, 'rect'); b1.setAttribute('class', 'bar'); b1.setAttribute('x', left); b1.setAttribute('y', y + 2); b1.setAttribute('height', 14); b1.setAttribute('width', Math.max(1, (h1 || 0) * scale)); svg.appendChild(b1);
       const v = document.createElementNS(NS, 'text'); v.setAttribute('x', left + hk * scale + 4); v.setAttribute('y', y + 13); v.setAttribute('font-size', 11); v.textContent = `${hk.toFixed(2)} / ${(h1 || 0).toFixed(2)}`; svg.appendChild(v);
