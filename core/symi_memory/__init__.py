@@ -6,9 +6,10 @@ makes it searchable by keyword and by meaning.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .config import Config, load_config
     from .errors import ConfigError, SymiMemoryError
     from .hookspecs import hookimpl

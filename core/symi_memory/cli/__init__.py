@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
 
 from .remote import try_server
+
+# `typing` and `logging` load after the server fast path (a one-shot call answered by `serve` skips them).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["build_parser", "main"]
 
@@ -85,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     served = try_server(argv)
     if served is not None:
         return served
+    import logging
+
     import apsw
 
     from ..errors import SymiMemoryError

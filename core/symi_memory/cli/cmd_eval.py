@@ -44,10 +44,11 @@ def _keep_last(app: App, dataset: str, result: dict[str, Any]) -> None:
     import logging
     import os
     import time
+    from pathlib import Path
 
     from ..serve.record import eval_record_path
 
-    path = eval_record_path(app.config.state_dir)
+    path = Path(eval_record_path(app.config.state_dir))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # kept out of the one-shot path: `typing` alone costs more than the request
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["try_server"]
 
@@ -61,8 +63,8 @@ def _parser() -> _Parser:
     return p
 
 
-def _state_dir(arg: str | None) -> Path:
-    return Path(arg or os.environ.get("SYMI_STATE_DIR") or "~/.symi").expanduser().resolve()
+def _state_dir(arg: str | None) -> str:
+    return os.path.realpath(os.path.expanduser(arg or os.environ.get("SYMI_STATE_DIR") or "~/.symi"))
 
 
 def _same_config(args: argparse.Namespace, record: dict[str, Any]) -> bool:
@@ -70,10 +72,7 @@ def _same_config(args: argparse.Namespace, record: dict[str, Any]) -> bool:
     explicit = args.config or os.environ.get("SYMI_CONFIG")
     if not explicit:
         return not record.get("configExplicit")
-    try:
-        return str(Path(explicit).expanduser().resolve()) == record.get("config")
-    except OSError:
-        return False
+    return os.path.realpath(os.path.expanduser(explicit)) == record.get("config")
 
 
 def try_server(argv: Sequence[str] | None) -> int | None:
@@ -97,7 +96,7 @@ def try_server(argv: Sequence[str] | None) -> int | None:
         return None
     body: dict[str, Any] = {}
     if args.workspace:
-        body["workspace"] = str(Path(args.workspace).expanduser().resolve())
+        body["workspace"] = os.path.realpath(os.path.expanduser(args.workspace))
     client = ServerClient(record["url"])
     try:
         if args.command == "search":

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["color", "print_get", "print_json", "print_search", "print_status"]
 

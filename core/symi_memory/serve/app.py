@@ -320,7 +320,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return JSONResponse({"ok": True, **state.info()})
 
     async def last_eval(request: Request) -> Response:
-        path = eval_record_path(state.state_dir)
+        path = Path(eval_record_path(state.state_dir))
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:

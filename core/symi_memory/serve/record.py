@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the one-shot CLI path imports this module: no typing, no pathlib
+    from typing import Any
 
 __all__ = ["RECORD_NAME", "eval_record_path", "TOKEN_ENV", "pid_alive", "read_record", "record_path", "remove_record", "write_record"]
 
@@ -18,13 +20,13 @@ RECORD_NAME = "serve.json"
 TOKEN_ENV = "SYMI_SERVE_TOKEN"
 
 
-def eval_record_path(state_dir: str | os.PathLike[str]) -> Path:
+def eval_record_path(state_dir: str | os.PathLike[str]) -> str:
     """Where ``symi-memory eval`` keeps its last result for the inspector."""
-    return Path(state_dir) / "eval" / "last.json"
+    return os.path.join(state_dir, "eval", "last.json")
 
 
-def record_path(state_dir: str | os.PathLike[str]) -> Path:
-    return Path(state_dir) / RECORD_NAME
+def record_path(state_dir: str | os.PathLike[str]) -> str:
+    return os.path.join(state_dir, RECORD_NAME)
 
 
 def pid_alive(pid: int) -> bool:
@@ -39,11 +41,11 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def write_record(state_dir: str | os.PathLike[str], data: dict[str, Any]) -> Path:
+def write_record(state_dir: str | os.PathLike[str], data: dict[str, Any]) -> str:
     """Write the record atomically, readable by the owner only."""
     path = record_path(state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{RECORD_NAME}.{os.getpid()}.tmp")
+    os.makedirs(state_dir, exist_ok=True)
+    tmp = os.path.join(state_dir, f".{RECORD_NAME}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2)
@@ -54,7 +56,8 @@ def write_record(state_dir: str | os.PathLike[str], data: dict[str, Any]) -> Pat
 def read_record(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The live server's record, or None (no record, unreadable, or its process is gone)."""
     try:
-        data = json.loads(record_path(state_dir).read_text(encoding="utf-8"))
+        with open(record_path(state_dir), encoding="utf-8") as fh:
+            data = json.load(fh)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not isinstance(data.get("url"), str):
@@ -66,8 +69,9 @@ def remove_record(state_dir: str | os.PathLike[str], pid: int) -> None:
     """Remove the record if it is still ``pid``'s (a newer server may have replaced it)."""
     path = record_path(state_dir)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
         if data.get("pid") == pid:
-            path.unlink()
+            os.unlink(path)
     except (OSError, ValueError, AttributeError):
         pass
