@@ -237,22 +237,24 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             return _error(404, str(exc))
         except SymiMemoryError as exc:
             return _error(400, str(exc))
+        want = body.get("workspace")
+
+        def run() -> dict[str, Any]:  # one worker thread per request: acquire, check, work, release
+            manager = pool.acquire(agent)
+            try:
+                if want is not None and (not isinstance(want, str) or Path(want) != manager.agent.workspace):
+                    raise _Bad(409, f"this server serves agent {agent!r} from another workspace")
+                state.count(kind)
+                return work(manager, body)
+            finally:
+                pool.release(agent)
+
         try:
-            manager = await anyio.to_thread.run_sync(pool.acquire, agent)
-        except SymiMemoryError as exc:
-            return _error(503, str(exc))
-        try:
-            want = body.get("workspace")
-            if want is not None and (not isinstance(want, str) or Path(want) != manager.agent.workspace):
-                return _error(409, f"this server serves agent {agent!r} from another workspace")
-            state.count(kind)
-            out = await anyio.to_thread.run_sync(work, manager, body)
+            out = await anyio.to_thread.run_sync(run)
         except _Bad as exc:
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
-            return _error(400, str(exc))
-        finally:
-            pool.release(agent)
+            return _error(503 if "shutting down" in str(exc) else 400, str(exc))
         return JSONResponse(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
