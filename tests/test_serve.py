@@ -130,6 +130,7 @@ def test_search_is_answered_by_the_server_then_in_process_once_it_stops(setup: d
         assert code == 0, err
         assert st["server"]["pid"] == srv.proc.pid and st["server"]["requests"]["search"] == 1
         assert st["files"] == 2
+        assert st["lastSync"]["at"] > 0 and st["lastSync"]["reason"] in ("serve-open", "session-start", "watch")
         # The human output says so too, and --no-server works in-process (no server block).
         code, text, _ = cli("status")
         assert f"pid {srv.proc.pid}" in text and "search 1" in text
@@ -139,6 +140,10 @@ def test_search_is_answered_by_the_server_then_in_process_once_it_stops(setup: d
         assert code == 0 and "server" in text.splitlines()[0] and "MEMORY.md" in text
         code, got, _ = cli("get", "memory/2026-01-01.md", "--from", "2", "--lines", "1", "--json", json_out=True)
         assert code == 0 and got["text"].strip() == "second line"
+        # A note written just now is found at once, as by an in-process search (no wait for the watcher).
+        (setup["main"] / "memory" / "2026-01-02.md").write_text("- The wifi password is on the fridge.\n")
+        code, out, _ = cli("search", "wifi password fridge", "--json", json_out=True)
+        assert code == 0 and out["results"][0]["path"] == "memory/2026-01-02.md"
         assert srv.stop() == 0
     assert not (state / "serve.json").exists()
     code, out, err = cli("search", "Prefers tea", "--json", json_out=True)

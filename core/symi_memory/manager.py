@@ -104,8 +104,7 @@ class MemoryManager:
         resp = self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
                             trace=trace)
         rows = list(trace.get("candidates", {}).values())
-        order = {"returned": 0, "below minScore": 1, "beyond maxResults": 2}
-        rows.sort(key=lambda r: (order.get(r["outcome"], 3), r["stages"].get("final", {}).get("rank", 10**9)))
+        rows.sort(key=lambda r: r["stages"].get("final", {}).get("rank", 10**9))  # the reranker's drops last
         hybrid = self.agent.memory_search["query"]["hybrid"]
         return {"query": query, "response": resp.to_dict(), "stages": trace.get("stages", []),
                 "minScore": trace.get("minScore"), "minScoreApplied": trace.get("minScoreApplied"),

@@ -101,6 +101,7 @@ def try_server(argv: Sequence[str] | None) -> int | None:
     try:
         if args.command == "search":
             body["query"] = args.query
+            body["fresh"] = True  # like the in-process command: changed files are indexed first
             if args.max_results is not None:
                 body["maxResults"] = args.max_results
             if args.min_score is not None:

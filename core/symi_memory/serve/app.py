@@ -33,7 +33,7 @@ from starlette.routing import Route
 from .. import tools
 from ..aio import AsyncMemoryManager
 from ..errors import SymiMemoryError
-from .pool import AgentPool, UnknownAgent, check_agent_id
+from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
 
 __all__ = ["Guard", "ServerState", "build_app"]
@@ -267,6 +267,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return session
 
     def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
+            ensure_fresh(manager, reason="cli-search")
         return tools.memory_search(manager, search_params(body), session_key=session_of(body))
 
     def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:

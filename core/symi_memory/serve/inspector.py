@@ -25,14 +25,16 @@ button{font:inherit;padding:5px 12px;border-radius:4px;border:1px solid #3a66c4;
 table{border-collapse:collapse;width:100%;font-size:12.5px}
 th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eceef2;vertical-align:top}
 th{font-weight:600;color:#525b6b;background:#fafbfc}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.cut td{color:#8a91a0}
-.tag{display:inline-block;border-radius:3px;padding:0 5px;font-size:11.5px}
+.tag{display:inline-block;border-radius:3px;padding:0 5px;font-size:11.5px;white-space:nowrap}
 .returned,.indexed{background:#dcf3e3;color:#176532}
 .below,.skipped,.removed{background:#fbe2e2;color:#8b1d1d}
 .beyond,.pending,.changed,.new,.dropped{background:#fdf0d2;color:#7a5200}
 .muted{color:#6b7383}
 #meta,#status{font-size:12.5px;margin-bottom:6px}
+.scroll{max-height:420px;overflow:auto;border:1px solid #eceef2}
+td.when{white-space:nowrap}
 .bar{fill:#3a66c4}.bar2{fill:#9db5e8}
 """
 
@@ -40,6 +42,8 @@ _JS = """
 const AGENT = document.body.dataset.agent;
 const api = (p) => `/api/agents/${encodeURIComponent(AGENT)}/${p}`;
 const $ = (id) => document.getElementById(id);
+const stamp = (t) => { const d = new Date(t * 1000), p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`; };
 const fmt = (v) => (v === null || v === undefined) ? '–' : (typeof v === 'number' ? v.toFixed(3) : String(v));
 function cell(tr, text, cls) { const td = document.createElement('td'); td.textContent = text; if (cls) td.className = cls; tr.appendChild(td); return td; }
 function tag(td, text, cls) { const s = document.createElement('span'); s.className = 'tag ' + cls; s.textContent = text; td.textContent = ''; td.appendChild(s); }
@@ -84,7 +88,7 @@ async function loadFiles() {
   try {
     const d = await getJSON(api('files'));
     const s = d.status;
-    const sync = d.lastSync ? `last sync ${new Date(d.lastSync.at * 1000).toLocaleString()} (${d.lastSync.reason || 'sync'}, ${d.lastSync.filesIndexed ?? d.lastSync.files_indexed ?? '?'} indexed)` : 'no sync by this server yet';
+    const sync = d.lastSync ? `last sync ${stamp(d.lastSync.at)} (${d.lastSync.reason || 'sync'}, ${d.lastSync.filesIndexed ?? '?'} indexed)` : 'no sync by this server yet';
     $('status').textContent = `${s.files} files · ${s.chunks} chunks · provider ${s.provider}` + (s.model ? ` (${s.model})` : '') +
       (s.fallback ? ` · fallback from ${s.fallback.from}: ${s.fallback.reason}` : '') +
       (s.providerReason ? ` · ${s.providerReason}` : '') + ` · ${s.dirty ? 'changes pending' : 'up to date'} · ${sync}`;
@@ -93,7 +97,7 @@ async function loadFiles() {
       const tr = document.createElement('tr');
       cell(tr, f.path); tag(cell(tr, ''), f.state, f.state);
       cell(tr, f.chunks ?? '–', 'num');
-      cell(tr, f.mtime ? new Date(f.mtime * 1000).toLocaleString() : '–');
+      cell(tr, f.mtime ? stamp(f.mtime) : '–', 'when');
       cell(tr, f.reason || '', 'muted');
       body.appendChild(tr);
     }
@@ -125,7 +129,7 @@ async function loadEval() {
     box.textContent = '';
     const o = d.result.overall || {};
     const p = document.createElement('div'); p.className = 'muted';
-    p.textContent = `${d.dataset || ''} · ${d.at ? new Date(d.at * 1000).toLocaleString() : ''} · ${o.queries} queries · hit@${k} ${fmt(o[`hit@${k}`])} · MRR ${fmt(o['mrr@10'])}`;
+    p.textContent = `${d.dataset || ''} · ${d.at ? stamp(d.at) : ''} · ${o.queries} queries · hit@${k} ${fmt(o[`hit@${k}`])} · MRR ${fmt(o['mrr@10'])}`;
     box.appendChild(p); box.appendChild(svg);
   } catch (e) { box.textContent = 'error: ' + e.message; }
 }
@@ -153,8 +157,8 @@ def render_page(*, agent: str, agents: list[str]) -> str:
 post-processor (decay, MMR, …) and what minScore / maxResults cut.</div>
 <table><thead id="hits-head"></thead><tbody id="hits"></tbody></table></section>
 <section><h2>Files and freshness</h2><div id="status" class="muted">loading…</div>
-<table><thead><tr><th>file</th><th>state</th><th>chunks</th><th>modified</th><th>why</th></tr></thead>
-<tbody id="files"></tbody></table>
+<div class="scroll"><table><thead><tr><th>file</th><th>state</th><th>chunks</th><th>modified</th><th>why</th></tr>
+</thead><tbody id="files"></tbody></table></div>
 <h2 style="margin-top:14px">Last eval</h2><div id="eval" class="muted">loading…</div></section>
 </main>
 <script>{_JS}</script>

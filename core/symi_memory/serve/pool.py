@@ -18,7 +18,7 @@ from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 from ..specs import EmbeddingProvider, ProviderContext, ProviderSpec
 
-__all__ = ["AgentPool", "SharedProviders", "UnknownAgent", "check_agent_id"]
+__all__ = ["AgentPool", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
 
 log = logging.getLogger("symi_memory.serve")
 
@@ -36,6 +36,22 @@ def check_agent_id(agent_id: str) -> str:
     if not isinstance(agent_id, str) or not _AGENT_ID.fullmatch(agent_id) or ".." in agent_id:
         raise SymiMemoryError(f"invalid agent id {agent_id!r}: use letters, digits, '_', '.', '-' (at most 64)")
     return agent_id
+
+
+def ensure_fresh(manager: MemoryManager, *, reason: str) -> bool:
+    """Sync now when files changed since the last sync (what a one-shot CLI search does first). True if synced."""
+    if not manager.enabled:
+        return False
+    backend = manager.backend
+    st = manager.status()
+    is_stale = getattr(backend, "is_stale", None)
+    if callable(is_stale) and st.get("files"):
+        stale = is_stale(retry_pending=False)  # files waiting only for vectors are searchable already
+    else:
+        stale = bool(st.get("dirty")) or not st.get("files")
+    if stale:
+        manager.sync(reason=reason)
+    return bool(stale)
 
 
 class _Handle:
@@ -181,13 +197,7 @@ class AgentPool:
                 self._syncs[agent_id] = {"at": time.time(), **report.to_dict()}
 
             backend.on_synced = synced
-        if manager.enabled:
-            st = manager.status()
-            is_stale = getattr(backend, "is_stale", None)
-            stale = is_stale(retry_pending=False) if callable(is_stale) and st.get("files") else (
-                bool(st.get("dirty")) or not st.get("files"))
-            if stale:
-                manager.sync(reason="serve-open")
+        ensure_fresh(manager, reason="serve-open")
         log.info("opened agent %s (%s)", agent_id, manager.backend_name)
         return manager
 
