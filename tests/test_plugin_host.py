@@ -120,3 +120,40 @@ def test_another_projects_pytest_sees_no_fakes_and_no_testing_switch(tmp_path: P
                           cwd=project, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def test_builtins_declare_their_optional_capabilities_through_the_specs_protocols(tmp_path: Path) -> None:
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+    from symi_memory.specs import (
+        BackendServices,
+        Closeable,
+        MemoryBackend,
+        NotifiesSyncs,
+        StalenessAware,
+        StartableBackend,
+        VectorSide,
+    )
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("- capability check\n", encoding="utf-8")
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "hash"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        backend = mem.backend
+        for proto in (MemoryBackend, StartableBackend, StalenessAware, NotifiesSyncs):
+            assert isinstance(backend, proto), proto.__name__
+        assert isinstance(backend.vectors, VectorSide)
+        # The in-memory reference backend opts in to none of the optional capabilities.
+    cfg = load_config(None, state_dir=tmp_path / "state2",
+                      overrides={"plugins": {"slots": {"memory": "in-memory"}},
+                                 "agents": {"defaults": {"memorySearch": {"provider": "hash"}}}})
+    with open_memory(cfg, workspace=ws, start=True) as mem:
+        assert isinstance(mem.backend, MemoryBackend) and not isinstance(mem.backend, StartableBackend)
+        mem.sync()
+        assert mem.search("capability", min_score=0).results  # never started, still works
+    from symi_memory.manager import Services
+
+    assert isinstance(Services(plugins=None, config=None, agent=None), BackendServices)  # type: ignore[arg-type]
+    assert not isinstance(object(), Closeable)

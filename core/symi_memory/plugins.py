@@ -18,7 +18,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginError
-from .specs import BackendSpec, PostProcessorSpec, ProviderSpec, RerankerSpec
+from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = [
     "AUTOLOAD_ENV",
@@ -75,6 +75,8 @@ class Plugins:
     failed: dict[str, str] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
+    _schema: Any = None
 
     @property
     def backends(self) -> dict[str, BackendSpec]:
@@ -116,6 +118,32 @@ class Plugins:
                 caller(register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
             self.registries[kind] = registry
             self.owners[kind] = owners
+        self.config_sections = []
+        for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
+            caller(register=self._register_section(plugin_id))
+        self._schema = None
+
+    def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
+        def register(spec: ConfigSection) -> None:
+            if not isinstance(spec, ConfigSection) or not attrs.has(spec.model):
+                raise PluginError(f"plugin {plugin_id!r} registered {spec!r} as a config section; expected a "
+                                  f"ConfigSection whose model is an attrs class declared with config.fields.opt")
+            if not spec.key or any(not part for part in spec.key.split(".")):
+                raise PluginError(f"plugin {plugin_id!r}: config section key {spec.key!r} is not a dotted path")
+            self.config_sections.append((plugin_id, spec))
+
+        return register
+
+    def schema(self) -> type:
+        """The core's config model with every loaded plugin's sections mounted (cached)."""
+        if self._schema is None:
+            from .config.extend import Mount, extend_schema
+            from .config.schema import RootConfig
+
+            mounts = [Mount(path=tuple(s.key.split(".")), model=s.model, owner=pid, doc=s.doc)
+                      for pid, s in self.config_sections]
+            self._schema = extend_schema(RootConfig, mounts)
+        return self._schema
 
     def _register_fn(
         self, kind: str, spec_type: type[Any], plugin_id: str, registry: dict[str, Any], owners: dict[str, str]
