@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -160,7 +159,7 @@ def one_shot(state: Path, args: list[str], n: int) -> dict[str, Any]:
     env = {**os.environ, "SYMI_STATE_DIR": str(state)}
     exe = shutil.which("symi-memory", path=str(Path(sys.executable).parent)) or "symi-memory"
     lat = []
-    for i in range(n):
+    for _ in range(n):
         cmd = [exe, *args] if args[:1] != ["-c"] else [sys.executable, *args]
         s = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
