@@ -42,12 +42,12 @@ def ensure_fresh(manager: MemoryManager, *, reason: str) -> bool:
     """Sync now when files changed since the last sync (what a one-shot CLI search does first). True if synced."""
     if not manager.enabled:
         return False
-    backend = manager.backend
-    st = manager.status()
-    is_stale = getattr(backend, "is_stale", None)
-    if callable(is_stale) and st.get("files"):
-        stale = is_stale(retry_pending=False)  # files waiting only for vectors are searchable already
+    is_stale = getattr(manager.backend, "is_stale", None)
+    if callable(is_stale):
+        # One listing of the workspace against the index; files waiting only for vectors are searchable already.
+        stale = is_stale(retry_pending=False)
     else:
+        st = manager.status()
         stale = bool(st.get("dirty")) or not st.get("files")
     if stale:
         manager.sync(reason=reason)
