@@ -152,6 +152,13 @@ def test_search_is_answered_by_the_server_then_in_process_once_it_stops(setup: d
     assert "server" not in st
 
 
+def test_a_second_server_for_the_same_state_dir_is_refused(setup: dict[str, Path], cli: Any) -> None:
+    with running_server(setup["state"]) as srv:
+        code, _, err = cli("serve", "--port", "0")
+        assert code == 2 and f"pid {srv.proc.pid}" in err and "Traceback" not in err
+        assert json.loads((setup["state"] / "serve.json").read_text())["pid"] == srv.proc.pid
+
+
 def test_a_stale_record_is_ignored(setup: dict[str, Path], cli: Any) -> None:
     """A server that died without cleaning up (its pid is gone) never answers: the CLI works in-process."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

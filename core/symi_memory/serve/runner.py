@@ -16,7 +16,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .app import ServerState, build_app, is_loopback
 from .pool import AgentPool
-from .record import TOKEN_ENV, remove_record, write_record
+from .record import TOKEN_ENV, read_record, remove_record, write_record
 
 __all__ = ["serve"]
 
@@ -50,6 +50,10 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     loopback = is_loopback(host)
     if not loopback and not token:
         raise ConfigError(f"serving on {host} (not loopback) needs a token: set serve.token or ${TOKEN_ENV}")
+    running = read_record(config.state_dir)
+    if running is not None and running["pid"] != os.getpid():
+        raise ConfigError(f"a server already runs for {config.state_dir} (pid {running['pid']}, {running['url']}); "
+                          f"stop it first (kill -TERM {running['pid']}) or use another --state-dir")
     idle = settings["idleMinutes"] if idle_minutes is None else idle_minutes
     pinned = tuple(dict.fromkeys([agent, *settings.get("agents", [])]))
     pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
