@@ -55,6 +55,14 @@ def memory_append(
         return {"path": "", "bytesWritten": 0, "error": "text required (a string)"}
     if target is None:
         target = "daily"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return {
+            "path": "",
+            "bytesWritten": 0,
+            "error": f"text must be valid Unicode: a lone surrogate at character {exc.start}; send UTF-8 text",
+        }
     if target not in ("daily", "long-term"):
         return {
             "path": "",
@@ -66,3 +74,6 @@ def memory_append(
     except SymiMemoryError as exc:
         log.info("memory_append refused: %s", exc)
         return {"path": "", "bytesWritten": 0, "error": str(exc)}
+    except Exception as exc:  # a tool must answer, whatever broke underneath
+        log.warning("memory_append failed: %s: %s", type(exc).__name__, exc)
+        return {"path": "", "bytesWritten": 0, "error": f"memory append failed: {type(exc).__name__}: {exc}"}

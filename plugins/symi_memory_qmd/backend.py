@@ -74,8 +74,11 @@ class QmdBackend:
             sessions_dir=self.export_dir if sess.get("enabled") else None,
         )
         self.by_name = {c.name: c for c in self.collections}
-        inside = [str(c.path) for c in self.collections if c.source == "memory" and c.path != self.workspace]
-        self.path_rules = PathRules.from_workspace(self.workspace, [*extra_paths, *inside])
+        self.path_rules = PathRules.from_workspace(self.workspace, extra_paths)
+        for c in self.collections:
+            # memory.qmd.paths[] inside the workspace: readable by their shown path, within their mask.
+            if c.source == "memory" and c.path != self.workspace and c.path != self.workspace / "memory":
+                self.path_rules.add_directory(c.path, c.pattern)
         self.runner = QmdRunner(command=settings.command, home=self.home)
         limits = settings.limits
         self.searcher = QmdSearcher(self.runner, settings.search_mode, timeout_ms=int(limits["timeoutMs"]))
