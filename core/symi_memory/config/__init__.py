@@ -29,6 +29,7 @@ __all__ = [
     "find_config_file",
     "load_config",
     "parse_config_text",
+    "read_config_file",
     "validate_raw",
 ]
 
@@ -61,8 +62,39 @@ def find_config_file(path: str | os.PathLike[str] | None, state_dir: Path) -> Pa
     return None
 
 
+MAX_DEPTH = 32
+
+
+def read_config_file(path: Path) -> str:
+    """The text of a config file, or a one-line :class:`ConfigError` (unreadable, not UTF-8)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc}); check the path and its permissions") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save the file as UTF-8"
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def _too_deep(data: Any, limit: int) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, Mapping):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return False
+
+
 def parse_config_text(text: str, suffix: str, origin: str) -> dict[str, Any]:
-    """Parse TOML, JSON or JSON5 text into a dict."""
+    """Parse TOML, JSON or JSON5 text into a dict (nested at most :data:`MAX_DEPTH` levels)."""
     try:
         if suffix == ".toml":
             data: Any = tomllib.loads(text)
@@ -72,11 +104,20 @@ def parse_config_text(text: str, suffix: str, origin: str) -> dict[str, Any]:
             import json5
 
             data = json5.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{origin}: nested too deeply to parse; config nests at most {MAX_DEPTH} levels") from None
     except Exception as exc:  # every parser has its own error type
-        raise ConfigError(f"{origin}: cannot parse ({exc}); fix the syntax") from None
+        raise ConfigError(f"{origin}: cannot parse ({_one_line(exc)}); fix the syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: the top level must be a table/object")
+    if _too_deep(data, MAX_DEPTH):
+        raise ConfigError(f"{origin}: nested deeper than {MAX_DEPTH} levels; no config key nests that deep")
     return data
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 @attrs.frozen(kw_only=True)
@@ -173,7 +214,10 @@ def _normalise_memory_search(ms: dict[str, Any]) -> None:
 def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
     problems: list[str] = []
     data = validate(RootConfig, raw, "", problems, extra)
-    for i, entry in enumerate(raw.get("agents", {}).get("list", []) or []):
+    agents = raw.get("agents")
+    entries = agents.get("list") if isinstance(agents, Mapping) else None
+    # validate() has already reported an agents/agents.list of the wrong type.
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
         where = f"agents.list[{i}]"
         if not isinstance(entry, Mapping):
             problems.append(f"{where}: expected a table/object with an id")
@@ -228,7 +272,7 @@ def load_config(
     origin = "config"
     if file is not None:
         origin = str(file)
-        raw = parse_config_text(file.read_text(encoding="utf-8"), file.suffix.lower(), origin)
+        raw = parse_config_text(read_config_file(file), file.suffix.lower(), origin)
     if overrides:
         raw = deep_merge(raw, overrides)
     plugins = None

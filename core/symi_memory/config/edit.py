@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import parse_config_text
+from . import parse_config_text, read_config_file
 
 __all__ = ["parse_cli_value", "set_key", "to_toml", "unset_key", "write_atomic"]
 
@@ -61,7 +61,7 @@ def write_atomic(path: Path, text: str) -> None:
 def _read(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
-    return parse_config_text(path.read_text(encoding="utf-8"), path.suffix.lower(), str(path))
+    return parse_config_text(read_config_file(path), path.suffix.lower(), str(path))
 
 
 def _serialise(path: Path, data: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -32,18 +33,30 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _KEY = "symi"
 
 
+MAX_DURATION_MS = 366 * 86_400_000
+MAX_NUMBER = 2**53  # beyond this a config number is a typo, and floats lose whole numbers
+
+
 def parse_duration_ms(value: str | int | float) -> int:
-    """Parse ``5m``/``1500ms``/``2h``; a bare number means minutes."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
+    """Parse ``5m``/``1500ms``/``2h``; a bare number means minutes. At most 366 days, never negative."""
+    hint = "a duration like 30s, 5m, 1.5h or 2d (a bare number means minutes) from 0 to 366d"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"{_show(value)} is not {hint}")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{_show(value)} is not {hint}")
+        if value < 0 or value > MAX_DURATION_MS / _UNIT_MS["m"]:
+            raise ValueError(f"{_show(value)} is out of range; use {hint}")
         return int(value * _UNIT_MS["m"])
-    text = str(value).strip()
+    text = value.strip()
     if not DURATION_RE.match(text):
-        raise ValueError(f"{value!r} is not a duration like 30s, 5m, 1.5h or 2d (a bare number means minutes)")
+        raise ValueError(f"{_show(value)} is not {hint}")
     unit = next((u for u in ("ms", "s", "m", "h", "d") if text.endswith(u)), "")
     number = float(text[: len(text) - len(unit)] if unit else text)
-    return int(number * _UNIT_MS[unit or "m"])
+    ms = number * _UNIT_MS[unit or "m"]
+    if not math.isfinite(ms) or ms > MAX_DURATION_MS:
+        raise ValueError(f"{_show(value)} is out of range; use {hint}")
+    return int(ms)
 
 
 def opt(
@@ -213,8 +226,35 @@ def _validate_free(default: Any, value: Any, where: str, problems: list[str]) ->
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return f"<a {type(value).__name__} too long to show>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _collection_problem(entry: Any) -> str | None:
+    """Why a ``memory.qmd.paths[]`` entry is unusable, or None."""
+    if isinstance(entry, str):
+        return None if entry.strip() else "is empty; give a directory or .md file"
+    if not isinstance(entry, Mapping):
+        return "is not a path or a {path, pattern?, name?} table"
+    unknown = sorted(set(entry) - {"path", "pattern", "name"})
+    if unknown:
+        return f"has unknown key {unknown[0]!r}; allowed: path, pattern, name"
+    if not isinstance(entry.get("path"), str) or not entry["path"].strip():
+        return "needs a non-empty string path (a directory or .md file)"
+    for key in ("pattern", "name"):
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            return f"has a {key} that is not a string"
+    return None
+
+
+def _range_hint(meta: Mapping[str, Any]) -> str:
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if lo is None and hi is None:
+        return f"; use a number from -{MAX_NUMBER} to {MAX_NUMBER}"
+    return f"; allowed {lo if lo is not None else '-inf'}..{hi if hi is not None else MAX_NUMBER}"
 
 
 def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[str]) -> tuple[bool, Any]:
@@ -234,10 +274,16 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
         return False, None
     if kind in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(f"{where}: {_show(value)} is not a number")
+            problems.append(f"{where}: {_show(value)} is not a number{_range_hint(meta)}")
+            return False, None
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{where}: {_show(value)} is not a finite number{_range_hint(meta)}")
             return False, None
         if kind == "int" and isinstance(value, float) and not value.is_integer():
-            problems.append(f"{where}: {_show(value)} is not a whole number")
+            problems.append(f"{where}: {_show(value)} is not a whole number{_range_hint(meta)}")
+            return False, None
+        if abs(value) > MAX_NUMBER:
+            problems.append(f"{where}: {_show(value)} is too large{_range_hint(meta)}")
             return False, None
         num: float = int(value) if kind == "int" else float(value)
         lo, hi = meta["lo"], meta["hi"]
@@ -273,6 +319,12 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
         if meta.get("item") == "str" and not all(isinstance(v, str) for v in value):
             problems.append(f"{where}: every entry must be a string, got {_show(value)}")
             return False, None
+        if meta.get("item") == "collection":
+            for i, entry in enumerate(value):
+                bad = _collection_problem(entry)
+                if bad:
+                    problems.append(f"{where}[{i}]: {_show(entry)} {bad}")
+                    return False, None
         return True, _copy(value)
     if kind == "dict":
         if not isinstance(value, Mapping):

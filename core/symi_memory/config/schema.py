@@ -66,8 +66,8 @@ class Sync:
     on_session_start: bool = opt("onSessionStart", True, doc="Sync on the first search of a session key.")
     on_search: bool = opt("onSearch", True, doc="Start a background sync when a search finds the index dirty.")
     watch: bool = opt("watch", True, doc="Watch memory files and sync after changes.")
-    watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, doc="Watcher debounce.")
-    interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, doc="Periodic sync; 0 is off.")
+    watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, hi=86_400_000, doc="Watcher debounce.")
+    interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, hi=525_600, doc="Periodic sync; 0 is off.")
     max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1, doc="Files larger than this are skipped (listed in status).")
     sessions: SyncSessions = section(SyncSessions, "sessions")
 
@@ -104,7 +104,7 @@ class Rerank:
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the rerank API base URL.")
     api_key: str | None = opt("apiKey", None, kind="str", doc="Rerank API key (else models.providers.<name>.apiKey, else env).")
     headers: dict = opt("headers", {}, doc="Extra HTTP headers.")
-    timeout_ms: int = opt("timeoutMs", 10_000, lo=1, doc="Per-request timeout.")
+    timeout_ms: int = opt("timeoutMs", 10_000, lo=1, hi=86_400_000, doc="Per-request timeout.")
 
 
 @attrs.define(kw_only=True)
@@ -126,8 +126,8 @@ class Batch:
     enabled: bool = opt("enabled", False, doc="Use the provider's batch API for indexing.")
     wait: bool = opt("wait", True, doc="Wait for batch jobs to finish.")
     concurrency: int = opt("concurrency", 2, lo=1, hi=64, doc="Batch jobs submitted in parallel.")
-    poll_interval_ms: int = opt("pollIntervalMs", 2000, lo=1, doc="Batch status poll interval.")
-    timeout_minutes: float = opt("timeoutMinutes", 60, kind="float", lo=0.01, doc="Give up on a batch job after this long.")
+    poll_interval_ms: int = opt("pollIntervalMs", 2000, lo=1, hi=86_400_000, doc="Batch status poll interval.")
+    timeout_minutes: float = opt("timeoutMinutes", 60, kind="float", lo=0.01, hi=525_600, doc="Give up on a batch job after this long.")
 
 
 @attrs.define(kw_only=True)
@@ -135,7 +135,7 @@ class Remote:
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the provider's API base URL (OpenAI-compatible endpoints).")
     api_key: str | None = opt("apiKey", None, kind="str", doc="API key; wins over models.providers.<p>.apiKey and env.")
     headers: dict = opt("headers", {}, doc="Extra headers, merged over the provider's; these win.")
-    timeout_ms: int = opt("timeoutMs", 60_000, lo=1, doc="Per-request timeout.")
+    timeout_ms: int = opt("timeoutMs", 60_000, lo=1, hi=86_400_000, doc="Per-request timeout.")
     batch: Batch = section(Batch, "batch")
 
 
@@ -209,13 +209,13 @@ class AgentsSection:
 @attrs.define(kw_only=True)
 class QmdUpdate:
     interval: str = opt("interval", "5m", kind="duration", doc="Periodic qmd update.")
-    debounce_ms: int = opt("debounceMs", 15_000, lo=0, doc="Skip non-forced updates within this window.")
+    debounce_ms: int = opt("debounceMs", 15_000, lo=0, hi=86_400_000, doc="Skip non-forced updates within this window.")
     on_boot: bool = opt("onBoot", True, doc="Update when the backend starts.")
     wait_for_boot_sync: bool = opt("waitForBootSync", False, doc="Block start-up until the boot update finishes.")
     embed_interval: str = opt("embedInterval", "60m", kind="duration", doc="Run qmd embed at most this often.")
-    command_timeout_ms: int = opt("commandTimeoutMs", 30_000, lo=1, doc="Timeout of collection commands.")
-    update_timeout_ms: int = opt("updateTimeoutMs", 120_000, lo=1, doc="Timeout of qmd update.")
-    embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, doc="Timeout of qmd embed.")
+    command_timeout_ms: int = opt("commandTimeoutMs", 30_000, lo=1, hi=86_400_000, doc="Timeout of collection commands.")
+    update_timeout_ms: int = opt("updateTimeoutMs", 120_000, lo=1, hi=86_400_000, doc="Timeout of qmd update.")
+    embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, hi=86_400_000, doc="Timeout of qmd embed.")
 
 
 @attrs.define(kw_only=True)
@@ -223,7 +223,7 @@ class QmdLimits:
     max_results: int = opt("maxResults", 6, lo=1, doc="Results per search.")
     max_snippet_chars: int = opt("maxSnippetChars", 700, lo=1, doc="Snippet cap.")
     max_injected_chars: int = opt("maxInjectedChars", 4000, lo=1, doc="Total snippet characters per search (citation footers count).")
-    timeout_ms: int = opt("timeoutMs", 4000, lo=1, doc="Timeout of one qmd search call.")
+    timeout_ms: int = opt("timeoutMs", 4000, lo=1, hi=86_400_000, doc="Timeout of one qmd search call.")
 
 
 @attrs.define(kw_only=True)
@@ -238,7 +238,7 @@ class QmdSection:
     command: str = opt("command", "qmd", doc="qmd executable (shell-split).")
     search_mode: str = opt("searchMode", "search", choices=("search", "vsearch", "query"), doc="qmd command behind memory_search.")
     include_default_memory: bool = opt("includeDefaultMemory", True, doc="Index MEMORY.md + memory/**/*.md.")
-    paths: list = opt("paths", [], doc="Extra collections: {path, pattern?, name?}.")
+    paths: list = opt("paths", [], item="collection", doc="Extra collections: a path, or {path, pattern?, name?}.")
     sessions: QmdSessions = section(QmdSessions, "sessions")
     update: QmdUpdate = section(QmdUpdate, "update")
     limits: QmdLimits = section(QmdLimits, "limits")
