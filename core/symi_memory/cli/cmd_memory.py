@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import tools
 from ..types import SyncProgress, SyncReport
-from .app import App
+from .app import App, workspace_state
 
 
 def _positive_int(text: str) -> int:
@@ -105,7 +105,8 @@ def _summary(r: SyncReport) -> str:
 def run_index(args: argparse.Namespace, app: App) -> int:
     manager = app.manager()
     if not manager.agent.workspace.is_dir():
-        print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; the index will be empty "
+        print(f"symi-memory: warning: workspace {manager.agent.workspace} {workspace_state(manager.agent.workspace)}; "
+              f"the index will be empty "
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     reason = manager.status().get("providerReason")
     if reason and not args.json:
@@ -124,7 +125,8 @@ def _ensure_fresh(app: App) -> None:
     if not manager.enabled:
         return  # the tool itself answers with the disabled error shape
     if not manager.agent.workspace.is_dir():
-        print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; nothing to search "
+        print(f"symi-memory: warning: workspace {manager.agent.workspace} {workspace_state(manager.agent.workspace)}; "
+              f"nothing to search "
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
     is_stale = getattr(manager.backend, "is_stale", None)

@@ -9,6 +9,7 @@ against the typed model in :mod:`.schema`, and returns a :class:`Config`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -32,6 +33,8 @@ __all__ = [
     "read_config_file",
     "validate_raw",
 ]
+
+log = logging.getLogger("symi_memory.config")
 
 CONFIG_NAMES = ("symi.toml", "symi.json5", "symi.json")
 
@@ -232,13 +235,55 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     return data
 
 
+def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` minus the keys only a disabled plugin knows, with one warning naming them.
+
+    Disabling a plugin must not turn its settings into "unknown key" errors:
+    they stay in the file for when it is enabled again, and are ignored now.
+    """
+    if not getattr(plugins, "disabled", None):
+        return dict(raw)
+    theirs = plugins.disabled_config_defaults()
+    if not theirs:
+        return dict(raw)
+    known = deep_merge(defaults_of(RootConfig), dict(extra))
+    dropped: list[str] = []
+
+    def walk(node: Mapping[str, Any], dis: Mapping[str, Any], kn: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key in dis and key not in kn:
+                dropped.append(path)
+                continue
+            if key in dis and isinstance(value, Mapping) and isinstance(dis[key], Mapping) \
+                    and isinstance(kn.get(key), Mapping):
+                out[key] = walk(value, dis[key], kn[key], path)
+            else:
+                out[key] = value
+        return out
+
+    cleaned = walk(raw, theirs, known, "")
+    agents = cleaned.get("agents")
+    dis_agent = ((theirs.get("agents") or {}).get("defaults")) or {}
+    if isinstance(agents, Mapping) and isinstance(agents.get("list"), list) and dis_agent:
+        entries = [walk(e, dis_agent, known["agents"]["defaults"], f"agents.list[{i}]") if isinstance(e, Mapping) else e
+                   for i, e in enumerate(agents["list"])]
+        cleaned["agents"] = {**agents, "list": entries}
+    if dropped:
+        names = ", ".join(sorted(plugins.disabled))
+        log.warning("ignoring %s: config of a disabled plugin (plugins.disabled: %s)", ", ".join(dropped), names)
+    return cleaned
+
+
 def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, Any]:
     """Validate a raw config dict (with plugin defaults); raises ConfigError listing every problem."""
     from ..plugins import collect_config_defaults, load_plugins, resolve_backend_name
 
     disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
     plugins = load_plugins(disabled if isinstance(disabled, list) else [])
-    data = _validate_root(raw, origin, collect_config_defaults(raw, plugins))
+    extra = collect_config_defaults(raw, plugins)
+    data = _validate_root(_without_disabled_keys(raw, plugins, extra), origin, extra)
     # Names must resolve against what is installed, so `config set` refuses a typo up front.
     full = deep_merge(defaults_of(RootConfig), data)
     name = resolve_backend_name(full)
@@ -283,6 +328,7 @@ def load_config(
         # Loaded once here and reused by open_memory, so plugins import (and warn) once.
         plugins = load_plugins(disabled if isinstance(disabled, list) else [])
         extra_defaults = collect_config_defaults(raw, plugins)
+        raw = _without_disabled_keys(raw, plugins, extra_defaults)
     data = _validate_root(raw, origin, extra_defaults)
     full = deep_merge(deep_merge(defaults_of(RootConfig), dict(extra_defaults or {})), data)
     return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -192,7 +193,7 @@ def validate(cls: type, data: Any, path: str, problems: list[str], extra: Mappin
             if extra is not None and key in extra:
                 out[key] = _validate_free(extra[key], value, where, problems)
                 continue
-            names = list(known) + list(extra or {})
+            names = list(dict.fromkeys([*known, *(extra or {})]))
             problems.append(f"{where}: unknown key{did_you_mean(key, names)}; allowed keys here: {', '.join(names)}")
             continue
         meta = _meta(field)
@@ -314,7 +315,11 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
         return True, value
     if kind == "list":
         if not isinstance(value, list):
-            problems.append(f"{where}: {_show(value)} is not a list")
+            hint = ""
+            if isinstance(value, str):
+                # `config set plugins.disabled recency-boost`: the value has to be a list literal.
+                hint = f"; write a list, e.g. {json.dumps([value])} (config set {where} '{json.dumps([value])}')"
+            problems.append(f"{where}: {_show(value)} is not a list{hint}")
             return False, None
         if meta.get("item") == "str" and not all(isinstance(v, str) for v in value):
             problems.append(f"{where}: every entry must be a string, got {_show(value)}")
