@@ -106,3 +106,24 @@ def symi_memory_config_defaults() -> dict[str, Any] | None:
 
     Added in 0.1.
     """
+
+
+@hookspec
+def symi_memory_register_commands(subparsers: Any) -> None:
+    """Add ``symi-memory`` subcommands.
+
+    ``subparsers`` is the :mod:`argparse` subparsers action of the
+    ``symi-memory`` parser. Add one parser per command with
+    ``subparsers.add_parser(name, help=...)`` and give it
+    ``set_defaults(func=run)``, where ``run(args, app) -> int`` receives the
+    parsed :class:`argparse.Namespace` and the CLI's ``App`` (``app.config``,
+    ``app.manager()``, ``app.print_json()``) and returns the exit code. The
+    core's own commands are added through this same hook. A command name that
+    is already taken is an error naming your plugin. Keep the hook cheap:
+    import what the command needs inside ``run``.
+
+    :param subparsers: the ``argparse`` subparsers action to add commands to.
+    :return: ignored.
+
+    Added in 0.2.
+    """

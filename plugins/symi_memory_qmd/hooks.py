@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import BackendSpec
+from symi_memory.specs import BackendServices, BackendSpec
 
 if TYPE_CHECKING:
     from symi_memory.specs import BackendContext, MemoryBackend
@@ -24,8 +24,9 @@ def create_backend(ctx: BackendContext) -> MemoryBackend:
 
     config, agent, services = ctx.config, ctx.agent, ctx.services
     section = config.get("memory.qmd")
-    make = getattr(services, "create_backend", None)
-    fallback: Callable[[], Any] | None = (lambda: make(FALLBACK_BACKEND)) if make is not None else None
+    fallback: Callable[[], Any] | None = (
+        (lambda: services.create_backend(FALLBACK_BACKEND)) if isinstance(services, BackendServices) else None
+    )
     return QmdBackend(
         QmdSettings.from_config(section),
         agent_id=agent.id,
