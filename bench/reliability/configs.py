@@ -233,7 +233,6 @@ def main() -> int:
     ap.add_argument("--subprocess", type=int, default=0, help="also run this many cases as real processes")
     ap.add_argument("--show", type=int, default=5, help="print this many examples of each bad outcome")
     args = ap.parse_args()
-    os.environ["SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD"] = os.environ.get("SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD", "")
     logging.basicConfig(level=logging.WARNING, handlers=[_LiveStderr()])
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

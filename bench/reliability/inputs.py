@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-os.environ.setdefault("SYMI_MEMORY_TESTING", "1")
+os.environ.setdefault("SYMI_MEMORY_PLUGINS", "symi_memory.testing.plugin")  # the `hash` provider
 
 from support.loopback_http import LoopbackServer, Recorded, Reply  # noqa: E402
 

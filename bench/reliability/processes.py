@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # registers the deterministic `hash` provider
+os.environ.setdefault("SYMI_MEMORY_PLUGINS", "symi_memory.testing.plugin")  # opts in to the deterministic `hash` provider
 
 PROBES = {"pelican migration count": "MEMORY.md", "ticket QZ-4471 leak": "MEMORY.md",
           "sourdough starter feeding": "memory/probe-bread.md"}
