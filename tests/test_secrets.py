@@ -172,3 +172,16 @@ def test_url_helpers() -> None:
     assert (clean, params, auth) == ("http://h:8080/v1", [("api-key", QKEY), ("v", "1")], ("u", PASS))
     assert public_url(f"http://u:{PASS}@h/v1?api-key={QKEY}&api-version=1") == "http://h/v1?api-version=1"
     assert mask_url(f"http://{PASS}@h/v1") == "http://***@h/v1"
+
+
+@pytest.mark.parametrize("remote", [{"headers": f"Bearer {BEARER}"}, {"apiKey": [KEY]},
+                                    {"headers": {"X-Custom-Auth": [AUTH]}}])
+def test_config_errors_do_not_repeat_the_credential(tmp_path: Path, remote: dict) -> None:
+    from symi_memory.errors import ConfigError
+
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"agents": {"defaults": {"memorySearch": {"remote": remote}}}}), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg, state_dir=tmp_path / "state")
+    assert "remote" in str(err.value) and "***" in str(err.value)
+    _assert_clean(str(err.value))

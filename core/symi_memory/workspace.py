@@ -341,7 +341,7 @@ class PathRules:
 def read_allowed(abs_path: str, shown: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
     """Read a path :class:`PathRules` allowed; a file that vanished or cannot be opened reads as refused or empty."""
     try:
-        fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return ReadResult(path=shown, text="")
     except OSError:

@@ -251,6 +251,23 @@ def _collection_problem(entry: Any) -> str | None:
     return None
 
 
+_SECRET_LEAF = re.compile(r"api[_-]?key|secret|passw(or)?d|authorization|credential|token$", re.IGNORECASE)
+
+
+def _show_at(where: str, value: Any) -> str:
+    """``_show`` for an error message, with credentials masked (``apiKey``, header values, URL passwords)."""
+    parts = [p.split("[")[0] for p in where.split(".")]
+    if isinstance(value, str | list | dict) and value and (
+        _SECRET_LEAF.search(parts[-1]) or any(p.lower() == "headers" for p in parts)
+    ):
+        return "'***'"
+    if isinstance(value, str) and parts[-1].lower().endswith("baseurl"):
+        from ..secrets import mask_url
+
+        return _show(mask_url(value))
+    return _show(value)
+
+
 def _range_hint(meta: Mapping[str, Any]) -> str:
     lo, hi = meta.get("lo"), meta.get("hi")
     if lo is None and hi is None:
@@ -261,6 +278,9 @@ def _range_hint(meta: Mapping[str, Any]) -> str:
 def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[str]) -> tuple[bool, Any]:
     """Check and normalise one scalar/list/dict value. Returns (ok, value)."""
     kind = meta["kind"]
+
+    def show(v: Any) -> str:
+        return _show_at(where, v)
     if value is None:
         if meta["nullable"]:
             return True, None
@@ -271,20 +291,20 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
     if kind == "bool":
         if isinstance(value, bool):
             return True, value
-        problems.append(f"{where}: {_show(value)} is not a boolean; use true or false")
+        problems.append(f"{where}: {show(value)} is not a boolean; use true or false")
         return False, None
     if kind in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(f"{where}: {_show(value)} is not a number{_range_hint(meta)}")
+            problems.append(f"{where}: {show(value)} is not a number{_range_hint(meta)}")
             return False, None
         if isinstance(value, float) and not math.isfinite(value):
-            problems.append(f"{where}: {_show(value)} is not a finite number{_range_hint(meta)}")
+            problems.append(f"{where}: {show(value)} is not a finite number{_range_hint(meta)}")
             return False, None
         if kind == "int" and isinstance(value, float) and not value.is_integer():
-            problems.append(f"{where}: {_show(value)} is not a whole number{_range_hint(meta)}")
+            problems.append(f"{where}: {show(value)} is not a whole number{_range_hint(meta)}")
             return False, None
         if abs(value) > MAX_NUMBER:
-            problems.append(f"{where}: {_show(value)} is too large{_range_hint(meta)}")
+            problems.append(f"{where}: {show(value)} is too large{_range_hint(meta)}")
             return False, None
         num: float = int(value) if kind == "int" else float(value)
         lo, hi = meta["lo"], meta["hi"]
@@ -294,16 +314,16 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
                 num = int(num) if kind == "int" else float(num)
             else:
                 bounds = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
-                problems.append(f"{where}: {_show(value)} is out of range; allowed {bounds}")
+                problems.append(f"{where}: {show(value)} is out of range; allowed {bounds}")
                 return False, None
         return True, num
     if kind == "str":
         if not isinstance(value, str):
-            problems.append(f"{where}: {_show(value)} is not a string")
+            problems.append(f"{where}: {show(value)} is not a string")
             return False, None
         choices = meta["choices"]
         if choices and value not in choices and value.lower() not in choices:
-            problems.append(f"{where}: {_show(value)} is not allowed; use one of {', '.join(map(str, choices))}")
+            problems.append(f"{where}: {show(value)} is not allowed; use one of {', '.join(map(str, choices))}")
             return False, None
         return True, value.lower() if choices and value not in choices else value
     if kind == "duration":
@@ -319,10 +339,10 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
             if isinstance(value, str):
                 # `config set plugins.disabled recency-boost`: the value has to be a list literal.
                 hint = f"; write a list, e.g. {json.dumps([value])} (config set {where} '{json.dumps([value])}')"
-            problems.append(f"{where}: {_show(value)} is not a list{hint}")
+            problems.append(f"{where}: {show(value)} is not a list{hint}")
             return False, None
         if meta.get("item") == "str" and not all(isinstance(v, str) for v in value):
-            problems.append(f"{where}: every entry must be a string, got {_show(value)}")
+            problems.append(f"{where}: every entry must be a string, got {show(value)}")
             return False, None
         if meta.get("item") == "collection":
             for i, entry in enumerate(value):
@@ -333,7 +353,13 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
         return True, _copy(value)
     if kind == "dict":
         if not isinstance(value, Mapping):
-            problems.append(f"{where}: {_show(value)} is not a table/object")
+            problems.append(f"{where}: {show(value)} is not a table/object")
             return False, None
+        if meta.get("item") == "str":
+            for k, v in value.items():
+                if not isinstance(v, str):
+                    problems.append(f"{where}.{k}: {_show_at(f'{where}.{k}', v)} is not a string; header values "
+                                    "are strings")
+                    return False, None
         return True, _copy(dict(value))
     return True, value

@@ -103,7 +103,7 @@ class Rerank:
     top_n: int = opt("topN", 20, lo=1, hi=1000, doc="How many fused candidates the reranker sees.")
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the rerank API base URL.")
     api_key: str | None = opt("apiKey", None, kind="str", doc="Rerank API key (else models.providers.<name>.apiKey, else env).")
-    headers: dict = opt("headers", {}, doc="Extra HTTP headers.")
+    headers: dict = opt("headers", {}, item="str", doc="Extra HTTP headers.")
     timeout_ms: int = opt("timeoutMs", 10_000, lo=1, hi=86_400_000, doc="Per-request timeout.")
 
 
@@ -134,7 +134,7 @@ class Batch:
 class Remote:
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the provider's API base URL (OpenAI-compatible endpoints).")
     api_key: str | None = opt("apiKey", None, kind="str", doc="API key; wins over models.providers.<p>.apiKey and env.")
-    headers: dict = opt("headers", {}, doc="Extra headers, merged over the provider's; these win.")
+    headers: dict = opt("headers", {}, item="str", doc="Extra headers, merged over the provider's; these win.")
     timeout_ms: int = opt("timeoutMs", 60_000, lo=1, hi=86_400_000, doc="Per-request timeout.")
     batch: Batch = section(Batch, "batch")
 
