@@ -30,11 +30,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-os.environ.setdefault("SYMI_MEMORY_PLUGINS", "symi_memory.testing.plugin")  # the `hash` provider
+os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # older versions register the test fakes only with this
 
 from support.loopback_http import LoopbackServer, Recorded, Reply  # noqa: E402
 
 from symi_memory.config import load_config  # noqa: E402
+from symi_memory.testing import plugin as testing_plugin  # noqa: E402  (the deterministic `hash` provider)
 from symi_memory.manager import open_memory  # noqa: E402
 
 PROBE = ("okapi enclosure zone four", "memory/good.md")
@@ -115,13 +116,14 @@ def run_bad_files() -> None:
             try:
                 make()
                 cfg = load_config(None, state_dir=root / "state",
-                                  overrides={"agents": {"defaults": {"memorySearch": ms}}})
+                                  overrides={"agents": {"defaults": {"memorySearch": ms}}},
+                                  extra_defaults={})
             except Exception as exc:  # a config key this version does not know
                 rows.append(f"  {name:28s} not run ({type(exc).__name__}: {str(exc)[:80]})")
                 continue
             outcome = "ok"
             try:
-                with open_memory(cfg, workspace=ws, start=False) as mem:
+                with open_memory(cfg, workspace=ws, start=False, plugins=[("testing", testing_plugin)]) as mem:
                     report = mem.sync()
                     hits = [h.path for h in mem.search(PROBE[0]).results]
                     st = mem.status()
