@@ -68,3 +68,24 @@ def test_workspace_that_is_a_file(cli, tmp_path: Path) -> None:
     code, out, err = cli("--workspace", str(f), "search", "x")
     assert code == 2 and "is not a directory" in err and "does not exist" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_disabling_a_builtin_plugin_keeps_its_typed_keys_in_the_file_valid(tmp_path: Path, caplog) -> None:
+    """Issue 14: the keys of a disabled plugin (here faiss's typed section) warn instead of 'unknown key'."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"plugins": {"disabled": ["faiss", "rerankers"]}, "agents": {
+        "defaults": {"memorySearch": {"store": {"faiss": {"index": "hnsw"}},
+                                      "query": {"rerank": {"model": "rerank-v3", "topN": 5}}}},
+        "list": [{"id": "a", "memorySearch": {"store": {"faiss": {"M": 16}}}}]}}), encoding="utf-8")
+    loaded = load_config(cfg, state_dir=tmp_path / "state")
+    assert "faiss" not in loaded.get("agents.defaults.memorySearch.store")
+    assert loaded.get("agents.defaults.memorySearch.query.rerank.topN") == 5  # core keys stay
+    warning = " ".join(r.getMessage() for r in caplog.records)
+    assert "agents.defaults.memorySearch.store.faiss" in warning and "agents.list[0].memorySearch.store.faiss" in warning
+    assert "query.rerank.model" in warning and "disabled" in warning
+    # A typo in a key that no plugin owns is still an error.
+    cfg.write_text(json.dumps({"plugins": {"disabled": ["faiss"]},
+                               "agents": {"defaults": {"memorySearch": {"store": {"faiss": {}, "bogus": 1}}}}}),
+                   encoding="utf-8")
+    with pytest.raises(ConfigError, match="bogus: unknown key"):
+        load_config(cfg, state_dir=tmp_path / "state")

@@ -143,17 +143,23 @@ class C(logging.Handler):
 logging.getLogger().addHandler(C()); logging.getLogger().setLevel(logging.WARNING)
 cfg, root, ws, seconds = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
 searches = wrong = errors = 0
+misses = []
 with open_mem(cfg, root, ws) as mem:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         for q, path in PROBES.items():
             try:
-                hits = [h.path for h in mem.search(q).results]
+                resp = mem.search(q)
+                hits = [h.path for h in resp.results]
                 searches += 1
-                wrong += path not in hits
+                if path not in hits:
+                    wrong += 1
+                    if wrong <= 3:
+                        misses.append({"query": q, "mode": resp.mode, "hits": hits[:6],
+                                       "status": {k: mem.status().get(k) for k in ("files", "chunks", "dirty")}})
             except Exception as exc:
                 errors += 1
-print(json.dumps({"searches": searches, "wrong": wrong, "errors": errors, "logged": C.n}))
+print(json.dumps({"searches": searches, "wrong": wrong, "errors": errors, "logged": C.n, "misses": misses}))
 """
 
 
@@ -192,6 +198,9 @@ def readers_writer(seconds: float, readers: int, files: int) -> None:
         print(f"  searches {total}, wrong results {sum(r['wrong'] for r in results)}, reader errors "
               f"{sum(r['errors'] for r in results)}, locked/exception log lines {sum(r['logged'] for r in results)}, "
               f"writer sync errors {sync_errors}")
+        for r in results:
+            for miss in r.get("misses", []):
+                print(f"    missed: {json.dumps(miss)[:300]}")
 
 
 def main() -> int:

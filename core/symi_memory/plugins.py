@@ -18,7 +18,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginError
-from .specs import BackendSpec, PostProcessorSpec, ProviderSpec, RerankerSpec
+from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = [
     "AUTOLOAD_ENV",
@@ -79,6 +79,8 @@ class Plugins:
     disabled: dict[str, metadata.EntryPoint] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
+    _schema: Any = None
 
     @property
     def backends(self) -> dict[str, BackendSpec]:
@@ -118,18 +120,30 @@ class Plugins:
         Imports each disabled plugin's hooks module only when asked; one that
         fails to import contributes nothing.
         """
-        from .config.fields import deep_merge
+        from .config.fields import deep_merge, defaults_of
 
         out: dict[str, Any] = {}
         for pid, ep in sorted(self.disabled.items()):
+            sections: list[ConfigSection] = []
             try:
-                fn = getattr(ep.load(), "symi_memory_config_defaults", None)
+                module = ep.load()
+                fn = getattr(module, "symi_memory_config_defaults", None)
                 contributed = fn() if callable(fn) else None
+                register_sections = getattr(module, "symi_memory_register_config_sections", None)
+                if callable(register_sections):
+                    register_sections(register=sections.append)
             except Exception as exc:
                 log.debug("disabled plugin %r: cannot read its config keys (%s)", pid, exc)
                 continue
             if isinstance(contributed, Mapping):
                 out = deep_merge(out, contributed)
+            for spec in sections:
+                if not isinstance(spec, ConfigSection) or not attrs.has(spec.model):
+                    continue
+                nested: dict[str, Any] = defaults_of(spec.model)
+                for part in reversed(spec.key.split(".")):
+                    nested = {part: nested}
+                out = deep_merge(out, nested)
         return out
 
     def backend(self, name: str, key: str = "plugins.slots.memory") -> BackendSpec:
@@ -149,6 +163,32 @@ class Plugins:
                 caller(register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
             self.registries[kind] = registry
             self.owners[kind] = owners
+        self.config_sections = []
+        for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
+            caller(register=self._register_section(plugin_id))
+        self._schema = None
+
+    def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
+        def register(spec: ConfigSection) -> None:
+            if not isinstance(spec, ConfigSection) or not attrs.has(spec.model):
+                raise PluginError(f"plugin {plugin_id!r} registered {spec!r} as a config section; expected a "
+                                  f"ConfigSection whose model is an attrs class declared with config.fields.opt")
+            if not spec.key or any(not part for part in spec.key.split(".")):
+                raise PluginError(f"plugin {plugin_id!r}: config section key {spec.key!r} is not a dotted path")
+            self.config_sections.append((plugin_id, spec))
+
+        return register
+
+    def schema(self) -> type:
+        """The core's config model with every loaded plugin's sections mounted (cached)."""
+        if self._schema is None:
+            from .config.extend import Mount, extend_schema
+            from .config.schema import RootConfig
+
+            mounts = [Mount(path=tuple(s.key.split(".")), model=s.model, owner=pid, doc=s.doc)
+                      for pid, s in self.config_sections]
+            self._schema = extend_schema(RootConfig, mounts)
+        return self._schema
 
     def _register_fn(
         self, kind: str, spec_type: type[Any], plugin_id: str, registry: dict[str, Any], owners: dict[str, str]

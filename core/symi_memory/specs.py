@@ -22,6 +22,7 @@ __all__ = [
     "BackendSpec",
     "BatchingProvider",
     "Closeable",
+    "ConfigSection",
     "EmbeddingProvider",
     "MemoryBackend",
     "NotifiesSyncs",
@@ -321,6 +322,25 @@ class VectorSide(Protocol):
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
 
     def status(self) -> dict[str, Any]: ...
+
+
+@attrs.frozen(kw_only=True)
+class ConfigSection:
+    """A typed config section a plugin owns.
+
+    ``key`` is the dotted camelCase path it mounts at, for example
+    ``agents.defaults.memorySearch.local`` or ``plugins.entries.my-plugin``.
+    ``model`` is an attrs class declared with the core's field DSL
+    (:func:`symi_memory.config.fields.opt` and ``section``: type, default,
+    doc, bounds, choices, durations). When ``key`` is already a core section,
+    the plugin's keys are added to it (a key both define is an error). The
+    keys validate, show in ``config show`` and appear in the generated
+    reference only while the plugin is installed and enabled.
+    """
+
+    key: str
+    model: type
+    doc: str = ""
 
 
 @attrs.frozen(kw_only=True)

@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError
-from .fields import build, deep_merge, defaults_of, validate
-from .schema import AgentDefaults, MemorySearch, RootConfig
+from .fields import build, deep_merge, defaults_of, fields_by_key, validate
+from .schema import MemorySearch, RootConfig
 
 __all__ = [
     "CONFIG_NAMES",
@@ -151,10 +151,12 @@ class Config:
     state_dir: Path = attrs.field(factory=default_state_dir)
     raw: dict[str, Any] = attrs.field(factory=dict)
     plugins: Any = attrs.field(default=None, eq=False, repr=False)
+    #: The config model in force: the core's plus the loaded plugins' sections.
+    schema: type = attrs.field(default=RootConfig, eq=False, repr=False)
 
     @property
-    def root(self) -> RootConfig:
-        return build(RootConfig, self.data)
+    def root(self) -> Any:
+        return build(self.schema, self.data)
 
     def get(self, key: str) -> Any:
         """Look up a dotted camelCase key, e.g. ``memory.citations``."""
@@ -214,9 +216,15 @@ def _normalise_memory_search(ms: dict[str, Any]) -> None:
     chunking["overlap"] = max(0, min(chunking["overlap"], chunking["tokens"] - 1))
 
 
-def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+def _agent_model(schema: type) -> type:
+    agents = fields_by_key(schema)["agents"].metadata["symi"]["cls"]
+    return fields_by_key(agents)["defaults"].metadata["symi"]["cls"]
+
+
+def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any] | None,
+                   schema: type = RootConfig) -> dict[str, Any]:
     problems: list[str] = []
-    data = validate(RootConfig, raw, "", problems, extra)
+    data = validate(schema, raw, "", problems, extra)
     agents = raw.get("agents")
     entries = agents.get("list") if isinstance(agents, Mapping) else None
     # validate() has already reported an agents/agents.list of the wrong type.
@@ -229,13 +237,14 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
         rest = {k: v for k, v in entry.items() if k != "id"}
         agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
-        validate(AgentDefaults, rest, where, problems, agent_extra)
+        validate(_agent_model(schema), rest, where, problems, agent_extra)
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
     return data
 
 
-def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[str, Any],
+                           schema: type = RootConfig) -> dict[str, Any]:
     """``raw`` minus the keys only a disabled plugin knows, with one warning naming them.
 
     Disabling a plugin must not turn its settings into "unknown key" errors:
@@ -246,7 +255,7 @@ def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[
     theirs = plugins.disabled_config_defaults()
     if not theirs:
         return dict(raw)
-    known = deep_merge(defaults_of(RootConfig), dict(extra))
+    known = deep_merge(defaults_of(schema), dict(extra))
     dropped: list[str] = []
 
     def walk(node: Mapping[str, Any], dis: Mapping[str, Any], kn: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -282,10 +291,11 @@ def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, An
 
     disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
     plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+    schema = plugins.schema()
     extra = collect_config_defaults(raw, plugins)
-    data = _validate_root(_without_disabled_keys(raw, plugins, extra), origin, extra)
+    data = _validate_root(_without_disabled_keys(raw, plugins, extra, schema), origin, extra, schema)
     # Names must resolve against what is installed, so `config set` refuses a typo up front.
-    full = deep_merge(defaults_of(RootConfig), data)
+    full = deep_merge(defaults_of(schema), data)
     name = resolve_backend_name(full)
     if name is not None:
         plugins.backend(name)
@@ -304,12 +314,16 @@ def load_config(
     state_dir: str | os.PathLike[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     extra_defaults: Mapping[str, Any] | None = None,
+    plugins: Any = None,
 ) -> Config:
     """Find, parse and validate the configuration.
 
     ``overrides`` is a camelCase dict merged over the file (used by tests and
     embedders). ``extra_defaults`` are plugin-contributed defaults; when None
-    they are collected from the installed plugins.
+    they are collected from the installed plugins. ``plugins`` is an already
+    loaded :class:`~symi_memory.plugins.Plugins` (by default the installed
+    ones minus ``plugins.disabled``); their typed config sections extend the
+    schema.
     """
     sd = default_state_dir(state_dir)
     file = find_config_file(path, sd)
@@ -320,15 +334,18 @@ def load_config(
         raw = parse_config_text(read_config_file(file), file.suffix.lower(), origin)
     if overrides:
         raw = deep_merge(raw, overrides)
-    plugins = None
-    if extra_defaults is None:
-        from ..plugins import collect_config_defaults, load_plugins
+    if plugins is None:
+        from ..plugins import load_plugins
 
         disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
         # Loaded once here and reused by open_memory, so plugins import (and warn) once.
         plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+    if extra_defaults is None:
+        from ..plugins import collect_config_defaults
+
         extra_defaults = collect_config_defaults(raw, plugins)
-        raw = _without_disabled_keys(raw, plugins, extra_defaults)
-    data = _validate_root(raw, origin, extra_defaults)
-    full = deep_merge(deep_merge(defaults_of(RootConfig), dict(extra_defaults or {})), data)
-    return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins)
+        raw = _without_disabled_keys(raw, plugins, extra_defaults, plugins.schema())
+    schema = plugins.schema()
+    data = _validate_root(raw, origin, extra_defaults, schema)
+    full = deep_merge(deep_merge(defaults_of(schema), dict(extra_defaults or {})), data)
+    return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins, schema=schema)

@@ -217,7 +217,7 @@ class IndexedBackend:
                 **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
             },
             "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
-            "batch": {"enabled": ms["remote"]["batch"]["enabled"], **self._batch_status()},
+            "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
             "lastError": self.indexer.last_error,
         }
 
@@ -243,6 +243,11 @@ class IndexedBackend:
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
             self.vectors.close()
         self.store.close()
+
+
+def _batch_enabled(ms: Any) -> bool:
+    """``memorySearch.remote.batch.enabled``; the section is the remote plugin's, absent when it is disabled."""
+    return bool(((ms.get("remote") or {}).get("batch") or {}).get("enabled", False))
 
 
 def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide], *, short_name: str,

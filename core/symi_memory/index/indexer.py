@@ -287,7 +287,7 @@ class Indexer:
     def _batch_mode(self) -> bool:
         """With a provider batch API, hand it everything at once: it splits and runs jobs concurrently."""
         p = self.choice.provider
-        if p is None or not self.agent.memory_search["remote"]["batch"]["enabled"]:
+        if p is None or not ((self.agent.memory_search.get("remote") or {}).get("batch") or {}).get("enabled", False):
             return False
         status = getattr(p, "batch_status", None)
         return bool(callable(status) and status().get("enabled"))
