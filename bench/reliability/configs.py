@@ -39,7 +39,16 @@ from symi_memory.config.schema import RootConfig
 NAN, INF = float("nan"), float("inf")
 
 
-def scalar_keys(cls: type = RootConfig, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+def full_schema() -> type:
+    """The config model with the installed plugins' sections (older versions: the core's alone)."""
+    from symi_memory.plugins import load_plugins
+
+    plugins = load_plugins()
+    return plugins.schema() if hasattr(plugins, "schema") else RootConfig
+
+
+def scalar_keys(cls: type | None = None, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+    cls = cls or full_schema()
     out = []
     for f in attrs.fields(cls):
         meta = _meta(f)
