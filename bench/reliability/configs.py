@@ -21,7 +21,6 @@ import io
 import json
 import logging
 import math
-import os
 import random
 import subprocess
 import sys

@@ -19,7 +19,6 @@ and what ``status`` says after a sync.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -35,8 +34,8 @@ os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # older versions register the
 from support.loopback_http import LoopbackServer, Recorded, Reply  # noqa: E402
 
 from symi_memory.config import load_config  # noqa: E402
-from symi_memory.testing import plugin as testing_plugin  # noqa: E402  (the deterministic `hash` provider)
 from symi_memory.manager import open_memory  # noqa: E402
+from symi_memory.testing import plugin as testing_plugin  # noqa: E402  (the deterministic `hash` provider)
 
 PROBE = ("okapi enclosure zone four", "memory/good.md")
 
