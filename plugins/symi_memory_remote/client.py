@@ -105,7 +105,7 @@ class RemoteClient:
             # basic auth: paths appended to the base stay valid and credentials stay out of URLs we print.
             _, params, auth = split_base_url(base_url)
         self._client = httpx.Client(headers=dict(headers), timeout=timeout_s, transport=transport,
-                                    params=httpx.QueryParams(params) if params else None, auth=auth)
+                                    params=tuple(params) or None, auth=auth)
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``***``."""
