@@ -30,6 +30,7 @@ __all__ = [
     "Reranker",
     "RerankerContext",
     "RerankerSpec",
+    "StoredVectors",
 ]
 
 
@@ -143,10 +144,44 @@ class RerankerSpec:
 
 @attrs.frozen(kw_only=True)
 class PostProcessContext:
-    """Per-search facts a post-processor may use. ``now`` is epoch seconds."""
+    """Per-search facts a post-processor may use. ``now`` is epoch seconds.
+
+    ``as_of`` (epoch seconds, or None) is the search's "as of" date: the core
+    has already left out memories written after it, and a processor that
+    judges time (supersession) judges it as of then.
+
+    ``vectors`` fetches the stored vectors of candidates by ``Candidate.id``
+    (``vectors(ids) -> {id: [float, ...]}``; ids without a vector are left
+    out). It is None when the backend keeps no vectors it can hand out (see
+    :class:`StoredVectors`); a processor then does what it can without them.
+    Call it once per search with all the ids you need.
+
+    ``line_times`` gives known write times of individual lines
+    (``line_times(candidates) -> {id: {line: epoch seconds}}``), today
+    transcript lines with a timestamp; other lines are dated from the file
+    (:mod:`symi_memory.chronology`). None when nothing is known.
+    """
 
     query: str
     now: float
+    as_of: float | None = None
+    vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None
+    line_times: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None
+
+
+@runtime_checkable
+class StoredVectors(Protocol):
+    """Optional backend capability: hand out the stored vectors of candidates.
+
+    A backend that stores chunk vectors (builtin-sqlite, faiss) implements
+    ``candidate_vectors(ids) -> {id: [float, ...]}`` for ``Candidate.id``
+    values of its own results, reading them through its store (never
+    re-embedding). The core passes it to post-processors as
+    ``PostProcessContext.vectors``. Backends without vectors (qmd-sidecar)
+    leave it out; ``status()["supersession"]`` then says what is not applied.
+    """
+
+    def candidate_vectors(self, ids: Sequence[str]) -> Mapping[str, Sequence[float]]: ...
 
 
 @runtime_checkable
@@ -163,7 +198,8 @@ class PostProcessorSpec:
     ``factory`` receives the ``query.hybrid`` section (camelCase dict) and
     returns a processor, or None when config leaves it disabled. Processors
     run by ascending ``order``; the core sorts by score between orders below
-    500 and those at 500 or above (temporal decay is 100, MMR 600).
+    500 and those at 500 or above (temporal decay is 100, supersession 450,
+    MMR 600).
     """
 
     name: str
