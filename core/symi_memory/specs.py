@@ -156,17 +156,17 @@ class PostProcessContext:
     :class:`StoredVectors`); a processor then does what it can without them.
     Call it once per search with all the ids you need.
 
-    ``line_times`` gives known write times of individual lines
-    (``line_times(candidates) -> {id: {line: epoch seconds}}``), today
-    transcript lines with a timestamp; other lines are dated from the file
-    (:mod:`symi_memory.chronology`). None when nothing is known.
+    ``written_at`` gives known write times of candidates
+    (``written_at(candidates) -> {id: (first, last)}`` in epoch seconds),
+    today transcript chunks whose messages carry a ``timestamp``; other
+    memory is dated from its file (:mod:`symi_memory.chronology`).
     """
 
     query: str
     now: float
     as_of: float | None = None
     vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None
-    line_times: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None
+    written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None
 
 
 @runtime_checkable

@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from .chronology import DAY, is_historical, line_dates, line_moment
+from .chronology import DAY, file_date, is_historical, line_dates, line_moment, mentions_after
 
-__all__ = ["THRESHOLDS", "Line", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines"]
+__all__ = ["THRESHOLDS", "Line", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -37,22 +37,28 @@ class Thresholds:
     below this share of the older one's score is about something else for
     this query and demotes nothing. ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
-    ``dup_*``: dedup on write, on the calibrated 0..1 search score scale and
-    the line overlap of the stored line with the new text; ``change_*``:
-    how close a stored line must be for new text to count as changing it.
+    ``dup_*``: dedup on write: how many hits are looked at, the least
+    calibrated 0..1 search score of a hit worth comparing, and how close
+    (cosine of the new text and a stored line, and their term overlap) a
+    restatement is; without vectors the overlap alone decides.
+    ``change_*``: how close a stored line must be for new text with
+    different values to count as changing it (``change_marked_vector`` when
+    the new text says that something changed: "moved to", "now", "instead").
     """
 
-    chunk_vector: float = 0.5
+    chunk_vector: float = 0.4
     line_terms: int = 2
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
-    score_ratio: float = 0.6
+    score_ratio: float = 0.25
     demote: float = 0.98
     window: int = 30
+    dup_hits: int = 5
+    dup_min_score: float = 0.2
     dup_vector: float = 0.80
-    dup_overlap: float = 0.6
-    dup_values_equal: bool = True
+    dup_overlap: float = 0.5
     change_vector: float = 0.55
+    change_marked_vector: float = 0.4
     change_overlap: float = 0.3
 
 
@@ -102,8 +108,9 @@ def salient(text: str) -> frozenset[str]:
 def values(text: str) -> frozenset[str]:
     """Numbers, times, identifiers and capitalised names: what changes when a fact changes."""
     out = set()
-    for tok in TOKEN_RE.findall(text):
-        if any(ch.isdigit() for ch in tok) or (tok[:1].isupper() and tok.lower() not in STOPWORDS):
+    for k, tok in enumerate(TOKEN_RE.findall(text)):
+        # A capital on the first word only starts the sentence; it does not make a name.
+        if any(ch.isdigit() for ch in tok) or (k > 0 and tok[:1].isupper() and tok.lower() not in STOPWORDS):
             out.add(tok.lower())
     return frozenset(out)
 
@@ -124,11 +131,15 @@ class Line:
 
 
 def split_lines(path: str, start_line: int, text: str, mtime: float | None,
-                written: Mapping[int, float] | None = None) -> list[Line]:
-    """The non-empty, non-heading lines of a chunk with their terms and moments."""
+                written: tuple[float, float] | None = None) -> list[Line]:
+    """The non-empty, non-heading lines of a chunk with their terms and moments.
+
+    ``written`` is the chunk's known ``(first, last)`` write time (a
+    transcript's message timestamps); lines then share the last one.
+    """
     if not written:
         return _split_cached(path, start_line, text, mtime)
-    return _split(path, start_line, text, mtime, written)
+    return _split(path, start_line, text, mtime, written[1])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -137,8 +148,7 @@ def _split_cached(path: str, start_line: int, text: str, mtime: float | None) ->
     return _split(path, start_line, text, mtime, None)
 
 
-def _split(path: str, start_line: int, text: str, mtime: float | None,
-           written: Mapping[int, float] | None) -> list[Line]:
+def _split(path: str, start_line: int, text: str, mtime: float | None, written: float | None) -> list[Line]:
     out = []
     heading: str | None = None
     for offset, raw in enumerate(text.split("\n")):
@@ -151,7 +161,7 @@ def _split(path: str, start_line: int, text: str, mtime: float | None,
         n = start_line + offset
         out.append(Line(path=path, line_no=n, text=stripped, terms=salient(stripped),
                         moment=line_moment(path, n, stripped, heading=heading, mtime=mtime,
-                                           written=(written or {}).get(n)),
+                                           written=written),
                         historical=is_historical(stripped, None), change=states_change(stripped),
                         values=values(stripped), dates=tuple(line_dates(stripped))))
     return out
@@ -164,7 +174,7 @@ def focus_lines(lines: Sequence[Line], query_terms: frozenset[str], limit: int =
     scored = [(len(ln.terms & query_terms), ln) for ln in lines]
     best = max((s for s, _ in scored), default=0)
     if best == 0:
-        return []
+        return list(lines[:limit])  # found by meaning alone: every line may be the one
     floor = max(1, best - 1)
     return [ln for s, ln in sorted(scored, key=lambda p: -p[0]) if s >= floor][:limit]
 
@@ -228,3 +238,23 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
 def describe(line: Line, start: int | None = None, end: int | None = None) -> dict[str, Any]:
     return {"path": line.path, "startLine": start if start is not None else line.line_no,
             "endLine": end if end is not None else line.line_no}
+
+
+def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
+                  written: tuple[float, float] | None = None) -> bool:
+    """True when candidate ``c`` was written at or after ``cutoff`` (epoch seconds), as far as can be told.
+
+    A dated note: its date. A transcript chunk with message timestamps: its
+    first message. An undated note: when the lines most about the query
+    state a date after the cutoff as something that already happened
+    ("since 2026-08-03"); otherwise it is kept, since its lines' dates are
+    unknown.
+    """
+    if written is not None:
+        return written[0] >= cutoff
+    dated = file_date(c.path)
+    if dated is not None:
+        return dated >= cutoff
+    lines = split_lines(c.path, c.start_line, c.text, c.mtime)
+    focus = focus_lines(lines, query_terms) if query_terms else lines
+    return bool(focus) and all(mentions_after(ln.text, cutoff - DAY) for ln in focus)

@@ -34,7 +34,7 @@ __all__ = ["Supersession", "find_supersessions"]
 
 def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Sequence[float]], query: str,
                        t: Thresholds = THRESHOLDS,
-                       written: Mapping[str, Mapping[int, float]] | None = None) -> dict[int, tuple[int, Line, Line]]:
+                       written: Mapping[str, tuple[float, float]] | None = None) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
     The newer candidate chosen is the newest of those that restate it.
@@ -117,7 +117,7 @@ class Supersession:
         top = order[: self.thresholds.window]
         head = [candidates[i] for i in top]
         vectors = ctx.vectors([c.id for c in head])
-        written = ctx.line_times(head) if ctx.line_times is not None else None
+        written = ctx.written_at(head) if ctx.written_at is not None else None
         found = find_supersessions(head, vectors, ctx.query, self.thresholds, written)
         if not found:
             return list(candidates)

@@ -1,0 +1,101 @@
+"""Supersession, "as of" search, history and dedup on write, through the real pipeline and index (issue 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.sqlite_memory import open_mem, write
+
+from symi_memory import tools
+
+MARCH = "memory/2026-03-01.md"
+JUNE = "memory/2026-06-01.md"
+
+
+@pytest.fixture
+def car_ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    write(ws, MARCH, "# 2026-03-01\n\n- The car is a blue hatchback.\n- Booked the dentist for Tuesday.\n")
+    write(ws, JUNE, "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n- Bought running shoes.\n")
+    write(ws, "memory/2026-02-01.md", "# 2026-02-01\n\n- The bike is a green gravel bike.\n")
+    return ws
+
+
+def _open_backend(tmp_path: Path, ws: Path, backend: str):  # type: ignore[no-untyped-def]
+    from symi_memory.config import load_config
+    from symi_memory.manager import open_memory
+    from support.sqlite_memory import settings
+
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides=settings(None, plugins={"slots": {"memory": backend}}))
+    return open_memory(cfg, workspace=ws, start=False)
+
+
+def _hits(out: dict) -> list[dict]:
+    assert "error" not in out, out
+    return out["results"]
+
+
+@pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])
+def test_acceptance_current_car_first_and_old_one_marked(tmp_path: Path, car_ws: Path, backend: str) -> None:
+    with _open_backend(tmp_path, car_ws, backend) as mem:
+        mem.sync()
+        hits = _hits(tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0}))
+        assert hits[0]["path"] == JUNE
+        march = [h for h in hits if h["path"] == MARCH]
+        assert march, "the March line is still returned, marked as superseded"
+        assert march[0]["supersededBy"] == {"path": JUNE, "startLine": 3, "endLine": 3}
+        assert hits[0]["supersedes"] == [{"path": MARCH, "startLine": 3, "endLine": 3}]
+        # Unrelated old memory keeps its place and carries no marks.
+        bike = _hits(tools.memory_search(mem, {"query": "which bike do I ride", "minScore": 0}))
+        assert bike[0]["path"] == "memory/2026-02-01.md" and "supersededBy" not in bike[0]
+
+
+def test_acceptance_as_of_answers_as_memory_stood(tmp_path: Path, car_ws: Path) -> None:
+    with open_mem(tmp_path, car_ws) as mem:
+        mem.sync()
+        out = tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0, "asOf": "2026-04-01"})
+        hits = _hits(out)
+        assert hits[0]["path"] == MARCH and "supersededBy" not in hits[0]
+        assert all(h["path"] != JUNE for h in hits)
+        # The day itself counts: a note dated on the as-of day was written by then.
+        on_day = _hits(tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0, "asOf": "2026-06-01"}))
+        assert on_day[0]["path"] == JUNE
+
+
+def test_disabled_processor_gives_exactly_the_plain_results(tmp_path: Path, car_ws: Path) -> None:
+    with open_mem(tmp_path, car_ws, {"query": {"hybrid": {"supersession": {"enabled": False}}}}) as mem:
+        mem.sync()
+        off = mem.search("what car do I drive?", min_score=0)
+        plain = mem.pipeline.run("what car do I drive?", mem.backend.search(  # type: ignore[union-attr]
+            __import__("symi_memory.types", fromlist=["SearchQuery"]).SearchQuery(
+                text="what car do I drive?", max_results=6, min_score=0, candidate_limit=24)).candidates,
+            max_results=6, min_score=0)
+        assert [(h.path, h.start_line, h.score) for h in off.results] == [(c.path, c.start_line, c.score) for c in plain]
+        assert all("supersededBy" not in h.to_dict() for h in off.results)
+        assert off.results[0].path == MARCH  # without supersession the old line wins on words
+
+
+def test_bad_as_of_is_an_error_shape(tmp_path: Path, car_ws: Path) -> None:
+    with open_mem(tmp_path, car_ws) as mem:
+        out = tools.memory_search(mem, {"query": "car", "asOf": "next tuesday"})
+        assert out["results"] == [] and "asOf" in out["error"]
+
+
+def test_append_refuses_a_restatement_and_names_a_change(tmp_path: Path, car_ws: Path) -> None:
+    with open_mem(tmp_path, car_ws) as mem:
+        mem.sync()
+        before = {p: p.read_bytes() for p in car_ws.rglob("*.md")}
+        out = tools.memory_append(mem, {"text": "The car is a blue hatchback."})
+        assert out["appended"] is False and out["bytesWritten"] == 0
+        assert out["duplicateOf"] == {"path": MARCH, "startLine": 3, "endLine": 3}
+        assert {p: p.read_bytes() for p in car_ws.rglob("*.md")} == before
+        forced = tools.memory_append(mem, {"text": "The car is a blue hatchback.", "allowDuplicate": True})
+        assert forced["appended"] is True and forced["bytesWritten"] > 0
+        changed = tools.memory_append(mem, {"text": "The dentist moved to Thursday.", "target": "long-term"})
+        assert changed["appended"] is True and changed["path"] == "MEMORY.md"
+        assert changed["supersedes"] == {"path": MARCH, "startLine": 4, "endLine": 4}
+        assert "dentist moved to Thursday" in (car_ws / "MEMORY.md").read_text(encoding="utf-8")
+        fresh = tools.memory_append(mem, {"text": "Started learning the cello.", "target": "long-term"})
+        assert fresh["appended"] is True and "supersedes" not in fresh and "duplicateOf" not in fresh
