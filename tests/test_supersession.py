@@ -99,3 +99,32 @@ def test_append_refuses_a_restatement_and_names_a_change(tmp_path: Path, car_ws:
         assert "dentist moved to Thursday" in (car_ws / "MEMORY.md").read_text(encoding="utf-8")
         fresh = tools.memory_append(mem, {"text": "Started learning the cello.", "target": "long-term"})
         assert fresh["appended"] is True and "supersedes" not in fresh and "duplicateOf" not in fresh
+
+
+def test_cli_search_as_of_history_and_append(cli, tmp_path: Path, car_ws: Path) -> None:  # type: ignore[no-untyped-def]
+    env = {"SYMI_MEMORY_TESTING": "1"}
+    base = ("--workspace", str(car_ws))
+    code, out, err = cli(*base, "config", "set", "agents.defaults.memorySearch.provider", "hash", env=env)
+    assert code == 0, err
+    code, data, err = cli(*base, "search", "what car do I drive?", "--min-score", "0", "--json", env=env, json_out=True)
+    assert code == 0, err
+    assert data["results"][0]["path"] == JUNE
+    code, data, err = cli(*base, "search", "what car do I drive?", "--min-score", "0", "--as-of", "2026-04-01",
+                          "--json", env=env, json_out=True)
+    assert code == 0 and data["results"][0]["path"] == MARCH
+    assert all(h["path"] != JUNE for h in data["results"])
+    code, out, err = cli(*base, "search", "car", "--as-of", "April", env=env)
+    assert code == 2 and "--as-of" in err and "Traceback" not in err
+    code, data, err = cli(*base, "history", "what car do I drive?", "--json", env=env, json_out=True)
+    assert code == 0, err
+    assert [(v["path"], v["startLine"], v["date"], v["current"]) for v in data["versions"]] == [
+        (MARCH, 3, "2026-03-01", False), (JUNE, 3, "2026-06-01", True)]
+    code, out, err = cli(*base, "history", "what car do I drive?", "--as-of", "2026-04-01", env=env)
+    assert code == 0 and MARCH in out and JUNE not in out
+    code, data, err = cli(*base, "append", "The car is a blue hatchback.", "--json", env=env, json_out=True)
+    assert code == 0 and data["appended"] is False and data["duplicateOf"]["path"] == MARCH
+    code, out, err = cli(*base, "append", "Started learning the cello.", "--long-term", env=env)
+    assert code == 0 and "appended" in out and "MEMORY.md" in out
+    assert "cello" in (car_ws / "MEMORY.md").read_text(encoding="utf-8")
+    code, out, err = cli(*base, "append", "   ", env=env)
+    assert code == 2 and "empty" in err

@@ -158,6 +158,36 @@ class MemoryManager:
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
                               fallback=result.fallback, citations=citations)
 
+    def history(self, query: str, *, max_results: int = 30,
+                as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
+        """Every version of the fact that best answers ``query``, oldest first.
+
+        Each entry: ``{path, startLine, endLine, date, text, current}``;
+        ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
+        """
+        from .supersession import versions
+
+        backend = self._require()
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        cutoff = parse_as_of(as_of)
+        sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
+        if not self.agent.memory_search["experimental"]["sessionMemory"]:
+            sources = tuple(s for s in sources if s != "sessions") or ("memory",)
+        result = backend.search(SearchQuery(text=query, max_results=max_results, min_score=0.0,
+                                            candidate_limit=min(200, max_results * 2), sources=sources))
+        assert self.pipeline is not None
+        vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
+        final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
+                                  now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at)
+        found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
+        out = []
+        for k, ln in enumerate(found):
+            day = datetime.fromtimestamp(ln.moment[0], tz=UTC).date().isoformat() if ln.moment[0] > 0 else None
+            out.append({"path": ln.path, "startLine": ln.line_no, "endLine": ln.line_no, "date": day,
+                        "text": ln.text, "current": k == len(found) - 1})
+        return out
+
     def append(self, text: str, *, target: str = "daily", allow_duplicate: bool = False,
                now: datetime | None = None) -> dict[str, Any]:
         """``memory_append`` with dedup: the tool JSON (``path``, ``bytesWritten``, ``appended``, ...).

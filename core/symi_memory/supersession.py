@@ -22,7 +22,7 @@ import attrs
 
 from .chronology import DAY, file_date, is_historical, line_dates, line_moment, mentions_after
 
-__all__ = ["THRESHOLDS", "Line", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -258,3 +258,33 @@ def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
     lines = split_lines(c.path, c.start_line, c.text, c.mtime)
     focus = focus_lines(lines, query_terms) if query_terms else lines
     return bool(focus) and all(mentions_after(ln.text, cutoff - DAY) for ln in focus)
+
+
+def versions(candidates: Sequence[Any], vectors: Mapping[str, Sequence[float]] | None, query: str,
+             t: Thresholds = THRESHOLDS) -> list[Line]:
+    """Every version of the fact the best candidate states, oldest first.
+
+    The fact is the best candidate's line most about the query; a version is
+    a line of another candidate that restates or changes it (or that it
+    changes), judged like supersession (stored vectors when there are any,
+    terms always).
+    """
+    if not candidates:
+        return []
+    qterms = salient(query)
+    best = candidates[0]
+    anchor_lines = focus_lines(split_lines(best.path, best.start_line, best.text, best.mtime), qterms)
+    if not anchor_lines:
+        return []
+    anchor = anchor_lines[0]
+    found = {(anchor.path, anchor.line_no): anchor}
+    va = (vectors or {}).get(best.id)
+    for c in candidates[1:]:
+        cos = cosine(va, (vectors or {}).get(c.id)) if vectors is not None else 1.0
+        if cos is None:
+            cos = 1.0 if vectors is None else None
+        for ln in focus_lines(split_lines(c.path, c.start_line, c.text, c.mtime), qterms):
+            older, newer = (ln, anchor) if ln.moment < anchor.moment else (anchor, ln)
+            if restates(older, newer, t) and (cos or 0.0) >= t.chunk_vector or same_thing(older, newer, cos, t):
+                found.setdefault((ln.path, ln.line_no), ln)
+    return sorted(found.values(), key=lambda ln: (ln.moment, ln.path))
