@@ -3,7 +3,7 @@
 ``memory_append`` (tool, API, MCP) and ``symi-memory append`` call
 :func:`check_append` before writing. It searches the index with the new
 text, then compares the new text with the lines of the best hits: by
-meaning when the backend can embed (``embed_texts``), and by salient terms
+meaning when the backend can embed (:class:`~symi_memory.specs.EmbedsTexts`), and by salient terms
 and values (numbers, names, identifiers) always. Thresholds live in
 :data:`symi_memory.supersession.THRESHOLDS`.
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from .specs import EmbedsTexts
 from .supersession import (
     THRESHOLDS,
     Line,
@@ -97,11 +98,11 @@ def check_append(manager: MemoryManager, text: str, t: Thresholds = THRESHOLDS) 
 
 def _line_similarities(manager: MemoryManager, body: str, lines: list[Line]) -> list[float] | None:
     """Cosine of the new text with each stored line, when the backend can embed; else None."""
-    embed = getattr(manager.backend, "embed_texts", None)
-    if not callable(embed):
+    backend = manager.backend
+    if not isinstance(backend, EmbedsTexts):
         return None
     try:
-        vecs = embed([body] + [ln.text for ln in lines])
+        vecs = backend.embed_texts([body] + [ln.text for ln in lines])
     except Exception as exc:
         log.info("dedup could not embed (%s); comparing by terms only", exc)
         return None

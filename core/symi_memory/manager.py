@@ -17,7 +17,14 @@ from .errors import SymiMemoryError
 from .pipeline import Pipeline, to_hits
 from .plugins import Plugins, load_plugins, resolve_backend_name
 from .sessions import message_times
-from .specs import BackendContext, MemoryBackend, ProviderUnavailable, RerankerContext, StoredVectors
+from .specs import (
+    BackendContext,
+    MemoryBackend,
+    ProviderUnavailable,
+    RerankerContext,
+    StartableBackend,
+    StoredVectors,
+)
 from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
 
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
@@ -312,7 +319,7 @@ def open_memory(
     except BaseException:
         pipeline.close()
         raise
-    if start and hasattr(backend, "start"):
+    if start and isinstance(backend, StartableBackend):
         backend.start()
     return MemoryManager(config=config, agent=agent, plugins=loaded, backend=backend, backend_name=name,
                          pipeline=pipeline)
