@@ -45,6 +45,11 @@ class AppendCheck:
     kind: Kind
     target: dict[str, Any] | None = None
     similarity: float | None = None
+    overlap: float | None = None
+    same_values: bool | None = None
+    states_change: bool | None = None
+    by_vector: bool = False
+    candidate: dict[str, Any] | None = None
 
 
 def _strip_bullet(text: str) -> str:
@@ -71,6 +76,8 @@ def check_append(manager: MemoryManager, text: str, t: Thresholds = THRESHOLDS) 
     if not lines:
         return AppendCheck(kind="new")
     new_terms, new_values = salient(body), values(body)
+    # Embedding is the slow part: compare by meaning only the lines sharing the most words.
+    lines = sorted(lines, key=lambda ln: -line_overlap(new_terms, ln.terms)[1])[: t.dup_lines]
     sims = _line_similarities(manager, body, lines)
     best: tuple[float, Line] | None = None
     for k, ln in enumerate(lines):
@@ -83,17 +90,21 @@ def check_append(manager: MemoryManager, text: str, t: Thresholds = THRESHOLDS) 
     _shared, share = line_overlap(new_terms, ln.terms)
     target = {"path": ln.path, "startLine": ln.line_no, "endLine": ln.line_no}
     same_values = new_values <= ln.values
-    dup_sim = t.dup_vector if sims is not None else t.dup_overlap
     marked = states_change(body)
     if sims is not None:
+        dup_sim = t.dup_vector
         change_sim = t.change_marked_vector if marked else t.change_vector
     else:
-        change_sim = t.change_overlap
-    if sim >= dup_sim and share >= t.dup_overlap and same_values:
-        return AppendCheck(kind="duplicate", target=target, similarity=round(sim, 4))
-    if sim >= change_sim and share >= t.change_overlap and not same_values:
-        return AppendCheck(kind="change", target=target, similarity=round(sim, 4))
-    return AppendCheck(kind="new", similarity=round(sim, 4))
+        dup_sim, change_sim = t.dup_lexical, t.change_overlap
+    facts = {"similarity": round(sim, 4), "overlap": round(share, 4), "same_values": same_values,
+             "states_change": marked, "by_vector": sims is not None, "candidate": target}
+    # Rewordings often spell values differently ("9 am", "09:00"), so differing values alone do not make a
+    # change; saying that something changed, with a value the stored line lacks, does.
+    if sim >= dup_sim and share >= t.dup_overlap and (same_values or not marked):
+        return AppendCheck(kind="duplicate", target=target, **facts)
+    if sim >= change_sim and share >= t.change_overlap and (marked or not same_values):
+        return AppendCheck(kind="change", target=target, **facts)
+    return AppendCheck(kind="new", **facts)
 
 
 def _line_similarities(manager: MemoryManager, body: str, lines: list[Line]) -> list[float] | None:

@@ -40,7 +40,11 @@ class Thresholds:
     ``dup_*``: dedup on write: how many hits are looked at, the least
     calibrated 0..1 search score of a hit worth comparing, and how close
     (cosine of the new text and a stored line, and their term overlap) a
-    restatement is; without vectors the overlap alone decides.
+    restatement is (``dup_lexical``: the overlap alone, without vectors);
+    ``dup_lines``: how many stored lines (most words in common first) are
+    embedded and compared. New text that says something changed ("moved
+    to", "raised", "from April") with values the stored line lacks is never
+    a restatement.
     ``change_*``: how close a stored line must be for new text with
     different values to count as changing it (``change_marked_vector`` when
     the new text says that something changed: "moved to", "now", "instead").
@@ -55,11 +59,13 @@ class Thresholds:
     window: int = 30
     dup_hits: int = 5
     dup_min_score: float = 0.2
-    dup_vector: float = 0.80
-    dup_overlap: float = 0.5
-    change_vector: float = 0.55
-    change_marked_vector: float = 0.4
-    change_overlap: float = 0.3
+    dup_lines: int = 12
+    dup_vector: float = 0.76
+    dup_overlap: float = 0.3
+    dup_lexical: float = 0.6
+    change_vector: float = 0.6
+    change_marked_vector: float = 0.45
+    change_overlap: float = 0.2
 
 
 THRESHOLDS = Thresholds()
@@ -71,7 +77,10 @@ PAST_QUERY_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}", re.IGNORECASE)
 CHANGE_RE = re.compile(
     r"\b(?:now|new|newly|moved?|changed?|instead|replaced?|replacing|no longer|switched|since|from now|anymore|"
-    r"updated?|became|reached|retir\w*|swap\w*|sold|bought|cancell?ed|starting|from (?:now|today|then) on)\b",
+    r"updated?|became|reached|retir\w*|swap\w*|sold|bought|cancell?ed|starting|from (?:now|today|then) on|"
+    r"raised|lowered|increased|decreased|reduced|dropped|stopped|quit|ended|"
+    r"from (?:january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|next))\b",
     re.IGNORECASE)
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before being below between both
