@@ -99,12 +99,26 @@ class Pipeline:
 def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float,
                           written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None,
                           ) -> list[Candidate]:
-    """``candidates`` minus those written at or after ``cutoff``."""
-    from .supersession import salient, written_after
+    """``candidates`` minus those written at or after ``cutoff``.
+
+    An undated note changed after the cutoff may hold later knowledge in
+    lines that do not say so; its hits stay, with their score scaled by
+    ``THRESHOLDS.as_of_undated`` so that notes known to predate the cutoff
+    answer first.
+    """
+    from .chronology import file_date
+    from .supersession import THRESHOLDS, salient, written_after
 
     known = written_at(candidates) if written_at is not None else {}
     terms = salient(query)
-    return [c for c in candidates if not written_after(c, cutoff, terms, known.get(c.id))]
+    out = []
+    for c in candidates:
+        if written_after(c, cutoff, terms, known.get(c.id)):
+            continue
+        if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff):
+            c = attrs.evolve(c, score=c.score * THRESHOLDS.as_of_undated)
+        out.append(c)
+    return out
 
 
 def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,

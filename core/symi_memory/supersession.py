@@ -35,8 +35,11 @@ class Thresholds:
     between a line of each; ``restate_overlap``: the share above which a
     line restates the other outright. ``score_ratio``: a newer hit scoring
     below this share of the older one's score is about something else for
-    this query and demotes nothing. ``demote``: a superseded hit's score becomes the
+    this query and demotes nothing. ``promote``: the current version also
+    takes the score of the best older version it supersedes. ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
+    ``as_of_undated``: in an "as of" search, the score factor of hits from
+    undated notes changed after the as-of date (their lines' dates are unknown).
     ``dup_*``: dedup on write: how many hits are looked at, the least
     calibrated 0..1 search score of a hit worth comparing, and how close
     (cosine of the new text and a stored line, and their term overlap) a
@@ -56,7 +59,9 @@ class Thresholds:
     restate_overlap: float = 0.75
     score_ratio: float = 0.25
     demote: float = 0.98
+    promote: bool = True
     window: int = 30
+    as_of_undated: float = 0.6
     dup_hits: int = 5
     dup_min_score: float = 0.2
     dup_lines: int = 12

@@ -34,10 +34,13 @@ __all__ = ["Supersession", "find_supersessions"]
 
 def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Sequence[float]], query: str,
                        t: Thresholds = THRESHOLDS,
-                       written: Mapping[str, tuple[float, float]] | None = None) -> dict[int, tuple[int, Line, Line]]:
+                       written: Mapping[str, tuple[float, float]] | None = None,
+                       as_of: float | None = None) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
-    The newer candidate chosen is the newest of those that restate it.
+    The newer candidate chosen is the newest of those that restate it. With
+    ``as_of``, a line dated at or after it (an undated note changed later)
+    has no known date then and supersedes nothing.
     """
     qterms = salient(query)
     if asks_about_past(query):
@@ -69,6 +72,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 continue
             for a in focus[i]:
                 for b in focus[j]:
+                    if as_of is not None and b.moment[0] >= as_of:
+                        continue
                     if b.moment > a.moment and same_thing(a, b, cos, t):
                         if best is None or b.moment > best[2].moment:
                             best = (j, a, b)
@@ -99,6 +104,13 @@ def _cosines(vecs: list[Sequence[float] | None]) -> Any:
             for a in range(len(vecs))]
 
 
+def _current(found: Mapping[int, tuple[int, Line, Line]], k: int) -> int:
+    """The end of ``k``'s supersession chain: the version nothing newer supersedes."""
+    while k in found:
+        k = found[k][0]
+    return k
+
+
 @attrs.frozen
 class Supersession:
     thresholds: Thresholds = THRESHOLDS
@@ -118,11 +130,16 @@ class Supersession:
         head = [candidates[i] for i in top]
         vectors = ctx.vectors([c.id for c in head])
         written = ctx.written_at(head) if ctx.written_at is not None else None
-        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written)
+        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of)
         if not found:
             return list(candidates)
-        # Demote each superseded hit to just below its superseder; repeat so chains (A < B < C) settle.
+        # The current version takes the best place its older versions held, and each older version
+        # ranks just below what supersedes it: hits in between keep their order, nothing unrelated climbs.
         score = {k: c.score for k, c in enumerate(head)}
+        if self.thresholds.promote:
+            for k in sorted(found, key=lambda k: -head[k].score):
+                j = _current(found, k)
+                score[j] = max(score[j], head[k].score)
         changed = True
         while changed:  # terminates: "supersedes" only points at strictly newer hits
             changed = False
