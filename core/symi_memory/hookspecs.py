@@ -98,7 +98,7 @@ def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None
     :param register: callable taking one :class:`~symi_memory.specs.PostProcessorSpec`.
     :return: ignored.
 
-    Added in 0.1; the context's ``as_of``, ``vectors`` and ``written_at`` in 0.2.
+    Added in 0.1.
     """
 
 
