@@ -36,7 +36,8 @@ class Thresholds:
     line restates the other outright. ``score_ratio``: a newer hit scoring
     below this share of the older one's score is about something else for
     this query and demotes nothing. ``promote``: the current version also
-    takes the score of the best older version it supersedes. ``demote``: a superseded hit's score becomes the
+    takes the score of the best older version it supersedes (off: on devmem it
+    cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
     ``as_of_undated``: in an "as of" search, the score factor of hits from
     undated notes changed after the as-of date (their lines' dates are unknown).
@@ -59,7 +60,7 @@ class Thresholds:
     restate_overlap: float = 0.75
     score_ratio: float = 0.25
     demote: float = 0.98
-    promote: bool = True
+    promote: bool = False
     window: int = 30
     as_of_undated: float = 0.6
     dup_hits: int = 5

@@ -156,6 +156,7 @@ class Supersession:
             if k in found:
                 b = found[k][2]
                 changes["superseded_by"] = {"path": b.path, "startLine": b.line_no, "endLine": b.line_no}
+            if score[k] != c.score:
                 changes["score"] = score[k]
             if k in supersedes:
                 changes["supersedes"] = tuple(supersedes[k])
