@@ -79,7 +79,7 @@ class TemporalDecay:
 
 @attrs.define(kw_only=True)
 class Supersession:
-    enabled: bool = opt("enabled", True, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
+    enabled: bool = opt("enabled", False, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
     window: int = opt("window", 30, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
 
 

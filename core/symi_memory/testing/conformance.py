@@ -131,7 +131,8 @@ def test_supersession_demotes_the_older_version_or_status_says_why_not(conforman
     from symi_memory.specs import StoredVectors
 
     _car_workspace(conformance_workspace)
-    mem = open_conformance_memory(conformance_workspace)
+    mem = open_conformance_memory(conformance_workspace, agents={"defaults": {"memorySearch": {
+        "query": {"hybrid": {"supersession": {"enabled": True}}}}}})
     mem.sync()
     st = mem.status()["supersession"]
     if not isinstance(mem.backend, StoredVectors):
