@@ -135,3 +135,14 @@ def test_cli_search_as_of_history_and_append(cli, tmp_path: Path, car_ws: Path) 
     assert "cello" in (car_ws / "MEMORY.md").read_text(encoding="utf-8")
     code, out, err = cli(*base, "append", "   ", env=env)
     assert code == 2 and "empty" in err
+
+
+def test_status_says_whether_supersession_is_applied(cli, tmp_path: Path, car_ws: Path) -> None:  # type: ignore[no-untyped-def]
+    env = {"SYMI_MEMORY_TESTING": "1"}
+    base = ("--workspace", str(car_ws))
+    assert cli(*base, "config", "set", "agents.defaults.memorySearch.provider", "hash", env=env)[0] == 0
+    code, out, err = cli(*base, "status", env=env)
+    assert code == 0 and "supersession  off" in out
+    code, data, err = cli(*base, "status", "--json", env=env, json_out=True)
+    assert data["supersession"] == {"enabled": False, "applied": False, "storedVectors": True, "asOf": True,
+                                    "unavailable": []}

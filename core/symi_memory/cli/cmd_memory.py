@@ -87,6 +87,10 @@ def run_status(args: argparse.Namespace, app: App) -> int:
     for key in ("vector", "fts", "cache", "fallback"):
         if isinstance(st.get(key), dict):
             rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
+    sup = st.get("supersession")
+    if isinstance(sup, dict):
+        state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")
+        rows.append(("supersession", "; ".join([state, *sup.get("unavailable", [])])))
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
     width = max(len(k) for k, _ in rows)
