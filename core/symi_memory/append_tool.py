@@ -26,13 +26,17 @@ MEMORY_APPEND_DEFINITION: dict[str, Any] = {
     "description": (
         "Append a note to memory. target 'daily' (default) appends to today's memory/YYYY-MM-DD.md "
         "for running context; 'long-term' appends to MEMORY.md for decisions, preferences and durable "
-        "facts. Existing content is never changed."
+        "facts. Existing content is never changed. If memory already says the same thing, nothing is written and "
+        "the answer names it (duplicateOf, appended: false); set allowDuplicate to write anyway. If the note "
+        "changes a stored fact, it is written and the answer names the memory it supersedes."
     ),
     "parameters": {
         "type": "object",
         "properties": {
             "text": {"type": "string", "description": "Markdown to append."},
             "target": {"type": "string", "enum": ["daily", "long-term"], "default": "daily"},
+            "allowDuplicate": {"type": "boolean", "default": False,
+                               "description": "Write even when memory already states this."},
         },
         "required": ["text"],
         "additionalProperties": False,

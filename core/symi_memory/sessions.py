@@ -158,3 +158,40 @@ def parse_session_file(path: str | Path) -> SessionDocument:
     """Read and parse one transcript file (read once, so size and text agree)."""
     p = Path(path)
     return parse_session_bytes(p.read_bytes(), p.name)
+
+
+def message_times(directory: str | Path, path: str, start_line: int, end_line: int) -> tuple[float, float] | None:
+    """``(first, last)`` ``timestamp`` of the transcript records on JSONL lines ``start_line..end_line``.
+
+    ``path`` is the stored ``sessions/<file>.jsonl``. Timestamps are ISO
+    datetimes (``2026-03-01T10:00:00Z``) or epoch seconds/milliseconds;
+    None when no record in the range has one.
+    """
+    from datetime import UTC, datetime
+
+    name = path[len(SESSIONS_PREFIX) + 1:] if path.startswith(SESSIONS_PREFIX + "/") else None
+    if not name or "/" in name:
+        return None
+    stamps: list[float] = []
+    try:
+        with open(Path(directory) / name, encoding="utf-8", errors="replace") as fh:
+            for number, raw in enumerate(fh, start=1):
+                if number < start_line:
+                    continue
+                if number > end_line:
+                    break
+                try:
+                    value = json.loads(raw).get("timestamp")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    stamps.append(value / 1000.0 if value > 1e11 else float(value))
+                elif isinstance(value, str):
+                    try:
+                        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                    except ValueError:
+                        continue
+                    stamps.append((stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp())
+    except OSError:
+        return None
+    return (min(stamps), max(stamps)) if stamps else None

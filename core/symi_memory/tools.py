@@ -39,7 +39,8 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
             "Search the agent's long-term memory (MEMORY.md, memory/*.md daily logs and other indexed notes) "
             "by meaning and by exact keywords. Returns snippets with their file path and line range; use "
             "memory_get to read more around a hit. Search before answering questions about past work, "
-            "decisions, preferences, people or dates."
+            "decisions, preferences, people or dates. A hit with supersededBy is an older version of a fact: "
+            "the memory it points to is newer and says what is current."
         ),
         "parameters": {
             "type": "object",
@@ -47,6 +48,7 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
                 "query": {"type": "string", "minLength": 1, "description": "What to look for, in natural language or exact tokens (IDs, names, error text)."},
                 "maxResults": {"type": "integer", "minimum": 1, "maximum": 200, "description": "How many snippets to return (default from config, usually 6)."},
                 "minScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (default from config, usually 0.35)."},
+                "asOf": {"type": "string", "description": "Answer as memory stood on this date (YYYY-MM-DD): later notes are left out."},
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -118,8 +120,11 @@ def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_
         min_score = params.get("minScore")
         if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
             raise ValueError(f"minScore must be a number from 0 to 1, got {min_score!r}")
+        as_of = params.get("asOf")
+        if as_of is not None and not isinstance(as_of, str):
+            raise ValueError(f"asOf must be a date like 2026-04-01, got {as_of!r}")
         resp = manager.search(query, max_results=_int_param(params, "maxResults"), min_score=min_score,
-                              session_key=session_key)
+                              session_key=session_key, as_of=as_of)
         return resp.to_dict()
     except (SymiMemoryError, ValueError) as exc:
         return {"results": [], "disabled": True, "error": str(exc)}
@@ -143,10 +148,22 @@ def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, A
 
 
 def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md).
+    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md), with dedup.
 
-    With memory disabled nothing is written: the error shape says so.
+    With memory disabled nothing is written: the error shape says so. See
+    :meth:`MemoryManager.append` for ``duplicateOf``/``supersedes``.
     """
     if not manager.enabled:
         return {"path": "", "bytesWritten": 0, "disabled": True, "error": MEMORY_DISABLED}
-    return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
+    text = params.get("text") if isinstance(params, Mapping) else None
+    target = (params.get("target") if isinstance(params, Mapping) else None) or "daily"
+    allow = params.get("allowDuplicate", False) if isinstance(params, Mapping) else False
+    if not isinstance(text, str) or target not in ("daily", "long-term") or not isinstance(allow, bool):
+        if not isinstance(allow, bool):
+            return {"path": "", "bytesWritten": 0, "error": f"allowDuplicate must be true or false, got {allow!r}"}
+        return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
+    try:
+        return manager.append(text, target=target, allow_duplicate=allow)
+    except SymiMemoryError as exc:
+        log.info("memory_append refused: %s", exc)
+        return {"path": "", "bytesWritten": 0, "error": str(exc)}

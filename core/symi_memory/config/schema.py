@@ -78,6 +78,12 @@ class TemporalDecay:
 
 
 @attrs.define(kw_only=True)
+class Supersession:
+    enabled: bool = opt("enabled", False, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
+    window: int = opt("window", 30, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
+
+
+@attrs.define(kw_only=True)
 class Hybrid:
     enabled: bool = opt("enabled", True, doc="Combine keyword and vector search; false: vector only.")
     vector_weight: float = opt("vectorWeight", 0.7, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector score (normalised with textWeight).")
@@ -87,6 +93,7 @@ class Hybrid:
     rrf_k: int = opt("rrfK", 60, lo=1, hi=10_000, doc="RRF constant k.")
     mmr: Mmr = section(Mmr, "mmr")
     temporal_decay: TemporalDecay = section(TemporalDecay, "temporalDecay")
+    supersession: Supersession = section(Supersession, "supersession")
 
 
 @attrs.define(kw_only=True)

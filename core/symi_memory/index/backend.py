@@ -146,6 +146,19 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=self.choice.fallback)
 
+    def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
+        import numpy as np
+
+        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in self.store.vectors_by_id(ids).items()}
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
+        provider = self.choice.provider
+        if provider is None or self.indexer.needs_full():
+            return None
+        return provider.embed_documents(list(texts))
+
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:
         """Chunk rows of the vector hits and of the first ``limit`` keyword hits from ``sources``."""

@@ -502,6 +502,18 @@ class IndexStore:
                 out[row[0]] = row[1:]
         return out
 
+    def vectors_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Stored embeddings (packed float32) of the chunks with these ``Candidate.id`` values; chunks without one are left out."""
+        out: dict[str, bytes] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for cid, blob in self._read(
+                f"SELECT id, embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL", part
+            ):
+                out[cid] = blob
+        return out
+
     def all_vectors(self) -> tuple[list[int], list[bytes]]:
         rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
