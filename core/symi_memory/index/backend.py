@@ -58,7 +58,8 @@ class IndexedBackend:
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
         self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
-                                       check_stale=lambda: self.is_stale(retry_pending=self.indexer.retry_due()))
+                                       check_stale=lambda: self.is_stale(retry_pending=self.indexer.retry_due(),
+                                                                          any_session_change=False))
         self.scheduler.start()
 
     # ------------------------------------------------------------------ sync
@@ -85,12 +86,21 @@ class IndexedBackend:
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, exc)
 
-    def is_stale(self, *, retry_pending: bool = True) -> bool:
-        """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed."""
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+        """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed.
+
+        A transcript that grew counts at once, unless ``any_session_change`` is false (the background
+        check): then only once it grew past the delta thresholds that start a background sync.
+        """
         if self.indexer.needs_full():
             return True
-        changed, removed = self.indexer.changed_files(retry_pending=retry_pending)
-        return bool(removed) or any(f.source != "sessions" for f in changed)
+        changed, removed = self.indexer.changed_files(retry_pending=retry_pending, retry_failed=False)
+        if removed or any(f.source != "sessions" for f in changed):
+            return True
+        if any_session_change:
+            return bool(changed)
+        indexed = self.store.files()
+        return any(self.indexer.session_due(f, indexed.get(f.path)) for f in changed)
 
     # ---------------------------------------------------------------- search
 

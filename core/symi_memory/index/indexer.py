@@ -16,7 +16,7 @@ import attrs
 from ..chunking import chunk_text, split_utf8
 from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..types import SyncProgress, SyncReport
-from ..workspace import MemoryFile, decode_text, list_memory_files
+from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path
 from .store import ChunkRow, FileRow, IndexStore, pack_vector
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ RETRY_BASE_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
 PENDING = "pending:"
+FAILED_META = "failedFiles"
 
 
 class SyncCancelled(SymiMemoryError):
@@ -50,24 +51,49 @@ def sha256(text: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def list_sources(agent: AgentView) -> list[MemoryFile]:
-    """Every file the agent indexes: memory files, plus transcripts when enabled."""
+def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> list[MemoryFile]:
+    """Every file the agent indexes: memory files, plus transcripts when enabled.
+
+    Files whose name is not valid UTF-8 cannot be stored or cited: they are
+    left out, and with ``problems`` recorded there (``{path: reason}``) with
+    whatever else could not be listed.
+    """
     ms = agent.memory_search
     sources = set(ms.get("sources") or ["memory"])
     out: list[MemoryFile] = []
     if "memory" in sources:
-        out.extend(list_memory_files(agent.workspace, ms.get("extraPaths") or []))
+        out.extend(list_memory_files(agent.workspace, ms.get("extraPaths") or [], problems))
     if "sessions" in sources and ms["experimental"]["sessionMemory"]:
         d = agent.sessions_dir
-        if d.is_dir():
-            for entry in sorted(os.scandir(d), key=lambda e: e.name):
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except FileNotFoundError:
+            entries = []
+        except OSError as exc:
+            entries = []
+            if problems is not None:
+                problems["sessions/"] = f"cannot list folder: {exc.strerror or exc}"
+        for entry in entries:
+            try:
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
                     out.append(
                         MemoryFile(path=f"sessions/{entry.name}", abs_path=entry.path, mtime=st.st_mtime,
                                    size=st.st_size, source="sessions")
                     )
-    return out
+            except OSError as exc:
+                if problems is not None:
+                    problems[printable_path(f"sessions/{entry.name}")] = f"cannot stat: {exc.strerror or exc}"
+    kept = []
+    for f in out:
+        shown = printable_path(f.path)
+        if shown != f.path:
+            if problems is not None:
+                problems[shown] = "file name is not valid UTF-8"
+            continue
+        kept.append(f)
+    return kept
 
 
 @attrs.define
@@ -122,21 +148,35 @@ class Indexer:
         """Whether files left without vectors by a failed provider may be retried now (backoff)."""
         return time.monotonic() >= self._retry_at
 
-    def changed_files(self, files: list[MemoryFile] | None = None, *,
-                      retry_pending: bool = True) -> tuple[list[MemoryFile], list[str]]:
+    def failed_files(self) -> dict[str, list[float]]:
+        """``{path: [mtime, size]}`` of the files the last sync could not read or parse."""
+        try:
+            raw = json.loads(self.store.get_meta(FAILED_META) or "{}")
+        except ValueError:
+            return {}
+        return raw if isinstance(raw, dict) else {}
+
+    def changed_files(self, files: list[MemoryFile] | None = None, *, retry_pending: bool = True,
+                      retry_failed: bool = True) -> tuple[list[MemoryFile], list[str]]:
         """Files whose mtime or size differ from the index, and indexed paths that vanished.
 
-        Files still waiting for vectors count as changed only with ``retry_pending``.
+        Files still waiting for vectors count as changed only with ``retry_pending``; files the
+        last sync failed to read, unless they changed since, only with ``retry_failed``.
         """
         files = list_sources(self.agent) if files is None else files
         indexed = self.store.files()
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
+        # Files the last sync could not read count as changed only once they change on disk; a
+        # sync still retries them (reading is cheap), so an unreadable file never keeps `dirty` set.
+        failed = {} if retry_failed else self.failed_files()
         changed = []
         for f in files:
             row = indexed.get(f.path)
             if f.size > max_bytes:
                 if row is not None:
                     changed.append(f)
+                continue
+            if row is None and failed.get(f.path) == [f.mtime, f.size]:
                 continue
             if row is None or row.mtime != f.mtime or row.size != f.size or (
                 retry_pending and row.hash.startswith(PENDING)
@@ -145,14 +185,18 @@ class Indexer:
         listed = {f.path for f in files}
         return changed, [p for p in indexed if p not in listed]
 
-    def _session_due(self, f: MemoryFile, row: FileRow | None) -> bool:
+    def session_due(self, f: MemoryFile, row: FileRow | None) -> bool:
+        """Whether a changed transcript grew enough for a background sync (the delta thresholds)."""
         if row is None or f.size < row.size:
             return True
         deltas = self.agent.memory_search["sync"]["sessions"]
         if f.size - row.size >= deltas["deltaBytes"]:
             return True
-        with open(f.abs_path, "rb") as fh:
-            lines = fh.read().count(b"\n")
+        try:
+            with open(f.abs_path, "rb") as fh:
+                lines = fh.read().count(b"\n")
+        except OSError:
+            return True  # the sync reads it, and records why it cannot
         return lines - row.lines >= deltas["deltaMessages"]
 
     def _load(self, f: MemoryFile) -> _Loaded:
@@ -177,7 +221,8 @@ class Indexer:
         )
         if self.choice.provider is not None and hasattr(self.choice.provider, "begin_sync"):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
-        files = list_sources(self.agent)
+        problems: dict[str, str] = {}
+        files = list_sources(self.agent, problems)
         full = force or self.needs_full()
         indexed = {} if full else self.store.files()
         report("scan", 0, len(files))
@@ -190,13 +235,16 @@ class Indexer:
             todo, removed = self.changed_files(files, retry_pending=retry)
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files if f.size > max_bytes}
+        skipped.update(problems)
+        failed: dict[str, list[float]] = {}
         removed += [f.path for f in todo if f.path in skipped and f.path in indexed]
         todo = [f for f in todo if f.path not in skipped]
-        if not full:
-            todo = [f for f in todo if f.source != "sessions" or force or self._session_due(f, indexed.get(f.path))]
+        if not full and reason.split(" ")[0] in BACKGROUND_REASONS:
+            # The delta thresholds pace background syncs; an explicit sync takes every new line.
+            todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
         try:
-            batches = self._prepare(todo, indexed, full, stats, report)
+            batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
             if full:
                 self.store.build_full(batches, skipped=skipped, meta=self._meta())
             else:
@@ -206,6 +254,8 @@ class Indexer:
                 return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
             self.last_error = str(exc)
             raise
+        if failed != self.failed_files():
+            self.store.set_meta(FAILED_META, json.dumps(failed, sort_keys=True))
         failed_now = self._failed_in_this_sync
         self._failed_in_this_sync = None
         if failed_now is not None:
@@ -241,17 +291,24 @@ class Indexer:
         if head is None and not removed and skipped == self.store.skipped_map():
             # Nothing changed: no write, so the generation stays and no vector cache is invalidated.
             return
+        written_skipped: dict[str, str] = {}
         for item in _chain(head, items):
             group.append(item)
             if len(group) >= WRITE_BATCH_FILES:
                 self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
-                group, first = [], False
-        if group or first:
+                group, first, written_skipped = [], False, dict(skipped)
+        # Files skipped after the last full group still need their `skipped` rows written.
+        if group or first or written_skipped != skipped:
             self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
 
     def _prepare(self, todo: list[MemoryFile], indexed: dict[str, FileRow], full: bool, stats: dict[str, int],
-                 report: Callable[..., Any]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
-        """Load, chunk and embed files, yielding rows file by file (batched embedding)."""
+                 report: Callable[..., Any], skipped: dict[str, str],
+                 failed: dict[str, list[float]]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+        """Load, chunk and embed files, yielding rows file by file (batched embedding).
+
+        A file that cannot be read or parsed is left out (its old rows stay), recorded in
+        ``skipped`` with the reason and in ``failed`` with its mtime and size; the rest goes on.
+        """
         pending: list[tuple[_Loaded, list[tuple[int, int, str]]]] = []
         pending_chunks = 0
         done = 0
@@ -261,16 +318,22 @@ class Indexer:
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
             try:
                 loaded = self._load(f)
-            except OSError as exc:
-                log.warning("cannot read %s: %s", f.path, exc)
+                old = indexed.get(f.path)
+                if not full and old is not None and old.hash == loaded.hash:
+                    # Same content, new mtime: refresh the file row without re-chunking.
+                    self.store.touch_file(f.path, f.mtime, f.size, loaded.lines)
+                    done += 1
+                    continue
+                pieces = self._chunk(loaded)
+            except (SyncCancelled, EmbeddingError):
+                raise
+            except Exception as exc:  # one bad file must never stop the sync of the others
+                reason = f"cannot read: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else (
+                    f"cannot index: {type(exc).__name__}: {exc}")
+                log.warning("skipping %s: %s", f.path, reason)
+                skipped[f.path] = reason
+                failed[f.path] = [f.mtime, f.size]
                 continue
-            old = indexed.get(f.path)
-            if not full and old is not None and old.hash == loaded.hash:
-                # Same content, new mtime: refresh the file row without re-chunking.
-                self.store.touch_file(f.path, f.mtime, f.size, loaded.lines)
-                done += 1
-                continue
-            pieces = self._chunk(loaded)
             pending.append((loaded, pieces))
             pending_chunks += len(pieces)
             if pending_chunks >= group_limit:
