@@ -11,7 +11,7 @@ import attrs
 
 from ..errors import EmbeddingError
 from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
-from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
+from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
 from .keyword import ExactMatcher
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
 KEYWORD_OVERFETCH = 3
+# How long a search waits for its query vector before answering by keyword alone (a hung provider).
+QUERY_EMBED_DEADLINE_S = 2.5
 
 log = logging.getLogger("symi_memory.backend")
 
@@ -54,6 +56,7 @@ class IndexedBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
+    _hung_query: threading.Event | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -112,11 +115,11 @@ class IndexedBackend:
         sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
         provider = self.choice.provider
         qvec: list[float] | None = None
+        fallback = self.choice.fallback
         if provider is not None:
-            try:
-                qvec = provider.embed_query(query.text)
-            except EmbeddingError as exc:
-                log.warning("query embedding failed (%s); keyword results only", exc)
+            qvec, why = self._embed_query(provider, query.text)
+            if why is not None:
+                fallback = Fallback(from_=provider.id, reason=why)
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
@@ -163,7 +166,42 @@ class IndexedBackend:
             for k, score in ordered
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
-                             model=provider.model if provider else None, fallback=self.choice.fallback)
+                             model=provider.model if provider else None, fallback=fallback)
+
+    def _embed_query(self, provider: Any, text: str) -> tuple[list[float] | None, str | None]:
+        """The query vector, or None and why (the search then answers by keyword, saying so).
+
+        The provider gets ``QUERY_EMBED_DEADLINE_S``: a hung endpoint must not hold a search for
+        its whole request timeout. While a call that missed the deadline is still running, later
+        searches do not queue behind it; they answer by keyword at once.
+        """
+        hung = self._hung_query
+        if hung is not None and not hung.is_set():
+            return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["vector"] = provider.embed_query(text)
+            except BaseException as exc:  # handed to the searching thread below
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True, name="symi-query-embed").start()
+        if not done.wait(QUERY_EMBED_DEADLINE_S):
+            self._hung_query = done
+            why = f"query embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s; keyword results only"
+            log.warning("%s", why)
+            return None, why
+        error = box.get("error")
+        if isinstance(error, EmbeddingError):
+            log.warning("query embedding failed (%s); keyword results only", error)
+            return None, f"query embedding failed ({error}); keyword results only"
+        if error is not None:
+            raise error
+        return box["vector"], None
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:

@@ -120,6 +120,9 @@ class Indexer:
     _pending_failures: int = 0
     _retry_at: float = 0.0
     _failed_in_this_sync: str | None = None
+    # Set when the provider timed out or stayed unreachable in this run: later batches do not wait on it again.
+    _down_in_this_sync: str | None = None
+    _run_dims: int | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -219,12 +222,14 @@ class Indexer:
         report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
             SyncProgress(phase=phase, done=done, total=total, path=path)
         )
+        self._down_in_this_sync = None
         if self.choice.provider is not None and hasattr(self.choice.provider, "begin_sync"):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         problems: dict[str, str] = {}
         files = list_sources(self.agent, problems)
         full = force or self.needs_full()
         indexed = {} if full else self.store.files()
+        self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
         if full:
             todo, removed = list(files), list[str]()
@@ -388,6 +393,18 @@ class Indexer:
             yield (FileRow(path=f.path, source=f.source, hash=loaded.hash if ok else PENDING + loaded.hash,
                            mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines), rows)
 
+    def _check_dims(self, provider: str, vecs: list[Any]) -> None:
+        """Reject a batch whose vectors differ in length from each other or from the index's."""
+        dims = {len(v) for v in vecs}
+        if self._run_dims is not None:
+            dims.add(self._run_dims)
+        if len(dims) == 1:
+            self._run_dims = dims.pop()
+        elif dims:
+            raise EmbeddingError(
+                f"{provider} returned vectors of different dimensions ({', '.join(map(str, sorted(dims)))}) in one "
+                "batch; the batch was rejected (check the endpoint and memorySearch.model)", provider=provider)
+
     def _embed(self, texts: list[str], stats: dict[str, int]) -> tuple[list[bytes | None], bool]:
         """Vectors for ``texts`` (cache first). Returns (vectors, all_ok)."""
         p = self.choice.provider
@@ -400,13 +417,19 @@ class Indexer:
         fresh: dict[str, bytes] = {}
         step = max(1, len(missing)) if self._batch_mode() else EMBED_BATCH
         try:
+            if missing and self._down_in_this_sync is not None:
+                raise EmbeddingError(self._down_in_this_sync, provider=p.id, retryable=True)
             for i in range(0, len(missing), step):
                 part = missing[i : i + step]
                 vecs = p.embed_documents([t for _, t in part])
                 if len(vecs) != len(part):
                     raise EmbeddingError(f"{p.id} returned {len(vecs)} vectors for {len(part)} inputs", provider=p.id)
+                self._check_dims(p.id, vecs)
                 fresh.update((h, pack_vector(v)) for (h, _), v in zip(part, vecs, strict=True))
         except EmbeddingError as exc:
+            if exc.retryable and self._down_in_this_sync is None:
+                # A timeout (or an endpoint still failing after its retries) is not waited on again this run.
+                self._down_in_this_sync = str(exc)
             can_switch = not isinstance(exc, EmbeddingPending) and self.plugins is not None and not self.choice.used_fallback and self.choice.fallback_name not in (
                 "none", "", self.choice.name)
             if can_switch:
