@@ -100,3 +100,47 @@ def test_vectors_of_varying_dimensions_are_rejected_with_a_clear_error(tmp_path:
             assert len(lengths) == 1 and with_vectors == in_vec_table, "no chunk silently missing from the vectors"
             assert st["pendingFiles"] > 0 and st["dirty"] is True
             assert mem.search("topic27 quarterly").results  # still found by keyword
+
+
+def test_status_in_a_new_process_shows_what_the_last_sync_learnt(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, 3)
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", Reply(status=400, body="model not found"))
+        with _open(tmp_path, ws, server) as mem:
+            mem.sync()
+        with _open(tmp_path, ws, server) as fresh:  # has not synced: reports the recorded sync
+            st = fresh.status()
+    assert "model not found" in (st["lastError"] or "")
+    assert st["pendingFiles"] == 3 and "model not found" in st["pendingReason"]
+    assert KEY not in str(st)
+
+
+def test_status_in_a_new_process_reports_the_fallback_that_built_the_index(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, 3)
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", Reply(status=400, body="model not found"))
+        cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+            "provider": "openai", "fallback": "hash",
+            "remote": {"baseUrl": server.url + "/v1", "apiKey": KEY}}}}})
+        with open_memory(cfg, workspace=ws, start=False) as mem:
+            mem.sync()
+            assert mem.status()["vector"]["dims"] == 384
+        with open_memory(cfg, workspace=ws, start=False) as fresh:
+            st = fresh.status()
+    assert st["index"]["provider"] == "hash"
+    assert st["fallback"] is not None and st["fallback"]["from"] == "openai"
+    assert "model not found" in st["fallback"]["reason"]
+
+
+def test_index_exits_non_zero_and_says_so_when_every_embedding_failed(tmp_path: Path, cli) -> None:
+    ws = _workspace(tmp_path, 3)
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", Reply(status=400, body="model not found"))
+        cfg = tmp_path / "c.json"
+        cfg.write_text('{"agents": {"defaults": {"memorySearch": {"provider": "openai", "remote": '
+                       f'{{"baseUrl": "{server.url}/v1", "apiKey": "{KEY}"}}}}}}}}}}', encoding="utf-8")
+        code, out, err = cli("--config", str(cfg), "--workspace", str(ws), "index")
+    assert code == 1
+    assert "every embedding failed" in err and "model not found" in err and "3 file(s)" in err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("symi-memory: error: every embedding failed")
+    assert KEY not in out + err

@@ -116,6 +116,14 @@ def run_index(args: argparse.Namespace, app: App) -> int:
         app.print_json(report.to_dict())
     else:
         print(_summary(report))
+    if report.errors:
+        # The files are searchable by keyword, but the index is not what was asked for: say so, and
+        # exit 1 so scripts notice. The next sync retries the embeddings.
+        pending = manager.status().get("pendingFiles") or 0
+        what = "every embedding failed" if report.embeddings_computed == 0 else "some embeddings failed"
+        print(f"symi-memory: error: {what} ({'; '.join(report.errors)}); {pending} file(s) indexed for keyword "
+              f"search only, their vectors are retried on the next sync", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -245,13 +246,26 @@ class IndexedBackend:
         dirty = self.scheduler.dirty if self.scheduler else None
         if dirty is None or not dirty:
             dirty = self.is_stale()
+        recorded = self.indexer.last_sync() or {}
+        last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        fallback = self.choice.fallback.to_dict() if self.choice.fallback else None
+        ident = self._index_identity()
+        if fallback is None and recorded.get("fallback") and ident.get("provider") == recorded.get("provider") and (
+                ident.get("provider") != (p.id if p else "none")):
+            # This process has not tried its provider yet, but the index was built by the fallback
+            # an earlier sync switched to: that is the fallback in force for what search finds.
+            fallback = dict(recorded["fallback"])
+        pending = self.store.pending_count()
         return {
             "backend": self.short_name,
             "plugin": self.plugin_name,
             "files": counts["files"],
             "chunks": counts["chunks"],
             "dirty": dirty,
-            "pendingFiles": self.store.pending_count(),
+            "pendingFiles": pending,
+            "pendingReason": (last_error or "waiting for the embedding provider") if pending else None,
+            "index": {"provider": ident.get("provider"), "model": ident.get("model") or None,
+                      "lastSync": recorded.get("reason")},
             "workspaceDir": str(self.agent.workspace),
             "dbPath": str(self.store.path),
             "provider": p.id if p else "none",
@@ -273,10 +287,18 @@ class IndexedBackend:
                 "dims": self.store.vec_dims or self._dims(),
                 **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
             },
-            "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
+            "fallback": fallback,
             "batch": {"enabled": ms["remote"]["batch"]["enabled"], **self._batch_status()},
-            "lastError": self.indexer.last_error,
+            "lastError": last_error,
         }
+
+    def _index_identity(self) -> dict[str, Any]:
+        """Which provider and model built the vectors in the index (empty before the first sync)."""
+        try:
+            raw = json.loads(self.store.get_meta("identity") or "{}")
+        except ValueError:
+            return {}
+        return raw if isinstance(raw, dict) else {}
 
     def _batch_status(self) -> dict[str, Any]:
         p = self.choice.provider

@@ -34,6 +34,7 @@ RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
 PENDING = "pending:"
 FAILED_META = "failedFiles"
+LAST_SYNC_META = "lastSync"
 
 
 class SyncCancelled(SymiMemoryError):
@@ -123,6 +124,7 @@ class Indexer:
     # Set when the provider timed out or stayed unreachable in this run: later batches do not wait on it again.
     _down_in_this_sync: str | None = None
     _run_dims: int | None = None
+    synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
 
     # ------------------------------------------------------------ identity
 
@@ -258,6 +260,7 @@ class Indexer:
             if not isinstance(exc, EmbeddingPending) and self.choice.switch_to_fallback(self.plugins, self.agent, self.models, exc):
                 return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
             self.last_error = str(exc)
+            self._record(reason)
             raise
         if failed != self.failed_files():
             self.store.set_meta(FAILED_META, json.dumps(failed, sort_keys=True))
@@ -272,6 +275,7 @@ class Indexer:
             # the pending files proves nothing).
             self.last_error = None
             self._pending_failures, self._retry_at = 0, 0.0
+        self._record(reason)
         cache = self.agent.memory_search["cache"]
         if cache["enabled"]:
             self.store.cache_prune(cache["maxEntries"])
@@ -282,6 +286,31 @@ class Indexer:
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
             errors=(failed_now,) if failed_now else (),
         )
+
+    def _record(self, reason: str) -> None:
+        """Keep what this sync learnt in the index's meta table, for ``status`` in any later process."""
+        p = self.choice.provider
+        state = {
+            "reason": reason,
+            "lastError": self.last_error,
+            "provider": p.id if p else "none",
+            "model": p.model if p else None,
+            "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
+        }
+        try:
+            if self.last_sync() != state:  # no write when nothing changed (other processes may be writing)
+                self.store.set_meta(LAST_SYNC_META, json.dumps(state, sort_keys=True))
+        except Exception as exc:  # the sync itself is done; its record is a courtesy
+            log.warning("could not record the sync's state: %s", exc)
+        self.synced = True
+
+    def last_sync(self) -> dict[str, Any] | None:
+        """What the last sync of this index (in any process) recorded, or None."""
+        try:
+            raw = json.loads(self.store.get_meta(LAST_SYNC_META) or "null")
+        except ValueError:
+            return None
+        return raw if isinstance(raw, dict) else None
 
     def _meta(self) -> dict[str, str]:
         ident = self.index_identity()
