@@ -18,6 +18,11 @@ import attrs
 from .db import VecExtension, create_schema, load_vec_extension, open_db, open_index_db
 from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector"]
 
 log = logging.getLogger("symi_memory.index")
@@ -33,6 +38,60 @@ CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, sourc
 
 # Below this many chunks, ranking every match is cheap and BM25's IDF is too coarse to prune by.
 PRUNE_MIN_CHUNKS = 50
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock on ``fd`` without waiting; True if taken (always, where flock is missing)."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+def _locked_build_file(index: Path) -> tuple[int, Path]:
+    """Create ``<index>.build-XXXX`` and lock it; returns the open, locked descriptor and the path."""
+    while True:
+        fd, name = tempfile.mkstemp(prefix=index.name + ".build-", dir=index.parent)
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(name).st_ino == os.fstat(fd).st_ino:
+                return fd, Path(name)
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # an open took it for a leftover between mkstemp and flock: make another
+
+
+def remove_stale_builds(index: Path) -> int:
+    """Delete the build files of rebuilds whose process is gone (killed mid-reindex); returns bytes freed.
+
+    A live builder holds a lock on its build file; a file nobody holds is a leftover. Without
+    flock (Windows) only files older than a day are taken, which no live rebuild can be.
+    """
+    freed = 0
+    cutoff = time.time() - 86_400
+    for leftover in index.parent.glob(index.name + ".build-*"):
+        try:
+            fd = os.open(leftover, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if (fcntl is None and st.st_mtime >= cutoff) or not _try_lock(fd):
+                continue
+            if os.stat(leftover).st_ino == st.st_ino:
+                leftover.unlink()
+                freed += st.st_size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    if freed:
+        log.info("removed %d bytes of build files left by an interrupted reindex", freed)
+    return freed
 
 
 def pack_vector(vec: Sequence[float]) -> bytes:
@@ -120,6 +179,7 @@ class IndexStore:
     @classmethod
     def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
         conn = open_index_db(path)
+        remove_stale_builds(path)
         vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
         fts_error = create_schema(conn)
         store = cls(
@@ -226,11 +286,10 @@ class IndexStore:
         transaction then replaces every row. A crash or error at any point
         leaves the previous index untouched and searchable.
         """
-        self._remove_stale_builds()
         # A unique name per rebuild: two processes rebuilding at once each swap in a complete index.
-        fd, name = tempfile.mkstemp(prefix=self.path.name + ".build-", dir=self.path.parent)
-        os.close(fd)
-        build = Path(name)
+        # The builder holds a lock on its file for as long as it lives, so an open can tell a
+        # live build from one a killed process left (remove_stale_builds).
+        fd, build = _locked_build_file(self.path)
         try:
             written = self._fill_build(build, files)
             with self.lock:
@@ -247,17 +306,8 @@ class IndexStore:
                 self._notify(IndexChange(generation=self.generation_now(), full=True))
         finally:
             build.unlink(missing_ok=True)
+            os.close(fd)
         return written
-
-    def _remove_stale_builds(self) -> None:
-        """Delete build files a killed process left behind (older than a day, so never a live one)."""
-        cutoff = time.time() - 86_400
-        for leftover in self.path.parent.glob(self.path.name + ".build*"):
-            try:
-                if leftover.stat().st_mtime < cutoff:
-                    leftover.unlink()
-            except OSError:
-                pass
 
     def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
         conn = apsw.Connection(str(build))
