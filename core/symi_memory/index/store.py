@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,10 @@ CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, sourc
                      end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB);
 """
 
+
+# Write transactions that still find the index locked after the busy timeout are retried this often.
+LOCK_RETRIES = 4
+LOCK_RETRY_BASE_S = 0.5
 
 # Below this many chunks, ranking every match is cheap and BM25's IDF is too coarse to prune by.
 PRUNE_MIN_CHUNKS = 50
@@ -190,6 +196,35 @@ class IndexStore:
             store._ensure_vec_table(int(row[0]))
         return store
 
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction on the writer connection, under ``lock``.
+
+        ``BEGIN IMMEDIATE`` takes SQLite's write lock up front, waiting up to the busy timeout: a
+        deferred transaction that read first fails at once with "database is locked" when another
+        process committed meanwhile. A lock still held after the timeout (several processes
+        syncing) is retried with backoff before the error reaches the sync.
+        """
+        with self.lock:
+            for attempt in range(LOCK_RETRIES + 1):
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    break
+                except apsw.BusyError:
+                    if attempt == LOCK_RETRIES:
+                        raise
+                    delay = LOCK_RETRY_BASE_S * 2 ** attempt * random.uniform(0.75, 1.25)
+                    log.info("index %s is locked by another writer; retry %d/%d in %.1f s", self.path.name,
+                             attempt + 1, LOCK_RETRIES, delay)
+                    time.sleep(delay)
+            try:
+                yield
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if not self.conn.getautocommit():  # SQLite may have rolled back already
+                    self.conn.execute("ROLLBACK")
+                raise
+
     def _read(self, sql: str, params: Any = ()) -> Any:
         """Run a query on this thread's read connection (rows typed loosely, as SQLite is)."""
         return self.reader().execute(sql, params)
@@ -201,7 +236,7 @@ class IndexStore:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.lock, self.conn:
+        with self.write():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def generation(self) -> int:
@@ -255,7 +290,7 @@ class IndexStore:
         with self.lock:
             saved_dims = self.vec_dims
             try:
-                with self.conn:
+                with self.write():
                     written = self._replace(files, remove, skipped, meta, removed, added)
             except BaseException:
                 self.vec_dims = saved_dims  # the vector table creation rolled back too
@@ -296,7 +331,7 @@ class IndexStore:
                 saved_dims = self.vec_dims
                 self.conn.execute("ATTACH DATABASE ? AS build", (str(build),))
                 try:
-                    with self.conn:
+                    with self.write():
                         self._swap_from_build(skipped, meta)
                 except BaseException:
                     self.vec_dims = saved_dims
@@ -450,7 +485,7 @@ class IndexStore:
                     out[h] = blob
             if out:
                 now = time.time()
-                with self.conn:
+                with self.write():
                     self.conn.executemany(
                         "UPDATE embedding_cache SET used_at=? WHERE provider=? AND model=? AND fingerprint=? AND hash=?",
                         [(now, provider, model, fingerprint, h) for h in out],
@@ -459,7 +494,7 @@ class IndexStore:
 
     def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None:
         now = time.time()
-        with self.lock, self.conn:
+        with self.write():
             self.conn.executemany(
                 "INSERT OR REPLACE INTO embedding_cache(provider, model, fingerprint, hash, dims, embedding, used_at) "
                 "VALUES (?,?,?,?,?,?,?)",
@@ -468,7 +503,7 @@ class IndexStore:
 
     def cache_prune(self, max_entries: int) -> int:
         """Drop the least recently used entries beyond ``max_entries``."""
-        with self.lock, self.conn:
+        with self.write():
             n = int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])  # type: ignore[index]
             extra = n - max_entries
             if extra <= 0:
@@ -578,5 +613,5 @@ class IndexStore:
 
     def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:
         """Record a new mtime/size for a file whose content hash did not change."""
-        with self.lock, self.conn:
+        with self.write():
             self.conn.execute("UPDATE files SET mtime=?, size=?, lines=? WHERE path=?", (mtime, size, lines, path))
