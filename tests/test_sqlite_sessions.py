@@ -197,3 +197,22 @@ def test_the_background_check_indexes_a_transcript_that_grew_past_the_thresholds
                        for h in mem.search("sailboat mooring fee").results)
 
         wait_for(found, timeout=15)
+
+
+def test_lines_appended_right_after_open_are_indexed(tmp_path: Path, setup: tuple[Path, Path, int]) -> None:
+    ws, path, _ = setup
+    ms = {**SESSION_MS, "sync": {"sessions": {"deltaBytes": 100_000, "deltaMessages": 50}}}
+    with open_mem(tmp_path, ws, ms, start=True) as mem:
+        mem.search("hose")  # the session-start sync runs while the lines arrive
+        with path.open("a") as fh:
+            for n in range(55):
+                fh.write(msg("assistant", f"Line {n}: the glider winch is stored at hangar {n}.") + "\n")
+                fh.flush()
+        last = path.read_bytes().count(b"\n")
+
+        def indexed() -> bool:
+            return any(h.source == "sessions" and h.end_line == last
+                       for h in mem.search("glider winch hangar").results)
+
+        wait_for(indexed, timeout=15)
+        wait_for(lambda: mem.status()["dirty"] is False, timeout=15)

@@ -73,9 +73,10 @@ class IndexedBackend:
         with self._sync_lock:
             if self._closing:
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
+            changes = self.scheduler.changes if self.scheduler else 0
             report = self.indexer.sync(reason=reason, force=force, progress=progress)
         if self.scheduler:
-            self.scheduler.mark_clean()
+            self.scheduler.mark_clean(changes)
         if self.on_synced:
             self.on_synced(report)
         return report

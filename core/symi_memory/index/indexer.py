@@ -206,7 +206,11 @@ class Indexer:
 
     def _load(self, f: MemoryFile) -> _Loaded:
         with open(f.abs_path, "rb") as fh:
+            st = os.fstat(fh.fileno())
             data = fh.read()
+        # The row must describe the bytes indexed, not the listing's older stat: a transcript that grew
+        # in between would otherwise look changed forever, or (size from the listing) look indexed.
+        f = attrs.evolve(f, mtime=st.st_mtime, size=len(data))
         if f.source == "sessions":
             from ..sessions import parse_session_bytes
 
@@ -355,7 +359,7 @@ class Indexer:
                 old = indexed.get(f.path)
                 if not full and old is not None and old.hash == loaded.hash:
                     # Same content, new mtime: refresh the file row without re-chunking.
-                    self.store.touch_file(f.path, f.mtime, f.size, loaded.lines)
+                    self.store.touch_file(f.path, loaded.file.mtime, loaded.file.size, loaded.lines)
                     done += 1
                     continue
                 pieces = self._chunk(loaded)

@@ -46,6 +46,7 @@ class SyncScheduler:
     _threads: list[threading.Thread] = attrs.field(factory=list)
     _rewatch: threading.Event = attrs.field(factory=threading.Event)
     busy: bool = False
+    changes: int = 0  # how many changes the watcher reported so far
 
     def start(self) -> None:
         sync = self.agent.memory_search["sync"]
@@ -78,10 +79,16 @@ class SyncScheduler:
 
     def mark_dirty(self, reason: str) -> None:
         self.dirty = True
+        self.changes += 1
         self.trigger(reason)
 
-    def mark_clean(self) -> None:
-        self.dirty = False
+    def mark_clean(self, changes: int | None = None) -> None:
+        """The index caught up with the files as of ``changes`` (a :attr:`changes` value read before the sync).
+
+        A change reported while the sync ran keeps the index dirty.
+        """
+        if changes is None or changes == self.changes:
+            self.dirty = False
 
     def on_search(self, session_key: str | None) -> None:
         sync = self.agent.memory_search["sync"]
