@@ -53,8 +53,8 @@ class IndexedBackend:
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
         self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
-                                       check_stale=lambda: self.is_stale(retry_pending=self.indexer.retry_due(),
-                                                                          any_session_change=False))
+                                       check_stale=lambda for_search: self.is_stale(retry_pending=self.indexer.retry_due(),
+                                                                          any_session_change=for_search))
         self.scheduler.start()
 
     # ------------------------------------------------------------------ sync

@@ -29,7 +29,10 @@ __all__ = ["Indexer", "SyncCancelled", "list_sources"]
 log = logging.getLogger("symi_memory.index")
 
 EMBED_BATCH = 64
-BACKGROUND_REASONS = frozenset({"search", "stale", "watch", "interval", "session-start"})
+BACKGROUND_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start"})
+# Syncs that take a transcript's new lines only past the delta thresholds (spec: background indexing of
+# sessions is paced by them). A search's syncs take every line: the agent is asking memory now.
+SESSION_PACED_REASONS = frozenset({"watch", "interval", "stale"})
 RETRY_BASE_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
@@ -251,8 +254,8 @@ class Indexer:
         failed: dict[str, list[float]] = {}
         removed += [f.path for f in todo if f.path in skipped and f.path in indexed]
         todo = [f for f in todo if f.path not in skipped]
-        if not full and reason.split(" ")[0] in BACKGROUND_REASONS:
-            # The delta thresholds pace background syncs; an explicit sync takes every new line.
+        if not full and reason.split(" ")[0] in SESSION_PACED_REASONS:
+            # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
             todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
         try:
