@@ -6,11 +6,11 @@ the request timeout. Side by side in one run:
 - search: ``MemoryManager.search`` (the query-embedding deadline) against the
   baseline of waiting for the provider's own answer, as every search did
   before (``provider.embed_query`` directly, bounded by ``remote.timeoutMs``);
-- sync of ~300 chunks: how many times the sync waited on the hung provider,
+- sync of ~600 chunks: how many times the sync waited on the hung provider,
   and the wall time, against the baseline of one wait per 256-chunk group
   (the number of groups, times the timeout).
 
-    python bench/hung_provider.py [--timeout-ms 10000] [--files 40]
+    python bench/hung_provider.py [--timeout-ms 10000] [--files 120]
 
 No network beyond 127.0.0.1. Prints one table.
 """
@@ -45,7 +45,7 @@ class _Hang(BaseHTTPRequestHandler):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timeout-ms", type=int, default=10_000, help="remote.timeoutMs (the baseline's wait)")
-    ap.add_argument("--files", type=int, default=40)
+    ap.add_argument("--files", type=int, default=120)
     args = ap.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hang)
     server.daemon_threads = True
