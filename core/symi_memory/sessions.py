@@ -117,14 +117,17 @@ def _message_line(raw: str) -> str | None:
     message = record.get("message")
     if not isinstance(message, dict):
         return None
-    label = _ROLE_LABELS.get(message.get("role"))  # type: ignore[arg-type]
+    role = message.get("role")
+    label = _ROLE_LABELS.get(role) if isinstance(role, str) else None
     if label is None:
         return None
     text = extract_message_text(message.get("content"))
     if not text:
         return None
     # Redacting the single line keeps the line map exact: redact() never adds newlines.
-    return f"{label}: {redact(text)}"
+    line = f"{label}: {redact(text)}"
+    # JSON may carry lone surrogates ("\\ud800"), which no UTF-8 store or provider accepts.
+    return line.encode("utf-8", "replace").decode("utf-8")
 
 
 def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
@@ -135,7 +138,11 @@ def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
     for number, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
         if not raw.strip():
             continue
-        line = _message_line(raw)
+        try:
+            line = _message_line(raw)
+        except Exception as exc:  # one odd record must never cost the rest of the transcript
+            log.warning("%s line %d: skipped (%s: %s)", name, number, type(exc).__name__, exc)
+            line = None
         if line is None:
             skipped += 1
             continue

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MEMORY_DISABLED",
     "MEMORY_RECALL_PROMPT",
+    "recall_prompt",
     "TOOL_DEFINITIONS",
     "anthropic_tools",
     "memory_append",
@@ -85,6 +86,25 @@ dates, people, preferences or to-dos: call memory_search first, then memory_get 
 the exact lines you need. Prefer the newest note when notes disagree. If nothing relevant turns up, say
 you checked memory and found nothing. When asked to remember something, write it down (memory_append).
 """
+
+
+NO_CITATIONS_NOTE = (
+    "Memory citations are off: do not cite memory file paths or line numbers in your replies; the paths in\n"
+    "search results are only for memory_get.\n"
+)
+
+
+def recall_prompt(citations: str = "auto", session_key: str | None = None) -> str:
+    """The "Memory Recall" system prompt section for ``memory.citations`` (and the session, for ``auto``).
+
+    When results carry no ``Source:`` footer (citations off, or ``auto`` outside a direct chat) the
+    section tells the agent not to cite paths either.
+    """
+    from .citations import should_cite
+
+    if should_cite(citations, session_key):
+        return MEMORY_RECALL_PROMPT
+    return MEMORY_RECALL_PROMPT + NO_CITATIONS_NOTE
 
 
 def openai_tools(definitions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ __all__ = [
     "check_request_path",
     "glob_match",
     "list_memory_files",
+    "printable_path",
     "read_allowed",
     "read_lines",
     "stored_path",
@@ -49,26 +50,48 @@ def stored_path(abs_path: str, workspace: str) -> str:
     return os.path.relpath(abs_path, workspace).replace(os.sep, "/")
 
 
-def _walk_md(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Yield ``(path, stat)`` of regular, non-symlink ``.md`` files below ``root``, sorted, symlinked dirs skipped."""
+def _walk_md(root: str, problems: dict[str, str] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """Yield ``(path, stat)`` of regular, non-symlink ``.md`` files below ``root``, sorted, symlinked dirs skipped.
+
+    A folder or file that cannot be listed or stat'ed (unreadable, nested
+    deeper than PATH_MAX, gone meanwhile) is left out; with ``problems`` its
+    path and the reason are recorded there, and the walk goes on.
+    """
     stack = [root]
     while stack:
         current = stack.pop()
         try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name, reverse=True)
-        except OSError:
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name, reverse=True)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if problems is not None and current != root:
+                problems[current] = f"cannot list folder: {exc.strerror or exc}"
             continue
         files = []
         for entry in entries:
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in IGNORED_DIRS:
-                    stack.append(entry.path)
-            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                files.append(entry)
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in IGNORED_DIRS:
+                        stack.append(entry.path)
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    files.append(entry)
+            except OSError as exc:
+                if problems is not None:
+                    problems[entry.path] = f"cannot stat: {exc.strerror or exc}"
         for entry in reversed(files):
-            yield entry.path, entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if problems is not None:
+                    problems[entry.path] = f"cannot stat: {exc.strerror or exc}"
+                continue
+            yield entry.path, st
 
 
 def _regular_md(path: str) -> os.stat_result | None:
@@ -81,8 +104,12 @@ def _regular_md(path: str) -> os.stat_result | None:
     return None
 
 
-def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[MemoryFile]:
+def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
+                      problems: dict[str, str] | None = None) -> list[MemoryFile]:
     """All Markdown memory files, symlinks skipped, de-duplicated by real path.
+
+    ``problems`` (when given) receives ``{stored path: reason}`` for folders
+    and files that could not be listed; they are left out, the rest is listed.
 
     Order: ``MEMORY.md``, ``memory.md``, ``memory/**``, then extra paths.
     No symlink is ever followed below a root, so a file's real path is its
@@ -97,7 +124,8 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) ->
         real_root = os.path.realpath(root)
         stored_root = stored_path(root, ws)
         prefix = len(root) + 1
-        for path, st in _walk_md(root):
+        found_problems: dict[str, str] | None = {} if problems is not None else None
+        for path, st in _walk_md(root, found_problems):
             rel = path[prefix:]
             real = real_root + os.sep + rel
             if real in seen:
@@ -105,6 +133,9 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) ->
             seen.add(real)
             stored = stored_root + "/" + rel.replace(os.sep, "/") if stored_root != "." else rel.replace(os.sep, "/")
             found.append(MemoryFile(path=stored, abs_path=path, mtime=st.st_mtime, size=st.st_size))
+        if problems is not None and found_problems:
+            for path, why in found_problems.items():
+                problems[printable_path(stored_path(path, ws))] = why
 
     def add_file(path: str, st: os.stat_result) -> None:
         real = os.path.realpath(path)
@@ -136,6 +167,15 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) ->
             if st is not None:
                 add_file(p, st)
     return found
+
+
+def printable_path(path: str) -> str:
+    """``path`` as valid UTF-8: bytes a file name holds that are not UTF-8 shown as ``\\xNN``."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def read_lines(text: str, from_line: int | None, lines: int | None) -> str:

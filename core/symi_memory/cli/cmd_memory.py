@@ -84,7 +84,7 @@ def run_status(args: argparse.Namespace, app: App) -> int:
             rows.append((key, str(st[key])))
     if st.get("providerReason"):
         rows.append(("providerReason", st["providerReason"]))
-    for key in ("vector", "fts", "cache", "fallback"):
+    for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):
         if isinstance(st.get(key), dict):
             rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
     sup = st.get("supersession")
@@ -138,6 +138,25 @@ def run_index(args: argparse.Namespace, app: App) -> int:
         app.print_json(report.to_dict())
     else:
         print(_summary(report))
+    st = manager.status()
+    if st.get("fallback") and not args.json:
+        fb = st["fallback"]
+        where = st.get("fallbackIndex") or {}
+        served = f"; searches use the {where.get('backend')} fallback ({where.get('files')} files)" if where else ""
+        print(f"symi-memory: note: not using {fb.get('from')}: {fb.get('reason')}{served}", file=sys.stderr)
+    if report.errors and st.get("fallbackIndex") and not st["fallbackIndex"].get("dirty"):
+        return 0  # the backend failed, but the fallback that answers searches is up to date (noted above)
+    if report.errors:
+        # The files are searchable by keyword, but the index is not what was asked for: say so, and
+        # exit 1 so scripts notice. The next sync retries the embeddings.
+        pending = st.get("pendingFiles") or 0
+        if not pending:
+            print(f"symi-memory: error: the sync did not complete: {'; '.join(report.errors)}", file=sys.stderr)
+            return 1
+        what = "every embedding failed" if report.embeddings_computed == 0 else "some embeddings failed"
+        print(f"symi-memory: error: {what} ({'; '.join(report.errors)}); {pending} file(s) indexed for keyword "
+              f"search only, their vectors are retried on the next sync", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -151,7 +170,7 @@ def _ensure_fresh(app: App) -> None:
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
     backend = manager.backend
-    if isinstance(backend, StalenessAware) and st.get("files"):
+    if isinstance(backend, StalenessAware) and ("files" not in st or st["files"]):
         # Files that only wait for vectors (a provider outage) are searchable by keyword already;
         # a one-shot search should not stall on retrying the provider for them.
         stale = backend.is_stale(retry_pending=False)
