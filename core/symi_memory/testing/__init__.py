@@ -20,7 +20,7 @@ __all__ = ["HashEmbedder", "InMemoryBackend"]
 
 
 def __getattr__(name: str) -> Any:
-    # The ``testing`` entry point imports this package on every start; the fakes load only when used.
+    # Importing the package (the pytest plugin, the conformance suite) does not load the fakes until used.
     if name in __all__:
         from . import fakes
 
