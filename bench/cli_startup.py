@@ -108,7 +108,7 @@ def main() -> None:
         print(json.dumps(out))
         return
     print(f"runs per command: {args.runs}; load average after: {out['loadavg_1m']}")
-    print(f"first index of devmem (local): " + ", ".join(f"{n} {v:.1f} s" for n, v in index_s.items()))
+    print("first index of devmem (local): " + ", ".join(f"{n} {v:.1f} s" for n, v in index_s.items()))
     head = "| command | now (s) |" + (" baseline (s) | ratio |" if "baseline" in pythons else "")
     print(head)
     print("|---" * (head.count("|") - 1) + "|")

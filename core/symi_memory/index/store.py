@@ -8,7 +8,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -505,6 +505,18 @@ class IndexStore:
     def all_vectors(self) -> tuple[list[int], list[bytes]]:
         rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
+
+    def vector_count(self) -> int:
+        """How many chunks have a stored vector."""
+        return int(self._read("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0])
+
+    def iter_vectors(self) -> Iterator[tuple[int, bytes]]:
+        """``(rowid, float32 blob)`` of every chunk with a vector, by rowid, one row at a time.
+
+        Unlike :meth:`all_vectors` it never holds every blob at once, so a caller filling a
+        preallocated matrix peaks at the matrix's size.
+        """
+        yield from self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")
 
     def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
         """Modification times of the given indexed files."""
