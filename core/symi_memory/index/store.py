@@ -603,6 +603,18 @@ class IndexStore:
         rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
 
+    def vector_count(self) -> int:
+        """How many chunks have a stored vector."""
+        return int(self._read("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0])
+
+    def iter_vectors(self) -> Iterator[tuple[int, bytes]]:
+        """``(rowid, float32 blob)`` of every chunk with a vector, by rowid, one row at a time.
+
+        Unlike :meth:`all_vectors` it never holds every blob at once, so a caller filling a
+        preallocated matrix peaks at the matrix's size.
+        """
+        yield from self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")
+
     def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
         """Modification times of the given indexed files."""
         wanted = list(paths)
