@@ -18,20 +18,20 @@ REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = Path(os.environ.get("SYMI_SCREENSHOT_DIR", "")) if os.environ.get("SYMI_SCREENSHOT_DIR") else None
 
 
-def _chromium() -> tuple[Any, str]:
+def _chromium() -> tuple[tuple[Any, Any], str]:
     """Playwright's sync API and the system Chromium, or a skip (a failure when SYMI_REQUIRE_CHROMIUM=1)."""
     required = os.environ.get("SYMI_REQUIRE_CHROMIUM") == "1"
     exe = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:
-        sync_playwright = None
+        sync_playwright = expect = None
     if exe is None or sync_playwright is None:
         why = "needs Debian's chromium and the playwright package (apt-get install chromium; pip install playwright)"
         if required:
             pytest.fail(f"SYMI_REQUIRE_CHROMIUM=1 but the inspector test {why}")
         pytest.skip(why)
-    return sync_playwright, exe
+    return (sync_playwright, expect), exe
 
 
 @pytest.fixture
@@ -40,6 +40,10 @@ def served(tmp_path: Path, workspace: Path, cli: Any) -> Any:
         "# 2026-03-04\n\n- Switched the team chat to Matrix; Nadia prefers Signal for anything urgent.\n"
         "- Tea tasting on Friday: oolong won.\n", encoding="utf-8")
     (workspace / "memory" / "huge.md").write_text("x" * 5000, encoding="utf-8")
+    (workspace / "memory" / "2026-03-01.md").write_text(
+        "# 2026-03-01\n\n- The car is a blue hatchback.\n- Booked the dentist for Tuesday.\n", encoding="utf-8")
+    (workspace / "memory" / "2026-06-01.md").write_text(
+        "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n- Bought running shoes.\n", encoding="utf-8")
     state = tmp_path / "state"
     state.mkdir()
     (state / "symi.toml").write_text(
@@ -48,7 +52,8 @@ def served(tmp_path: Path, workspace: Path, cli: Any) -> Any:
         '[agents.defaults.memorySearch.query]\nminScore = 0.2\n'
         '[agents.defaults.memorySearch.sync]\nmaxFileBytes = 4000\n'
         '[agents.defaults.memorySearch.query.hybrid.mmr]\nenabled = true\n'
-        '[agents.defaults.memorySearch.query.hybrid.temporalDecay]\nenabled = true\n', encoding="utf-8")
+        '[agents.defaults.memorySearch.query.hybrid.temporalDecay]\nenabled = true\n'
+        '[agents.defaults.memorySearch.query.hybrid.supersession]\nenabled = true\n', encoding="utf-8")
     # A real eval run leaves its result for the inspector.
     data = tmp_path / "dataset"
     shutil.copytree(workspace, data / "workspace")
@@ -68,7 +73,7 @@ def served(tmp_path: Path, workspace: Path, cli: Any) -> Any:
 
 
 def test_inspector_shows_a_search_with_its_score_breakdown_and_the_files(served: Any, tmp_path: Path) -> None:
-    sync_playwright, exe = _chromium()
+    (sync_playwright, expect), exe = _chromium()
     shots = SCREENSHOTS or tmp_path
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
@@ -108,6 +113,26 @@ def test_inspector_shows_a_search_with_its_score_breakdown_and_the_files(served:
             assert outcomes <= {"returned", "below minScore", "beyond maxResults"}
             assert "minScore 0.200" in page.locator("#meta").inner_text()
             page.screenshot(path=str(shots / "inspector.png"), full_page=True)
+            # Supersession: the older note's row says, in the supersession column, what superseded it.
+            page.fill("#q", "what car do I drive?")
+            with page.expect_response(lambda r: r.url.endswith("/explain")):
+                page.click("button[type=submit]")
+            expect(page.locator("#meta")).to_contain_text("candidates")
+            headers = page.locator("#hits-head th").all_inner_texts()
+            col = headers.index("supersession")
+            rows = {r.locator("td").nth(1).inner_text(): r.locator("td").nth(col).inner_text()
+                    for r in page.locator("#hits tr").all()}
+            march = next(v for k, v in rows.items() if k.startswith("memory/2026-03-01.md"))
+            assert "superseded by memory/2026-06-01.md:3" in march
+            page.screenshot(path=str(shots / "inspector-supersession.png"), full_page=True)
+            # As of April: the June note is listed as written after that date.
+            page.fill("#asof", "2026-04-01")
+            page.click("button[type=submit]")
+            expect(page.locator("#meta")).to_contain_text("as of 2026-04-01")
+            outcome = {r.locator("td").nth(1).inner_text(): r.locator("td").last.inner_text()
+                       for r in page.locator("#hits tr").all()}
+            june = next(v for k, v in outcome.items() if k.startswith("memory/2026-06-01.md"))
+            assert june == "written after asOf"
             assert errors == []
         finally:
             browser.close()

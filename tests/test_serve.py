@@ -386,3 +386,56 @@ def test_explain_api_breaks_down_each_score(setup: dict[str, Path]) -> None:
         status, files = srv.request("GET", "/api/agents/main/files")
         assert {f["path"]: f["state"] for f in files["files"]} == {"MEMORY.md": "indexed",
                                                                    "memory/2026-01-01.md": "indexed"}
+
+
+def test_as_of_history_and_dedup_through_the_server_match_the_cli(setup: dict[str, Path], cli: Any) -> None:
+    """The API and the CLI through the server give exactly what the in-process CLI gives (issue 16's features)."""
+    main = setup["main"]
+    (main / "MEMORY.md").write_text("# Memory\n")
+    (main / "memory" / "2026-03-01.md").write_text(
+        "# 2026-03-01\n\n- The car is a blue hatchback.\n- Booked the dentist for Tuesday.\n")
+    (main / "memory" / "2026-06-01.md").write_text(
+        "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n- Bought running shoes.\n")
+    _write_config(setup["state"], main, setup["other"],
+                  extra="[agents.defaults.memorySearch.query.hybrid.supersession]\nenabled = true\n")
+    q = "what car do I drive?"
+    local = {
+        "search": cli("search", q, "--min-score", "0", "--as-of", "2026-04-01", "--json", "--no-server",
+                      json_out=True)[1],
+        "history": cli("history", q, "--json", "--no-server", json_out=True)[1],
+    }
+    assert local["search"]["results"][0]["path"] == "memory/2026-03-01.md"
+    assert [v["current"] for v in local["history"]["versions"]] == [False, True]
+    with running_server(setup["state"]) as srv:
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": q, "minScore": 0, "asOf": "2026-04-01"})
+        assert status == 200 and out == local["search"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q})
+        assert status == 200 and out == local["history"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "asOf": "2026-04-01"})
+        assert [v["path"] for v in out["versions"]] == ["memory/2026-03-01.md"]
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": q, "asOf": 5})
+        assert status == 200 and out["results"] == [] and "asOf" in out["error"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "asOf": "someday"})
+        assert status == 400 and "asOf" in out["error"]
+        # The CLI's search --as-of and history go through the server, with the in-process answers.
+        code, out, err = cli("search", q, "--min-score", "0", "--as-of", "2026-04-01", "--json", json_out=True)
+        assert code == 0 and out == local["search"], err
+        code, out, err = cli("history", q, "--json", json_out=True)
+        assert code == 0 and out == local["history"], err
+        code, text, _ = cli("history", q)
+        assert "current" in text and "memory/2026-06-01.md:3" in text
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert st["server"]["requests"]["search"] == 3 and st["server"]["requests"]["history"] == 5  # 2 from the CLI
+        # A bad date is still the CLI's usage error (exit 2), never a server round trip.
+        code, _, err = cli("search", "car", "--as-of", "April")
+        assert code == 2 and "--as-of" in err
+        # Append through the API refuses a restatement, like memory_append everywhere else.
+        before = (main / "memory" / "2026-03-01.md").read_bytes()
+        status, out = srv.request("POST", "/api/agents/main/append", {"text": "The car is a blue hatchback."})
+        assert status == 200 and out["appended"] is False
+        assert out["duplicateOf"] == {"path": "memory/2026-03-01.md", "startLine": 3, "endLine": 3}
+        assert (main / "memory" / "2026-03-01.md").read_bytes() == before
+        # The explain trace shows the supersession demotion.
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": q, "minScore": 0})
+        march = next(c for c in out["candidates"] if c["path"] == "memory/2026-03-01.md")
+        assert march["stages"]["supersession"]["supersededBy"]["path"] == "memory/2026-06-01.md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -71,15 +71,34 @@ class Pipeline:
         return out
 
     def run(self, query: str, candidates: Sequence[Candidate], *, max_results: int, min_score: float,
-            now: float | None = None, trace: dict[str, Any] | None = None) -> list[Candidate]:
-        """The tail of a search. ``trace`` (a dict to fill, for ``explain``) records each stage's
-        scores and ranks per candidate id and why a candidate was cut; it never changes the result."""
-        items = self.rerank(query, list(candidates))
+            now: float | None = None, as_of: float | None = None,
+            vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None,
+            written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None,
+            trace: dict[str, Any] | None = None) -> list[Candidate]:
+        """Rerank, post-process, sort and cut ``candidates``.
+
+        ``as_of`` (epoch seconds, exclusive) first leaves out what was written
+        at or after it (:func:`symi_memory.supersession.written_after`).
+        ``trace`` (a dict to fill, for ``explain``) records each stage's scores
+        and ranks per candidate id and why a candidate was cut; it never
+        changes the result.
+        """
+        items = list(candidates)
         if trace is not None:
-            _trace_stage(trace, "fused", candidates)
-            if self.reranker is not None:
-                _trace_stage(trace, "rerank", items)
-        ctx = PostProcessContext(query=query, now=self.clock() if now is None else now)
+            _trace_stage(trace, "fused", items)
+        if as_of is not None:
+            items = exclude_written_after(query, items, as_of, written_at)
+            if trace is not None:
+                _trace_stage(trace, "asOf", items)
+                kept_ids = {c.id for c in items}
+                for c in candidates:
+                    if c.id not in kept_ids:
+                        trace["candidates"][c.id]["outcome"] = "written after asOf"
+        items = self.rerank(query, items)
+        if trace is not None and self.reranker is not None:
+            _trace_stage(trace, "rerank", items)
+        ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
+                                 vectors=vectors, written_at=written_at)
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
@@ -102,7 +121,8 @@ class Pipeline:
                 else:
                     rows[c.id]["outcome"] = "beyond maxResults"
             for row in rows.values():
-                row.setdefault("outcome", "dropped by reranker (beyond topN)")
+                row.setdefault("outcome", "dropped by reranker (beyond topN)" if "rerank" in trace["stages"]
+                               else "dropped by a post-processor")
         return kept[:max_results]
 
 
@@ -115,7 +135,37 @@ def _trace_stage(trace: dict[str, Any], stage: str, items: Sequence[Candidate]) 
             row = rows[c.id] = {"id": c.id, "path": c.path, "startLine": c.start_line, "endLine": c.end_line,
                                 "source": c.source, "keyword": c.text_score, "vector": c.vector_score,
                                 "identifierMatch": c.identifier_match, "stages": {}}
-        row["stages"][stage] = {"score": c.score, "rank": rank}
+        entry: dict[str, Any] = {"score": c.score, "rank": rank}
+        if c.superseded_by is not None:
+            entry["supersededBy"] = dict(c.superseded_by)
+        if c.supersedes:
+            entry["supersedes"] = [dict(s) for s in c.supersedes]
+        row["stages"][stage] = entry
+
+
+def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float,
+                          written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None,
+                          ) -> list[Candidate]:
+    """``candidates`` minus those written at or after ``cutoff``.
+
+    An undated note changed after the cutoff may hold later knowledge in
+    lines that do not say so; its hits stay, with their score scaled by
+    ``THRESHOLDS.as_of_undated`` so that notes known to predate the cutoff
+    answer first.
+    """
+    from .chronology import file_date
+    from .supersession import THRESHOLDS, salient, written_after
+
+    known = written_at(candidates) if written_at is not None else {}
+    terms = salient(query)
+    out = []
+    for c in candidates:
+        if written_after(c, cutoff, terms, known.get(c.id)):
+            continue
+        if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff):
+            c = attrs.evolve(c, score=c.score * THRESHOLDS.as_of_undated)
+        out.append(c)
+    return out
 
 
 def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,
@@ -129,5 +179,6 @@ def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str
         if cite:
             snippet = apply_citation(snippet, citation)
         hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,
-                              snippet=snippet, source=c.source, citation=citation if cite else None))
+                              snippet=snippet, source=c.source, citation=citation if cite else None,
+                              superseded_by=c.superseded_by, supersedes=c.supersedes))
     return hits

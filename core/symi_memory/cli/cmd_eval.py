@@ -16,6 +16,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="the same JSON as the dataset's score.py --json")
     p.add_argument("--now", default=None, metavar="DATE", help="clock for temporal decay (default: each query's now)")
     p.add_argument("-n", type=int, default=10, metavar="N", help="results per query (at least 10)")
+    p.add_argument("--queries", default="queries.jsonl", metavar="FILE",
+                   help="query file inside the dataset (devmem: queries.jsonl or asof.jsonl)")
     p.add_argument("--results-out", default=None, metavar="FILE", help="write each query's hits (run format)")
     p.set_defaults(func=run)
 
@@ -29,8 +31,8 @@ def run(args: argparse.Namespace, app: App) -> int:
 
     progress = _Bar(sys.stderr) if sys.stderr.isatty() else None
     result = run_eval(args.dataset, config=app.config, now=args.now, n=args.n, results_out=args.results_out,
-                      progress=progress)
-    _keep_last(app, args.dataset, result)
+                      progress=progress, queries=args.queries)
+    _keep_last(app, args.dataset, args.queries, result)
     if args.json:
         app.print_json(result)
     else:
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace, app: App) -> int:
     return 0
 
 
-def _keep_last(app: App, dataset: str, result: dict[str, Any]) -> None:
+def _keep_last(app: App, dataset: str, queries: str, result: dict[str, Any]) -> None:
     """Keep the result in ``<stateDir>/eval/last.json`` for the ``serve`` inspector (best effort)."""
     import json
     import logging
@@ -52,7 +54,8 @@ def _keep_last(app: App, dataset: str, result: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"dataset": os.path.abspath(dataset), "at": time.time(), "result": result}),
+        tmp.write_text(json.dumps({"dataset": os.path.abspath(dataset), "queries": queries, "at": time.time(),
+                                   "result": result}),
                        encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:

@@ -1,4 +1,4 @@
-"""``search``, ``get`` and ``status`` answered by a running ``symi-memory serve``.
+"""``search``, ``get``, ``status`` and ``history`` answered by a running ``symi-memory serve``.
 
 Standard library only: this runs before the CLI loads plugins, the config
 model or the index, so a one-shot call that a server answers costs a Python
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # kept out of the one-shot path: `typing` alone costs more th
 
 __all__ = ["try_server"]
 
-_COMMANDS = ("search", "get", "status")
+_COMMANDS = ("search", "get", "status", "history")
 
 
 class _NotForUs(Exception):
@@ -49,8 +49,14 @@ def _parser() -> _Parser:
     s.add_argument("-n", "--max-results", type=int, default=None)
     s.add_argument("--min-score", type=float, default=None)
     s.add_argument("--session", default=None)
+    s.add_argument("--as-of", default=None)
     s.add_argument("--json", action="store_true")
     s.add_argument("--no-server", action="store_true")
+    h = sub.add_parser("history", add_help=False)
+    h.add_argument("query")
+    h.add_argument("--as-of", default=None)
+    h.add_argument("--json", action="store_true")
+    h.add_argument("--no-server", action="store_true")
     g = sub.add_parser("get", add_help=False)
     g.add_argument("path")
     g.add_argument("--from", dest="from_line", type=int, default=None)
@@ -61,6 +67,20 @@ def _parser() -> _Parser:
     st.add_argument("--json", action="store_true")
     st.add_argument("--no-server", action="store_true")
     return p
+
+
+def _is_date(text: str) -> bool:
+    """What ``--as-of`` accepts (a date or an ISO datetime); anything else goes to the full CLI's error."""
+    from datetime import date, datetime
+
+    text = text.strip()
+    for parse in (date.fromisoformat, lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))):
+        try:
+            parse(text)
+            return True
+        except ValueError:
+            pass
+    return False
 
 
 def _state_dir(arg: str | None) -> str:
@@ -88,6 +108,10 @@ def try_server(argv: Sequence[str] | None) -> int | None:
         return None
     if args.command == "search" and ((args.max_results is not None and args.max_results < 1) or not args.query.strip()):
         return None  # the full parser and tool report these
+    if getattr(args, "as_of", None) is not None and not _is_date(args.as_of):
+        return None
+    if args.command == "history" and not args.query.strip():
+        return None
     from ..serve.client import ServerClient, ServerError, ServerUnavailable
     from ..serve.record import read_record
 
@@ -108,7 +132,14 @@ def try_server(argv: Sequence[str] | None) -> int | None:
                 body["minScore"] = args.min_score
             if args.session is not None:
                 body["session"] = args.session
+            if args.as_of is not None:
+                body["asOf"] = args.as_of
             out = client.call("POST", client.agent_path(args.agent, "search"), body)
+        elif args.command == "history":
+            body.update(query=args.query, fresh=True)
+            if args.as_of is not None:
+                body["asOf"] = args.as_of
+            out = client.call("POST", client.agent_path(args.agent, "history"), body)
         elif args.command == "get":
             body["path"] = args.path
             if args.from_line is not None:
@@ -134,6 +165,8 @@ def try_server(argv: Sequence[str] | None) -> int | None:
 
     if args.command == "search":
         return render.print_search(out, as_json=args.json, via="server")
+    if args.command == "history":
+        return render.print_history(out["versions"], as_json=args.json)
     if args.command == "get":
         return render.print_get(out, args.path, as_json=args.json)
     return render.print_status(out, as_json=args.json)

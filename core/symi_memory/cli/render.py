@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["color", "print_get", "print_json", "print_search", "print_status"]
+__all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status"]
 
 
 def color(text: str, code: str) -> str:
@@ -40,6 +40,23 @@ def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) 
         print(f"{color(format(hit['score'], '.3f'), '32')}  {color(where, '1')}")
         for line in hit["snippet"].strip().splitlines()[:4]:
             print(f"       {line[:110]}")
+        sup = hit.get("supersededBy")
+        if sup:
+            print(color(f"       superseded by {sup['path']}:{sup['startLine']}", "33"))
+    return 0
+
+
+def print_history(found: list[dict[str, Any]], *, as_json: bool) -> int:
+    """The ``history`` output for :meth:`MemoryManager.history`'s versions; the exit code."""
+    if as_json:
+        print_json({"versions": found})
+        return 0
+    if not found:
+        print("no versions found")
+        return 0
+    for v in found:
+        mark = color("current", "32") if v["current"] else color("older  ", "2")
+        print(f"{v['date'] or '?':<10}  {mark}  {color(v['path'] + ':' + str(v['startLine']), '1')}  {v['text'][:100]}")
     return 0
 
 
@@ -65,9 +82,13 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
             rows.append((key, str(st[key])))
     if st.get("providerReason"):
         rows.append(("providerReason", st["providerReason"]))
-    for key in ("vector", "fts", "cache", "fallback"):
+    for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):
         if isinstance(st.get(key), dict):
             rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
+    sup = st.get("supersession")
+    if isinstance(sup, dict):
+        state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")
+        rows.append(("supersession", "; ".join([state, *sup.get("unavailable", [])])))
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
     server = st.get("server")

@@ -258,7 +258,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return JSONResponse(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
-        return {k: body[k] for k in ("query", "maxResults", "minScore") if k in body}
+        return {k: body[k] for k in ("query", "maxResults", "minScore", "asOf") if k in body}
 
     def session_of(body: dict[str, Any]) -> str | None:
         session = body.get("session")
@@ -275,9 +275,29 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():
             raise _Bad(400, "query required: pass a non-empty string")
+        as_of = body.get("asOf")
+        if as_of is not None and not isinstance(as_of, str):
+            raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
         try:
             return manager.explain(query, max_results=tools._int_param(body, "maxResults"),
-                                   min_score=body.get("minScore"), session_key=session_of(body))
+                                   min_score=body.get("minScore"), session_key=session_of(body), as_of=as_of)
+        except ValueError as exc:
+            raise _Bad(400, str(exc)) from None
+
+    def do_history(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        query = body.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise _Bad(400, "query required: pass a non-empty string")
+        as_of = body.get("asOf")
+        if as_of is not None and not isinstance(as_of, str):
+            raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        try:
+            n = tools._int_param(body, "maxResults")
+            if n is not None and not 1 <= n <= 200:
+                raise ValueError(f"maxResults must be from 1 to 200, got {n}")
+            if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
+                ensure_fresh(manager, reason="cli-search")
+            return {"versions": manager.history(query, max_results=n or 30, as_of=as_of)}
         except ValueError as exc:
             raise _Bad(400, str(exc)) from None
 
@@ -304,6 +324,9 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
 
     async def explain(request: Request) -> Response:
         return await agent_call(request, "explain", do_explain)
+
+    async def history(request: Request) -> Response:
+        return await agent_call(request, "history", do_history)
 
     async def get(request: Request) -> Response:
         return await agent_call(request, "get", do_get)
@@ -354,6 +377,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         Route("/api/eval", last_eval, methods=["GET"]),
         Route("/api/agents/{agent}/search", search, methods=["POST"]),
         Route("/api/agents/{agent}/explain", explain, methods=["POST"]),
+        Route("/api/agents/{agent}/history", history, methods=["POST"]),
         Route("/api/agents/{agent}/get", get, methods=["POST"]),
         Route("/api/agents/{agent}/append", append, methods=["POST"]),
         Route("/api/agents/{agent}/status", status, methods=["GET", "POST"]),

@@ -35,6 +35,7 @@ tr.cut td{color:#8a91a0}
 #meta,#status{font-size:12.5px;margin-bottom:6px}
 .scroll{max-height:420px;overflow:auto;border:1px solid #eceef2}
 td.when{white-space:nowrap}
+.note{font-size:11px;color:#7a5200;white-space:normal;text-align:right}
 .bar{fill:#3a66c4}.bar2{fill:#9db5e8}
 """
 
@@ -58,11 +59,13 @@ async function runSearch(ev) {
   const q = $('q').value.trim(); if (!q) return;
   $('meta').textContent = 'searching…';
   try {
-    const d = await getJSON(api('explain'), {query: q});
+    const asOf = $('asof').value;
+    const d = await getJSON(api('explain'), asOf ? {query: q, asOf: asOf} : {query: q});
     const r = d.response;
     $('meta').textContent = `${r.results.length} returned of ${d.candidates.length} candidates · mode ${r.mode} · provider ${r.provider}` +
       (r.model ? ` (${r.model})` : '') + ` · fusion ${d.fusion.method} (vector ${d.fusion.vectorWeight}, text ${d.fusion.textWeight})` +
-      ` · minScore ${fmt(d.minScore)} · maxResults ${d.maxResults}` + (r.fallback ? ` · fallback from ${r.fallback.from}` : '');
+      ` · minScore ${fmt(d.minScore)} · maxResults ${d.maxResults}` + (asOf ? ` · as of ${asOf}` : '') +
+      (r.fallback ? ` · fallback from ${r.fallback.from}` : '');
     const extra = d.stages.filter(s => s !== 'fused' && s !== 'final');
     const head = $('hits-head'); head.textContent = '';
     const hr = document.createElement('tr');
@@ -76,7 +79,15 @@ async function runSearch(ev) {
       cell(tr, `${c.path}:${c.startLine}-${c.endLine}`);
       cell(tr, fmt(c.keyword), 'num'); cell(tr, fmt(c.vector), 'num');
       cell(tr, fmt((c.stages.fused || {}).score), 'num');
-      for (const s of extra) { const st = c.stages[s]; cell(tr, st ? `${fmt(st.score)} (#${st.rank})` : '–', 'num'); }
+      extra.forEach((s, i) => {
+        const st = c.stages[s]; const td = cell(tr, st ? `${fmt(st.score)} (#${st.rank})` : '–', 'num');
+        const by = st && st.supersededBy;
+        const before = (i > 0 ? c.stages[extra[i - 1]] : c.stages.fused) || {};
+        if (by && !before.supersededBy) {  // the stage that demoted it says by what
+          const n = document.createElement('div'); n.className = 'note';
+          n.textContent = `superseded by ${by.path}:${by.startLine}`; td.appendChild(n);
+        }
+      });
       cell(tr, fmt(fin.score), 'num');
       const cls = {returned: 'returned', 'below minScore': 'below', 'beyond maxResults': 'beyond'}[c.outcome] || 'dropped';
       tag(cell(tr, ''), c.outcome, cls);
@@ -152,9 +163,10 @@ def render_page(*, agent: str, agents: list[str]) -> str:
 <main>
 <section id="search-section"><h2>Search, explained</h2>
 <form id="search-form"><input id="q" name="q" placeholder="query, as an agent would ask" autocomplete="off">
+<label class="muted">as of <input id="asof" name="asof" type="date"></label>
 <button type="submit">Explain</button></form>
 <div id="meta" class="muted">Each candidate's keyword and vector score, its fused score, the score after each
-post-processor (decay, MMR, …) and what minScore / maxResults cut.</div>
+post-processor (decay, supersession, MMR, …) and what as of, minScore and maxResults cut.</div>
 <table><thead id="hits-head"></thead><tbody id="hits"></tbody></table></section>
 <section><h2>Files and freshness</h2><div id="status" class="muted">loading…</div>
 <div class="scroll"><table><thead><tr><th>file</th><th>state</th><th>chunks</th><th>modified</th><th>why</th></tr>
