@@ -9,6 +9,7 @@ substring match.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -89,6 +90,12 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFC", LATIN_MARKS_RE.sub("", unicodedata.normalize("NFD", lowered)))
 
 
+@functools.lru_cache(maxsize=4096)
+def _fold_text(text: str) -> str:
+    """:func:`fold` of a candidate's text, remembered: the same chunks come back query after query."""
+    return fold(text)
+
+
 def token_pattern(token: str) -> re.Pattern[str]:
     """A regex finding ``token`` as a whole token (CJK runs as plain substrings)."""
     folded = re.escape(fold(token))
@@ -107,18 +114,33 @@ class ExactMatcher:
 
     every: tuple[re.Pattern[str], ...]
     idents: tuple[re.Pattern[str], ...]
+    # The folded token each pattern matches: a plain substring test rules most texts out before the
+    # regex (whose leading look-behind makes it try every position) runs.
+    every_literals: tuple[str, ...] = ()
+    ident_literals: tuple[str, ...] = ()
 
     @classmethod
     def for_query(cls, text: str) -> ExactMatcher:
-        return cls(tuple(token_pattern(t) for t in query_tokens(text)),
-                   tuple(token_pattern(t) for t in identifier_tokens(text)))
+        every = query_tokens(text)
+        idents = identifier_tokens(text)
+        return cls(tuple(token_pattern(t) for t in every), tuple(token_pattern(t) for t in idents),
+                   tuple(fold(t) for t in every), tuple(fold(t) for t in idents))
 
     def classify(self, text: str) -> tuple[bool, bool]:
         """(holds every token or an identifier, holds an identifier)."""
-        folded = fold(text)
-        ident = any(p.search(folded) for p in self.idents)
-        full = ident or (bool(self.every) and all(p.search(folded) for p in self.every))
+        folded = _fold_text(text)
+        ident = any(_has(folded, p, lit) for p, lit in _pairs(self.idents, self.ident_literals))
+        full = ident or (bool(self.every) and all(_has(folded, p, lit)
+                                                  for p, lit in _pairs(self.every, self.every_literals)))
         return full, ident
+
+
+def _pairs(patterns: tuple[re.Pattern[str], ...], literals: tuple[str, ...]) -> list[tuple[re.Pattern[str], str]]:
+    return list(zip(patterns, literals, strict=True)) if len(literals) == len(patterns) else [(p, "") for p in patterns]
+
+
+def _has(folded: str, pattern: re.Pattern[str], literal: str) -> bool:
+    return literal in folded and pattern.search(folded) is not None
 
 
 def identifier_tokens(text: str) -> list[str]:
