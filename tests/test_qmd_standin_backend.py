@@ -12,6 +12,7 @@ import pytest
 from qmd_standin.helpers import make_backend, standin_command, write
 
 from symi_memory.errors import PathRefused
+from symi_memory.presentation import present
 from symi_memory.types import SearchQuery
 
 
@@ -221,12 +222,14 @@ def test_limits_apply_to_qmd_hits(tmp_path, ws):
     b = make_backend(tmp_path, standin_command(), {"limits": {"maxResults": 3, "maxSnippetChars": 40, "maxInjectedChars": 4000}})
     b.sync()
     res = b.search(query("zephyr"))
-    assert len(res.candidates) == 3 and all(len(c.text) <= 40 for c in res.candidates)
+    hits = present(res.candidates, citations="off", session_key=None, budget=res.budget)
+    assert len(hits) == 3 and all(len(h.snippet) <= 40 for h in hits)
     tight = make_backend(tmp_path, standin_command(), {"limits": {"maxInjectedChars": 120}})
     tight.sync()
-    cands = tight.search(query("zephyr")).candidates
-    shown = sum(len(c.text.strip()) + len(f"\n\nSource: {c.path}#L{c.start_line}-L{c.end_line}") for c in cands)
-    assert cands and shown <= 120
+    res = tight.search(query("zephyr"))
+    hits = present(res.candidates, citations="on", session_key=None, budget=res.budget)
+    # What the agent sees, citation footers included, stays within memory.qmd.limits.maxInjectedChars.
+    assert hits and sum(len(h.snippet) for h in hits) <= 120 < sum(len(c.text) for c in res.candidates)
 
 
 def test_update_debounce_queue_and_embed_interval(tmp_path, ws, log_file):

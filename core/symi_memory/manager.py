@@ -14,8 +14,9 @@ import attrs
 
 from .config import AgentView, Config, load_config
 from .errors import SymiMemoryError
-from .pipeline import Pipeline, to_hits
+from .pipeline import Pipeline
 from .plugins import Plugins, load_plugins, resolve_backend_name
+from .presentation import present
 from .sessions import message_times
 from .specs import (
     BackendContext,
@@ -161,7 +162,7 @@ class MemoryManager:
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at)
         citations = self.config.data["memory"]["citations"]
-        hits = to_hits(final, citations=citations, session_key=session_key)
+        hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
                               fallback=result.fallback, citations=citations)
 

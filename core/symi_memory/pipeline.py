@@ -1,4 +1,7 @@
-"""After fusion: reranker -> post-processors -> sort -> minScore -> maxResults -> hits."""
+"""After fusion: reranker -> post-processors -> sort -> minScore -> maxResults.
+
+Turning the result into hits (snippets, citations) is :mod:`symi_memory.presentation`.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .citations import apply_citation, format_citation, should_cite
 from .specs import PostProcessContext, PostProcessor, Reranker
-from .types import SNIPPET_MAX_CHARS, Candidate, MemoryHit, truncate_chars
+from .types import Candidate
 
 if TYPE_CHECKING:
     from .plugins import Plugins
@@ -120,18 +122,3 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
         out.append(c)
     return out
 
-
-def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,
-            snippet_chars: int = SNIPPET_MAX_CHARS) -> list[MemoryHit]:
-    """Turn candidates into tool hits with snippets and, where wanted, citations."""
-    cite = should_cite(citations, session_key)
-    hits = []
-    for c in candidates:
-        snippet = truncate_chars(c.text, snippet_chars)
-        citation = format_citation(c.path, c.start_line, c.end_line)
-        if cite:
-            snippet = apply_citation(snippet, citation)
-        hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,
-                              snippet=snippet, source=c.source, citation=citation if cite else None,
-                              superseded_by=c.superseded_by, supersedes=c.supersedes))
-    return hits
