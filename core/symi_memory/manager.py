@@ -81,7 +81,7 @@ class Services:
     def create_backend(self, name: str) -> MemoryBackend:
         """Build another registered backend for the same agent (qmd uses this for its fallback)."""
         spec = self.plugins.backend(name)
-        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self))
+        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self, spec=spec))
 
 
 def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
@@ -252,6 +252,10 @@ class MemoryManager:
             return {"backend": "none", "plugin": None, "enabled": False, "workspaceDir": str(self.agent.workspace)}
         backend = self._require()
         out = dict(backend.status())
+        if self.backend_name is not None and ("backend" not in out or "plugin" not in out):
+            spec = self.plugins.backends.get(self.backend_name)
+            out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
+            out.setdefault("plugin", self.backend_name)
         out["supersession"] = self._supersession_status(backend)
         return out
 
@@ -316,7 +320,7 @@ def open_memory(
     services = Services(plugins=loaded, config=config, agent=agent)
     pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent))
     try:
-        backend = spec.factory(BackendContext(config=config, agent=agent, services=services))
+        backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec))
     except BaseException:
         pipeline.close()
         raise

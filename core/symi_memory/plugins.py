@@ -18,10 +18,11 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginError
-from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
+from .specs import DEFAULT_BACKEND, BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = [
     "AUTOLOAD_ENV",
+    "DEFAULT_BACKEND",
     "EXTRA_PLUGINS_ENV",
     "ENTRY_POINT_GROUP",
     "PluginInfo",
@@ -43,7 +44,6 @@ EXTRA_PLUGINS_ENV = "SYMI_MEMORY_PLUGINS"
 #: ``SYMI_MEMORY_PLUGINS=symi_memory.testing.plugin``. Nothing sets it for you.
 LEGACY_TESTING_ENV = "SYMI_MEMORY_TESTING"
 OWN_DISTRIBUTION = "symi-memory"
-DEFAULT_BACKEND = "builtin-sqlite"
 
 _KINDS: dict[str, tuple[str, type]] = {
     "backends": ("symi_memory_register_backends", BackendSpec),

@@ -23,6 +23,7 @@ __all__ = [
     "BatchingProvider",
     "Closeable",
     "ConfigSection",
+    "DEFAULT_BACKEND",
     "EmbeddingProvider",
     "MemoryBackend",
     "NotifiesSyncs",
@@ -204,6 +205,10 @@ class PostProcessorSpec:
 
 # ------------------------------------------------------------------ backends
 
+#: The backend config selects when it names none (``plugins.slots.memory`` unset), and the
+#: one qmd-sidecar falls back to. The builtin-sqlite plugin registers it under this name.
+DEFAULT_BACKEND = "builtin-sqlite"
+
 
 @attrs.frozen(kw_only=True)
 class BackendContext:
@@ -212,12 +217,15 @@ class BackendContext:
     ``config`` is the whole :class:`symi_memory.config.Config`; ``agent`` is the
     resolved per-agent view (``agent.memory_search`` is the camelCase dict).
     ``services`` gives access to shared core machinery (embedding provider
-    resolution, the plugin registry, other backends for fallbacks).
+    resolution, the plugin registry, other backends for fallbacks). ``spec``
+    is the registration being built: a backend reports ``spec.status_name``
+    as ``status()["backend"]`` and ``spec.name`` as ``status()["plugin"]``.
     """
 
     config: Any
     agent: Any
     services: BackendServices
+    spec: BackendSpec | None = None
 
 
 @runtime_checkable
@@ -394,10 +402,21 @@ class ConfigSection:
 
 @attrs.frozen(kw_only=True)
 class BackendSpec:
-    """A memory backend registration. ``short_name`` is what status reports."""
+    """A memory backend registration.
+
+    ``name`` is what ``plugins.slots.memory`` selects. ``short_name`` is
+    what ``status()["backend"]`` reports (``builtin`` for builtin-sqlite,
+    ``qmd`` for qmd-sidecar); None means ``name``. The core fills in
+    ``backend`` and ``plugin`` for a backend whose status leaves them out.
+    """
 
     name: str
     factory: Callable[[BackendContext], MemoryBackend]
     short_name: str | None = None
     description: str = ""
+
+    @property
+    def status_name(self) -> str:
+        """The name ``status()["backend"]`` reports: ``short_name``, else ``name``."""
+        return self.short_name or self.name
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from symi_memory.specs import MemoryBackend, StartableBackend
+from symi_memory.specs import DEFAULT_BACKEND, MemoryBackend, StartableBackend
 from symi_memory.types import (
     BackendResult,
     Fallback,
@@ -44,7 +44,7 @@ __all__ = ["QmdBackend"]
 
 log = logging.getLogger("symi_memory.qmd")
 
-FALLBACK_BACKEND = "builtin-sqlite"
+FALLBACK_BACKEND = DEFAULT_BACKEND
 STATE_FILE = "symi-state.json"
 
 

@@ -1,4 +1,4 @@
-"""builtin-sqlite: the shared SQLite index with the exact numpy/sqlite-vec vector side."""
+"""The default backend: the shared SQLite index with the exact numpy/sqlite-vec vector side."""
 
 from __future__ import annotations
 
@@ -12,4 +12,4 @@ __all__ = ["create_backend"]
 
 
 def create_backend(ctx: BackendContext) -> Any:
-    return assemble_backend(ctx, ExactVectors, short_name="builtin", plugin_name="builtin-sqlite")
+    return assemble_backend(ctx, ExactVectors)
