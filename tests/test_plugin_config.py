@@ -53,6 +53,22 @@ def test_a_plugin_section_has_defaults_and_the_cores_validation(tmp_path: Path) 
     assert any('plugins.entries.tidy.window.sise: unknown key (did you mean "size"?)' in x for x in lines)
 
 
+def test_a_plugin_id_with_a_hyphen_owns_its_entries_section(tmp_path: Path) -> None:
+    """Plugin ids are entry-point names such as ``recency-boost``: their section mounts and validates."""
+
+    class Hyphenated:
+        @hookimpl
+        def symi_memory_register_config_sections(self, register: Any) -> None:
+            register(ConfigSection(key="plugins.entries.tidy-up", model=_Window, doc="A hyphenated id."))
+
+    plugins = load_plugins(extra=[("tidy-up", Hyphenated())])
+    cfg = load_config(None, state_dir=tmp_path, plugins=plugins)
+    assert cfg.get("plugins.entries.tidy-up") == {"size": 7}
+    with pytest.raises(ConfigError, match=r"plugins\.entries\.tidy-up\.size: 0 is out of range"):
+        load_config(None, state_dir=tmp_path, plugins=plugins,
+                    overrides={"plugins": {"entries": {"tidy-up": {"size": 0}}}})
+
+
 def test_builtin_plugin_sections_live_in_their_plugins(tmp_path: Path) -> None:
     assert not {"local", "remote"} & set(fields_by_key(MemorySearch))
     assert "faiss" not in fields_by_key(Store) and "qmd" not in fields_by_key(MemorySection)
