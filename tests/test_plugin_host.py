@@ -123,7 +123,7 @@ def test_another_projects_pytest_sees_no_fakes_and_no_testing_switch(tmp_path: P
 
 
 def test_builtins_declare_their_optional_capabilities_through_the_specs_protocols(tmp_path: Path) -> None:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
     from symi_memory.specs import (
         BackendServices,

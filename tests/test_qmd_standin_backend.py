@@ -322,7 +322,7 @@ def test_sessions_export_search_and_maintenance(tmp_path, ws):
 def test_wired_through_plugin_registry_and_config(tmp_path, ws):
     from importlib.metadata import entry_points
 
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.plugins import load_plugins
     from symi_memory.specs import BackendContext
 
@@ -342,7 +342,7 @@ def test_wired_through_plugin_registry_and_config(tmp_path, ws):
 
 
 def test_manager_serves_from_builtin_sqlite_while_qmd_hangs(tmp_path, ws):
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     control = tmp_path / "control"
@@ -392,7 +392,7 @@ def test_embed_runs_on_the_first_update_that_succeeds(tmp_path, ws, log_file):
 def test_fallback_of_a_started_backend_follows_file_changes_and_stops_on_close(tmp_path, ws):
     import threading
 
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     config = load_config(

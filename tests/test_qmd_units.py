@@ -214,7 +214,7 @@ def test_settings_defaults_and_durations():
     ],
 )
 def test_bad_scope_stops_open_memory_with_one_line(tmp_path, scope, line):
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     cfg_file = tmp_path / "config.json"

@@ -14,7 +14,7 @@ import apsw
 from support.slow_provider import slow_plugins
 from support.sqlite_memory import add_filler, settings, wait_for, write
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.manager import open_memory
 
 SCRIPT = Path(__file__).parent / "support" / "slow_provider.py"

@@ -6,9 +6,10 @@ makes it searchable by keyword and by meaning.
 
 from __future__ import annotations
 
-from .config import Config, load_config
+from .config import Config
 from .errors import ConfigError, SymiMemoryError
 from .hookspecs import hookimpl
+from .host import load_config
 from .manager import MemoryManager, open_memory
 from .types import MemoryHit, ReadResult, SearchResponse, SyncReport
 

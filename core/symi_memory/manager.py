@@ -12,8 +12,9 @@ from typing import Any
 
 import attrs
 
-from .config import AgentView, Config, load_config
+from .config import AgentView, Config
 from .errors import SymiMemoryError
+from .host import load_config
 from .pipeline import Pipeline
 from .plugins import Plugins, load_plugins, resolve_backend_name
 from .presentation import present
@@ -81,7 +82,9 @@ class Services:
     def create_backend(self, name: str) -> MemoryBackend:
         """Build another registered backend for the same agent (qmd uses this for its fallback)."""
         spec = self.plugins.backend(name)
-        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self, spec=spec))
+        own = self.plugins.entry_settings("backends", name, self.agent.plugin_entries)
+        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self, spec=spec,
+                                           plugin_settings=own))
 
 
 def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
@@ -91,7 +94,8 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
         return None
     spec = plugins.reranker(name)
     ctx = RerankerContext(settings=rerank, models=config.data.get("models") or {}, env=dict(os.environ),
-                          model=rerank.get("model") or spec.default_model)
+                          model=rerank.get("model") or spec.default_model,
+                          plugin_settings=plugins.entry_settings("rerankers", name, agent.plugin_entries))
     try:
         return spec.factory(ctx)
     except ProviderUnavailable as exc:
@@ -318,9 +322,12 @@ def open_memory(
         return MemoryManager(config=config, agent=agent, plugins=loaded, backend=None, backend_name=None, pipeline=None)
     spec = loaded.backend(name)
     services = Services(plugins=loaded, config=config, agent=agent)
-    pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent))
+    pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
+                                      entries=agent.plugin_entries)
     try:
-        backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec))
+        backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec,
+                                              plugin_settings=loaded.entry_settings("backends", name,
+                                                                                    agent.plugin_entries)))
     except BaseException:
         pipeline.close()
         raise

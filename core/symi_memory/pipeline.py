@@ -5,6 +5,7 @@ Turning the result into hits (snippets, citations) is :mod:`symi_memory.presenta
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +26,15 @@ log = logging.getLogger("symi_memory.search")
 SORT_ORDER = 500
 
 
+def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    p = params.get("plugin_settings")
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
 def _sorted(candidates: Sequence[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: -c.score)
 
@@ -39,11 +49,21 @@ class Pipeline:
     clock: Any = time.time
 
     @classmethod
-    def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None) -> Pipeline:
+    def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None,
+                      *, entries: Mapping[str, Any] | None = None) -> Pipeline:
+        """Every registered post-processor whose factory returns one, in order.
+
+        ``entries`` is ``plugins.entries``: a factory that names a
+        ``plugin_settings`` parameter gets its plugin's table by keyword.
+        """
         hybrid = memory_search["query"]["hybrid"]
         procs = []
         for spec in plugins.postprocessors.values():
-            proc = spec.factory(hybrid)
+            if _takes_plugin_settings(spec.factory):
+                own = plugins.entry_settings("postprocessors", spec.name, entries or {})
+                proc = spec.factory(hybrid, plugin_settings=own)
+            else:
+                proc = spec.factory(hybrid)
             if proc is not None:
                 procs.append((spec.order, spec.name, proc))
         procs.sort(key=lambda p: (p[0], p[1]))

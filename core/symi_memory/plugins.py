@@ -146,6 +146,19 @@ class Plugins:
                 out = deep_merge(out, nested)
         return out
 
+    def config_defaults(self) -> dict[str, Any]:
+        """The defaults the loaded plugins contribute through ``symi_memory_config_defaults``."""
+        return collect_config_defaults({}, self)
+
+    def entry_settings(self, kind: str, name: str, entries: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``plugins.entries.<id>`` table (``entries``) of the plugin that registered ``name`` among ``kind``.
+
+        ``{}`` when that plugin has no table there (or nobody registered ``name``).
+        """
+        owner = self.owners.get(kind, {}).get(name)
+        found = entries.get(owner) if owner is not None else None
+        return dict(found) if isinstance(found, Mapping) else {}
+
     def backend(self, name: str, key: str = "plugins.slots.memory") -> BackendSpec:
         return _pick(self.backends, name, key, "backend", self.failed)
 

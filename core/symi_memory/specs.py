@@ -85,7 +85,8 @@ class ProviderContext:
     dict with the spec's camelCase keys and every default filled in.
     ``models`` is the top-level ``models`` section (``models.providers.*``).
     ``model`` is the model to use (``memorySearch.model`` or None for the
-    provider's default).
+    provider's default). ``plugin_settings`` is ``plugins.entries.<id>`` of
+    the plugin that registered the provider (``{}`` when unset).
     """
 
     settings: Mapping[str, Any]
@@ -93,6 +94,7 @@ class ProviderContext:
     env: Mapping[str, str] = attrs.field(factory=dict)
     state_dir: Path = Path(".")
     model: str | None = None
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -131,12 +133,17 @@ class Reranker(Protocol):
 
 @attrs.frozen(kw_only=True)
 class RerankerContext:
-    """What a reranker factory may read: the ``query.rerank`` section plus keys."""
+    """What a reranker factory may read: the ``query.rerank`` section plus keys.
+
+    ``plugin_settings`` is ``plugins.entries.<id>`` of the plugin that
+    registered the reranker (``{}`` when unset).
+    """
 
     settings: Mapping[str, Any]
     models: Mapping[str, Any] = attrs.field(factory=dict)
     env: Mapping[str, str] = attrs.field(factory=dict)
     model: str | None = None
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -191,7 +198,10 @@ class PostProcessorSpec:
     """A post-processor registration.
 
     ``factory`` receives the ``query.hybrid`` section (camelCase dict) and
-    returns a processor, or None when config leaves it disabled. Processors
+    returns a processor, or None when config leaves it disabled. A factory
+    that also declares a ``plugin_settings`` parameter is given
+    ``plugins.entries.<id>`` of the plugin that registered it, by keyword
+    (like pluggy, only the arguments a function names are passed). Processors
     run by ascending ``order``; the core sorts by score between orders below
     500 and those at 500 or above (temporal decay is 100, supersession 450,
     MMR 600).
@@ -220,12 +230,15 @@ class BackendContext:
     resolution, the plugin registry, other backends for fallbacks). ``spec``
     is the registration being built: a backend reports ``spec.status_name``
     as ``status()["backend"]`` and ``spec.name`` as ``status()["plugin"]``.
+    ``plugin_settings`` is ``plugins.entries.<id>`` of the plugin that
+    registered the backend (``{}`` when unset).
     """
 
     config: Any
     agent: Any
     services: BackendServices
     spec: BackendSpec | None = None
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @runtime_checkable

@@ -52,7 +52,7 @@ class JsonIndexBackend:
     def from_context(cls, ctx: BackendContext) -> JsonIndexBackend:
         """Read the settings this backend needs from the core's context and load the index file."""
         agent = ctx.agent
-        settings = ctx.config.get(f"plugins.entries.{PLUGIN_ID}")
+        settings = ctx.plugin_settings  # plugins.entries.json-index, defaults filled in
         chunking = agent.memory_search["chunking"]
         backend = cls(workspace=agent.workspace, extra_paths=tuple(agent.memory_search.get("extraPaths") or ()),
                       index_path=agent.state_dir / "agents" / agent.id / settings["fileName"],

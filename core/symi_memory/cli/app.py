@@ -10,8 +10,9 @@ from typing import Any
 
 import attrs
 
-from ..config import Config, load_config
+from ..config import Config
 from ..errors import ConfigError
+from ..host import load_config
 from ..manager import MemoryManager, open_memory
 
 __all__ = ["App", "workspace_state"]

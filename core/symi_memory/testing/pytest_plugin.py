@@ -87,7 +87,7 @@ def open_conformance_memory(
     tmp_path: Path, symi_backend: str, symi_extra_config: dict[str, Any], symi_test_plugins: str
 ) -> Iterator[Callable[..., Any]]:
     """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
 
