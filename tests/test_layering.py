@@ -65,3 +65,20 @@ def test_the_scan_catches_each_way_of_reaching_a_private_name() -> None:
     assert private_uses("from symi_memory import plugins\nplugins._KINDS\n") == ["line 2: plugins._KINDS"]
     # Its own private names, dunders and other packages are fine.
     assert private_uses("from .x import _mine\nimport attrs\nattrs._make\nfrom symi_memory import __version__\n") == []
+
+
+def test_the_engine_pieces_a_backend_reuses_have_documented_names_and_cost_nothing_to_import() -> None:
+    import subprocess
+    import sys
+
+    import symi_memory.index as engine
+    from symi_memory.index.backend import IndexedBackend, assemble_backend
+    from symi_memory.index.indexer import Indexer
+    from symi_memory.index.store import IndexStore
+    from symi_memory.index.vectors import ExactVectors
+
+    assert [getattr(engine, n) for n in engine.__all__] == [ExactVectors, IndexStore, IndexedBackend, Indexer,
+                                                            assemble_backend]
+    code = "import sys, symi_memory.index; print(sorted(m for m in ('apsw', 'numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

@@ -32,7 +32,7 @@ class _Spy:
         seen: list[str] = []
         self.calls.append(seen)
         result = yield
-        seen.append(f"register:{id(register)}")
+        seen.extend(register.registered)  # what the wrapped plugin registered through this call
         return result
 
 
@@ -55,6 +55,7 @@ def test_a_wrapper_plugin_wraps_the_call_of_every_registering_plugin() -> None:
     provider_owners = {plugins.owners["embeddingProviders"][n] for n in plugins.providers}
     # One wrapped call per plugin that registers backends / providers: the wrapper saw them all.
     assert len(spy.calls) == len(backend_owners) >= 3
+    assert sorted(name for call in spy.calls for name in call) == sorted(plugins.backends)
     assert rec.calls == len(provider_owners) >= 2
 
 

@@ -266,7 +266,8 @@ def test_forced_update_waits_behind_an_active_one(tmp_path, ws):
     assert s.run(reason="skipped", force=False) is False
     f = threading.Thread(target=s.run, kwargs={"reason": "forced", "force": True})
     f.start()
-    time.sleep(0.1)
+    f.join(0.2)
+    assert f.is_alive(), "a forced update must wait while another one runs"
     gate.set()
     t.join(5)
     f.join(5)

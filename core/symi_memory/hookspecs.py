@@ -5,6 +5,12 @@ Every hook uses the register-callback style: the core calls the hook with a
 it provides. The core then resolves config values *by name* against what was
 registered; registration order never decides anything.
 
+The core calls every hook through pluggy (one call per implementing plugin,
+so it knows who registered what), so ``hookwrapper``/``wrapper``
+implementations, ``tryfirst``/``trylast`` and pluggy's tracing all apply. A
+wrapper of a register hook sees what the wrapped plugin registered in
+``register.registered`` after its ``yield``.
+
 Import the marker with ``from symi_memory import hookimpl``.
 """
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from symi_memory.index.backend import assemble_backend
-from symi_memory.index.vectors import ExactVectors
+from symi_memory.index import ExactVectors, assemble_backend
 from symi_memory.specs import BackendContext
 
 __all__ = ["create_backend"]
