@@ -61,7 +61,8 @@ class Pipeline:
         for spec in plugins.postprocessors.values():
             if _takes_plugin_settings(spec.factory):
                 own = plugins.entry_settings("postprocessors", spec.name, entries or {})
-                proc = spec.factory(hybrid, plugin_settings=own)
+                factory: Any = spec.factory  # its signature names plugin_settings, checked just above
+                proc = factory(hybrid, plugin_settings=own)
             else:
                 proc = spec.factory(hybrid)
             if proc is not None:

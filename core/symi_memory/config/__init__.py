@@ -299,7 +299,10 @@ class PluginConfig(Protocol):
     (:func:`read_raw_config`), loads the plugins it names, and passes them in.
     """
 
-    disabled: Mapping[str, Any]
+    @property
+    def disabled(self) -> Mapping[str, Any]:
+        """The installed plugins ``plugins.disabled`` left out, by id."""
+        ...
 
     def schema(self) -> type:
         """The core's model with every loaded plugin's typed sections mounted."""
