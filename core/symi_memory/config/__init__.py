@@ -1,8 +1,11 @@
 """Loading, validating and resolving configuration.
 
-``load_config`` finds the file (``--config``, ``$SYMI_CONFIG``, then
-``symi.toml``/``symi.json5``/``symi.json`` in the state dir), validates it
-against the typed model in :mod:`.schema`, and returns a :class:`Config`.
+:func:`read_raw_config` finds the file (``--config``, ``$SYMI_CONFIG``, then
+``symi.toml``/``symi.json5``/``symi.json`` in the state dir) and parses it;
+:func:`config_from_raw` validates it against the typed model in :mod:`.schema`
+extended by the loaded plugins (a :class:`PluginConfig` the caller passes in)
+and returns a :class:`Config`. Config never loads plugins: the host does
+(:mod:`symi_memory.host`, whose ``load_config`` is the public one).
 ``Config.agent(id)`` resolves the per-agent view (defaults + ``agents.list[]``).
 """
 

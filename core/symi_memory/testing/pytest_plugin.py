@@ -17,8 +17,10 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("symi-memory")
-    group.addoption("--symi-backend", default=os.environ.get("SYMI_BACKEND", "builtin-sqlite"),
-                    help="memory backend the conformance suite runs against (default builtin-sqlite)")
+    from symi_memory.specs import DEFAULT_BACKEND
+
+    group.addoption("--symi-backend", default=os.environ.get("SYMI_BACKEND", DEFAULT_BACKEND),
+                    help=f"memory backend the conformance suite runs against (default {DEFAULT_BACKEND})")
     group.addoption("--symi-config", default=None,
                     help="config file merged under the suite's own settings (e.g. memory.qmd.command)")
 
