@@ -94,3 +94,16 @@ def test_the_installed_example_passes_the_conformance_suite(site: Path, tmp_path
     assert passed >= 9 and "failed" not in out
     # What does not apply to a keyword-only backend is a skip with its reason, never a silent pass.
     assert "this backend stores no vectors" in out
+
+
+def test_the_example_imports_only_the_public_api_the_tutorial_lists() -> None:
+    import ast
+
+    listed = set(re.findall(r"^- `(symi_memory(?:\.[\w.]+)?)`:", TUTORIAL.read_text(encoding="utf-8"), re.MULTILINE))
+    assert {"symi_memory", "symi_memory.specs", "symi_memory.types"} <= listed
+    used: dict[str, set[str]] = {}
+    for path in sorted((CONTRIB / "symi_memory_json_index").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "symi_memory":
+                used.setdefault(node.module or "", set()).update(a.name for a in node.names)
+    assert used and set(used) <= listed, f"not in the tutorial's public API list: {set(used) - listed}"
