@@ -17,9 +17,12 @@ Import the marker with ``from symi_memory import hookimpl``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -30,7 +33,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
+def symi_memory_register_backends(register: Callable[[BackendSpec], None]) -> None:
     """Register memory backends.
 
     Call ``register(BackendSpec(name=..., factory=...))`` for each backend.
@@ -47,7 +50,7 @@ def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def symi_memory_register_embedding_providers(register: Callable[[Any], None]) -> None:
+def symi_memory_register_embedding_providers(register: Callable[[ProviderSpec], None]) -> None:
     """Register embedding providers.
 
     Call ``register(ProviderSpec(name=..., factory=..., auto_priority=...,
@@ -65,7 +68,7 @@ def symi_memory_register_embedding_providers(register: Callable[[Any], None]) ->
 
 
 @hookspec
-def symi_memory_register_rerankers(register: Callable[[Any], None]) -> None:
+def symi_memory_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
     """Register rerankers.
 
     Call ``register(RerankerSpec(name=..., factory=...))``.
@@ -81,7 +84,7 @@ def symi_memory_register_rerankers(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
+def symi_memory_register_postprocessors(register: Callable[[PostProcessorSpec], None]) -> None:
     """Register search post-processors.
 
     Call ``register(PostProcessorSpec(name=..., factory=..., order=...))``.
@@ -146,7 +149,7 @@ def symi_memory_register_commands(subparsers: Any) -> None:
 
 
 @hookspec
-def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+def symi_memory_register_config_sections(register: Callable[[ConfigSection], None]) -> None:
     """Declare the typed config sections the plugin owns.
 
     Call ``register(ConfigSection(key=..., model=...))`` once per section.

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -28,6 +28,9 @@ from .specs import (
     StoredVectors,
 )
 from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
+
+if TYPE_CHECKING:
+    from .embedding import EmbeddingChoice
 
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
@@ -74,7 +77,7 @@ class Services:
     config: Config
     agent: AgentView
 
-    def choose_provider(self) -> Any:
+    def choose_provider(self) -> EmbeddingChoice:
         from .embedding import choose_provider
 
         return choose_provider(self.plugins, self.agent, self.config.data.get("models") or {})

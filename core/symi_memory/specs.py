@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
+    from .config import AgentView, Config
+    from .embedding import EmbeddingChoice
+    from .plugins import Plugins
     from .types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 
 __all__ = [
@@ -234,8 +237,8 @@ class BackendContext:
     registered the backend (``{}`` when unset).
     """
 
-    config: Any
-    agent: Any
+    config: Config
+    agent: AgentView
     services: BackendServices
     spec: BackendSpec | None = None
     plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
@@ -365,9 +368,9 @@ class Closeable(Protocol):
 class BackendServices(Protocol):
     """The core machinery a backend factory receives as ``BackendContext.services``."""
 
-    plugins: Any
+    plugins: Plugins
 
-    def choose_provider(self) -> Any:
+    def choose_provider(self) -> EmbeddingChoice:
         """Resolve the agent's embedding provider (with fallback) as configured; never raises for a
         missing provider: the result says ``none`` and why."""
         ...
