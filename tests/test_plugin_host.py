@@ -158,3 +158,29 @@ def test_builtins_declare_their_optional_capabilities_through_the_specs_protocol
 
     assert isinstance(Services(plugins=None, config=None, agent=None), BackendServices)  # type: ignore[arg-type]
     assert not isinstance(object(), Closeable)
+
+
+def test_status_names_a_backend_by_its_spec_when_the_backend_leaves_it_out(tmp_path: Path) -> None:
+    from symi_memory import load_config, open_memory
+    from symi_memory.testing.fakes import InMemoryBackend
+
+    class Quiet(InMemoryBackend):
+        def status(self) -> dict[str, Any]:
+            return {k: v for k, v in super().status().items() if k not in ("backend", "plugin")}
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_backends(self, register: Any) -> None:
+            register(BackendSpec(name="quiet-store", short_name="quiet", factory=Quiet))
+            register(BackendSpec(name="plain-store", factory=Quiet))
+
+    plugins = load_plugins(extra=[("quiet", Plugin())])
+    for slot, shown in (("quiet-store", "quiet"), ("plain-store", "plain-store")):
+        cfg = load_config(None, state_dir=tmp_path, plugins=plugins, overrides={"plugins": {"slots": {"memory": slot}}})
+        with open_memory(cfg, workspace=tmp_path, start=False) as mem:
+            st = mem.status()
+            assert (st["backend"], st["plugin"]) == (shown, slot)
+    # A backend that names itself keeps its own names (builtin-sqlite reports the short name "builtin").
+    cfg = load_config(None, state_dir=tmp_path / "b", plugins=plugins)
+    with open_memory(cfg, workspace=tmp_path, start=False) as mem:
+        assert (mem.status()["backend"], mem.status()["plugin"]) == ("builtin", "builtin-sqlite")
