@@ -40,7 +40,7 @@ def _scorer() -> Any:
 
 
 def run(provider: str) -> tuple[list[dict[str, Any]], dict[str, Any], float]:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.dedup import check_append
     from symi_memory.manager import open_memory
 

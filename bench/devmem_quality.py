@@ -41,7 +41,7 @@ def configs(providers: list[str], mmr_modes: tuple[bool, ...] = (False, True)) -
 
 
 def run_one(name: str, provider: str, hybrid: dict[str, Any]) -> dict[str, Any]:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.evaluation import run_eval
 
     with tempfile.TemporaryDirectory(prefix="symi-quality-") as tmp:

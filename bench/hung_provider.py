@@ -25,7 +25,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.index.indexer import EMBED_BATCH
 from symi_memory.manager import open_memory
 

@@ -167,8 +167,7 @@ def child(engine: str, db: Path, queries_file: Path) -> dict[str, Any]:
 
 
 def run_backend(engine: str, db: Path, queries: list[dict[str, Any]]) -> dict[str, Any]:
-    from symi_memory import hookimpl
-    from symi_memory.config import load_config
+    from symi_memory import hookimpl, load_config
     from symi_memory.manager import open_memory
     from symi_memory.specs import ProviderSpec
 

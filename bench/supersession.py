@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed passes over the queries (quality uses the first)")
     args = ap.parse_args()
 
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.evaluation import _throwaway_config, load_queries, parse_now, score_run
     from symi_memory.manager import open_memory
     from symi_memory.pipeline import Pipeline

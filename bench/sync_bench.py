@@ -57,7 +57,7 @@ class Timed:
 
 
 def bench(backend: str, files: int) -> dict[str, Any]:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     root = Path(tempfile.mkdtemp(prefix="symi-sync-"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -54,3 +55,30 @@ def test_core_commands_come_through_the_hook(capsys: pytest.CaptureFixture[str])
     assert {"status", "index", "search", "get", "config", "flush", "eval", "plugins"} <= set(commands)
     assert main(["plugins", "--json"]) == 0
     assert '"id": "builtin-sqlite"' in capsys.readouterr().out
+
+
+def test_one_cli_command_loads_the_plugins_once(cli, tmp_path: Path, workspace: Path) -> None:
+    """The parser's commands and the config come from the same loaded plugins (not a second load)."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    calls = tmp_path / "calls.txt"
+    (probe / "load_probe.py").write_text(
+        "import os\n"
+        "from symi_memory import hookimpl\n\n\n"
+        "@hookimpl\n"
+        "def symi_memory_register_backends(register):\n"
+        f"    with open({str(calls)!r}, 'a') as fh:\n"
+        "        fh.write('loaded\\n')\n", encoding="utf-8")
+    env = {"SYMI_MEMORY_PLUGINS": f"{os.environ.get('SYMI_MEMORY_PLUGINS', '')},load_probe".strip(","),
+           "PYTHONPATH": os.pathsep.join([str(probe), os.environ.get("PYTHONPATH", "")])}
+    code, out, err = cli("--workspace", str(workspace), "status", "--json", env=env)
+    assert code == 0, err
+    assert calls.read_text().splitlines() == ["loaded"]
+    # A config that disables a plugin: still one load, and the disabled plugin's commands are gone.
+    cfg = tmp_path / "symi.toml"
+    cfg.write_text('[plugins]\ndisabled = ["faiss"]\n', encoding="utf-8")
+    calls.unlink()
+    code, out, err = cli("--config", str(cfg), "--workspace", str(workspace), "plugins", "--json", env=env)
+    assert code == 0, err
+    assert calls.read_text().splitlines() == ["loaded"]
+    assert "faiss" not in [p["id"] for p in json.loads(out) if not p["disabled"]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.config.fields import parse_duration_ms
 from symi_memory.errors import ConfigError, PluginError
 from symi_memory.hookspecs import hookimpl

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.evaluation import load_queries, run_eval
 
 DATASETS = Path(__file__).resolve().parents[1] / "bench" / "datasets"

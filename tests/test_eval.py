@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.errors import ConfigError
 from symi_memory.evaluation import format_table, parse_now, run_eval
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("faiss")
 
-from symi_memory.config import load_config  # noqa: E402
+from symi_memory import load_config  # noqa: E402
 from symi_memory.errors import BackendError  # noqa: E402
 from symi_memory.manager import open_memory  # noqa: E402
 from symi_memory.testing.fakes import HashEmbedder  # noqa: E402
@@ -115,7 +115,7 @@ def test_edits_and_deletes_never_return_stale_chunks(tmp_path: Path, kind: str) 
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
     cfg = load_config(None, state_dir=sys.argv[1], overrides={
         "plugins": {"slots": {"memory": "faiss"}},

@@ -175,7 +175,7 @@ def test_read_only_workspace_is_not_writable(read_only_dir: Path) -> None:
 
 
 def test_from_real_config_file(tmp_path: Path) -> None:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
 
     (tmp_path / "symi.json").write_text(
         '{"agents": {"defaults": {"contextWindow": 100, "compaction": '

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.index.keyword import ExactMatcher, fold
 from symi_memory.manager import open_memory
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from qmd_standin.helpers import make_backend, standin_command, write
 
-from symi_memory import tools
-from symi_memory.config import load_config
+from symi_memory import load_config, tools
 from symi_memory.errors import PathRefused
 from symi_memory.manager import open_memory
 from symi_memory.workspace import PathRules, glob_match

@@ -32,7 +32,7 @@ class _Spy:
         seen: list[str] = []
         self.calls.append(seen)
         result = yield
-        seen.append(f"register:{id(register)}")
+        seen.extend(register.registered)  # what the wrapped plugin registered through this call
         return result
 
 
@@ -55,6 +55,7 @@ def test_a_wrapper_plugin_wraps_the_call_of_every_registering_plugin() -> None:
     provider_owners = {plugins.owners["embeddingProviders"][n] for n in plugins.providers}
     # One wrapped call per plugin that registers backends / providers: the wrapper saw them all.
     assert len(spy.calls) == len(backend_owners) >= 3
+    assert sorted(name for call in spy.calls for name in call) == sorted(plugins.backends)
     assert rec.calls == len(provider_owners) >= 2
 
 
@@ -123,7 +124,7 @@ def test_another_projects_pytest_sees_no_fakes_and_no_testing_switch(tmp_path: P
 
 
 def test_builtins_declare_their_optional_capabilities_through_the_specs_protocols(tmp_path: Path) -> None:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
     from symi_memory.specs import (
         BackendServices,
@@ -157,3 +158,29 @@ def test_builtins_declare_their_optional_capabilities_through_the_specs_protocol
 
     assert isinstance(Services(plugins=None, config=None, agent=None), BackendServices)  # type: ignore[arg-type]
     assert not isinstance(object(), Closeable)
+
+
+def test_status_names_a_backend_by_its_spec_when_the_backend_leaves_it_out(tmp_path: Path) -> None:
+    from symi_memory import load_config, open_memory
+    from symi_memory.testing.fakes import InMemoryBackend
+
+    class Quiet(InMemoryBackend):
+        def status(self) -> dict[str, Any]:
+            return {k: v for k, v in super().status().items() if k not in ("backend", "plugin")}
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_backends(self, register: Any) -> None:
+            register(BackendSpec(name="quiet-store", short_name="quiet", factory=Quiet))
+            register(BackendSpec(name="plain-store", factory=Quiet))
+
+    plugins = load_plugins(extra=[("quiet", Plugin())])
+    for slot, shown in (("quiet-store", "quiet"), ("plain-store", "plain-store")):
+        cfg = load_config(None, state_dir=tmp_path, plugins=plugins, overrides={"plugins": {"slots": {"memory": slot}}})
+        with open_memory(cfg, workspace=tmp_path, start=False) as mem:
+            st = mem.status()
+            assert (st["backend"], st["plugin"]) == (shown, slot)
+    # A backend that names itself keeps its own names (builtin-sqlite reports the short name "builtin").
+    cfg = load_config(None, state_dir=tmp_path / "b", plugins=plugins)
+    with open_memory(cfg, workspace=tmp_path, start=False) as mem:
+        assert (mem.status()["backend"], mem.status()["plugin"]) == ("builtin", "builtin-sqlite")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.loopback_http import LoopbackServer, Recorded, Reply
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.manager import open_memory
 
 SENTINEL = "sk-test-SENTINEL123fallback"

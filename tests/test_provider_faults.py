@@ -11,7 +11,7 @@ from pathlib import Path
 
 from support.loopback_http import LoopbackServer, Recorded, Reply
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.manager import open_memory
 
 KEY = "sk-test-faults-0123456789"

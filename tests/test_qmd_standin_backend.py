@@ -12,6 +12,7 @@ import pytest
 from qmd_standin.helpers import make_backend, standin_command, write
 
 from symi_memory.errors import PathRefused
+from symi_memory.presentation import present
 from symi_memory.types import SearchQuery
 
 
@@ -221,12 +222,14 @@ def test_limits_apply_to_qmd_hits(tmp_path, ws):
     b = make_backend(tmp_path, standin_command(), {"limits": {"maxResults": 3, "maxSnippetChars": 40, "maxInjectedChars": 4000}})
     b.sync()
     res = b.search(query("zephyr"))
-    assert len(res.candidates) == 3 and all(len(c.text) <= 40 for c in res.candidates)
+    hits = present(res.candidates, citations="off", session_key=None, budget=res.budget)
+    assert len(hits) == 3 and all(len(h.snippet) <= 40 for h in hits)
     tight = make_backend(tmp_path, standin_command(), {"limits": {"maxInjectedChars": 120}})
     tight.sync()
-    cands = tight.search(query("zephyr")).candidates
-    shown = sum(len(c.text.strip()) + len(f"\n\nSource: {c.path}#L{c.start_line}-L{c.end_line}") for c in cands)
-    assert cands and shown <= 120
+    res = tight.search(query("zephyr"))
+    hits = present(res.candidates, citations="on", session_key=None, budget=res.budget)
+    # What the agent sees, citation footers included, stays within memory.qmd.limits.maxInjectedChars.
+    assert hits and sum(len(h.snippet) for h in hits) <= 120 < sum(len(c.text) for c in res.candidates)
 
 
 def test_update_debounce_queue_and_embed_interval(tmp_path, ws, log_file):
@@ -263,7 +266,8 @@ def test_forced_update_waits_behind_an_active_one(tmp_path, ws):
     assert s.run(reason="skipped", force=False) is False
     f = threading.Thread(target=s.run, kwargs={"reason": "forced", "force": True})
     f.start()
-    time.sleep(0.1)
+    f.join(0.2)
+    assert f.is_alive(), "a forced update must wait while another one runs"
     gate.set()
     t.join(5)
     f.join(5)
@@ -319,7 +323,7 @@ def test_sessions_export_search_and_maintenance(tmp_path, ws):
 def test_wired_through_plugin_registry_and_config(tmp_path, ws):
     from importlib.metadata import entry_points
 
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.plugins import load_plugins
     from symi_memory.specs import BackendContext
 
@@ -339,7 +343,7 @@ def test_wired_through_plugin_registry_and_config(tmp_path, ws):
 
 
 def test_manager_serves_from_builtin_sqlite_while_qmd_hangs(tmp_path, ws):
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     control = tmp_path / "control"
@@ -389,7 +393,7 @@ def test_embed_runs_on_the_first_update_that_succeeds(tmp_path, ws, log_file):
 def test_fallback_of_a_started_backend_follows_file_changes_and_stops_on_close(tmp_path, ws):
     import threading
 
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     config = load_config(

@@ -1,4 +1,7 @@
-"""qmd-sidecar pieces that need no qmd at all: scope, parsing, limits, names, paths, settings."""
+"""qmd-sidecar pieces that need no qmd at all: scope, parsing, names, paths, settings.
+
+qmd's snippet and injected-text limits are the core's presentation: tests/test_presentation.py.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from symi_memory.errors import ConfigError, PathRefused
-from symi_memory.types import Candidate
 from symi_memory_qmd.collections import CollectionSpec, derive_collections
 from symi_memory_qmd.parse import QmdParseError, is_flag_rejection, parse_search_output, snippet_lines
 from symi_memory_qmd.paths import display_path, read_qmd_path
 from symi_memory_qmd.scope import check_scope
-from symi_memory_qmd.search import apply_limits
 from symi_memory_qmd.settings import QmdSettings
 
 DEFAULT_SCOPE = {"default": "deny", "rules": [{"action": "allow", "match": {"chatType": "direct"}}]}
@@ -115,31 +116,6 @@ def test_flag_rejection_texts():
     assert not is_flag_rejection("Collection not found: notes")
 
 
-# ---------------------------------------------------------------- limits
-
-
-def _cand(path: str, text: str, start: int = 5, end: int = 7) -> Candidate:
-    return Candidate(id=path, path=path, start_line=start, end_line=end, score=0.5, text=text)
-
-
-def test_limits_count_citation_footer_in_injected_chars():
-    cands = [_cand("memory/a.md", "a" * 100), _cand("memory/b.md", "b" * 100), _cand("memory/c.md", "c" * 100)]
-    footer = len("\n\nSource: memory/a.md#L5-L7")
-    out = apply_limits(cands, max_results=6, max_snippet_chars=700, max_injected_chars=2 * (100 + footer) + 10, cite=True)
-    assert [c.path for c in out] == ["memory/a.md", "memory/b.md"]
-    total = sum(len(c.text) + len(f"\n\nSource: {c.path}#L5-L7") for c in out)
-    assert total <= 2 * (100 + footer) + 10
-    # Without citations the same budget fits a cut third snippet.
-    out = apply_limits(cands, max_results=6, max_snippet_chars=700, max_injected_chars=2 * (100 + footer) + 10, cite=False)
-    assert [len(c.text) for c in out] == [100, 100, 2 * footer + 10]
-
-
-def test_limits_snippet_chars_and_max_results():
-    cands = [_cand(f"memory/{i}.md", "x" * 900) for i in range(9)]
-    out = apply_limits(cands, max_results=3, max_snippet_chars=50, max_injected_chars=10_000, cite=False)
-    assert len(out) == 3 and all(len(c.text) == 50 for c in out)
-
-
 # ---------------------------------------------------------------- collections and paths
 
 
@@ -238,7 +214,7 @@ def test_settings_defaults_and_durations():
     ],
 )
 def test_bad_scope_stops_open_memory_with_one_line(tmp_path, scope, line):
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     cfg_file = tmp_path / "config.json"

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from support.loopback_http import LoopbackServer, Recorded, Reply, Sleeps
 
-from symi_memory import tools
-from symi_memory.config import load_config
+from symi_memory import load_config, tools
 from symi_memory.errors import EmbeddingError
 from symi_memory.manager import open_memory
 from symi_memory.secrets import mask_url, public_url, split_base_url

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -54,7 +53,8 @@ def test_watcher_indexes_an_edit_without_a_manual_sync(tmp_path: Path, ws: Path)
         # only the watcher of the first one can make the edit visible.
         with open_mem(tmp_path, ws, ms, start=False) as reader:
             assert paths_for(reader, "zeppelin") == set()
-            time.sleep(0.3)  # let the watcher settle on the tree
+            # No settling sleep: an edit made while the watch is being set up is caught by the
+            # check the watcher runs once its watch is live.
             write(ws, "MEMORY.md", "# Memory\n\n- The wifi password hint is periwinkle.\n- Ride the zeppelin at noon.\n")
             wait_for(lambda: paths_for(reader, "zeppelin") == {"MEMORY.md"}, timeout=20)
             write(ws, "memory/new/2026-03-01.md", "# new folder\n\n- octarine paint order\n")

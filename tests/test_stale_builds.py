@@ -16,7 +16,7 @@ BUILDER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
     from pathlib import Path
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
     tmp, ws, url = Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
     cfg = load_config(None, state_dir=tmp / "state", overrides={"agents": {"defaults": {"memorySearch": {

@@ -27,7 +27,7 @@ def car_ws(tmp_path: Path) -> Path:
 def _open_backend(tmp_path: Path, ws: Path, backend: str):  # type: ignore[no-untyped-def]
     from support.sqlite_memory import settings
 
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     cfg = load_config(None, state_dir=tmp_path / "state",

@@ -33,7 +33,7 @@ os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # older versions register the
 
 from support.loopback_http import LoopbackServer, Recorded, Reply  # noqa: E402
 
-from symi_memory.config import load_config  # noqa: E402
+from symi_memory import load_config  # noqa: E402
 from symi_memory.manager import open_memory  # noqa: E402
 from symi_memory.testing import plugin as testing_plugin  # noqa: E402  (the deterministic `hash` provider)
 

@@ -56,7 +56,7 @@ def write_config(root: Path) -> Path:
 
 
 def open_mem(cfg: Path, root: Path, ws: Path):
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     return open_memory(load_config(cfg, state_dir=root / "state"), workspace=ws, start=False)

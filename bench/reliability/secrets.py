@@ -31,8 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.loopback_http import LoopbackServer, Recorded, Reply  # noqa: E402
 
-from symi_memory import tools  # noqa: E402
-from symi_memory.config import load_config  # noqa: E402
+from symi_memory import load_config, tools  # noqa: E402
 from symi_memory.manager import open_memory  # noqa: E402
 
 SENTINELS = {

@@ -39,8 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from symi_memory import tools  # noqa: E402
-from symi_memory.config import load_config  # noqa: E402
+from symi_memory import load_config, tools  # noqa: E402
 from symi_memory.manager import open_memory  # noqa: E402
 
 REFUSALS = ("path required", "invalid qmd path", "qmd path escapes collection", "unknown qmd collection: ")

@@ -10,15 +10,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .config import Config, load_config
+    from .config import Config
     from .errors import ConfigError, SymiMemoryError
     from .hookspecs import hookimpl
+    from .host import load_config
     from .manager import MemoryManager, open_memory
     from .types import MemoryHit, ReadResult, SearchResponse, SyncReport
 
 # Loaded on first use, so `symi-memory search` answered by a running server imports none of them.
 _LAZY = {
-    "Config": "config", "load_config": "config", "ConfigError": "errors", "SymiMemoryError": "errors",
+    "Config": "config", "load_config": "host", "ConfigError": "errors", "SymiMemoryError": "errors",
     "hookimpl": "hookspecs", "MemoryManager": "manager", "open_memory": "manager", "MemoryHit": "types",
     "ReadResult": "types", "SearchResponse": "types", "SyncReport": "types",
 }

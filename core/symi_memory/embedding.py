@@ -58,20 +58,24 @@ class EmbeddingChoice:
         return True
 
 
-def provider_context(agent: AgentView, models: Mapping[str, Any], model: str | None) -> ProviderContext:
+def provider_context(agent: AgentView, models: Mapping[str, Any], model: str | None, *,
+                     plugin_settings: Mapping[str, Any] | None = None) -> ProviderContext:
+    """The context a provider factory gets; ``plugin_settings`` is its plugin's ``plugins.entries.<id>``."""
     return ProviderContext(
         settings=agent.memory_search,
         models=models,
         env=dict(os.environ),
         state_dir=agent.state_dir,
         model=model,
+        plugin_settings=dict(plugin_settings or {}),
     )
 
 
 def _create(plugins: Plugins, name: str, agent: AgentView, models: Mapping[str, Any], *, key: str) -> EmbeddingProvider:
     spec = plugins.provider(name, key=f"agents.defaults.{key}")
     model = agent.memory_search.get("model") if name == agent.memory_search.get("provider") else None
-    return spec.factory(provider_context(agent, models, model or spec.default_model))
+    own = plugins.entry_settings("embeddingProviders", spec.name, agent.plugin_entries)
+    return spec.factory(provider_context(agent, models, model or spec.default_model, plugin_settings=own))
 
 
 def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any]) -> EmbeddingChoice:
@@ -101,7 +105,9 @@ def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any
     reasons: list[str] = []
     ranked = sorted((s for s in plugins.providers.values() if s.auto_priority is not None), key=lambda s: s.auto_priority or 0)
     for spec in ranked:
-        ctx = provider_context(agent, models, ms.get("model") or spec.default_model)
+        ctx = provider_context(agent, models, ms.get("model") or spec.default_model,
+                               plugin_settings=plugins.entry_settings("embeddingProviders", spec.name,
+                                                                      agent.plugin_entries))
         why = spec.available(ctx) if spec.available else None
         if why:
             reasons.append(f"{spec.name}: {why}")

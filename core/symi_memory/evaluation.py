@@ -23,8 +23,9 @@ from typing import Any
 
 import attrs
 
-from .config import Config, load_config
+from .config import Config
 from .errors import ConfigError
+from .host import load_config
 from .types import SyncProgress
 
 __all__ = ["TYPES", "format_table", "parse_now", "run_eval", "score_run"]

@@ -5,15 +5,24 @@ Every hook uses the register-callback style: the core calls the hook with a
 it provides. The core then resolves config values *by name* against what was
 registered; registration order never decides anything.
 
+The core calls every hook through pluggy (one call per implementing plugin,
+so it knows who registered what), so ``hookwrapper``/``wrapper``
+implementations, ``tryfirst``/``trylast`` and pluggy's tracing all apply. A
+wrapper of a register hook sees what the wrapped plugin registered in
+``register.registered`` after its ``yield``.
+
 Import the marker with ``from symi_memory import hookimpl``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -24,7 +33,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
+def symi_memory_register_backends(register: Callable[[BackendSpec], None]) -> None:
     """Register memory backends.
 
     Call ``register(BackendSpec(name=..., factory=...))`` for each backend.
@@ -41,7 +50,7 @@ def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def symi_memory_register_embedding_providers(register: Callable[[Any], None]) -> None:
+def symi_memory_register_embedding_providers(register: Callable[[ProviderSpec], None]) -> None:
     """Register embedding providers.
 
     Call ``register(ProviderSpec(name=..., factory=..., auto_priority=...,
@@ -59,7 +68,7 @@ def symi_memory_register_embedding_providers(register: Callable[[Any], None]) ->
 
 
 @hookspec
-def symi_memory_register_rerankers(register: Callable[[Any], None]) -> None:
+def symi_memory_register_rerankers(register: Callable[[RerankerSpec], None]) -> None:
     """Register rerankers.
 
     Call ``register(RerankerSpec(name=..., factory=...))``.
@@ -75,7 +84,7 @@ def symi_memory_register_rerankers(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
+def symi_memory_register_postprocessors(register: Callable[[PostProcessorSpec], None]) -> None:
     """Register search post-processors.
 
     Call ``register(PostProcessorSpec(name=..., factory=..., order=...))``.
@@ -140,7 +149,7 @@ def symi_memory_register_commands(subparsers: Any) -> None:
 
 
 @hookspec
-def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+def symi_memory_register_config_sections(register: Callable[[ConfigSection], None]) -> None:
     """Declare the typed config sections the plugin owns.
 
     Call ``register(ConfigSection(key=..., model=...))`` once per section.

@@ -8,14 +8,16 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .config import AgentView, Config, load_config
+from .config import AgentView, Config
 from .errors import SymiMemoryError
-from .pipeline import Pipeline, to_hits
+from .host import load_config
+from .pipeline import Pipeline
 from .plugins import Plugins, load_plugins, resolve_backend_name
+from .presentation import present
 from .sessions import message_times
 from .specs import (
     BackendContext,
@@ -26,6 +28,9 @@ from .specs import (
     StoredVectors,
 )
 from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
+
+if TYPE_CHECKING:
+    from .embedding import EmbeddingChoice
 
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
@@ -72,7 +77,7 @@ class Services:
     config: Config
     agent: AgentView
 
-    def choose_provider(self) -> Any:
+    def choose_provider(self) -> EmbeddingChoice:
         from .embedding import choose_provider
 
         return choose_provider(self.plugins, self.agent, self.config.data.get("models") or {})
@@ -80,7 +85,9 @@ class Services:
     def create_backend(self, name: str) -> MemoryBackend:
         """Build another registered backend for the same agent (qmd uses this for its fallback)."""
         spec = self.plugins.backend(name)
-        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self))
+        own = self.plugins.entry_settings("backends", name, self.agent.plugin_entries)
+        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self, spec=spec,
+                                           plugin_settings=own))
 
 
 def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
@@ -90,7 +97,8 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
         return None
     spec = plugins.reranker(name)
     ctx = RerankerContext(settings=rerank, models=config.data.get("models") or {}, env=dict(os.environ),
-                          model=rerank.get("model") or spec.default_model)
+                          model=rerank.get("model") or spec.default_model,
+                          plugin_settings=plugins.entry_settings("rerankers", name, agent.plugin_entries))
     try:
         return spec.factory(ctx)
     except ProviderUnavailable as exc:
@@ -195,7 +203,7 @@ class MemoryManager:
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace)
         citations = self.config.data["memory"]["citations"]
-        hits = to_hits(final, citations=citations, session_key=session_key)
+        hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
                               fallback=result.fallback, citations=citations)
 
@@ -285,6 +293,10 @@ class MemoryManager:
             return {"backend": "none", "plugin": None, "enabled": False, "workspaceDir": str(self.agent.workspace)}
         backend = self._require()
         out = dict(backend.status())
+        if self.backend_name is not None and ("backend" not in out or "plugin" not in out):
+            spec = self.plugins.backends.get(self.backend_name)
+            out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
+            out.setdefault("plugin", self.backend_name)
         out["supersession"] = self._supersession_status(backend)
         return out
 
@@ -347,9 +359,12 @@ def open_memory(
         return MemoryManager(config=config, agent=agent, plugins=loaded, backend=None, backend_name=None, pipeline=None)
     spec = loaded.backend(name)
     services = Services(plugins=loaded, config=config, agent=agent)
-    pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent))
+    pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
+                                      entries=agent.plugin_entries)
     try:
-        backend = spec.factory(BackendContext(config=config, agent=agent, services=services))
+        backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec,
+                                              plugin_settings=loaded.entry_settings("backends", name,
+                                                                                    agent.plugin_entries)))
     except BaseException:
         pipeline.close()
         raise

@@ -1,7 +1,11 @@
-"""After fusion: reranker -> post-processors -> sort -> minScore -> maxResults -> hits."""
+"""After fusion: reranker -> post-processors -> sort -> minScore -> maxResults.
+
+Turning the result into hits (snippets, citations) is :mod:`symi_memory.presentation`.
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -9,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .citations import apply_citation, format_citation, should_cite
 from .specs import PostProcessContext, PostProcessor, Reranker
-from .types import SNIPPET_MAX_CHARS, Candidate, MemoryHit, truncate_chars
+from .types import Candidate
 
 if TYPE_CHECKING:
     from .plugins import Plugins
@@ -21,6 +24,15 @@ __all__ = ["Pipeline", "SORT_ORDER"]
 log = logging.getLogger("symi_memory.search")
 
 SORT_ORDER = 500
+
+
+def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    p = params.get("plugin_settings")
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
 
 
 def _sorted(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -37,11 +49,22 @@ class Pipeline:
     clock: Any = time.time
 
     @classmethod
-    def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None) -> Pipeline:
+    def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None,
+                      *, entries: Mapping[str, Any] | None = None) -> Pipeline:
+        """Every registered post-processor whose factory returns one, in order.
+
+        ``entries`` is ``plugins.entries``: a factory that names a
+        ``plugin_settings`` parameter gets its plugin's table by keyword.
+        """
         hybrid = memory_search["query"]["hybrid"]
         procs = []
         for spec in plugins.postprocessors.values():
-            proc = spec.factory(hybrid)
+            if _takes_plugin_settings(spec.factory):
+                own = plugins.entry_settings("postprocessors", spec.name, entries or {})
+                factory: Any = spec.factory  # its signature names plugin_settings, checked just above
+                proc = factory(hybrid, plugin_settings=own)
+            else:
+                proc = spec.factory(hybrid)
             if proc is not None:
                 procs.append((spec.order, spec.name, proc))
         procs.sort(key=lambda p: (p[0], p[1]))
@@ -167,18 +190,3 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
         out.append(c)
     return out
 
-
-def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,
-            snippet_chars: int = SNIPPET_MAX_CHARS) -> list[MemoryHit]:
-    """Turn candidates into tool hits with snippets and, where wanted, citations."""
-    cite = should_cite(citations, session_key)
-    hits = []
-    for c in candidates:
-        snippet = truncate_chars(c.text, snippet_chars)
-        citation = format_citation(c.path, c.start_line, c.end_line)
-        if cite:
-            snippet = apply_citation(snippet, citation)
-        hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,
-                              snippet=snippet, source=c.source, citation=citation if cite else None,
-                              superseded_by=c.superseded_by, supersedes=c.supersedes))
-    return hits

@@ -18,10 +18,11 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginError
-from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
+from .specs import DEFAULT_BACKEND, BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = [
     "AUTOLOAD_ENV",
+    "DEFAULT_BACKEND",
     "EXTRA_PLUGINS_ENV",
     "ENTRY_POINT_GROUP",
     "PluginInfo",
@@ -43,7 +44,6 @@ EXTRA_PLUGINS_ENV = "SYMI_MEMORY_PLUGINS"
 #: ``SYMI_MEMORY_PLUGINS=symi_memory.testing.plugin``. Nothing sets it for you.
 LEGACY_TESTING_ENV = "SYMI_MEMORY_TESTING"
 OWN_DISTRIBUTION = "symi-memory"
-DEFAULT_BACKEND = "builtin-sqlite"
 
 _KINDS: dict[str, tuple[str, type]] = {
     "backends": ("symi_memory_register_backends", BackendSpec),
@@ -117,8 +117,9 @@ class Plugins:
     def disabled_config_defaults(self) -> dict[str, Any]:
         """The config keys the disabled plugins would contribute (so config holding them stays valid).
 
-        Imports each disabled plugin's hooks module only when asked; one that
-        fails to import contributes nothing.
+        Imports each disabled plugin's hooks module only when asked, and calls
+        its config hooks through a scratch plugin manager of its own (so it
+        registers nothing here); one that fails to import contributes nothing.
         """
         from .config.fields import deep_merge, defaults_of
 
@@ -126,17 +127,17 @@ class Plugins:
         for pid, ep in sorted(self.disabled.items()):
             sections: list[ConfigSection] = []
             try:
-                module = ep.load()
-                fn = getattr(module, "symi_memory_config_defaults", None)
-                contributed = fn() if callable(fn) else None
-                register_sections = getattr(module, "symi_memory_register_config_sections", None)
-                if callable(register_sections):
-                    register_sections(register=sections.append)
+                scratch = pluggy.PluginManager(hookspecs.PROJECT)
+                scratch.add_hookspecs(hookspecs)
+                scratch.register(ep.load(), name=pid)
+                contributed = scratch.hook.symi_memory_config_defaults()
+                scratch.hook.symi_memory_register_config_sections(register=sections.append)
             except Exception as exc:
                 log.debug("disabled plugin %r: cannot read its config keys (%s)", pid, exc)
                 continue
-            if isinstance(contributed, Mapping):
-                out = deep_merge(out, contributed)
+            for one in contributed:
+                if isinstance(one, Mapping):
+                    out = deep_merge(out, one)
             for spec in sections:
                 if not isinstance(spec, ConfigSection) or not attrs.has(spec.model):
                     continue
@@ -145,6 +146,19 @@ class Plugins:
                     nested = {part: nested}
                 out = deep_merge(out, nested)
         return out
+
+    def config_defaults(self) -> dict[str, Any]:
+        """The defaults the loaded plugins contribute through ``symi_memory_config_defaults``."""
+        return collect_config_defaults({}, self)
+
+    def entry_settings(self, kind: str, name: str, entries: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``plugins.entries.<id>`` table (``entries``) of the plugin that registered ``name`` among ``kind``.
+
+        ``{}`` when that plugin has no table there (or nobody registered ``name``).
+        """
+        owner = self.owners.get(kind, {}).get(name)
+        found = entries.get(owner) if owner is not None else None
+        return dict(found) if isinstance(found, Mapping) else {}
 
     def backend(self, name: str, key: str = "plugins.slots.memory") -> BackendSpec:
         return _pick(self.backends, name, key, "backend", self.failed)
@@ -193,6 +207,14 @@ class Plugins:
     def _register_fn(
         self, kind: str, spec_type: type[Any], plugin_id: str, registry: dict[str, Any], owners: dict[str, str]
     ) -> Callable[[Any], None]:
+        """The ``register`` callable one plugin's hook call gets.
+
+        Its ``registered`` list names what was registered through it, so a
+        wrapper (``hookwrapper``/``wrapper``) sees each plugin's registrations
+        after its ``yield``.
+        """
+        registered: list[str] = []
+
         def register(spec: Any) -> None:
             if not isinstance(spec, spec_type):
                 raise PluginError(
@@ -208,7 +230,9 @@ class Plugins:
                 )
             registry[spec.name] = spec
             owners[spec.name] = plugin_id
+            registered.append(spec.name)
 
+        register.registered = registered  # type: ignore[attr-defined]
         return register
 
 

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
+    from .config import AgentView, Config
+    from .embedding import EmbeddingChoice
+    from .plugins import Plugins
     from .types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "BatchingProvider",
     "Closeable",
     "ConfigSection",
+    "DEFAULT_BACKEND",
     "EmbeddingProvider",
     "MemoryBackend",
     "NotifiesSyncs",
@@ -84,7 +88,8 @@ class ProviderContext:
     dict with the spec's camelCase keys and every default filled in.
     ``models`` is the top-level ``models`` section (``models.providers.*``).
     ``model`` is the model to use (``memorySearch.model`` or None for the
-    provider's default).
+    provider's default). ``plugin_settings`` is ``plugins.entries.<id>`` of
+    the plugin that registered the provider (``{}`` when unset).
     """
 
     settings: Mapping[str, Any]
@@ -92,6 +97,7 @@ class ProviderContext:
     env: Mapping[str, str] = attrs.field(factory=dict)
     state_dir: Path = Path(".")
     model: str | None = None
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -130,12 +136,17 @@ class Reranker(Protocol):
 
 @attrs.frozen(kw_only=True)
 class RerankerContext:
-    """What a reranker factory may read: the ``query.rerank`` section plus keys."""
+    """What a reranker factory may read: the ``query.rerank`` section plus keys.
+
+    ``plugin_settings`` is ``plugins.entries.<id>`` of the plugin that
+    registered the reranker (``{}`` when unset).
+    """
 
     settings: Mapping[str, Any]
     models: Mapping[str, Any] = attrs.field(factory=dict)
     env: Mapping[str, str] = attrs.field(factory=dict)
     model: str | None = None
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -190,7 +201,10 @@ class PostProcessorSpec:
     """A post-processor registration.
 
     ``factory`` receives the ``query.hybrid`` section (camelCase dict) and
-    returns a processor, or None when config leaves it disabled. Processors
+    returns a processor, or None when config leaves it disabled. A factory
+    that also declares a ``plugin_settings`` parameter is given
+    ``plugins.entries.<id>`` of the plugin that registered it, by keyword
+    (like pluggy, only the arguments a function names are passed). Processors
     run by ascending ``order``; the core sorts by score between orders below
     500 and those at 500 or above (temporal decay is 100, supersession 450,
     MMR 600).
@@ -204,6 +218,10 @@ class PostProcessorSpec:
 
 # ------------------------------------------------------------------ backends
 
+#: The backend config selects when it names none (``plugins.slots.memory`` unset), and the
+#: one qmd-sidecar falls back to. The builtin-sqlite plugin registers it under this name.
+DEFAULT_BACKEND = "builtin-sqlite"
+
 
 @attrs.frozen(kw_only=True)
 class BackendContext:
@@ -212,12 +230,18 @@ class BackendContext:
     ``config`` is the whole :class:`symi_memory.config.Config`; ``agent`` is the
     resolved per-agent view (``agent.memory_search`` is the camelCase dict).
     ``services`` gives access to shared core machinery (embedding provider
-    resolution, the plugin registry, other backends for fallbacks).
+    resolution, the plugin registry, other backends for fallbacks). ``spec``
+    is the registration being built: a backend reports ``spec.status_name``
+    as ``status()["backend"]`` and ``spec.name`` as ``status()["plugin"]``.
+    ``plugin_settings`` is ``plugins.entries.<id>`` of the plugin that
+    registered the backend (``{}`` when unset).
     """
 
-    config: Any
-    agent: Any
+    config: Config
+    agent: AgentView
     services: BackendServices
+    spec: BackendSpec | None = None
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @runtime_checkable
@@ -344,9 +368,9 @@ class Closeable(Protocol):
 class BackendServices(Protocol):
     """The core machinery a backend factory receives as ``BackendContext.services``."""
 
-    plugins: Any
+    plugins: Plugins
 
-    def choose_provider(self) -> Any:
+    def choose_provider(self) -> EmbeddingChoice:
         """Resolve the agent's embedding provider (with fallback) as configured; never raises for a
         missing provider: the result says ``none`` and why."""
         ...
@@ -394,10 +418,21 @@ class ConfigSection:
 
 @attrs.frozen(kw_only=True)
 class BackendSpec:
-    """A memory backend registration. ``short_name`` is what status reports."""
+    """A memory backend registration.
+
+    ``name`` is what ``plugins.slots.memory`` selects. ``short_name`` is
+    what ``status()["backend"]`` reports (``builtin`` for builtin-sqlite,
+    ``qmd`` for qmd-sidecar); None means ``name``. The core fills in
+    ``backend`` and ``plugin`` for a backend whose status leaves them out.
+    """
 
     name: str
     factory: Callable[[BackendContext], MemoryBackend]
     short_name: str | None = None
     description: str = ""
+
+    @property
+    def status_name(self) -> str:
+        """The name ``status()["backend"]`` reports: ``short_name``, else ``name``."""
+        return self.short_name or self.name
 

@@ -20,6 +20,7 @@ __all__ = [
     "SyncReport",
     "BackendResult",
     "SNIPPET_MAX_CHARS",
+    "SnippetBudget",
     "truncate_chars",
 ]
 
@@ -100,6 +101,20 @@ class Candidate:
 
 
 @attrs.frozen(kw_only=True)
+class SnippetBudget:
+    """How much of its hits a search may show the agent (:mod:`symi_memory.presentation` applies it).
+
+    ``max_snippet_chars`` caps each snippet (never above
+    :data:`SNIPPET_MAX_CHARS`); ``max_injected_chars``, when set, caps the
+    total the agent sees, citation footers included: the hit that does not
+    fit is cut to the room left, and the hits after it are left out.
+    """
+
+    max_snippet_chars: int = SNIPPET_MAX_CHARS
+    max_injected_chars: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class BackendResult:
     """What a backend's ``search`` returns: fused candidates, best first.
 
@@ -107,7 +122,10 @@ class BackendResult:
     ``maxResults`` on ``candidates``. ``calibrated`` is False when the
     scores are not on symi-memory's 0..1 relevance scale (qmd's rounded
     BM25 gives 0 to every hit of a one-file collection); ``minScore`` is
-    then not applied, since it would drop good hits.
+    then not applied, since it would drop good hits. ``budget`` is the
+    backend's own limit on what the agent is shown (qmd's
+    ``memory.qmd.limits``); None means the core's default snippet cap.
+    Backends return full texts: the core cuts snippets and applies the budget.
     """
 
     candidates: tuple[Candidate, ...]
@@ -116,6 +134,7 @@ class BackendResult:
     model: str | None = None
     fallback: Fallback | None = None
     calibrated: bool = True
+    budget: SnippetBudget | None = None
 
 
 @attrs.frozen(kw_only=True)

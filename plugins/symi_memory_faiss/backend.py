@@ -33,4 +33,4 @@ def create_backend(ctx: BackendContext) -> Any:
         vectors.open()
         return vectors
 
-    return assemble_backend(ctx, make_vectors, short_name="faiss", plugin_name="faiss")
+    return assemble_backend(ctx, make_vectors)

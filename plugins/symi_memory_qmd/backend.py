@@ -18,9 +18,16 @@ from typing import Any
 
 import attrs
 
-from symi_memory.citations import should_cite
-from symi_memory.specs import MemoryBackend, StartableBackend
-from symi_memory.types import BackendResult, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
+from symi_memory.specs import DEFAULT_BACKEND, MemoryBackend, StartableBackend
+from symi_memory.types import (
+    BackendResult,
+    Fallback,
+    ReadResult,
+    SearchQuery,
+    SnippetBudget,
+    SyncProgress,
+    SyncReport,
+)
 from symi_memory.workspace import PathRules
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
@@ -29,7 +36,7 @@ from .parse import QmdParseError
 from .paths import is_qmd_path, read_qmd_path
 from .runner import QmdError, QmdRunner
 from .scope import check_scope
-from .search import QmdSearcher, apply_limits, hits_to_candidates
+from .search import QmdSearcher, hits_to_candidates
 from .settings import QmdSettings
 from .updater import UpdateScheduler
 
@@ -37,7 +44,7 @@ __all__ = ["QmdBackend"]
 
 log = logging.getLogger("symi_memory.qmd")
 
-FALLBACK_BACKEND = "builtin-sqlite"
+FALLBACK_BACKEND = DEFAULT_BACKEND
 STATE_FILE = "symi-state.json"
 
 
@@ -52,7 +59,6 @@ class QmdBackend:
         workspace: Path,
         state_dir: Path,
         extra_paths: Sequence[str] = (),
-        citations: str = "auto",
         fallback_factory: Callable[[], MemoryBackend | None] | None = None,
         retry_after_s: float = 60.0,
         start: bool = True,
@@ -62,7 +68,6 @@ class QmdBackend:
         self.workspace = Path(workspace).expanduser().resolve()
         self.state_dir = Path(state_dir).expanduser()
         self.home = self.state_dir / "agents" / agent_id / "qmd"
-        self.citations = citations
         self.retry_after_s = retry_after_s
         sess = settings.sessions
         self.sessions_source = self.state_dir / "agents" / agent_id / "sessions"
@@ -253,14 +258,12 @@ class QmdBackend:
             self._mark_failed(f"qmd search failed: {exc}")
             return self._from_fallback(query, self._failure or str(exc))
         self._clear_failure()
-        candidates = apply_limits(
-            hits_to_candidates(hits, self.by_name, self.workspace),
-            max_results=int(limits["maxResults"]),
-            max_snippet_chars=int(limits["maxSnippetChars"]),
-            max_injected_chars=int(limits["maxInjectedChars"]),
-            cite=should_cite(self.citations, query.session_key),
-        )
-        return BackendResult(candidates=tuple(candidates), mode="qmd", provider="qmd", calibrated=False)
+        candidates = hits_to_candidates(hits, self.by_name, self.workspace)[: int(limits["maxResults"])]
+        # The snippet and injected-text caps are applied by the core's presentation, like every backend's.
+        budget = SnippetBudget(max_snippet_chars=int(limits["maxSnippetChars"]),
+                               max_injected_chars=int(limits["maxInjectedChars"]))
+        return BackendResult(candidates=tuple(candidates), mode="qmd", provider="qmd", calibrated=False,
+                             budget=budget)
 
     def _kick_update(self) -> None:
         """Start a background update (debounced) so a qmd that was down gets retried.

@@ -33,7 +33,6 @@ def create_backend(ctx: BackendContext) -> MemoryBackend:
         workspace=agent.workspace,
         state_dir=agent.state_dir,
         extra_paths=list(agent.memory_search.get("extraPaths") or []),
-        citations=str(config.get("memory.citations")),
         fallback_factory=fallback,
         start=False,  # the manager calls start(); one-shot tools never arm timers
     )

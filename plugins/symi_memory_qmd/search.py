@@ -1,4 +1,4 @@
-"""Searching qmd: one call per collection, merged by best score, then the limits.
+"""Searching qmd: one call per collection, merged by best score.
 
 Several ``-c`` flags in one call misbehave in qmd, so every collection gets
 its own call. A mode that rejects one of our flags is retried with ``query``.
@@ -12,9 +12,6 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import attrs
-
-from symi_memory.citations import format_citation
 from symi_memory.types import Candidate
 
 from .collections import CollectionSpec
@@ -22,12 +19,9 @@ from .parse import QmdHit, is_flag_rejection, parse_search_output
 from .paths import display_path
 from .runner import QmdFailed, QmdRunner
 
-__all__ = ["QmdSearcher", "apply_limits", "hits_to_candidates"]
+__all__ = ["QmdSearcher", "hits_to_candidates"]
 
 log = logging.getLogger("symi_memory.qmd")
-
-_FOOTER = "\n\nSource: "
-
 
 class QmdSearcher:
     """Runs ``qmd <mode> <query> --json -n <limit> -c <collection>`` per collection."""
@@ -101,38 +95,3 @@ def hits_to_candidates(
         )
     return out
 
-
-def apply_limits(
-    candidates: Sequence[Candidate],
-    *,
-    max_results: int,
-    max_snippet_chars: int,
-    max_injected_chars: int,
-    cite: bool,
-) -> list[Candidate]:
-    """Cap the count, each snippet, and the total injected text.
-
-    The total counts what the agent will see: the trimmed snippet plus the
-    ``\\n\\nSource: path#L5-L7`` footer when citations apply. The last hit
-    that does not fit is cut to the room left, if any text still fits.
-    """
-    out: list[Candidate] = []
-    used = 0
-    for cand in candidates[: max(0, max_results)]:
-        text = cand.text.strip()[:max_snippet_chars].strip()
-        footer = len(_FOOTER) + len(format_citation(cand.path, cand.start_line, cand.end_line)) if cite else 0
-        room = max_injected_chars - used - footer
-        if room <= 0:
-            break
-        if len(text) > room:
-            text = text[:room].rstrip()
-            if text:
-                out.append(_with_text(cand, text))
-            break
-        out.append(_with_text(cand, text))
-        used += len(text) + footer
-    return out
-
-
-def _with_text(cand: Candidate, text: str) -> Candidate:
-    return attrs.evolve(cand, text=text)

@@ -1,15 +1,14 @@
-"""builtin-sqlite: the shared SQLite index with the exact numpy/sqlite-vec vector side."""
+"""The default backend: the shared SQLite index with the exact numpy/sqlite-vec vector side."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from symi_memory.index.backend import assemble_backend
-from symi_memory.index.vectors import ExactVectors
+from symi_memory.index import ExactVectors, assemble_backend
 from symi_memory.specs import BackendContext
 
 __all__ = ["create_backend"]
 
 
 def create_backend(ctx: BackendContext) -> Any:
-    return assemble_backend(ctx, ExactVectors, short_name="builtin", plugin_name="builtin-sqlite")
+    return assemble_backend(ctx, ExactVectors)

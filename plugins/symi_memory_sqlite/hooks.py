@@ -1,4 +1,4 @@
-"""Registers the default backend, ``builtin-sqlite``: apsw + FTS5 + sqlite-vec."""
+"""Registers the default backend, ``builtin-sqlite`` (:data:`symi_memory.specs.DEFAULT_BACKEND`): apsw + FTS5 + sqlite-vec."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import BackendContext, BackendSpec
+from symi_memory.specs import DEFAULT_BACKEND, BackendContext, BackendSpec
 
 
 def _create(ctx: BackendContext) -> Any:
@@ -17,5 +17,5 @@ def _create(ctx: BackendContext) -> Any:
 
 @hookimpl
 def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
-    register(BackendSpec(name="builtin-sqlite", short_name="builtin", factory=_create,
+    register(BackendSpec(name=DEFAULT_BACKEND, short_name="builtin", factory=_create,
                          description="SQLite index (FTS5 keyword + exact vectors, sqlite-vec accelerated)."))

@@ -61,7 +61,7 @@ def slow_plugins(delay: float = 0.0, calls_file: str | None = None) -> list[tupl
 
 
 def _open(state: str, ws: str, delay: float, calls_file: str | None, ms: dict[str, Any]) -> Any:
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
 

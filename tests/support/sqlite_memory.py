@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from symi_memory.config import load_config
+from symi_memory import load_config
 from symi_memory.config.fields import deep_merge
 from symi_memory.manager import MemoryManager, open_memory
 

@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--provider", default="none", help="embedding provider (none = keyword only)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
 
     pairs = [json.loads(line) for line in (HERE / "pairs.jsonl").read_text(encoding="utf-8").splitlines() if line]

@@ -93,17 +93,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     import apsw
 
     from ..errors import SymiMemoryError
+    from ..plugins import load_plugins
     from .app import App
 
+    # Set up before the plugins load, so a plugin that fails to import is reported in our format.
+    logging.basicConfig(level=logging.WARNING, format="symi-memory: %(levelname)s: %(message)s", stream=sys.stderr)
+    disabled = _disabled_plugins(argv)
     try:
-        parser = build_parser(argv)
+        # Loaded once: the parser's commands and the config (App) use the same plugins.
+        plugins = load_plugins(disabled)
+        parser = build_parser(argv, plugins=plugins)
     except SymiMemoryError as exc:
         print(f"symi-memory: error: {exc}", file=sys.stderr)
         return exc.exit_code
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="symi-memory: %(levelname)s: %(message)s", stream=sys.stderr)
-    app = App(args)
+    logging.getLogger().setLevel(logging.WARNING - 10 * min(args.verbose, 2))
+    app = App(args, plugins=plugins, plugins_disabled=disabled)
     try:
         return int(args.func(args, app) or 0)
     except SymiMemoryError as exc:

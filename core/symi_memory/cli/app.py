@@ -10,9 +10,10 @@ from typing import Any
 
 import attrs
 
-from ..config import Config, load_config
+from ..config import Config, config_from_raw, read_raw_config
 from ..errors import ConfigError
 from ..manager import MemoryManager, open_memory
+from ..plugins import Plugins, load_plugins
 
 __all__ = ["App", "workspace_state"]
 
@@ -27,13 +28,21 @@ class App:
     """One CLI invocation: loads config and the manager lazily, prints for people or JSON."""
 
     args: argparse.Namespace
+    #: The plugins the parser was built with, and the ``plugins.disabled`` they were loaded for.
+    plugins: Plugins | None = None
+    plugins_disabled: list[str] | None = None
     _config: Config | None = None
     _manager: MemoryManager | None = None
 
     @property
     def config(self) -> Config:
+        """The config, validated against the parser's plugins when the file disables the same ones."""
         if self._config is None:
-            self._config = load_config(self.args.config, state_dir=self.args.state_dir)
+            raw = read_raw_config(self.args.config, state_dir=self.args.state_dir)
+            plugins = self.plugins
+            if plugins is None or self.plugins_disabled != raw.disabled_plugins:
+                plugins = load_plugins(raw.disabled_plugins)
+            self._config = config_from_raw(raw, plugins)
         return self._config
 
     def manager(self, *, start: bool = False) -> MemoryManager:

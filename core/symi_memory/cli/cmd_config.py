@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..config import CONFIG_NAMES, find_config_file, validate_raw
+from ..config import CONFIG_NAMES, find_config_file
 from ..config.edit import parse_cli_value, set_key, to_toml, unset_key
 from ..errors import ConfigError
+from ..host import validate_raw
 from ..secrets import MASK, mask_url
 from .app import App
 

@@ -1,8 +1,11 @@
 """Loading, validating and resolving configuration.
 
-``load_config`` finds the file (``--config``, ``$SYMI_CONFIG``, then
-``symi.toml``/``symi.json5``/``symi.json`` in the state dir), validates it
-against the typed model in :mod:`.schema`, and returns a :class:`Config`.
+:func:`read_raw_config` finds the file (``--config``, ``$SYMI_CONFIG``, then
+``symi.toml``/``symi.json5``/``symi.json`` in the state dir) and parses it;
+:func:`config_from_raw` validates it against the typed model in :mod:`.schema`
+extended by the loaded plugins (a :class:`PluginConfig` the caller passes in)
+and returns a :class:`Config`. Config never loads plugins: the host does
+(:mod:`symi_memory.host`, whose ``load_config`` is the public one).
 ``Config.agent(id)`` resolves the per-agent view (defaults + ``agents.list[]``).
 """
 
@@ -14,7 +17,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -26,12 +29,16 @@ __all__ = [
     "CONFIG_NAMES",
     "AgentView",
     "Config",
+    "PluginConfig",
+    "RawConfig",
+    "config_from_raw",
     "default_state_dir",
     "find_config_file",
     "load_config",
     "parse_config_text",
     "read_config_file",
-    "validate_raw",
+    "read_raw_config",
+    "validate_with",
 ]
 
 log = logging.getLogger("symi_memory.config")
@@ -136,6 +143,8 @@ class AgentView:
     context_window: int
     user_timezone: str | None
     store_path: Path
+    #: ``plugins.entries`` (per-plugin settings keyed by plugin id), for the contexts plugins get.
+    plugin_entries: dict[str, Any] = attrs.field(factory=dict)
 
     @property
     def sessions_dir(self) -> Path:
@@ -201,6 +210,7 @@ class Config:
             context_window=merged["contextWindow"],
             user_timezone=merged.get("userTimezone"),
             store_path=Path(store).expanduser(),
+            plugin_entries=dict((self.data.get("plugins") or {}).get("entries") or {}),
         )
 
 
@@ -285,46 +295,51 @@ def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[
     return cleaned
 
 
-def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, Any]:
-    """Validate a raw config dict (with plugin defaults); raises ConfigError listing every problem."""
-    from ..plugins import collect_config_defaults, load_plugins, resolve_backend_name
+class PluginConfig(Protocol):
+    """What config needs from the loaded plugins (the host's :class:`~symi_memory.plugins.Plugins`).
 
-    disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
-    plugins = load_plugins(disabled if isinstance(disabled, list) else [])
-    schema = plugins.schema()
-    extra = collect_config_defaults(raw, plugins)
-    data = _validate_root(_without_disabled_keys(raw, plugins, extra, schema), origin, extra, schema)
-    # Names must resolve against what is installed, so `config set` refuses a typo up front.
-    full = deep_merge(defaults_of(schema), data)
-    name = resolve_backend_name(full)
-    if name is not None:
-        plugins.backend(name)
-    ms = full["agents"]["defaults"]["memorySearch"]
-    for key in ("provider", "fallback"):
-        if ms[key] not in ("auto", "none"):
-            plugins.provider(ms[key], key=f"agents.defaults.memorySearch.{key}")
-    if ms["query"]["rerank"]["provider"] != "none":
-        plugins.reranker(ms["query"]["rerank"]["provider"])
-    return data
-
-
-def load_config(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    state_dir: str | os.PathLike[str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    extra_defaults: Mapping[str, Any] | None = None,
-    plugins: Any = None,
-) -> Config:
-    """Find, parse and validate the configuration.
-
-    ``overrides`` is a camelCase dict merged over the file (used by tests and
-    embedders). ``extra_defaults`` are plugin-contributed defaults; when None
-    they are collected from the installed plugins. ``plugins`` is an already
-    loaded :class:`~symi_memory.plugins.Plugins` (by default the installed
-    ones minus ``plugins.disabled``); their typed config sections extend the
-    schema.
+    Config never loads plugins itself: the host reads the raw file
+    (:func:`read_raw_config`), loads the plugins it names, and passes them in.
     """
+
+    @property
+    def disabled(self) -> Mapping[str, Any]:
+        """The installed plugins ``plugins.disabled`` left out, by id."""
+        ...
+
+    def schema(self) -> type:
+        """The core's model with every loaded plugin's typed sections mounted."""
+        ...
+
+    def config_defaults(self) -> dict[str, Any]:
+        """The defaults plugins contribute through ``symi_memory_config_defaults``."""
+        ...
+
+    def disabled_config_defaults(self) -> dict[str, Any]:
+        """The keys the disabled plugins would contribute (ignored, with a warning)."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class RawConfig:
+    """The config file as read, before validation: what the host needs to load the plugins."""
+
+    data: dict[str, Any]
+    path: Path | None
+    state_dir: Path
+    origin: str = "config"
+
+    @property
+    def disabled_plugins(self) -> list[str]:
+        """``plugins.disabled`` as written (an invalid value is reported by validation, not here)."""
+        plugins = self.data.get("plugins")
+        disabled = plugins.get("disabled") if isinstance(plugins, Mapping) else None
+        return [p for p in disabled if isinstance(p, str)] if isinstance(disabled, list) else []
+
+
+def read_raw_config(path: str | os.PathLike[str] | None = None, *, state_dir: str | os.PathLike[str] | None = None,
+                    overrides: Mapping[str, Any] | None = None) -> RawConfig:
+    """Find and parse the config file (the documented lookup), with ``overrides`` merged over it."""
     sd = default_state_dir(state_dir)
     file = find_config_file(path, sd)
     raw: dict[str, Any] = {}
@@ -334,18 +349,54 @@ def load_config(
         raw = parse_config_text(read_config_file(file), file.suffix.lower(), origin)
     if overrides:
         raw = deep_merge(raw, overrides)
-    if plugins is None:
-        from ..plugins import load_plugins
+    return RawConfig(data=raw, path=file, state_dir=sd, origin=origin)
 
-        disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
-        # Loaded once here and reused by open_memory, so plugins import (and warn) once.
-        plugins = load_plugins(disabled if isinstance(disabled, list) else [])
-    if extra_defaults is None:
-        from ..plugins import collect_config_defaults
 
-        extra_defaults = collect_config_defaults(raw, plugins)
-        raw = _without_disabled_keys(raw, plugins, extra_defaults, plugins.schema())
+def validate_with(raw: Mapping[str, Any], plugins: PluginConfig, origin: str = "config") -> dict[str, Any]:
+    """Validate ``raw`` against the core model plus ``plugins``' sections and contributed defaults.
+
+    Returns the validated camelCase data (without defaults); raises
+    :class:`ConfigError` listing every problem. Keys only a disabled plugin
+    knows are dropped with one warning.
+    """
     schema = plugins.schema()
-    data = _validate_root(raw, origin, extra_defaults, schema)
-    full = deep_merge(deep_merge(defaults_of(schema), dict(extra_defaults or {})), data)
-    return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins, schema=schema)
+    extra = plugins.config_defaults()
+    return _validate_root(_without_disabled_keys(raw, plugins, extra, schema), origin, extra, schema)
+
+
+_REQUIRED = object()
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    state_dir: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    extra_defaults: Mapping[str, Any] | None = None,
+    plugins: PluginConfig = _REQUIRED,  # type: ignore[assignment]
+) -> Config:
+    """Find, parse and validate the configuration against ``plugins`` (already loaded).
+
+    Most callers want :func:`symi_memory.load_config`, which loads the plugins
+    the file names (minus ``plugins.disabled``) and calls this. ``overrides``
+    is a camelCase dict merged over the file; ``extra_defaults`` replaces the
+    defaults the plugins contribute.
+    """
+    if plugins is _REQUIRED:
+        raise TypeError("symi_memory.config.load_config needs the loaded plugins (plugins=...); "
+                        "symi_memory.load_config loads them for you")
+    raw = read_raw_config(path, state_dir=state_dir, overrides=overrides)
+    return config_from_raw(raw, plugins, extra_defaults=extra_defaults)
+
+
+def config_from_raw(raw: RawConfig, plugins: PluginConfig, *,
+                    extra_defaults: Mapping[str, Any] | None = None) -> Config:
+    """The validated :class:`Config` of a file already read, against the loaded ``plugins``."""
+    schema = plugins.schema()
+    data_in = raw.data
+    if extra_defaults is None:
+        extra_defaults = plugins.config_defaults()
+        data_in = _without_disabled_keys(data_in, plugins, extra_defaults, schema)
+    data = _validate_root(data_in, raw.origin, extra_defaults, schema)
+    full = deep_merge(deep_merge(defaults_of(schema), dict(extra_defaults)), data)
+    return Config(data=full, path=raw.path, state_dir=raw.state_dir, raw=data_in, plugins=plugins, schema=schema)

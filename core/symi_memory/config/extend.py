@@ -35,7 +35,8 @@ class Mount:
 
 
 def _snake(key: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower() + "_"
+    """An attribute name for a config key; plugin ids such as ``json-index`` are keys too."""
+    return re.sub(r"\W", "_", re.sub(r"(?<!^)(?=[A-Z])", "_", key)).lower() + "_"
 
 
 def _copy_field(field: attrs.Attribute, owner: str | None = None) -> Any:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import EmbeddingError
+from ..errors import BackendError, EmbeddingError
 from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
 from ..specs import BatchingProvider, Closeable, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
@@ -42,8 +42,9 @@ class IndexedBackend:
     choice: EmbeddingChoice
     indexer: Indexer
     vectors: VectorSide
-    short_name: str = "builtin"
-    plugin_name: str = "builtin-sqlite"
+    #: ``status()["backend"]`` and ``["plugin"]``: the registration's status name and name.
+    short_name: str
+    plugin_name: str
     scheduler: SyncScheduler | None = None
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
@@ -334,14 +335,19 @@ def _batch_enabled(ms: Any) -> bool:
     return bool(((ms.get("remote") or {}).get("batch") or {}).get("enabled", False))
 
 
-def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide], *, short_name: str,
-                     plugin_name: str) -> IndexedBackend:
+def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide]) -> IndexedBackend:
     """Build an :class:`IndexedBackend` for ``ctx`` (a BackendContext) with the given vector side.
+
+    Status names it by ``ctx.spec`` (the registration being built).
 
     The one assembly both SQLite-based backends share: open the store, build
     the vector side over it, choose the embedding provider. Whatever was
     opened is closed again if a later step fails.
     """
+    spec = ctx.spec
+    if spec is None:
+        raise BackendError("BackendContext.spec is missing: the manager passes the registration being built; "
+                           "build backends through open_memory() or BackendServices.create_backend()")
     vec = ctx.agent.memory_search["store"]["vector"]
     store = IndexStore.open(ctx.agent.store_path, vector_enabled=vec["enabled"], extension_path=vec["extensionPath"])
     vectors: VectorSide | None = None
@@ -356,4 +362,4 @@ def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide],
     indexer = Indexer(store=store, agent=ctx.agent, choice=choice, plugins=ctx.services.plugins,
                       models=ctx.config.data.get("models") or {})
     return IndexedBackend(agent=ctx.agent, store=store, choice=choice, indexer=indexer, vectors=vectors,
-                          short_name=short_name, plugin_name=plugin_name)
+                          short_name=spec.status_name, plugin_name=spec.name)

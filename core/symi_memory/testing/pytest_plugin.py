@@ -17,8 +17,10 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("symi-memory")
-    group.addoption("--symi-backend", default=os.environ.get("SYMI_BACKEND", "builtin-sqlite"),
-                    help="memory backend the conformance suite runs against (default builtin-sqlite)")
+    from symi_memory.specs import DEFAULT_BACKEND
+
+    group.addoption("--symi-backend", default=os.environ.get("SYMI_BACKEND", DEFAULT_BACKEND),
+                    help=f"memory backend the conformance suite runs against (default {DEFAULT_BACKEND})")
     group.addoption("--symi-config", default=None,
                     help="config file merged under the suite's own settings (e.g. memory.qmd.command)")
 
@@ -87,7 +89,7 @@ def open_conformance_memory(
     tmp_path: Path, symi_backend: str, symi_extra_config: dict[str, Any], symi_test_plugins: str
 ) -> Iterator[Callable[..., Any]]:
     """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
 
