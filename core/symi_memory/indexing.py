@@ -11,6 +11,9 @@ does for them, so every backend lists, chunks, embeds and scores alike:
   vectors by a failing provider, switches to the fallback provider, and hands
   the rows to a store in batches. Its store is anything following
   :class:`SyncStore`; give it yours.
+- :class:`SyncScheduler` starts syncs in the background as the builtin
+  backends do: the file watcher, ``sync.intervalMinutes``, the first search
+  of a session and a search that finds the index stale.
 - :class:`FileRow` and :class:`ChunkRow` are the rows it hands over;
   ``ChunkRow.embedding`` is float32 bytes (:func:`pack_vector`,
   :func:`unpack_vector`), or None without a provider.
@@ -31,6 +34,7 @@ from typing import Protocol
 
 from .index.indexer import Indexer, SyncCancelled, list_sources
 from .index.keyword import cjk_bigrams, fold, query_tokens
+from .index.scheduler import SyncScheduler
 from .index.store import ChunkRow, FileRow, pack_vector
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "FileRow",
     "Indexer",
     "SyncCancelled",
+    "SyncScheduler",
     "SyncStore",
     "cjk_bigrams",
     "fold",
