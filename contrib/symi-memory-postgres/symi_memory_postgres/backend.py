@@ -24,7 +24,15 @@ from symi_memory.errors import BackendError, EmbeddingError
 from symi_memory.fusion import score_hits
 from symi_memory.indexing import Indexer, SyncCancelled, SyncScheduler, list_sources
 from symi_memory.specs import BackendContext
-from symi_memory.types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
+from symi_memory.types import (
+    BackendResult,
+    Candidate,
+    Fallback,
+    ReadResult,
+    SearchQuery,
+    SyncProgress,
+    SyncReport,
+)
 from symi_memory.workspace import PathRules
 
 from .settings import PgSettings
@@ -132,6 +140,7 @@ class PostgresBackend:
                 raise BackendError(f"postgres: {self.last_error}" if not msg.startswith("postgres:") else
                                    f"{msg} (sync failed; the last synced state stays searchable)") from None
             self.last_error = None
+            self._vowners_at = -1e9  # re-read which owners' vectors match the query's model
         if self.scheduler:
             self.scheduler.mark_clean()
         return _merge(reports, reason, time.perf_counter() - started)
