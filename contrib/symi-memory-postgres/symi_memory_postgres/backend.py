@@ -95,7 +95,21 @@ class PostgresBackend:
     def _failure(self, exc: BaseException) -> str:
         if isinstance(exc, BackendError):
             return self.settings.scrub(str(exc))
+        from psycopg_pool import PoolTimeout
+
+        if isinstance(exc, PoolTimeout):
+            exc = self._diagnose() or exc
         return self.settings.scrub(f"postgres server unreachable ({self.settings.safe_dsn}): {_one_line(exc)}")
+
+    def _diagnose(self) -> BaseException | None:
+        """The pool only says it timed out; one direct attempt tells why (refused, unknown host, auth, ...)."""
+        import psycopg
+
+        try:
+            psycopg.connect(self.settings.dsn, connect_timeout=max(1, int(self.settings.connect_timeout))).close()
+        except psycopg.Error as exc:
+            return exc
+        return None
 
     def _transient(self) -> tuple[type[BaseException], ...]:
         import psycopg
@@ -187,7 +201,8 @@ class PostgresBackend:
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, self.settings.scrub(_one_line(exc)))
 
-    def is_stale(self) -> bool:
+    def is_stale(self, *, retry_pending: bool = True) -> bool:
+        """True when any file differs from the server's rows or the index identity changed."""
         def work(conn: Any) -> bool:
             for owner in self.owners:
                 store = self._store(conn, owner.name)
@@ -196,7 +211,8 @@ class PostgresBackend:
                     return True
                 files = list_sources(owner.indexer.agent)
                 owner.indexer.store = store
-                changed, removed = owner.indexer.changed_files(files, retry_pending=owner.indexer.retry_due())
+                changed, removed = owner.indexer.changed_files(
+                    files, retry_pending=retry_pending and owner.indexer.retry_due())
                 if removed or any(f.source != "sessions" for f in changed):
                     return True
             return False
