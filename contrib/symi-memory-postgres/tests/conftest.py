@@ -16,61 +16,12 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
-
-HERE = Path(__file__).resolve().parent
-CONTRIB = HERE.parent
-REPO = CONTRIB.parents[1]
-SCRIPT = REPO / ".ci" / "start-postgres.sh"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("SYMI_REQUIRE_POSTGRES", "").strip() in ("1", "true", "yes"):
-        pytest.fail(f"SYMI_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-@attrs.define
-class PgServer:
-    """A throwaway server: ``dsn`` reaches it; ``kill()`` crashes it, ``restart()`` brings it back."""
-
-    dir: Path
-    port: int
-
-    @property
-    def dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-
-    def _run(self, action: str) -> str:
-        proc = subprocess.run(["bash", str(SCRIPT), action, str(self.dir)], capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr.strip() or f"start-postgres.sh {action} failed")
-        return proc.stdout.strip()
-
-    def kill(self) -> None:
-        self._run("kill")
-
-    def restart(self) -> None:
-        self._run("restart")
-
-    def stop(self) -> None:
-        self._run("stop")
-
-    @classmethod
-    def start(cls) -> PgServer:
-        d = Path(tempfile.mkdtemp(prefix="symi-pg-"))
-        proc = subprocess.run(["bash", str(SCRIPT), "start", str(d)], capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            subprocess.run(["bash", str(SCRIPT), "stop", str(d)], capture_output=True, timeout=120)
-            raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "start failed")
-        return cls(dir=d, port=int(proc.stdout.strip().splitlines()[-1]))
+from pg_support import CONTRIB, SCRIPT, PgServer, unavailable
 
 
 @pytest.fixture(scope="session")
@@ -98,7 +49,7 @@ def _pg_server_or_reason() -> Iterator[PgServer | str]:
 @pytest.fixture
 def pg_server(_pg_server_or_reason: PgServer | str) -> PgServer:
     if isinstance(_pg_server_or_reason, str):
-        _unavailable(_pg_server_or_reason)
+        unavailable(_pg_server_or_reason)
     assert isinstance(_pg_server_or_reason, PgServer)
     return _pg_server_or_reason
 
@@ -145,12 +96,3 @@ def pg_schema(pg_server: PgServer) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
     except psycopg.Error:
         pass
-
-
-def pg_config(server: PgServer, schema: str, **postgres: Any) -> dict[str, Any]:
-    """Config selecting the postgres backend on ``server`` in ``schema``."""
-    return {
-        "plugins": {"slots": {"memory": "postgres"}},
-        "agents": {"defaults": {"memorySearch": {"store": {"postgres": {"dsn": server.dsn, "schema": schema,
-                                                                          "connectTimeout": 3.0, **postgres}}}}},
-    }

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import PgServer, pg_config
+from pg_support import PgServer, pg_config
 
 from symi_memory.config import load_config
 from symi_memory.config.fields import deep_merge

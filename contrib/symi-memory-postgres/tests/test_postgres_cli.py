@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PgServer
+from pg_support import PgServer
 
 pytestmark = pytest.mark.postgres
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PgServer, pg_config
+from pg_support import PgServer, pg_config
 
 from symi_memory.testing.conformance import *  # noqa: F403  (the suite's test functions)
 
