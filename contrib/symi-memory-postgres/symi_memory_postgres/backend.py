@@ -99,7 +99,10 @@ class PostgresBackend:
 
         if isinstance(exc, PoolTimeout):
             exc = self._diagnose() or exc
-        return self.settings.scrub(f"postgres server unreachable ({self.settings.safe_dsn}): {_one_line(exc)}")
+        state = getattr(exc, "sqlstate", None) or ""
+        # No SQLSTATE (the connection broke), connection exceptions (08) and shutdowns (57P): the server is gone.
+        what = "server unreachable" if not state or state.startswith(("08", "57P")) else f"server error {state}"
+        return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {_one_line(exc)}")
 
     def _diagnose(self) -> BaseException | None:
         """The pool only says it timed out; one direct attempt tells why (refused, unknown host, auth, ...)."""
@@ -116,6 +119,11 @@ class PostgresBackend:
         from psycopg_pool import PoolTimeout
 
         return (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+
+    def _server_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
 
     def _with_conn(self, work: Callable[[Any], Any], *, timeout: float | None = None) -> Any:
         """Run ``work(conn)``; once more on a fresh connection when the pooled one died (a server restart)."""
@@ -148,7 +156,7 @@ class PostgresBackend:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
             except SyncCancelled:
                 raise
-            except (BackendError, *self._transient()) as exc:
+            except (BackendError, *self._transient(), *self._server_errors()) as exc:
                 msg = self._failure(exc)
                 self.last_error = f"sync failed, the last synced state stays searchable: {msg}"
                 raise BackendError(f"postgres: {self.last_error}" if not msg.startswith("postgres:") else
@@ -164,7 +172,7 @@ class PostgresBackend:
         # A session-level advisory lock per owner: two processes (on any hosts) syncing the same agent or
         # scope take turns; the second then finds the first one's rows and has little left to do.
         key = lock_key("owner", self.settings.schema, owner.name)
-        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        _acquire(conn, key, owner.name)
         try:
             owner.indexer.store = self._store(conn, owner.name)
             self._announce_rebuild(owner)
@@ -241,7 +249,7 @@ class PostgresBackend:
             qvec = None
         try:
             return self._with_conn(lambda conn: self._search(conn, query, qvec), timeout=self.settings.connect_timeout)
-        except (BackendError, *self._transient()) as exc:
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
             msg = self._failure(exc)
             log.warning("postgres: search answered nothing: %s", msg)
             return BackendResult(candidates=(), mode="unavailable", provider=provider.id if provider else "none",
@@ -383,7 +391,7 @@ class PostgresBackend:
             if not dirty:
                 dirty = self._stale_quiet()
             base.update(live, dirty=dirty)
-        except (BackendError, *self._transient()) as exc:
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
             base["server"] = {"available": False, "error": self._failure(exc)}
         errors = [self.last_error] + [o.indexer.last_error for o in self.owners]
         base["lastError"] = next((e for e in errors if e), None)
@@ -466,6 +474,26 @@ class PostgresBackend:
         if self.choice.provider is not None:
             self.choice.provider.close()
         self.pool.close(timeout=2.0)
+
+
+OWNER_LOCK_WAIT = 900.0
+
+
+def _acquire(conn: Any, key: int, owner: str) -> None:
+    """Take the owner's session-level advisory lock, polling rather than waiting in the server.
+
+    A statement blocked in ``pg_advisory_lock`` keeps a snapshot open, and a
+    ``CREATE INDEX CONCURRENTLY`` run by the lock holder waits for every such
+    snapshot: a deadlock. Short ``pg_try_advisory_lock`` calls never block.
+    """
+    deadline = time.monotonic() + OWNER_LOCK_WAIT
+    pause = 0.02
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        if time.monotonic() > deadline:
+            raise BackendError(f"postgres: another process has been syncing {owner} for {OWNER_LOCK_WAIT:.0f} s; "
+                               "try again later")
+        time.sleep(pause)
+        pause = min(0.5, pause * 2)
 
 
 def _merge(reports: list[SyncReport], reason: str, seconds: float) -> SyncReport:

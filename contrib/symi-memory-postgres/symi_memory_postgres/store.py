@@ -26,6 +26,9 @@ log = logging.getLogger("symi_memory.postgres")
 
 SCHEMA_VERSION = 1
 INSERT_BATCH = 500
+# maintenance_work_mem for an HNSW build: the graph of 1M 384-d vectors needs ~2 GB to build in memory;
+# beyond this it still builds, more slowly.
+BUILD_MEMORY = "512MB"
 
 DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -116,6 +119,8 @@ class PgStore:
     schema: str
     owner: str
     hnsw: tuple[int, int] = (16, 64)  # m, ef_construction
+    _new_dims: set[int] = attrs.field(factory=set)
+    _known_dims: set[int] = attrs.field(factory=set)
 
     # ------------------------------------------------------------------ reads
 
@@ -153,6 +158,7 @@ class PgStore:
             self._q("DELETE FROM {s}.files WHERE owner = %s", (self.owner,))
             written = self._write(files)
             self._finish(skipped, meta)
+        self._ensure_hnsw()
         return written
 
     def replace_files(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, remove: Iterable[str] = (),
@@ -163,6 +169,7 @@ class PgStore:
                 self._drop(gone)
             written = self._write(files, replace=True)
             self._finish(skipped, meta)
+        self._ensure_hnsw()
         return written
 
     def _drop(self, paths: list[str]) -> None:
@@ -195,9 +202,12 @@ class PgStore:
     def _write_batch(self, batch: list[tuple[FileRow, list[ChunkRow]]], replace: bool) -> int:
         if replace:
             self._drop([f.path for f, _ in batch])
-        dims = {len(c.embedding) // 4 for _, rows in batch for c in rows if c.embedding}
-        for d in dims:
-            self._ensure_hnsw(d)
+        for d in {len(c.embedding) // 4 for _, rows in batch for c in rows if c.embedding} - self._known_dims:
+            valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                            (f"{self.schema}.{hnsw_index_name(d)}",)).fetchone()
+            if valid is None or not valid[0]:  # missing, being built elsewhere, or left invalid by a crash
+                self._new_dims.add(d)
+            self._known_dims.add(d)
         chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text,
                        document_terms(c.text), len(c.embedding) // 4 if c.embedding else None,
                        _vector_text(c.embedding) if c.embedding else None)
@@ -216,18 +226,44 @@ class PgStore:
                  for f, rows in batch])
         return len(chunk_rows)
 
-    def _ensure_hnsw(self, dims: int) -> None:
-        """The HNSW index for vectors of this width (an expression index: one column holds every width)."""
-        name = hnsw_index_name(dims)
-        if self._q("SELECT to_regclass(%s)", (f"{self.schema}.{name}",)).fetchone()[0] is not None:
-            return
-        if dims > 2000:
-            log.warning("postgres: %d-dimension vectors exceed HNSW's 2000; searches scan them exactly", dims)
-            return
-        self._q("SELECT pg_advisory_xact_lock(%s)", (lock_key("hnsw", self.schema, str(dims)),))
-        m, efc = self.hnsw
-        self._q(f"CREATE INDEX IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw ((embedding::vector({dims})) "
-                f"vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(efc)}) WHERE dims = {dims}")
+    def _ensure_hnsw(self) -> None:
+        """Build the HNSW index for vector widths written without one (one column holds every width).
+
+        Runs after the write transaction committed, never inside one: the index
+        is built ``CONCURRENTLY`` so other agents keep writing meanwhile, and
+        under a session-level advisory lock taken while this session holds no
+        table lock, and only tried (never waited for), so two processes never
+        deadlock or build it twice.
+        """
+        for dims in sorted(self._new_dims):
+            name = hnsw_index_name(dims)
+            if dims > 2000:
+                log.warning("postgres: %d-dimension vectors exceed HNSW's 2000; searches scan them exactly", dims)
+                continue
+            key = lock_key("hnsw", self.schema, str(dims))
+            # Never wait for it: a CONCURRENTLY build waits for every open transaction, a waiter's included.
+            # When another process holds it, that one is building the index; searches scan exactly meanwhile.
+            if not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                continue
+            try:
+                valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                                (f"{self.schema}.{name}",)).fetchone()
+                if valid is not None and not valid[0]:  # a build interrupted earlier
+                    self._q(f"DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{name}")
+                    valid = None
+                if valid is None:
+                    m, efc = self.hnsw
+                    log.info("postgres: building the HNSW index for %d-d vectors in %s", dims, self.schema)
+                    self.conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+                    try:
+                        self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
+                                f"((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, "
+                                f"ef_construction = {int(efc)}) WHERE dims = {dims}")
+                    finally:
+                        self.conn.execute("RESET maintenance_work_mem")
+            finally:
+                self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        self._new_dims.clear()
 
     # ------------------------------------------------------------------ cache
 

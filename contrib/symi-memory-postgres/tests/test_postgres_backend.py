@@ -302,3 +302,30 @@ def test_pgvector_missing_names_create_extension(tmp_path: Path, pg_server: PgSe
     finally:
         with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def test_many_agents_first_syncing_at_once_all_succeed(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """The first vectors create the HNSW index; agents writing meanwhile must neither deadlock nor fail."""
+    spaces = [make_workspace(tmp_path / f"a{i}", _many_files(tmp_path, 40, f"a{i}")) for i in range(6)]
+    mems = [open_pg(tmp_path / f"s{i}", pg_server, pg_schema, ws, agent_id=f"a{i}") for i, ws in enumerate(spaces)]
+    errors: list[BaseException] = []
+
+    def run(mem: MemoryManager) -> None:
+        try:
+            mem.sync()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        for i, ws in enumerate(spaces):
+            _count_check(pg_server, pg_schema, f"a{i}", ws)
+        assert mems[0].status()["vector"]["index"] == "hnsw"
+    finally:
+        for m in mems:
+            m.close()
