@@ -97,12 +97,15 @@ def ensure_schema(conn: Any, schema: str) -> None:
                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
 
 
+STAGE = "symi_memory_stage"
+STAGE_COLUMNS = "owner, cid, path, source, start_line, end_line, hash, text, terms, dims, embedding"
+STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, path text, source text, start_line integer, "
+             "end_line integer, hash text, text text, terms text, dims integer, embedding real[])")
+STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]"]
+
+
 def hnsw_index_name(dims: int) -> str:
     return f"chunks_hnsw_{dims}"
-
-
-def _vector_text(blob: bytes) -> str:
-    return "[" + ",".join(repr(x) for x in unpack_vector(blob)) + "]"
 
 
 @attrs.define
@@ -210,13 +213,22 @@ class PgStore:
             self._known_dims.add(d)
         chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text,
                        document_terms(c.text), len(c.embedding) // 4 if c.embedding else None,
-                       _vector_text(c.embedding) if c.embedding else None)
+                       unpack_vector(c.embedding) if c.embedding else None)
                       for _, rows in batch for c in rows]
         with self.conn.cursor() as cur:
-            cur.executemany(
+            # COPY into a session-local staging table, then one INSERT ... SELECT: an order of magnitude
+            # faster than row-by-row inserts, and the server computes the tsvector.
+            cur.execute(STAGE_DDL)
+            with cur.copy(f"COPY pg_temp.{STAGE} ({STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(STAGE_TYPES)
+                for row in chunk_rows:
+                    copy.write_row(row)
+            cur.execute(
                 f"INSERT INTO {self.schema}.chunks (owner, cid, path, source, start_line, end_line, hash, text, terms, "
-                "dims, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s), %s, %s::vector) "
-                "ON CONFLICT (owner, cid) DO NOTHING", chunk_rows)
+                f"dims, embedding) SELECT owner, cid, path, source, start_line, end_line, hash, text, "
+                f"to_tsvector('simple', terms), dims, embedding::vector FROM pg_temp.{STAGE} "
+                "ON CONFLICT (owner, cid) DO NOTHING")
+            cur.execute(f"TRUNCATE pg_temp.{STAGE}")
             cur.executemany(
                 f"INSERT INTO {self.schema}.files (owner, path, source, hash, mtime, size, chunks, bad_utf8, lines) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, path) DO UPDATE SET "
