@@ -37,7 +37,7 @@ from symi_memory.workspace import PathRules
 
 from .settings import PgSettings
 from .store import PgStore, ensure_schema, hnsw_index_name, lock_key
-from .terms import query_expression
+from .terms import bm25, token_expressions
 
 __all__ = ["PostgresBackend", "create_backend"]
 
@@ -45,6 +45,8 @@ log = logging.getLogger("symi_memory.postgres")
 
 INSTALL_HINT = 'the postgres backend needs psycopg 3 and psycopg_pool: pip install "psycopg[binary]" psycopg_pool'
 KEYWORD_OVERFETCH = 3
+DF_CAP = 20_000
+PRUNE_MIN_CHUNKS = 50
 SHARED_PREFIX = "@"
 
 
@@ -262,7 +264,24 @@ class PostgresBackend:
         if cached is not None:
             return cached
         s = self.settings.schema
-        ctes = ["q AS (SELECT to_tsquery('simple', %(tsq)s) AS q)"]
+        if text:
+            # Document frequency of each query token among the agent's chunks (capped), and their total: BM25's
+            # IDF, and which tokens are too common to match on (in more than half the chunks, as builtin-sqlite).
+            ctes = [
+                f"tok AS (SELECT u.ord, u.expr, (SELECT count(*) FROM (SELECT 1 FROM {s}.chunks c "
+                "WHERE c.owner = ANY(%(owners)s) AND c.source = ANY(%(sources)s) "
+                f"AND c.terms @@ to_tsquery('simple', u.expr) LIMIT {DF_CAP}) x) AS n "
+                "FROM unnest(%(exprs)s::text[]) WITH ORDINALITY AS u(expr, ord))",
+                f"tot AS (SELECT coalesce(sum(f.chunks), 0)::bigint AS n FROM {s}.files f "
+                "WHERE f.owner = ANY(%(owners)s) AND f.source = ANY(%(sources)s))",
+                "q AS (SELECT to_tsquery('simple', coalesce((SELECT string_agg(tok.expr, ' | ') FROM tok, tot "
+                f"WHERE tok.n > 0 AND (tok.n <= tot.n / 2 OR tot.n < {PRUNE_MIN_CHUNKS} "
+                "OR tok.n = (SELECT min(t2.n) FROM tok t2 WHERE t2.n > 0))), '')) AS q)",
+            ]
+            stats = "(SELECT array_agg(n ORDER BY ord) FROM tok), (SELECT n FROM tot)"
+        else:
+            ctes = ["q AS (SELECT ''::tsquery AS q)"]
+            stats = "NULL::bigint[], NULL::bigint"
         sides = []
         if text:
             ctes.append(
@@ -284,7 +303,7 @@ class PostgresBackend:
         in_vec = "c.id IN (SELECT id FROM vec)" if vector else "false"
         sql = (f"WITH {', '.join(ctes)}, ids AS ({' UNION '.join(sides)}) "
                f"SELECT c.id, c.cid, c.owner, c.path, c.source, c.start_line, c.end_line, c.text, {tscore}, {vscore}, "
-               f"f.mtime, {in_kw}, {in_vec} FROM ids JOIN {s}.chunks c ON c.id = ids.id CROSS JOIN q "
+               f"f.mtime, {in_kw}, {in_vec}, {stats} FROM ids JOIN {s}.chunks c ON c.id = ids.id CROSS JOIN q "
                f"LEFT JOIN {s}.files f ON f.owner = c.owner AND f.path = c.path")
         self._sql_cache[key] = sql
         return sql
@@ -293,7 +312,8 @@ class PostgresBackend:
         hybrid = self.agent.memory_search["query"]["hybrid"]
         sources = [s for s in query.sources if s in ("memory", "sessions")] or ["memory"]
         provider = self.choice.provider
-        tsq = query_expression(query.text)
+        exprs = token_expressions(query.text)
+        tsq = " | ".join(dict.fromkeys(exprs.values())) or None
         use_vec = qvec is not None
         use_text = (hybrid["enabled"] or not use_vec) and tsq is not None
         owners = [o.name for o in self.owners]
@@ -305,7 +325,8 @@ class PostgresBackend:
         if not use_text and not use_vec:
             return empty
         limit = query.candidate_limit
-        params: dict[str, Any] = {"tsq": tsq or "", "owners": owners, "sources": sources, "klim": limit}
+        params: dict[str, Any] = {"exprs": list(exprs.values()), "owners": owners, "sources": sources,
+                                  "klim": limit * KEYWORD_OVERFETCH}
         if use_vec:
             assert qvec is not None
             params.update(qv="[" + ",".join(repr(float(x)) for x in qvec) + "]", vlim=limit)
@@ -318,17 +339,25 @@ class PostgresBackend:
                 conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.ef_search)}")
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(sql, params).fetchall()
-        text_hits: dict[int, float] = {}
+        matched: dict[int, str] = {}
+        keyword: set[int] = set()
         vec_hits: dict[int, float] = {}
         texts: dict[int, str] = {}
         info: dict[int, tuple[Any, ...]] = {}
-        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec) in rows:
+        dfs: list[int] = []
+        total = 0
+        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec, df, tot) in rows:
             info[rid] = (cid, owner, path, source, start, end, body, mtime)
             texts[rid] = body
-            if t is not None and (in_kw or (use_vec and hybrid["enabled"])):
-                text_hits[rid] = float(t)
+            dfs, total = list(df or []), int(tot or 0)
+            if t is not None:
+                matched[rid] = body
+                if in_kw:
+                    keyword.add(rid)
             if v is not None and (in_vec or hybrid["enabled"]):
                 vec_hits[rid] = float(v)
+        text_hits = self._keyword_scores(list(exprs), dfs, total, matched, keyword, query.candidate_limit,
+                                         also_scored=use_vec and hybrid["enabled"])
         use_vec = use_vec and bool(params.get("vowners"))
         mode, scores, text_scores, idents = score_hits(query.text, hybrid, text_hits=text_hits, vector_hits=vec_hits,
                                                        texts=texts, use_vector=use_vec)
@@ -342,6 +371,26 @@ class PostgresBackend:
             for k, score in ordered
         )
         return attrs.evolve(empty, candidates=candidates, mode=mode)
+
+    def _keyword_scores(self, terms: list[str], dfs: list[int], total: int, matched: dict[int, str],
+                        keyword: set[int], limit: int, *, also_scored: bool) -> dict[int, float]:
+        """BM25 (as builtin-sqlite's FTS5 ranks) of the chunks matching the query, mapped into 0..1.
+
+        The server preselects ``limit * 3`` keyword candidates (by ``ts_rank_cd``, which has no IDF); BM25
+        reorders them and the best ``limit`` are the keyword side. With ``also_scored``, every other candidate
+        that matches (a vector hit) keeps its text score too.
+        """
+        if not matched or len(dfs) != len(terms):
+            return {}
+        common = [total >= PRUNE_MIN_CHUNKS and n > total / 2 for n in dfs]
+        present = [n for n in dfs if n > 0]
+        rarest = min(present) if present else 0
+        # Tokens left out of the match (too common, unless the rarest) do not score either.
+        weights = [n if not c or n == rarest else total for n, c in zip(dfs, common, strict=True)]
+        ranks = bm25(terms, weights, total, matched)
+        best = sorted((k for k in keyword), key=lambda k: (-ranks.get(k, 0.0), k))[:limit]
+        chosen = set(best) | (set(matched) if also_scored else set())
+        return {k: ranks[k] / (1.0 + ranks[k]) for k in chosen if ranks.get(k, 0.0) > 0}
 
     # Which owners' vectors are comparable, re-read from the server at most every few seconds.
     _vowners: list[str] = attrs.field(factory=list)

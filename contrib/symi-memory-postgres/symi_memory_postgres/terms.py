@@ -38,14 +38,53 @@ def query_tokens_all(text: str) -> list[str]:
 
 def query_expression(text: str) -> str | None:
     """A ``to_tsquery('simple', ...)`` expression: every query token, OR-joined; None without tokens."""
-    alts: list[str] = []
+    return " | ".join(dict.fromkeys(token_expressions(text).values())) or None
+
+
+def token_expressions(text: str) -> dict[str, str]:
+    """Each query token (folded) and the ``to_tsquery('simple', ...)`` expression matching it."""
+    alts: dict[str, str] = {}
     for token in query_tokens(text):
         term = _term(fold(token))
         bigrams = cjk_bigrams(token).split()
         if bigrams:
             phrase = " <-> ".join(_term(b) for b in bigrams)
             # One CJK character: any bigram starting with it (a prefix match on its encoding).
-            alts.append(f"({term} | ({phrase}))" if len(bigrams) > 1 else f"({term} | {phrase}:*)")
+            alts[fold(token)] = f"({term} | ({phrase}))" if len(bigrams) > 1 else f"({term} | {phrase}:*)"
         else:
-            alts.append(term)
-    return " | ".join(dict.fromkeys(alts)) or None
+            alts[fold(token)] = term
+    return alts
+
+
+K1, B = 1.2, 0.75
+
+
+def bm25(query_terms: list[str], doc_freq: list[int], total: int, texts: dict[int, str]) -> dict[int, float]:
+    """Okapi BM25 of each text (k1 1.2, b 0.75, as FTS5) for the folded query tokens.
+
+    ``doc_freq`` holds how many of the agent's ``total`` chunks match each
+    token (from the server); term frequencies and lengths come from the texts,
+    tokenized as they were indexed. CJK tokens count as substring occurrences.
+    Returns the FTS5-style rank magnitude (higher is better).
+    """
+    import math
+
+    if not texts:
+        return {}
+    idf = [max(1e-6, math.log(1 + (total - n + 0.5) / (n + 0.5))) for n in doc_freq]
+    tokens = {k: query_tokens_all(fold(t)) for k, t in texts.items()}
+    avgdl = max(1.0, sum(len(v) for v in tokens.values()) / len(tokens))
+    out: dict[int, float] = {}
+    for k, words in tokens.items():
+        counts: dict[str, int] = {}
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+        folded = fold(texts[k]) if any(cjk_bigrams(t) for t in query_terms) else ""
+        norm = K1 * (1 - B + B * len(words) / avgdl)
+        score = 0.0
+        for term, weight in zip(query_terms, idf, strict=True):
+            tf = counts.get(term, 0) or (folded.count(term) if cjk_bigrams(term) else 0)
+            if tf:
+                score += weight * tf * (K1 + 1) / (tf + norm)
+        out[k] = score
+    return out
