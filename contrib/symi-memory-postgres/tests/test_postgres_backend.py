@@ -329,3 +329,37 @@ def test_many_agents_first_syncing_at_once_all_succeed(tmp_path: Path, pg_server
     finally:
         for m in mems:
             m.close()
+
+
+def test_a_rare_word_outranks_a_common_one_repeated(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """Keyword ranking weighs words by rarity (BM25, as builtin-sqlite), not by how often any query word occurs."""
+    files = {f"memory/filler-{i:02d}.md": f"# Filler {i}\n\nthe project meeting notes, the project again\n"
+             for i in range(60)}
+    files["memory/answer.md"] = "# Answer\n\nthe project codename is zephyrine\n"
+    ws = make_workspace(tmp_path / "ws", files)
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+        # Neither holds every query word, so the exact-match floor does not decide: word weights do.
+        assert paths(mem, "project meeting zephyrine")[0] == "memory/answer.md"
+
+
+def test_the_plugin_imports_only_public_names() -> None:
+    """No underscore names and nothing from symi_memory.index (the SQLite engine's internals)."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "symi_memory_postgres"
+    offenders = []
+    for source in package.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("symi_memory") and node.level == 0:
+                mod = node.module or ""
+                if mod.startswith("symi_memory_postgres"):
+                    continue
+                if mod.startswith("symi_memory.index") and mod != "symi_memory.indexing" or any(
+                        part.startswith("_") for part in mod.split(".")):
+                    offenders.append(f"{source.name}: {mod}")
+                offenders += [f"{source.name}: {mod}.{a.name}" for a in node.names if a.name.startswith("_")]
+            elif isinstance(node, ast.Import):
+                offenders += [f"{source.name}: {a.name}" for a in node.names
+                              if a.name.startswith("symi_memory.") and not a.name.startswith("symi_memory_postgres")]
+    assert offenders == []
