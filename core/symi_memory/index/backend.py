@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..errors import EmbeddingError
 from ..fusion import score_hits
+from ..specs import BatchingProvider, Closeable, VectorSide
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
@@ -26,16 +27,6 @@ __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backen
 KEYWORD_OVERFETCH = 3
 
 log = logging.getLogger("symi_memory.backend")
-
-
-class VectorSide(Protocol):
-    """How a backend finds the nearest chunk vectors (rowids of the chunks table)."""
-
-    def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]: ...
-
-    def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
-
-    def status(self) -> dict[str, Any]: ...
 
 
 @attrs.define
@@ -200,14 +191,13 @@ class IndexedBackend:
                 **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
             },
             "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
-            "batch": {"enabled": ms["remote"]["batch"]["enabled"], **self._batch_status()},
+            "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
             "lastError": self.indexer.last_error,
         }
 
     def _batch_status(self) -> dict[str, Any]:
         p = self.choice.provider
-        status = getattr(p, "batch_status", None)
-        return dict(status()) if callable(status) else {}
+        return dict(p.batch_status()) if isinstance(p, BatchingProvider) else {}
 
     def _dims(self) -> int | None:
         row = self.store._read("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
@@ -224,10 +214,14 @@ class IndexedBackend:
             pass
         if self.choice.provider is not None:
             self.choice.provider.close()
-        closer = getattr(self.vectors, "close", None)
-        if closer is not None:  # a vector side with its own files (faiss) saves them here
-            closer()
+        if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
+            self.vectors.close()
         self.store.close()
+
+
+def _batch_enabled(ms: Any) -> bool:
+    """``memorySearch.remote.batch.enabled``; the section is the remote plugin's, absent when it is disabled."""
+    return bool(((ms.get("remote") or {}).get("batch") or {}).get("enabled", False))
 
 
 def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide], *, short_name: str,
@@ -245,7 +239,7 @@ def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide],
         vectors = make_vectors(store)
         choice = ctx.services.choose_provider()
     except BaseException:
-        if vectors is not None and hasattr(vectors, "close"):
+        if isinstance(vectors, Closeable):
             vectors.close()
         store.close()
         raise
