@@ -78,7 +78,7 @@ class PostgresBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
-    _server: dict[str, Any] | None = None
+    on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
 
     # ------------------------------------------------------------- plumbing
 
@@ -167,7 +167,10 @@ class PostgresBackend:
             self._vowners_at = -1e9  # re-read which owners' vectors match the query's model
         if self.scheduler:
             self.scheduler.mark_clean()
-        return _merge(reports, reason, time.perf_counter() - started)
+        report = _merge(reports, reason, time.perf_counter() - started)
+        if self.on_synced:
+            self.on_synced(report)
+        return report
 
     def _sync_owner(self, conn: Any, owner: Owner, reason: str, force: bool,
                     progress: Callable[[SyncProgress], None] | None) -> SyncReport:

@@ -9,23 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import BackendContext, BackendSpec
+from symi_memory.specs import BackendContext, BackendSpec, ConfigSection
 
-__all__ = ["DEFAULTS", "symi_memory_config_defaults", "symi_memory_register_backends"]
-
-DEFAULTS: dict[str, Any] = {
-    # libpq connection string or URL; empty means the SYMI_PG_DSN environment variable.
-    "dsn": "",
-    # The PostgreSQL schema holding the tables (created on first use).
-    "schema": "symi_memory",
-    # The id rows are scoped by; empty means the agent id. Unique per agent across the fleet.
-    "agentId": "",
-    "poolSize": 4,
-    "connectTimeout": 5.0,
-    "hnsw": {"m": 16, "efConstruction": 64, "efSearch": 100},
-    # Shared scopes this agent reads and syncs: scope NAME is the folder <root>/NAME (MEMORY.md + memory/).
-    "scopes": {"shared": [], "root": ""},
-}
+__all__ = ["symi_memory_register_backends", "symi_memory_register_config_sections"]
 
 
 def _create(ctx: BackendContext) -> Any:
@@ -42,8 +28,9 @@ def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
 
 
 @hookimpl
-def symi_memory_config_defaults() -> dict[str, Any]:
-    """Make ``memorySearch.store.postgres.*`` known keys (per agent, like every memorySearch key)."""
-    import copy
+def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+    """``memorySearch.store.postgres.*``: per agent, like every memorySearch key."""
+    from .config_schema import PostgresSettings
 
-    return {"agents": {"defaults": {"memorySearch": {"store": {"postgres": copy.deepcopy(DEFAULTS)}}}}}
+    register(ConfigSection(key="agents.defaults.memorySearch.store.postgres", model=PostgresSettings,
+                           doc="Settings of the postgres backend (plugin postgres, contrib/symi-memory-postgres)."))

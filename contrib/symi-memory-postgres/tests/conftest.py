@@ -81,6 +81,8 @@ def _plugin_installed(_plugin_site: Path | None, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(_plugin_site), os.environ.get("PYTHONPATH")])))
     for var in ("SYMI_PG_DSN", "SYMI_CONFIG", "SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD"):
         monkeypatch.delenv(var, raising=False)
+    # The test fakes (the deterministic `hash` provider), here and in the CLI subprocesses.
+    monkeypatch.setenv("SYMI_MEMORY_PLUGINS", "symi_memory.testing.plugin")
     return _plugin_site
 
 

@@ -50,8 +50,13 @@ def test_search_finds_by_keyword_and_vector_and_reports_hybrid(tmp_path: Path, p
     ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\n- The deploy key rotates every 90 days.\n",
                                           "memory/2026-01-01.md": "# Jan\n\nquokka sighting at the harbour\n"})
     with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        from symi_memory.specs import MemoryBackend, NotifiesSyncs, StalenessAware
+
+        assert all(isinstance(mem.backend, p) for p in (MemoryBackend, NotifiesSyncs, StalenessAware))
+        seen: list[Any] = []
+        mem.backend.on_synced = seen.append
         report = mem.sync()
-        assert report.full and report.files_indexed == 2 and report.chunks_written == 2
+        assert report.full and report.files_indexed == 2 and report.chunks_written == 2 and seen == [report]
         resp = mem.search("quokka harbour", min_score=0)
         assert resp.mode == "hybrid" and resp.provider == "hash"
         assert resp.results[0].path == "memory/2026-01-01.md" and resp.results[0].start_line == 1

@@ -19,7 +19,7 @@ SECRET = "hunter2secret"
 
 def cli(state: Path, *args: str, dsn: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYMI_")}
-    env.update(SYMI_PG_DSN=dsn, SYMI_MEMORY_TESTING="1")
+    env.update(SYMI_PG_DSN=dsn, SYMI_MEMORY_PLUGINS="symi_memory.testing.plugin")
     return subprocess.run([sys.executable, "-m", "symi_memory.cli", "--state-dir", str(state), *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
