@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from .. import tools
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
 from .app import App, workspace_state
@@ -177,7 +177,11 @@ def _ensure_fresh(app: App) -> None:
     else:
         stale = bool(st.get("dirty")) or not st.get("files")
     if stale:
-        manager.sync(reason="cli-search")
+        try:
+            manager.sync(reason="cli-search")
+        except BackendError as exc:
+            # A backend that cannot sync now (its server is down) still answers from its last synced state.
+            print(f"symi-memory: warning: {exc}", file=sys.stderr)
 
 
 def run_search(args: argparse.Namespace, app: App) -> int:
