@@ -72,6 +72,15 @@ class SyncStore(Protocol):
 
     def get_meta(self, key: str) -> str | None: ...
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Store one of the indexer's facts (failed files, the last sync's result) for this agent."""
+        ...
+
+    @property
+    def vec_dims(self) -> int | None:
+        """The dimension of the stored vectors, None when there are none (a batch of another is refused)."""
+        ...
+
     def files(self) -> dict[str, FileRow]:
         """Every indexed file of this store, by path."""
         ...

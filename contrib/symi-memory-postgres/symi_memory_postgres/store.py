@@ -134,6 +134,19 @@ class PgStore:
         row = self._q("SELECT value FROM {s}.owner_meta WHERE owner = %s AND key = %s", (self.owner, key)).fetchone()
         return row[0] if row else None
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Record one of this owner's sync facts (failed files, the last sync's result)."""
+        with self.conn.transaction():
+            self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))
+
+    @property
+    def vec_dims(self) -> int | None:
+        """The dimension of this owner's stored vectors, None when it has none."""
+        row = self._q("SELECT dims FROM {s}.chunks WHERE owner = %s AND dims IS NOT NULL LIMIT 1",
+                      (self.owner,)).fetchone()
+        return int(row[0]) if row else None
+
     def files(self) -> dict[str, FileRow]:
         rows = self._q("SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM {s}.files WHERE owner = %s",
                        (self.owner,)).fetchall()
