@@ -183,7 +183,15 @@ def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str
             return {"path": "", "bytesWritten": 0, "error": f"allowDuplicate must be true or false, got {allow!r}"}
         return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be written as UTF-8: the plain tool answers with its error shape.
+        return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
+    try:
         return manager.append(text, target=target, allow_duplicate=allow)
     except SymiMemoryError as exc:
         log.info("memory_append refused: %s", exc)
         return {"path": "", "bytesWritten": 0, "error": str(exc)}
+    except Exception as exc:  # a tool must answer, whatever broke underneath
+        log.exception("memory_append failed")
+        return {"path": "", "bytesWritten": 0, "error": f"memory append failed: {exc}"}
