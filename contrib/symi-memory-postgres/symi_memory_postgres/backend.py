@@ -83,7 +83,8 @@ class PostgresBackend:
     # ------------------------------------------------------------- plumbing
 
     def start(self) -> None:
-        self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync, check_stale=self._stale_quiet)
+        self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
+                                       check_stale=lambda for_search: self.is_stale(any_session_change=for_search))
         self.scheduler.start()
 
     def _connection(self, timeout: float | None = None) -> Any:
@@ -150,6 +151,7 @@ class PostgresBackend:
             if self._closing:
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
             started = time.perf_counter()
+            changes = self.scheduler.changes if self.scheduler else 0
             reports: list[SyncReport] = []
             try:
                 with self._connection() as conn:
@@ -166,7 +168,7 @@ class PostgresBackend:
             self.last_error = None
             self._vowners_at = -1e9  # re-read which owners' vectors match the query's model
         if self.scheduler:
-            self.scheduler.mark_clean()
+            self.scheduler.mark_clean(changes)
         report = _merge(reports, reason, time.perf_counter() - started)
         if self.on_synced:
             self.on_synced(report)
@@ -214,23 +216,37 @@ class PostgresBackend:
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, self.settings.scrub(_one_line(exc)))
 
-    def is_stale(self, *, retry_pending: bool = True) -> bool:
-        """True when any file differs from the server's rows or the index identity changed."""
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+        """True when any file differs from the server's rows or the index identity changed.
+
+        As builtin-sqlite's: a transcript that grew counts at once, unless ``any_session_change``
+        is false (the background check), then only past the delta thresholds. Raises
+        :class:`~symi_memory.errors.BackendError` (one line) when the server cannot be reached.
+        """
         def work(conn: Any) -> bool:
             for owner in self.owners:
                 store = self._store(conn, owner.name)
                 ident = store.get_meta("identity")
                 if ident is None or json.loads(ident) != owner.indexer.index_identity():
                     return True
-                files = list_sources(owner.indexer.agent)
                 owner.indexer.store = store
                 changed, removed = owner.indexer.changed_files(
-                    files, retry_pending=retry_pending and owner.indexer.retry_due())
+                    list_sources(owner.indexer.agent), retry_pending=retry_pending and owner.indexer.retry_due(),
+                    retry_failed=False)
                 if removed or any(f.source != "sessions" for f in changed):
                     return True
+                if any_session_change and changed:
+                    return True
+                if changed:
+                    indexed = store.files()
+                    if any(owner.indexer.session_due(f, indexed.get(f.path)) for f in changed):
+                        return True
             return False
 
-        return bool(self._with_conn(work))
+        try:
+            return bool(self._with_conn(work))
+        except (*self._transient(), *self._server_errors()) as exc:
+            raise BackendError(self._failure(exc)) from None
 
     def _stale_quiet(self) -> bool:
         try:

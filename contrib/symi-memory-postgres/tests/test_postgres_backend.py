@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,22 @@ def test_killing_the_server_mid_sync_loses_nothing(tmp_path: Path, pg_schema: st
             assert st["files"] == 720 and st["chunks"] == 720 and st["lastError"] is None and st["dirty"] is False
     finally:
         server.stop()
+
+
+def test_a_search_notices_a_new_file_without_the_watcher(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """A long-lived manager's staleness check (the safety net for lost watcher events) syncs a new file."""
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe kettle is descaled monthly\n"})
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "hash", "sync": {"watch": False, "onSessionStart": False}}}}})
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=overrides)
+    with open_memory(cfg, workspace=ws, start=True) as mem:
+        mem.sync()
+        make_workspace(ws, {"memory/2026-02-02.md": "# Feb\n\nthe albatross ringing permit arrived\n"})
+        deadline = time.monotonic() + 20
+        while "memory/2026-02-02.md" not in paths(mem, "albatross permit"):
+            assert time.monotonic() < deadline, mem.status()
+            time.sleep(0.3)
+        assert mem.status()["lastError"] is None
 
 
 def test_two_processes_syncing_one_agent_do_not_duplicate(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:

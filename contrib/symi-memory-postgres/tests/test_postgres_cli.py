@@ -72,6 +72,9 @@ def test_server_down_is_one_line(tmp_path: Path, pg_schema: str) -> None:
     assert len(errors) == 1 and "unreachable" in errors[0] and "Connection refused" in errors[0]
     search = cli(state, "--workspace", str(ws), "search", "anything", "--json", dsn=dsn)
     assert search.returncode == 0 and "Traceback" not in search.stderr
+    # One line says why (the search's own), not one per step that found the server down.
+    said = search.stderr.strip().splitlines()
+    assert len(said) == 1 and "unreachable" in said[0], search.stderr
     out = json.loads(search.stdout)
     assert out["results"] == [] and "unreachable" in out["fallback"]["reason"]
     assert SECRET not in index.stderr + search.stdout + search.stderr
