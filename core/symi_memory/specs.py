@@ -270,6 +270,9 @@ class StalenessAware(Protocol):
     answering. ``retry_pending=False`` means "files that only wait for vectors
     (a provider outage) do not count": they are searchable by keyword already.
     Backends without it are judged by ``status()["dirty"]`` and ``["files"]``.
+    When it cannot tell because its store is unreachable (a database server
+    down), it raises :class:`~symi_memory.errors.BackendError` with a one-line
+    reason: the search then runs without a sync and reports the outage itself.
     """
 
     def is_stale(self, *, retry_pending: bool = True) -> bool: ...
