@@ -297,3 +297,23 @@ def test_fast_start_gives_the_same_vectors_and_switches_to_the_optimised_session
         time.sleep(0.05)
     assert fast.session.get_session_options().graph_optimization_level == level.ORT_ENABLE_ALL
     assert cos(fast.embed_query("short one"), provider.embed_query("short one")) > 0.9999
+
+
+def test_a_process_that_exits_while_the_optimised_session_builds_exits_cleanly(tmp_path):
+    """A one-shot ``search`` that indexes first embeds twice, which starts the optimised build; the process
+    then exits at once. It used to abort in ONNX Runtime's teardown (SIGABRT, exit 134) nearly every time."""
+    script = tmp_path / "one_shot.py"
+    script.write_text(textwrap.dedent(f"""
+        from pathlib import Path
+        from symi_memory_local.integrity import MINILM_ONNX_SHA256, bundled_tokenizer
+        from symi_memory_local.onnx_embedder import load_onnx_embedder
+
+        e = load_onnx_embedder(Path({str(MODEL_FILE)!r}), bundled_tokenizer(), model="m",
+                               model_sha256=MINILM_ONNX_SHA256, threads=1, fast_start=True)
+        e.embed_documents(["router notes from the old flat"])
+        e.embed_query("router")
+        print("embedded")
+    """), encoding="utf-8")
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        assert (proc.returncode, proc.stdout.strip()) == (0, "embedded"), proc.stderr[-500:]

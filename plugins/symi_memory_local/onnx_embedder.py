@@ -75,7 +75,10 @@ class OnnxEmbedder:
             if self.session is not None:
                 self.session = session
 
-        threading.Thread(target=swap, name="symi-local-optimise", daemon=True).start()
+        # Not a daemon: a process that exits while ONNX Runtime is still building the session (a one-shot
+        # `search` that indexed first: documents, then the query) aborted in its C++ teardown (SIGABRT).
+        # Python waits for the build at exit instead, a few hundred milliseconds at most.
+        threading.Thread(target=swap, name="symi-local-optimise", daemon=False).start()
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit vectors for ``texts``, in order."""
