@@ -294,10 +294,13 @@ class NotifiesSyncs(Protocol):
 class StoredVectors(Protocol):
     """Optional backend capability: hand out the stored vectors of candidates.
 
-    A backend that stores chunk vectors (builtin-sqlite, faiss) implements
-    ``candidate_vectors(ids) -> {id: [float, ...]}`` for ``Candidate.id``
-    values of its own results, reading them through its store (never
-    re-embedding). The core passes it to post-processors as
+    A backend that stores chunk vectors (builtin-sqlite, faiss, the contrib
+    postgres backend) implements ``candidate_vectors(ids) -> {id: [float, ...]}``
+    for ``Candidate.id`` values of its own results, reading them through its
+    store (never re-embedding). Ids must be unique among a search's
+    candidates (a backend holding several scopes qualifies them), and only
+    vectors comparable with the query's (same provider and model) come back;
+    a candidate left out is judged without one. The core passes it to post-processors as
     ``PostProcessContext.vectors``. Backends without vectors (qmd-sidecar)
     leave it out; ``status()["supersession"]`` then says what is not applied.
     """

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -383,7 +383,7 @@ class PostgresBackend:
         prefixes = {o.name: o.prefix for o in self.owners}
         ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         candidates = tuple(
-            Candidate(id=info[k][0], path=prefixes.get(info[k][1], "") + info[k][2], source=info[k][3],
+            Candidate(id=prefixes.get(info[k][1], "") + info[k][0], path=prefixes.get(info[k][1], "") + info[k][2], source=info[k][3],
                       start_line=info[k][4], end_line=info[k][5], text=info[k][6], score=score,
                       vector_score=vec_hits.get(k), text_score=text_scores.get(k), mtime=info[k][7],
                       identifier_match=k in idents)
@@ -424,6 +424,62 @@ class PostgresBackend:
         self._vowners = [o for o, v in rows if json.loads(v) == json.loads(ident[o])]
         self._vowners_at = time.monotonic()
         return self._vowners
+
+    # ------------------------------------------------ supersession and dedup
+
+    def _split_id(self, cid: str) -> tuple[str, str]:
+        """A candidate id back to (owner, chunk id): shared scopes' ids carry their ``@NAME/`` prefix."""
+        if cid.startswith(SHARED_PREFIX) and "/" in cid:
+            scope, rest = cid.split("/", 1)
+            return scope, rest
+        return self.settings.owner, cid
+
+    def candidate_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored vectors of these candidates (``StoredVectors``), read from the server, never re-embedded.
+
+        Only vectors comparable with this agent's (owners indexed by the current provider and model)
+        come back; a candidate without one is judged without it. The server unreachable: none.
+        """
+        wanted = {cid: self._split_id(cid) for cid in ids}
+        if not wanted:
+            return {}
+        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+
+        def work(conn: Any) -> dict[str, list[float]]:
+            comparable = set(self._current_owners(conn, ident) if self._identity_stale() else self._vowners)
+            owners = sorted({o for o, _ in wanted.values() if o in comparable})
+            if not owners:
+                return {}
+            rows = conn.execute(f"SELECT owner, cid, embedding::real[] FROM {self.settings.schema}.chunks "
+                                "WHERE owner = ANY(%s) AND cid = ANY(%s) AND embedding IS NOT NULL",
+                                (owners, sorted({c for _, c in wanted.values()}))).fetchall()
+            got = {(o, c): list(v) for o, c, v in rows}
+            return {cid: got[key] for cid, key in wanted.items() if key in got}
+
+        try:
+            return dict(self._with_conn(work, timeout=self.settings.connect_timeout))
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
+            log.warning("postgres: stored vectors unavailable, supersession skipped: %s", self._failure(exc))
+            return {}
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Embed ``texts`` with the index's provider (``EmbedsTexts``: dedup compares lines by meaning).
+
+        None without a provider, or while this agent's stored vectors come from another provider or
+        model (a rebuild pending): they would not be comparable.
+        """
+        provider = self.choice.provider
+        if provider is None:
+            return None
+        own = self.owners[0]
+        try:
+            stored = self._with_conn(lambda conn: self._store(conn, own.name).get_meta("identity"),
+                                     timeout=self.settings.connect_timeout)
+        except (BackendError, *self._transient(), *self._server_errors()):
+            stored = None
+        if stored is None or json.loads(stored) != own.indexer.index_identity():
+            return None
+        return provider.embed_documents(list(texts))
 
     # ----------------------------------------------------------------- other
 

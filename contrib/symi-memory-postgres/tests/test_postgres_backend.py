@@ -16,6 +16,7 @@ from symi_memory.config import load_config
 from symi_memory.config.fields import deep_merge
 from symi_memory.errors import BackendError
 from symi_memory.manager import MemoryManager, open_memory
+from symi_memory.types import SearchQuery
 
 pytestmark = pytest.mark.postgres
 
@@ -125,6 +126,24 @@ def test_shared_scope_is_visible_only_to_agents_that_opt_in(tmp_path: Path, pg_s
         assert rows(pg_server, f"SELECT owner, count(*) FROM {pg_schema}.chunks WHERE owner LIKE '@%%' GROUP BY owner") == [
             ("@team", 1)]
         assert alice.status()["owners"]["@team"]["chunks"] == 1
+
+
+def test_a_shared_copy_of_a_note_keeps_its_own_identity_and_vector(tmp_path: Path, pg_server: PgServer,
+                                                                    pg_schema: str) -> None:
+    """The same file in the agent's folder and in a shared scope: two candidates, each with its stored vector."""
+    note = {"memory/2026-05-05.md": "# May\n\nthe heron census starts at dawn\n"}
+    shared = make_workspace(tmp_path / "shared" / "team", note)
+    own = make_workspace(tmp_path / "alice", note)
+    scopes = {"shared": ["team"], "root": str(shared.parent)}
+    with open_pg(tmp_path, pg_server, pg_schema, own, agent_id="alice", scopes=scopes) as alice:
+        alice.sync()
+        cands = alice.backend.search(SearchQuery(text="heron census", max_results=4, min_score=0.0,
+                                                 candidate_limit=8)).candidates
+        assert sorted(c.path for c in cands) == ["@team/memory/2026-05-05.md", "memory/2026-05-05.md"]
+        assert len({c.id for c in cands}) == 2
+        vecs = alice.backend.candidate_vectors([c.id for c in cands])
+        assert set(vecs) == {c.id for c in cands} and all(len(v) == 384 for v in vecs.values())
+        assert alice.backend.candidate_vectors(["no-such-id"]) == {}
 
 
 def test_embedding_cache_is_shared_across_agents(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
