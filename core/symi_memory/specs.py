@@ -294,6 +294,9 @@ class StalenessAware(Protocol):
     answering. ``retry_pending=False`` means "files that only wait for vectors
     (a provider outage) do not count": they are searchable by keyword already.
     Backends without it are judged by ``status()["dirty"]`` and ``["files"]``.
+    When it cannot tell because its store is unreachable (a database server
+    down), it raises :class:`~symi_memory.errors.BackendError` with a one-line
+    reason: the search then runs without a sync and reports the outage itself.
     """
 
     def is_stale(self, *, retry_pending: bool = True) -> bool: ...
@@ -315,10 +318,13 @@ class NotifiesSyncs(Protocol):
 class StoredVectors(Protocol):
     """Optional backend capability: hand out the stored vectors of candidates.
 
-    A backend that stores chunk vectors (builtin-sqlite, faiss) implements
-    ``candidate_vectors(ids) -> {id: [float, ...]}`` for ``Candidate.id``
-    values of its own results, reading them through its store (never
-    re-embedding). The core passes it to post-processors as
+    A backend that stores chunk vectors (builtin-sqlite, faiss, the contrib
+    postgres backend) implements ``candidate_vectors(ids) -> {id: [float, ...]}``
+    for ``Candidate.id`` values of its own results, reading them through its
+    store (never re-embedding). Ids must be unique among a search's
+    candidates (a backend holding several scopes qualifies them), and only
+    vectors comparable with the query's (same provider and model) come back;
+    a candidate left out is judged without one. The core passes it to post-processors as
     ``PostProcessContext.vectors``. Backends without vectors (qmd-sidecar)
     leave it out; ``status()["supersession"]`` then says what is not applied.
     """

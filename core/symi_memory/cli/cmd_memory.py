@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 from typing import Any
 
 from .. import tools
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
 from . import render
 from .app import App, workspace_state
+
+log = logging.getLogger("symi_memory.cli")
 
 
 def _positive_int(text: str) -> int:
@@ -156,11 +159,21 @@ def _ensure_fresh(app: App) -> None:
     if isinstance(backend, StalenessAware) and ("files" not in st or st["files"]):
         # Files that only wait for vectors (a provider outage) are searchable by keyword already;
         # a one-shot search should not stall on retrying the provider for them.
-        stale = backend.is_stale(retry_pending=False)
+        try:
+            stale = backend.is_stale(retry_pending=False)
+        except BackendError as exc:
+            # Its store cannot be reached: nothing to sync into. The search itself answers from what it
+            # can reach and says why in its fallback; one line of that is enough.
+            log.info("not syncing before the search: %s", exc)
+            return
     else:
         stale = bool(st.get("dirty")) or not st.get("files")
     if stale:
-        manager.sync(reason="cli-search")
+        try:
+            manager.sync(reason="cli-search")
+        except BackendError as exc:
+            # A backend that cannot sync now (its server is down) still answers from its last synced state.
+            print(f"symi-memory: warning: {exc}", file=sys.stderr)
 
 
 def run_search(args: argparse.Namespace, app: App) -> int:

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import BackendError, EmbeddingError
-from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
+from ..fusion import score_hits
 from ..specs import BatchingProvider, Closeable, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
-from .keyword import ExactMatcher
 from .scheduler import SyncScheduler
 from .store import IndexStore
 
@@ -134,23 +133,9 @@ class IndexedBackend:
             missing = {k: rows[k][6] for k in rows if k not in vec_hits}
             vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
             text_hits.update((k, text_rank[k]) for k in rows if k in text_rank)
-        matcher = ExactMatcher.for_query(query.text)
-        exact: set[int] = set()
-        idents: set[int] = set()
-        for k in text_hits:
-            full, ident = matcher.classify(rows[k][5])
-            if full:
-                exact.add(k)
-            if ident:
-                idents.add(k)
-        text_hits = {k: (exact_text_score(t) if k in exact else t) for k, t in text_hits.items()}
-        if not use_vec:
-            mode, scores = "fts-only", dict(text_hits)
-        elif not hybrid["enabled"]:
-            mode, scores = "vector", {k: max(0.0, v) for k, v in vec_hits.items()}
-        else:
-            mode = "hybrid"
-            scores = self._fuse(vec_hits, text_hits, exact)
+        texts = {k: rows[k][5] for k in text_hits}
+        mode, scores, text_hits, idents = score_hits(query.text, hybrid, text_hits=text_hits, vector_hits=vec_hits,
+                                                     texts=texts, use_vector=use_vec)
         mtimes = self.store.file_mtimes({r[1] for r in rows.values()})
         ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         candidates = tuple(
@@ -226,17 +211,6 @@ class IndexedBackend:
                     rows[k] = extra[k]
                     keyword_ids.append(k)
         return rows, keyword_ids
-
-    def _fuse(self, vec_hits: dict[int, float], text_hits: dict[int, float], exact: set[int]) -> dict[int, float]:
-        hybrid = self.agent.memory_search["query"]["hybrid"]
-        vw, tw = hybrid["vectorWeight"], hybrid["textWeight"]
-        if hybrid["fusion"] == "rrf":
-            vr = [k for k, _ in sorted(vec_hits.items(), key=lambda kv: -kv[1])]
-            tr = [k for k, _ in sorted(text_hits.items(), key=lambda kv: -kv[1])]
-            fused = fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
-            # Exact keyword matches keep their text score under either fusion (see fuse_weighted).
-            return {k: max(v, text_hits[k]) if k in exact else v for k, v in fused.items()}
-        return fuse_weighted(vec_hits, text_hits, vector_weight=vw, text_weight=tw, exact=exact)
 
     # ----------------------------------------------------------------- other
 

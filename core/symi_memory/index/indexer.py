@@ -23,6 +23,7 @@ from .store import ChunkRow, FileRow, IndexStore, pack_vector
 if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
+    from ..indexing import SyncStore
 
 __all__ = ["Indexer", "SyncCancelled", "list_sources"]
 
@@ -115,7 +116,7 @@ class _Loaded:
 class Indexer:
     """Incremental, hash-based sync of one agent's index."""
 
-    store: IndexStore
+    store: IndexStore | SyncStore
     agent: AgentView
     choice: EmbeddingChoice
     plugins: Any = None

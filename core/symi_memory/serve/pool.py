@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from ..config import Config
-from ..errors import SymiMemoryError
+from ..errors import BackendError, SymiMemoryError
 from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 from ..specs import EmbeddingProvider, ProviderContext, ProviderSpec
@@ -43,14 +43,20 @@ def ensure_fresh(manager: MemoryManager, *, reason: str) -> bool:
     if not manager.enabled:
         return False
     is_stale = getattr(manager.backend, "is_stale", None)
-    if callable(is_stale):
-        # One listing of the workspace against the index; files waiting only for vectors are searchable already.
-        stale = is_stale(retry_pending=False)
-    else:
-        st = manager.status()
-        stale = bool(st.get("dirty")) or not st.get("files")
-    if stale:
-        manager.sync(reason=reason)
+    try:
+        if callable(is_stale):
+            # One listing of the workspace against the index; files waiting only for vectors are searchable already.
+            stale = is_stale(retry_pending=False)
+        else:
+            st = manager.status()
+            stale = bool(st.get("dirty")) or not st.get("files")
+        if stale:
+            manager.sync(reason=reason)
+    except BackendError as exc:
+        # A backend that cannot reach its store (a database server down): the search still answers from
+        # what it can reach and says why, as the one-shot CLI's does.
+        log.warning("not synced before answering (%s): %s", reason, exc)
+        return False
     return bool(stale)
 
 

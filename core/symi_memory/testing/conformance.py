@@ -161,3 +161,24 @@ def test_stored_vectors_come_back_for_every_candidate(conformance_workspace: Pat
     vecs = mem.backend.candidate_vectors([c.id for c in cands])
     assert set(vecs) == {c.id for c in cands}
     assert len({len(v) for v in vecs.values()}) == 1
+
+
+def test_embedded_texts_compare_with_the_stored_vectors(conformance_workspace: Path, open_conformance_memory) -> None:
+    """``embed_texts`` (dedup on write) gives vectors of the same kind as the stored ones: a chunk's text
+    embedded now is the same direction as its stored vector, so dedup and supersession agree."""
+    import math
+
+    from symi_memory.specs import EmbedsTexts, StoredVectors
+
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    if not (isinstance(mem.backend, StoredVectors) and isinstance(mem.backend, EmbedsTexts)):
+        pytest.skip("this backend does not both store vectors and embed texts")
+    cand = mem.backend.search(SearchQuery(text="quokka harbour", max_results=1, min_score=0.0,
+                                          candidate_limit=8)).candidates[0]
+    stored = list(mem.backend.candidate_vectors([cand.id])[cand.id])
+    fresh = mem.backend.embed_texts([cand.text])
+    assert fresh is not None and len(fresh[0]) == len(stored)
+    dot = sum(a * b for a, b in zip(fresh[0], stored, strict=True))
+    norm = math.sqrt(sum(a * a for a in fresh[0])) * math.sqrt(sum(b * b for b in stored))
+    assert dot / norm > 0.99

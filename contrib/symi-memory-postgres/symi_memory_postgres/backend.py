@@ -1,0 +1,669 @@
+"""The ``postgres`` backend: the core's sync and scoring over rows on a PostgreSQL + pgvector server.
+
+Files stay the truth on the agent's machine: a sync lists and chunks them
+with the core's :class:`~symi_memory.indexing.Indexer` and writes the rows to
+the server. A search is one SQL statement (keyword side on a GIN-indexed
+``tsvector``, vector side on an HNSW-indexed pgvector column, both filtered to
+the agent's owners) whose rows the core's :func:`~symi_memory.fusion.score_hits`
+fuses; the core pipeline does the rest, as for every backend.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from symi_memory.errors import BackendError, EmbeddingError
+from symi_memory.fusion import score_hits
+from symi_memory.indexing import Indexer, SyncCancelled, SyncScheduler, list_sources
+from symi_memory.specs import BackendContext
+from symi_memory.types import (
+    BackendResult,
+    Candidate,
+    Fallback,
+    ReadResult,
+    SearchQuery,
+    SyncProgress,
+    SyncReport,
+)
+from symi_memory.workspace import PathRules
+
+from .settings import PgSettings
+from .store import PgStore, ensure_schema, hnsw_index_name, lock_key
+from .terms import bm25, token_expressions
+
+__all__ = ["PostgresBackend", "create_backend"]
+
+log = logging.getLogger("symi_memory.postgres")
+
+INSTALL_HINT = 'the postgres backend needs psycopg 3 and psycopg_pool: pip install "psycopg[binary]" psycopg_pool'
+KEYWORD_OVERFETCH = 3
+DF_CAP = 20_000
+PRUNE_MIN_CHUNKS = 50
+SHARED_PREFIX = "@"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]
+
+
+@attrs.define
+class Owner:
+    """One set of rows this agent syncs and searches: its own, or a shared scope's (``@NAME``)."""
+
+    name: str
+    prefix: str  # prepended to paths in results ("" or "@team/")
+    indexer: Indexer
+    rules: PathRules
+
+
+@attrs.define
+class PostgresBackend:
+    agent: Any
+    settings: PgSettings
+    pool: Any
+    choice: Any
+    owners: list[Owner]
+    scheduler: SyncScheduler | None = None
+    last_error: str | None = None
+    _schema_ready: bool = False
+    _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _closing: bool = False
+    _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
+    on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
+
+    # ------------------------------------------------------------- plumbing
+
+    def start(self) -> None:
+        self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
+                                       check_stale=lambda for_search: self.is_stale(any_session_change=for_search))
+        self.scheduler.start()
+
+    def _connection(self, timeout: float | None = None) -> Any:
+        return self.pool.connection(timeout=timeout or self.settings.connect_timeout)
+
+    def _ensure(self, conn: Any) -> None:
+        if not self._schema_ready:
+            ensure_schema(conn, self.settings.schema)
+            self._schema_ready = True
+
+    def _failure(self, exc: BaseException) -> str:
+        if isinstance(exc, BackendError):
+            return self.settings.scrub(str(exc))
+        from psycopg_pool import PoolTimeout
+
+        if isinstance(exc, PoolTimeout):
+            exc = self._diagnose() or exc
+        state = getattr(exc, "sqlstate", None) or ""
+        # No SQLSTATE (the connection broke), connection exceptions (08) and shutdowns (57P): the server is gone.
+        what = "server unreachable" if not state or state.startswith(("08", "57P")) else f"server error {state}"
+        return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {_one_line(exc)}")
+
+    def _diagnose(self) -> BaseException | None:
+        """The pool only says it timed out; one direct attempt tells why (refused, unknown host, auth, ...)."""
+        import psycopg
+
+        try:
+            psycopg.connect(self.settings.dsn, connect_timeout=max(1, int(self.settings.connect_timeout))).close()
+        except psycopg.Error as exc:
+            return exc
+        return None
+
+    def _transient(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        return (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+
+    def _server_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
+
+    def _with_conn(self, work: Callable[[Any], Any], *, timeout: float | None = None) -> Any:
+        """Run ``work(conn)``; once more on a fresh connection when the pooled one died (a server restart)."""
+        transient = self._transient()
+        for attempt in (1, 2):
+            try:
+                with self._connection(timeout) as conn:
+                    self._ensure(conn)
+                    return work(conn)
+            except transient as exc:
+                from psycopg_pool import PoolTimeout
+
+                if attempt == 2 or isinstance(exc, PoolTimeout):
+                    raise
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ sync
+
+    def sync(self, *, reason: str = "manual", force: bool = False,
+             progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
+        with self._sync_lock:
+            if self._closing:
+                raise SyncCancelled("sync cancelled: the memory manager is closing")
+            started = time.perf_counter()
+            changes = self.scheduler.changes if self.scheduler else 0
+            reports: list[SyncReport] = []
+            try:
+                with self._connection() as conn:
+                    self._ensure(conn)
+                    for owner in self.owners:
+                        reports.append(self._sync_owner(conn, owner, reason, force, progress))
+            except SyncCancelled:
+                raise
+            except (BackendError, *self._transient(), *self._server_errors()) as exc:
+                msg = self._failure(exc)
+                self.last_error = f"sync failed, the last synced state stays searchable: {msg}"
+                raise BackendError(f"postgres: {self.last_error}" if not msg.startswith("postgres:") else
+                                   f"{msg} (sync failed; the last synced state stays searchable)") from None
+            self.last_error = None
+            self._vowners_at = -1e9  # re-read which owners' vectors match the query's model
+        if self.scheduler:
+            self.scheduler.mark_clean(changes)
+        report = _merge(reports, reason, time.perf_counter() - started)
+        if self.on_synced:
+            self.on_synced(report)
+        return report
+
+    def _sync_owner(self, conn: Any, owner: Owner, reason: str, force: bool,
+                    progress: Callable[[SyncProgress], None] | None) -> SyncReport:
+        # A session-level advisory lock per owner: two processes (on any hosts) syncing the same agent or
+        # scope take turns; the second then finds the first one's rows and has little left to do.
+        key = lock_key("owner", self.settings.schema, owner.name)
+        _acquire(conn, key, owner.name)
+        try:
+            owner.indexer.store = self._store(conn, owner.name)
+            self._announce_rebuild(owner)
+            return owner.indexer.sync(reason=reason, force=force, progress=progress)
+        finally:
+            if not conn.closed:
+                try:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                except Exception:  # the session is gone, and its locks with it
+                    pass
+
+    def _store(self, conn: Any, owner: str) -> PgStore:
+        return PgStore(conn=conn, schema=self.settings.schema, owner=owner,
+                       hnsw=(self.settings.m, self.settings.ef_construction))
+
+    def _announce_rebuild(self, owner: Owner) -> None:
+        raw = owner.indexer.store.get_meta("identity")
+        if raw is None:
+            return
+        stored = json.loads(raw)
+        now = owner.indexer.index_identity()
+        if stored != now:
+            changed = ", ".join(f"{k} {stored.get(k)!r} -> {now[k]!r}" for k in now if stored.get(k) != now[k])
+            log.warning("postgres: %s's index was built with other settings (%s): rebuilding it; until it lands "
+                        "searches use its keyword side only", owner.name, changed)
+
+    def _background_sync(self, reason: str) -> None:
+        if self._closing:
+            return
+        try:
+            self.sync(reason=reason)
+        except SyncCancelled:
+            pass
+        except Exception as exc:  # a background sync must never crash the host
+            log.warning("background sync (%s) failed: %s", reason, self.settings.scrub(_one_line(exc)))
+
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+        """True when any file differs from the server's rows or the index identity changed.
+
+        As builtin-sqlite's: a transcript that grew counts at once, unless ``any_session_change``
+        is false (the background check), then only past the delta thresholds. Raises
+        :class:`~symi_memory.errors.BackendError` (one line) when the server cannot be reached.
+        """
+        def work(conn: Any) -> bool:
+            for owner in self.owners:
+                store = self._store(conn, owner.name)
+                ident = store.get_meta("identity")
+                if ident is None or json.loads(ident) != owner.indexer.index_identity():
+                    return True
+                owner.indexer.store = store
+                changed, removed = owner.indexer.changed_files(
+                    list_sources(owner.indexer.agent), retry_pending=retry_pending and owner.indexer.retry_due(),
+                    retry_failed=False)
+                if removed or any(f.source != "sessions" for f in changed):
+                    return True
+                if any_session_change and changed:
+                    return True
+                if changed:
+                    indexed = store.files()
+                    if any(owner.indexer.session_due(f, indexed.get(f.path)) for f in changed):
+                        return True
+            return False
+
+        try:
+            return bool(self._with_conn(work))
+        except (*self._transient(), *self._server_errors()) as exc:
+            raise BackendError(self._failure(exc)) from None
+
+    def _stale_quiet(self) -> bool:
+        try:
+            return self.is_stale()
+        except Exception:
+            return False
+
+    # ---------------------------------------------------------------- search
+
+    def search(self, query: SearchQuery) -> BackendResult:
+        if self.scheduler:
+            self.scheduler.on_search(query.session_key)
+        provider = self.choice.provider
+        qvec: list[float] | None = None
+        if provider is not None:
+            try:
+                qvec = provider.embed_query(query.text)
+            except EmbeddingError as exc:
+                log.warning("query embedding failed (%s); keyword results only", exc)
+        if qvec is not None and not any(qvec):
+            qvec = None
+        try:
+            return self._with_conn(lambda conn: self._search(conn, query, qvec), timeout=self.settings.connect_timeout)
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
+            msg = self._failure(exc)
+            log.warning("postgres: search answered nothing: %s", msg)
+            return BackendResult(candidates=(), mode="unavailable", provider=provider.id if provider else "none",
+                                 model=provider.model if provider else None,
+                                 fallback=Fallback(from_="postgres", reason=msg))
+
+    def _sql(self, *, text: bool, vector: bool, dims: int | None) -> str:
+        key = (text, vector, dims)
+        cached = self._sql_cache.get(key)
+        if cached is not None:
+            return cached
+        s = self.settings.schema
+        if text:
+            # Document frequency of each query token among the agent's chunks (capped), and their total: BM25's
+            # IDF, and which tokens are too common to match on (in more than half the chunks, as builtin-sqlite).
+            ctes = [
+                f"tok AS (SELECT u.ord, u.expr, (SELECT count(*) FROM (SELECT 1 FROM {s}.chunks c "
+                "WHERE c.owner = ANY(%(owners)s) AND c.source = ANY(%(sources)s) "
+                f"AND c.terms @@ to_tsquery('simple', u.expr) LIMIT {DF_CAP}) x) AS n "
+                "FROM unnest(%(exprs)s::text[]) WITH ORDINALITY AS u(expr, ord))",
+                f"tot AS (SELECT coalesce(sum(f.chunks), 0)::bigint AS n FROM {s}.files f "
+                "WHERE f.owner = ANY(%(owners)s) AND f.source = ANY(%(sources)s))",
+                "q AS (SELECT to_tsquery('simple', coalesce((SELECT string_agg(tok.expr, ' | ') FROM tok, tot "
+                f"WHERE tok.n > 0 AND (tok.n <= tot.n / 2 OR tot.n < {PRUNE_MIN_CHUNKS} "
+                "OR tok.n = (SELECT min(t2.n) FROM tok t2 WHERE t2.n > 0))), '')) AS q)",
+            ]
+            stats = "(SELECT array_agg(n ORDER BY ord) FROM tok), (SELECT n FROM tot)"
+        else:
+            ctes = ["q AS (SELECT ''::tsquery AS q)"]
+            stats = "NULL::bigint[], NULL::bigint"
+        sides = []
+        if text:
+            ctes.append(
+                f"kw AS (SELECT c.id FROM {s}.chunks c, q WHERE c.owner = ANY(%(owners)s) "
+                "AND c.source = ANY(%(sources)s) AND c.terms @@ q.q "
+                "ORDER BY ts_rank_cd(c.terms, q.q, 32) DESC, c.id LIMIT %(klim)s)")
+            sides.append("SELECT id FROM kw")
+        vexpr = f"(c.embedding::vector({dims}))" if dims else ""
+        if vector:
+            # Only owners whose vectors come from the current provider/model are comparable.
+            ctes.append(
+                f"vec AS (SELECT c.id FROM {s}.chunks c WHERE c.dims = {dims} AND c.owner = ANY(%(vowners)s) "
+                f"AND c.source = ANY(%(sources)s) ORDER BY {vexpr} <=> %(qv)s::vector({dims}) LIMIT %(vlim)s)")
+            sides.append("SELECT id FROM vec")
+        tscore = "CASE WHEN c.terms @@ q.q THEN ts_rank_cd(c.terms, q.q, 32) END"
+        vscore = (f"CASE WHEN c.dims = {dims} AND c.owner = ANY(%(vowners)s) "
+                  f"THEN 1 - ({vexpr} <=> %(qv)s::vector({dims})) END") if vector else "NULL::float8"
+        in_kw = "c.id IN (SELECT id FROM kw)" if text else "false"
+        in_vec = "c.id IN (SELECT id FROM vec)" if vector else "false"
+        sql = (f"WITH {', '.join(ctes)}, ids AS ({' UNION '.join(sides)}) "
+               f"SELECT c.id, c.cid, c.owner, c.path, c.source, c.start_line, c.end_line, c.text, {tscore}, {vscore}, "
+               f"f.mtime, {in_kw}, {in_vec}, {stats} FROM ids JOIN {s}.chunks c ON c.id = ids.id CROSS JOIN q "
+               f"LEFT JOIN {s}.files f ON f.owner = c.owner AND f.path = c.path")
+        self._sql_cache[key] = sql
+        return sql
+
+    def _search(self, conn: Any, query: SearchQuery, qvec: list[float] | None) -> BackendResult:
+        hybrid = self.agent.memory_search["query"]["hybrid"]
+        sources = [s for s in query.sources if s in ("memory", "sessions")] or ["memory"]
+        provider = self.choice.provider
+        exprs = token_expressions(query.text)
+        tsq = " | ".join(dict.fromkeys(exprs.values())) or None
+        use_vec = qvec is not None
+        use_text = (hybrid["enabled"] or not use_vec) and tsq is not None
+        owners = [o.name for o in self.owners]
+        # Owners whose rows were built by this provider/model/chunking: their vectors compare with the query's.
+        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+        empty = BackendResult(candidates=(), mode="fts-only" if not use_vec else ("hybrid" if hybrid["enabled"] else "vector"),
+                              provider=provider.id if provider else "none", model=provider.model if provider else None,
+                              fallback=self.choice.fallback)
+        if not use_text and not use_vec:
+            return empty
+        limit = query.candidate_limit
+        params: dict[str, Any] = {"exprs": list(exprs.values()), "owners": owners, "sources": sources,
+                                  "klim": limit * KEYWORD_OVERFETCH}
+        if use_vec:
+            assert qvec is not None
+            params.update(qv="[" + ",".join(repr(float(x)) for x in qvec) + "]", vlim=limit)
+        sql = self._sql(text=use_text, vector=use_vec, dims=len(qvec) if qvec else None)
+        if use_vec:
+            # Vectors of owners indexed by another provider/model are not comparable (re-read every few seconds).
+            params["vowners"] = self._current_owners(conn, ident) if self._identity_stale() else self._vowners
+        with conn.transaction():
+            if use_vec:
+                conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.ef_search)}")
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = conn.execute(sql, params).fetchall()
+        matched: dict[int, str] = {}
+        keyword: set[int] = set()
+        vec_hits: dict[int, float] = {}
+        texts: dict[int, str] = {}
+        info: dict[int, tuple[Any, ...]] = {}
+        dfs: list[int] = []
+        total = 0
+        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec, df, tot) in rows:
+            info[rid] = (cid, owner, path, source, start, end, body, mtime)
+            texts[rid] = body
+            dfs, total = list(df or []), int(tot or 0)
+            if t is not None:
+                matched[rid] = body
+                if in_kw:
+                    keyword.add(rid)
+            if v is not None and (in_vec or hybrid["enabled"]):
+                vec_hits[rid] = float(v)
+        text_hits = self._keyword_scores(list(exprs), dfs, total, matched, keyword, query.candidate_limit,
+                                         also_scored=use_vec and hybrid["enabled"])
+        use_vec = use_vec and bool(params.get("vowners"))
+        mode, scores, text_scores, idents = score_hits(query.text, hybrid, text_hits=text_hits, vector_hits=vec_hits,
+                                                       texts=texts, use_vector=use_vec)
+        prefixes = {o.name: o.prefix for o in self.owners}
+        ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        candidates = tuple(
+            Candidate(id=prefixes.get(info[k][1], "") + info[k][0], path=prefixes.get(info[k][1], "") + info[k][2], source=info[k][3],
+                      start_line=info[k][4], end_line=info[k][5], text=info[k][6], score=score,
+                      vector_score=vec_hits.get(k), text_score=text_scores.get(k), mtime=info[k][7],
+                      identifier_match=k in idents)
+            for k, score in ordered
+        )
+        return attrs.evolve(empty, candidates=candidates, mode=mode)
+
+    def _keyword_scores(self, terms: list[str], dfs: list[int], total: int, matched: dict[int, str],
+                        keyword: set[int], limit: int, *, also_scored: bool) -> dict[int, float]:
+        """BM25 (as builtin-sqlite's FTS5 ranks) of the chunks matching the query, mapped into 0..1.
+
+        The server preselects ``limit * 3`` keyword candidates (by ``ts_rank_cd``, which has no IDF); BM25
+        reorders them and the best ``limit`` are the keyword side. With ``also_scored``, every other candidate
+        that matches (a vector hit) keeps its text score too.
+        """
+        if not matched or len(dfs) != len(terms):
+            return {}
+        common = [total >= PRUNE_MIN_CHUNKS and n > total / 2 for n in dfs]
+        present = [n for n in dfs if n > 0]
+        rarest = min(present) if present else 0
+        # Tokens left out of the match (too common, unless the rarest) do not score either.
+        weights = [n if not c or n == rarest else total for n, c in zip(dfs, common, strict=True)]
+        ranks = bm25(terms, weights, total, matched)
+        best = sorted((k for k in keyword), key=lambda k: (-ranks.get(k, 0.0), k))[:limit]
+        chosen = set(best) | (set(matched) if also_scored else set())
+        return {k: ranks[k] / (1.0 + ranks[k]) for k in chosen if ranks.get(k, 0.0) > 0}
+
+    # Which owners' vectors are comparable, re-read from the server at most every few seconds.
+    _vowners: list[str] = attrs.field(factory=list)
+    _vowners_at: float = -1e9
+
+    def _identity_stale(self) -> bool:
+        return time.monotonic() - self._vowners_at > 5.0
+
+    def _current_owners(self, conn: Any, ident: dict[str, str]) -> list[str]:
+        rows = conn.execute(f"SELECT owner, value FROM {self.settings.schema}.owner_meta "
+                            "WHERE key = 'identity' AND owner = ANY(%s)", (list(ident),)).fetchall()
+        self._vowners = [o for o, v in rows if json.loads(v) == json.loads(ident[o])]
+        self._vowners_at = time.monotonic()
+        return self._vowners
+
+    # ------------------------------------------------ supersession and dedup
+
+    def _split_id(self, cid: str) -> tuple[str, str]:
+        """A candidate id back to (owner, chunk id): shared scopes' ids carry their ``@NAME/`` prefix."""
+        if cid.startswith(SHARED_PREFIX) and "/" in cid:
+            scope, rest = cid.split("/", 1)
+            return scope, rest
+        return self.settings.owner, cid
+
+    def candidate_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored vectors of these candidates (``StoredVectors``), read from the server, never re-embedded.
+
+        Only vectors comparable with this agent's (owners indexed by the current provider and model)
+        come back; a candidate without one is judged without it. The server unreachable: none.
+        """
+        wanted = {cid: self._split_id(cid) for cid in ids}
+        if not wanted:
+            return {}
+        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+
+        def work(conn: Any) -> dict[str, list[float]]:
+            comparable = set(self._current_owners(conn, ident) if self._identity_stale() else self._vowners)
+            owners = sorted({o for o, _ in wanted.values() if o in comparable})
+            if not owners:
+                return {}
+            rows = conn.execute(f"SELECT owner, cid, embedding::real[] FROM {self.settings.schema}.chunks "
+                                "WHERE owner = ANY(%s) AND cid = ANY(%s) AND embedding IS NOT NULL",
+                                (owners, sorted({c for _, c in wanted.values()}))).fetchall()
+            got = {(o, c): list(v) for o, c, v in rows}
+            return {cid: got[key] for cid, key in wanted.items() if key in got}
+
+        try:
+            return dict(self._with_conn(work, timeout=self.settings.connect_timeout))
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
+            log.warning("postgres: stored vectors unavailable, supersession skipped: %s", self._failure(exc))
+            return {}
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Embed ``texts`` with the index's provider (``EmbedsTexts``: dedup compares lines by meaning).
+
+        None without a provider, or while this agent's stored vectors come from another provider or
+        model (a rebuild pending): they would not be comparable.
+        """
+        provider = self.choice.provider
+        if provider is None:
+            return None
+        own = self.owners[0]
+        try:
+            stored = self._with_conn(lambda conn: self._store(conn, own.name).get_meta("identity"),
+                                     timeout=self.settings.connect_timeout)
+        except (BackendError, *self._transient(), *self._server_errors()):
+            stored = None
+        if stored is None or json.loads(stored) != own.indexer.index_identity():
+            return None
+        return provider.embed_documents(list(texts))
+
+    # ----------------------------------------------------------------- other
+
+    def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        for owner in self.owners:
+            if owner.prefix and path.startswith(owner.prefix):
+                got = owner.rules.read(path[len(owner.prefix):], from_line=from_line, lines=lines)
+                return attrs.evolve(got, path=owner.prefix + got.path)
+        return self.owners[0].rules.read(path, from_line=from_line, lines=lines)
+
+    def status(self) -> dict[str, Any]:
+        ms = self.agent.memory_search
+        p = self.choice.provider
+        base: dict[str, Any] = {
+            "backend": "postgres",
+            "plugin": "postgres",
+            "workspaceDir": str(self.agent.workspace),
+            "dsn": self.settings.safe_dsn,
+            "schema": self.settings.schema,
+            "agentId": self.settings.owner,
+            "sharedScopes": list(self.settings.shared),
+            "provider": p.id if p else "none",
+            "model": p.model if p else None,
+            "requestedProvider": self.choice.requested,
+            "providerReason": self.choice.reason,
+            "sources": list(ms.get("sources") or []),
+            "extraPaths": list(ms.get("extraPaths") or []),
+            "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
+        }
+        try:
+            live = self._with_conn(self._live_status)
+            dirty = self.scheduler.dirty if self.scheduler else None
+            if not dirty:
+                dirty = self._stale_quiet()
+            base.update(live, dirty=dirty)
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
+            base["server"] = {"available": False, "error": self._failure(exc)}
+        errors = [self.last_error] + [o.indexer.last_error for o in self.owners]
+        base["lastError"] = next((e for e in errors if e), None)
+        return base
+
+    def _live_status(self, conn: Any) -> dict[str, Any]:
+        s = self.settings.schema
+        names = [o.name for o in self.owners]
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        vector_version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        files = conn.execute(f"SELECT owner, source, count(*), coalesce(sum(chunks), 0), count(*) FILTER "
+                             f"(WHERE bad_utf8 > 0), count(*) FILTER (WHERE hash LIKE 'pending:%%') FROM {s}.files "
+                             "WHERE owner = ANY(%s) GROUP BY owner, source", (names,)).fetchall()
+        chunk_rows = conn.execute(f"SELECT owner, count(*), count(embedding), max(dims) FROM {s}.chunks "
+                                  "WHERE owner = ANY(%s) GROUP BY owner", (names,)).fetchall()
+        cache = conn.execute(f"SELECT count(*) FROM {s}.embedding_cache").fetchone()[0]
+        skipped = conn.execute(f"SELECT owner, path, reason FROM {s}.skipped WHERE owner = ANY(%s) ORDER BY path",
+                               (names,)).fetchall()
+        indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND "
+                                    "tablename = 'chunks'", (s,)).fetchall())
+        own = self.settings.owner
+        dims = next((int(d) for o, _, _, d in chunk_rows if d and o == own), None) or next(
+            (int(d) for _, _, _, d in chunk_rows if d), None)
+        hnsw_name = hnsw_index_name(dims) if dims else None
+        hnsw_used = False
+        if dims and hnsw_name in indexes:
+            # Ask the planner what this agent's vector query would run on now.
+            probe = "[" + ",".join(["0"] * (dims - 1) + ["1"]) + "]"
+            with conn.transaction():
+                conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.ef_search)}")
+                plan = conn.execute(
+                    f"EXPLAIN SELECT id FROM {s}.chunks c WHERE c.dims = {dims} AND c.owner = ANY(%s) "
+                    f"ORDER BY (c.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT 24", (names, probe)).fetchall()
+            hnsw_used = any(hnsw_name in r[0] for r in plan)
+        per_owner = {o: {"files": 0, "chunks": 0} for o in names}
+        source_counts: dict[str, dict[str, int]] = {}
+        pending = bad = 0
+        for o, source, n, nchunks, nbad, npending in files:
+            per_owner[o]["files"] += n
+            per_owner[o]["chunks"] += nchunks
+            if o == own:
+                source_counts[source] = {"files": n, "chunks": nchunks}
+            pending += npending
+            bad += nbad
+        mine = {o: (n, nv) for o, n, nv, _ in chunk_rows}
+        cache_cfg = self.agent.memory_search["cache"]
+        return {
+            "files": per_owner[own]["files"],
+            "chunks": mine.get(own, (0, 0))[0],
+            "pendingFiles": pending,
+            "sourceCounts": source_counts,
+            "invalidUtf8Files": bad,
+            "skipped": [{"path": ("" if o == own else o + "/") + path, "reason": why} for o, path, why in skipped],
+            "owners": {o: {**per_owner[o], "chunkRows": mine.get(o, (0, 0))[0], "vectors": mine.get(o, (0, 0))[1]}
+                       for o in names},
+            "cache": {"enabled": cache_cfg["enabled"], "entries": int(cache), "maxEntries": cache_cfg["maxEntries"],
+                      "shared": True},
+            "server": {"available": True, "version": version},
+            "fts": {"enabled": True, "available": True, "index": "gin" if "chunks_terms" in indexes else None},
+            "vector": {
+                "enabled": self.agent.memory_search["store"]["vector"]["enabled"],
+                "available": vector_version is not None,
+                "pgvector": vector_version[0] if vector_version else None,
+                "dims": dims,
+                "index": "hnsw" if hnsw_name in indexes else ("exact" if dims else None),
+                "hnswUsed": hnsw_used,
+                "hnsw": {"m": self.settings.m, "efConstruction": self.settings.ef_construction,
+                         "efSearch": self.settings.ef_search},
+            },
+        }
+
+    def close(self) -> None:
+        self._closing = True
+        for owner in self.owners:
+            owner.indexer.cancel.set()
+        if self.scheduler:
+            self.scheduler.stop()
+        with self._sync_lock:
+            pass
+        if self.choice.provider is not None:
+            self.choice.provider.close()
+        self.pool.close(timeout=2.0)
+
+
+OWNER_LOCK_WAIT = 900.0
+
+
+def _acquire(conn: Any, key: int, owner: str) -> None:
+    """Take the owner's session-level advisory lock, polling rather than waiting in the server.
+
+    A statement blocked in ``pg_advisory_lock`` keeps a snapshot open, and a
+    ``CREATE INDEX CONCURRENTLY`` run by the lock holder waits for every such
+    snapshot: a deadlock. Short ``pg_try_advisory_lock`` calls never block.
+    """
+    deadline = time.monotonic() + OWNER_LOCK_WAIT
+    pause = 0.02
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        if time.monotonic() > deadline:
+            raise BackendError(f"postgres: another process has been syncing {owner} for {OWNER_LOCK_WAIT:.0f} s; "
+                               "try again later")
+        time.sleep(pause)
+        pause = min(0.5, pause * 2)
+
+
+def _merge(reports: list[SyncReport], reason: str, seconds: float) -> SyncReport:
+    return SyncReport(
+        reason=reason, full=any(r.full for r in reports), files_scanned=sum(r.files_scanned for r in reports),
+        files_indexed=sum(r.files_indexed for r in reports), files_removed=sum(r.files_removed for r in reports),
+        chunks_written=sum(r.chunks_written for r in reports),
+        embeddings_computed=sum(r.embeddings_computed for r in reports),
+        embeddings_cached=sum(r.embeddings_cached for r in reports), seconds=seconds,
+        errors=tuple(e for r in reports for e in r.errors),
+    )
+
+
+def _configure_logging_once() -> None:
+    # psycopg_pool logs each failed connection attempt at WARNING with libpq's text (never the password);
+    # one line per search/sync failure from us is enough.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
+def create_backend(ctx: BackendContext) -> PostgresBackend:
+    try:
+        import psycopg  # noqa: F401
+        from psycopg_pool import ConnectionPool
+    except ImportError as exc:
+        raise BackendError(f"{INSTALL_HINT} ({exc})") from None
+    agent = ctx.agent
+    settings = PgSettings.from_agent(agent, os.environ)
+    _configure_logging_once()
+    choice = ctx.services.choose_provider()
+    models = ctx.config.data.get("models") or {}
+    ms = agent.memory_search
+
+    def indexer_for(view: Any) -> Indexer:
+        return Indexer(store=None, agent=view, choice=choice, plugins=ctx.services.plugins, models=models)  # type: ignore[arg-type]
+
+    owners = [Owner(name=settings.owner, prefix="", indexer=indexer_for(agent),
+                    rules=PathRules.from_workspace(agent.workspace, ms.get("extraPaths") or []))]
+    for name in settings.shared:
+        assert settings.shared_root is not None
+        folder = settings.shared_root / name
+        view = attrs.evolve(agent, workspace=folder, memory_search={**ms, "sources": ["memory"], "extraPaths": []})
+        owners.append(Owner(name=SHARED_PREFIX + name, prefix=f"{SHARED_PREFIX}{name}/", indexer=indexer_for(view),
+                            rules=PathRules.from_workspace(folder, [])))
+    pool = ConnectionPool(settings.dsn, min_size=1, max_size=settings.pool_size, open=False, name="symi-memory",
+                          timeout=settings.connect_timeout,
+                          kwargs={"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
+                                  "application_name": "symi-memory"})
+    pool.open(wait=False)
+    return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners)

@@ -1,0 +1,86 @@
+"""The ``memorySearch.store.postgres`` settings and the DSN, which never shows its password."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from symi_memory.errors import BackendError
+
+__all__ = ["PgSettings", "redact_dsn"]
+
+NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _conninfo(dsn: str) -> dict[str, Any]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        return conninfo_to_dict(dsn)
+    except Exception:  # a malformed DSN: never echo it, it may hold the password
+        raise BackendError("postgres: the DSN cannot be parsed (check memorySearch.store.postgres.dsn or SYMI_PG_DSN)") from None
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN as ``key=value`` pairs without the password (for status and messages)."""
+    try:
+        parts = _conninfo(dsn)
+    except BackendError:
+        return "(unparsable DSN)"
+    return " ".join(f"{k}={v}" for k, v in sorted(parts.items()) if k != "password") or "(libpq defaults)"
+
+
+@attrs.frozen(kw_only=True)
+class PgSettings:
+    dsn: str = attrs.field(repr=False)
+    schema: str
+    owner: str
+    pool_size: int
+    connect_timeout: float
+    m: int
+    ef_construction: int
+    ef_search: int
+    shared: tuple[str, ...]
+    shared_root: Path | None
+
+    @property
+    def password(self) -> str | None:
+        pw = _conninfo(self.dsn).get("password")
+        return str(pw) if pw else None
+
+    @property
+    def safe_dsn(self) -> str:
+        return redact_dsn(self.dsn)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the password replaced by ``***`` wherever it appears."""
+        pw = self.password
+        return text.replace(pw, "***") if pw else text
+
+    @classmethod
+    def from_agent(cls, agent: Any, env: Mapping[str, str]) -> PgSettings:
+        pg = ((agent.memory_search.get("store") or {}).get("postgres")) or {}
+        dsn = pg.get("dsn") or env.get("SYMI_PG_DSN") or ""
+        if not dsn:
+            raise BackendError("postgres: no DSN; set memorySearch.store.postgres.dsn or SYMI_PG_DSN "
+                               "(e.g. postgresql://symi@db.example:5432/memory)")
+        _conninfo(dsn)  # fail early, and without echoing it, on a malformed DSN
+        schema = pg.get("schema") or "symi_memory"
+        if not NAME_RE.match(schema):
+            raise BackendError(f"postgres: schema {schema!r} must be a lower-case SQL identifier")
+        shared = tuple(dict.fromkeys(s.strip() for s in pg.get("scopes", {}).get("shared", []) if s.strip()))
+        for name in shared:
+            if not re.match(r"^[\w.-]+$", name):
+                raise BackendError(f"postgres: shared scope name {name!r} may hold letters, digits, '_', '.', '-' only")
+        root = (pg.get("scopes") or {}).get("root") or ""
+        if shared and not root:
+            raise BackendError("postgres: scopes.shared needs scopes.root, the folder holding one folder per scope")
+        hnsw = pg.get("hnsw") or {}
+        return cls(dsn=dsn, schema=schema, owner=pg.get("agentId") or agent.id, pool_size=max(1, int(pg.get("poolSize", 4))),
+                   connect_timeout=float(pg.get("connectTimeout", 5.0)), m=int(hnsw.get("m", 16)),
+                   ef_construction=int(hnsw.get("efConstruction", 64)), ef_search=int(hnsw.get("efSearch", 100)),
+                   shared=shared, shared_root=Path(root).expanduser().resolve() if root else None)

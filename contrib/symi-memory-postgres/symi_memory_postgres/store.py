@@ -1,0 +1,322 @@
+"""The tables (created on first use, versioned) and one owner's rows: the core Indexer's store.
+
+One schema holds every agent's rows; ``owner`` scopes them: an agent id, or
+``@NAME`` for the shared scope NAME. The embedding cache has no owner: the
+same text embedded by the same model is embedded once for the whole fleet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from symi_memory.errors import BackendError
+from symi_memory.indexing import ChunkRow, FileRow, unpack_vector
+
+from .terms import document_terms
+
+__all__ = ["SCHEMA_VERSION", "PgStore", "ensure_schema", "lock_key"]
+
+log = logging.getLogger("symi_memory.postgres")
+
+SCHEMA_VERSION = 1
+INSERT_BATCH = 500
+# maintenance_work_mem for an HNSW build: the graph of 1M 384-d vectors needs ~2 GB to build in memory;
+# beyond this it still builds, more slowly.
+BUILD_MEMORY = "512MB"
+
+DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.owner_meta (owner text NOT NULL, key text NOT NULL, value text NOT NULL,
+    PRIMARY KEY (owner, key));
+CREATE TABLE IF NOT EXISTS {s}.files (owner text NOT NULL, path text NOT NULL, source text NOT NULL,
+    hash text NOT NULL, mtime double precision NOT NULL, size bigint NOT NULL, chunks integer NOT NULL,
+    bad_utf8 integer NOT NULL, lines integer NOT NULL, PRIMARY KEY (owner, path));
+CREATE TABLE IF NOT EXISTS {s}.chunks (id bigserial PRIMARY KEY, owner text NOT NULL, cid text NOT NULL,
+    path text NOT NULL, source text NOT NULL, start_line integer NOT NULL, end_line integer NOT NULL,
+    hash text NOT NULL, text text NOT NULL, terms tsvector NOT NULL, dims integer, embedding vector,
+    UNIQUE (owner, cid));
+CREATE INDEX IF NOT EXISTS chunks_owner_path ON {s}.chunks (owner, path);
+CREATE INDEX IF NOT EXISTS chunks_terms ON {s}.chunks USING gin (terms);
+CREATE TABLE IF NOT EXISTS {s}.skipped (owner text NOT NULL, path text NOT NULL, reason text NOT NULL,
+    PRIMARY KEY (owner, path));
+CREATE TABLE IF NOT EXISTS {s}.embedding_cache (provider text NOT NULL, model text NOT NULL,
+    fingerprint text NOT NULL, hash text NOT NULL, embedding bytea NOT NULL, used_at double precision NOT NULL,
+    PRIMARY KEY (provider, model, fingerprint, hash));
+"""
+
+MISSING_VECTOR = ("postgres: the pgvector extension is not installed in database {db}: "
+                  "run CREATE EXTENSION vector; there as a superuser (or install pgvector on the server)")
+
+
+def lock_key(*parts: str) -> int:
+    """A stable signed 64-bit advisory-lock key for ``parts``."""
+    digest = hashlib.sha256("\x1f".join(("symi-memory", *parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def ensure_schema(conn: Any, schema: str) -> None:
+    """Create the extension, tables and indexes on first use; refuse a newer schema version.
+
+    Runs under a transaction-scoped advisory lock so that many processes
+    starting at once create everything exactly once.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("schema", schema),))
+        have = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        if have is None:
+            available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+            db = conn.info.dbname
+            if available is None:
+                raise BackendError(MISSING_VECTOR.format(db=db))
+            try:
+                with conn.transaction():
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except Exception as exc:
+                raise BackendError(MISSING_VECTOR.format(db=db) + f" ({type(exc).__name__})") from None
+        exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()[0]
+        if exists is not None:
+            row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schemaVersion'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise BackendError(f"postgres: schema {schema} is version {version}, newer than this plugin "
+                                   f"understands ({SCHEMA_VERSION}); upgrade symi-memory-postgres")
+            if version == SCHEMA_VERSION:
+                return
+            log.warning("postgres: upgrading schema %s from version %d to %d", schema, version, SCHEMA_VERSION)
+        for stmt in DDL.format(s=schema).split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute(f"INSERT INTO {schema}.meta (key, value) VALUES ('schemaVersion', %s) "
+                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+
+
+STAGE = "symi_memory_stage"
+STAGE_COLUMNS = "owner, cid, path, source, start_line, end_line, hash, text, terms, dims, embedding"
+STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, path text, source text, start_line integer, "
+             "end_line integer, hash text, text text, terms text, dims integer, embedding real[])")
+STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]"]
+
+
+def hnsw_index_name(dims: int) -> str:
+    return f"chunks_hnsw_{dims}"
+
+
+@attrs.define
+class PgStore:
+    """One owner's rows, through one connection (the sync's, which holds the owner's advisory lock).
+
+    Every write method is one transaction: readers on other connections see
+    all of it or none of it (MVCC). ``build_full`` deletes and rewrites the
+    owner's rows in a single transaction, so a full reindex swaps in at commit
+    and a lost connection leaves the previous rows in place.
+    """
+
+    conn: Any
+    schema: str
+    owner: str
+    hnsw: tuple[int, int] = (16, 64)  # m, ef_construction
+    _new_dims: set[int] = attrs.field(factory=set)
+    _known_dims: set[int] = attrs.field(factory=set)
+
+    # ------------------------------------------------------------------ reads
+
+    def _q(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql.format(s=self.schema), params)
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._q("SELECT value FROM {s}.owner_meta WHERE owner = %s AND key = %s", (self.owner, key)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Record one of this owner's sync facts (failed files, the last sync's result)."""
+        with self.conn.transaction():
+            self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))
+
+    @property
+    def vec_dims(self) -> int | None:
+        """The dimension of this owner's stored vectors, None when it has none."""
+        row = self._q("SELECT dims FROM {s}.chunks WHERE owner = %s AND dims IS NOT NULL LIMIT 1",
+                      (self.owner,)).fetchone()
+        return int(row[0]) if row else None
+
+    def files(self) -> dict[str, FileRow]:
+        rows = self._q("SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM {s}.files WHERE owner = %s",
+                       (self.owner,)).fetchall()
+        return {r[0]: FileRow(path=r[0], source=r[1], hash=r[2], mtime=r[3], size=r[4], chunks=r[5], bad_utf8=r[6],
+                              lines=r[7]) for r in rows}
+
+    def skipped_map(self) -> dict[str, str]:
+        return dict(self._q("SELECT path, reason FROM {s}.skipped WHERE owner = %s", (self.owner,)).fetchall())
+
+    def pending_count(self) -> int:
+        return int(self._q("SELECT count(*) FROM {s}.files WHERE owner = %s AND hash LIKE 'pending:%%'",
+                           (self.owner,)).fetchone()[0])
+
+    # ----------------------------------------------------------------- writes
+
+    def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:
+        with self.conn.transaction():
+            self._q("UPDATE {s}.files SET mtime = %s, size = %s, lines = %s WHERE owner = %s AND path = %s",
+                    (mtime, size, lines, self.owner, path))
+
+    def build_full(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, skipped: dict[str, str],
+                   meta: dict[str, str]) -> int:
+        with self.conn.transaction():
+            self._q("DELETE FROM {s}.chunks WHERE owner = %s", (self.owner,))
+            self._q("DELETE FROM {s}.files WHERE owner = %s", (self.owner,))
+            written = self._write(files)
+            self._finish(skipped, meta)
+        self._ensure_hnsw()
+        return written
+
+    def replace_files(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, remove: Iterable[str] = (),
+                      skipped: dict[str, str] | None = None, meta: dict[str, str] | None = None) -> int:
+        with self.conn.transaction():
+            gone = list(remove)
+            if gone:
+                self._drop(gone)
+            written = self._write(files, replace=True)
+            self._finish(skipped, meta)
+        self._ensure_hnsw()
+        return written
+
+    def _drop(self, paths: list[str]) -> None:
+        self._q("DELETE FROM {s}.chunks WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
+        self._q("DELETE FROM {s}.files WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
+
+    def _finish(self, skipped: dict[str, str] | None, meta: dict[str, str] | None) -> None:
+        if skipped is not None:
+            self._q("DELETE FROM {s}.skipped WHERE owner = %s", (self.owner,))
+            if skipped:
+                with self.conn.cursor() as cur:
+                    cur.executemany(f"INSERT INTO {self.schema}.skipped (owner, path, reason) VALUES (%s, %s, %s)",
+                                    [(self.owner, p, why) for p, why in skipped.items()])
+        for key, value in (meta or {}).items():
+            self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))
+
+    def _write(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, replace: bool = False) -> int:
+        written = 0
+        batch: list[tuple[FileRow, list[ChunkRow]]] = []
+        for item in files:
+            batch.append(item)
+            if sum(len(c) for _, c in batch) >= INSERT_BATCH:
+                written += self._write_batch(batch, replace)
+                batch = []
+        if batch:
+            written += self._write_batch(batch, replace)
+        return written
+
+    def _write_batch(self, batch: list[tuple[FileRow, list[ChunkRow]]], replace: bool) -> int:
+        if replace:
+            self._drop([f.path for f, _ in batch])
+        for d in {len(c.embedding) // 4 for _, rows in batch for c in rows if c.embedding} - self._known_dims:
+            valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                            (f"{self.schema}.{hnsw_index_name(d)}",)).fetchone()
+            if valid is None or not valid[0]:  # missing, being built elsewhere, or left invalid by a crash
+                self._new_dims.add(d)
+            self._known_dims.add(d)
+        chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text,
+                       document_terms(c.text), len(c.embedding) // 4 if c.embedding else None,
+                       unpack_vector(c.embedding) if c.embedding else None)
+                      for _, rows in batch for c in rows]
+        with self.conn.cursor() as cur:
+            # COPY into a session-local staging table, then one INSERT ... SELECT: an order of magnitude
+            # faster than row-by-row inserts, and the server computes the tsvector.
+            cur.execute(STAGE_DDL)
+            with cur.copy(f"COPY pg_temp.{STAGE} ({STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(STAGE_TYPES)
+                for row in chunk_rows:
+                    copy.write_row(row)
+            cur.execute(
+                f"INSERT INTO {self.schema}.chunks (owner, cid, path, source, start_line, end_line, hash, text, terms, "
+                f"dims, embedding) SELECT owner, cid, path, source, start_line, end_line, hash, text, "
+                f"to_tsvector('simple', terms), dims, embedding::vector FROM pg_temp.{STAGE} "
+                "ON CONFLICT (owner, cid) DO NOTHING")
+            cur.execute(f"TRUNCATE pg_temp.{STAGE}")
+            cur.executemany(
+                f"INSERT INTO {self.schema}.files (owner, path, source, hash, mtime, size, chunks, bad_utf8, lines) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, path) DO UPDATE SET "
+                "source = EXCLUDED.source, hash = EXCLUDED.hash, mtime = EXCLUDED.mtime, size = EXCLUDED.size, "
+                "chunks = EXCLUDED.chunks, bad_utf8 = EXCLUDED.bad_utf8, lines = EXCLUDED.lines",
+                [(self.owner, f.path, f.source, f.hash, f.mtime, f.size, len(rows), f.bad_utf8, f.lines)
+                 for f, rows in batch])
+        return len(chunk_rows)
+
+    def _ensure_hnsw(self) -> None:
+        """Build the HNSW index for vector widths written without one (one column holds every width).
+
+        Runs after the write transaction committed, never inside one: the index
+        is built ``CONCURRENTLY`` so other agents keep writing meanwhile, and
+        under a session-level advisory lock taken while this session holds no
+        table lock, and only tried (never waited for), so two processes never
+        deadlock or build it twice.
+        """
+        for dims in sorted(self._new_dims):
+            name = hnsw_index_name(dims)
+            if dims > 2000:
+                log.warning("postgres: %d-dimension vectors exceed HNSW's 2000; searches scan them exactly", dims)
+                continue
+            key = lock_key("hnsw", self.schema, str(dims))
+            # Never wait for it: a CONCURRENTLY build waits for every open transaction, a waiter's included.
+            # When another process holds it, that one is building the index; searches scan exactly meanwhile.
+            if not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                continue
+            try:
+                valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                                (f"{self.schema}.{name}",)).fetchone()
+                if valid is not None and not valid[0]:  # a build interrupted earlier
+                    self._q(f"DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{name}")
+                    valid = None
+                if valid is None:
+                    m, efc = self.hnsw
+                    log.info("postgres: building the HNSW index for %d-d vectors in %s", dims, self.schema)
+                    self.conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+                    try:
+                        self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
+                                f"((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, "
+                                f"ef_construction = {int(efc)}) WHERE dims = {dims}")
+                    finally:
+                        self.conn.execute("RESET maintenance_work_mem")
+            finally:
+                self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        self._new_dims.clear()
+
+    # ------------------------------------------------------------------ cache
+
+    def cache_get(self, provider: str, model: str, fingerprint: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        if not hashes:
+            return {}
+        rows = self._q("UPDATE {s}.embedding_cache SET used_at = %s WHERE provider = %s AND model = %s "
+                       "AND fingerprint = %s AND hash = ANY(%s) RETURNING hash, embedding",
+                       (time.time(), provider, model, fingerprint, list(hashes))).fetchall()
+        return {h: bytes(b) for h, b in rows}
+
+    def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None:
+        now = time.time()
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.schema}.embedding_cache (provider, model, fingerprint, hash, embedding, used_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, model, fingerprint, hash) "
+                "DO UPDATE SET used_at = EXCLUDED.used_at",
+                [(provider, model, fingerprint, h, b, now) for h, b in items.items()])
+
+    def cache_prune(self, max_entries: int) -> int:
+        """The cache is shared by the fleet: prune only the least recently used entries beyond the limit."""
+        with self.conn.transaction():
+            n = int(self._q("SELECT count(*) FROM {s}.embedding_cache").fetchone()[0])
+            extra = n - max_entries
+            if extra <= 0:
+                return 0
+            self._q("DELETE FROM {s}.embedding_cache WHERE ctid IN (SELECT ctid FROM {s}.embedding_cache "
+                    "ORDER BY used_at LIMIT %s)", (extra,))
+        return extra
+

@@ -1,0 +1,406 @@
+"""The postgres backend against a real server: scoping, sharing, concurrency, failures, status."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pg_support import PgServer, pg_config
+
+from symi_memory import load_config
+from symi_memory.config.fields import deep_merge
+from symi_memory.errors import BackendError
+from symi_memory.manager import MemoryManager, open_memory
+from symi_memory.types import SearchQuery
+
+pytestmark = pytest.mark.postgres
+
+
+def make_workspace(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return root
+
+
+def open_pg(tmp_path: Path, server: PgServer, schema: str, workspace: Path, *, agent_id: str = "main",
+            provider: str = "hash", model: str | None = None, **pg: Any) -> MemoryManager:
+    ms: dict[str, Any] = {"provider": provider, "sync": {"watch": False}}
+    if model:
+        ms["model"] = model
+    overrides = deep_merge(pg_config(server, schema, **pg), {"agents": {"defaults": {"memorySearch": ms}}})
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=overrides)
+    return open_memory(cfg, workspace=workspace, agent_id=agent_id, start=False)
+
+
+def paths(mem: MemoryManager, query: str) -> list[str]:
+    return [r.path for r in mem.search(query, min_score=0).results]
+
+
+def rows(server: PgServer, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_search_finds_by_keyword_and_vector_and_reports_hybrid(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\n- The deploy key rotates every 90 days.\n",
+                                          "memory/2026-01-01.md": "# Jan\n\nquokka sighting at the harbour\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        from symi_memory.specs import MemoryBackend, NotifiesSyncs, StalenessAware
+
+        assert all(isinstance(mem.backend, p) for p in (MemoryBackend, NotifiesSyncs, StalenessAware))
+        seen: list[Any] = []
+        mem.backend.on_synced = seen.append
+        report = mem.sync()
+        assert report.full and report.files_indexed == 2 and report.chunks_written == 2 and seen == [report]
+        resp = mem.search("quokka harbour", min_score=0)
+        assert resp.mode == "hybrid" and resp.provider == "hash"
+        assert resp.results[0].path == "memory/2026-01-01.md" and resp.results[0].start_line == 1
+        assert "quokka" in resp.results[0].snippet
+
+
+def test_keyword_only_without_a_provider(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\nRouter admin on port 8443.\n",
+                                          "memory/a.md": "# Notes\n\nNothing about networks here.\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+        resp = mem.search("router 8443", min_score=0)
+        assert resp.mode == "fts-only" and resp.provider == "none"
+        assert [r.path for r in resp.results] == ["MEMORY.md"]
+        assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE embedding IS NOT NULL") == [(0,)]
+
+
+def test_cjk_substring_and_accents(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", {"memory/cn.md": "# 市场\n\n今天金银价格上涨了很多\n",
+                                          "memory/fr.md": "# Café\n\nRéunion à l'hôtel de ville\n",
+                                          "memory/en.md": "# Other\n\nplain english words only\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+        assert paths(mem, "金银价格") == ["memory/cn.md"]
+        assert paths(mem, "价") == ["memory/cn.md"]
+        assert paths(mem, "reunion hotel") == ["memory/fr.md"]
+
+
+def test_two_agents_never_see_each_other(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    a = make_workspace(tmp_path / "alice", {"MEMORY.md": "# A\n\nalice keeps the narwhal ledger\n"})
+    b = make_workspace(tmp_path / "bob", {"MEMORY.md": "# B\n\nbob tends the walrus garden\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, a, agent_id="alice") as alice, \
+            open_pg(tmp_path, pg_server, pg_schema, b, agent_id="bob") as bob:
+        alice.sync()
+        bob.sync()
+        assert paths(alice, "narwhal ledger") == ["MEMORY.md"]
+        assert paths(bob, "narwhal ledger") == [] or all("narwhal" not in r.snippet
+                                                        for r in bob.search("narwhal ledger", min_score=0).results)
+        assert all("walrus" not in r.snippet for r in alice.search("walrus garden", min_score=0).results)
+        assert any("walrus" in r.snippet for r in bob.search("walrus garden", min_score=0).results)
+        assert alice.status()["chunks"] == 1 and bob.status()["chunks"] == 1
+        # Same path in both workspaces: two rows, one per owner.
+        assert sorted(rows(pg_server, f"SELECT owner, path FROM {pg_schema}.files")) == [
+            ("alice", "MEMORY.md"), ("bob", "MEMORY.md")]
+
+
+def test_shared_scope_is_visible_only_to_agents_that_opt_in(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    shared = make_workspace(tmp_path / "shared" / "team", {"memory/runbook.md": "# Runbook\n\nthe pelican failover drill\n"})
+    scopes = {"shared": ["team"], "root": str(shared.parent)}
+    a = make_workspace(tmp_path / "alice", {"MEMORY.md": "# A\n\nalice notes\n"})
+    b = make_workspace(tmp_path / "bob", {"MEMORY.md": "# B\n\nbob notes\n"})
+    c = make_workspace(tmp_path / "carol", {"MEMORY.md": "# C\n\ncarol notes\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, a, agent_id="alice", scopes=scopes) as alice, \
+            open_pg(tmp_path, pg_server, pg_schema, b, agent_id="bob", scopes=scopes) as bob, \
+            open_pg(tmp_path, pg_server, pg_schema, c, agent_id="carol") as carol:
+        alice.sync()
+        bob.sync()
+        carol.sync()
+        for mem in (alice, bob):
+            hits = mem.search("pelican failover", min_score=0).results
+            assert hits[0].path == "@team/memory/runbook.md"
+            assert mem.read_file(hits[0].path, from_line=3, lines=1).text == "the pelican failover drill"
+        assert all("pelican" not in r.snippet for r in carol.search("pelican failover", min_score=0).results)
+        # One copy of the scope's rows, whoever synced it.
+        assert rows(pg_server, f"SELECT owner, count(*) FROM {pg_schema}.chunks WHERE owner LIKE '@%%' GROUP BY owner") == [
+            ("@team", 1)]
+        assert alice.status()["owners"]["@team"]["chunks"] == 1
+
+
+def test_a_shared_copy_of_a_note_keeps_its_own_identity_and_vector(tmp_path: Path, pg_server: PgServer,
+                                                                    pg_schema: str) -> None:
+    """The same file in the agent's folder and in a shared scope: two candidates, each with its stored vector."""
+    note = {"memory/2026-05-05.md": "# May\n\nthe heron census starts at dawn\n"}
+    shared = make_workspace(tmp_path / "shared" / "team", note)
+    own = make_workspace(tmp_path / "alice", note)
+    scopes = {"shared": ["team"], "root": str(shared.parent)}
+    with open_pg(tmp_path, pg_server, pg_schema, own, agent_id="alice", scopes=scopes) as alice:
+        alice.sync()
+        cands = alice.backend.search(SearchQuery(text="heron census", max_results=4, min_score=0.0,
+                                                 candidate_limit=8)).candidates
+        assert sorted(c.path for c in cands) == ["@team/memory/2026-05-05.md", "memory/2026-05-05.md"]
+        assert len({c.id for c in cands}) == 2
+        vecs = alice.backend.candidate_vectors([c.id for c in cands])
+        assert set(vecs) == {c.id for c in cands} and all(len(v) == 384 for v in vecs.values())
+        assert alice.backend.candidate_vectors(["no-such-id"]) == {}
+
+
+def test_embedding_cache_is_shared_across_agents(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    text = {"MEMORY.md": "# Same\n\nidentical text in two agents' memories\n"}
+    a = make_workspace(tmp_path / "alice", text)
+    b = make_workspace(tmp_path / "bob", text)
+    with open_pg(tmp_path, pg_server, pg_schema, a, agent_id="alice") as alice, \
+            open_pg(tmp_path, pg_server, pg_schema, b, agent_id="bob") as bob:
+        first = alice.sync()
+        second = bob.sync()
+    assert (first.embeddings_computed, first.embeddings_cached) == (1, 0)
+    assert (second.embeddings_computed, second.embeddings_cached) == (0, 1)
+    assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.embedding_cache") == [(1,)]
+
+
+def _many_files(ws: Path, n: int, tag: str) -> dict[str, str]:
+    return {f"memory/{tag}-{i:04d}.md": f"# {tag} {i}\n\nnote {i} about {tag} topic number {i}\n" for i in range(n)}
+
+
+def _count_check(server: PgServer, schema: str, owner: str, ws: Path) -> None:
+    on_disk = {p.relative_to(ws).as_posix() for p in ws.rglob("*.md")}
+    files = {r[0] for r in rows(server, f"SELECT path FROM {schema}.files WHERE owner = %s", (owner,))}
+    assert files == on_disk
+    # One chunk per small file, none duplicated.
+    total, distinct = rows(server, f"SELECT count(*), count(DISTINCT (path, start_line, end_line, hash)) "
+                                   f"FROM {schema}.chunks WHERE owner = %s", (owner,))[0]
+    assert total == distinct == len(on_disk)
+
+
+def test_killing_the_server_mid_sync_loses_nothing(tmp_path: Path, pg_schema: str, caplog: pytest.LogCaptureFixture) -> None:
+    server = PgServer.start()
+    try:
+        ws = make_workspace(tmp_path / "ws", _many_files(tmp_path, 20, "old"))
+        with open_pg(tmp_path, server, pg_schema, ws) as mem:
+            mem.sync()
+            make_workspace(ws, _many_files(tmp_path, 700, "new"))
+            killed = []
+
+            def progress(p: Any) -> None:
+                if p.phase == "index" and p.done >= 450 and not killed:
+                    server.kill()
+                    killed.append(p.done)
+
+            with pytest.raises(BackendError) as err:
+                mem.sync(progress=progress)
+            assert killed and "\n" not in str(err.value) and "last synced state stays searchable" in str(err.value)
+            down = mem.status()
+            assert down["server"]["available"] is False and "sync failed" in down["lastError"]
+            resp = mem.search("old topic", min_score=0)
+            assert resp.results == () and resp.fallback is not None and "unreachable" in resp.fallback.reason
+            server.restart()
+            # The previous state (and every batch committed before the crash) is searchable again.
+            assert any(r.path.startswith("memory/old-") for r in mem.search("old topic", min_score=0).results)
+            mem.sync()
+            _count_check(server, pg_schema, "main", ws)
+            st = mem.status()
+            assert st["files"] == 720 and st["chunks"] == 720 and st["lastError"] is None and st["dirty"] is False
+    finally:
+        server.stop()
+
+
+def test_a_search_notices_a_new_file_without_the_watcher(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """A long-lived manager's staleness check (the safety net for lost watcher events) syncs a new file."""
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe kettle is descaled monthly\n"})
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "hash", "sync": {"watch": False, "onSessionStart": False}}}}})
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=overrides)
+    with open_memory(cfg, workspace=ws, start=True) as mem:
+        mem.sync()
+        make_workspace(ws, {"memory/2026-02-02.md": "# Feb\n\nthe albatross ringing permit arrived\n"})
+        deadline = time.monotonic() + 20
+        while "memory/2026-02-02.md" not in paths(mem, "albatross permit"):
+            assert time.monotonic() < deadline, mem.status()
+            time.sleep(0.3)
+        assert mem.status()["lastError"] is None
+
+
+def test_two_processes_syncing_one_agent_do_not_duplicate(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", _many_files(tmp_path, 300, "n"))
+    mems = [open_pg(tmp_path / f"p{i}", pg_server, pg_schema, ws) for i in range(2)]
+    errors: list[BaseException] = []
+
+    def run(mem: MemoryManager) -> None:
+        try:
+            mem.sync()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        _count_check(pg_server, pg_schema, "main", ws)
+        # Edits synced by both again: still exactly one row each.
+        (ws / "memory" / "n-0000.md").write_text("# changed\n\nthe heron moved\n", encoding="utf-8")
+        (ws / "memory" / "n-0001.md").unlink()
+        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        _count_check(pg_server, pg_schema, "main", ws)
+    finally:
+        for m in mems:
+            m.close()
+
+
+def test_full_reindex_is_atomic_for_readers(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", _many_files(tmp_path, 300, "n"))
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as writer, open_pg(tmp_path / "r", pg_server, pg_schema, ws) as reader:
+        writer.sync()
+        seen: list[int] = []
+
+        def progress(p: Any) -> None:
+            if p.phase == "index":
+                seen.append(reader.status()["chunks"])
+                assert reader.search("topic number 7", min_score=0).results
+
+        writer.sync(force=True, progress=progress)
+        assert seen and set(seen) == {300}
+        assert reader.status()["chunks"] == 300
+
+
+def test_model_change_rebuilds_with_a_message(tmp_path: Path, pg_server: PgServer, pg_schema: str,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe osprey nests by the lake\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        mem.sync()
+    with open_pg(tmp_path, pg_server, pg_schema, ws, model="hash-64") as mem:
+        # Until the rebuild lands, the old 384-d vectors are not compared with a 64-d query.
+        assert mem.search("osprey", min_score=0).mode == "fts-only"
+        with caplog.at_level(logging.WARNING, logger="symi_memory.postgres"):
+            report = mem.sync()
+        assert report.full
+        assert any("rebuilding" in r.getMessage() and "hash-384" in r.getMessage() for r in caplog.records)
+        assert mem.status()["vector"]["dims"] == 64
+        assert mem.search("osprey", min_score=0).mode == "hybrid"
+
+
+def test_status_reports_server_extension_counts_and_indexes(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", _many_files(tmp_path, 5, "s"))
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        mem.sync()
+        st = mem.status()
+    assert st["backend"] == "postgres" and st["server"]["available"] is True
+    assert st["server"]["version"].startswith("17")
+    assert st["vector"]["pgvector"] == "0.8.2" and st["vector"]["index"] == "hnsw" and st["vector"]["dims"] == 384
+    assert isinstance(st["vector"]["hnswUsed"], bool)
+    assert st["fts"]["index"] == "gin"
+    assert (st["files"], st["chunks"], st["pendingFiles"], st["dirty"]) == (5, 5, 0, False)
+    assert st["cache"]["entries"] == 5
+
+
+def test_server_down_at_start(tmp_path: Path, pg_schema: str, caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    down = PgServer(dir=tmp_path, port=port)
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nanything\n"})
+    with open_pg(tmp_path, down, pg_schema, ws, connectTimeout=1.0,
+                 dsn=f"postgresql://postgres:hunter2secret@127.0.0.1:{port}/postgres") as mem:
+        with caplog.at_level(logging.WARNING):
+            resp = mem.search("anything", min_score=0)
+        assert resp.results == () and resp.mode == "unavailable"
+        assert "unreachable" in resp.fallback.reason and "\n" not in resp.fallback.reason
+        with pytest.raises(BackendError) as err:
+            mem.sync()
+        st = mem.status()
+        assert st["server"]["available"] is False and "sync failed" in st["lastError"]
+        everything = " ".join([str(err.value), resp.fallback.reason, repr(st), caplog.text])
+        assert "hunter2secret" not in everything
+        assert "user=postgres" in st["dsn"] and "password" not in st["dsn"]
+
+
+def test_pgvector_missing_names_create_extension(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    db = "novec_" + pg_schema
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {db}")
+        conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'plain') THEN "
+                     "CREATE ROLE plain LOGIN; END IF; END $$")
+        conn.execute(f"REVOKE CREATE ON DATABASE {db} FROM PUBLIC")
+    try:
+        ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nanything\n"})
+        dsn = f"host=127.0.0.1 port={pg_server.port} user=plain dbname={db}"
+        with open_pg(tmp_path, pg_server, pg_schema, ws, dsn=dsn) as mem:
+            with pytest.raises(BackendError) as err:
+                mem.sync()
+            assert "CREATE EXTENSION vector" in str(err.value) and "\n" not in str(err.value)
+            assert "CREATE EXTENSION vector" in mem.search("anything", min_score=0).fallback.reason
+    finally:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def test_many_agents_first_syncing_at_once_all_succeed(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """The first vectors create the HNSW index; agents writing meanwhile must neither deadlock nor fail."""
+    spaces = [make_workspace(tmp_path / f"a{i}", _many_files(tmp_path, 40, f"a{i}")) for i in range(6)]
+    mems = [open_pg(tmp_path / f"s{i}", pg_server, pg_schema, ws, agent_id=f"a{i}") for i, ws in enumerate(spaces)]
+    errors: list[BaseException] = []
+
+    def run(mem: MemoryManager) -> None:
+        try:
+            mem.sync()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        for i, ws in enumerate(spaces):
+            _count_check(pg_server, pg_schema, f"a{i}", ws)
+        assert mems[0].status()["vector"]["index"] == "hnsw"
+    finally:
+        for m in mems:
+            m.close()
+
+
+def test_a_rare_word_outranks_a_common_one_repeated(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """Keyword ranking weighs words by rarity (BM25, as builtin-sqlite), not by how often any query word occurs."""
+    files = {f"memory/filler-{i:02d}.md": f"# Filler {i}\n\nthe project meeting notes, the project again\n"
+             for i in range(60)}
+    files["memory/answer.md"] = "# Answer\n\nthe project codename is zephyrine\n"
+    ws = make_workspace(tmp_path / "ws", files)
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+        # Neither holds every query word, so the exact-match floor does not decide: word weights do.
+        assert paths(mem, "project meeting zephyrine")[0] == "memory/answer.md"
+
+
+def test_the_plugin_imports_only_public_names() -> None:
+    """No underscore names and nothing from symi_memory.index (the SQLite engine's internals)."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "symi_memory_postgres"
+    offenders = []
+    for source in package.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("symi_memory") and node.level == 0:
+                mod = node.module or ""
+                if mod.startswith("symi_memory_postgres"):
+                    continue
+                if mod.startswith("symi_memory.index") and mod != "symi_memory.indexing" or any(
+                        part.startswith("_") for part in mod.split(".")):
+                    offenders.append(f"{source.name}: {mod}")
+                offenders += [f"{source.name}: {mod}.{a.name}" for a in node.names if a.name.startswith("_")]
+            elif isinstance(node, ast.Import):
+                offenders += [f"{source.name}: {a.name}" for a in node.names
+                              if a.name.startswith("symi_memory.") and not a.name.startswith("symi_memory_postgres")]
+    assert offenders == []

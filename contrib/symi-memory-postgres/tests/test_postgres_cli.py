@@ -1,0 +1,80 @@
+"""The acceptance path: the installed plugin driven through the real ``symi-memory`` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pg_support import PgServer
+
+pytestmark = pytest.mark.postgres
+
+SECRET = "hunter2secret"
+
+
+def cli(state: Path, *args: str, dsn: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYMI_")}
+    env.update(SYMI_PG_DSN=dsn, SYMI_MEMORY_PLUGINS="symi_memory.testing.plugin")
+    return subprocess.run([sys.executable, "-m", "symi_memory.cli", "--state-dir", str(state), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_config_set_index_search_status(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2026-01-01.md").write_text("# Jan\n\nquokka sighting at the harbour\n", encoding="utf-8")
+    (ws / "MEMORY.md").write_text("# Memory\n\nPrefers oat milk.\n", encoding="utf-8")
+    state = tmp_path / "state"
+    dsn = f"postgresql://postgres:{SECRET}@127.0.0.1:{pg_server.port}/postgres"
+    outputs: list[str] = []
+
+    def run(*args: str, code: int = 0) -> str:
+        proc = cli(state, "--workspace", str(ws), *args, dsn=dsn)
+        outputs.extend([proc.stdout, proc.stderr])
+        assert proc.returncode == code, proc.stderr
+        return proc.stdout
+
+    run("config", "set", "plugins.slots.memory", "postgres")
+    run("config", "set", "agents.defaults.memorySearch.store.postgres.schema", pg_schema)
+    run("config", "set", "agents.defaults.memorySearch.provider", "hash")
+    assert "2 indexed" in run("index")
+    found = json.loads(run("search", "quokka harbour", "--json"))
+    assert found["results"][0]["path"] == "memory/2026-01-01.md" and found["mode"] == "hybrid"
+    st = json.loads(run("status", "--json"))
+    assert (st["backend"], st["files"], st["chunks"]) == ("postgres", 2, 2)
+    assert st["vector"]["pgvector"] == "0.8.2"
+    assert "postgres" in run("status")
+    assert SECRET not in "".join(outputs)
+
+
+def test_server_down_is_one_line(tmp_path: Path, pg_schema: str) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
+    state = tmp_path / "state"
+    dsn = f"postgresql://postgres:{SECRET}@127.0.0.1:{port}/postgres"
+    for args in (("config", "set", "plugins.slots.memory", "postgres"),
+                 ("config", "set", "agents.defaults.memorySearch.provider", "none"),
+                 ("config", "set", "agents.defaults.memorySearch.store.postgres.connectTimeout", "1")):
+        assert cli(state, *args, dsn=dsn).returncode == 0
+    index = cli(state, "--workspace", str(ws), "index", dsn=dsn)
+    assert index.returncode == 1 and "Traceback" not in index.stderr
+    errors = [line for line in index.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "unreachable" in errors[0] and "Connection refused" in errors[0]
+    search = cli(state, "--workspace", str(ws), "search", "anything", "--json", dsn=dsn)
+    assert search.returncode == 0 and "Traceback" not in search.stderr
+    # One line says why (the search's own), not one per step that found the server down.
+    said = search.stderr.strip().splitlines()
+    assert len(said) == 1 and "unreachable" in said[0], search.stderr
+    out = json.loads(search.stdout)
+    assert out["results"] == [] and "unreachable" in out["fallback"]["reason"]
+    assert SECRET not in index.stderr + search.stdout + search.stderr
