@@ -13,7 +13,8 @@ with the eval metrics and prints a Markdown table per dataset:
 
 convmem is the held-out set: thresholds are not tuned on it. ``--misses``
 prints, for every query where a stale line still outranks the gold with the
-processor on (and every "as of" query not answered first), the top hits with
+processor on, every "as of" query not answered first and every query whose gold
+ranks lower with it on than off, the top hits with
 their gold/stale lines and supersession marks.
 
     python bench/supersession.py [--provider local] [--repeat 3] [--misses]
@@ -120,7 +121,11 @@ def main() -> int:
                 for q in sets[name]:
                     hits = runs["on"][name][q["id"]]
                     row = _score_query(q, hits)
-                    if row.get("stale_above_gold") == 1.0:
+                    off = _score_query(q, runs["off"][name][q["id"]])
+                    if row.get("mrr@10", 0.0) < off.get("mrr@10", 0.0):
+                        _print_miss(root, q, hits, f"gold rank {off.get('first_gold_rank')} -> "
+                                                   f"{row.get('first_gold_rank')} with it on")
+                    elif row.get("stale_above_gold") == 1.0:
                         _print_miss(root, q, hits, "stale above gold")
                     elif q.get("as_of") and row.get("hit@1") == 0.0:
                         _print_miss(root, q, hits, "as-of answer not first")
