@@ -33,7 +33,10 @@ class Thresholds:
     to be candidates for the same thing. ``conflict_cover``: two lines giving
     different quantities of one kind (09:45, then 10:00) state the same thing
     when the newer one holds at least this share of the older one's weighted
-    query terms. ``line_terms``/``line_overlap``:
+    query terms. ``best_share``: a hit counts as superseded only through its
+    lines whose weighted query terms reach this share of its best line's
+    (1.0: only its best lines; 0.6 on devmem + convmem caught more stale
+    lines but cost convmem MRR 0.01 more). ``line_terms``/``line_overlap``:
     least shared salient terms (count, and share of the smaller line's terms)
     between a line of each; ``restate_overlap``: the share above which a
     line restates the other outright. ``score_ratio``: a newer hit scoring
@@ -59,6 +62,7 @@ class Thresholds:
 
     chunk_vector: float = 0.4
     conflict_cover: float = 0.5
+    best_share: float = 1.0
     line_terms: int = 2
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
@@ -243,8 +247,10 @@ def query_score(line: Line, weights: Mapping[str, float]) -> float:
     return sum(weights.get(t, 0.0) for t in line.terms)
 
 
-def best_lines(lines: Sequence[Line], weights: Mapping[str, float], limit: int = 6) -> list[Line]:
-    """The lines most about the query: the highest weighted share of query terms (ties all kept, up to ``limit``).
+def best_lines(lines: Sequence[Line], weights: Mapping[str, float], limit: int = 6,
+               share: float = 1.0) -> list[Line]:
+    """The lines most about the query: those whose weighted query terms reach ``share`` of the best line's
+    (up to ``limit``, best first).
 
     A chunk found by meaning alone (no query term on any line) gives its first lines.
     """
@@ -252,7 +258,7 @@ def best_lines(lines: Sequence[Line], weights: Mapping[str, float], limit: int =
     best = max((sc for sc, _ in scored), default=0.0)
     if best <= 0:
         return list(lines[:limit])
-    return [ln for sc, ln in scored if sc >= best - 1e-9][:limit]
+    return [ln for sc, ln in sorted(scored, key=lambda p: -p[0]) if sc >= share * best - 1e-9][:limit]
 
 
 def focus_lines(lines: Sequence[Line], query_terms: frozenset[str], limit: int = 6) -> list[Line]:

@@ -55,7 +55,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         found = focus_lines(lines, qterms)
         if found:
             focus[i] = found
-            best[i] = best_lines(lines, weights)
+            best[i] = best_lines(lines, weights, share=t.best_share)
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
     sims = _cosines([vectors.get(c.id) for c in candidates])
     out: dict[int, tuple[int, Line, Line]] = {}
