@@ -20,7 +20,7 @@ def test_conflict_needs_the_same_kind_with_no_shared_value() -> None:
 
 
 def test_a_term_on_every_chunk_weighs_least_and_does_not_pick_the_line() -> None:
-    chunks = [split_lines("memory/2026-01-0%d.md" % k, 1, text, None) for k, text in enumerate((
+    chunks = [split_lines(f"memory/2026-01-0{k}.md", 1, text, None) for k, text in enumerate((
         "Priya: allergic to penicillin.\nPriya: two migraines.",
         "Priya: one migraine since candesartan.",
         "Priya: ran 5K on Sunday."), start=1)]
