@@ -22,7 +22,7 @@ import attrs
 
 from .chronology import DAY, file_date, is_historical, line_dates, line_moment, mentions_after
 
-__all__ = ["THRESHOLDS", "Line", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -30,7 +30,13 @@ class Thresholds:
     """Every tuning knob of same-thing detection, in one place.
 
     ``chunk_vector``: least cosine between two chunks' stored vectors for them
-    to be candidates for the same thing. ``line_terms``/``line_overlap``:
+    to be candidates for the same thing. ``conflict_cover``: two lines giving
+    different quantities of one kind (09:45, then 10:00) state the same thing
+    when the newer one holds at least this share of the older one's weighted
+    query terms. ``best_share``: a hit counts as superseded only through its
+    lines whose weighted query terms reach this share of its best line's
+    (1.0: only its best lines; 0.6 on devmem + convmem caught more stale
+    lines but cost convmem MRR 0.01 more). ``line_terms``/``line_overlap``:
     least shared salient terms (count, and share of the smaller line's terms)
     between a line of each; ``restate_overlap``: the share above which a
     line restates the other outright. ``score_ratio``: a newer hit scoring
@@ -55,6 +61,8 @@ class Thresholds:
     """
 
     chunk_vector: float = 0.4
+    conflict_cover: float = 0.5
+    best_share: float = 1.0
     line_terms: int = 2
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
@@ -130,6 +138,41 @@ def values(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+# A number and the unit after it: "13.6 kg", "380 ms", "76%", "09:45", "1:10:10", "v0.4.2".
+QUANTITY_RE = re.compile(r"(?<![\w.:/-])(v?\d+(?:[.:,/]\d+)*)(?:\s*(%|[^\W\d_]+))?", re.UNICODE)
+DATE_LIKE_RE = re.compile(r"^\d{4}(?:-\d{2}){0,2}$|^\d{2}-\d{2}$")
+UNITS = frozenset("""
+% kg g mg km m cm mm ms s sec min mins minute minutes h hr hrs hour hours day days week weeks month months year years
+gb mb tb kb gbe ghz mhz mbps x k eur euro euros pound pounds dollar dollars percent pct degrees kilos kilo lbs mph kmh
+kph bpm rpm events msgs messages doses dose times tablets pills ml l w kw kwh v mah
+""".split())
+
+
+def quantities(text: str) -> dict[str, frozenset[str]]:
+    """The numbers of a line by kind: ``{"9:9": {"09:45"}, "9.9 kg": {"13.6"}}``.
+
+    A kind is the number's shape (digits as 9) and its unit when one of
+    :data:`UNITS` follows. Dates are left out: lines about different events
+    name different dates without either changing the other.
+    """
+    out: dict[str, set[str]] = {}
+    for m in QUANTITY_RE.finditer(text):
+        num, unit = m[1], (m[2] or "").lower()
+        if DATE_LIKE_RE.match(num) and not unit:
+            continue
+        shape = re.sub(r"\d+", "9", num)
+        if shape == "9" and unit not in UNITS:
+            continue  # a bare count ("two doses" is a unit; "15 minutes" is one; "3 people" is not) says little
+        kind = f"{shape} {unit}" if unit in UNITS else shape
+        out.setdefault(kind, set()).add(num.lower())
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]) -> bool:
+    """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00)."""
+    return any(kind in b and not (vals & b[kind]) for kind, vals in a.items())
+
+
 @attrs.frozen
 class Line:
     """One line of a chunk, with what same-thing detection needs."""
@@ -143,6 +186,7 @@ class Line:
     change: bool = False
     values: frozenset[str] = frozenset()
     dates: tuple[float, ...] = ()
+    quantities: Mapping[str, frozenset[str]] = attrs.field(factory=dict, eq=False, hash=False)
 
 
 def split_lines(path: str, start_line: int, text: str, mtime: float | None,
@@ -178,8 +222,43 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
                         moment=line_moment(path, n, stripped, heading=heading, mtime=mtime,
                                            written=written),
                         historical=is_historical(stripped, None), change=states_change(stripped),
-                        values=values(stripped), dates=tuple(line_dates(stripped))))
+                        values=values(stripped), dates=tuple(line_dates(stripped)),
+                        quantities=quantities(stripped)))
     return out
+
+
+def term_weights(query_terms: frozenset[str], chunks: Sequence[Sequence[Line]]) -> dict[str, float]:
+    """How telling each query term is among these chunks: ``log(1 + n / chunks holding it)``.
+
+    A name on every line of a chat ("Priya: ...") weighs little; the one
+    identifier only two chunks share weighs most. Relative to the candidates,
+    so it does not depend on how scores are scaled.
+    """
+    n = len(chunks) or 1
+    df = {t: 0 for t in query_terms}
+    for lines in chunks:
+        seen = frozenset().union(*(ln.terms for ln in lines)) if lines else frozenset()
+        for t in query_terms & seen:
+            df[t] += 1
+    return {t: math.log(1.0 + n / d) for t, d in df.items() if d}
+
+
+def query_score(line: Line, weights: Mapping[str, float]) -> float:
+    return sum(weights.get(t, 0.0) for t in line.terms)
+
+
+def best_lines(lines: Sequence[Line], weights: Mapping[str, float], limit: int = 6,
+               share: float = 1.0) -> list[Line]:
+    """The lines most about the query: those whose weighted query terms reach ``share`` of the best line's
+    (up to ``limit``, best first).
+
+    A chunk found by meaning alone (no query term on any line) gives its first lines.
+    """
+    scored = [(query_score(ln, weights), ln) for ln in lines]
+    best = max((sc for sc, _ in scored), default=0.0)
+    if best <= 0:
+        return list(lines[:limit])
+    return [ln for sc, ln in sorted(scored, key=lambda p: -p[0]) if sc >= share * best - 1e-9][:limit]
 
 
 def focus_lines(lines: Sequence[Line], query_terms: frozenset[str], limit: int = 6) -> list[Line]:
@@ -229,19 +308,41 @@ def restates(a: Line, b: Line, t: Thresholds = THRESHOLDS) -> bool:
     return share >= t.restate_overlap and values(b.text) <= values(a.text) | values(b.text) & values(a.text)
 
 
-def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESHOLDS) -> bool:
+def _identifier(term: str) -> bool:
+    return any(ch.isdigit() or ch in "_./" for ch in term)
+
+
+def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESHOLDS,
+               weights: Mapping[str, float] | None = None) -> bool:
     """True when newer line ``b`` changes what older line ``a`` states.
 
     Needs the chunks' vectors to be close (``chunk_cos``) and the lines to
-    share salient terms; then ``b`` must say that something changed ("moved
-    to", "the new router", "instead") with a value ``a`` does not have, or
-    ``a`` must describe a past state ("Previous dentist: ..."). A plain
-    restatement is not a change: both stay true.
+    share salient terms; then ``a`` must describe a past state ("Previous
+    dentist: ..."), or the two must give a quantity of the same kind with
+    different values (standup at 09:45, then at 10:00), or ``b`` must say that
+    something changed ("moved to", "the new router", "instead") with a value
+    ``a`` does not have. A plain restatement is not a change: both stay true.
+
+    With the query's term ``weights`` (:func:`term_weights`), both lines must
+    be about the query's subject (share a query term), and ``b`` must not
+    answer the query less fully than ``a`` unless the two conflict outright:
+    a newer line that lacks the exact identifier asked for does not replace
+    the line that has it.
     """
     if chunk_cos is None or chunk_cos < t.chunk_vector:
         return False
     shared, share = line_overlap(a.terms, b.terms)
-    if shared < t.line_terms or share < t.line_overlap:
+    if shared < t.line_terms:
+        return False
+    if weights:
+        if not a.terms & b.terms & weights.keys():
+            return False  # not about the query's subject
+        if any(_identifier(term) for term in (a.terms - b.terms) & weights.keys()):
+            return False  # the older line has the exact identifier asked for, the newer one does not
+        covers = query_score(b, weights) / (query_score(a, weights) or 1.0)
+        if covers >= t.conflict_cover and conflicting(a.quantities, b.quantities):
+            return True
+    if share < t.line_overlap:
         return False
     if a.historical:
         return True

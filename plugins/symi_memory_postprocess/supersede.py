@@ -21,11 +21,13 @@ from symi_memory.supersession import (
     Line,
     Thresholds,
     asks_about_past,
+    best_lines,
     cosine,
     focus_lines,
     salient,
     same_thing,
     split_lines,
+    term_weights,
 )
 from symi_memory.types import Candidate
 
@@ -45,12 +47,15 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     qterms = salient(query)
     if asks_about_past(query):
         return {}
+    all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id)) for c in candidates]
+    weights = term_weights(qterms, all_lines)
     focus: dict[int, list[Line]] = {}
-    for i, c in enumerate(candidates):
-        lines = split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id))
+    best: dict[int, list[Line]] = {}
+    for i, lines in enumerate(all_lines):
         found = focus_lines(lines, qterms)
         if found:
             focus[i] = found
+            best[i] = best_lines(lines, weights, share=t.best_share)
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
     sims = _cosines([vectors.get(c.id) for c in candidates])
     out: dict[int, tuple[int, Line, Line]] = {}
@@ -59,7 +64,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
-        best: tuple[int, Line, Line] | None = None
+        chosen: tuple[int, Line, Line] | None = None
         for j in idx:
             if j == i or newest[j] <= newest[i]:
                 continue
@@ -70,15 +75,15 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < t.chunk_vector:
                 continue
-            for a in focus[i]:
+            for a in best[i]:  # only a line the hit is returned for makes the whole hit superseded
                 for b in focus[j]:
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
-                    if b.moment > a.moment and same_thing(a, b, cos, t):
-                        if best is None or b.moment > best[2].moment:
-                            best = (j, a, b)
-        if best is not None:
-            out[i] = best
+                    if b.moment > a.moment and same_thing(a, b, cos, t, weights):
+                        if chosen is None or b.moment > chosen[2].moment:
+                            chosen = (j, a, b)
+        if chosen is not None:
+            out[i] = chosen
     return out
 
 
