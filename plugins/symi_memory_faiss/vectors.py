@@ -91,9 +91,7 @@ class FaissVectors:
                 "live": count, "rowidSum": rowid_sum}
 
     def _dims(self) -> int | None:
-        row = self.store.reader().execute(
-            "SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        return int(row[0]) if row else None
+        return self.store.vector_dims()
 
     def close(self) -> None:
         """Stop following the store and save; a build still running after a short wait is abandoned."""

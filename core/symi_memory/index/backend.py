@@ -310,8 +310,7 @@ class IndexedBackend:
         return dict(p.batch_status()) if isinstance(p, BatchingProvider) else {}
 
     def _dims(self) -> int | None:
-        row = self.store._read("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        return int(row[0]) if row else None
+        return self.store.vector_dims()
 
     def close(self) -> None:
         # Stop a running sync at its next file first, then the threads, then wait for the sync,

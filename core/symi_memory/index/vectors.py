@@ -114,7 +114,7 @@ class ExactVectors:
         return True
 
     def _chunk_count(self) -> int:
-        return int(self.store._read("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return self.store.chunk_count()
 
     def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
         """``(rowid, cosine)`` best first, exact."""

@@ -1,0 +1,131 @@
+"""Each vector stored once (schema 5), and indexes written by schema 3/4 migrated in place on open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+from support.sqlite_memory import add_filler, open_mem, write
+
+from symi_memory.index.db import SCHEMA_VERSION, load_vec_extension
+
+JOURNAL = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
+
+# The tables schema 3 and 4 wrote: a vector in chunks.embedding, in chunks_vec and in the cache.
+OLD_LAYOUT = """
+CREATE TABLE chunks_v3 (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, path TEXT NOT NULL, source TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL, embedding BLOB);
+CREATE TABLE cache_v3 (provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
+    dims INTEGER NOT NULL, embedding BLOB NOT NULL, used_at REAL NOT NULL, PRIMARY KEY (provider, model, fingerprint, hash));
+"""
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    w = tmp_path / "ws"
+    add_filler(w, 10)
+    write(w, "memory/journal.md", JOURNAL)
+    return w
+
+
+def rows(mem, sql: str) -> list:  # type: ignore[no-untyped-def]
+    return mem.backend.store._read(sql).fetchall()
+
+
+def downgrade_to_old_layout(db: Path, version: str, *, extra_cache: bool = True) -> int:
+    """Rewrite a schema-5 index as schema 3/4 laid it out (three copies of each vector); returns chunk count."""
+    con = apsw.Connection(str(db))
+    assert load_vec_extension(con, None).available
+    with con:
+        con.execute(OLD_LAYOUT)
+        con.execute("INSERT INTO chunks_v3 SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, "
+                    "c.text, v.embedding FROM chunks c LEFT JOIN embedding_cache v ON v.id = c.vector")
+        con.execute("INSERT INTO cache_v3 SELECT e.provider, e.model, e.fingerprint, v.hash, length(v.embedding) / 4, "
+                    "v.embedding, v.used_at FROM embedding_cache v JOIN embedders e ON e.id = v.embedder")
+        if extra_cache:  # a cached vector of text no longer indexed survives the migration
+            con.execute("INSERT INTO cache_v3 SELECT provider, model, fingerprint, 'gone-text-hash', dims, embedding, 0 "
+                        "FROM cache_v3 LIMIT 1")
+        dims = con.execute("SELECT length(embedding) / 4 FROM chunks_v3 WHERE embedding IS NOT NULL").fetchone()[0]
+        con.execute(f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine)")
+        con.execute("INSERT INTO chunks_vec(rowid, embedding) SELECT rowid, embedding FROM chunks_v3 "
+                    "WHERE embedding IS NOT NULL")
+        con.execute("DROP TABLE chunks")
+        con.execute("DROP TABLE embedding_cache")
+        con.execute("DROP TABLE embedders")
+        con.execute("ALTER TABLE chunks_v3 RENAME TO chunks")
+        con.execute("ALTER TABLE cache_v3 RENAME TO embedding_cache")
+        con.execute("CREATE INDEX chunks_path ON chunks(path)")
+        con.execute("CREATE INDEX embedding_cache_used ON embedding_cache(used_at)")
+        con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
+        count = con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    con.close()
+    return int(count)
+
+
+def test_each_vector_is_stored_once(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        tables = {r[0] for r in rows(mem, "SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "chunks_vec" not in tables
+        assert "embedding" not in {r[1] for r in rows(mem, "PRAGMA table_info(chunks)")}
+        with_vector = rows(mem, "SELECT COUNT(vector) FROM chunks")[0][0]
+        assert with_vector == mem.status()["chunks"] > 0
+        assert 0 < rows(mem, "SELECT COUNT(*) FROM embedding_cache")[0][0] <= with_vector
+        assert mem.search("harbour ferry schedule").results[0].path == "memory/journal.md"
+
+
+def test_in_database_knn_reads_the_one_copy(tmp_path: Path, ws: Path) -> None:
+    # sqlite-vec answers exactly what the numpy scan answers, from the stored vectors.
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        assert backend.store.vec_dims
+        q = backend.choice.provider.embed_query("harbour ferry schedule")
+        from symi_memory.index.store import pack_vector
+
+        in_db = backend.store.vec_knn(pack_vector(q), 5)
+        scanned = backend.vectors.search(q, 5)
+        assert [r for r, _ in in_db] == [r for r, _ in scanned]
+        assert all(abs(a[1] - b[1]) < 1e-5 for a, b in zip(in_db, scanned, strict=True))
+
+
+@pytest.mark.parametrize("version", ["3", "4"])
+def test_old_layout_is_migrated_in_place_and_stays_searchable(tmp_path: Path, ws: Path, version: str) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        before = [(h.path, h.start_line, round(h.score, 6)) for h in mem.search("harbour ferry schedule").results]
+        db = Path(mem.status()["dbPath"])
+    chunks = downgrade_to_old_layout(db, version)
+    with open_mem(tmp_path, ws) as mem:
+        st = mem.status()
+        assert (st["chunks"], st["dirty"]) == (chunks, False), "migrated, not dropped: nothing to reindex"
+        assert st["vector"]["dims"] and st["cache"]["entries"] == chunks + 1 - _dupes(mem)
+        after = [(h.path, h.start_line, round(h.score, 6)) for h in mem.search("harbour ferry schedule").results]
+        assert after == before
+        assert rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        tables = {r[0] for r in rows(mem, "SELECT name FROM sqlite_master")}
+        assert not tables & {"chunks_vec", "chunks_old", "embedding_cache_old"}
+        assert rows(mem, "SELECT COUNT(*) FROM chunks WHERE vector IS NULL") == [(0,)]
+        report = mem.sync()
+        assert report.embeddings_computed == 0 and report.files_indexed == 0
+        # The migrated cache still serves a forced rebuild: nothing is embedded again.
+        assert mem.sync(force=True).embeddings_computed == 0
+
+
+def _dupes(mem) -> int:  # type: ignore[no-untyped-def]
+    """Chunks sharing a text (and so one stored vector)."""
+    return int(rows(mem, "SELECT COUNT(*) - COUNT(DISTINCT hash) FROM chunks")[0][0])
+
+
+def test_plugins_reach_the_index_only_through_the_store_api() -> None:
+    # Issue 12: no plugin issues SQL against the core's tables; they use IndexStore's public methods.
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for folder in ("plugins", "contrib"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            for needle in (".reader()", "._read(", "store.conn", "FROM chunks", "embedding_cache"):
+                if needle in text:
+                    offenders.append(f"{path.relative_to(root)}: {needle}")
+    assert offenders == []
