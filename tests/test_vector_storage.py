@@ -129,3 +129,66 @@ def test_plugins_reach_the_index_only_through_the_store_api() -> None:
                 if needle in text:
                     offenders.append(f"{path.relative_to(root)}: {needle}")
     assert offenders == []
+
+
+def _random_store(path: Path, n: int, dims: int = 64):  # type: ignore[no-untyped-def]
+    """A real IndexStore holding ``n`` clustered vectors (close neighbours, so float16 rounding matters)."""
+    import json
+
+    import numpy as np
+
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(20, dims)).astype(np.float32)
+    vecs = centres[rng.integers(0, 20, n)] + 0.05 * rng.normal(size=(n, dims)).astype(np.float32)
+    store = IndexStore.open(path)
+    ident = json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})
+    files = []
+    for f in range(0, n, 100):
+        rows = [ChunkRow(id=f"c{i}", path=f"memory/{f}.md", source="memory", start_line=i, end_line=i, hash=f"h{i}",
+                         text=f"chunk {i}", embedding=vecs[i].tobytes()) for i in range(f, min(n, f + 100))]
+        files.append((FileRow(path=f"memory/{f}.md", source="memory", hash=str(f), mtime=0.0, size=0), rows))
+    store.replace_files(files, meta={"identity": ident})
+    return store, vecs, rng
+
+
+def test_float16_scan_answers_exactly_what_float32_answers(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3000)
+    try:
+        half, full = ExactVectors(store, scan="float16"), ExactVectors(store, scan="float32")
+        assert half.status()["scan"] == "none"
+        queries = vecs[rng.integers(0, len(vecs), 40)] + 0.02 * rng.normal(size=(40, vecs.shape[1]))
+        agree = 0
+        for q in queries:
+            a, b = half.search(q.tolist(), 10), full.search(q.tolist(), 10)
+            assert [r for r, _ in a] == [r for r, _ in b] or {r for r, _ in a} == {r for r, _ in b}
+            agree += len({r for r, _ in a} & {r for r, _ in b})
+            assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True)), "rescored: float32 scores"
+        assert agree == 400
+        assert half.status()["scan"] == "float16+float32-rescoring"
+        assert full.status()["scan"] == "float32"
+    finally:
+        store.close()
+
+
+def test_float16_scan_follows_deletes_and_writes(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    import json
+
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, _ = _random_store(tmp_path / "i.sqlite", 500)
+    try:
+        half = ExactVectors(store, scan="float16")
+        target = vecs[42].tolist()
+        first = half.search(target, 3)[0]
+        store.replace_files([], remove=["memory/0.md"], meta={"identity": json.dumps(
+            {"provider": "test", "model": "m", "fingerprint": "f"})})
+        after = half.search(target, 3)
+        assert first[0] not in {r for r, _ in after} and len(after) == 3
+    finally:
+        store.close()

@@ -12,4 +12,6 @@ __all__ = ["create_backend"]
 
 
 def create_backend(ctx: BackendContext) -> Any:
-    return assemble_backend(ctx, ExactVectors, short_name="builtin", plugin_name="builtin-sqlite")
+    scan = ctx.agent.memory_search["store"]["vector"].get("scan", "auto")
+    return assemble_backend(ctx, lambda store: ExactVectors(store, scan=scan), short_name="builtin",
+                            plugin_name="builtin-sqlite")

@@ -34,6 +34,10 @@ __all__ = [
 class StoreVector:
     enabled: bool = opt("enabled", True, doc="Use sqlite-vec for vectors; false: exact in-process cosine.")
     extension_path: str | None = opt("extensionPath", None, kind="str", doc="Load sqlite-vec from this file instead of the bundled one.")
+    scan: str = opt("scan", "auto", choices=("auto", "float32", "float16"),
+                    doc="Exact scan copy in memory: float16 (half the memory and bandwidth, needs faiss; the top "
+                        "candidates are rescored against the stored float32 vectors), float32, or auto (float16 "
+                        "from 50,000 vectors when faiss is installed).")
 
 
 @attrs.define(kw_only=True)
