@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -49,6 +49,7 @@ class IndexedBackend:
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
     _hung_query: threading.Event | None = None
+    _query_worker: _Worker | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -130,8 +131,9 @@ class IndexedBackend:
         text_hits = {k: text_rank[k] for k in keyword_ids}
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and hybrid["enabled"]:
-            missing = {k: rows[k][6] for k in rows if k not in vec_hits}
-            vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
+            # Only keyword candidates the vector side did not rank need their stored vector read.
+            missing = [k for k in rows if k not in vec_hits]
+            vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
             text_hits.update((k, text_rank[k]) for k in rows if k in text_rank)
         matcher = ExactMatcher.for_query(query.text)
         exact: set[int] = set()
@@ -182,7 +184,11 @@ class IndexedBackend:
             finally:
                 done.set()
 
-        threading.Thread(target=run, daemon=True, name="symi-query-embed").start()
+        # One long-lived worker: starting a thread per search cost ~1-9 ms on a loaded 2-core host.
+        # A call that missed the deadline keeps it busy; searches meanwhile answer by keyword (above).
+        if self._query_worker is None:
+            self._query_worker = _Worker("symi-query-embed")
+        self._query_worker.submit(run)
         if not done.wait(QUERY_EMBED_DEADLINE_S):
             self._hung_query = done
             why = f"query embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s; keyword results only"
@@ -212,12 +218,13 @@ class IndexedBackend:
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:
         """Chunk rows of the vector hits and of the first ``limit`` keyword hits from ``sources``."""
-        rows = {k: r for k, r in self.store.chunk_rows(list(vec_hits) + [k for k, _ in ranked[:limit]]).items()
+        rows = {k: r for k, r in self.store.chunk_rows(list(vec_hits) + [k for k, _ in ranked[:limit]],
+                                                        vectors=False).items()
                 if r[2] in sources}
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.chunk_rows([k for k, _ in ranked[limit:]])
+            extra = self.store.chunk_rows([k for k, _ in ranked[limit:]], vectors=False)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break
@@ -321,11 +328,34 @@ class IndexedBackend:
             self.scheduler.stop()
         with self._sync_lock:
             pass
+        if self._query_worker is not None:
+            self._query_worker.stop()
         if self.choice.provider is not None:
             self.choice.provider.close()
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
             self.vectors.close()
         self.store.close()
+
+
+class _Worker:
+    """A daemon thread running submitted callables one after another (started on first use)."""
+
+    def __init__(self, name: str) -> None:
+        import queue
+
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, daemon=True, name=name).start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        """The thread ends once the jobs already submitted are done."""
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
 
 
 def _batch_enabled(ms: Any) -> bool:

@@ -23,6 +23,7 @@ SCHEMA_VERSION = 5
 # and rowid, so the index stays searchable. Any other version is dropped and rebuilt.
 MIGRATES_VECTORS_FROM = {"3", "4"}
 BUSY_TIMEOUT_MS = 10_000
+PAGE_SIZE = 8192
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -120,6 +121,9 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=flags)
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        if not readonly and not os.path.getsize(path):
+            # A new file: vectors (1.5 KB at 384-d) fill 8 KB pages to ~96%, 4 KB pages to ~77%.
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")

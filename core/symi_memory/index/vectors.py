@@ -201,19 +201,19 @@ class ExactVectors:
         return ordered[:k]
 
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]:
-        """Exact cosine of the query with the given stored vectors."""
+        """Exact cosine of the query with the given stored vectors (one matrix product)."""
         import numpy as np
 
         q = np.asarray(query, dtype=np.float32)
         qn = float(np.linalg.norm(q))
-        out: dict[int, float] = {}
-        for rowid, blob in blobs.items():
-            if not blob or qn == 0.0 or len(blob) != q.shape[0] * 4:
-                continue
-            v = np.frombuffer(blob, dtype=np.float32)
-            vn = float(np.linalg.norm(v))
-            out[rowid] = float(v @ q) / (qn * vn) if vn else 0.0
-        return out
+        keep = {r: b for r, b in blobs.items() if b and len(b) == q.shape[0] * 4}
+        if not keep or qn == 0.0:
+            return {}
+        matrix = np.frombuffer(b"".join(keep.values()), dtype=np.float32).reshape(len(keep), q.shape[0])
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = np.inf  # a zero vector scores 0
+        scores = (matrix @ q) / (norms * qn)
+        return {r: float(s) for r, s in zip(keep, scores, strict=True)}
 
     def status(self) -> dict[str, Any]:
         """What the scan uses: ``scan`` is float32, float16+float32-rescoring, or none (nothing loaded yet)."""
