@@ -32,6 +32,7 @@ HALF_AUTO_MIN = 50_000  # scan: auto uses float16 from this many vectors (below,
 RESCORE_FACTOR = 4  # a float16 scan rescores this many times k candidates (at least RESCORE_MIN)
 RESCORE_MIN = 64
 LOAD_BLOCK = 65_536
+HALF_BLOCK = 8_192  # rows converted to float16 at a time (12 MB at 384-d): the load peaks near the half copy
 
 
 def faiss_available() -> bool:
@@ -85,7 +86,7 @@ class ExactVectors:
                     import faiss
 
                     index = faiss.IndexScalarQuantizer(dims, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-                    buf = np.empty((min(max(expected, 1), LOAD_BLOCK), dims), dtype=np.float32)
+                    buf = np.empty((min(max(expected, 1), HALF_BLOCK), dims), dtype=np.float32)
                 else:
                     buf = np.empty((max(expected, 1), dims), dtype=np.float32)
             if len(blob) != dims * 4:
