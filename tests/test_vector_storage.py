@@ -192,3 +192,23 @@ def test_float16_scan_follows_deletes_and_writes(tmp_path: Path) -> None:
         assert first[0] not in {r for r, _ in after} and len(after) == 3
     finally:
         store.close()
+
+
+def test_new_index_files_use_pages_that_vectors_fill(tmp_path: Path, ws: Path) -> None:
+    # 1.5 KB vectors left a quarter of every 4 KB page empty; 8 KB pages hold five.
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert rows(mem, "PRAGMA page_size") == [(8192,)]
+
+
+def test_searches_share_one_query_embedding_thread(tmp_path: Path, ws: Path) -> None:
+    import threading
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        mem.search("harbour ferry")
+        before = {t.ident for t in threading.enumerate() if t.name == "symi-query-embed"}
+        for _ in range(5):
+            mem.search("harbour ferry schedule")
+        after = {t.ident for t in threading.enumerate() if t.name == "symi-query-embed"}
+        assert len(before) == 1 and after == before

@@ -117,7 +117,7 @@ class Query:
 @attrs.define(kw_only=True)
 class Cache:
     enabled: bool = opt("enabled", True, doc="Cache chunk embeddings in the index.")
-    max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Oldest entries are pruned on every sync beyond this.")
+    max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Vectors beyond this many are pruned on every sync, least recently used first; the vectors the index refers to are never pruned (the cache is where they are stored).")
 
 
 @attrs.define(kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -110,8 +111,15 @@ class IndexedBackend:
         provider = self.choice.provider
         qvec: list[float] | None = None
         fallback = self.choice.fallback
+        limit = query.candidate_limit
+        pending = self._start_query_embedding(provider, query.text) if provider is not None else None
+        # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
+        # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
+        ranked: list[tuple[int, float]] | None = None
+        if hybrid["enabled"]:
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH)
         if provider is not None:
-            qvec, why = self._embed_query(provider, query.text)
+            qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
                 fallback = Fallback(from_=provider.id, reason=why)
         if qvec is not None and not any(qvec):
@@ -119,9 +127,8 @@ class IndexedBackend:
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not self.indexer.needs_full()
         use_text = hybrid["enabled"] or not use_vec
-        limit = query.candidate_limit
-        # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
-        ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
+        if ranked is None:
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
         text_rank = dict(ranked)
         vec_hits: dict[int, float] = {}
         if use_vec:
@@ -163,33 +170,42 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback)
 
-    def _embed_query(self, provider: Any, text: str) -> tuple[list[float] | None, str | None]:
-        """The query vector, or None and why (the search then answers by keyword, saying so).
-
-        The provider gets ``QUERY_EMBED_DEADLINE_S``: a hung endpoint must not hold a search for
-        its whole request timeout. While a call that missed the deadline is still running, later
-        searches do not queue behind it; they answer by keyword at once.
-        """
+    def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
+        """Hand the query to the embedding worker; None while an earlier call is still hung."""
         hung = self._hung_query
         if hung is not None and not hung.is_set():
-            return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
+            return None
         box: dict[str, Any] = {}
         done = threading.Event()
 
         def run() -> None:
             try:
                 box["vector"] = provider.embed_query(text)
-            except BaseException as exc:  # handed to the searching thread below
+            except BaseException as exc:  # handed to the searching thread
                 box["error"] = exc
             finally:
                 done.set()
 
-        # One long-lived worker: starting a thread per search cost ~1-9 ms on a loaded 2-core host.
-        # A call that missed the deadline keeps it busy; searches meanwhile answer by keyword (above).
+        # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
         if self._query_worker is None:
             self._query_worker = _Worker("symi-query-embed")
+        box["started"] = time.monotonic()
         self._query_worker.submit(run)
-        if not done.wait(QUERY_EMBED_DEADLINE_S):
+        return done, box
+
+    def _finish_query_embedding(self, provider: Any, pending: tuple[threading.Event, dict[str, Any]] | None,
+                                ) -> tuple[list[float] | None, str | None]:
+        """The query vector, or None and why (the search then answers by keyword, saying so).
+
+        The provider gets ``QUERY_EMBED_DEADLINE_S`` from the moment the query was handed over: a
+        hung endpoint must not hold a search for its whole request timeout. While a call that
+        missed the deadline is still running, later searches do not queue behind it; they answer
+        by keyword at once.
+        """
+        if pending is None:
+            return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
+        done, box = pending
+        if not done.wait(max(0.0, QUERY_EMBED_DEADLINE_S - (time.monotonic() - box["started"]))):
             self._hung_query = done
             why = f"query embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s; keyword results only"
             log.warning("%s", why)
