@@ -345,7 +345,7 @@ class IndexedBackend:
         with self._sync_lock:
             pass
         if self._query_worker is not None:
-            self._query_worker.stop()
+            self._query_worker.stop(QUERY_EMBED_DEADLINE_S)
         if self.choice.provider is not None:
             self.choice.provider.close()
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
@@ -360,14 +360,21 @@ class _Worker:
         import queue
 
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._loop, daemon=True, name=name).start()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
+        self._thread.start()
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
 
-    def stop(self) -> None:
-        """The thread ends once the jobs already submitted are done."""
+    def stop(self, timeout: float) -> None:
+        """End the thread once the jobs already submitted are done, waiting up to ``timeout`` for it.
+
+        Waiting matters at exit: a native library's threads (ONNX Runtime's) must not be torn
+        down under a thread still parked in it.
+        """
         self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
