@@ -97,7 +97,12 @@ def test_old_layout_is_migrated_in_place_and_stays_searchable(tmp_path: Path, ws
         before = [(h.path, h.start_line, round(h.score, 6)) for h in mem.search("harbour ferry schedule").results]
         db = Path(mem.status()["dbPath"])
     chunks = downgrade_to_old_layout(db, version)
+    old_size = db.stat().st_size
     with open_mem(tmp_path, ws) as mem:
+        # Compacted once after the migration: the dropped copies do not stay in the file.
+        assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]
+        assert db.stat().st_size < old_size
+        assert rows(mem, "PRAGMA journal_mode") == [("wal",)]
         st = mem.status()
         assert (st["chunks"], st["dirty"]) == (chunks, False), "migrated, not dropped: nothing to reindex"
         assert st["vector"]["dims"] and st["cache"]["entries"] == chunks + 1 - _dupes(mem)

@@ -13,7 +13,7 @@ from typing import Any
 import apsw
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "VecExtension", "create_schema", "drop_old_vec_table", "migrate_vectors", "load_vec_extension", "open_db", "open_index_db"]
+__all__ = ["SCHEMA_VERSION", "VecExtension", "compact_after_migration", "create_schema", "drop_old_vec_table", "migrate_vectors", "load_vec_extension", "open_db", "open_index_db"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -218,6 +218,28 @@ def migrate_vectors(conn: apsw.Connection) -> None:
         log.info("could not drop the old sqlite-vec table yet (%s)", exc)
 
 
+def compact_after_migration(conn: apsw.Connection) -> None:
+    """VACUUM once after a migration: the dropped copies leave the file at its old size otherwise.
+
+    Also moves the file to ``PAGE_SIZE`` pages. Needs the database to itself; when another
+    process holds it, the file keeps its free pages (reused by later writes) and a later open
+    tries again.
+    """
+    if conn.execute("SELECT 1 FROM meta WHERE key='compact_pending'").fetchone() is None:
+        return
+    started = time.monotonic()
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        conn.execute("VACUUM")
+        conn.execute("DELETE FROM meta WHERE key='compact_pending'")
+        log.info("compacted the migrated index in %.1f s", time.monotonic() - started)
+    except apsw.Error as exc:
+        log.info("could not compact the migrated index yet (%s)", exc)
+    finally:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
 def drop_old_vec_table(conn: apsw.Connection) -> None:
     """Drop a ``chunks_vec`` table left by a migration that ran without sqlite-vec loaded."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name='chunks_vec'").fetchone() is None:
@@ -269,6 +291,7 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     conn.execute(SCHEMA)
     if migrate:
         migrate_vectors(conn)
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compact_pending', '1')")
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     try:
         conn.execute(FTS_SCHEMA)

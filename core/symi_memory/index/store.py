@@ -18,7 +18,7 @@ from typing import Any
 import apsw
 import attrs
 
-from .db import VecExtension, create_schema, drop_old_vec_table, load_vec_extension, open_db, open_index_db
+from .db import VecExtension, compact_after_migration, create_schema, drop_old_vec_table, load_vec_extension, open_db, open_index_db
 from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
 
 try:
@@ -209,6 +209,7 @@ class IndexStore:
         )
         if vec.available:
             drop_old_vec_table(conn)
+        compact_after_migration(conn)
         dims = store.vector_dims()
         if dims and vec.available and vector_enabled:
             store.vec_dims = dims
