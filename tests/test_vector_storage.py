@@ -218,3 +218,26 @@ def test_searches_share_one_query_embedding_thread(tmp_path: Path, ws: Path) -> 
         after = {t.ident for t in threading.enumerate() if t.name == "symi-query-embed"}
         assert before, "the query embedding runs on its worker thread"
         assert after - before == set(), "no new thread per search"
+
+
+def test_compaction_waits_for_a_later_open_when_another_process_holds_the_file(tmp_path: Path, ws: Path) -> None:
+    import time
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    downgrade_to_old_layout(db, "3")
+    other = apsw.Connection(str(db))  # another process's reader, in the middle of a read
+    other.execute("BEGIN")
+    other.execute("SELECT COUNT(*) FROM meta").fetchall()
+    try:
+        started = time.monotonic()
+        with open_mem(tmp_path, ws) as mem:
+            assert time.monotonic() - started < 8, "the open does not wait out the busy timeout for it"
+            assert rows(mem, "SELECT value FROM meta WHERE key='compact_pending'") == [("1",)]
+            assert mem.search("harbour ferry schedule").results  # migrated and searchable all the same
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    with open_mem(tmp_path, ws) as mem:
+        assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]

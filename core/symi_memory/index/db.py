@@ -228,6 +228,7 @@ def compact_after_migration(conn: apsw.Connection) -> None:
     if conn.execute("SELECT 1 FROM meta WHERE key='compact_pending'").fetchone() is None:
         return
     started = time.monotonic()
+    conn.set_busy_timeout(0)  # another process has it open: try again on a later open, without waiting now
     try:
         conn.execute("PRAGMA journal_mode=DELETE")
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
@@ -237,6 +238,7 @@ def compact_after_migration(conn: apsw.Connection) -> None:
     except apsw.Error as exc:
         log.info("could not compact the migrated index yet (%s)", exc)
     finally:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         conn.execute("PRAGMA journal_mode=WAL")
 
 

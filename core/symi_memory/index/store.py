@@ -18,7 +18,15 @@ from typing import Any
 import apsw
 import attrs
 
-from .db import VecExtension, compact_after_migration, create_schema, drop_old_vec_table, load_vec_extension, open_db, open_index_db
+from .db import (
+    VecExtension,
+    compact_after_migration,
+    create_schema,
+    drop_old_vec_table,
+    load_vec_extension,
+    open_db,
+    open_index_db,
+)
 from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
 
 try:
