@@ -254,3 +254,37 @@ def test_approximate_indexes_find_the_exact_neighbours(kind: str) -> None:
         exact = set(rowids[np.argsort(-(data @ q[0]))[:10]].tolist())
         found += len(exact & {r for r, _ in index.search(q, 10)})
     assert found / 500 >= 0.9
+
+
+def test_a_save_in_progress_never_holds_up_a_search(tmp_path: Path) -> None:
+    # A save of a large index takes seconds (1.8 GB at 1M HNSW); searches must not wait for it.
+    # The save's temp file is a FIFO here, so the save blocks in open() until the test reads it.
+    import threading
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "notes.md").write_text("".join(f"- note {i}: the marmot crossed ridge {i}\n" for i in range(60)))
+    with _open(tmp_path / "s", ws, "faiss", index="hnsw") as mem:
+        mem.sync()
+        assert _wait_loaded(mem)
+        vectors = mem.backend.vectors
+        vectors._dirty = True  # the sync's own save is coalesced on a timer; ask for one now
+        fifo = vectors.path.with_name(f"{vectors.path.name}.tmp{os.getpid()}")
+        os.mkfifo(fifo)
+        saver = threading.Thread(target=vectors.save, daemon=True)
+        saver.start()
+        time.sleep(0.2)
+        assert saver.is_alive(), "the save is blocked on the FIFO"
+        answered: list[Any] = []
+        searcher = threading.Thread(target=lambda: answered.append(mem.search("marmot ridge 7").results), daemon=True)
+        searcher.start()
+        try:
+            searcher.join(timeout=30)
+            assert answered and answered[0], "the search answered while the save was still writing"
+            assert saver.is_alive()
+        finally:
+            with open(fifo, "rb") as fh:  # let the save finish
+                while fh.read(1 << 20):
+                    pass
+            saver.join(timeout=30)
+        assert not saver.is_alive()

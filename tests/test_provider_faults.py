@@ -92,10 +92,9 @@ def test_vectors_of_varying_dimensions_are_rejected_with_a_clear_error(tmp_path:
             mem.sync()
             st = mem.status()
             store = mem.backend.store
-            lengths = store._read("SELECT DISTINCT length(embedding) / 4 FROM chunks "
-                                  "WHERE embedding IS NOT NULL").fetchall()
-            with_vectors = store._read("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0]
-            in_vec_table = store._read("SELECT COUNT(*) FROM chunks_vec").fetchone()[0]
+            lengths = {len(blob) // 4 for _, blob in store.iter_vectors()}
+            with_vectors = store.vector_count()
+            in_vec_table = store.vector_stats(store.vector_dims() or 0)[0]
             assert "different dimensions (3, 4)" in (st["lastError"] or "")
             assert len(lengths) == 1 and with_vectors == in_vec_table, "no chunk silently missing from the vectors"
             assert st["pendingFiles"] > 0 and st["dirty"] is True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -20,6 +19,11 @@ def ws(tmp_path: Path) -> Path:
     add_filler(w, 10)
     write(w, "memory/journal.md", JOURNAL)
     return w
+
+
+def rows(mem, sql: str) -> list:  # type: ignore[no-untyped-def]
+    """Rows from the index through the store's own reader (sees the last commit, WAL included)."""
+    return mem.backend.store._read(sql).fetchall()
 
 
 def embedder(mem):  # type: ignore[no-untyped-def]
@@ -97,29 +101,35 @@ def test_forced_reindex_with_warm_cache_makes_no_embedding_calls(tmp_path: Path,
         assert [(h.path, h.start_line, h.score) for h in after] == [(h.path, h.start_line, h.score) for h in before]
 
 
-def test_cache_is_pruned_to_max_entries_on_every_sync(tmp_path: Path, ws: Path) -> None:
+def test_cache_keeps_the_index_vectors_and_prunes_the_rest_to_max_entries(tmp_path: Path, ws: Path) -> None:
+    # Schema 5 stores each vector once, in the cache: the index's own vectors are never pruned,
+    # and maxEntries bounds the total by dropping vectors of text no longer indexed, oldest first.
     with open_mem(tmp_path, ws, {"cache": {"maxEntries": 10}}) as mem:
         first = mem.sync()
         assert first.chunks_written > 10
-        assert mem.status()["cache"] == {"enabled": True, "entries": 10, "maxEntries": 10}
-        write(ws, "memory/journal.md", JOURNAL + "- journal line 161: the lemon tree flowered\n")
+        indexed = len({h for (h,) in rows(mem, "SELECT hash FROM chunks")})
+        assert mem.status()["cache"] == {"enabled": True, "entries": indexed, "maxEntries": 10}
+        old_journal = {h for (h,) in rows(mem, "SELECT hash FROM chunks WHERE path='memory/journal.md'")}
+        write(ws, "memory/journal.md", JOURNAL.replace("ferry", "tram"))  # every chunk's text changes
         report = mem.sync()
         assert not report.full and report.files_indexed == 1
-        assert mem.status()["cache"]["entries"] == 10
-        # Least recently used go first: every chunk of the file just synced (embedded or
-        # taken from the cache) is still cached.
-        journal = db_rows(mem, "SELECT text FROM chunks WHERE path='memory/journal.md'")
-        assert 1 < len(journal) <= 10
-        cached = {r[0] for r in db_rows(mem, "SELECT hash FROM embedding_cache")}
-        assert {hashlib.sha256(t.encode("utf-8")).hexdigest() for (t,) in journal} <= cached
+        now = {h for (h,) in rows(mem, "SELECT hash FROM chunks")}
+        cached = {r[0] for r in rows(mem, "SELECT hash FROM embedding_cache")}
+        assert now <= cached, "every indexed chunk keeps its vector"
+        assert cached == now, "vectors of text no longer indexed went, beyond maxEntries"
+        assert old_journal - now, "the edit changed at least one chunk's text"
+        assert mem.status()["cache"]["entries"] == len(now)
 
 
 def test_cache_disabled_always_embeds(tmp_path: Path, ws: Path) -> None:
     with open_mem(tmp_path, ws, {"cache": {"enabled": False}}) as mem:
         mem.sync()
-        assert mem.status()["cache"]["entries"] == 0
+        # The vectors the index needs are stored (once); nothing else is kept.
+        indexed = len({h for (h,) in rows(mem, "SELECT hash FROM chunks")})
+        assert mem.status()["cache"]["entries"] == indexed
         report = mem.sync(force=True)
         assert report.embeddings_computed == report.chunks_written > 0
+        assert mem.status()["cache"]["entries"] == indexed
 
 
 # ------------------------------------------------------------------- schema and identity

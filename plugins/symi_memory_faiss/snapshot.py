@@ -1,4 +1,4 @@
-"""Reading every chunk vector of the SQLite index as one consistent snapshot."""
+"""Every chunk vector of the SQLite index as one consistent snapshot, through the store's public API."""
 
 from __future__ import annotations
 
@@ -41,34 +41,11 @@ def unit_rows(matrix: Any) -> Any:
 
 
 def read_snapshot(store: IndexStore) -> Snapshot:
-    """Generation and vectors from one read transaction (WAL: a consistent view)."""
-    import numpy as np
-
-    conn = store.reader()
-    with conn:
-        row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
-        generation = int(row[0]) if row else 0
-        first = conn.execute("SELECT length(embedding) FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        dims = int(first[0]) // 4 if first else 0
-        n = conn.execute("SELECT COUNT(*) FROM chunks WHERE length(embedding) = ?", (dims * 4,)).fetchone()[0] if dims else 0
-        rowids = np.empty(n, dtype=np.int64)
-        matrix = np.empty((n, dims), dtype=np.float32)
-        i = 0
-        # Rows of another width (a half-finished provider switch) cannot be compared; skip them.
-        for rowid, blob in conn.execute(
-            "SELECT rowid, embedding FROM chunks WHERE length(embedding) = ? ORDER BY rowid", (dims * 4,)
-        ):
-            if i >= n:
-                break
-            rowids[i] = rowid
-            matrix[i] = np.frombuffer(blob, dtype=np.float32)
-            i += 1
-    return Snapshot(generation=generation, dims=dims, rowids=rowids[:i], matrix=unit_rows(matrix[:i]))
+    """Generation and unit-length vectors from one read transaction (``IndexStore.read_vectors``)."""
+    snap = store.read_vectors()
+    return Snapshot(generation=snap.generation, dims=snap.dims, rowids=snap.rowids, matrix=unit_rows(snap.matrix))
 
 
 def vector_stats(store: IndexStore, dims: int) -> tuple[int, int]:
     """(count, sum of rowids) of the vectors of this width: a cheap fingerprint of the vector set."""
-    row = store.reader().execute(
-        "SELECT COUNT(*), COALESCE(SUM(rowid), 0) FROM chunks WHERE length(embedding) = ?", (dims * 4,)
-    ).fetchone()
-    return int(row[0]), int(row[1])
+    return store.vector_stats(dims)

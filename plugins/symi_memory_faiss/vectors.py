@@ -52,6 +52,9 @@ class FaissVectors:
     _index: FaissIndex | None = None
     _generation: int = -1
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
+    # Held by a save for its whole write and by changes to the live index: a save never holds
+    # ``_lock``, so searches go on while a large index is written (seconds at 1M vectors).
+    _save_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _building: bool = False
     _pending: list[IndexChange] = attrs.field(factory=list)
     _dirty: bool = False
@@ -91,9 +94,7 @@ class FaissVectors:
                 "live": count, "rowidSum": rowid_sum}
 
     def _dims(self) -> int | None:
-        row = self.store.reader().execute(
-            "SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        return int(row[0]) if row else None
+        return self.store.vector_dims()
 
     def close(self) -> None:
         """Stop following the store and save; a build still running after a short wait is abandoned."""
@@ -116,7 +117,7 @@ class FaissVectors:
 
     def _on_change(self, change: IndexChange) -> None:
         """Runs in the writer's thread, under the store lock, right after a commit."""
-        with self._lock:
+        with self._save_lock, self._lock:
             if self._building:
                 self._pending.append(change)
                 return
@@ -222,22 +223,30 @@ class FaissVectors:
         self.save()
 
     def save(self) -> bool:
-        """Persist when changed; returns True when a file was written."""
-        with self._lock:
-            index, generation = self._index, self._generation
-            if not self._dirty or index is None or generation < 0:
-                return False
-            count = index.live
-            header = {"generation": generation, "store": self._uid,
-                      "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
-                      "rowidSum": int(index.labels().sum())}
+        """Persist when changed; returns True when a file was written.
+
+        Searches are not held up: the write runs outside ``_lock`` (it only reads the index, as
+        searches do); changes to this index wait for it on ``_save_lock``, and a rebuild swaps in
+        a new index object, leaving the one being written alone.
+        """
+        with self._save_lock:
+            with self._lock:
+                index, generation = self._index, self._generation
+                if not self._dirty or index is None or generation < 0:
+                    return False
+                count = index.live
+                header = {"generation": generation, "store": self._uid,
+                          "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
+                          "rowidSum": int(index.labels().sum())}
             try:
                 save_index(self.path, index, header)
             except OSError as exc:
                 self.last_error = f"cannot save {self.path}: {exc}"
                 log.warning("cannot save the faiss index to %s: %s", self.path, exc)
                 return False
-            self._dirty = False
+            with self._lock:
+                if self._index is index and self._generation == generation:
+                    self._dirty = False
         log.debug("saved faiss index (%d vectors) to %s", count, self.path)
         return True
 

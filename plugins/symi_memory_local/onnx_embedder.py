@@ -27,6 +27,7 @@ log = logging.getLogger("symi_memory.local")
 #: Padded tokens per inference batch; keeps memory flat and padding waste low.
 _BATCH_TOKENS = 8192
 _MAX_BATCH = 64
+OPTIMISE_JOIN_S = 60.0
 
 
 @attrs.define
@@ -46,6 +47,7 @@ class OnnxEmbedder:
     #: Builds the fully optimised session; set when this one was opened unoptimised for a fast start.
     _optimise: Callable[[], Any] | None = None
     _calls: int = 0
+    _optimiser: threading.Thread | None = None
 
     def embed_query(self, text: str) -> list[float]:
         """One unit vector for a search query."""
@@ -78,7 +80,8 @@ class OnnxEmbedder:
         # Not a daemon: a process that exits while ONNX Runtime is still building the session (a one-shot
         # `search` that indexed first: documents, then the query) aborted in its C++ teardown (SIGABRT).
         # Python waits for the build at exit instead, a few hundred milliseconds at most.
-        threading.Thread(target=swap, name="symi-local-optimise", daemon=False).start()
+        self._optimiser = threading.Thread(target=swap, name="symi-local-optimise", daemon=False)
+        self._optimiser.start()
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit vectors for ``texts``, in order."""
@@ -105,7 +108,15 @@ class OnnxEmbedder:
         return combine_windows(vectors, owners, weights, len(texts)).tolist()
 
     def close(self) -> None:
-        """Drop the session; ONNX Runtime frees its memory when it is collected."""
+        """Drop the session; ONNX Runtime frees its memory when it is collected.
+
+        A background build of the optimised session is waited for: a process that exits while
+        ONNX Runtime is still initialising a session aborts ("terminate called without an
+        active exception").
+        """
+        optimiser = self._optimiser
+        if optimiser is not None and optimiser is not threading.current_thread():
+            optimiser.join(OPTIMISE_JOIN_S)
         self.session = None
 
     def _run(self, encs: list[Any]) -> Any:

@@ -11,4 +11,5 @@ __all__ = ["create_backend"]
 
 
 def create_backend(ctx: BackendContext) -> Any:
-    return assemble_backend(ctx, ExactVectors)
+    scan = ctx.agent.memory_search["store"]["vector"].get("scan", "auto")
+    return assemble_backend(ctx, lambda store: ExactVectors(store, scan=scan))

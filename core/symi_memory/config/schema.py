@@ -34,6 +34,10 @@ __all__ = [
 class StoreVector:
     enabled: bool = opt("enabled", True, doc="Use sqlite-vec for vectors; false: exact in-process cosine.")
     extension_path: str | None = opt("extensionPath", None, kind="str", doc="Load sqlite-vec from this file instead of the bundled one.")
+    scan: str = opt("scan", "auto", choices=("auto", "float32", "float16"),
+                    doc="Exact scan copy in memory: float16 (half the memory and bandwidth, needs faiss; the top "
+                        "candidates are rescored against the stored float32 vectors), float32, or auto (float16 "
+                        "from 50,000 vectors when faiss is installed).")
 
 
 @attrs.define(kw_only=True)
@@ -113,7 +117,7 @@ class Query:
 @attrs.define(kw_only=True)
 class Cache:
     enabled: bool = opt("enabled", True, doc="Cache chunk embeddings in the index.")
-    max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Oldest entries are pruned on every sync beyond this.")
+    max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Vectors beyond this many are pruned on every sync, least recently used first; the vectors the index refers to are never pruned (the cache is where they are stored).")
 
 
 @attrs.define(kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ class IndexedBackend:
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
     _hung_query: threading.Event | None = None
+    _query_worker: _Worker | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -109,8 +111,15 @@ class IndexedBackend:
         provider = self.choice.provider
         qvec: list[float] | None = None
         fallback = self.choice.fallback
+        limit = query.candidate_limit
+        pending = self._start_query_embedding(provider, query.text) if provider is not None else None
+        # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
+        # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
+        ranked: list[tuple[int, float]] | None = None
+        if hybrid["enabled"]:
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH)
         if provider is not None:
-            qvec, why = self._embed_query(provider, query.text)
+            qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
                 fallback = Fallback(from_=provider.id, reason=why)
         if qvec is not None and not any(qvec):
@@ -118,9 +127,8 @@ class IndexedBackend:
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not self.indexer.needs_full()
         use_text = hybrid["enabled"] or not use_vec
-        limit = query.candidate_limit
-        # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
-        ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
+        if ranked is None:
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
         text_rank = dict(ranked)
         vec_hits: dict[int, float] = {}
         if use_vec:
@@ -130,8 +138,9 @@ class IndexedBackend:
         text_hits = {k: text_rank[k] for k in keyword_ids}
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and hybrid["enabled"]:
-            missing = {k: rows[k][6] for k in rows if k not in vec_hits}
-            vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
+            # Only keyword candidates the vector side did not rank need their stored vector read.
+            missing = [k for k in rows if k not in vec_hits]
+            vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
             text_hits.update((k, text_rank[k]) for k in rows if k in text_rank)
         texts = {k: rows[k][5] for k in text_hits}
         mode, scores, text_hits, idents = score_hits(query.text, hybrid, text_hits=text_hits, vector_hits=vec_hits,
@@ -147,29 +156,42 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback)
 
-    def _embed_query(self, provider: Any, text: str) -> tuple[list[float] | None, str | None]:
-        """The query vector, or None and why (the search then answers by keyword, saying so).
-
-        The provider gets ``QUERY_EMBED_DEADLINE_S``: a hung endpoint must not hold a search for
-        its whole request timeout. While a call that missed the deadline is still running, later
-        searches do not queue behind it; they answer by keyword at once.
-        """
+    def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
+        """Hand the query to the embedding worker; None while an earlier call is still hung."""
         hung = self._hung_query
         if hung is not None and not hung.is_set():
-            return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
+            return None
         box: dict[str, Any] = {}
         done = threading.Event()
 
         def run() -> None:
             try:
                 box["vector"] = provider.embed_query(text)
-            except BaseException as exc:  # handed to the searching thread below
+            except BaseException as exc:  # handed to the searching thread
                 box["error"] = exc
             finally:
                 done.set()
 
-        threading.Thread(target=run, daemon=True, name="symi-query-embed").start()
-        if not done.wait(QUERY_EMBED_DEADLINE_S):
+        # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
+        if self._query_worker is None:
+            self._query_worker = _Worker("symi-query-embed")
+        box["started"] = time.monotonic()
+        self._query_worker.submit(run)
+        return done, box
+
+    def _finish_query_embedding(self, provider: Any, pending: tuple[threading.Event, dict[str, Any]] | None,
+                                ) -> tuple[list[float] | None, str | None]:
+        """The query vector, or None and why (the search then answers by keyword, saying so).
+
+        The provider gets ``QUERY_EMBED_DEADLINE_S`` from the moment the query was handed over: a
+        hung endpoint must not hold a search for its whole request timeout. While a call that
+        missed the deadline is still running, later searches do not queue behind it; they answer
+        by keyword at once.
+        """
+        if pending is None:
+            return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
+        done, box = pending
+        if not done.wait(max(0.0, QUERY_EMBED_DEADLINE_S - (time.monotonic() - box["started"]))):
             self._hung_query = done
             why = f"query embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s; keyword results only"
             log.warning("%s", why)
@@ -198,12 +220,13 @@ class IndexedBackend:
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:
         """Chunk rows of the vector hits and of the first ``limit`` keyword hits from ``sources``."""
-        rows = {k: r for k, r in self.store.chunk_rows(list(vec_hits) + [k for k, _ in ranked[:limit]]).items()
+        rows = {k: r for k, r in self.store.chunk_rows(list(vec_hits) + [k for k, _ in ranked[:limit]],
+                                                        vectors=False).items()
                 if r[2] in sources}
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.chunk_rows([k for k, _ in ranked[limit:]])
+            extra = self.store.chunk_rows([k for k, _ in ranked[limit:]], vectors=False)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break
@@ -285,8 +308,7 @@ class IndexedBackend:
         return dict(p.batch_status()) if isinstance(p, BatchingProvider) else {}
 
     def _dims(self) -> int | None:
-        row = self.store._read("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        return int(row[0]) if row else None
+        return self.store.vector_dims()
 
     def close(self) -> None:
         # Stop a running sync at its next file first, then the threads, then wait for the sync,
@@ -297,11 +319,41 @@ class IndexedBackend:
             self.scheduler.stop()
         with self._sync_lock:
             pass
+        if self._query_worker is not None:
+            self._query_worker.stop(QUERY_EMBED_DEADLINE_S)
         if self.choice.provider is not None:
             self.choice.provider.close()
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
             self.vectors.close()
         self.store.close()
+
+
+class _Worker:
+    """A daemon thread running submitted callables one after another (started on first use)."""
+
+    def __init__(self, name: str) -> None:
+        import queue
+
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def stop(self, timeout: float) -> None:
+        """End the thread once the jobs already submitted are done, waiting up to ``timeout`` for it.
+
+        Waiting matters at exit: a native library's threads (ONNX Runtime's) must not be torn
+        down under a thread still parked in it.
+        """
+        self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
 
 
 def _batch_enabled(ms: Any) -> bool:

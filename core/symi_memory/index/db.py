@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import time
@@ -12,12 +13,17 @@ from typing import Any
 import apsw
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "VecExtension", "create_schema", "load_vec_extension", "open_db", "open_index_db"]
+__all__ = ["SCHEMA_VERSION", "VecExtension", "compact_after_migration", "create_schema", "drop_old_vec_table", "migrate_vectors", "load_vec_extension", "open_db", "open_index_db"]
 
 log = logging.getLogger("symi_memory.index")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
+# Versions whose tables hold a copy of each vector in ``chunks.embedding`` (and ``chunks_vec``): opening
+# one moves the vectors into ``embedding_cache`` in place (``migrate_vectors``), keeping every row
+# and rowid, so the index stays searchable. Any other version is dropped and rebuilt.
+MIGRATES_VECTORS_FROM = {"3", "4"}
 BUSY_TIMEOUT_MS = 10_000
+PAGE_SIZE = 8192
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,18 +46,24 @@ CREATE TABLE IF NOT EXISTS chunks (
     end_line INTEGER NOT NULL,
     hash TEXT NOT NULL,
     text TEXT NOT NULL,
-    embedding BLOB
+    vector INTEGER
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE TABLE IF NOT EXISTS embedding_cache (
+CREATE INDEX IF NOT EXISTS chunks_vector ON chunks(vector);
+CREATE TABLE IF NOT EXISTS embedders (
+    id INTEGER PRIMARY KEY,
     provider TEXT NOT NULL,
     model TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
+    UNIQUE (provider, model, fingerprint)
+);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    id INTEGER PRIMARY KEY,
+    embedder INTEGER NOT NULL,
     hash TEXT NOT NULL,
-    dims INTEGER NOT NULL,
     embedding BLOB NOT NULL,
     used_at REAL NOT NULL,
-    PRIMARY KEY (provider, model, fingerprint, hash)
+    UNIQUE (embedder, hash)
 );
 CREATE INDEX IF NOT EXISTS embedding_cache_used ON embedding_cache(used_at);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL);
@@ -109,6 +121,9 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=flags)
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        if not readonly and not os.path.getsize(path):
+            # A new file: vectors (1.5 KB at 384-d) fill 8 KB pages to ~96%, 4 KB pages to ~77%.
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -149,10 +164,93 @@ def _drop_all(conn: apsw.Connection) -> None:
 def _schema_current(conn: apsw.Connection) -> bool:
     """True when every table exists at this schema version (a read; no lock is taken)."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "files", "chunks", "embedding_cache", "skipped", "chunks_fts", "chunks_vocab"} <= have:
+    if not {"meta", "files", "chunks", "embedders", "embedding_cache", "skipped", "chunks_fts", "chunks_vocab"} <= have:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     return row is not None and row[0] == str(SCHEMA_VERSION)
+
+
+def _has_column(conn: apsw.Connection, table: str, column: str) -> bool:
+    return any(r[1] == column for r in conn.execute(f'PRAGMA table_info("{table}")'))
+
+
+def _identity_embedder(conn: apsw.Connection) -> int | None:
+    """The ``embedders`` id of the provider named by the index identity (inserted if new), or None."""
+    row = conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone()
+    try:
+        ident = json.loads(row[0]) if row else None
+    except ValueError:
+        ident = None
+    if not isinstance(ident, dict) or ident.get("provider") in (None, "none"):
+        return None
+    key = (str(ident.get("provider")), str(ident.get("model") or ""), str(ident.get("fingerprint") or ""))
+    conn.execute("INSERT OR IGNORE INTO embedders(provider, model, fingerprint) VALUES (?,?,?)", key)
+    found = conn.execute("SELECT id FROM embedders WHERE provider=? AND model=? AND fingerprint=?", key).fetchone()
+    return int(found[0])  # type: ignore[index]
+
+
+def migrate_vectors(conn: apsw.Connection) -> None:
+    """Move a schema 3/4 index's vectors into the one-copy layout, inside the caller's transaction.
+
+    Every chunk keeps its rowid (so the FTS rows stay valid) and refers to its vector in
+    ``embedding_cache``: the old cache's entries are kept, and each chunk's own copy is added
+    under the index identity's provider. The ``chunks_vec`` table (a third copy) is dropped.
+    """
+    now = time.time()
+    conn.execute("INSERT OR IGNORE INTO embedders(provider, model, fingerprint) "
+                 "SELECT DISTINCT provider, model, fingerprint FROM embedding_cache_old")
+    conn.execute("INSERT OR IGNORE INTO embedding_cache(embedder, hash, embedding, used_at) "
+                 "SELECT e.id, o.hash, o.embedding, o.used_at FROM embedding_cache_old o "
+                 "JOIN embedders e ON e.provider = o.provider AND e.model = o.model AND e.fingerprint = o.fingerprint")
+    embedder = _identity_embedder(conn)
+    if embedder is not None:
+        conn.execute("INSERT OR IGNORE INTO embedding_cache(embedder, hash, embedding, used_at) "
+                     "SELECT ?, hash, embedding, ? FROM chunks_old WHERE embedding IS NOT NULL", (embedder, now))
+    conn.execute("INSERT INTO chunks(rowid, id, path, source, start_line, end_line, hash, text, vector) "
+                 "SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, v.id "
+                 "FROM chunks_old c LEFT JOIN embedding_cache v ON c.embedding IS NOT NULL AND v.embedder = ? "
+                 "AND v.hash = c.hash", (embedder,))
+    conn.execute("DROP TABLE chunks_old")
+    conn.execute("DROP TABLE embedding_cache_old")
+    try:
+        conn.execute("DROP TABLE IF EXISTS chunks_vec")
+    except apsw.SQLError as exc:  # vec0 not loaded: its rows stay until an open that has it
+        log.info("could not drop the old sqlite-vec table yet (%s)", exc)
+
+
+def compact_after_migration(conn: apsw.Connection) -> None:
+    """VACUUM once after a migration: the dropped copies leave the file at its old size otherwise.
+
+    Also moves the file to ``PAGE_SIZE`` pages. Needs the database to itself; when another
+    process holds it, the file keeps its free pages (reused by later writes) and a later open
+    tries again.
+    """
+    if conn.execute("SELECT 1 FROM meta WHERE key='compact_pending'").fetchone() is None:
+        return
+    started = time.monotonic()
+    conn.set_busy_timeout(0)  # another process has it open: try again on a later open, without waiting now
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        conn.execute("VACUUM")
+        conn.execute("DELETE FROM meta WHERE key='compact_pending'")
+        log.info("compacted the migrated index in %.1f s", time.monotonic() - started)
+    except apsw.Error as exc:
+        log.info("could not compact the migrated index yet (%s)", exc)
+    finally:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
+def drop_old_vec_table(conn: apsw.Connection) -> None:
+    """Drop a ``chunks_vec`` table left by a migration that ran without sqlite-vec loaded."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name='chunks_vec'").fetchone() is None:
+        return
+    try:
+        with conn:
+            conn.execute("DROP TABLE IF EXISTS chunks_vec")
+    except apsw.Error as exc:
+        log.info("could not drop the old sqlite-vec table yet (%s)", exc)
 
 
 def create_schema(conn: apsw.Connection) -> str | None:
@@ -179,12 +277,23 @@ def create_schema(conn: apsw.Connection) -> str | None:
 
 def _create_locked(conn: apsw.Connection) -> str | None:
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+    migrate = False
     if "meta" in have:
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
+        if row is not None and row[0] in MIGRATES_VECTORS_FROM and _has_column(conn, "chunks", "embedding"):
+            log.info("index schema %s -> %s: storing each vector once", row[0], SCHEMA_VERSION)
+            conn.execute("ALTER TABLE chunks RENAME TO chunks_old")
+            conn.execute("ALTER TABLE embedding_cache RENAME TO embedding_cache_old")
+            conn.execute("DROP INDEX IF EXISTS chunks_path")
+            conn.execute("DROP INDEX IF EXISTS embedding_cache_used")
+            migrate = True
+        elif row is None or row[0] != str(SCHEMA_VERSION):
             log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
             _drop_all(conn)
     conn.execute(SCHEMA)
+    if migrate:
+        migrate_vectors(conn)
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compact_pending', '1')")
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     try:
         conn.execute(FTS_SCHEMA)

@@ -286,8 +286,8 @@ class Indexer:
             self._pending_failures, self._retry_at = 0, 0.0
         self._record(reason)
         cache = self.agent.memory_search["cache"]
-        if cache["enabled"]:
-            self.store.cache_prune(cache["maxEntries"])
+        # The index's own vectors are never pruned; without the cache nothing else is kept.
+        self.store.cache_prune(cache["maxEntries"] if cache["enabled"] else 0)
         report("done", len(todo), len(todo))
         return SyncReport(
             reason=reason, full=full, files_scanned=len(files), files_indexed=stats["indexed"],

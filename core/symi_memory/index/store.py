@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
@@ -17,7 +18,15 @@ from typing import Any
 import apsw
 import attrs
 
-from .db import VecExtension, create_schema, load_vec_extension, open_db, open_index_db
+from .db import (
+    VecExtension,
+    compact_after_migration,
+    create_schema,
+    drop_old_vec_table,
+    load_vec_extension,
+    open_db,
+    open_index_db,
+)
 from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
 
 try:
@@ -25,7 +34,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector"]
+__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "VectorSnapshot", "pack_vector"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -146,6 +155,20 @@ class IndexChange:
     added: tuple[tuple[int, bytes], ...] = ()
 
 
+@attrs.frozen
+class VectorSnapshot:
+    """Every chunk vector of one width, read in one transaction (a consistent view of the index).
+
+    ``rowids`` (int64) and ``matrix`` (float32, one row per chunk, as stored: not normalised) are
+    numpy arrays, ordered by rowid; ``dims`` is 0 when the index holds no vector.
+    """
+
+    generation: int
+    dims: int
+    rowids: Any
+    matrix: Any
+
+
 @attrs.define
 class IndexStore:
     """The SQLite index of one agent.
@@ -169,6 +192,7 @@ class IndexStore:
     # Guards only the list of reader connections: never the writer's lock, which a sync holds for long.
     _readers_lock: threading.Lock = attrs.field(factory=threading.Lock)
     listeners: list[Callable[[IndexChange], None]] = attrs.field(factory=list)
+    _embedder_ids: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
@@ -191,9 +215,12 @@ class IndexStore:
         store = cls(
             path=path, conn=conn, vec=vec, fts_error=fts_error, vector_wanted=vector_enabled, extension_path=extension_path
         )
-        row = conn.execute("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        if row and vec.available and vector_enabled:
-            store._ensure_vec_table(int(row[0]))
+        if vec.available:
+            drop_old_vec_table(conn)
+        compact_after_migration(conn)
+        dims = store.vector_dims()
+        if dims and vec.available and vector_enabled:
+            store.vec_dims = dims
         return store
 
     @contextlib.contextmanager
@@ -269,12 +296,44 @@ class IndexStore:
 
     # ------------------------------------------------------------- mutation
 
-    def _ensure_vec_table(self, dims: int) -> None:
-        if not self.vec.available:
-            return
-        with self.lock:
-            self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine)")
-        self.vec_dims = dims
+    def _note_dims(self, dims: int) -> None:
+        """sqlite-vec can answer KNN over vectors of this width (the first vector written sets it)."""
+        if self.vec.available and self.vector_wanted and self.vec_dims is None:
+            self.vec_dims = dims
+
+    def _embedder(self, meta: dict[str, str] | None) -> int | None:
+        """The ``embedders`` id of the identity being written (``meta``), else the stored one; writer only."""
+        raw = (meta or {}).get("identity")
+        if raw is None:
+            row = self.conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone()
+            raw = row[0] if row else None
+        try:
+            ident = json.loads(raw) if raw else None
+        except ValueError:
+            ident = None
+        if not isinstance(ident, dict) or ident.get("provider") in (None, "none"):
+            return None
+        return self._embedder_id(str(ident["provider"]), str(ident.get("model") or ""),
+                                 str(ident.get("fingerprint") or ""))
+
+    def _embedder_id(self, provider: str, model: str, fingerprint: str, *, create: bool = True) -> int | None:
+        key = (provider, model, fingerprint)
+        cached = self._embedder_ids.get(key)
+        if cached is not None:
+            return cached
+        conn = self.conn if create else self.reader()
+        if create:
+            conn.execute("INSERT OR IGNORE INTO embedders(provider, model, fingerprint) VALUES (?,?,?)", key)
+        row = conn.execute("SELECT id FROM embedders WHERE provider=? AND model=? AND fingerprint=?", key).fetchone()
+        if row is None:
+            return None
+        self._embedder_ids[key] = int(row[0])  # forgotten when a write rolls back (_forget_uncommitted)
+        return int(row[0])
+
+    def _forget_uncommitted(self, saved_dims: int | None) -> None:
+        """After a rolled-back write: what it created (the vector width, embedder ids) is gone too."""
+        self.vec_dims = saved_dims
+        self._embedder_ids.clear()
 
     def replace_files(
         self,
@@ -293,7 +352,7 @@ class IndexStore:
                 with self.write():
                     written = self._replace(files, remove, skipped, meta, removed, added)
             except BaseException:
-                self.vec_dims = saved_dims  # the vector table creation rolled back too
+                self._forget_uncommitted(saved_dims)
                 raise
             self._notify(IndexChange(generation=self.generation_now(), full=False, removed=tuple(removed),
                                      added=tuple(added)))
@@ -334,7 +393,7 @@ class IndexStore:
                     with self.write():
                         self._swap_from_build(skipped, meta)
                 except BaseException:
-                    self.vec_dims = saved_dims
+                    self._forget_uncommitted(saved_dims)
                     raise
                 finally:
                     self.conn.execute("DETACH DATABASE build")
@@ -379,20 +438,25 @@ class IndexStore:
         c.execute("DELETE FROM chunks")
         if self.fts_error is None:
             c.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
-        c.execute("DROP TABLE IF EXISTS chunks_vec")
         self.vec_dims = None
         c.execute("INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) "
                   "SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM build.files")
-        c.execute("INSERT INTO chunks(rowid, id, path, source, start_line, end_line, hash, text, embedding) "
-                  "SELECT rowid, id, path, source, start_line, end_line, hash, text, embedding FROM build.chunks")
+        # Each vector is stored once, in embedding_cache (most are there already: the sync cached them
+        # as it embedded); a chunk refers to its vector by id.
+        embedder = self._embedder(meta)
+        if embedder is not None:
+            c.execute("INSERT INTO embedding_cache(embedder, hash, embedding, used_at) "
+                      "SELECT ?, hash, embedding, ? FROM build.chunks WHERE embedding IS NOT NULL "
+                      "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at", (embedder, time.time()))
+        c.execute("INSERT INTO chunks(rowid, id, path, source, start_line, end_line, hash, text, vector) "
+                  "SELECT b.rowid, b.id, b.path, b.source, b.start_line, b.end_line, b.hash, b.text, v.id "
+                  "FROM build.chunks b LEFT JOIN embedding_cache v "
+                  "ON b.embedding IS NOT NULL AND v.embedder = ? AND v.hash = b.hash", (embedder,))
         if self.fts_error is None:
             c.execute("INSERT INTO chunks_fts(rowid, text, cjk) SELECT rowid, text, cjk FROM build.chunks")
         row = c.execute("SELECT length(embedding) / 4 FROM build.chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
-        if row and self.vec.available and self.vector_wanted:
-            dims = int(row[0])  # type: ignore[arg-type]
-            self._ensure_vec_table(dims)
-            c.execute("INSERT INTO chunks_vec(rowid, embedding) SELECT rowid, embedding FROM build.chunks "
-                      "WHERE embedding IS NOT NULL AND length(embedding) = ?", (dims * 4,))
+        if row and embedder is not None:
+            self._note_dims(int(row[0]))  # type: ignore[arg-type]
         c.execute("DELETE FROM skipped")
         c.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
         for k, v in meta.items():
@@ -423,6 +487,7 @@ class IndexStore:
                  skipped: dict[str, str] | None, meta: dict[str, str] | None,
                  removed: list[int], added: list[tuple[int, bytes]]) -> int:
         written = 0
+        embedder = self._embedder(meta)
         for path in remove:
             removed += self._delete_path(path)
         for frow, chunks in files:
@@ -432,7 +497,7 @@ class IndexStore:
                 (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
             )
             for c in chunks:
-                rowid = self._insert_chunk(c)
+                rowid = self._insert_chunk(c, embedder)
                 if c.embedding is not None and self.listeners:
                     added.append((rowid, c.embedding))
                 written += 1
@@ -453,70 +518,86 @@ class IndexStore:
             marks = ",".join("?" * len(rowids))
             if self.fts_error is None:
                 self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", rowids)
-            if self.vec_dims:
-                self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", rowids)
             self.conn.execute("DELETE FROM chunks WHERE path=?", (path,))
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
         return rowids
 
-    def _insert_chunk(self, c: ChunkRow) -> int:
+    def _insert_chunk(self, c: ChunkRow, embedder: int | None) -> int:
+        vector = None
+        if c.embedding is not None and embedder is not None:
+            vector = self.conn.execute(
+                "INSERT INTO embedding_cache(embedder, hash, embedding, used_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at RETURNING id",
+                (embedder, c.hash, c.embedding, time.time()),
+            ).fetchone()[0]  # type: ignore[index]
+            self._note_dims(len(c.embedding) // 4)
         self.conn.execute(
-            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, embedding) "
+            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector) "
             "VALUES (?,?,?,?,?,?,?,?)",
-            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, c.embedding),
+            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector),
         )
         rowid = self.conn.last_insert_rowid()
         if self.fts_error is None:
             self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", (rowid, c.text, cjk_bigrams(c.text)))
-        if c.embedding is not None and self.vec.available and self.vector_wanted:
-            dims = len(c.embedding) // 4
-            if self.vec_dims is None:
-                self._ensure_vec_table(dims)
-            if dims == self.vec_dims:
-                self.conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, c.embedding))
         return rowid
 
     # ---------------------------------------------------------------- cache
 
     def cache_get(self, provider: str, model: str, fingerprint: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        """Stored vectors of these text hashes by this provider (the index's own vectors included)."""
         out: dict[str, bytes] = {}
         with self.lock:
+            embedder = self._embedder_id(provider, model, fingerprint, create=False)
+            if embedder is None:
+                return out
             for i in range(0, len(hashes), 500):
                 part = list(hashes[i : i + 500])
                 marks = ",".join("?" * len(part))
                 for h, blob in self.conn.execute(
-                    f"SELECT hash, embedding FROM embedding_cache WHERE provider=? AND model=? AND fingerprint=? "
-                    f"AND hash IN ({marks})",
-                    (provider, model, fingerprint, *part),
+                    f"SELECT hash, embedding FROM embedding_cache WHERE embedder=? AND hash IN ({marks})",
+                    (embedder, *part),
                 ):
                     out[h] = blob
             if out:
                 now = time.time()
                 with self.write():
-                    self.conn.executemany(
-                        "UPDATE embedding_cache SET used_at=? WHERE provider=? AND model=? AND fingerprint=? AND hash=?",
-                        [(now, provider, model, fingerprint, h) for h in out],
-                    )
+                    self.conn.executemany("UPDATE embedding_cache SET used_at=? WHERE embedder=? AND hash=?",
+                                          [(now, embedder, h) for h in out])
         return out
 
     def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None:
         now = time.time()
-        with self.write():
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO embedding_cache(provider, model, fingerprint, hash, dims, embedding, used_at) "
-                "VALUES (?,?,?,?,?,?,?)",
-                [(provider, model, fingerprint, h, len(b) // 4, b, now) for h, b in items.items()],
-            )
+        with self.lock:
+            saved = self.vec_dims
+            try:
+                with self.write():
+                    embedder = self._embedder_id(provider, model, fingerprint)
+                    self.conn.executemany(
+                        "INSERT INTO embedding_cache(embedder, hash, embedding, used_at) VALUES (?,?,?,?) "
+                        "ON CONFLICT(embedder, hash) DO UPDATE SET embedding = excluded.embedding, used_at = excluded.used_at",
+                        [(embedder, h, b, now) for h, b in items.items()],
+                    )
+            except BaseException:
+                self._forget_uncommitted(saved)
+                raise
 
     def cache_prune(self, max_entries: int) -> int:
-        """Drop the least recently used entries beyond ``max_entries``."""
+        """Drop the least recently used vectors beyond ``max_entries`` that no chunk refers to.
+
+        The index's own vectors live in the cache (one copy each), so they are never pruned:
+        ``max_entries`` bounds what is kept beyond them, for text that may come back.
+        """
         with self.write():
             n = int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])  # type: ignore[index]
-            extra = n - max_entries
+            if n <= max_entries:
+                return 0
+            used = int(self.conn.execute("SELECT COUNT(DISTINCT vector) FROM chunks").fetchone()[0])  # type: ignore[index]
+            extra = min(n - max_entries, n - used)
             if extra <= 0:
                 return 0
             self.conn.execute(
-                "DELETE FROM embedding_cache WHERE rowid IN (SELECT rowid FROM embedding_cache ORDER BY used_at LIMIT ?)",
+                "DELETE FROM embedding_cache WHERE id IN (SELECT id FROM embedding_cache e WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks WHERE vector = e.id) ORDER BY used_at LIMIT ?)",
                 (extra,),
             )
         return extra
@@ -572,23 +653,32 @@ class IndexStore:
         return cached[1]
 
     def vec_knn(self, query: bytes, k: int) -> list[tuple[int, float]]:
-        """sqlite-vec KNN (``MATCH ... AND k = ?`` in a subquery): ``(rowid, cosine)``."""
-        if not self.vec_dims:
+        """Exact KNN inside SQLite (sqlite-vec's ``vec_distance_cosine`` over the stored vectors): ``(rowid, cosine)``.
+
+        The in-database answer for small indexes and while a scan matrix loads; it reads the one
+        stored copy of each vector (no second copy in a ``vec0`` table).
+        """
+        if not self.vec_dims or len(query) != self.vec_dims * 4:
             return []
         rows = self._read(
-            "SELECT rowid, distance FROM (SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?)",
-            (query, k),
+            "SELECT c.rowid, vec_distance_cosine(v.embedding, ?) AS d FROM chunks c JOIN embedding_cache v "
+            "ON v.id = c.vector WHERE length(v.embedding) = ? ORDER BY d LIMIT ?",
+            (query, len(query), k),
         ).fetchall()
         return [(rowid, 1.0 - dist) for rowid, dist in rows]
 
-    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str, int, int, str, bytes | None]]:
-        """rowid -> (id, path, source, start, end, text, embedding)."""
+    def chunk_rows(self, rowids: Sequence[int], *, vectors: bool = True,
+                   ) -> dict[int, tuple[str, str, str, int, int, str, bytes | None]]:
+        """rowid -> (id, path, source, start, end, text, embedding); embedding None unless ``vectors``."""
         out: dict[int, Any] = {}
         for i in range(0, len(rowids), 500):
             part = list(rowids[i : i + 500])
             marks = ",".join("?" * len(part))
+            blob = "v.embedding" if vectors else "NULL"
+            join = "LEFT JOIN embedding_cache v ON v.id = c.vector " if vectors else ""
             for row in self._read(
-                f"SELECT rowid, id, path, source, start_line, end_line, text, embedding FROM chunks WHERE rowid IN ({marks})",
+                f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, {blob} FROM chunks c "
+                f"{join}WHERE c.rowid IN ({marks})",
                 part,
             ):
                 out[row[0]] = row[1:]
@@ -601,18 +691,48 @@ class IndexStore:
             part = list(ids[i : i + 500])
             marks = ",".join("?" * len(part))
             for cid, blob in self._read(
-                f"SELECT id, embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL", part
+                f"SELECT c.id, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector WHERE c.id IN ({marks})",
+                part,
             ):
                 out[cid] = blob
         return out
 
+    def vectors_by_rowid(self, rowids: Sequence[int]) -> dict[int, bytes]:
+        """Stored embeddings (packed float32) of these chunk rowids; chunks without one are left out."""
+        out: dict[int, bytes] = {}
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for rowid, blob in self._read(
+                f"SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                f"WHERE c.rowid IN ({marks})", part,
+            ):
+                out[rowid] = blob
+        return out
+
     def all_vectors(self) -> tuple[list[int], list[bytes]]:
-        rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
+        rows = list(self.iter_vectors())
         return [r[0] for r in rows], [r[1] for r in rows]
 
     def vector_count(self) -> int:
         """How many chunks have a stored vector."""
-        return int(self._read("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0])
+        return int(self._read("SELECT COUNT(vector) FROM chunks").fetchone()[0])
+
+    def vector_dims(self) -> int | None:
+        """The width of the index's vectors (of the first chunk that has one), or None."""
+        row = self._read("SELECT length(v.embedding) / 4 FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                         "LIMIT 1").fetchone()
+        return int(row[0]) if row else None
+
+    def vector_stats(self, dims: int) -> tuple[int, int]:
+        """(count, sum of rowids) of the chunk vectors of this width: a cheap fingerprint of the vector set."""
+        row = self._read("SELECT COUNT(*), COALESCE(SUM(c.rowid), 0) FROM chunks c JOIN embedding_cache v "
+                         "ON v.id = c.vector WHERE length(v.embedding) = ?", (dims * 4,)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def chunk_count(self) -> int:
+        """How many chunks the index holds (with or without a vector)."""
+        return int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def iter_vectors(self) -> Iterator[tuple[int, bytes]]:
         """``(rowid, float32 blob)`` of every chunk with a vector, by rowid, one row at a time.
@@ -620,7 +740,37 @@ class IndexStore:
         Unlike :meth:`all_vectors` it never holds every blob at once, so a caller filling a
         preallocated matrix peaks at the matrix's size.
         """
-        yield from self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")
+        yield from self._read("SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                              "ORDER BY c.rowid")
+
+    def read_vectors(self) -> VectorSnapshot:
+        """Generation and every chunk vector (of the first chunk's width) from one read transaction.
+
+        Rows go straight into a preallocated matrix, so the peak is the matrix's size. Rows of
+        another width (a half-finished provider switch) cannot be compared and are left out.
+        """
+        import numpy as np
+
+        conn = self.reader()
+        with conn:  # one read transaction: WAL gives a consistent view
+            row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+            generation = int(row[0]) if row else 0
+            dims = self.vector_dims() or 0
+            n = self.vector_stats(dims)[0] if dims else 0
+            rowids = np.empty(n, dtype=np.int64)
+            matrix = np.empty((n, dims), dtype=np.float32)
+            i = 0
+            if dims:
+                for rowid, blob in conn.execute(
+                    "SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                    "WHERE length(v.embedding) = ? ORDER BY c.rowid", (dims * 4,)
+                ):
+                    if i >= n:
+                        break
+                    rowids[i] = rowid
+                    matrix[i] = np.frombuffer(blob, dtype=np.float32)
+                    i += 1
+        return VectorSnapshot(generation=generation, dims=dims, rowids=rowids[:i], matrix=matrix[:i])
 
     def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
         """Modification times of the given indexed files."""

@@ -1,9 +1,15 @@
-"""The exact vector side: a float32 matrix in numpy, refreshed by generation.
+"""The exact vector side: an in-memory scan copy of the stored vectors, refreshed by generation.
 
 sqlite-vec's brute-force KNN is exact but about 15x slower than one numpy
 matrix product at 100k chunks, so searches scan an in-memory copy of the
 vectors. While a large matrix (re)loads in the background, searches use the
 sqlite-vec KNN query, so no search waits for the load.
+
+The copy is float32 (numpy), or float16 (faiss's scalar quantizer, when
+faiss is installed): half the memory and half the bytes read per query. A
+float16 scan ranks ``RESCORE_FACTOR`` times more candidates than asked
+for and rescores them against the stored float32 vectors, so the answer
+and its scores are the float32 ones.
 """
 
 from __future__ import annotations
@@ -22,6 +28,17 @@ __all__ = ["ExactVectors", "SYNC_LOAD_LIMIT"]
 log = logging.getLogger("symi_memory.index")
 
 SYNC_LOAD_LIMIT = 20_000
+HALF_AUTO_MIN = 50_000  # scan: auto uses float16 from this many vectors (below, the float32 scan is cheap anyway)
+RESCORE_FACTOR = 4  # a float16 scan rescores this many times k candidates (at least RESCORE_MIN)
+RESCORE_MIN = 64
+LOAD_BLOCK = 65_536
+HALF_BLOCK = 8_192  # rows converted to float16 at a time (12 MB at 384-d): the load peaks near the half copy
+
+
+def faiss_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("faiss") is not None
 
 
 @attrs.define
@@ -29,48 +46,75 @@ class ExactVectors:
     """Exact cosine top-k over the index's chunk vectors."""
 
     store: IndexStore
+    scan: str = "auto"
     _ids: Any = None
     _matrix: Any = None
+    _half: Any = None  # faiss IndexScalarQuantizer (fp16) when the scan copy is float16
     _generation: int = -1
     _loading: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _thread: threading.Thread | None = None
 
+    def _wants_half(self, n: int) -> bool:
+        if self.scan == "float32" or not faiss_available():
+            if self.scan == "float16" and not faiss_available():
+                log.warning("store.vector.scan = float16 needs faiss (pip install symi-memory[faiss]); scanning float32")
+            return False
+        return self.scan == "float16" or n >= HALF_AUTO_MIN
+
     def _load(self, generation: int) -> None:
         import numpy as np
 
-        # Rows go straight into a preallocated matrix: peak memory is the matrix, not the matrix
-        # plus every blob plus their concatenation (3x at 100k chunks).
+        # Rows go straight into the scan copy (a preallocated float32 matrix, or the float16 index
+        # a block at a time): peak memory is the copy (plus one block), not the copy plus every
+        # blob plus their concatenation.
         expected = self.store.vector_count()
-        ids_list: list[int] = []
-        matrix: Any = None
+        index: Any = None
+        buf: Any = None  # the float32 matrix, or the float16 path's block
         extra: list[Any] = []
-        n = 0
+        ids_list: list[int] = []
+        fill = dims = 0
+
+        def add_block(rows: Any) -> None:
+            _normalise(rows)
+            index.add(rows)
+
         for rowid, blob in self.store.iter_vectors():
-            if matrix is None:
-                matrix = np.empty((max(expected, 1), len(blob) // 4), dtype=np.float32)
-            if len(blob) != matrix.shape[1] * 4:
+            if buf is None:
+                dims = len(blob) // 4
+                if self._wants_half(expected):
+                    import faiss
+
+                    index = faiss.IndexScalarQuantizer(dims, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+                    buf = np.empty((min(max(expected, 1), HALF_BLOCK), dims), dtype=np.float32)
+                else:
+                    buf = np.empty((max(expected, 1), dims), dtype=np.float32)
+            if len(blob) != dims * 4:
                 continue  # another width (a half-finished provider switch) cannot be compared
             row = np.frombuffer(blob, dtype=np.float32)
-            if n < matrix.shape[0]:
-                matrix[n] = row
-            else:  # rows written since the count
-                extra.append(row)
             ids_list.append(rowid)
-            n += 1
-        if matrix is None:
+            if fill < buf.shape[0]:
+                buf[fill] = row
+                fill += 1
+            else:
+                extra.append(row)  # float32 only: rows written since the count
+            if index is not None and fill == buf.shape[0]:
+                add_block(buf)
+                fill = 0
+        matrix: Any = None
+        if index is not None:
+            if fill:
+                add_block(buf[:fill])
+        elif buf is None:
             matrix = np.zeros((0, 0), dtype=np.float32)
         else:
-            matrix = np.vstack([matrix, np.stack(extra)]) if extra else matrix[:n]
-            for start in range(0, n, 65536):  # normalise in place, a block at a time
-                block = matrix[start : start + 65536]
-                norms = np.linalg.norm(block, axis=1)
-                norms[norms == 0] = 1.0
-                block /= norms[:, None]
-        ids = ids_list
+            matrix = np.vstack([buf, np.stack(extra)]) if extra else buf[:fill]
+            for start in range(0, matrix.shape[0], LOAD_BLOCK):  # normalise in place, a block at a time
+                _normalise(matrix[start : start + LOAD_BLOCK])
         with self._lock:
-            self._ids = np.asarray(ids, dtype=np.int64)
+            self._ids = np.asarray(ids_list, dtype=np.int64)
             self._matrix = matrix
+            self._half = index
             self._generation = generation
             self._loading = False
 
@@ -95,7 +139,7 @@ class ExactVectors:
         with self._lock:
             if self._generation == generation:
                 return True
-            have_old = self._matrix is not None
+            have_old = self._matrix is not None or self._half is not None
             if self._loading:
                 return have_old or not self.store.vec_dims
             count = self._chunk_count()  # the index's size now, not the old matrix's
@@ -114,7 +158,7 @@ class ExactVectors:
         return True
 
     def _chunk_count(self) -> int:
-        return int(self.store._read("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return self.store.chunk_count()
 
     def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
         """``(rowid, cosine)`` best first, exact."""
@@ -123,38 +167,68 @@ class ExactVectors:
         if not self.ready():
             return self.store.vec_knn(pack_vector(query), k)
         with self._lock:
-            ids, matrix = self._ids, self._matrix
-        if matrix is None or matrix.shape[0] == 0:
-            return []
+            ids, matrix, half = self._ids, self._matrix, self._half
         q = np.asarray(query, dtype=np.float32)
-        if q.shape[0] != matrix.shape[1]:
-            log.warning("query vector has %d dims, index has %d: reindex needed", q.shape[0], matrix.shape[1])
+        if half is not None:
+            rows, dims = int(half.ntotal), int(half.d)
+        elif matrix is not None:
+            rows, dims = int(matrix.shape[0]), int(matrix.shape[1]) if matrix.ndim == 2 else 0
+        else:
+            return []
+        if rows == 0 or k <= 0:
+            return []
+        if q.shape[0] != dims:
+            log.warning("query vector has %d dims, index has %d: reindex needed", q.shape[0], dims)
             return []
         norm = float(np.linalg.norm(q))
         if norm == 0.0:
             return []
-        scores = matrix @ (q / norm)
+        q = q / norm
+        if half is not None:
+            return self._search_half(half, ids, q, k)
+        scores = matrix @ q
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
+    def _search_half(self, half: Any, ids: Any, q: Any, k: int) -> list[tuple[int, float]]:
+        """float16 scan for candidates, then their exact float32 cosine from the stored vectors."""
+        wide = min(int(half.ntotal), max(k * RESCORE_FACTOR, RESCORE_MIN))
+        _, pos = half.search(q.reshape(1, -1), wide)
+        rowids = [int(ids[p]) for p in pos[0] if p >= 0]
+        exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
+        ordered = sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))
+        return ordered[:k]
+
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]:
-        """Exact cosine of the query with the given stored vectors."""
+        """Exact cosine of the query with the given stored vectors (one matrix product)."""
         import numpy as np
 
         q = np.asarray(query, dtype=np.float32)
         qn = float(np.linalg.norm(q))
-        out: dict[int, float] = {}
-        for rowid, blob in blobs.items():
-            if not blob or qn == 0.0 or len(blob) != q.shape[0] * 4:
-                continue
-            v = np.frombuffer(blob, dtype=np.float32)
-            vn = float(np.linalg.norm(v))
-            out[rowid] = float(v @ q) / (qn * vn) if vn else 0.0
-        return out
+        keep = {r: b for r, b in blobs.items() if b and len(b) == q.shape[0] * 4}
+        if not keep or qn == 0.0:
+            return {}
+        matrix = np.frombuffer(b"".join(keep.values()), dtype=np.float32).reshape(len(keep), q.shape[0])
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = np.inf  # a zero vector scores 0
+        scores = (matrix @ q) / (norms * qn)
+        return {r: float(s) for r, s in zip(keep, scores, strict=True)}
 
     def status(self) -> dict[str, Any]:
+        """What the scan uses: ``scan`` is float32, float16+float32-rescoring, or none (nothing loaded yet)."""
         with self._lock:
-            return {"loaded": self._matrix is not None and self._generation >= 0,
-                    "rows": 0 if self._ids is None else int(len(self._ids))}
+            loaded = (self._matrix is not None or self._half is not None) and self._generation >= 0
+            return {"loaded": loaded,
+                    "rows": 0 if self._ids is None else int(len(self._ids)),
+                    "scan": ("float16+float32-rescoring" if self._half is not None else "float32") if loaded else "none"}
+
+
+def _normalise(rows: Any) -> None:
+    """Scale float32 rows to unit length in place (zero rows stay zero)."""
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1)
+    norms[norms == 0] = 1.0
+    rows /= norms[:, None]

@@ -1,0 +1,251 @@
+"""Each vector stored once (schema 5), and indexes written by schema 3/4 migrated in place on open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+from support.sqlite_memory import add_filler, open_mem, write
+
+from symi_memory.index.db import SCHEMA_VERSION, load_vec_extension
+
+JOURNAL = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
+
+# The tables schema 3 and 4 wrote: a vector in chunks.embedding, in chunks_vec and in the cache.
+OLD_LAYOUT = """
+CREATE TABLE chunks_v3 (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, path TEXT NOT NULL, source TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL, embedding BLOB);
+CREATE TABLE cache_v3 (provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, hash TEXT NOT NULL,
+    dims INTEGER NOT NULL, embedding BLOB NOT NULL, used_at REAL NOT NULL, PRIMARY KEY (provider, model, fingerprint, hash));
+"""
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    w = tmp_path / "ws"
+    add_filler(w, 10)
+    write(w, "memory/journal.md", JOURNAL)
+    return w
+
+
+def rows(mem, sql: str) -> list:  # type: ignore[no-untyped-def]
+    return mem.backend.store._read(sql).fetchall()
+
+
+def downgrade_to_old_layout(db: Path, version: str, *, extra_cache: bool = True) -> int:
+    """Rewrite a schema-5 index as schema 3/4 laid it out (three copies of each vector); returns chunk count."""
+    con = apsw.Connection(str(db))
+    assert load_vec_extension(con, None).available
+    with con:
+        con.execute(OLD_LAYOUT)
+        con.execute("INSERT INTO chunks_v3 SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, "
+                    "c.text, v.embedding FROM chunks c LEFT JOIN embedding_cache v ON v.id = c.vector")
+        con.execute("INSERT INTO cache_v3 SELECT e.provider, e.model, e.fingerprint, v.hash, length(v.embedding) / 4, "
+                    "v.embedding, v.used_at FROM embedding_cache v JOIN embedders e ON e.id = v.embedder")
+        if extra_cache:  # a cached vector of text no longer indexed survives the migration
+            con.execute("INSERT INTO cache_v3 SELECT provider, model, fingerprint, 'gone-text-hash', dims, embedding, 0 "
+                        "FROM cache_v3 LIMIT 1")
+        dims = con.execute("SELECT length(embedding) / 4 FROM chunks_v3 WHERE embedding IS NOT NULL").fetchone()[0]
+        con.execute(f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine)")
+        con.execute("INSERT INTO chunks_vec(rowid, embedding) SELECT rowid, embedding FROM chunks_v3 "
+                    "WHERE embedding IS NOT NULL")
+        con.execute("DROP TABLE chunks")
+        con.execute("DROP TABLE embedding_cache")
+        con.execute("DROP TABLE embedders")
+        con.execute("ALTER TABLE chunks_v3 RENAME TO chunks")
+        con.execute("ALTER TABLE cache_v3 RENAME TO embedding_cache")
+        con.execute("CREATE INDEX chunks_path ON chunks(path)")
+        con.execute("CREATE INDEX embedding_cache_used ON embedding_cache(used_at)")
+        con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
+        count = con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    con.close()
+    return int(count)
+
+
+def test_each_vector_is_stored_once(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        tables = {r[0] for r in rows(mem, "SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "chunks_vec" not in tables
+        assert "embedding" not in {r[1] for r in rows(mem, "PRAGMA table_info(chunks)")}
+        with_vector = rows(mem, "SELECT COUNT(vector) FROM chunks")[0][0]
+        assert with_vector == mem.status()["chunks"] > 0
+        assert 0 < rows(mem, "SELECT COUNT(*) FROM embedding_cache")[0][0] <= with_vector
+        assert mem.search("harbour ferry schedule").results[0].path == "memory/journal.md"
+
+
+def test_in_database_knn_reads_the_one_copy(tmp_path: Path, ws: Path) -> None:
+    # sqlite-vec answers exactly what the numpy scan answers, from the stored vectors.
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        assert backend.store.vec_dims
+        q = backend.choice.provider.embed_query("harbour ferry schedule")
+        from symi_memory.index.store import pack_vector
+
+        in_db = backend.store.vec_knn(pack_vector(q), 5)
+        scanned = backend.vectors.search(q, 5)
+        assert [r for r, _ in in_db] == [r for r, _ in scanned]
+        assert all(abs(a[1] - b[1]) < 1e-5 for a, b in zip(in_db, scanned, strict=True))
+
+
+@pytest.mark.parametrize("version", ["3", "4"])
+def test_old_layout_is_migrated_in_place_and_stays_searchable(tmp_path: Path, ws: Path, version: str) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        before = [(h.path, h.start_line, round(h.score, 6)) for h in mem.search("harbour ferry schedule").results]
+        db = Path(mem.status()["dbPath"])
+    chunks = downgrade_to_old_layout(db, version)
+    old_size = db.stat().st_size
+    with open_mem(tmp_path, ws) as mem:
+        # Compacted once after the migration: the dropped copies do not stay in the file.
+        assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]
+        assert db.stat().st_size < old_size
+        assert rows(mem, "PRAGMA journal_mode") == [("wal",)]
+        st = mem.status()
+        assert (st["chunks"], st["dirty"]) == (chunks, False), "migrated, not dropped: nothing to reindex"
+        assert st["vector"]["dims"] and st["cache"]["entries"] == chunks + 1 - _dupes(mem)
+        after = [(h.path, h.start_line, round(h.score, 6)) for h in mem.search("harbour ferry schedule").results]
+        assert after == before
+        assert rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        tables = {r[0] for r in rows(mem, "SELECT name FROM sqlite_master")}
+        assert not tables & {"chunks_vec", "chunks_old", "embedding_cache_old"}
+        assert rows(mem, "SELECT COUNT(*) FROM chunks WHERE vector IS NULL") == [(0,)]
+        report = mem.sync()
+        assert report.embeddings_computed == 0 and report.files_indexed == 0
+        # The migrated cache still serves a forced rebuild: nothing is embedded again.
+        assert mem.sync(force=True).embeddings_computed == 0
+
+
+def _dupes(mem) -> int:  # type: ignore[no-untyped-def]
+    """Chunks sharing a text (and so one stored vector)."""
+    return int(rows(mem, "SELECT COUNT(*) - COUNT(DISTINCT hash) FROM chunks")[0][0])
+
+
+def test_plugins_reach_the_index_only_through_the_store_api() -> None:
+    # Issue 12: no plugin issues SQL against the core's tables; they use IndexStore's public methods.
+    # Only packages built on the SQLite index (they import symi_memory.index) are held to it: a backend
+    # with its own server-side tables (contrib/symi-memory-postgres) may well name them chunks.
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    on_index = re.compile(r"^\s*(?:from|import)\s+symi_memory\.index[.\s]", re.M)
+    offenders = []
+    packages = [p for folder in ("plugins", "contrib") for p in (root / folder).iterdir() if p.is_dir()]
+    sqlite_based = [p for p in packages if any(on_index.search(f.read_text(encoding="utf-8")) for f in p.rglob("*.py"))]
+    assert {p.name for p in sqlite_based} >= {"symi_memory_sqlite", "symi_memory_faiss"}
+    for package in sqlite_based:
+        for path in package.rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            for needle in (".reader()", "._read(", "store.conn", "FROM chunks", "embedding_cache"):
+                if needle in text:
+                    offenders.append(f"{path.relative_to(root)}: {needle}")
+    assert offenders == []
+
+
+def _random_store(path: Path, n: int, dims: int = 64):  # type: ignore[no-untyped-def]
+    """A real IndexStore holding ``n`` clustered vectors (close neighbours, so float16 rounding matters)."""
+    import json
+
+    import numpy as np
+
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(20, dims)).astype(np.float32)
+    vecs = centres[rng.integers(0, 20, n)] + 0.05 * rng.normal(size=(n, dims)).astype(np.float32)
+    store = IndexStore.open(path)
+    ident = json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})
+    files = []
+    for f in range(0, n, 100):
+        rows = [ChunkRow(id=f"c{i}", path=f"memory/{f}.md", source="memory", start_line=i, end_line=i, hash=f"h{i}",
+                         text=f"chunk {i}", embedding=vecs[i].tobytes()) for i in range(f, min(n, f + 100))]
+        files.append((FileRow(path=f"memory/{f}.md", source="memory", hash=str(f), mtime=0.0, size=0), rows))
+    store.replace_files(files, meta={"identity": ident})
+    return store, vecs, rng
+
+
+def test_float16_scan_answers_exactly_what_float32_answers(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3000)
+    try:
+        half, full = ExactVectors(store, scan="float16"), ExactVectors(store, scan="float32")
+        assert half.status()["scan"] == "none"
+        queries = vecs[rng.integers(0, len(vecs), 40)] + 0.02 * rng.normal(size=(40, vecs.shape[1]))
+        agree = 0
+        for q in queries:
+            a, b = half.search(q.tolist(), 10), full.search(q.tolist(), 10)
+            assert [r for r, _ in a] == [r for r, _ in b] or {r for r, _ in a} == {r for r, _ in b}
+            agree += len({r for r, _ in a} & {r for r, _ in b})
+            assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True)), "rescored: float32 scores"
+        assert agree == 400
+        assert half.status()["scan"] == "float16+float32-rescoring"
+        assert full.status()["scan"] == "float32"
+    finally:
+        store.close()
+
+
+def test_float16_scan_follows_deletes_and_writes(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    import json
+
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, _ = _random_store(tmp_path / "i.sqlite", 500)
+    try:
+        half = ExactVectors(store, scan="float16")
+        target = vecs[42].tolist()
+        first = half.search(target, 3)[0]
+        store.replace_files([], remove=["memory/0.md"], meta={"identity": json.dumps(
+            {"provider": "test", "model": "m", "fingerprint": "f"})})
+        after = half.search(target, 3)
+        assert first[0] not in {r for r, _ in after} and len(after) == 3
+    finally:
+        store.close()
+
+
+def test_new_index_files_use_pages_that_vectors_fill(tmp_path: Path, ws: Path) -> None:
+    # 1.5 KB vectors left a quarter of every 4 KB page empty; 8 KB pages hold five.
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert rows(mem, "PRAGMA page_size") == [(8192,)]
+
+
+def test_searches_share_one_query_embedding_thread(tmp_path: Path, ws: Path) -> None:
+    import threading
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        mem.search("harbour ferry")
+        before = {t.ident for t in threading.enumerate() if t.name == "symi-query-embed"}
+        for _ in range(5):
+            mem.search("harbour ferry schedule")
+        after = {t.ident for t in threading.enumerate() if t.name == "symi-query-embed"}
+        assert before, "the query embedding runs on its worker thread"
+        assert after - before == set(), "no new thread per search"
+
+
+def test_compaction_waits_for_a_later_open_when_another_process_holds_the_file(tmp_path: Path, ws: Path) -> None:
+    import time
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    downgrade_to_old_layout(db, "3")
+    other = apsw.Connection(str(db))  # another process's reader, in the middle of a read
+    other.execute("BEGIN")
+    other.execute("SELECT COUNT(*) FROM meta").fetchall()
+    try:
+        started = time.monotonic()
+        with open_mem(tmp_path, ws) as mem:
+            assert time.monotonic() - started < 8, "the open does not wait out the busy timeout for it"
+            assert rows(mem, "SELECT value FROM meta WHERE key='compact_pending'") == [("1",)]
+            assert mem.search("harbour ferry schedule").results  # migrated and searchable all the same
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    with open_mem(tmp_path, ws) as mem:
+        assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]
