@@ -126,7 +126,11 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     stale = [r["stale_above_gold"] for r in pos if "stale_above_gold" in r]
     out["stale_queries"] = len(stale)
     out["stale_above_gold"] = _mean(stale)
+    if pos:
+        out["positive_empty"] = _mean([1.0 if r["n_hits"] == 0 else 0.0 for r in pos])
     if neg:
+        out["negative_empty_count"] = sum(1 for r in neg if r["n_hits"] == 0)
+        out["negative_empty"] = out["negative_empty_count"] / len(neg)
         tops = [r["top_score"] for r in neg]
         out["negative_top_score_mean"] = _mean(tops)
         out["negative_top_score_max"] = max(tops)

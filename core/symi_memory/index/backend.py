@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ..errors import EmbeddingError
-from ..fusion import exact_text_score, fuse_rrf, fuse_weighted
+from ..fusion import fuse_rrf, fuse_weighted, query_weights
+from ..specs import DEFAULT_CALIBRATION, ScoreCalibration
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
-from .keyword import ExactMatcher
+from . import analysis
+from .keyword import fold, identifier_tokens, query_tokens, token_pattern
 from .scheduler import SyncScheduler
 from .store import IndexStore
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
 KEYWORD_OVERFETCH = 3
+TERMS_CACHE_MAX = 50_000
 
 log = logging.getLogger("symi_memory.backend")
 
@@ -54,6 +57,8 @@ class IndexedBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
+    _terms_cache: dict[int, frozenset[str]] = attrs.field(factory=dict)
+    _terms_gen: int = -1
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -101,6 +106,12 @@ class IndexedBackend:
         hybrid = ms["query"]["hybrid"]
         sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
         provider = self.choice.provider
+        words = query_tokens(query.text)
+        qterms = analysis.query_terms(words)
+        if not qterms:
+            # Only stop words ("the", "what is it"): nothing to look for, on either side.
+            return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
+                                 model=provider.model if provider else None, fallback=self.choice.fallback)
         qvec: list[float] | None = None
         if provider is not None:
             try:
@@ -115,45 +126,89 @@ class IndexedBackend:
         limit = query.candidate_limit
         # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
         ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
-        text_rank = dict(ranked)
         vec_hits: dict[int, float] = {}
         if use_vec:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
-        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit, sources)
-        text_hits = {k: text_rank[k] for k in keyword_ids}
+        # Every keyword hit fetched is rescored by coverage below, so all of them are candidates.
+        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and hybrid["enabled"]:
             missing = {k: rows[k][6] for k in rows if k not in vec_hits}
             vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
-            text_hits.update((k, text_rank[k]) for k in rows if k in text_rank)
-        matcher = ExactMatcher.for_query(query.text)
+        # Keyword side: IDF-weighted share of the query's terms in each candidate, calibrated.
+        weights = self.store.term_weights(qterms) if use_text else {}
+        idents_q = identifier_tokens(query.text)
+        ident_patterns = [token_pattern(t) for t in idents_q]
+        chunk_terms = self._chunk_terms(rows)
+        text_hits: dict[int, float] = {}
         exact: set[int] = set()
         idents: set[int] = set()
-        for k in text_hits:
-            full, ident = matcher.classify(rows[k][5])
-            if full:
-                exact.add(k)
+        scored = rows if (use_vec and hybrid["enabled"]) or not use_vec else {}
+        for k in scored:
+            ident = bool(ident_patterns) and any(p.search(fold(rows[k][5])) for p in ident_patterns)
+            cov = analysis.coverage(chunk_terms[k], weights)
             if ident:
                 idents.add(k)
-        text_hits = {k: (exact_text_score(t) if k in exact else t) for k, t in text_hits.items()}
+            if ident or cov >= 1.0 - 1e-9:
+                exact.add(k)
+            if cov > 0 or k in keyword_ids:
+                text_hits[k] = analysis.keyword_probability(cov)
+        cal = self.calibration()
+        import os as _os
+        if _os.environ.get("SYMI_CAL"):
+            a, b = map(float, _os.environ["SYMI_CAL"].split(","))
+            cal = ScoreCalibration(a, b)
+        vec_p = {k: cal.probability(v) for k, v in vec_hits.items()}
         if not use_vec:
-            mode, scores = "fts-only", dict(text_hits)
+            mode, scores = "fts-only", {k: v for k, v in text_hits.items() if v > 0}
         elif not hybrid["enabled"]:
-            mode, scores = "vector", {k: max(0.0, v) for k, v in vec_hits.items()}
+            mode, scores = "vector", dict(vec_p)
         else:
             mode = "hybrid"
-            scores = self._fuse(vec_hits, text_hits, exact)
+            scores = self._fuse(vec_p, text_hits, exact, has_identifier=bool(idents_q))
         mtimes = self.store.file_mtimes({r[1] for r in rows.values()})
-        ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        if hybrid["fusion"] == "rrf" and mode == "hybrid":
+            ordered = sorted(scores.items(), key=lambda kv: -kv[1])  # stable: RRF order among equal scores
+        else:
+            # Equal scores (say, every chunk holding all query words) keep the keyword ranking's order.
+            krank = {k: i for i, (k, _) in enumerate(ranked)}
+            ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], len(krank)), kv[0]))
         candidates = tuple(
             Candidate(id=rows[k][0], path=rows[k][1], source=rows[k][2], start_line=rows[k][3], end_line=rows[k][4],
-                      text=rows[k][5], score=score, vector_score=vec_hits.get(k), text_score=text_hits.get(k),
+                      text=rows[k][5], score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
                       mtime=mtimes.get(rows[k][1]), identifier_match=k in idents)
             for k, score in ordered
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=self.choice.fallback)
+
+    def _chunk_terms(self, rows: dict[int, Any]) -> dict[int, frozenset[str]]:
+        """Index terms of each candidate chunk, cached by rowid for the current index generation."""
+        gen = self.store.generation()
+        if self._terms_gen != gen:
+            self._terms_cache.clear()
+            self._terms_gen = gen
+        cache = self._terms_cache
+        out = {}
+        for k, row in rows.items():
+            got = cache.get(k)
+            if got is None:
+                got = frozenset(analysis.terms(row[5]))
+                if len(cache) >= TERMS_CACHE_MAX:
+                    cache.clear()
+                cache[k] = got
+            out[k] = got
+        return out
+
+    def calibration(self) -> ScoreCalibration:
+        """The active provider's declared cosine calibration (the documented default when it declares none)."""
+        provider = self.choice.provider
+        if provider is None:
+            return DEFAULT_CALIBRATION
+        plugins = self.indexer.plugins
+        spec = plugins.providers.get(provider.id) if plugins is not None else None
+        return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:
@@ -172,16 +227,13 @@ class IndexedBackend:
                     keyword_ids.append(k)
         return rows, keyword_ids
 
-    def _fuse(self, vec_hits: dict[int, float], text_hits: dict[int, float], exact: set[int]) -> dict[int, float]:
+    def _fuse(self, vec_p: dict[int, float], text_p: dict[int, float], exact: set[int], *,
+              has_identifier: bool) -> dict[int, float]:
         hybrid = self.agent.memory_search["query"]["hybrid"]
-        vw, tw = hybrid["vectorWeight"], hybrid["textWeight"]
+        vw, tw = query_weights(hybrid["vectorWeight"], hybrid["textWeight"], has_identifier=has_identifier)
         if hybrid["fusion"] == "rrf":
-            vr = [k for k, _ in sorted(vec_hits.items(), key=lambda kv: -kv[1])]
-            tr = [k for k, _ in sorted(text_hits.items(), key=lambda kv: -kv[1])]
-            fused = fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
-            # Exact keyword matches keep their text score under either fusion (see fuse_weighted).
-            return {k: max(v, text_hits[k]) if k in exact else v for k, v in fused.items()}
-        return fuse_weighted(vec_hits, text_hits, vector_weight=vw, text_weight=tw, exact=exact)
+            return fuse_rrf(vec_p, text_p, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw, exact=exact)
+        return fuse_weighted(vec_p, text_p, vector_weight=vw, text_weight=tw, exact=exact)
 
     # ----------------------------------------------------------------- other
 

@@ -11,11 +11,16 @@ from typing import Any
 import apsw
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "VecExtension", "create_schema", "load_vec_extension", "open_db", "open_index_db"]
+__all__ = ["FTS_SCHEMA", "FTS_TOKENIZER", "SCHEMA_VERSION", "VOCAB_SCHEMA", "fts_current", "VecExtension", "create_schema", "load_vec_extension", "open_db", "open_index_db"]
 
 log = logging.getLogger("symi_memory.index")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+# Older versions whose tables still read correctly: opening one keeps it searchable and forgets its
+# identity, so the indexer rebuilds it in the background (build_full), which also recreates the FTS
+# table with the current tokenizer. Any other version is dropped and rebuilt from scratch.
+MIGRATES_FROM = {"3"}
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 BUSY_TIMEOUT_MS = 10_000
 
 SCHEMA = """
@@ -58,7 +63,7 @@ CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL)
 
 FTS_SCHEMA = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5("
-    "text, cjk, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2')"
+    f"text, cjk, content='', contentless_delete=1, tokenize='{FTS_TOKENIZER}')"
 )
 # Per-term document counts, to leave out query words that carry no BM25 weight.
 VOCAB_SCHEMA = "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row')"
@@ -144,6 +149,12 @@ def _schema_current(conn: apsw.Connection) -> bool:
     return row is not None and row[0] == str(SCHEMA_VERSION)
 
 
+def fts_current(conn: apsw.Connection) -> bool:
+    """True when ``chunks_fts`` exists with the current tokenizer (an index migrated from v3 has the old one)."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+    return row is not None and FTS_TOKENIZER in (row[0] or "")
+
+
 def create_schema(conn: apsw.Connection) -> str | None:
     """Create tables; returns an FTS error string when FTS5 is unavailable.
 
@@ -170,7 +181,10 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
     if "meta" in have:
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
+        if row is not None and row[0] in MIGRATES_FROM:
+            log.info("index schema %s -> %s: rebuilding the index in the background", row[0], SCHEMA_VERSION)
+            conn.execute("DELETE FROM meta WHERE key = 'identity'")
+        elif row is None or row[0] != str(SCHEMA_VERSION):
             log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
             _drop_all(conn)
     conn.execute(SCHEMA)

@@ -1,0 +1,128 @@
+"""Query analysis for the keyword side: stop words, stemming, and a calibrated keyword score.
+
+The index tokenizes with FTS5 ``porter`` over ``unicode61 remove_diacritics 2``;
+:func:`terms` runs that same tokenizer in-process (an in-memory SQLite
+connection per thread), so a query word and a chunk word are compared
+exactly as FTS5 compares them ("flights" and "flight" are one term).
+
+The keyword score of a chunk is the share of the query's content terms it
+holds, each weighted by its IDF in the index ("coverage"), mapped to a
+probability of relevance by a logistic fitted on the dev sets
+(``bench/calibration_fit.py``). Unlike a squashed BM25 rank it does not grow
+with the size of the index: a chunk holding every rare word of the query
+scores the same in a 3-file workspace and in a 3,000-file one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Mapping
+
+import apsw
+
+from .keyword import CJK_RUN_RE, cjk_bigrams
+
+__all__ = [
+    "KEYWORD_CALIBRATION",
+    "STOP_WORDS",
+    "content_words",
+    "coverage",
+    "idf",
+    "keyword_probability",
+    "query_terms",
+    "stem",
+    "terms",
+]
+
+TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+
+# English function words and question words. A query made only of these has
+# nothing to look for; in a longer query they match nearly every chunk and
+# would only add noise to the keyword side. Compared after lower-casing.
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both but
+by can could did do does doing down during each few for from further had has have having he her here hers herself
+him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or
+other our ours ourselves out over own same she should so some such than that the their theirs them themselves then
+there these they this those through to too under until up very was we were what when where which while who whom why
+will with would you your yours yourself yourselves s t don doesn didn isn wasn aren weren ll ve re d m o y also
+tell know anything something thing things get got ever still much many
+""".split())
+
+# Logistic mapping of IDF-weighted coverage (0..1) to P(relevant): fitted by bench/calibration_fit.py.
+KEYWORD_CALIBRATION = (4.26, 0.87)  # (slope, midpoint)
+import os as _os
+if _os.environ.get("SYMI_KCAL"):
+    KEYWORD_CALIBRATION = tuple(map(float, _os.environ["SYMI_KCAL"].split(",")))
+
+_local = threading.local()
+
+
+def _tokenizer() -> object:
+    tok = getattr(_local, "tok", None)
+    if tok is None:
+        conn = apsw.Connection(":memory:")
+        tok = conn.fts5_tokenizer(*TOKENIZER)
+        _local.conn, _local.tok = conn, tok
+    return tok
+
+
+def _stem_all(text: str) -> list[str]:
+    tok = _tokenizer()
+    out = tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,  # type: ignore[operator]
+              include_offsets=False, include_colocated=False)
+    return [t if isinstance(t, str) else t[0] for t in out]
+
+
+def stem(word: str) -> str:
+    """The index term of one word (folded, stemmed); the word folded when it yields none."""
+    out = _stem_all(word)
+    return out[0] if out else word.lower()
+
+
+def terms(text: str) -> set[str]:
+    """The set of index terms (folded, stemmed) in ``text``, plus the bigrams of its CJK runs."""
+    out = set(_stem_all(text))
+    out.update(cjk_bigrams(text).split())
+    return out
+
+
+def content_words(words: Iterable[str]) -> list[str]:
+    """Query words that are not stop words, in order."""
+    return [w for w in words if w.lower() not in STOP_WORDS]
+
+
+def query_terms(words: Iterable[str]) -> list[str]:
+    """The distinct stemmed index terms of the content words, in order."""
+    seen: dict[str, None] = {}
+    for w in content_words(words):
+        if CJK_RUN_RE.search(w):
+            # A CJK run is one unicode61 token; as a substring it is the set of its bigrams.
+            for t in cjk_bigrams(w).split():
+                seen.setdefault(t, None)
+            continue
+        for t in _stem_all(w):
+            seen.setdefault(t, None)
+    return list(seen)
+
+
+def idf(df: int, n: int) -> float:
+    """A positive IDF (BM25's, plus one inside the log): rarer terms weigh more, absent ones the most."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def coverage(chunk_terms: set[str], weights: Mapping[str, float]) -> float:
+    """IDF-weighted share of the query terms found in the chunk (0..1)."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in chunk_terms) / total
+
+
+def keyword_probability(cov: float) -> float:
+    """Coverage mapped to P(relevant) with :data:`KEYWORD_CALIBRATION`; no coverage is 0."""
+    if cov <= 0:
+        return 0.0
+    slope, mid = KEYWORD_CALIBRATION
+    return 1.0 / (1.0 + math.exp(-slope * (cov - mid)))
