@@ -89,7 +89,7 @@ def summarise(dataset: Path, raw: dict[str, Any]) -> dict[str, Any]:
     configured = score_run(queries, raw["configured"])
     ranking = score_run(queries, raw["ranking"])
     ms = sorted(raw["ms"])
-    return {"configured": configured, "ranking": ranking,
+    return {"configured": configured, "ranking": ranking, "raw": raw,
             "p50_ms": statistics.median(ms), "p90_ms": ms[int(0.9 * (len(ms) - 1))]}
 
 
@@ -119,6 +119,8 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                     help="memorySearch setting for this checkout's runs, e.g. query.hybrid.fusion='\"rrf\"'")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--thresholds", default="", help="also print the as-configured figures at these minScores "
+                    "(from the ranking hits, top 6), e.g. 0.1,0.2,0.3")
     args = ap.parse_args()
     if args.worker:
         dataset, provider, settings = args.worker
@@ -152,8 +154,22 @@ def main() -> int:
             head += [f"hit@5 {t}" for t in types.split("|")] + ["p50 ms"]
             print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
         print(row)
+    if args.thresholds:
+        from symi_memory.evaluation import load_queries, score_run
+        for key, s in results.items():
+            queries = load_queries(DATASETS / key.split("/")[0] / "queries.jsonl")
+            for t in (float(x) for x in args.thresholds.split(",")):
+                run = {qid: [h for h in hits if h["score"] >= t][:6] for qid, hits in s["raw"]["ranking"].items()}
+                r = score_run(queries, run)
+                o, pt = r["overall"], r["per_type"]
+                ml = pt.get("multilingual", {})
+                print(f"{key} minScore {t:.2f}: hit@1 {f(o['hit@1'])} hit@5 {f(o['hit@5'])} "
+                      f"pos empty {f(o.get('positive_empty'))} neg empty {f(o.get('negative_empty'))} "
+                      f"para@5 {f(pt.get('paraphrase', {}).get('hit@5'))} ml@5 {f(ml.get('hit@5'))} "
+                      f"ml empty {f(ml.get('positive_empty'))}")
     if args.json_out:
-        args.json_out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+        args.json_out.write_text(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "raw"}
+                                             for k, v in results.items()}, indent=1), encoding="utf-8")
     return 0
 
 

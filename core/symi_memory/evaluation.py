@@ -142,7 +142,8 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def score_run(queries: list[dict[str, Any]], run: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Score hits (``{id: [{path, start, end, score}, ...]}``, best first) against the queries."""
     rows = [_score_query(q, run.get(q["id"], [])) for q in queries]
-    per_type = {t: _aggregate([r for r in rows if r["type"] == t]) for t in TYPES if any(r["type"] == t for r in rows)}
+    types = TYPES + sorted({r["type"] for r in rows} - set(TYPES))
+    per_type = {t: _aggregate([r for r in rows if r["type"] == t]) for t in types if any(r["type"] == t for r in rows)}
     return {"overall": _aggregate(rows), "per_type": per_type,
             "missing_ids": [q["id"] for q in queries if q["id"] not in run],
             "settings": {"k": K, "mrr_k": MRR_K, "stale_k": STALE_K, "min_score": None}}
@@ -214,10 +215,13 @@ def _throwaway_config(config: Config, state_dir: Path) -> Config:
 
 
 def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = None, now: str | float | None = None,
-             n: int = 10, results_out: str | os.PathLike[str] | None = None,
+             n: int | None = None, min_score: float | None = None, results_out: str | os.PathLike[str] | None = None,
              progress: Callable[[SyncProgress], None] | None = None) -> dict[str, Any]:
     """Index the dataset's workspace, run its queries and score them (``score.py --json`` format).
 
+    With ``min_score`` and ``n`` unset, each query is searched as configured
+    (``minScore``, ``maxResults``). ``min_score`` (say 0, the ranking view)
+    overrides the threshold and then ``n`` defaults to 10 (at least 10).
     ``progress`` gets the indexing progress, then one ``phase="query"`` report per query.
     """
     from .manager import open_memory
@@ -233,16 +237,21 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
     queries = load_queries(queries_file)
     config = config if config is not None else load_config()
     fixed_now = parse_now(now)
-    limit = max(int(n), 10)
+    limit: int | None = None
+    if min_score is not None or n is not None:
+        limit = max(int(n), 10) if n is not None else 10
     run: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="symi-eval-") as tmp:
         with open_memory(_throwaway_config(config, Path(tmp)), workspace=workspace, start=False) as mem:
             mem.sync(reason="eval", progress=progress)
+            q_cfg = mem.agent.memory_search["query"]
+            used_min = float(min_score) if min_score is not None else float(q_cfg["minScore"])
+            used_max = limit if limit is not None else int(q_cfg["maxResults"])
             for i, q in enumerate(queries, start=1):
                 if progress:
                     progress(SyncProgress(phase="query", done=i, total=len(queries)))
                 clock = fixed_now if fixed_now is not None else parse_now(q.get("now"))
-                resp = mem.search(q["query"], max_results=limit, min_score=0, now=clock)
+                resp = mem.search(q["query"], max_results=used_max, min_score=used_min, now=clock)
                 run[q["id"]] = [{"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score}
                                 for h in resp.results]
     if results_out is not None:
@@ -251,7 +260,11 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
                 hits = [{"path": h["path"], "start_line": h["start"], "end_line": h["end"], "score": h["score"]}
                         for h in run[q["id"]]]
                 fh.write(json.dumps({"id": q["id"], "hits": hits}, ensure_ascii=False) + "\n")
-    return score_run(queries, run)
+    result = score_run(queries, run)
+    # How the queries were searched (score.py cannot know: it only sees the hits).
+    result["search"] = {"view": "as-configured" if limit is None else "ranking", "min_score": used_min,
+                        "max_results": used_max}
+    return result
 
 
 def _fmt(v: Any) -> str:
@@ -262,16 +275,29 @@ def _fmt(v: Any) -> str:
 
 def format_table(result: dict[str, Any]) -> str:
     """The result as a plain-text table, overall and per query type."""
-    cols = ["n", "hit@1", f"hit@{K}", f"recall@{K}", f"MRR@{MRR_K}", "stale>gold", "top score (neg)"]
+    cols = ["n", "hit@1", f"hit@{K}", f"recall@{K}", f"MRR@{MRR_K}", "stale>gold", "no result", "top score (neg)"]
     lines = [f"{'type':<13}" + "".join(f"{c:>16}" for c in cols)]
     for name, a in [("overall", result["overall"])] + list(result["per_type"].items()):
         count = a["negative"] if name == "negative" else a["positive"]
         stale = f"{_fmt(a['stale_above_gold'])} ({a['stale_queries']})" if a["stale_queries"] else "-"
         neg = (f"{_fmt(a.get('negative_top_score_mean'))} / {_fmt(a.get('negative_top_score_max'))}"
                if a.get("negative") else "-")
-        vals = [count, a["hit@1"], a[f"hit@{K}"], a[f"recall@{K}"], a[f"mrr@{MRR_K}"], stale, neg]
+        if name == "negative":
+            empty = a.get("negative_empty")
+        elif name == "overall":
+            empty = a.get("positive_empty")
+        else:
+            empty = a.get("positive_empty", a.get("negative_empty"))
+        vals = [count, a["hit@1"], a[f"hit@{K}"], a[f"recall@{K}"], a[f"mrr@{MRR_K}"], stale, empty, neg]
         lines.append(f"{name:<13}" + "".join(f"{_fmt(v):>16}" for v in vals))
     lines.append("")
+    st = result.get("search") or {}
+    if st.get("min_score") is not None:
+        lines.append(f"searched with minScore {st['min_score']:g} and maxResults {st.get('max_results')}"
+                     + (" (as configured)." if st.get("view") == "as-configured" else "."))
+    neg_all = result["per_type"].get("negative", {})
+    lines.append("no result: share of queries that returned nothing (overall: positive queries"
+                 + (f"; negative queries: {_fmt(neg_all.get('negative_empty'))}" if neg_all else "") + ").")
     lines.append(f"stale>gold: share of queries with stale lines where a stale match outranks the first gold match "
                  f"(top {STALE_K}); number of such queries in brackets.")
     lines.append("top score (neg): mean / max rank-1 score on negative queries (positives' mean rank-1 score: "
