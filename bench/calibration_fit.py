@@ -75,7 +75,7 @@ def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
     return out
 
 
-POOL = 6
+POOL = 20
 
 
 def pool(x: np.ndarray, ok: np.ndarray) -> np.ndarray:

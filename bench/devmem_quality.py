@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("SYMI_MEMORY_TESTING", "1")  # registers the deterministic `hash` test provider
+os.environ.setdefault("SYMI_MEMORY_PLUGINS", "symi_memory.testing.plugin")  # opts in to the deterministic `hash` test provider
 
 import argparse
 import importlib.util

@@ -77,18 +77,31 @@ def _walk(cls: type, prefix: str, doc: str = "") -> Iterator[tuple[str, str, lis
         if meta["kind"] == "section":
             children.append((path, meta["cls"], meta.get("doc", "")))
         else:
+            owner = f" (plugin {meta['owner']})" if meta.get("owner") else ""
             keys.append(KeyDoc(path=path, kind=_kind(meta), default=getattr(instance, field.name),
-                               allowed=_allowed(meta), doc=meta["doc"]))
+                               allowed=_allowed(meta), doc=meta["doc"] + owner))
     yield prefix, doc, keys
     for path, child, child_doc in children:
         yield from _walk(child, path, child_doc)
 
 
+def _schema() -> type:
+    """The core's model with every installed plugin's typed sections mounted (test fakes excluded)."""
+    import os
+
+    from symi_memory.plugins import EXTRA_PLUGINS_ENV, load_plugins
+
+    saved = os.environ.pop(EXTRA_PLUGINS_ENV, None)
+    try:
+        return load_plugins().schema()
+    finally:
+        if saved is not None:
+            os.environ[EXTRA_PLUGINS_ENV] = saved
+
+
 def config_keys() -> list[KeyDoc]:
     """Every key of the typed model, in declaration order."""
-    from symi_memory.config.schema import RootConfig
-
-    return [k for _, _, keys in _walk(RootConfig, "") for k in keys]
+    return [k for _, _, keys in _walk(_schema(), "") for k in keys]
 
 
 def _cell(text: str) -> str:
@@ -97,15 +110,15 @@ def _cell(text: str) -> str:
 
 def render_config_reference() -> str:
     """The Markdown of docs/config-reference.md."""
-    from symi_memory.config.schema import RootConfig
-
+    schema = _schema()
     out = [
         "# Configuration reference",
         "",
         NOTICE,
         "",
-        "Every key symi-memory itself accepts, generated from the typed model in",
-        "`symi_memory.config.schema`. Keys are written exactly as shown (camelCase",
+        "Every key symi-memory and its installed plugins accept, generated from the typed",
+        "model in `symi_memory.config.schema` plus each plugin's typed sections",
+        "(`symi_memory_register_config_sections`; the owning plugin is named). Keys are written exactly as shown (camelCase",
         "paths) in TOML, JSON or JSON5; see [the operators' guide](operators.md) for where",
         "the file lives. `agents.list[]` entries take an `id` plus any `agents.defaults`",
         "key, which then applies to that agent only. Plugins may add keys of their own",
@@ -116,7 +129,7 @@ def render_config_reference() -> str:
         "range says *clamped*: then it is moved into the range. Durations take `30s`,",
         "`5m`, `1.5h`, `2d` or `1500ms`; a bare number means minutes.",
     ]
-    for path, doc, keys in _walk(RootConfig, ""):
+    for path, doc, keys in _walk(schema, ""):
         if not keys:
             continue
         out += ["", f"## `{path}`" if path else "## Top level", ""]

@@ -16,6 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 DEVMEM = REPO / "bench" / "datasets" / "devmem"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # This suite opts in to the test fakes (hash provider, in-memory backend) for itself and the CLI
+    # subprocesses it starts; installing symi-memory does not register them anywhere else.
+    os.environ["SYMI_MEMORY_PLUGINS"] = "symi_memory.testing.plugin"
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the developer's ~/.symi, config or API keys."""

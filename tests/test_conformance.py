@@ -11,11 +11,15 @@ from qmd_standin.helpers import real_qmd
 from symi_memory.testing.conformance import *  # noqa: F403  (the suite's test functions)
 
 QMD = real_qmd()
-BACKENDS = ["in-memory", "builtin-sqlite"]
-if importlib.util.find_spec("faiss") is not None:
-    BACKENDS.append("faiss")
-if QMD is not None:
-    BACKENDS.append("qmd-sidecar")
+# A backend that cannot run here is reported as a skip with the reason, never silently dropped.
+BACKENDS = [
+    "in-memory",
+    "builtin-sqlite",
+    pytest.param("faiss", marks=pytest.mark.skipif(
+        importlib.util.find_spec("faiss") is None, reason="faiss-cpu is not installed (the faiss extra)")),
+    pytest.param("qmd-sidecar", marks=pytest.mark.skipif(
+        QMD is None, reason="the real qmd CLI is not installed (bash .ci/install-qmd.sh)")),
+]
 
 pytestmark = pytest.mark.parametrize("symi_backend", BACKENDS, indirect=True)
 

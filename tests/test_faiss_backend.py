@@ -223,7 +223,7 @@ def test_close_does_not_wait_long_for_a_running_build(tmp_path: Path) -> None:
         assert vectors.ready() is False
         started = time.monotonic()
         mem.close()
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 30  # generous for a loaded machine; without the cap it waited 600 s
     vectors._thread.join(5)
     assert not vectors._thread.is_alive() and vectors.status()["loaded"] is False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 
@@ -73,6 +74,8 @@ def test_failure_without_fallback_keeps_keyword_search_and_retries_later(tmp_pat
             assert mem.status()["dirty"] is True  # pending files are retried on the next sync
 
 
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None,
+                    reason='the local model needs the local extra (pip install "symi-memory[local]")')
 def test_auto_selects_local_offline_then_keyword_only_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = _workspace(tmp_path, files=2)
     cfg = load_config(None, state_dir=tmp_path / "state")

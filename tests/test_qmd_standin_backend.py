@@ -105,7 +105,7 @@ def test_hang_is_killed_after_timeout_with_its_children_and_qmd_is_retried(tmp_p
     control.write_text("hang")
     started = time.monotonic()
     res = b.search(query("zephyr"))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # the stand-in hangs forever: any return proves the timeout
     assert res.fallback is not None and res.fallback.from_ == "qmd" and "timed out after 700 ms" in res.fallback.reason
     status_fb = b.status()["fallback"]
     assert status_fb["from"] == "qmd" and res.fallback.reason.startswith(status_fb["reason"])
@@ -118,7 +118,7 @@ def test_hang_is_killed_after_timeout_with_its_children_and_qmd_is_retried(tmp_p
 
 
 def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 20  # a loaded 2-core machine may take a while to reap
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/status").read_text()
@@ -361,7 +361,7 @@ def test_manager_serves_from_builtin_sqlite_while_qmd_hangs(tmp_path, ws):
         control.write_text("hang")
         started = time.monotonic()
         first = mem.search("zephyr", min_score=0.0)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 20  # the stand-in hangs forever: any return proves the timeout
         assert first.fallback is not None and "timed out" in first.fallback.reason
         mem.sync(reason="manual")  # brings the fallback index up to date (qmd's update times out too)
         res = mem.search("zephyr", min_score=0.0)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from support.loopback_http import Reply
 from support.sqlite_memory import open_mem, wait_for, write
 
+from symi_memory.errors import SymiMemoryError
 from symi_memory.index.indexer import SyncCancelled
 
 
@@ -61,21 +63,35 @@ def test_close_while_other_threads_search(tmp_path: Path) -> None:
     mem = open_mem(tmp_path, ws)
     mem.sync()
     stop = threading.Event()
+    answered: list[int] = []
+    unexpected: list[BaseException] = []
 
     def searcher() -> None:
         while not stop.is_set():
             try:
-                mem.search("kestrel", min_score=0)
-            except Exception:  # the manager closing under the search is expected here
+                hits = mem.search("kestrel", min_score=0).results
+            except Exception as exc:
+                # After close a search may be refused with our own error; anything else is a bug.
+                if not (isinstance(exc, SymiMemoryError) or "closed" in str(exc).lower()):
+                    unexpected.append(exc)
                 return
+            if not hits or hits[0].path != "memory/a.md":
+                unexpected.append(AssertionError(f"wrong answer while closing: {hits!r}"))
+                return
+            answered.append(1)
 
     threads = [threading.Thread(target=searcher) for _ in range(2)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 30
+    while len(answered) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the searchers are busy before close
     mem.close()  # must not raise, even with reader connections busy in other threads
     stop.set()
     for t in threads:
         t.join()
+    assert len(answered) >= 4
+    assert unexpected == []
 
 
 def test_a_sync_queued_behind_close_is_cancelled(tmp_path: Path) -> None:

@@ -119,7 +119,8 @@ def test_opening_a_second_manager_does_not_wait_for_a_running_sync(tmp_path: Pat
     with open_slow(state, ws) as mem:
         mem.sync()
     calls = tmp_path / "calls.txt"
-    proc = child("reindex", str(state), str(ws), "0.8", str(calls))
+    # A slow writer (3 s per embedding call, killed below) outlives a reader started on a loaded machine.
+    proc = child("reindex", str(state), str(ws), "3.0", str(calls))
     try:
         wait_for(lambda: calls.exists() and len(calls.read_text().split()) >= 5, timeout=30)
         assert proc.poll() is None
@@ -134,4 +135,5 @@ def test_opening_a_second_manager_does_not_wait_for_a_running_sync(tmp_path: Pat
     result = json.loads(out.strip().splitlines()[-1])
     assert result["errors"] == [], err
     assert result["empty"] == 0
-    assert result["opened_seconds"] < 0.9, f"opening waited {result['opened_seconds']:.1f}s for the writer"
+    # Waiting for the writer would take minutes; a loaded machine may still take a few seconds to open.
+    assert result["opened_seconds"] < 10, f"opening waited {result['opened_seconds']:.1f}s for the writer"

@@ -16,8 +16,6 @@ import re
 
 import attrs
 
-import os
-_HEADINGS = os.environ.get("SYMI_NOHEAD") is None
 HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 
 __all__ = ["Chunk", "chunk_text", "split_utf8"]
@@ -52,7 +50,7 @@ def chunk_text(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
     for lineno, line in enumerate(text.split("\n"), start=1):
         if line.lstrip().startswith(("```", "~~~")):
             in_fence = not in_fence
-        elif not in_fence and _HEADINGS and HEADING_RE.match(line) and any(
+        elif not in_fence and HEADING_RE.match(line) and any(
                 p.strip() and not HEADING_RE.match(p) for p, _ in current):
             close()
             current, cost = [], 0

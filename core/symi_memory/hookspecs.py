@@ -106,3 +106,45 @@ def symi_memory_config_defaults() -> dict[str, Any] | None:
 
     Added in 0.1.
     """
+
+
+@hookspec
+def symi_memory_register_commands(subparsers: Any) -> None:
+    """Add ``symi-memory`` subcommands.
+
+    ``subparsers`` is the :mod:`argparse` subparsers action of the
+    ``symi-memory`` parser. Add one parser per command with
+    ``subparsers.add_parser(name, help=...)`` and give it
+    ``set_defaults(func=run)``, where ``run(args, app) -> int`` receives the
+    parsed :class:`argparse.Namespace` and the CLI's ``App`` (``app.config``,
+    ``app.manager()``, ``app.print_json()``) and returns the exit code. The
+    core's own commands are added through this same hook. A command name that
+    is already taken is an error naming your plugin. Keep the hook cheap:
+    import what the command needs inside ``run``.
+
+    :param subparsers: the ``argparse`` subparsers action to add commands to.
+    :return: ignored.
+
+    Added in 0.2.
+    """
+
+
+@hookspec
+def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+    """Declare the typed config sections the plugin owns.
+
+    Call ``register(ConfigSection(key=..., model=...))`` once per section.
+    The model is an attrs class built with the same field DSL as the core's
+    schema (:func:`symi_memory.config.fields.opt` for a key with its type,
+    default, doc, bounds, choices or duration kind; ``section`` for a nested
+    table), so plugin keys get the same one-line validation errors and the
+    same generated reference as core keys. Settings keyed by your plugin id
+    belong under ``plugins.entries.<id>``; keys a spec defines for your plugin
+    (``memorySearch.local`` for the local provider) mount where the spec puts
+    them. Prefer this over ``symi_memory_config_defaults``.
+
+    :param register: callable taking one :class:`~symi_memory.specs.ConfigSection`.
+    :return: ignored.
+
+    Added in 0.2.
+    """

@@ -15,7 +15,7 @@ from .config import AgentView, Config, load_config
 from .errors import SymiMemoryError
 from .pipeline import Pipeline, to_hits
 from .plugins import Plugins, load_plugins, resolve_backend_name
-from .specs import BackendContext, MemoryBackend, ProviderUnavailable, RerankerContext
+from .specs import BackendContext, MemoryBackend, ProviderUnavailable, RerankerContext, StartableBackend
 from .types import ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
 
 __all__ = ["MemoryManager", "Services", "open_memory"]
@@ -182,7 +182,7 @@ def open_memory(
     except BaseException:
         pipeline.close()
         raise
-    if start and hasattr(backend, "start"):
+    if start and isinstance(backend, StartableBackend):
         backend.start()
     return MemoryManager(config=config, agent=agent, plugins=loaded, backend=backend, backend_name=name,
                          pipeline=pipeline)

@@ -18,10 +18,11 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginError
-from .specs import BackendSpec, PostProcessorSpec, ProviderSpec, RerankerSpec
+from .specs import BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
 
 __all__ = [
     "AUTOLOAD_ENV",
+    "EXTRA_PLUGINS_ENV",
     "ENTRY_POINT_GROUP",
     "PluginInfo",
     "Plugins",
@@ -34,6 +35,13 @@ log = logging.getLogger("symi_memory.plugins")
 
 ENTRY_POINT_GROUP = "symi_memory"
 AUTOLOAD_ENV = "SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD"
+#: Comma-separated import paths of extra in-process plugins (like pytest's
+#: ``PYTEST_PLUGINS``): how a test suite opts in to the fakes for itself and
+#: the CLI subprocesses it starts, without an entry point anyone else sees.
+EXTRA_PLUGINS_ENV = "SYMI_MEMORY_PLUGINS"
+#: The older switch for the test fakes; kept as a shorthand for
+#: ``SYMI_MEMORY_PLUGINS=symi_memory.testing.plugin``. Nothing sets it for you.
+LEGACY_TESTING_ENV = "SYMI_MEMORY_TESTING"
 OWN_DISTRIBUTION = "symi-memory"
 DEFAULT_BACKEND = "builtin-sqlite"
 
@@ -67,6 +75,8 @@ class Plugins:
     failed: dict[str, str] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
+    _schema: Any = None
 
     @property
     def backends(self) -> dict[str, BackendSpec]:
@@ -104,11 +114,36 @@ class Plugins:
         for kind, (hook_name, spec_type) in _KINDS.items():
             registry: dict[str, Any] = {}
             owners: dict[str, str] = {}
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                plugin_id = impl.plugin_name
-                impl.function(register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
+            for plugin_id, caller in _per_plugin_callers(self.pm, hook_name):
+                caller(register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
             self.registries[kind] = registry
             self.owners[kind] = owners
+        self.config_sections = []
+        for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
+            caller(register=self._register_section(plugin_id))
+        self._schema = None
+
+    def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
+        def register(spec: ConfigSection) -> None:
+            if not isinstance(spec, ConfigSection) or not attrs.has(spec.model):
+                raise PluginError(f"plugin {plugin_id!r} registered {spec!r} as a config section; expected a "
+                                  f"ConfigSection whose model is an attrs class declared with config.fields.opt")
+            if not spec.key or any(not part for part in spec.key.split(".")):
+                raise PluginError(f"plugin {plugin_id!r}: config section key {spec.key!r} is not a dotted path")
+            self.config_sections.append((plugin_id, spec))
+
+        return register
+
+    def schema(self) -> type:
+        """The core's config model with every loaded plugin's sections mounted (cached)."""
+        if self._schema is None:
+            from .config.extend import Mount, extend_schema
+            from .config.schema import RootConfig
+
+            mounts = [Mount(path=tuple(s.key.split(".")), model=s.model, owner=pid, doc=s.doc)
+                      for pid, s in self.config_sections]
+            self._schema = extend_schema(RootConfig, mounts)
+        return self._schema
 
     def _register_fn(
         self, kind: str, spec_type: type[Any], plugin_id: str, registry: dict[str, Any], owners: dict[str, str]
@@ -143,6 +178,52 @@ def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: M
     )
 
 
+def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[str, Any]]:
+    """One pluggy hook caller per implementing plugin, in load order (builtins first).
+
+    The registries need to know which plugin registered each name (for the
+    duplicate-name error and ``plugins --json``), so each plugin's
+    implementation is called through its own subset caller. The call still goes
+    through pluggy, so wrappers (``hookwrapper``/``wrapper``) from any plugin
+    wrap every call and see every registration, and pluggy's tracing and call
+    monitoring see them too. Load order only decides which plugin a
+    duplicate-name error names first: a slot is never chosen by order.
+    """
+    hook = getattr(pm.hook, hook_name)
+    impls = hook.get_hookimpls()  # introspection only: which plugins implement it
+    plain = [i for i in impls if not (i.hookwrapper or i.wrapper)]
+    order = [i.plugin_name for i in plain]
+    callers = []
+    for plugin_id in order:
+        others = [i.plugin for i in plain if i.plugin_name != plugin_id]
+        callers.append((plugin_id, pm.subset_hook_caller(hook_name, remove_plugins=others)))
+    return callers
+
+
+def _env_plugins() -> list[tuple[str, object, tuple[str, str]]]:
+    """The in-process plugins named by ``SYMI_MEMORY_PLUGINS`` (and the legacy testing switch)."""
+    import importlib
+
+    paths = [p.strip() for p in os.environ.get(EXTRA_PLUGINS_ENV, "").split(",") if p.strip()]
+    if os.environ.get(LEGACY_TESTING_ENV, "").strip().lower() in ("1", "true", "yes"):
+        paths.append("symi_memory.testing.plugin")
+    out: list[tuple[str, object, tuple[str, str]]] = []
+    # Editable installs are missing from packages_distributions(); our own package is known by name.
+    owners = {**metadata.packages_distributions(), __package__: [OWN_DISTRIBUTION]} if paths else {}
+    for path in dict.fromkeys(paths):
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:
+            raise PluginError(f"{EXTRA_PLUGINS_ENV}: cannot import plugin module {path!r} ({exc})") from exc
+        dist = (owners.get(path.split(".")[0]) or ["(in-process)"])[0]
+        try:
+            version = metadata.version(dist) if dist != "(in-process)" else ""
+        except metadata.PackageNotFoundError:
+            version = ""
+        out.append((str(getattr(module, "PLUGIN_ID", path)), module, (dist, version)))
+    return out
+
+
 def _entry_points() -> Iterable[metadata.EntryPoint]:
     return metadata.entry_points(group=ENTRY_POINT_GROUP)
 
@@ -155,7 +236,8 @@ def load_plugins(
     """Load the entry-point plugins (minus ``disabled``) and build the registries.
 
     ``extra`` registers in-process plugins ``(id, module_or_object)``, used by
-    tests and embedders. With ``SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1`` only
+    tests and embedders; so do the modules listed in ``SYMI_MEMORY_PLUGINS``
+    (comma-separated import paths, for subprocesses). With ``SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1`` only
     the builtins (entry points of the symi-memory distribution) are loaded.
     """
     disabled = set(disabled)
@@ -184,11 +266,11 @@ def load_plugins(
             continue
         pm.register(module, name=ep.name)
         dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
-    for plugin_id, obj in extra:
-        if plugin_id in disabled:
+    for plugin_id, obj, dist_info in [*_env_plugins(), *((i, o, ("(in-process)", "")) for i, o in extra)]:
+        if plugin_id in disabled or pm.is_registered(obj) or pm.get_plugin(plugin_id) is not None:
             continue
         pm.register(obj, name=plugin_id)
-        dists[plugin_id] = ("(in-process)", "")
+        dists[plugin_id] = dist_info
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -200,8 +282,6 @@ def load_plugins(
 
 def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = None) -> dict[str, Any]:
     """Merge the config defaults that plugins contribute."""
-    from .config.fields import deep_merge
-
     if plugins is None:
         disabled = raw.get("plugins", {}).get("disabled", []) if isinstance(raw.get("plugins"), Mapping) else []
         plugins = load_plugins(disabled if isinstance(disabled, list) else [])
@@ -210,22 +290,29 @@ def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = No
 
     core = defaults_of(RootConfig)
     out: dict[str, Any] = {}
-    for impl in plugins.pm.hook.symi_memory_config_defaults.get_hookimpls():
-        contributed = impl.function()
-        if contributed is not None and not isinstance(contributed, Mapping):
-            raise PluginError(
-                f"plugin {impl.plugin_name!r}: symi_memory_config_defaults must return a dict or None, "
-                f"got {type(contributed).__name__}"
-            )
-        if contributed:
-            clash = _core_clash(contributed, core, "")
-            if clash:
-                raise PluginError(
-                    f"plugin {impl.plugin_name!r} contributes a default for {clash}, a key the core defines; "
-                    f"plugins may only add new keys (e.g. under plugins.entries.{impl.plugin_name})"
-                )
-            out = deep_merge(out, contributed)
+    for plugin_id, caller in _per_plugin_callers(plugins.pm, "symi_memory_config_defaults"):
+        for contributed in caller():
+            out = _merge_contributed(out, contributed, plugin_id, core)
     return out
+
+
+def _merge_contributed(out: dict[str, Any], contributed: Any, plugin_id: str, core: Mapping[str, Any]) -> dict[str, Any]:
+    from .config.fields import deep_merge
+
+    if contributed is not None and not isinstance(contributed, Mapping):
+        raise PluginError(
+            f"plugin {plugin_id!r}: symi_memory_config_defaults must return a dict or None, "
+            f"got {type(contributed).__name__}"
+        )
+    if not contributed:
+        return out
+    clash = _core_clash(contributed, core, "")
+    if clash:
+        raise PluginError(
+            f"plugin {plugin_id!r} contributes a default for {clash}, a key the core defines; "
+            f"plugins may only add new keys (e.g. under plugins.entries.{plugin_id})"
+        )
+    return deep_merge(out, contributed)
 
 
 def _core_clash(contributed: Mapping[str, Any], core: Mapping[str, Any], prefix: str) -> str | None:

@@ -20,9 +20,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendContext",
+    "BackendServices",
     "BackendSpec",
+    "BatchingProvider",
+    "Closeable",
+    "ConfigSection",
     "EmbeddingProvider",
     "MemoryBackend",
+    "NotifiesSyncs",
     "PostProcessContext",
     "PostProcessor",
     "PostProcessorSpec",
@@ -34,6 +39,9 @@ __all__ = [
     "RerankerSpec",
     "DEFAULT_CALIBRATION",
     "ScoreCalibration",
+    "StalenessAware",
+    "StartableBackend",
+    "VectorSide",
 ]
 
 
@@ -229,7 +237,7 @@ class BackendContext:
 
     config: Any
     agent: Any
-    services: Any
+    services: BackendServices
 
 
 @runtime_checkable
@@ -256,6 +264,125 @@ class MemoryBackend(Protocol):
     def status(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+# Optional capabilities. The core checks them with isinstance() (the Protocols are
+# runtime-checkable), so a backend opts in by defining the members; nothing is probed by name.
+
+
+@runtime_checkable
+class StartableBackend(Protocol):
+    """A backend with background work (watchers, timers, a boot update) to arm.
+
+    The manager calls ``start()`` once, right after the factory, and only for a
+    long-lived manager (``open_memory(start=True)``, ``watch``, ``mcp``);
+    one-shot commands never start a backend. ``close()`` stops what it armed.
+    """
+
+    def start(self) -> None: ...
+
+
+@runtime_checkable
+class StalenessAware(Protocol):
+    """A backend that can tell, cheaply, whether files changed since its last sync.
+
+    The one-shot ``search`` command uses it to decide whether to sync before
+    answering. ``retry_pending=False`` means "files that only wait for vectors
+    (a provider outage) do not count": they are searchable by keyword already.
+    Backends without it are judged by ``status()["dirty"]`` and ``["files"]``.
+    """
+
+    def is_stale(self, *, retry_pending: bool = True) -> bool: ...
+
+
+@runtime_checkable
+class NotifiesSyncs(Protocol):
+    """A backend that reports each finished sync (including background ones).
+
+    The core (``watch``) sets ``on_synced`` to a callable taking the
+    :class:`~symi_memory.types.SyncReport`; the backend calls it after every
+    sync, from whatever thread ran the sync.
+    """
+
+    on_synced: Callable[[SyncReport], None] | None
+
+
+@runtime_checkable
+class BatchingProvider(Protocol):
+    """An embedding provider with a batch API whose state spans one sync run.
+
+    ``begin_sync()`` is called at the start of every sync run (for example to
+    reset "two batch failures disable batch mode for this run");
+    ``batch_status()`` returns the camelCase dict merged into ``status().batch``
+    (failures, pending jobs).
+    """
+
+    def begin_sync(self) -> None: ...
+
+    def batch_status(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """Anything with resources to release: a vector side, a reranker, a provider.
+
+    The core calls ``close()`` when the owner closes, at most once, and ignores
+    objects that do not define it.
+    """
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class BackendServices(Protocol):
+    """The core machinery a backend factory receives as ``BackendContext.services``."""
+
+    plugins: Any
+
+    def choose_provider(self) -> Any:
+        """Resolve the agent's embedding provider (with fallback) as configured; never raises for a
+        missing provider: the result says ``none`` and why."""
+        ...
+
+    def create_backend(self, name: str) -> MemoryBackend:
+        """Build another registered backend for the same agent (a fallback, for example)."""
+        ...
+
+
+@runtime_checkable
+class VectorSide(Protocol):
+    """How an index-based backend finds the nearest chunk vectors (by chunk rowid).
+
+    ``search`` returns ``(rowid, cosine)`` best first; ``cosine`` scores given
+    stored vectors (float32 bytes, or None when a chunk has none) against the
+    query; ``status`` is merged into ``status().vector``. A vector side that is
+    also :class:`Closeable` is closed with its backend.
+    """
+
+    def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]: ...
+
+    def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+@attrs.frozen(kw_only=True)
+class ConfigSection:
+    """A typed config section a plugin owns.
+
+    ``key`` is the dotted camelCase path it mounts at, for example
+    ``agents.defaults.memorySearch.local`` or ``plugins.entries.my-plugin``.
+    ``model`` is an attrs class declared with the core's field DSL
+    (:func:`symi_memory.config.fields.opt` and ``section``: type, default,
+    doc, bounds, choices, durations). When ``key`` is already a core section,
+    the plugin's keys are added to it (a key both define is an error). The
+    keys validate, show in ``config show`` and appear in the generated
+    reference only while the plugin is installed and enabled.
+    """
+
+    key: str
+    model: type
+    doc: str = ""
 
 
 @attrs.frozen(kw_only=True)

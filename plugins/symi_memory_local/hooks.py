@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import ProviderSpec, ScoreCalibration
+from symi_memory.specs import ConfigSection, ProviderSpec, ScoreCalibration
 
 if TYPE_CHECKING:
     from symi_memory.specs import EmbeddingProvider, ProviderContext
@@ -54,3 +54,10 @@ def symi_memory_register_embedding_providers(register: Callable[[Any], None]) ->
             description="Offline embeddings with ONNX Runtime (all-MiniLM-L6-v2 int8 by default, 384 dims)",
         )
     )
+
+
+@hookimpl
+def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+    from .config_schema import Local
+
+    register(ConfigSection(key="agents.defaults.memorySearch.local", model=Local, doc="The offline local embedding model (plugin local-embeddings)."))

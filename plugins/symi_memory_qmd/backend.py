@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from symi_memory.citations import should_cite
-from symi_memory.specs import MemoryBackend
+from symi_memory.specs import MemoryBackend, StartableBackend
 from symi_memory.types import BackendResult, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from symi_memory.workspace import PathRules
 
@@ -287,9 +287,8 @@ class QmdBackend:
 
 
 def _start_backend(backend: MemoryBackend) -> None:
-    start = getattr(backend, "start", None)
-    if start is not None:
-        start()
+    if isinstance(backend, StartableBackend):
+        backend.start()
 
 
 def _first_sync(backend: MemoryBackend) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import BackendSpec
+from symi_memory.specs import BackendServices, BackendSpec, ConfigSection
 
 if TYPE_CHECKING:
     from symi_memory.specs import BackendContext, MemoryBackend
@@ -24,8 +24,9 @@ def create_backend(ctx: BackendContext) -> MemoryBackend:
 
     config, agent, services = ctx.config, ctx.agent, ctx.services
     section = config.get("memory.qmd")
-    make = getattr(services, "create_backend", None)
-    fallback: Callable[[], Any] | None = (lambda: make(FALLBACK_BACKEND)) if make is not None else None
+    fallback: Callable[[], Any] | None = (
+        (lambda: services.create_backend(FALLBACK_BACKEND)) if isinstance(services, BackendServices) else None
+    )
     return QmdBackend(
         QmdSettings.from_config(section),
         agent_id=agent.id,
@@ -49,3 +50,10 @@ def symi_memory_register_backends(register: Callable[[Any], None]) -> None:
             description="Retrieval by the qmd CLI (BM25/vector/rerank) in a private home; falls back to builtin-sqlite.",
         )
     )
+
+
+@hookimpl
+def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+    from .config_schema import QmdSection
+
+    register(ConfigSection(key="memory.qmd", model=QmdSection, doc="The qmd sidecar backend (plugin qmd-sidecar)."))

@@ -12,9 +12,9 @@ from typing import Any
 import attrs
 
 from symi_memory.config.fields import deep_merge, defaults_of, parse_duration_ms
-from symi_memory.config.schema import QmdSection
 from symi_memory.errors import ConfigError
 
+from .config_schema import QmdSection
 from .scope import scope_problems
 
 __all__ = ["QmdSettings", "qmd_defaults"]

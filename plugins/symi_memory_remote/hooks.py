@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import ProviderContext, ProviderSpec, ProviderUnavailable
+from symi_memory.specs import ConfigSection, ProviderContext, ProviderSpec, ProviderUnavailable
 
 from .settings import ProviderDefaults, RemoteSettings, missing_key_reason
 
@@ -103,3 +103,10 @@ def symi_memory_register_embedding_providers(register: Callable[[Any], None]) ->
                 description=f"{defaults.label} embeddings over HTTP ({defaults.base_url})",
             )
         )
+
+
+@hookimpl
+def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+    from .config_schema import Remote
+
+    register(ConfigSection(key="agents.defaults.memorySearch.remote", model=Remote, doc="Remote embedding APIs: openai, gemini, voyage (plugin remote-embeddings)."))

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import RerankerContext, RerankerSpec
+from symi_memory.specs import ConfigSection, RerankerContext, RerankerSpec
 
 from .rerankers import APIS
 
@@ -39,3 +39,10 @@ def symi_memory_register_rerankers(register: Callable[[Any], None]) -> None:
                 description=f"{api.label} rerank API ({api.base_url}/rerank)",
             )
         )
+
+
+@hookimpl
+def symi_memory_register_config_sections(register: Callable[[Any], None]) -> None:
+    from .config_schema import RerankApi
+
+    register(ConfigSection(key="agents.defaults.memorySearch.query.rerank", model=RerankApi, doc=""))

@@ -7,34 +7,86 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import apsw
 
-from ..errors import SymiMemoryError
-from . import cmd_config, cmd_eval, cmd_flush, cmd_mcp, cmd_memory, cmd_plugins
+from ..errors import PluginError, SymiMemoryError
+from . import builtin_commands
 from .app import App
 
 __all__ = ["build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="symi-memory",
-        description="Durable, searchable memory for AI agents: index Markdown memory files and search them.",
-    )
+def _global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or JSON5)")
     parser.add_argument("--state-dir", metavar="DIR", help="state dir (default $SYMI_STATE_DIR or ~/.symi)")
     parser.add_argument("--workspace", metavar="DIR", help="agent workspace holding MEMORY.md and memory/")
     parser.add_argument("--agent", metavar="ID", default="main", help="agent id (default main)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+
+
+def _disabled_plugins(argv: Sequence[str] | None) -> list[str]:
+    """``plugins.disabled`` from the config file, best effort: a broken config must still let
+    ``config set`` and ``--help`` run, so any problem here leaves every plugin's commands in."""
+    from ..config import default_state_dir, find_config_file, parse_config_text
+
+    pre = argparse.ArgumentParser(add_help=False)
+    _global_options(pre)
+    try:
+        known, _ = pre.parse_known_args(argv)
+        file = find_config_file(known.config, default_state_dir(known.state_dir))
+        if file is None:
+            return []
+        raw = parse_config_text(file.read_text(encoding="utf-8"), file.suffix.lower(), str(file))
+        disabled = (raw.get("plugins") or {}).get("disabled") or []
+        return [d for d in disabled if isinstance(d, str)] if isinstance(disabled, list) else []
+    except Exception:
+        return []
+
+
+def _add_commands(sub: Any, plugins: Any) -> None:
+    from ..plugins import _per_plugin_callers
+
+    callers = _per_plugin_callers(plugins.pm, "symi_memory_register_commands")
+    # The core's commands go first, so a plugin can never shadow one; the clash names the plugin.
+    callers.sort(key=lambda item: item[0] != builtin_commands.PLUGIN_ID)
+    for plugin_id, caller in callers:
+        try:
+            caller(subparsers=sub)
+        except argparse.ArgumentError as exc:
+            raise PluginError(f"plugin {plugin_id!r} adds a command that already exists ({exc}); "
+                              f"uninstall or disable one of them (plugins.disabled)") from exc
+
+
+def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> argparse.ArgumentParser:
+    """The ``symi-memory`` parser, with the commands every enabled plugin adds (the core's included).
+
+    ``plugins`` is a loaded :class:`~symi_memory.plugins.Plugins`; by default the installed plugins
+    minus the config's ``plugins.disabled`` are loaded.
+    """
+    from ..plugins import load_plugins
+
+    if plugins is None:
+        plugins = load_plugins(_disabled_plugins(argv), extra=[(builtin_commands.PLUGIN_ID, builtin_commands)])
+    elif not plugins.pm.is_registered(builtin_commands):
+        plugins.pm.register(builtin_commands, name=builtin_commands.PLUGIN_ID)
+    parser = argparse.ArgumentParser(
+        prog="symi-memory",
+        description="Durable, searchable memory for AI agents: index Markdown memory files and search them.",
+    )
+    _global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cmd_memory, cmd_plugins, cmd_config, cmd_eval, cmd_flush, cmd_mcp):
-        module.add_parsers(sub)
+    _add_commands(sub, plugins)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser(argv)
+    except SymiMemoryError as exc:
+        print(f"symi-memory: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="symi-memory: %(levelname)s: %(message)s", stream=sys.stderr)

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from .. import tools
+from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
 from .app import App
 
@@ -127,11 +128,11 @@ def _ensure_fresh(app: App) -> None:
         print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; nothing to search "
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
-    is_stale = getattr(manager.backend, "is_stale", None)
-    if callable(is_stale) and st.get("files"):
+    backend = manager.backend
+    if isinstance(backend, StalenessAware) and st.get("files"):
         # Files that only wait for vectors (a provider outage) are searchable by keyword already;
         # a one-shot search should not stall on retrying the provider for them.
-        stale = is_stale(retry_pending=False)
+        stale = backend.is_stale(retry_pending=False)
     else:
         stale = bool(st.get("dirty")) or not st.get("files")
     if stale:
@@ -183,7 +184,7 @@ def run_watch(args: argparse.Namespace, app: App) -> int:
     manager = app.manager(start=True)
     print(_summary(manager.sync(reason="watch-start")), flush=True)
     backend = manager.backend
-    if backend is not None and hasattr(backend, "on_synced"):
+    if isinstance(backend, NotifiesSyncs):
         backend.on_synced = lambda r: print(_summary(r), flush=True)
     print(f"watching {manager.agent.workspace} (Ctrl-C to stop)", flush=True)
     stop = threading.Event()

@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError
-from .fields import build, deep_merge, defaults_of, validate
-from .schema import AgentDefaults, MemorySearch, RootConfig
+from .fields import build, deep_merge, defaults_of, fields_by_key, validate
+from .schema import MemorySearch, RootConfig
 
 __all__ = [
     "CONFIG_NAMES",
@@ -107,10 +107,12 @@ class Config:
     state_dir: Path = attrs.field(factory=default_state_dir)
     raw: dict[str, Any] = attrs.field(factory=dict)
     plugins: Any = attrs.field(default=None, eq=False, repr=False)
+    #: The config model in force: the core's plus the loaded plugins' sections.
+    schema: type = attrs.field(default=RootConfig, eq=False, repr=False)
 
     @property
-    def root(self) -> RootConfig:
-        return build(RootConfig, self.data)
+    def root(self) -> Any:
+        return build(self.schema, self.data)
 
     def get(self, key: str) -> Any:
         """Look up a dotted camelCase key, e.g. ``memory.citations``."""
@@ -170,9 +172,15 @@ def _normalise_memory_search(ms: dict[str, Any]) -> None:
     chunking["overlap"] = max(0, min(chunking["overlap"], chunking["tokens"] - 1))
 
 
-def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+def _agent_model(schema: type) -> type:
+    agents = fields_by_key(schema)["agents"].metadata["symi"]["cls"]
+    return fields_by_key(agents)["defaults"].metadata["symi"]["cls"]
+
+
+def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any] | None,
+                   schema: type = RootConfig) -> dict[str, Any]:
     problems: list[str] = []
-    data = validate(RootConfig, raw, "", problems, extra)
+    data = validate(schema, raw, "", problems, extra)
     for i, entry in enumerate(raw.get("agents", {}).get("list", []) or []):
         where = f"agents.list[{i}]"
         if not isinstance(entry, Mapping):
@@ -182,7 +190,7 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
         rest = {k: v for k, v in entry.items() if k != "id"}
         agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
-        validate(AgentDefaults, rest, where, problems, agent_extra)
+        validate(_agent_model(schema), rest, where, problems, agent_extra)
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
     return data
@@ -194,9 +202,10 @@ def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, An
 
     disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
     plugins = load_plugins(disabled if isinstance(disabled, list) else [])
-    data = _validate_root(raw, origin, collect_config_defaults(raw, plugins))
+    schema = plugins.schema()
+    data = _validate_root(raw, origin, collect_config_defaults(raw, plugins), schema)
     # Names must resolve against what is installed, so `config set` refuses a typo up front.
-    full = deep_merge(defaults_of(RootConfig), data)
+    full = deep_merge(defaults_of(schema), data)
     name = resolve_backend_name(full)
     if name is not None:
         plugins.backend(name)
@@ -215,12 +224,16 @@ def load_config(
     state_dir: str | os.PathLike[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     extra_defaults: Mapping[str, Any] | None = None,
+    plugins: Any = None,
 ) -> Config:
     """Find, parse and validate the configuration.
 
     ``overrides`` is a camelCase dict merged over the file (used by tests and
     embedders). ``extra_defaults`` are plugin-contributed defaults; when None
-    they are collected from the installed plugins.
+    they are collected from the installed plugins. ``plugins`` is an already
+    loaded :class:`~symi_memory.plugins.Plugins` (by default the installed
+    ones minus ``plugins.disabled``); their typed config sections extend the
+    schema.
     """
     sd = default_state_dir(state_dir)
     file = find_config_file(path, sd)
@@ -231,14 +244,17 @@ def load_config(
         raw = parse_config_text(file.read_text(encoding="utf-8"), file.suffix.lower(), origin)
     if overrides:
         raw = deep_merge(raw, overrides)
-    plugins = None
-    if extra_defaults is None:
-        from ..plugins import collect_config_defaults, load_plugins
+    if plugins is None:
+        from ..plugins import load_plugins
 
         disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
         # Loaded once here and reused by open_memory, so plugins import (and warn) once.
         plugins = load_plugins(disabled if isinstance(disabled, list) else [])
+    if extra_defaults is None:
+        from ..plugins import collect_config_defaults
+
         extra_defaults = collect_config_defaults(raw, plugins)
-    data = _validate_root(raw, origin, extra_defaults)
-    full = deep_merge(deep_merge(defaults_of(RootConfig), dict(extra_defaults or {})), data)
-    return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins)
+    schema = plugins.schema()
+    data = _validate_root(raw, origin, extra_defaults, schema)
+    full = deep_merge(deep_merge(defaults_of(schema), dict(extra_defaults or {})), data)
+    return Config(data=full, path=file, state_dir=sd, raw=raw, plugins=plugins, schema=schema)

@@ -179,6 +179,9 @@ def validate(cls: type, data: Any, path: str, problems: list[str], extra: Mappin
             if extra is not None and key in extra:
                 out[key] = _validate_free(extra[key], value, where, problems)
                 continue
+            if getattr(cls, "__symi_open__", False):  # a free-form table with some typed entries
+                out[key] = _copy(value)
+                continue
             names = list(known) + list(extra or {})
             problems.append(f"{where}: unknown key{did_you_mean(key, names)}; allowed keys here: {', '.join(names)}")
             continue

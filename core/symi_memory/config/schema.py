@@ -1,4 +1,10 @@
-"""The typed config model: every default of spec/behaviour.md §1 lives here.
+"""The core's typed config model: the defaults of spec/behaviour.md §1 that the core owns.
+
+Sections that belong to a builtin plugin (``memorySearch.local``,
+``memorySearch.remote``, ``memorySearch.store.faiss``, ``memory.qmd`` and the
+rerank API keys) are declared by that plugin through
+``symi_memory_register_config_sections`` and mounted by
+:mod:`symi_memory.config.extend`.
 
 Field names are snake_case; each field's config key (camelCase, as written in
 config files) is in its metadata. ``docs/config-reference.md`` is generated
@@ -31,22 +37,9 @@ class StoreVector:
 
 
 @attrs.define(kw_only=True)
-class StoreFaiss:
-    index: str = opt("index", "flat", choices=("flat", "hnsw", "ivf"), doc="faiss backend index type.")
-    m: int = opt("M", 32, lo=4, hi=256, doc="HNSW neighbours per node.")
-    ef_construction: int = opt("efConstruction", 200, lo=8, hi=4096, doc="HNSW build-time beam width.")
-    ef_search: int = opt("efSearch", 128, lo=8, hi=4096, doc="HNSW query-time beam width.")
-    nlist: int = opt("nlist", 1024, lo=1, hi=1_000_000, doc="IVF cell count (capped by the vector count).")
-    nprobe: int = opt("nprobe", 16, lo=1, hi=100_000, doc="IVF cells probed per query.")
-    threads: int = opt("threads", 1, lo=0, hi=256, doc="OpenMP threads for faiss; 1 gives the best single-query latency on small machines, 0 leaves faiss's default.")
-    tombstone_ratio: float = opt("tombstoneRatio", 0.2, lo=0.0, hi=1.0, doc="Rebuild an HNSW index once this share of its vectors are deleted.")
-
-
-@attrs.define(kw_only=True)
 class Store:
     path: str = opt("path", "{stateDir}/memory/{agentId}.sqlite", doc="Index file; {agentId}, {stateDir} and ~ are expanded.")
     vector: StoreVector = section(StoreVector, "vector")
-    faiss: StoreFaiss = section(StoreFaiss, "faiss", doc="Settings of the faiss backend.")
 
 
 @attrs.define(kw_only=True)
@@ -99,12 +92,7 @@ class Hybrid:
 @attrs.define(kw_only=True)
 class Rerank:
     provider: str = opt("provider", "none", doc="Reranker name (cohere, voyage, jina, or a plugin's); none disables.")
-    model: str | None = opt("model", None, kind="str", doc="Reranker model; unset: the reranker's default.")
     top_n: int = opt("topN", 20, lo=1, hi=1000, doc="How many fused candidates the reranker sees.")
-    base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the rerank API base URL.")
-    api_key: str | None = opt("apiKey", None, kind="str", doc="Rerank API key (else models.providers.<name>.apiKey, else env).")
-    headers: dict = opt("headers", {}, doc="Extra HTTP headers.")
-    timeout_ms: int = opt("timeoutMs", 10_000, lo=1, doc="Per-request timeout.")
 
 
 @attrs.define(kw_only=True)
@@ -119,33 +107,6 @@ class Query:
 class Cache:
     enabled: bool = opt("enabled", True, doc="Cache chunk embeddings in the index.")
     max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Oldest entries are pruned on every sync beyond this.")
-
-
-@attrs.define(kw_only=True)
-class Batch:
-    enabled: bool = opt("enabled", False, doc="Use the provider's batch API for indexing.")
-    wait: bool = opt("wait", True, doc="Wait for batch jobs to finish.")
-    concurrency: int = opt("concurrency", 2, lo=1, hi=64, doc="Batch jobs submitted in parallel.")
-    poll_interval_ms: int = opt("pollIntervalMs", 2000, lo=1, doc="Batch status poll interval.")
-    timeout_minutes: float = opt("timeoutMinutes", 60, kind="float", lo=0.01, doc="Give up on a batch job after this long.")
-
-
-@attrs.define(kw_only=True)
-class Remote:
-    base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the provider's API base URL (OpenAI-compatible endpoints).")
-    api_key: str | None = opt("apiKey", None, kind="str", doc="API key; wins over models.providers.<p>.apiKey and env.")
-    headers: dict = opt("headers", {}, doc="Extra headers, merged over the provider's; these win.")
-    timeout_ms: int = opt("timeoutMs", 60_000, lo=1, doc="Per-request timeout.")
-    batch: Batch = section(Batch, "batch")
-
-
-@attrs.define(kw_only=True)
-class Local:
-    model: str | None = opt("model", None, kind="str", doc="Builtin local model: all-MiniLM-L6-v2 (default, English) or multilingual-e5-small (the multilingual extra; slower).")
-    model_path: str | None = opt("modelPath", None, kind="str", doc="A model directory, .onnx file, .gguf file, or hf:owner/repo/path URI.")
-    model_cache_dir: str | None = opt("modelCacheDir", None, kind="str", doc="Where hf: downloads go; default <stateDir>/models.")
-    threads: int | None = opt("threads", None, kind="int", lo=1, hi=256, doc="ONNX Runtime threads; default min(2, CPUs).")
-    sha256: str | None = opt("sha256", None, kind="str", doc="Expected sha256 of the modelPath model file (checked before loading; downloads too).")
 
 
 @attrs.define(kw_only=True)
@@ -167,8 +128,6 @@ class MemorySearch:
     sync: Sync = section(Sync, "sync")
     query: Query = section(Query, "query")
     cache: Cache = section(Cache, "cache")
-    remote: Remote = section(Remote, "remote")
-    local: Local = section(Local, "local")
 
 
 # ------------------------------------------------------------------ compaction
@@ -207,53 +166,9 @@ class AgentsSection:
 
 
 @attrs.define(kw_only=True)
-class QmdUpdate:
-    interval: str = opt("interval", "5m", kind="duration", doc="Periodic qmd update.")
-    debounce_ms: int = opt("debounceMs", 15_000, lo=0, doc="Skip non-forced updates within this window.")
-    on_boot: bool = opt("onBoot", True, doc="Update when the backend starts.")
-    wait_for_boot_sync: bool = opt("waitForBootSync", False, doc="Block start-up until the boot update finishes.")
-    embed_interval: str = opt("embedInterval", "60m", kind="duration", doc="Run qmd embed at most this often.")
-    command_timeout_ms: int = opt("commandTimeoutMs", 30_000, lo=1, doc="Timeout of collection commands.")
-    update_timeout_ms: int = opt("updateTimeoutMs", 120_000, lo=1, doc="Timeout of qmd update.")
-    embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, doc="Timeout of qmd embed.")
-
-
-@attrs.define(kw_only=True)
-class QmdLimits:
-    max_results: int = opt("maxResults", 6, lo=1, doc="Results per search.")
-    max_snippet_chars: int = opt("maxSnippetChars", 700, lo=1, doc="Snippet cap.")
-    max_injected_chars: int = opt("maxInjectedChars", 4000, lo=1, doc="Total snippet characters per search (citation footers count).")
-    timeout_ms: int = opt("timeoutMs", 4000, lo=1, doc="Timeout of one qmd search call.")
-
-
-@attrs.define(kw_only=True)
-class QmdSessions:
-    enabled: bool = opt("enabled", False, doc="Export session transcripts into a qmd collection.")
-    retention_days: float | None = opt("retentionDays", None, kind="float", lo=0, doc="Drop exports older than this.")
-    export_dir: str | None = opt("exportDir", None, kind="str", doc="Where exports go; default <stateDir>/agents/<id>/qmd/sessions.")
-
-
-@attrs.define(kw_only=True)
-class QmdSection:
-    command: str = opt("command", "qmd", doc="qmd executable (shell-split).")
-    search_mode: str = opt("searchMode", "search", choices=("search", "vsearch", "query"), doc="qmd command behind memory_search.")
-    include_default_memory: bool = opt("includeDefaultMemory", True, doc="Index MEMORY.md + memory/**/*.md.")
-    paths: list = opt("paths", [], doc="Extra collections: {path, pattern?, name?}.")
-    sessions: QmdSessions = section(QmdSessions, "sessions")
-    update: QmdUpdate = section(QmdUpdate, "update")
-    limits: QmdLimits = section(QmdLimits, "limits")
-    scope: dict = opt(
-        "scope",
-        {"default": "deny", "rules": [{"action": "allow", "match": {"chatType": "direct"}}]},
-        doc="session.sendPolicy-style rules deciding which session keys may search.",
-    )
-
-
-@attrs.define(kw_only=True)
 class MemorySection:
     backend: str | None = opt("backend", None, kind="str", choices=("builtin", "qmd", "faiss"), doc="Legacy backend switch; plugins.slots.memory wins. Default builtin.")
     citations: str = opt("citations", "auto", choices=("auto", "on", "off"), doc="Add a Source: footer to snippets.")
-    qmd: QmdSection = section(QmdSection, "qmd")
 
 
 # --------------------------------------------------------------------- plugins

@@ -52,9 +52,6 @@ tell know anything something thing things get got ever still much many
 
 # Logistic mapping of IDF-weighted coverage (0..1) to P(relevant): fitted by bench/calibration_fit.py.
 KEYWORD_CALIBRATION = (4.26, 0.87)  # (slope, midpoint)
-import os as _os
-if _os.environ.get("SYMI_KCAL"):
-    KEYWORD_CALIBRATION = tuple(map(float, _os.environ["SYMI_KCAL"].split(",")))
 
 _local = threading.local()
 

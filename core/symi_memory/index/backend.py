@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..errors import EmbeddingError
 from ..fusion import fuse_rrf, fuse_weighted, query_weights
-from ..specs import DEFAULT_CALIBRATION, ScoreCalibration
+from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
@@ -30,16 +30,6 @@ KEYWORD_OVERFETCH = 3
 TERMS_CACHE_MAX = 50_000
 
 log = logging.getLogger("symi_memory.backend")
-
-
-class VectorSide(Protocol):
-    """How a backend finds the nearest chunk vectors (rowids of the chunks table)."""
-
-    def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]: ...
-
-    def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
-
-    def status(self) -> dict[str, Any]: ...
 
 
 @attrs.define
@@ -155,10 +145,6 @@ class IndexedBackend:
             if cov > 0 or k in keyword_ids:
                 text_hits[k] = analysis.keyword_probability(cov)
         cal = self.calibration()
-        import os as _os
-        if _os.environ.get("SYMI_CAL"):
-            a, b = map(float, _os.environ["SYMI_CAL"].split(","))
-            cal = ScoreCalibration(a, b)
         vec_p = {k: cal.probability(v) for k, v in vec_hits.items()}
         if not use_vec:
             mode, scores = "fts-only", {k: v for k, v in text_hits.items() if v > 0}
@@ -278,14 +264,13 @@ class IndexedBackend:
                 **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
             },
             "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
-            "batch": {"enabled": ms["remote"]["batch"]["enabled"], **self._batch_status()},
+            "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
             "lastError": self.indexer.last_error,
         }
 
     def _batch_status(self) -> dict[str, Any]:
         p = self.choice.provider
-        status = getattr(p, "batch_status", None)
-        return dict(status()) if callable(status) else {}
+        return dict(p.batch_status()) if isinstance(p, BatchingProvider) else {}
 
     def _dims(self) -> int | None:
         row = self.store._read("SELECT length(embedding) / 4 FROM chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
@@ -302,10 +287,14 @@ class IndexedBackend:
             pass
         if self.choice.provider is not None:
             self.choice.provider.close()
-        closer = getattr(self.vectors, "close", None)
-        if closer is not None:  # a vector side with its own files (faiss) saves them here
-            closer()
+        if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
+            self.vectors.close()
         self.store.close()
+
+
+def _batch_enabled(ms: Any) -> bool:
+    """``memorySearch.remote.batch.enabled``; the section is the remote plugin's, absent when it is disabled."""
+    return bool(((ms.get("remote") or {}).get("batch") or {}).get("enabled", False))
 
 
 def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide], *, short_name: str,
@@ -323,7 +312,7 @@ def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide],
         vectors = make_vectors(store)
         choice = ctx.services.choose_provider()
     except BaseException:
-        if vectors is not None and hasattr(vectors, "close"):
+        if isinstance(vectors, Closeable):
             vectors.close()
         store.close()
         raise

@@ -15,6 +15,7 @@ import attrs
 
 from ..chunking import chunk_text, split_utf8
 from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
+from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
 from ..workspace import MemoryFile, decode_text, list_memory_files
 from .store import ChunkRow, FileRow, IndexStore, pack_vector
@@ -175,7 +176,7 @@ class Indexer:
         report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
             SyncProgress(phase=phase, done=done, total=total, path=path)
         )
-        if self.choice.provider is not None and hasattr(self.choice.provider, "begin_sync"):
+        if isinstance(self.choice.provider, BatchingProvider):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         files = list_sources(self.agent)
         full = force or self.needs_full()
@@ -286,7 +287,7 @@ class Indexer:
     def _batch_mode(self) -> bool:
         """With a provider batch API, hand it everything at once: it splits and runs jobs concurrently."""
         p = self.choice.provider
-        if p is None or not self.agent.memory_search["remote"]["batch"]["enabled"]:
+        if p is None or not ((self.agent.memory_search.get("remote") or {}).get("batch") or {}).get("enabled", False):
             return False
         status = getattr(p, "batch_status", None)
         return bool(callable(status) and status().get("enabled"))

@@ -23,9 +23,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="config file merged under the suite's own settings (e.g. memory.qmd.command)")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Registers the test fakes (``hash`` provider, ``in-memory`` backend) here and in subprocesses.
-    os.environ.setdefault("SYMI_MEMORY_TESTING", "1")
+TEST_PLUGINS = "symi_memory.testing.plugin"
+
+
+@pytest.fixture
+def symi_test_plugins(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Opt in to the test fakes (``hash`` provider, ``in-memory`` backend) for one test.
+
+    Sets ``SYMI_MEMORY_PLUGINS`` for this test and the subprocesses it starts;
+    nothing is registered for tests that do not ask. A suite that wants them
+    everywhere sets the variable in its own ``conftest.py``.
+    """
+    from symi_memory.plugins import EXTRA_PLUGINS_ENV
+
+    present = [p for p in os.environ.get(EXTRA_PLUGINS_ENV, "").split(",") if p.strip()]
+    if TEST_PLUGINS not in present:
+        monkeypatch.setenv(EXTRA_PLUGINS_ENV, ",".join([*present, TEST_PLUGINS]))
+    return TEST_PLUGINS
 
 
 @pytest.fixture
@@ -70,7 +84,7 @@ def conformance_workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def open_conformance_memory(
-    tmp_path: Path, symi_backend: str, symi_extra_config: dict[str, Any]
+    tmp_path: Path, symi_backend: str, symi_extra_config: dict[str, Any], symi_test_plugins: str
 ) -> Iterator[Callable[..., Any]]:
     """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
     from symi_memory.config import load_config
