@@ -3,20 +3,11 @@
 4 characters per token; a line longer than the chunk becomes several pieces
 that share its line number; the next chunk starts with the fewest trailing
 pieces whose cost reaches the overlap budget.
-
-Chunks follow Markdown structure: a heading starts a new chunk (with no
-overlap from the previous section) once the current chunk holds text of its
-own, so a note about the cello under "## Hobbies" is not averaged with the
-allergy under "## Health" into one vector.
 """
 
 from __future__ import annotations
 
-import re
-
 import attrs
-
-HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 
 __all__ = ["Chunk", "chunk_text", "split_utf8"]
 
@@ -46,14 +37,7 @@ def chunk_text(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
         if body.strip():
             chunks.append(Chunk(current[0][1], current[-1][1], body))
 
-    in_fence = False
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if line.lstrip().startswith(("```", "~~~")):
-            in_fence = not in_fence
-        elif not in_fence and HEADING_RE.match(line) and any(
-                p.strip() and not HEADING_RE.match(p) for p, _ in current):
-            close()
-            current, cost = [], 0
         pieces = [line[i : i + max_chars] for i in range(0, len(line), max_chars)] or [""]
         for piece in pieces:
             piece_cost = len(piece) + 1
