@@ -28,7 +28,6 @@ __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backen
 
 KEYWORD_OVERFETCH = 3
 TERMS_CACHE_MAX = 50_000
-BM25_SHARE = 0.5
 
 log = logging.getLogger("symi_memory.backend")
 
@@ -133,10 +132,6 @@ class IndexedBackend:
         ident_patterns = [token_pattern(t) for t in idents_q]
         chunk_terms = self._chunk_terms(rows)
         text_hits: dict[int, float] = {}
-        # BM25 relative to this query's best match (scale-free): orders chunks of equal coverage by how
-        # often and how densely they hold the words, without making the score depend on the index size.
-        best = min((r for _, r in ranked), default=0.0)
-        rel_bm25 = {k: (r / best if best < 0 else 0.0) for k, r in ranked}
         exact: set[int] = set()
         idents: set[int] = set()
         scored = rows if (use_vec and hybrid["enabled"]) or not use_vec else {}
@@ -148,7 +143,7 @@ class IndexedBackend:
             if ident or cov >= 1.0 - 1e-9:
                 exact.add(k)
             if cov > 0 or k in keyword_ids:
-                text_hits[k] = analysis.keyword_probability(cov) * (1.0 - BM25_SHARE * (1.0 - rel_bm25.get(k, 0.0)))
+                text_hits[k] = analysis.keyword_probability(cov)
         cal = self.calibration()
         vec_p = {k: cal.probability(v) for k, v in vec_hits.items()}
         if not use_vec:
