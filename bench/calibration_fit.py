@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -112,8 +111,8 @@ def simulate(data: list[dict[str, Any]], vcal: tuple[float, float], kcal: tuple[
         pt = np.where(d["cov"] > 0, sig(d["cov"], *kcal), 0.0)
         s = vw * pv + (1 - vw) * pt
         s = np.where(d["ident"], np.maximum(s, pt), s)
-        if d["nterms"] == 0 and not d["q"]["query"].strip() == "":
-            s = np.zeros_like(s) if not any(ch.isalnum() and not ch.isascii() for ch in d["q"]["query"]) else s
+        if d["nterms"] == 0:  # only stop words: the search returns nothing
+            s = np.zeros_like(s) - 1.0
         order = np.argsort(-s)
         hits = [dict(d["hits"][i], score=float(s[i])) for i in order[:max_results] if s[i] >= min_score]
         run[d["q"]["id"]] = hits
@@ -134,11 +133,11 @@ def main() -> int:
         alld = [d for v in data.values() for d in v]
         vpool = [pool(d["cos"], d["cos"] > -2) for d in alld]
         kpool = [pool(d["cov"], d["cov"] > 0) for d in alld]
-        cos = np.concatenate([d["cos"][i] for d, i in zip(alld, vpool)])
-        lab = np.concatenate([d["label"][i] for d, i in zip(alld, vpool)]).astype(float)
+        cos = np.concatenate([d["cos"][i] for d, i in zip(alld, vpool, strict=True)])
+        lab = np.concatenate([d["label"][i] for d, i in zip(alld, vpool, strict=True)]).astype(float)
         vcal = fit_logistic(np.maximum(cos, 0), lab)
-        covs = np.concatenate([d["cov"][i] for d, i in zip(alld, kpool)])
-        klab = np.concatenate([d["label"][i] for d, i in zip(alld, kpool)]).astype(float)
+        covs = np.concatenate([d["cov"][i] for d, i in zip(alld, kpool, strict=True)])
+        klab = np.concatenate([d["label"][i] for d, i in zip(alld, kpool, strict=True)]).astype(float)
         kcal = fit_logistic(covs, klab)
         fits[model] = {"vector": vcal, "keyword": kcal, "pairs": int(len(lab)), "relevant": int(lab.sum())}
         print(f"{model}: vector slope {vcal[0]:.2f} midpoint {vcal[1]:.3f}; keyword slope {kcal[0]:.2f} "

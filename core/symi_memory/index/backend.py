@@ -14,8 +14,8 @@ from ..fusion import fuse_rrf, fuse_weighted, query_weights
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
-from .indexer import Indexer, SyncCancelled
 from . import analysis
+from .indexer import Indexer, SyncCancelled
 from .keyword import fold, identifier_tokens, query_tokens, token_pattern
 from .scheduler import SyncScheduler
 from .store import IndexStore

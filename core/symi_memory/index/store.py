@@ -15,6 +15,7 @@ from typing import Any
 import apsw
 import attrs
 
+from . import analysis
 from .db import (
     FTS_SCHEMA,
     VOCAB_SCHEMA,
@@ -25,7 +26,6 @@ from .db import (
     open_db,
     open_index_db,
 )
-from . import analysis
 from .keyword import cjk_bigrams, match_tokens, query_tokens
 
 __all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector"]
