@@ -225,7 +225,7 @@ def run_backend(engine: str, db: Path, queries: list[dict[str, Any]]) -> dict[st
 # -------------------------------------------------------------------- parent
 
 
-def run_size(n: int, count: int, work: Path, engines: list[str]) -> list[dict[str, Any]]:
+def run_size(n: int, count: int, work: Path, engines: list[str], baseline: str | None = None) -> list[dict[str, Any]]:
     db = work / f"scale-{n}.sqlite"
     print(f"[N={n}] writing the SQLite store ...", flush=True)
     store_t = build_store(db, n)["seconds"]
@@ -236,17 +236,23 @@ def run_size(n: int, count: int, work: Path, engines: list[str]) -> list[dict[st
     qfile = work / f"queries-{n}.json"
     qfile.write_text(json.dumps(make_queries(n, count)))
     rows = []
-    for engine in engines:
-        print(f"[N={n}] {engine} ...", flush=True)
+    # With a baseline interpreter, each backend also runs on the baseline checkout's code, over the same store.
+    runs = [(e, sys.executable, e) for e in engines]
+    if baseline:
+        runs = [r for e in engines for r in [(e, sys.executable, e)]
+                + ([(e, baseline, f"{e} (baseline)")] if e != "numpy" else [])]
+    for engine, python, label in runs:
+        print(f"[N={n}] {label} ...", flush=True)
         # One BLAS/OpenMP thread everywhere: the table compares single-query latency.
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        proc = subprocess.run([sys.executable, __file__, "--child", engine, "--db", str(db), "--queries-file", str(qfile)],
+        proc = subprocess.run([python, __file__, "--child", engine, "--db", str(db), "--queries-file", str(qfile)],
                               capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
-            rows.append({"engine": engine, "n": n, "error": proc.stderr.strip().splitlines()[-1:]})
+            rows.append({"engine": label, "n": n, "error": proc.stderr.strip().splitlines()[-1:]})
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["engine"] = label
         r["n"] = n
         if engine == "builtin-sqlite":
             r["build_s"] += store_t  # the SQLite store (FTS5 + sqlite-vec) is its index
@@ -360,6 +366,7 @@ def main() -> int:
     ap.add_argument("--json-out", default=None, help="also write the raw rows here")
     ap.add_argument("--from-json", default=None, help="only render the table and plot from saved rows")
     ap.add_argument("--note", default="", help="free text added under the table (e.g. machine load)")
+    ap.add_argument("--baseline-python", default=None, help="also run each backend with this interpreter (a baseline checkout)")
     ap.add_argument("--child")
     ap.add_argument("--db")
     ap.add_argument("--queries-file")
@@ -376,7 +383,7 @@ def main() -> int:
     try:
         for n in [int(s) for s in args.sizes.split(",")]:
             engines = [e for e in args.engines.split(",") if f"{e}@{n}" not in skip]
-            rows += run_size(n, args.queries, work, engines)
+            rows += run_size(n, args.queries, work, engines, args.baseline_python)
             if args.json_out:
                 Path(args.json_out).write_text(json.dumps(rows, indent=2))
     finally:
@@ -392,7 +399,10 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> int:
     print(table)
     write_section(out / "benchmarks.md", "Scale: latency, recall, memory and disk vs index size", table +
                   "\n\nTargets:\n\n" + targets(rows) + "\n\n" + args.note + "\n\n![latency vs N](scale_latency.png)\n")
-    plot(rows, out / "scale_latency.png")
+    try:
+        plot(rows, out / "scale_latency.png")
+    except ImportError:
+        print("matplotlib is not installed: the plot was not redrawn", file=sys.stderr)
     return 0
 
 

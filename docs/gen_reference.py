@@ -126,8 +126,10 @@ def render_config_reference() -> str:
         "those of the installed plugins with their defaults.",
         "",
         "A value outside its range is refused with a message naming the key, unless the",
-        "range says *clamped*: then it is moved into the range. Durations take `30s`,",
-        "`5m`, `1.5h`, `2d` or `1500ms`; a bare number means minutes.",
+        "range says *clamped*: then it is moved into the range. Numbers must be finite",
+        "(no NaN or infinity) and at most 2^53 in size. Durations take `30s`, `5m`, `1.5h`,",
+        "`2d` or `1500ms` (a bare number means minutes), from 0 to 366 days. A config file",
+        "is UTF-8 and nests at most 32 levels.",
     ]
     for path, doc, keys in _walk(schema, ""):
         if not keys:

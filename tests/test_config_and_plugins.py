@@ -27,14 +27,18 @@ def test_plugins_json_lists_builtins(cli) -> None:
     assert by_id["builtin-sqlite"]["registers"]["backends"] == ["builtin-sqlite"]
     assert by_id["builtin-sqlite"]["distribution"] == "symi-memory"
     assert set(by_id["remote-embeddings"]["registers"]["embeddingProviders"]) == {"openai", "gemini", "voyage"}
-    assert set(by_id["postprocessors"]["registers"]["postprocessors"]) == {"mmr", "temporal-decay"}
+    assert set(by_id["postprocessors"]["registers"]["postprocessors"]) == {"mmr", "temporal-decay", "supersession"}
 
 
 def test_disabled_plugins_are_not_loaded(cli, tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('[plugins]\ndisabled = ["rerankers"]\n', encoding="utf-8")
     code, data, _ = cli("--config", str(cfg), "plugins", "--json", json_out=True)
-    assert code == 0 and "rerankers" not in {p["id"] for p in data}
+    assert code == 0
+    by_id = {p["id"]: p for p in data}
+    # Listed as disabled (issue 14), registering nothing.
+    assert by_id["rerankers"]["disabled"] is True and not any(by_id["rerankers"]["registers"].values())
+    assert by_id["builtin-sqlite"]["disabled"] is False
 
 
 def test_unknown_backend_slot_exits_2_with_one_actionable_line(cli, tmp_path: Path, workspace: Path) -> None:

@@ -70,6 +70,7 @@ def test_the_installed_plugin_is_discovered_with_what_it_registers(site: Path, t
         "distribution": "symi-memory-recency-boost",
         "version": "0.1.0",
         "registers": {"backends": [], "embeddingProviders": [], "rerankers": [], "postprocessors": ["recency-boost"]},
+        "disabled": False,
     }
     # Its defaults arrive through symi_memory_config_defaults and show up in the effective config.
     got = cli(site, tmp_path / "state", "config", "get", "agents.defaults.memorySearch.query.hybrid.recencyBoost")
@@ -111,13 +112,21 @@ def test_its_keys_are_unknown_without_the_plugin(tmp_path: Path) -> None:
     assert "hybrid.recencyBoost: unknown key" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_plugins_disabled_removes_it(site: Path, tmp_path: Path) -> None:
+def test_plugins_disabled_lists_it_as_disabled_and_ignores_its_keys(site: Path, tmp_path: Path) -> None:
     write_config(tmp_path / "state", {"plugins": {"disabled": ["recency-boost"]}})
     listed = plugin_ids(cli(site, tmp_path / "state", "plugins", "--json"))
-    assert "recency-boost" not in listed and "builtin-sqlite" in listed
-    # Disabled means its config keys are gone too: enabling it is now a config error.
+    # Issue 14: a disabled plugin is listed as disabled instead of vanishing.
+    assert listed["recency-boost"]["disabled"] is True and listed["builtin-sqlite"]["disabled"] is False
+    assert listed["recency-boost"]["registers"]["postprocessors"] == []
+    text = cli(site, tmp_path / "state", "plugins")
+    assert any(ln.startswith("recency-boost") and "disabled" in ln for ln in text.stdout.splitlines())
+    # Its keys left in the config are ignored with one warning, not refused as unknown (issue 14).
+    ws = _workspace(tmp_path)
     write_config(tmp_path / "state", {"plugins": {"disabled": ["recency-boost"]}, **BOOST})
-    assert cli(site, tmp_path / "state", "plugins", "--json").returncode == 2
+    proc = cli(site, tmp_path / "state", "--workspace", str(ws), "search", "router", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "recencyBoost" in proc.stderr and "disabled" in proc.stderr and "unknown key" not in proc.stderr
+    assert [r["path"] for r in json.loads(proc.stdout)["results"]] == ["memory/stale.md", "memory/fresh.md"]
 
 
 def test_autoload_switch_keeps_only_the_builtins(site: Path, tmp_path: Path) -> None:

@@ -276,3 +276,24 @@ def test_auto_selection_through_the_core_picks_local(tmp_path, monkeypatch):
     assert choice.provider is not None, choice.reason
     assert (choice.provider.id, choice.provider.model) == ("local", "all-MiniLM-L6-v2")
     assert choice.provider.session.get_session_options().intra_op_num_threads == 1
+
+
+def test_fast_start_gives_the_same_vectors_and_switches_to_the_optimised_session(provider):
+    import time
+
+    import onnxruntime as ort
+
+    fast = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="f", model_sha256=MINILM_ONNX_SHA256,
+                              threads=1, fast_start=True)
+    first = fast.session
+    level = ort.GraphOptimizationLevel
+    assert first.get_session_options().graph_optimization_level == level.ORT_DISABLE_ALL
+    texts = ["short one", long_text(VOLCANO)]
+    for _ in range(2):
+        for a, b in zip(fast.embed_documents(texts), provider.embed_documents(texts), strict=True):
+            assert cos(a, b) > 0.9999
+    deadline = time.monotonic() + 120
+    while fast.session is first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fast.session.get_session_options().graph_optimization_level == level.ORT_ENABLE_ALL
+    assert cos(fast.embed_query("short one"), provider.embed_query("short one")) > 0.9999

@@ -303,7 +303,10 @@ def test_sessions_export_search_and_maintenance(tmp_path, ws):
     assert (export / "abc.md").read_text() == "User: Where is the okapi?\nAssistant: The okapi is in zone 4.\n"
     (hit,) = b.search(query("okapi")).candidates
     assert (hit.path, hit.source, hit.start_line) == ("qmd/sessions-main/abc.md", "sessions", 1)
-    assert "zone 4" in b.read_file(hit.path).text
+    assert "zone 4" in hit.text
+    # Transcripts are searchable but never readable whole, as with the builtin (issue 14).
+    with pytest.raises(PathRefused, match="^path required$"):
+        b.read_file(hit.path)
     stamp = (export / "abc.md").stat().st_mtime_ns
     time.sleep(0.02)
     b.sync(reason="manual")

@@ -170,3 +170,28 @@ def test_single_file_workspace_finds_its_needles(tmp_path: Path, provider: str) 
             assert [h.path for h in hits] == ["MEMORY.md"], q
             assert hits[0].score >= 0.35
         assert mem.search("zebra").results == ()
+
+
+def test_exact_scan_matches_every_stored_vector(tmp_path: Path, ws: Path) -> None:
+    """The scan matrix, filled row by row from the store, ranks exactly as the stored vectors do."""
+    import numpy as np
+
+    for i in range(40):
+        write(ws, f"memory/n{i:02d}.md", f"# Note {i}\n\nitem{i} garden harbour {'router ' * (i % 7)} backup {i * 13}\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        ids, blobs = backend.store.all_vectors()
+        assert len(ids) >= 40 and backend.store.vector_count() == len(ids)
+        matrix = np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
+        matrix /= np.linalg.norm(matrix, axis=1)[:, None]
+        query = backend.choice.provider.embed_query("router backup garden")
+        q = np.asarray(query, dtype=np.float32)
+        scores = dict(zip(ids, (matrix @ (q / np.linalg.norm(q))).tolist(), strict=True))
+        got = backend.vectors.search(query, 10)
+        assert len(got) == 10
+        for rowid, score in got:  # each hit carries its stored vector's cosine
+            assert score == pytest.approx(scores[rowid], abs=1e-5)
+        best = sorted(scores.values(), reverse=True)[:10]  # and the hits are the ten best (ties aside)
+        assert [s for _, s in got] == pytest.approx(best, abs=1e-5)
+        assert backend.vectors.status()["rows"] == len(ids)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import add_filler, open_mem, write
+from support.sqlite_memory import add_filler, open_mem, wait_for, write
 
 from symi_memory.types import SearchQuery
 
@@ -109,13 +109,15 @@ def test_appends_reindex_only_past_the_delta_thresholds(tmp_path: Path, setup: t
         with path.open("a") as fh:
             fh.write(msg("user", "where did we put the kayak paddles?") + "\n")
             fh.write(msg("assistant", "The kayak paddles hang in the garage loft.") + "\n")
-        report = mem.sync()
+        # The thresholds pace background syncs (the watcher's); an explicit sync takes every line.
+        report = mem.sync(reason="watch")
         assert report.files_indexed == 0, "2 new lines are under deltaMessages=6"
         assert not any(h.source == "sessions" for h in mem.search("kayak paddles garage loft").results)
+        assert mem.status()["dirty"] is True, "lines not indexed yet: status must not say clean"
         with path.open("a") as fh:
             for n in range(4):
                 fh.write(msg("user", f"filler question {n} about tides") + "\n")
-        report = mem.sync()
+        report = mem.sync(reason="watch")
         assert report.files_indexed == 1
         hits = [h for h in mem.search("kayak paddles garage loft").results if h.source == "sessions"]
         assert hits and "kayak paddles" in hits[0].snippet
@@ -128,10 +130,10 @@ def test_byte_delta_threshold(tmp_path: Path, setup: tuple[Path, Path, int]) -> 
         mem.sync()
         with path.open("a") as fh:
             fh.write(msg("assistant", "The spare fuse is taped inside the breaker box.") + "\n")
-        assert mem.sync().files_indexed == 0
+        assert mem.sync(reason="watch").files_indexed == 0
         with path.open("a") as fh:
             fh.write(msg("user", "long " * 500) + "\n")
-        assert mem.sync().files_indexed == 1
+        assert mem.sync(reason="watch").files_indexed == 1
         assert any(h.source == "sessions" for h in mem.search("spare fuse breaker box").results)
 
 
@@ -159,3 +161,58 @@ def test_other_agents_sessions_are_never_visible(tmp_path: Path, setup: tuple[Pa
         hits = other.search("quince jam recipe").results
         assert hits and hits[0].source == "sessions" and hits[0].path == "sessions/y.jsonl"
         assert not any("password rotation" in h.snippet for h in other.search("staging database password").results)
+
+
+def test_one_appended_line_is_dirty_and_indexed_by_an_explicit_sync(tmp_path: Path,
+                                                                    setup: tuple[Path, Path, int]) -> None:
+    ws, path, _ = setup
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        assert mem.status()["dirty"] is False
+        with path.open("a") as fh:
+            fh.write(msg("assistant", "The canoe trailer key is under the blue flowerpot.") + "\n")
+        assert mem.status()["dirty"] is True
+        assert mem.sync(reason="cli").files_indexed == 1
+        last = path.read_bytes().count(b"\n")
+        hits = [h for h in mem.search("canoe trailer key flowerpot").results if h.source == "sessions"]
+        assert any(h.end_line == last for h in hits)
+        assert mem.status()["dirty"] is False
+
+
+def test_the_background_check_indexes_a_transcript_that_grew_past_the_thresholds(tmp_path: Path,
+                                                                                 setup: tuple[Path, Path, int]) -> None:
+    # No watcher: only the staleness check on search can notice the new lines (the lost-event case).
+    ws, path, _ = setup
+    ms = {**SESSION_MS, "sync": {"watch": False, "onSessionStart": False,
+                                 "sessions": {"deltaBytes": 100_000, "deltaMessages": 50}}}
+    with open_mem(tmp_path, ws, ms, start=True) as mem:
+        mem.sync()
+        with path.open("a") as fh:
+            for n in range(55):
+                fh.write(msg("assistant", f"Line {n}: the sailboat mooring fee is paid in March.") + "\n")
+
+        def found() -> bool:
+            last = path.read_bytes().count(b"\n")
+            return any(h.source == "sessions" and h.end_line == last
+                       for h in mem.search("sailboat mooring fee").results)
+
+        wait_for(found, timeout=15)
+
+
+def test_lines_appended_right_after_open_are_indexed(tmp_path: Path, setup: tuple[Path, Path, int]) -> None:
+    ws, path, _ = setup
+    ms = {**SESSION_MS, "sync": {"sessions": {"deltaBytes": 100_000, "deltaMessages": 50}}}
+    with open_mem(tmp_path, ws, ms, start=True) as mem:
+        mem.search("hose")  # the session-start sync runs while the lines arrive
+        with path.open("a") as fh:
+            for n in range(55):
+                fh.write(msg("assistant", f"Line {n}: the glider winch is stored at hangar {n}.") + "\n")
+                fh.flush()
+        last = path.read_bytes().count(b"\n")
+
+        def indexed() -> bool:
+            return any(h.source == "sessions" and h.end_line == last
+                       for h in mem.search("glider winch hangar").results)
+
+        wait_for(indexed, timeout=15)
+        wait_for(lambda: mem.status()["dirty"] is False, timeout=15)

@@ -33,10 +33,12 @@ class AsyncMemoryManager:
         max_results: int | None = None,
         min_score: float | None = None,
         session_key: str | None = None,
+        as_of: Any = None,
     ) -> SearchResponse:
-        """Search memory (never waits for indexing)."""
+        """Search memory (never waits for indexing); ``as_of`` as in :meth:`MemoryManager.search`."""
         return await asyncio.to_thread(
-            self.manager.search, query, max_results=max_results, min_score=min_score, session_key=session_key
+            self.manager.search, query, max_results=max_results, min_score=min_score, session_key=session_key,
+            as_of=as_of,
         )
 
     async def read_file(
@@ -62,6 +64,10 @@ class AsyncMemoryManager:
     async def close(self) -> None:
         """Close the underlying manager."""
         await asyncio.to_thread(self.manager.close)
+
+    async def append(self, text: str, *, target: str = "daily", allow_duplicate: bool = False) -> dict[str, Any]:
+        """Append with dedup (:meth:`MemoryManager.append`)."""
+        return await asyncio.to_thread(self.manager.append, text, target=target, allow_duplicate=allow_duplicate)
 
     async def memory_search(
         self, params: Mapping[str, Any], *, session_key: str | None = None

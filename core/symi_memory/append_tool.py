@@ -26,13 +26,17 @@ MEMORY_APPEND_DEFINITION: dict[str, Any] = {
     "description": (
         "Append a note to memory. target 'daily' (default) appends to today's memory/YYYY-MM-DD.md "
         "for running context; 'long-term' appends to MEMORY.md for decisions, preferences and durable "
-        "facts. Existing content is never changed."
+        "facts. Existing content is never changed. If memory already says the same thing, nothing is written and "
+        "the answer names it (duplicateOf, appended: false); set allowDuplicate to write anyway. If the note "
+        "changes a stored fact, it is written and the answer names the memory it supersedes."
     ),
     "parameters": {
         "type": "object",
         "properties": {
             "text": {"type": "string", "description": "Markdown to append."},
             "target": {"type": "string", "enum": ["daily", "long-term"], "default": "daily"},
+            "allowDuplicate": {"type": "boolean", "default": False,
+                               "description": "Write even when memory already states this."},
         },
         "required": ["text"],
         "additionalProperties": False,
@@ -55,6 +59,14 @@ def memory_append(
         return {"path": "", "bytesWritten": 0, "error": "text required (a string)"}
     if target is None:
         target = "daily"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return {
+            "path": "",
+            "bytesWritten": 0,
+            "error": f"text must be valid Unicode: a lone surrogate at character {exc.start}; send UTF-8 text",
+        }
     if target not in ("daily", "long-term"):
         return {
             "path": "",
@@ -66,3 +78,6 @@ def memory_append(
     except SymiMemoryError as exc:
         log.info("memory_append refused: %s", exc)
         return {"path": "", "bytesWritten": 0, "error": str(exc)}
+    except Exception as exc:  # a tool must answer, whatever broke underneath
+        log.warning("memory_append failed: %s: %s", type(exc).__name__, exc)
+        return {"path": "", "bytesWritten": 0, "error": f"memory append failed: {type(exc).__name__}: {exc}"}

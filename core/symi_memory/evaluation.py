@@ -177,6 +177,13 @@ def _line_problem(row: Any, seen: set[str]) -> str | None:
         parse_now(row.get("now"))
     except ConfigError:
         return f"field 'now' is {row.get('now')!r}; use a date like 2026-09-01 or an ISO datetime"
+    if row.get("as_of") is not None:
+        from .manager import parse_as_of
+
+        try:
+            parse_as_of(row["as_of"])
+        except ValueError:
+            return f"field 'as_of' is {row['as_of']!r}; use a date like 2026-04-01"
     return None
 
 
@@ -216,25 +223,28 @@ def _throwaway_config(config: Config, state_dir: Path) -> Config:
 
 def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = None, now: str | float | None = None,
              n: int | None = None, min_score: float | None = None, results_out: str | os.PathLike[str] | None = None,
-             progress: Callable[[SyncProgress], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[SyncProgress], None] | None = None,
+             queries: str = "queries.jsonl") -> dict[str, Any]:
     """Index the dataset's workspace, run its queries and score them (``score.py --json`` format).
 
     With ``min_score`` and ``n`` unset, each query is searched as configured
     (``minScore``, ``maxResults``). ``min_score`` (say 0, the ranking view)
     overrides the threshold and then ``n`` defaults to 10 (at least 10).
     ``progress`` gets the indexing progress, then one ``phase="query"`` report per query.
+    ``queries`` names the query file inside the dataset folder (devmem also has
+    ``asof.jsonl``); a query with ``as_of`` is searched "as of" that date.
     """
     from .manager import open_memory
 
     root = Path(dataset_dir).expanduser()
-    workspace, queries_file = root / "workspace", root / "queries.jsonl"
+    workspace, queries_file = root / "workspace", root / queries
     missing = [str(p) for p, ok in ((workspace, workspace.is_dir()), (queries_file, queries_file.is_file())) if not ok]
     if missing:
         raise ConfigError(
             f"{root}: not a dataset folder ({' and '.join(missing)} missing); "
-            "it needs workspace/ and queries.jsonl (devmem format)"
+            f"it needs workspace/ and {queries} (devmem format)"
         )
-    queries = load_queries(queries_file)
+    rows = load_queries(queries_file)
     config = config if config is not None else load_config()
     fixed_now = parse_now(now)
     limit: int | None = None
@@ -247,20 +257,21 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
             q_cfg = mem.agent.memory_search["query"]
             used_min = float(min_score) if min_score is not None else float(q_cfg["minScore"])
             used_max = limit if limit is not None else int(q_cfg["maxResults"])
-            for i, q in enumerate(queries, start=1):
+            for i, q in enumerate(rows, start=1):
                 if progress:
-                    progress(SyncProgress(phase="query", done=i, total=len(queries)))
+                    progress(SyncProgress(phase="query", done=i, total=len(rows)))
                 clock = fixed_now if fixed_now is not None else parse_now(q.get("now"))
-                resp = mem.search(q["query"], max_results=used_max, min_score=used_min, now=clock)
+                resp = mem.search(q["query"], max_results=used_max, min_score=used_min, now=clock,
+                                   as_of=q.get("as_of"))
                 run[q["id"]] = [{"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score}
                                 for h in resp.results]
     if results_out is not None:
         with open(results_out, "w", encoding="utf-8") as fh:
-            for q in queries:
+            for q in rows:
                 hits = [{"path": h["path"], "start_line": h["start"], "end_line": h["end"], "score": h["score"]}
                         for h in run[q["id"]]]
                 fh.write(json.dumps({"id": q["id"], "hits": hits}, ensure_ascii=False) + "\n")
-    result = score_run(queries, run)
+    result = score_run(rows, run)
     # How the queries were searched (score.py cannot know: it only sees the hits).
     result["search"] = {"view": "as-configured" if limit is None else "ranking", "min_score": used_min,
                         "max_results": used_max}

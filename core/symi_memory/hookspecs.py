@@ -85,6 +85,16 @@ def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None
     search, after fusion and reranking and before ``minScore``/``maxResults``.
     They must return new sequences (use ``attrs.evolve``), never mutate.
 
+    Each call gets a :class:`symi_memory.specs.PostProcessContext`: the query,
+    ``now``, the search's ``as_of`` cutoff (memory written after it is already
+    left out), ``vectors`` to fetch the candidates' stored vectors by
+    ``Candidate.id`` (None when the backend stores none; it is the backend's
+    :class:`symi_memory.specs.StoredVectors` capability, so every backend that
+    stores vectors behaves the same) and ``written_at`` for known write times
+    (transcript messages). Dates of notes come from
+    :mod:`symi_memory.chronology`. Set ``superseded_by``/``supersedes`` on a
+    candidate to have the hit carry ``supersededBy``/``supersedes``.
+
     :param register: callable taking one :class:`~symi_memory.specs.PostProcessorSpec`.
     :return: ignored.
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,52 @@ from .config import AgentView, Config, load_config
 from .errors import SymiMemoryError
 from .pipeline import Pipeline, to_hits
 from .plugins import Plugins, load_plugins, resolve_backend_name
-from .specs import BackendContext, MemoryBackend, ProviderUnavailable, RerankerContext, StartableBackend
-from .types import ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
+from .sessions import message_times
+from .specs import (
+    BackendContext,
+    MemoryBackend,
+    ProviderUnavailable,
+    RerankerContext,
+    StartableBackend,
+    StoredVectors,
+)
+from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
 
-__all__ = ["MemoryManager", "Services", "open_memory"]
+__all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
 log = logging.getLogger("symi_memory.manager")
+
+
+def parse_as_of(value: str | float | date | datetime | None) -> float | None:
+    """The exclusive cutoff (epoch seconds) of an "as of" value; a date means the end of that day (UTC).
+
+    Raises ValueError for anything else, with the accepted forms.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"asOf must be a date like 2026-04-01, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp() + 86_400
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            day = None
+        if day is not None and len(text) == 10:
+            return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
+        try:
+            stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    raise ValueError(f"asOf must be a date like 2026-04-01 or an ISO datetime, got {value!r}")
 
 
 @attrs.define
@@ -85,8 +126,15 @@ class MemoryManager:
         return self.backend
 
     def search(self, query: str, *, max_results: int | None = None, min_score: float | None = None,
-               session_key: str | None = None, now: float | None = None) -> SearchResponse:
-        """Search memory. Never waits for indexing."""
+               session_key: str | None = None, now: float | None = None,
+               as_of: str | float | date | datetime | None = None) -> SearchResponse:
+        """Search memory. Never waits for indexing.
+
+        ``as_of`` (a date such as ``"2026-04-01"``, a ``date``/``datetime``
+        or epoch seconds) answers as memory stood then: memory written after
+        it is left out and supersession is judged as of that moment. A date
+        means the end of that day (UTC).
+        """
         backend = self._require()
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
@@ -100,16 +148,91 @@ class MemoryManager:
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
             sources = tuple(s for s in sources if s != "sessions") or ("memory",)
-        sq = SearchQuery(text=query, max_results=n, min_score=ms, candidate_limit=min(200, max(1, n * mult)),
+        cutoff = parse_as_of(as_of)
+        # "As of" leaves candidates out after retrieval, so retrieve more of them.
+        limit = min(200, max(1, n * mult * (2 if cutoff is not None else 1)))
+        sq = SearchQuery(text=query, max_results=n, min_score=ms, candidate_limit=limit,
                          session_key=session_key, sources=sources)
         result = backend.search(sq)
         assert self.pipeline is not None
         floor = ms if result.calibrated else 0.0
-        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor, now=now)
+        vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
+        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor,
+                                  now=now if now is not None else (cutoff if cutoff is not None else None),
+                                  as_of=cutoff, vectors=vectors, written_at=self._written_at)
         citations = self.config.data["memory"]["citations"]
         hits = to_hits(final, citations=citations, session_key=session_key)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
                               fallback=result.fallback, citations=citations)
+
+    def history(self, query: str, *, max_results: int = 30,
+                as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
+        """Every version of the fact that best answers ``query``, oldest first.
+
+        Each entry: ``{path, startLine, endLine, date, text, current}``;
+        ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
+        """
+        from .supersession import versions
+
+        backend = self._require()
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        cutoff = parse_as_of(as_of)
+        sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
+        if not self.agent.memory_search["experimental"]["sessionMemory"]:
+            sources = tuple(s for s in sources if s != "sessions") or ("memory",)
+        result = backend.search(SearchQuery(text=query, max_results=max_results, min_score=0.0,
+                                            candidate_limit=min(200, max_results * 2), sources=sources))
+        assert self.pipeline is not None
+        vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
+        final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
+                                  now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at)
+        found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
+        out = []
+        for k, ln in enumerate(found):
+            day = datetime.fromtimestamp(ln.moment[0], tz=UTC).date().isoformat() if ln.moment[0] > 0 else None
+            out.append({"path": ln.path, "startLine": ln.line_no, "endLine": ln.line_no, "date": day,
+                        "text": ln.text, "current": k == len(found) - 1})
+        return out
+
+    def append(self, text: str, *, target: str = "daily", allow_duplicate: bool = False,
+               now: datetime | None = None) -> dict[str, Any]:
+        """``memory_append`` with dedup: the tool JSON (``path``, ``bytesWritten``, ``appended``, ...).
+
+        A restatement of stored memory is not written: the answer carries
+        ``duplicateOf`` and ``appended: false`` (unless ``allow_duplicate``).
+        A change of a stored fact is written and ``supersedes`` names it.
+        Raises :class:`~symi_memory.writing.MemoryWriteError` when writing fails.
+        """
+        from .dedup import check_append
+        from .writing import append_memory
+
+        self._require()
+        check = check_append(self, text) if text and text.strip() else None
+        if check is not None and check.kind == "duplicate" and not allow_duplicate:
+            return {"path": "", "bytesWritten": 0, "appended": False, "duplicateOf": check.target}
+        result = append_memory(self.agent.workspace, text, target=target,  # type: ignore[arg-type]
+                               now=now, tz=self.agent.user_timezone)
+        out: dict[str, Any] = {**result.to_dict(), "appended": True}
+        if check is not None and check.kind == "change":
+            out["supersedes"] = check.target
+        elif check is not None and check.kind == "duplicate":
+            out["duplicateOf"] = check.target
+        try:  # index the new text now, so the next append (and search) sees it
+            self._require().sync(reason="append")
+        except Exception as exc:
+            log.info("indexing after append failed (%s); the next sync picks it up", exc)
+        return out
+
+    def _written_at(self, candidates: Sequence[Candidate]) -> dict[str, tuple[float, float]]:
+        """Message timestamps of transcript candidates (other memory is dated by its file)."""
+        out: dict[str, tuple[float, float]] = {}
+        for c in candidates:
+            if c.source == "sessions":
+                found = message_times(self.agent.sessions_dir, c.path, c.start_line, c.end_line)
+                if found is not None:
+                    out[c.id] = found
+        return out
 
     def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         """``memory_get``: a safe, targeted read."""
@@ -126,7 +249,21 @@ class MemoryManager:
     def status(self) -> dict[str, Any]:
         if self.backend is None:
             return {"backend": "none", "plugin": None, "enabled": False, "workspaceDir": str(self.agent.workspace)}
-        return self._require().status()
+        backend = self._require()
+        out = dict(backend.status())
+        out["supersession"] = self._supersession_status(backend)
+        return out
+
+    def _supersession_status(self, backend: MemoryBackend) -> dict[str, Any]:
+        """What supersession and "as of" search can do with this backend."""
+        enabled = bool(self.agent.memory_search["query"]["hybrid"]["supersession"]["enabled"])
+        vectors = isinstance(backend, StoredVectors)
+        unavailable = []
+        if not vectors:
+            unavailable.append("supersession: this backend hands out no stored vectors, so older memories that "
+                               "newer ones restate are not demoted or marked")
+        return {"enabled": enabled, "applied": enabled and vectors, "storedVectors": vectors, "asOf": True,
+                "unavailable": unavailable}
 
     def close(self) -> None:
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -71,9 +71,21 @@ class Pipeline:
         return out
 
     def run(self, query: str, candidates: Sequence[Candidate], *, max_results: int, min_score: float,
-            now: float | None = None) -> list[Candidate]:
-        items = self.rerank(query, list(candidates))
-        ctx = PostProcessContext(query=query, now=self.clock() if now is None else now)
+            now: float | None = None, as_of: float | None = None,
+            vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None,
+            written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None,
+            ) -> list[Candidate]:
+        """Rerank, post-process, sort and cut ``candidates``.
+
+        ``as_of`` (epoch seconds, exclusive) first leaves out what was written
+        at or after it (:func:`symi_memory.supersession.written_after`).
+        """
+        items = list(candidates)
+        if as_of is not None:
+            items = exclude_written_after(query, items, as_of, written_at)
+        items = self.rerank(query, items)
+        ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
+                                 vectors=vectors, written_at=written_at)
         sorted_yet = False
         for order, _name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
@@ -82,6 +94,31 @@ class Pipeline:
         if not sorted_yet:
             items = _sorted(items)
         return [c for c in items if c.score >= min_score][:max_results]
+
+
+def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float,
+                          written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None,
+                          ) -> list[Candidate]:
+    """``candidates`` minus those written at or after ``cutoff``.
+
+    An undated note changed after the cutoff may hold later knowledge in
+    lines that do not say so; its hits stay, with their score scaled by
+    ``THRESHOLDS.as_of_undated`` so that notes known to predate the cutoff
+    answer first.
+    """
+    from .chronology import file_date
+    from .supersession import THRESHOLDS, salient, written_after
+
+    known = written_at(candidates) if written_at is not None else {}
+    terms = salient(query)
+    out = []
+    for c in candidates:
+        if written_after(c, cutoff, terms, known.get(c.id)):
+            continue
+        if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff):
+            c = attrs.evolve(c, score=c.score * THRESHOLDS.as_of_undated)
+        out.append(c)
+    return out
 
 
 def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str | None,
@@ -95,5 +132,6 @@ def to_hits(candidates: Sequence[Candidate], *, citations: str, session_key: str
         if cite:
             snippet = apply_citation(snippet, citation)
         hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,
-                              snippet=snippet, source=c.source, citation=citation if cite else None))
+                              snippet=snippet, source=c.source, citation=citation if cite else None,
+                              superseded_by=c.superseded_by, supersedes=c.supersedes))
     return hits

@@ -61,9 +61,11 @@ class PluginInfo:
     distribution: str
     version: str
     registers: dict[str, list[str]]
+    disabled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "distribution": self.distribution, "version": self.version, "registers": self.registers}
+        return {"id": self.id, "distribution": self.distribution, "version": self.version,
+                "registers": self.registers, "disabled": self.disabled}
 
 
 @attrs.define
@@ -73,6 +75,8 @@ class Plugins:
     pm: pluggy.PluginManager
     dists: dict[str, tuple[str, str]]
     failed: dict[str, str] = attrs.field(factory=dict)
+    #: Installed plugins left out by ``plugins.disabled``: id -> entry point (not imported).
+    disabled: dict[str, metadata.EntryPoint] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
     config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
@@ -99,6 +103,47 @@ class Plugins:
         for plugin_id, (dist, version) in sorted(self.dists.items()):
             regs = {kind: sorted(n for n, owner in self.owners[kind].items() if owner == plugin_id) for kind in _KINDS}
             out.append(PluginInfo(id=plugin_id, distribution=dist, version=version, registers=regs))
+        return out
+
+    def disabled_infos(self) -> list[PluginInfo]:
+        """The installed plugins ``plugins.disabled`` left out (nothing registered)."""
+        return [
+            PluginInfo(id=pid, distribution=ep.dist.name if ep.dist else "?",
+                       version=ep.dist.version if ep.dist else "?", registers={kind: [] for kind in _KINDS},
+                       disabled=True)
+            for pid, ep in sorted(self.disabled.items())
+        ]
+
+    def disabled_config_defaults(self) -> dict[str, Any]:
+        """The config keys the disabled plugins would contribute (so config holding them stays valid).
+
+        Imports each disabled plugin's hooks module only when asked; one that
+        fails to import contributes nothing.
+        """
+        from .config.fields import deep_merge, defaults_of
+
+        out: dict[str, Any] = {}
+        for pid, ep in sorted(self.disabled.items()):
+            sections: list[ConfigSection] = []
+            try:
+                module = ep.load()
+                fn = getattr(module, "symi_memory_config_defaults", None)
+                contributed = fn() if callable(fn) else None
+                register_sections = getattr(module, "symi_memory_register_config_sections", None)
+                if callable(register_sections):
+                    register_sections(register=sections.append)
+            except Exception as exc:
+                log.debug("disabled plugin %r: cannot read its config keys (%s)", pid, exc)
+                continue
+            if isinstance(contributed, Mapping):
+                out = deep_merge(out, contributed)
+            for spec in sections:
+                if not isinstance(spec, ConfigSection) or not attrs.has(spec.model):
+                    continue
+                nested: dict[str, Any] = defaults_of(spec.model)
+                for part in reversed(spec.key.split(".")):
+                    nested = {part: nested}
+                out = deep_merge(out, nested)
         return out
 
     def backend(self, name: str, key: str = "plugins.slots.memory") -> BackendSpec:
@@ -247,9 +292,13 @@ def load_plugins(
     dists: dict[str, tuple[str, str]] = {}
     failed: dict[str, str] = {}
     seen_eps: set[str] = set()
+    skipped: dict[str, metadata.EntryPoint] = {}
     for ep in sorted(_entry_points(), key=lambda e: (e.dist.name != OWN_DISTRIBUTION if e.dist else True, e.name)):
         dist = ep.dist.name if ep.dist else "?"
-        if ep.name in disabled or (builtins_only and dist != OWN_DISTRIBUTION):
+        if builtins_only and dist != OWN_DISTRIBUTION:
+            continue
+        if ep.name in disabled:
+            skipped[ep.name] = ep
             continue
         if ep.name in seen_eps:
             raise PluginError(
@@ -275,7 +324,7 @@ def load_plugins(
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling") from exc
-    plugins = Plugins(pm=pm, dists=dists, failed=failed)
+    plugins = Plugins(pm=pm, dists=dists, failed=failed, disabled=skipped)
     plugins._build()
     return plugins
 

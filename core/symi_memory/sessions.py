@@ -117,14 +117,17 @@ def _message_line(raw: str) -> str | None:
     message = record.get("message")
     if not isinstance(message, dict):
         return None
-    label = _ROLE_LABELS.get(message.get("role"))  # type: ignore[arg-type]
+    role = message.get("role")
+    label = _ROLE_LABELS.get(role) if isinstance(role, str) else None
     if label is None:
         return None
     text = extract_message_text(message.get("content"))
     if not text:
         return None
     # Redacting the single line keeps the line map exact: redact() never adds newlines.
-    return f"{label}: {redact(text)}"
+    line = f"{label}: {redact(text)}"
+    # JSON may carry lone surrogates ("\\ud800"), which no UTF-8 store or provider accepts.
+    return line.encode("utf-8", "replace").decode("utf-8")
 
 
 def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
@@ -135,7 +138,11 @@ def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
     for number, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
         if not raw.strip():
             continue
-        line = _message_line(raw)
+        try:
+            line = _message_line(raw)
+        except Exception as exc:  # one odd record must never cost the rest of the transcript
+            log.warning("%s line %d: skipped (%s: %s)", name, number, type(exc).__name__, exc)
+            line = None
         if line is None:
             skipped += 1
             continue
@@ -158,3 +165,40 @@ def parse_session_file(path: str | Path) -> SessionDocument:
     """Read and parse one transcript file (read once, so size and text agree)."""
     p = Path(path)
     return parse_session_bytes(p.read_bytes(), p.name)
+
+
+def message_times(directory: str | Path, path: str, start_line: int, end_line: int) -> tuple[float, float] | None:
+    """``(first, last)`` ``timestamp`` of the transcript records on JSONL lines ``start_line..end_line``.
+
+    ``path`` is the stored ``sessions/<file>.jsonl``. Timestamps are ISO
+    datetimes (``2026-03-01T10:00:00Z``) or epoch seconds/milliseconds;
+    None when no record in the range has one.
+    """
+    from datetime import UTC, datetime
+
+    name = path[len(SESSIONS_PREFIX) + 1:] if path.startswith(SESSIONS_PREFIX + "/") else None
+    if not name or "/" in name:
+        return None
+    stamps: list[float] = []
+    try:
+        with open(Path(directory) / name, encoding="utf-8", errors="replace") as fh:
+            for number, raw in enumerate(fh, start=1):
+                if number < start_line:
+                    continue
+                if number > end_line:
+                    break
+                try:
+                    value = json.loads(raw).get("timestamp")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    stamps.append(value / 1000.0 if value > 1e11 else float(value))
+                elif isinstance(value, str):
+                    try:
+                        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                    except ValueError:
+                        continue
+                    stamps.append((stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp())
+    except OSError:
+        return None
+    return (min(stamps), max(stamps)) if stamps else None

@@ -38,8 +38,10 @@ __all__ = [
     "RerankerSpec",
     "DEFAULT_CALIBRATION",
     "ScoreCalibration",
+    "EmbedsTexts",
     "StalenessAware",
     "StartableBackend",
+    "StoredVectors",
     "VectorSide",
 ]
 
@@ -192,10 +194,29 @@ class RerankerSpec:
 
 @attrs.frozen(kw_only=True)
 class PostProcessContext:
-    """Per-search facts a post-processor may use. ``now`` is epoch seconds."""
+    """Per-search facts a post-processor may use. ``now`` is epoch seconds.
+
+    ``as_of`` (epoch seconds, or None) is the search's "as of" date: the core
+    has already left out memories written after it, and a processor that
+    judges time (supersession) judges it as of then.
+
+    ``vectors`` fetches the stored vectors of candidates by ``Candidate.id``
+    (``vectors(ids) -> {id: [float, ...]}``; ids without a vector are left
+    out). It is None when the backend keeps no vectors it can hand out (see
+    :class:`StoredVectors`); a processor then does what it can without them.
+    Call it once per search with all the ids you need.
+
+    ``written_at`` gives known write times of candidates
+    (``written_at(candidates) -> {id: (first, last)}`` in epoch seconds),
+    today transcript chunks whose messages carry a ``timestamp``; other
+    memory is dated from its file (:mod:`symi_memory.chronology`).
+    """
 
     query: str
     now: float
+    as_of: float | None = None
+    vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None
+    written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None
 
 
 @runtime_checkable
@@ -212,7 +233,8 @@ class PostProcessorSpec:
     ``factory`` receives the ``query.hybrid`` section (camelCase dict) and
     returns a processor, or None when config leaves it disabled. Processors
     run by ascending ``order``; the core sorts by score between orders below
-    500 and those at 500 or above (temporal decay is 100, MMR 600).
+    500 and those at 500 or above (temporal decay is 100, supersession 450,
+    MMR 600).
     """
 
     name: str
@@ -304,6 +326,33 @@ class NotifiesSyncs(Protocol):
     """
 
     on_synced: Callable[[SyncReport], None] | None
+
+
+@runtime_checkable
+class StoredVectors(Protocol):
+    """Optional backend capability: hand out the stored vectors of candidates.
+
+    A backend that stores chunk vectors (builtin-sqlite, faiss) implements
+    ``candidate_vectors(ids) -> {id: [float, ...]}`` for ``Candidate.id``
+    values of its own results, reading them through its store (never
+    re-embedding). The core passes it to post-processors as
+    ``PostProcessContext.vectors``. Backends without vectors (qmd-sidecar)
+    leave it out; ``status()["supersession"]`` then says what is not applied.
+    """
+
+    def candidate_vectors(self, ids: Sequence[str]) -> Mapping[str, Sequence[float]]: ...
+
+
+@runtime_checkable
+class EmbedsTexts(Protocol):
+    """Optional backend capability: embed texts with the index's own provider.
+
+    Dedup on write compares new text with stored lines by meaning through
+    ``embed_texts(texts) -> [[float, ...], ...]`` (None when the backend has
+    no usable provider right now); without it, dedup compares salient terms.
+    """
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None: ...
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MEMORY_DISABLED",
     "MEMORY_RECALL_PROMPT",
+    "recall_prompt",
     "TOOL_DEFINITIONS",
     "anthropic_tools",
     "memory_append",
@@ -39,7 +40,8 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
             "Search the agent's long-term memory (MEMORY.md, memory/*.md daily logs and other indexed notes) "
             "by meaning and by exact keywords. Returns snippets with their file path and line range; use "
             "memory_get to read more around a hit. Search before answering questions about past work, "
-            "decisions, preferences, people or dates."
+            "decisions, preferences, people or dates. A hit with supersededBy is an older version of a fact: "
+            "the memory it points to is newer and says what is current."
         ),
         "parameters": {
             "type": "object",
@@ -47,6 +49,7 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
                 "query": {"type": "string", "minLength": 1, "description": "What to look for, in natural language or exact tokens (IDs, names, error text)."},
                 "maxResults": {"type": "integer", "minimum": 1, "maximum": 200, "description": "How many snippets to return (default from config, usually 6)."},
                 "minScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (default from config, usually 0.35)."},
+                "asOf": {"type": "string", "description": "Answer as memory stood on this date (YYYY-MM-DD): later notes are left out."},
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -85,6 +88,25 @@ you checked memory and found nothing. When asked to remember something, write it
 """
 
 
+NO_CITATIONS_NOTE = (
+    "Memory citations are off: do not cite memory file paths or line numbers in your replies; the paths in\n"
+    "search results are only for memory_get.\n"
+)
+
+
+def recall_prompt(citations: str = "auto", session_key: str | None = None) -> str:
+    """The "Memory Recall" system prompt section for ``memory.citations`` (and the session, for ``auto``).
+
+    When results carry no ``Source:`` footer (citations off, or ``auto`` outside a direct chat) the
+    section tells the agent not to cite paths either.
+    """
+    from .citations import should_cite
+
+    if should_cite(citations, session_key):
+        return MEMORY_RECALL_PROMPT
+    return MEMORY_RECALL_PROMPT + NO_CITATIONS_NOTE
+
+
 def openai_tools(definitions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The definitions in OpenAI's function-calling format."""
     return [{"type": "function", "function": dict(d)} for d in (definitions or TOOL_DEFINITIONS)]
@@ -118,8 +140,11 @@ def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_
         min_score = params.get("minScore")
         if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
             raise ValueError(f"minScore must be a number from 0 to 1, got {min_score!r}")
+        as_of = params.get("asOf")
+        if as_of is not None and not isinstance(as_of, str):
+            raise ValueError(f"asOf must be a date like 2026-04-01, got {as_of!r}")
         resp = manager.search(query, max_results=_int_param(params, "maxResults"), min_score=min_score,
-                              session_key=session_key)
+                              session_key=session_key, as_of=as_of)
         return resp.to_dict()
     except (SymiMemoryError, ValueError) as exc:
         return {"results": [], "disabled": True, "error": str(exc)}
@@ -143,10 +168,30 @@ def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, A
 
 
 def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md).
+    """Run the ``memory_append`` tool on the manager's workspace (today's log or MEMORY.md), with dedup.
 
-    With memory disabled nothing is written: the error shape says so.
+    With memory disabled nothing is written: the error shape says so. See
+    :meth:`MemoryManager.append` for ``duplicateOf``/``supersedes``.
     """
     if not manager.enabled:
         return {"path": "", "bytesWritten": 0, "disabled": True, "error": MEMORY_DISABLED}
-    return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
+    text = params.get("text") if isinstance(params, Mapping) else None
+    target = (params.get("target") if isinstance(params, Mapping) else None) or "daily"
+    allow = params.get("allowDuplicate", False) if isinstance(params, Mapping) else False
+    if not isinstance(text, str) or target not in ("daily", "long-term") or not isinstance(allow, bool):
+        if not isinstance(allow, bool):
+            return {"path": "", "bytesWritten": 0, "error": f"allowDuplicate must be true or false, got {allow!r}"}
+        return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be written as UTF-8: the plain tool answers with its error shape.
+        return append_tool.memory_append(manager.agent.workspace, params, tz=manager.agent.user_timezone)
+    try:
+        return manager.append(text, target=target, allow_duplicate=allow)
+    except SymiMemoryError as exc:
+        log.info("memory_append refused: %s", exc)
+        return {"path": "", "bytesWritten": 0, "error": str(exc)}
+    except Exception as exc:  # a tool must answer, whatever broke underneath
+        log.exception("memory_append failed")
+        return {"path": "", "bytesWritten": 0, "error": f"memory append failed: {exc}"}

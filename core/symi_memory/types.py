@@ -79,6 +79,9 @@ class Candidate:
     ``identifier_match`` is True when the chunk holds an identifier-like
     query token (a commit hash, ticket ID, env var): a lookup, not a fact
     that goes stale, so temporal decay leaves it alone.
+    ``superseded_by`` (``{path, startLine, endLine}``) is set by the
+    supersession post-processor on a hit that a newer memory restates or
+    changes; ``supersedes`` lists what a current hit replaces.
     """
 
     id: str
@@ -92,6 +95,8 @@ class Candidate:
     text_score: float | None = None
     mtime: float | None = None
     identifier_match: bool = False
+    superseded_by: dict[str, Any] | None = None
+    supersedes: tuple[dict[str, Any], ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -115,7 +120,11 @@ class BackendResult:
 
 @attrs.frozen(kw_only=True)
 class MemoryHit:
-    """One ``memory_search`` result."""
+    """One ``memory_search`` result.
+
+    ``supersededBy``/``supersedes`` appear in the JSON only when the
+    supersession post-processor found a newer (older) memory stating the same thing.
+    """
 
     path: str
     start_line: int
@@ -124,6 +133,8 @@ class MemoryHit:
     snippet: str
     source: str = "memory"
     citation: str | None = None
+    superseded_by: dict[str, Any] | None = None
+    supersedes: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -136,6 +147,10 @@ class MemoryHit:
         }
         if self.citation is not None:
             out["citation"] = self.citation
+        if self.superseded_by is not None:
+            out["supersededBy"] = dict(self.superseded_by)
+        if self.supersedes:
+            out["supersedes"] = [dict(s) for s in self.supersedes]
         return out
 
 

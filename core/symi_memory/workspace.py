@@ -6,6 +6,7 @@ Implements spec/behaviour.md §2 once, for every backend.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,8 +19,13 @@ from .types import ReadResult
 __all__ = [
     "IGNORED_DIRS",
     "MemoryFile",
+    "PathRoot",
     "PathRules",
+    "check_request_path",
+    "glob_match",
     "list_memory_files",
+    "printable_path",
+    "read_allowed",
     "read_lines",
     "stored_path",
 ]
@@ -44,26 +50,48 @@ def stored_path(abs_path: str, workspace: str) -> str:
     return os.path.relpath(abs_path, workspace).replace(os.sep, "/")
 
 
-def _walk_md(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Yield ``(path, stat)`` of regular, non-symlink ``.md`` files below ``root``, sorted, symlinked dirs skipped."""
+def _walk_md(root: str, problems: dict[str, str] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """Yield ``(path, stat)`` of regular, non-symlink ``.md`` files below ``root``, sorted, symlinked dirs skipped.
+
+    A folder or file that cannot be listed or stat'ed (unreadable, nested
+    deeper than PATH_MAX, gone meanwhile) is left out; with ``problems`` its
+    path and the reason are recorded there, and the walk goes on.
+    """
     stack = [root]
     while stack:
         current = stack.pop()
         try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name, reverse=True)
-        except OSError:
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name, reverse=True)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if problems is not None and current != root:
+                problems[current] = f"cannot list folder: {exc.strerror or exc}"
             continue
         files = []
         for entry in entries:
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in IGNORED_DIRS:
-                    stack.append(entry.path)
-            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                files.append(entry)
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in IGNORED_DIRS:
+                        stack.append(entry.path)
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    files.append(entry)
+            except OSError as exc:
+                if problems is not None:
+                    problems[entry.path] = f"cannot stat: {exc.strerror or exc}"
         for entry in reversed(files):
-            yield entry.path, entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if problems is not None:
+                    problems[entry.path] = f"cannot stat: {exc.strerror or exc}"
+                continue
+            yield entry.path, st
 
 
 def _regular_md(path: str) -> os.stat_result | None:
@@ -76,8 +104,12 @@ def _regular_md(path: str) -> os.stat_result | None:
     return None
 
 
-def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[MemoryFile]:
+def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
+                      problems: dict[str, str] | None = None) -> list[MemoryFile]:
     """All Markdown memory files, symlinks skipped, de-duplicated by real path.
+
+    ``problems`` (when given) receives ``{stored path: reason}`` for folders
+    and files that could not be listed; they are left out, the rest is listed.
 
     Order: ``MEMORY.md``, ``memory.md``, ``memory/**``, then extra paths.
     No symlink is ever followed below a root, so a file's real path is its
@@ -92,7 +124,8 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) ->
         real_root = os.path.realpath(root)
         stored_root = stored_path(root, ws)
         prefix = len(root) + 1
-        for path, st in _walk_md(root):
+        found_problems: dict[str, str] | None = {} if problems is not None else None
+        for path, st in _walk_md(root, found_problems):
             rel = path[prefix:]
             real = real_root + os.sep + rel
             if real in seen:
@@ -100,6 +133,9 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) ->
             seen.add(real)
             stored = stored_root + "/" + rel.replace(os.sep, "/") if stored_root != "." else rel.replace(os.sep, "/")
             found.append(MemoryFile(path=stored, abs_path=path, mtime=st.st_mtime, size=st.st_size))
+        if problems is not None and found_problems:
+            for path, why in found_problems.items():
+                problems[printable_path(stored_path(path, ws))] = why
 
     def add_file(path: str, st: os.stat_result) -> None:
         real = os.path.realpath(path)
@@ -133,6 +169,15 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = ()) ->
     return found
 
 
+def printable_path(path: str) -> str:
+    """``path`` as valid UTF-8: bytes a file name holds that are not UTF-8 shown as ``\\xNN``."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def read_lines(text: str, from_line: int | None, lines: int | None) -> str:
     """Lines ``[max(1, from), +max(1, lines))`` of ``text`` (1-based); whole text if both are None."""
     if from_line is None and lines is None:
@@ -158,78 +203,193 @@ def decode_text(data: bytes) -> tuple[str, bool]:
     return text, bad
 
 
+_GLOB_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def glob_match(pattern: str, rel: str) -> bool:
+    """Whether a ``/``-separated relative path matches a collection glob (``**/*.md``, ``MEMORY.md``, ``notes/*.md``).
+
+    ``**/`` matches zero or more directories, ``*`` and ``?`` stay within one
+    path part, ``{a,b}`` is an alternation, ``[...]`` a character class.
+    """
+    rx = _GLOB_CACHE.get(pattern)
+    if rx is None:
+        out, i = [], 0
+        while i < len(pattern):
+            c = pattern[i]
+            if pattern.startswith("**/", i):
+                out.append("(?:[^/]*/)*")
+                i += 3
+                continue
+            if pattern.startswith("**", i):
+                out.append(".*")
+                i += 2
+                continue
+            if c == "*":
+                out.append("[^/]*")
+            elif c == "?":
+                out.append("[^/]")
+            elif c == "{" and "}" in pattern[i:]:
+                end = pattern.index("}", i)
+                out.append("(?:" + "|".join(re.escape(a) for a in pattern[i + 1 : end].split(",")) + ")")
+                i = end
+            elif c == "[" and "]" in pattern[i + 1 :]:
+                end = pattern.index("]", i + 1)
+                body = pattern[i + 1 : end].replace("\\", "\\\\")
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+                i = end
+            else:
+                out.append(re.escape(c))
+            i += 1
+        rx = _GLOB_CACHE[pattern] = re.compile("".join(out) + r"\Z")
+    return rx.match(rel) is not None
+
+
+def check_request_path(path: object) -> str:
+    """The requested path, stripped, or :class:`PathRefused`.
+
+    Refuses what no file system path can be: non-strings, empty text, a NUL
+    byte, and text that is not valid Unicode (a lone surrogate), so callers
+    never see a codec or ``embedded null byte`` message.
+    """
+    if not isinstance(path, str):
+        raise PathRefused()
+    text = path.strip()
+    if not text or "\x00" in text:
+        raise PathRefused()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathRefused() from None
+    return text
+
+
 @attrs.frozen
-class _Root:
+class PathRoot:
+    """One place ``memory_get`` may read: a file, or a directory with a glob (default ``**/*.md``)."""
+
     lexical: str
     real: str
     is_dir: bool
+    pattern: str = "**/*.md"
+
+
+_Root = PathRoot  # older name, kept for callers inside the package
 
 
 @attrs.define
 class PathRules:
-    """Which paths ``memory_get`` may read (spec/behaviour.md §2)."""
+    """Which paths ``memory_get`` may read (spec/behaviour.md §2); every backend's read goes through here.
+
+    A path is allowed when, after resolution, it is one of the root files or
+    lies below a root directory, matches that root's glob, passes through
+    none of the directories the walker ignores (:data:`IGNORED_DIRS`), has no
+    symlink on the way, and is a regular ``.md`` file (or missing). Every
+    refusal is a :class:`PathRefused`; an ``escape_message`` replaces the
+    text for paths that resolve outside their root (qmd's wording).
+    """
 
     workspace: str
-    roots: list[_Root]
+    roots: list[PathRoot]
+    escape_message: str = "path required"
 
     @classmethod
     def from_workspace(cls, workspace: str | Path, extra_paths: Iterable[str] = ()) -> PathRules:
         ws = str(workspace)
-        roots: list[_Root] = []
+        roots: list[PathRoot] = []
         real_ws = os.path.realpath(ws)
         for name in ROOT_FILES:
-            roots.append(_Root(os.path.join(ws, name), os.path.join(real_ws, name), False))
+            roots.append(PathRoot(os.path.join(ws, name), os.path.join(real_ws, name), False))
         mem = os.path.join(ws, "memory")
         if not os.path.islink(mem):
-            roots.append(_Root(mem, os.path.join(real_ws, "memory"), True))
+            roots.append(PathRoot(mem, os.path.join(real_ws, "memory"), True))
         for extra in extra_paths:
             p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
             if os.path.islink(p):
                 continue
             if os.path.isdir(p):
-                roots.append(_Root(p, os.path.realpath(p), True))
+                roots.append(PathRoot(p, os.path.realpath(p), True))
             elif p.endswith(".md"):
-                roots.append(_Root(p, os.path.realpath(p), False))
+                roots.append(PathRoot(p, os.path.realpath(p), False))
         return cls(workspace=ws, roots=roots)
+
+    @classmethod
+    def for_directory(cls, directory: str | Path, pattern: str = "**/*.md", *,
+                      escape_message: str = "path required") -> PathRules:
+        """Rules for paths relative to one directory, limited to ``pattern`` (a qmd collection)."""
+        d = os.path.normpath(str(directory))
+        return cls(workspace=d, roots=[PathRoot(d, os.path.realpath(d), True, pattern)],
+                   escape_message=escape_message)
+
+    def add_directory(self, directory: str | Path, pattern: str = "**/*.md") -> None:
+        """Allow one more directory (not a symlink), limited to ``pattern``."""
+        d = os.path.normpath(os.path.join(self.workspace, str(directory)))
+        if not os.path.islink(d):
+            self.roots.append(PathRoot(d, os.path.realpath(d), True, pattern))
 
     def resolve(self, path: str) -> tuple[str, str]:
         """Return ``(absolute path, stored path)`` or raise :class:`PathRefused`."""
-        if not isinstance(path, str) or not path.strip():
-            raise PathRefused()
-        cand = os.path.normpath(os.path.join(self.workspace, os.path.expanduser(path.strip())))
+        text = check_request_path(path)
+        cand = os.path.normpath(os.path.join(self.workspace, os.path.expanduser(text)))
         if not cand.endswith(".md"):
             raise PathRefused()
+        matched_dir = False
         for root in self.roots:
             if root.is_dir:
-                prefix = root.lexical + os.sep
+                prefix = root.lexical.rstrip(os.sep) + os.sep
                 if not cand.startswith(prefix):
                     continue
-                expected = root.real + os.sep + cand[len(prefix) :]
+                matched_dir = True
+                rel = cand[len(prefix) :].replace(os.sep, "/")
+                if any(part in IGNORED_DIRS for part in rel.split("/")[:-1]) or not glob_match(root.pattern, rel):
+                    continue  # another root may still allow it (a nested extra path)
+                expected = root.real.rstrip(os.sep) + os.sep + cand[len(prefix) :]
             elif cand == root.lexical:
                 expected = root.real
             else:
                 continue
             # A symlink anywhere below the root (file or directory) changes the real path.
-            if os.path.realpath(cand) != expected:
-                raise PathRefused()
+            try:
+                real = os.path.realpath(cand)
+            except (OSError, ValueError):
+                raise PathRefused() from None
+            if real != expected:
+                raise PathRefused(self.escape_message)
             try:
                 st = os.lstat(cand)
             except FileNotFoundError:
                 return cand, stored_path(cand, self.workspace)
-            except OSError:
+            except (OSError, ValueError):
                 raise PathRefused() from None
             if not stat.S_ISREG(st.st_mode):
                 raise PathRefused()
             return cand, stored_path(cand, self.workspace)
+        if not matched_dir and self.escape_message != "path required":
+            raise PathRefused(self.escape_message)
         raise PathRefused()
 
-    def read(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
-        """``memory_get``: a missing allowed file gives empty text, never an error."""
+    def read(self, path: str, *, from_line: int | None = None, lines: int | None = None,
+             shown: str | None = None) -> ReadResult:
+        """``memory_get``: a missing allowed file gives empty text, never an error.
+
+        ``shown`` replaces the stored path in the result (qmd's ``qmd/<collection>/<rel>``).
+        """
         abs_path, rel = self.resolve(path)
-        try:
-            with open(abs_path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return ReadResult(path=rel, text="")
-        text, _ = decode_text(data)
-        return ReadResult(path=rel, text=read_lines(text, from_line, lines))
+        return read_allowed(abs_path, shown if shown is not None else rel, from_line=from_line, lines=lines)
+
+
+def read_allowed(abs_path: str, shown: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+    """Read a path :class:`PathRules` allowed; a file that vanished or cannot be opened reads as refused or empty."""
+    try:
+        fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return ReadResult(path=shown, text="")
+    except OSError:
+        # A symlink swapped in since the check (ELOOP), a directory, no permission: never read it.
+        raise PathRefused() from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise PathRefused()
+        data = fh.read()
+    text, _ = decode_text(data)
+    return ReadResult(path=shown, text=read_lines(text, from_line, lines))

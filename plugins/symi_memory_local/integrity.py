@@ -11,6 +11,7 @@ __all__ = [
     "MINILM_ONNX_SHA256",
     "MINILM_TOKENIZER_SHA256",
     "bundled_tokenizer",
+    "onnx_fingerprint",
     "sha256_file",
     "verify_sha256",
 ]
@@ -49,3 +50,10 @@ def verify_sha256(path: Path, expected: str | None, *, what: str, fix: str) -> s
             f"refusing to load it. {fix}"
         )
     return actual
+
+
+def onnx_fingerprint(model_sha256: str, *, pooled: bool, max_tokens: int = 256, stride: int = 32,
+                     windowed: bool = True) -> str:
+    """What identifies this embedder's vectors: the model file, the pooling and the windowing."""
+    mode = f"w{max_tokens}s{stride}" if windowed else f"t{max_tokens}"
+    return f"onnx:{model_sha256[:16]}:{'modelpool' if pooled else 'mean'}:{mode}:l2"

@@ -11,15 +11,20 @@ are averaged weighted by their token counts, then normalised.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from .integrity import onnx_fingerprint
+
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
 log = logging.getLogger("symi_memory.local")
+# How long close() waits for the background build of the optimised session (see OnnxEmbedder.close).
+SWAP_JOIN_TIMEOUT_S = 60.0
 
 #: Padded tokens per inference batch; keeps memory flat and padding waste low.
 _BATCH_TOKENS = 8192
@@ -40,10 +45,41 @@ class OnnxEmbedder:
     _feeds: tuple[str, ...] = ()
     _output: int = 0
     _pooled_output: bool = False
+    #: Builds the fully optimised session; set when this one was opened unoptimised for a fast start.
+    _optimise: Callable[[], Any] | None = None
+    _calls: int = 0
+    _swapper: threading.Thread | None = None
 
     def embed_query(self, text: str) -> list[float]:
         """One unit vector for a search query."""
         return self.embed_documents([text])[0]
+
+    def _maybe_optimise(self) -> None:
+        """From the second call on, build the optimised session in the background and swap it in.
+
+        Opening the model unoptimised takes a tenth of the time (ONNX Runtime's constant folding expands
+        the int8 weights at load) and gives the same vectors, but each run then dequantises the weights
+        again, which costs a single query ~20 ms of CPU. A one-shot command embeds once and exits; a
+        long-running process switches to the optimised session after its first use.
+        """
+        self._calls += 1
+        if self._calls < 2:
+            return
+        build, self._optimise = self._optimise, None
+        if build is None:  # another thread took it
+            return
+
+        def swap() -> None:
+            try:
+                session = build()
+            except Exception as exc:  # the unoptimised session keeps working
+                log.warning("could not build the optimised session for %s (%s); keeping the first one", self.model, exc)
+                return
+            if self.session is not None:
+                self.session = session
+
+        self._swapper = threading.Thread(target=swap, name="symi-local-optimise", daemon=True)
+        self._swapper.start()
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit vectors for ``texts``, in order."""
@@ -53,6 +89,8 @@ class OnnxEmbedder:
 
         if not texts:
             return []
+        if self._optimise is not None:
+            self._maybe_optimise()
         windows, owners = [], []
         for i, enc in enumerate(self.tokenizer.encode_batch(list(texts))):
             for w in [enc, *enc.overflowing] if self.windowed else [enc]:
@@ -68,7 +106,14 @@ class OnnxEmbedder:
         return combine_windows(vectors, owners, weights, len(texts)).tolist()
 
     def close(self) -> None:
-        """Drop the session; ONNX Runtime frees its memory when it is collected."""
+        """Drop the session; ONNX Runtime frees its memory when it is collected.
+
+        A background build of the optimised session is waited for first: ONNX Runtime aborts the
+        process when the interpreter exits while a session is being initialised in another thread.
+        """
+        swapper, self._swapper = self._swapper, None
+        if swapper is not None:
+            swapper.join(SWAP_JOIN_TIMEOUT_S)
         self.session = None
 
     def _run(self, encs: list[Any]) -> Any:
@@ -115,20 +160,16 @@ def load_onnx_embedder(
     max_tokens: int = 256,
     stride: int = 32,
     windowed: bool = True,
+    fast_start: bool = False,
 ) -> OnnxEmbedder:
-    """Open the model and tokenizer (already verified by the caller) and return a ready embedder."""
-    import onnxruntime as ort
+    """Open the model and tokenizer (already verified by the caller) and return a ready embedder.
+
+    ``fast_start`` opens the session without graph optimisations (same vectors, a fraction of the load
+    time) and upgrades to the optimised one in the background once the embedder is used again.
+    """
     from tokenizers import Tokenizer
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    # Indexing runs beside the agent's own work; spinning idle workers measurably slowed a busy 2-core host.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
+    session = _session(model_file, threads, optimise=not fast_start)
     feeds = tuple(i.name for i in session.get_inputs())
     unknown = set(feeds) - {"input_ids", "attention_mask", "token_type_ids"}
     if unknown:
@@ -143,10 +184,11 @@ def load_onnx_embedder(
     tok.no_padding()
     # The tokenizer file's own truncation (128 for MiniLM) would silently drop text: windows replace it.
     tok.enable_truncation(max_length=max_tokens, stride=stride)
-    mode = f"w{max_tokens}s{stride}" if windowed else f"t{max_tokens}"
-    fingerprint = f"onnx:{model_sha256[:16]}:{'modelpool' if pooled else 'mean'}:{mode}:l2"
+    fingerprint = onnx_fingerprint(model_sha256, pooled=pooled, max_tokens=max_tokens, stride=stride,
+                                   windowed=windowed)
     log.debug("loaded %s (%s) with %d threads", model, fingerprint, threads)
     return OnnxEmbedder(
+        optimise=(lambda: _session(model_file, threads, optimise=True)) if fast_start else None,
         model=model,
         fingerprint=fingerprint,
         session=session,
@@ -156,6 +198,21 @@ def load_onnx_embedder(
         output=index,
         pooled_output=pooled,
     )
+
+
+def _session(model_file: Path, threads: int, *, optimise: bool) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    level = ort.GraphOptimizationLevel
+    opts.graph_optimization_level = level.ORT_ENABLE_ALL if optimise else level.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    # Indexing runs beside the agent's own work; spinning idle workers measurably slowed a busy 2-core host.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
 
 
 def _pick_output(session: Any) -> tuple[int, bool]:

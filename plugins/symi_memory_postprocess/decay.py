@@ -3,37 +3,18 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 
+from symi_memory.chronology import file_date  # one dated-file rule, shared with supersession
 from symi_memory.specs import PostProcessContext
 from symi_memory.types import Candidate
 
 __all__ = ["TemporalDecay", "file_date", "is_evergreen"]
 
-DATE_RE = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})(?:[-_.][^/]*)?\.md$")
 DAY = 86_400.0
-
-
-def file_date(path: str) -> float | None:
-    """Epoch seconds (UTC midnight) of a dated note under ``memory/``, else None.
-
-    ``memory/2026-02-10.md``, ``memory/2026-02-10-topic.md`` and
-    ``memory/sub/2026-02-10.md`` are all dated.
-    """
-    if not path.startswith("memory/"):
-        return None
-    m = DATE_RE.search(path)
-    if not m:
-        return None
-    try:
-        return datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
 
 
 def is_evergreen(path: str) -> bool:

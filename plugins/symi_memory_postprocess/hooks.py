@@ -1,4 +1,4 @@
-"""Registers the builtin post-processors: temporal decay (order 100) and MMR (order 600)."""
+"""Registers the builtin post-processors: temporal decay (100), supersession (450) and MMR (600)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,17 @@ def _mmr(hybrid: Any) -> Any:
     return Mmr.from_config(hybrid)
 
 
+def _supersession(hybrid: Any) -> Any:
+    from .supersede import Supersession
+
+    return Supersession.from_config(hybrid)
+
+
 @hookimpl
 def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
     register(PostProcessorSpec(name="temporal-decay", factory=_decay, order=100,
                                description="Exponential score decay by the age of dated notes."))
+    register(PostProcessorSpec(name="supersession", factory=_supersession, order=450,
+                               description="Demote hits that newer memories restate or change (supersededBy)."))
     register(PostProcessorSpec(name="mmr", factory=_mmr, order=600,
                                description="Maximal Marginal Relevance re-ranking for diversity."))

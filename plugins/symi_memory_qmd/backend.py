@@ -7,7 +7,9 @@ qmd again after ``retry_after_s``: a sidecar that recovers is used again.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +38,7 @@ __all__ = ["QmdBackend"]
 log = logging.getLogger("symi_memory.qmd")
 
 FALLBACK_BACKEND = "builtin-sqlite"
+STATE_FILE = "symi-state.json"
 
 
 class QmdBackend:
@@ -69,13 +72,16 @@ class QmdBackend:
         self.collections: list[CollectionSpec] = derive_collections(
             agent_id=agent_id,
             workspace=self.workspace,
-            paths=settings.raw.get("paths") or [],
+            paths=_with_extra_paths(settings.raw.get("paths") or [], extra_paths, self.workspace),
             include_default_memory=bool(settings.raw.get("includeDefaultMemory", True)),
             sessions_dir=self.export_dir if sess.get("enabled") else None,
         )
         self.by_name = {c.name: c for c in self.collections}
-        inside = [str(c.path) for c in self.collections if c.source == "memory" and c.path != self.workspace]
-        self.path_rules = PathRules.from_workspace(self.workspace, [*extra_paths, *inside])
+        self.path_rules = PathRules.from_workspace(self.workspace, extra_paths)
+        for c in self.collections:
+            # memory.qmd.paths[] inside the workspace: readable by their shown path, within their mask.
+            if c.source == "memory" and c.path != self.workspace and c.path != self.workspace / "memory":
+                self.path_rules.add_directory(c.path, c.pattern)
         self.runner = QmdRunner(command=settings.command, home=self.home)
         limits = settings.limits
         self.searcher = QmdSearcher(self.runner, settings.search_mode, timeout_ms=int(limits["timeoutMs"]))
@@ -97,6 +103,13 @@ class QmdBackend:
             debounce_s=settings.debounce_s,
             embed_interval_s=settings.embed_interval_s,
         )
+        saved = self._saved_state()
+        self.last_embed_at: float | None = saved.get("lastEmbed")
+        self.embed_error: str | None = saved.get("embedError")
+        if isinstance(self.last_embed_at, (int, float)):
+            # `qmd embed` is paced by embedInterval across processes too, not re-run by every CLI command.
+            ago = max(0.0, time.time() - self.last_embed_at)
+            self.scheduler.last_embed = self.scheduler.clock() - ago
         if start:
             self.start()
 
@@ -131,13 +144,40 @@ class QmdBackend:
         except QmdError as exc:
             self._needs_reconcile = True
             self._mark_failed(f"qmd update failed: {exc}")
+            self._save_state()
             raise
         self.last_update = time.time()
+        self._clear_failure()
         if embed:
+            self.last_embed_at = time.time()
             try:
                 self.runner.run(["embed"], timeout_ms=int(upd["embedTimeoutMs"]))
+                self.embed_error = None
             except QmdError as exc:
-                log.warning("qmd embed failed (keyword search still works): %s", exc)
+                # Said once: the same failure in a later update or process (a GPU that never comes
+                # up) is only logged at debug level; `status` keeps showing it.
+                first = self.embed_error is None and self._saved_state().get("embedError") != str(exc)
+                (log.warning if first else log.debug)(
+                    "qmd embed failed, so vector search is off (keyword search still works); retried every "
+                    "memory.qmd.update.embedInterval: %s", exc)
+                self.embed_error = str(exc)
+        self._save_state()
+
+    def is_stale(self, **_: Any) -> bool:
+        """Whether a one-shot command must update first: never updated, degraded, or a file changed since."""
+        saved = self._saved_state()
+        last = self.last_update or saved.get("lastUpdate")
+        if last is None or self._failure is not None or saved.get("failure"):
+            return True
+        roots = {str(c.path): c.pattern for c in self.collections if c.source == "memory"}
+        for root, pattern in roots.items():
+            for path in _memory_files(root, pattern):
+                try:
+                    if os.stat(path).st_mtime > last:
+                        return True
+                except OSError:
+                    continue
+        return False
 
     def sync(
         self,
@@ -153,12 +193,39 @@ class QmdBackend:
             self.scheduler.run(reason=reason, force=force or reason == "manual")
         except QmdError as exc:
             errors = (str(exc),)
-        if self._fallback is not None:
-            # While degraded, the fallback index must stay current too.
-            self._fallback.sync(reason=reason, force=force, progress=progress)
+            self._mark_failed(f"qmd update failed: {exc}")
+        # While qmd cannot answer, searches are served by the fallback: a blocking sync (the CLI's
+        # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
+        # one-shot process would cancel on exit. While degraded it must stay current too.
+        fb = self._get_fallback(first_sync=False) if self._failure is not None else self._fallback
+        self._save_state()
+        if fb is not None:
+            fb_report = fb.sync(reason=reason, force=force, progress=progress)
+            return attrs.evolve(fb_report, reason=reason, seconds=time.monotonic() - started,
+                                errors=errors + tuple(fb_report.errors))
         if progress is not None:
             progress(SyncProgress(phase="done", done=1, total=1))
         return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors)
+
+    def _save_state(self) -> None:
+        """Keep what the last update learnt in the qmd home, for ``status`` in a later process."""
+        state = {"lastUpdate": self.last_update, "lastUpdateError": self.scheduler.last_error,
+                 "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
+                 "embedError": self.embed_error}
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            tmp = self.home / "symi-state.json.tmp"
+            tmp.write_text(json.dumps(state), encoding="utf-8")
+            os.replace(tmp, self.home / STATE_FILE)
+        except OSError as exc:
+            log.debug("cannot save the qmd state: %s", exc)
+
+    def _saved_state(self) -> dict[str, Any]:
+        try:
+            raw = json.loads((self.home / STATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return raw if isinstance(raw, dict) else {}
 
     # ------------------------------------------------------------- search
 
@@ -219,7 +286,7 @@ class QmdBackend:
             log.info("qmd answered again; no longer using %s", FALLBACK_BACKEND)
         self._failure = None
 
-    def _get_fallback(self) -> MemoryBackend | None:
+    def _get_fallback(self, *, first_sync: bool = True) -> MemoryBackend | None:
         with self._lock:
             if self._fallback is None and self._fallback_factory is not None and not self._closed:
                 try:
@@ -233,9 +300,10 @@ class QmdBackend:
                     if self._started:
                         # A long-running host: the fallback watches the files like a primary would.
                         _start_backend(fb)
-                    threading.Thread(
-                        target=_first_sync, args=(fb,), name="symi-qmd-fallback-sync", daemon=True
-                    ).start()
+                    if first_sync:
+                        threading.Thread(
+                            target=_first_sync, args=(fb,), name="symi-qmd-fallback-sync", daemon=True
+                        ).start()
             return self._fallback
 
     def _from_fallback(self, query: SearchQuery, reason: str) -> BackendResult:
@@ -256,7 +324,18 @@ class QmdBackend:
     # ------------------------------------------------------------- status
 
     def status(self) -> dict[str, Any]:
-        failure = self._failure
+        # A one-shot process that has not updated reports what the last update (in any process) learnt.
+        saved = {} if self.scheduler.runs or self._started else self._saved_state()
+        failure = self._failure or saved.get("failure")
+        ready = self._ready or set(saved.get("ready") or ())
+        last_update = self.last_update or saved.get("lastUpdate")
+        fb = self._fallback
+        if fb is None and failure is not None and self._fallback_factory is not None:
+            fb = self._get_fallback(first_sync=False)
+        fallback_index = None
+        if fb is not None:
+            fst = fb.status()
+            fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
         return {
             "backend": "qmd",
             "plugin": "qmd-sidecar",
@@ -266,13 +345,16 @@ class QmdBackend:
             "workspaceDir": str(self.workspace),
             "qmdHome": str(self.home),
             "collections": [
-                {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source, "ready": c.name in self._ready}
+                {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source, "ready": c.name in ready}
                 for c in self.collections
             ],
-            "lastUpdate": None if self.last_update is None else int(self.last_update * 1000),
-            "lastUpdateError": self.scheduler.last_error,
-            "dirty": not self._reconciled,
+            "ready": bool(ready) and failure is None,
+            "lastUpdate": None if last_update is None else int(last_update * 1000),
+            "lastUpdateError": self.scheduler.last_error or saved.get("lastUpdateError"),
+            "dirty": not (self._reconciled or (ready and not failure)),
             "fallback": None if failure is None else {"from": "qmd", "reason": failure},
+            "fallbackIndex": fallback_index,
+            "embedding": {"enabled": self.embed_error is None, "error": self.embed_error},
             "sessions": {"enabled": bool(self.settings.sessions.get("enabled")), "exportDir": str(self.export_dir)},
         }
 
@@ -284,6 +366,35 @@ class QmdBackend:
         self.scheduler.stop()
         if fb is not None:
             fb.close()
+
+
+def _with_extra_paths(paths: Sequence[Any], extra_paths: Sequence[str], workspace: Path) -> list[Any]:
+    """``memory.qmd.paths`` plus ``memorySearch.extraPaths``, so qmd indexes what builtin-sqlite would.
+
+    An extra path that a ``paths`` entry already names is not added twice.
+    """
+    def resolved(raw: str) -> Path:
+        p = Path(raw).expanduser()
+        return (p if p.is_absolute() else workspace / p).resolve()
+
+    named = {resolved(str(e if isinstance(e, str) else e.get("path") or "")) for e in paths}
+    out = list(paths)
+    for extra in extra_paths:
+        if str(extra).strip() and resolved(str(extra)) not in named:
+            named.add(resolved(str(extra)))
+            out.append(str(extra))
+    return out
+
+
+def _memory_files(root: str, pattern: str) -> list[str]:
+    """The files of one collection (``pattern`` is ``**/*.md`` or a file name), for staleness checks."""
+    if "*" not in pattern:
+        return [os.path.join(root, pattern)]
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "node_modules"]
+        out.extend(os.path.join(folder, f) for f in files if f.endswith(".md"))
+    return out
 
 
 def _start_backend(backend: MemoryBackend) -> None:

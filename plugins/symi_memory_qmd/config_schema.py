@@ -12,13 +12,13 @@ __all__ = ["QmdSection"]
 @attrs.define(kw_only=True)
 class QmdUpdate:
     interval: str = opt("interval", "5m", kind="duration", doc="Periodic qmd update.")
-    debounce_ms: int = opt("debounceMs", 15_000, lo=0, doc="Skip non-forced updates within this window.")
+    debounce_ms: int = opt("debounceMs", 15_000, lo=0, hi=86_400_000, doc="Skip non-forced updates within this window.")
     on_boot: bool = opt("onBoot", True, doc="Update when the backend starts.")
     wait_for_boot_sync: bool = opt("waitForBootSync", False, doc="Block start-up until the boot update finishes.")
     embed_interval: str = opt("embedInterval", "60m", kind="duration", doc="Run qmd embed at most this often.")
-    command_timeout_ms: int = opt("commandTimeoutMs", 30_000, lo=1, doc="Timeout of collection commands.")
-    update_timeout_ms: int = opt("updateTimeoutMs", 120_000, lo=1, doc="Timeout of qmd update.")
-    embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, doc="Timeout of qmd embed.")
+    command_timeout_ms: int = opt("commandTimeoutMs", 30_000, lo=1, hi=86_400_000, doc="Timeout of collection commands.")
+    update_timeout_ms: int = opt("updateTimeoutMs", 120_000, lo=1, hi=86_400_000, doc="Timeout of qmd update.")
+    embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, hi=86_400_000, doc="Timeout of qmd embed.")
 
 
 @attrs.define(kw_only=True)
@@ -26,7 +26,7 @@ class QmdLimits:
     max_results: int = opt("maxResults", 6, lo=1, doc="Results per search.")
     max_snippet_chars: int = opt("maxSnippetChars", 700, lo=1, doc="Snippet cap.")
     max_injected_chars: int = opt("maxInjectedChars", 4000, lo=1, doc="Total snippet characters per search (citation footers count).")
-    timeout_ms: int = opt("timeoutMs", 4000, lo=1, doc="Timeout of one qmd search call.")
+    timeout_ms: int = opt("timeoutMs", 4000, lo=1, hi=86_400_000, doc="Timeout of one qmd search call.")
 
 
 @attrs.define(kw_only=True)
@@ -41,7 +41,7 @@ class QmdSection:
     command: str = opt("command", "qmd", doc="qmd executable (shell-split).")
     search_mode: str = opt("searchMode", "search", choices=("search", "vsearch", "query"), doc="qmd command behind memory_search.")
     include_default_memory: bool = opt("includeDefaultMemory", True, doc="Index MEMORY.md + memory/**/*.md.")
-    paths: list = opt("paths", [], doc="Extra collections: {path, pattern?, name?}.")
+    paths: list = opt("paths", [], item="collection", doc="Extra collections: a path, or {path, pattern?, name?}.")
     sessions: QmdSessions = section(QmdSessions, "sessions")
     update: QmdUpdate = section(QmdUpdate, "update")
     limits: QmdLimits = section(QmdLimits, "limits")

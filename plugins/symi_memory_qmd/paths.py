@@ -2,19 +2,20 @@
 
 A hit inside the workspace gets its workspace-relative path; anything else
 becomes ``qmd/<collection>/<rel>``, which ``memory_get`` resolves inside the
-collection's root and nowhere else.
+collection's root, within its mask, through the core's
+:class:`symi_memory.workspace.PathRules` like every backend. Transcript
+collections (``sessions-<agent>``) are never read.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from symi_memory.errors import PathRefused
 from symi_memory.types import ReadResult
-from symi_memory.workspace import decode_text, read_lines
+from symi_memory.workspace import PathRules, check_request_path
 
 from .collections import CollectionSpec
 
@@ -38,39 +39,33 @@ def display_path(spec: CollectionSpec | None, collection: str, rel: str, workspa
     return f"{QMD_PREFIX}{collection}/{rel}"
 
 
-def resolve_qmd_path(path: str, collections: Mapping[str, CollectionSpec]) -> str:
-    """Return the absolute file for ``qmd/<collection>/<rel>`` or raise :class:`PathRefused`."""
-    parts = path.strip().replace("\\", "/").split("/", 2)
+def _collection_rules(path: str, collections: Mapping[str, CollectionSpec]) -> tuple[PathRules, str]:
+    text = check_request_path(path).replace("\\", "/")
+    parts = text.split("/", 2)
     if len(parts) < 3 or parts[0] != "qmd" or not parts[1] or not parts[2].strip("/"):
         raise PathRefused("invalid qmd path")
     name, rel = parts[1], parts[2]
     spec = collections.get(name)
     if spec is None:
         raise PathRefused(f"unknown qmd collection: {name}")
-    root = os.path.realpath(spec.path)
-    target = os.path.normpath(os.path.join(root, rel))
-    if os.path.isabs(rel) or os.path.commonpath([root, target]) != root:
-        raise PathRefused("qmd path escapes collection")
-    if os.path.realpath(target) != target:
-        # A symlink inside the collection could point anywhere.
-        raise PathRefused("qmd path escapes collection")
-    if not target.endswith(".md"):
+    if spec.source != "memory":
+        # Exported transcripts are searchable, never readable whole: the builtin refuses them too.
         raise PathRefused()
-    return target
+    if os.path.isabs(rel) or rel.startswith("~"):
+        raise PathRefused("qmd path escapes collection")
+    # The same rules as every backend: inside the root, within its mask, no symlink, no ignored directory.
+    return PathRules.for_directory(spec.path, spec.pattern, escape_message="qmd path escapes collection"), rel
+
+
+def resolve_qmd_path(path: str, collections: Mapping[str, CollectionSpec]) -> str:
+    """Return the absolute file for ``qmd/<collection>/<rel>`` or raise :class:`PathRefused`."""
+    rules, rel = _collection_rules(path, collections)
+    return rules.resolve(rel)[0]
 
 
 def read_qmd_path(
     path: str, collections: Mapping[str, CollectionSpec], *, from_line: int | None = None, lines: int | None = None
 ) -> ReadResult:
     """``memory_get`` for a ``qmd/`` path: a missing file gives empty text."""
-    target = resolve_qmd_path(path, collections)
-    shown = path.strip().replace("\\", "/")
-    try:
-        st = os.lstat(target)
-    except FileNotFoundError:
-        return ReadResult(path=shown, text="")
-    if not stat.S_ISREG(st.st_mode):
-        raise PathRefused()
-    with open(target, "rb") as fh:
-        text, _ = decode_text(fh.read())
-    return ReadResult(path=shown, text=read_lines(text, from_line, lines))
+    rules, rel = _collection_rules(path, collections)
+    return rules.read(rel, from_line=from_line, lines=lines, shown=path.strip().replace("\\", "/"))

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from symi_memory.errors import EmbeddingError
+from symi_memory.secrets import split_base_url
 
 from .batch_runner import BatchApi, BatchRunner
 from .client import RemoteClient
@@ -53,7 +54,8 @@ class RemoteEmbeddingProvider:
         self.settings = settings
         self.id = settings.provider
         self.model = settings.model
-        self.base_url = settings.base_url
+        # Without its query and user info: the client sends those (see RemoteClient).
+        self.base_url = split_base_url(settings.base_url)[0]
         self.max_input_bytes = input_limit(settings.provider, settings.model)
         self.fingerprint = fingerprint(
             settings.base_url, settings.model, settings.headers, secrets=[settings.api_key]
@@ -63,6 +65,7 @@ class RemoteEmbeddingProvider:
             headers=merge_headers(self._auth_headers(settings.api_key), settings.headers),
             timeout_s=settings.timeout_s,
             secrets=[settings.api_key],
+            base_url=settings.base_url,
             sleep=sleep,
             transport=transport,
             rng=rng,

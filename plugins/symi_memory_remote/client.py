@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from symi_memory.errors import EmbeddingError
+from symi_memory.secrets import header_secrets, redact, split_base_url, url_secrets
 
 __all__ = ["MAX_RETRIES", "RemoteClient", "backoff_delay", "is_rate_limit_message"]
 
@@ -33,6 +34,28 @@ _RATE_LIMIT_HINTS = (
     "resource has been exhausted",
     "quota exceeded",
 )
+
+
+class _HttpxLogRedactor(logging.Filter):
+    """Redacts the credentials of every RemoteClient from httpx's own log lines.
+
+    httpx logs each request URL at INFO (``-v``), query string included: a
+    ``baseUrl`` with ``?api-key=...`` would otherwise reach the log.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("symi-memory-redact")
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = redact(record.getMessage(), self.secrets)
+            record.msg, record.args = message, None
+        return True
+
+
+_HTTPX_REDACTOR = _HttpxLogRedactor()
+logging.getLogger("httpx").addFilter(_HTTPX_REDACTOR)
 
 
 def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
@@ -63,22 +86,30 @@ class RemoteClient:
         headers: Mapping[str, str],
         timeout_s: float,
         secrets: Iterable[str | None] = (),
+        base_url: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.provider = provider
         self.timeout_s = timeout_s
-        self._secrets = [s for s in secrets if s]
+        # Credential headers (Authorization, X-Custom-Auth, ...) and URL credentials are secrets too.
+        self._secrets = [s for s in [*secrets, *header_secrets(headers), *url_secrets(base_url)] if s]
+        _HTTPX_REDACTOR.secrets.update(self._secrets)
         self._sleep = sleep
         self._rng = rng
-        self._client = httpx.Client(headers=dict(headers), timeout=timeout_s, transport=transport)
+        params: list[tuple[str, str]] = []
+        auth = None
+        if base_url:
+            # A base URL's query (?api-version=...&api-key=...) goes with every request, its user info as
+            # basic auth: paths appended to the base stay valid and credentials stay out of URLs we print.
+            _, params, auth = split_base_url(base_url)
+        self._client = httpx.Client(headers=dict(headers), timeout=timeout_s, transport=transport,
+                                    params=tuple(params) or None, auth=auth)
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``***``."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self._secrets)
 
     def error(self, message: str, *, retryable: bool = False) -> EmbeddingError:
         """An :class:`EmbeddingError` for this provider with secrets scrubbed."""
@@ -100,9 +131,14 @@ class RemoteClient:
                 raise self.error(
                     f"{what} failed: {type(exc).__name__}: {exc} ({method} {url})", retryable=True
                 ) from None
+            except (httpx.InvalidURL, ValueError) as exc:
+                # A header value that is not ASCII, a malformed URL: a config problem, said without secrets.
+                raise self.error(f"{what} failed: {type(exc).__name__}: {exc} ({method} {url}); check "
+                                 "baseUrl and headers") from None
             if response.is_success:
                 return response
-            body = response.text[:400].strip()
+            # Redacted before it is cut, so a cut can never leave half a secret behind.
+            body = self.redact(response.text)[:400].strip()
             retryable = (
                 response.status_code == 429 or response.status_code >= 500 or is_rate_limit_message(body)
             )
@@ -112,7 +148,7 @@ class RemoteClient:
                     "%s: HTTP %s from %s, retry %d/%d in %.2f s",
                     what,
                     response.status_code,
-                    url,
+                    self.redact(url),
                     attempt + 1,
                     MAX_RETRIES,
                     delay,
@@ -131,7 +167,7 @@ class RemoteClient:
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            snippet = response.text[:200].strip()
+            snippet = self.redact(response.text)[:200].strip()
             raise self.error(
                 f"{what}: malformed JSON from {response.request.method} {response.request.url}: {snippet!r}"
             ) from None

@@ -6,7 +6,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from symi_memory.secrets import header_secrets, is_secret_name, public_url, url_secrets
+
 __all__ = [
+    "client_secrets",
     "fingerprint",
     "is_secret_header",
     "merge_headers",
@@ -16,28 +19,6 @@ __all__ = [
     "resolve_base_url",
     "section",
 ]
-
-# Header names whose values authenticate; they never reach a fingerprint.
-_SECRET_HEADER_NAMES = {
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-goog-api-key",
-    "api-key",
-    "x-api-key",
-}
-_SECRET_HEADER_WORDS = (
-    "key",
-    "token",
-    "secret",
-    "auth",
-    "password",
-    "passwd",
-    "credential",
-    "signature",
-    "session",
-    "cookie",
-)
 
 
 def section(mapping: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
@@ -106,8 +87,7 @@ def merge_headers(*layers: Mapping[str, Any] | None) -> dict[str, str]:
 
 def is_secret_header(name: str) -> bool:
     """True for headers that carry credentials (by name)."""
-    lowered = name.lower()
-    return lowered in _SECRET_HEADER_NAMES or any(word in lowered for word in _SECRET_HEADER_WORDS)
+    return is_secret_name(name)
 
 
 def fingerprint(
@@ -115,15 +95,21 @@ def fingerprint(
 ) -> str:
     """A stable identity for what shapes the vectors: base URL, model and non-secret headers.
 
-    Secret headers are dropped by name, and any header whose value contains a
-    known secret is dropped too, so a key never ends up in the index meta.
+    The base URL loses its user info and credential query parameters, secret
+    headers are dropped by name, and any header whose value contains a known
+    secret is dropped too, so no credential ever ends up in the index meta.
     """
-    known = [s for s in secrets if s]
+    known = [s for s in [*secrets, *url_secrets(base_url), *header_secrets(headers)] if s]
     kept = {
         name.lower(): value
         for name, value in headers.items()
         if not is_secret_header(name) and not any(s in value for s in known)
     }
     return json.dumps(
-        {"baseUrl": base_url, "model": model, "headers": kept}, sort_keys=True, separators=(",", ":")
+        {"baseUrl": public_url(base_url), "model": model, "headers": kept}, sort_keys=True, separators=(",", ":")
     )
+
+
+def client_secrets(api_key: str | None, base_url: str, headers: Mapping[str, str]) -> list[str]:
+    """Every configured value an error message must not repeat: key, URL credentials, credential headers."""
+    return [s for s in [api_key, *url_secrets(base_url), *header_secrets(headers)] if s]

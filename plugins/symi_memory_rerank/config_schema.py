@@ -14,5 +14,5 @@ class RerankApi:
     model: str | None = opt("model", None, kind="str", doc="Reranker model; unset: the reranker's default.")
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the rerank API base URL.")
     api_key: str | None = opt("apiKey", None, kind="str", doc="Rerank API key (else models.providers.<name>.apiKey, else env).")
-    headers: dict = opt("headers", {}, doc="Extra HTTP headers.")
-    timeout_ms: int = opt("timeoutMs", 10_000, lo=1, doc="Per-request timeout.")
+    headers: dict = opt("headers", {}, item="str", doc="Extra HTTP headers.")
+    timeout_ms: int = opt("timeoutMs", 10_000, lo=1, hi=86_400_000, doc="Per-request timeout.")

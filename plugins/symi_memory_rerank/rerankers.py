@@ -92,6 +92,7 @@ class HttpReranker:
         transport: Any = None,
         rng: random.Random | None = None,
     ) -> None:
+        from symi_memory.secrets import split_base_url
         from symi_memory_remote.client import RemoteClient
         from symi_memory_remote.keys import (
             merge_headers,
@@ -108,7 +109,8 @@ class HttpReranker:
         entry = provider_entry(ctx.models, (api.name,))
         self.api = api
         self.model = str(ctx.model or settings.get("model") or api.default_model)
-        self.url = f"{resolve_base_url(settings, entry, api.base_url)}/rerank"
+        base_url = resolve_base_url(settings, entry, api.base_url)
+        self.url = f"{split_base_url(base_url)[0]}/rerank"
         top_n = settings.get("topN")
         self.default_top_n = (
             top_n if isinstance(top_n, int) and not isinstance(top_n, bool) and top_n > 0 else 20
@@ -120,6 +122,7 @@ class HttpReranker:
             ),
             timeout_s=positive_number(settings.get("timeoutMs"), 10000.0) / 1000.0,
             secrets=[key],
+            base_url=base_url,
             sleep=sleep,
             transport=transport,
             rng=rng,

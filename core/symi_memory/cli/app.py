@@ -11,9 +11,15 @@ from typing import Any
 import attrs
 
 from ..config import Config, load_config
+from ..errors import ConfigError
 from ..manager import MemoryManager, open_memory
 
-__all__ = ["App"]
+__all__ = ["App", "workspace_state"]
+
+
+def workspace_state(path: Any) -> str:
+    """How a workspace path is missing: ``does not exist`` or ``is not a directory``."""
+    return "is not a directory" if os.path.exists(path) else "does not exist"
 
 
 @attrs.define
@@ -32,6 +38,10 @@ class App:
 
     def manager(self, *, start: bool = False) -> MemoryManager:
         if self._manager is None:
+            ws = self.args.workspace
+            if ws and os.path.exists(os.path.expanduser(ws)) and not os.path.isdir(os.path.expanduser(ws)):
+                raise ConfigError(f"--workspace {ws} is not a directory; pass the folder that holds MEMORY.md "
+                                  f"and memory/")
             self._manager = open_memory(self.config, agent_id=self.args.agent, workspace=self.args.workspace,
                                         start=start)
         return self._manager

@@ -1,8 +1,9 @@
 """``config show|get|set|unset``.
 
 Values of secret-looking keys (``apiKey``, ``token``, ``secret``,
-``password``, ...) print as ``***`` unless ``--show-secrets`` is given, so a
-pasted ``config show`` never leaks a key.
+``password``, ...), every header value and the credentials inside a
+``baseUrl`` print as ``***`` unless ``--show-secrets`` is given, so a pasted
+``config show`` never leaks a key.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 from ..config import CONFIG_NAMES, find_config_file, validate_raw
 from ..config.edit import parse_cli_value, set_key, to_toml, unset_key
 from ..errors import ConfigError
+from ..secrets import MASK, mask_url
 from .app import App
 
-MASK = "***"
 _SECRET_KEY = re.compile(r"api[_-]?key|token|secret|passw(or)?d|authorization|credential", re.IGNORECASE)
 
 
@@ -27,15 +28,31 @@ def _is_secret_key(name: str) -> bool:
     return bool(_SECRET_KEY.search(name))
 
 
-def mask_secrets(value: Any, key: str = "") -> Any:
-    """``value`` with every non-empty string under a secret-looking key replaced by ``***``."""
+def mask_secrets(value: Any, key: str = "", *, in_headers: bool = False) -> Any:
+    """``value`` with every non-empty string under a secret-looking key replaced by ``***``.
+
+    Every value inside a ``headers`` table is masked (``X-Custom-Auth``,
+    ``Ocp-Apim-Subscription-Key``... carry credentials under any name), and
+    a ``baseUrl`` keeps its shape with its password and credential query
+    values masked.
+    """
     if isinstance(value, dict):
-        return {k: mask_secrets(v, str(k)) for k, v in value.items()}
+        inside = in_headers or key.lower() == "headers"
+        return {k: mask_secrets(v, str(k), in_headers=inside) for k, v in value.items()}
     if isinstance(value, list):
-        return [mask_secrets(v, key) for v in value]
-    if isinstance(value, str) and value and _is_secret_key(key):
+        return [mask_secrets(v, key, in_headers=in_headers) for v in value]
+    if isinstance(value, str) and value and (in_headers or _is_secret_key(key)):
         return MASK
+    if isinstance(value, str) and value and key.lower().endswith("baseurl"):
+        return mask_url(value)
     return value
+
+
+def _mask_key(value: Any, dotted: str) -> Any:
+    """Mask the value found at a dotted key (``...headers.X-Custom-Auth`` is a header value)."""
+    parts = dotted.split(".")
+    in_headers = any(p.lower() == "headers" for p in parts[:-1])
+    return mask_secrets(value, parts[-1], in_headers=in_headers)
 
 
 def add_parsers(sub: Any) -> None:
@@ -79,7 +96,7 @@ def run_get(args: argparse.Namespace, app: App) -> int:
     except KeyError:
         raise ConfigError(f"{args.key}: no such config key; see `symi-memory config show`") from None
     if not args.show_secrets:
-        value = mask_secrets(value, args.key.rsplit(".", 1)[-1])
+        value = _mask_key(value, args.key)
     if args.json or isinstance(value, dict | list) or value is None:
         print(json.dumps(value, ensure_ascii=False))
     else:
@@ -95,7 +112,7 @@ def run_set(args: argparse.Namespace, app: App) -> int:
     path = _target(app)
     value = parse_cli_value(args.value)
     set_key(path, args.key, value, validate=_validator(path))
-    masked = mask_secrets(value, args.key.rsplit(".", 1)[-1])
+    masked = _mask_key(value, args.key)
     if masked == value:
         shown = args.value
     else:

@@ -19,6 +19,8 @@ def add_parsers(sub: Any) -> None:
                    help="score threshold instead of the configured minScore; 0 gives the ranking view (10 results)")
     p.add_argument("-n", type=int, default=None, metavar="N",
                    help="results per query (at least 10) instead of the configured maxResults")
+    p.add_argument("--queries", default="queries.jsonl", metavar="FILE",
+                   help="query file inside the dataset (devmem: queries.jsonl or asof.jsonl)")
     p.add_argument("--results-out", default=None, metavar="FILE", help="write each query's hits (run format)")
     p.set_defaults(func=run)
 
@@ -34,7 +36,8 @@ def run(args: argparse.Namespace, app: App) -> int:
     if args.min_score is not None and not 0.0 <= args.min_score <= 1.0:
         raise ConfigError(f"--min-score {args.min_score:g}: use a number from 0 to 1")
     result = run_eval(args.dataset, config=app.config, now=args.now, n=args.n, min_score=args.min_score,
-                      results_out=args.results_out, progress=progress)
+                      results_out=args.results_out, progress=progress,
+                      queries=args.queries)
     if args.json:
         app.print_json(result)
     else:

@@ -19,6 +19,8 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--context-window", type=int, default=None, metavar="N")
     c.add_argument("--compactions", type=int, default=None, metavar="N", help="current compaction count")
     c.add_argument("--stale", action="store_true", help="the token count is not fresh")
+    c.add_argument("--workspace-access", choices=("rw", "ro", "none"), default=None,
+                   help="the sandbox's workspace access; ro and none mean no flush")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=run_check)
 
@@ -46,16 +48,19 @@ def run_check(args: argparse.Namespace, app: App) -> int:
 
     agent, settings = _settings(app)
     store = SessionStore.for_agent(agent.state_dir, agent.id)
-    entry = dict(store.get(args.session) or {})
+    given: dict[str, Any] = {}
     if args.tokens is not None:
-        entry["totalTokens"] = args.tokens
-        entry["totalTokensFresh"] = not args.stale
+        given["totalTokens"] = args.tokens
+        given["totalTokensFresh"] = not args.stale
     elif args.stale:
-        entry["totalTokensFresh"] = False
+        given["totalTokensFresh"] = False
     if args.compactions is not None:
-        entry["compactionCount"] = args.compactions
+        given["compactionCount"] = args.compactions
+    # What the host reported is the session's state: keep it, so `flush record` marks this very
+    # compaction cycle and the next check of the same cycle answers "already flushed".
+    entry = store.update(args.session, given) if given else dict(store.get(args.session) or {})
     decision = should_flush(entry, settings, context_window=args.context_window,
-                            workspace_writable=workspace_writable(agent.workspace))
+                            workspace_writable=workspace_writable(agent.workspace, args.workspace_access))
     if args.json:
         app.print_json(decision.to_dict())
     else:

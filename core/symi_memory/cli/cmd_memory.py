@@ -1,4 +1,4 @@
-"""``status``, ``index``, ``search``, ``get``, ``watch``, ``context``."""
+"""``status``, ``index``, ``search``, ``history``, ``append``, ``get``, ``watch``, ``context``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import threading
 from typing import Any
 
 from .. import tools
+from ..errors import ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
-from .app import App
+from .app import App, workspace_state
 
 
 def _positive_int(text: str) -> int:
@@ -38,8 +39,23 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-n", "--max-results", type=_positive_int, default=None, metavar="N")
     p.add_argument("--min-score", type=float, default=None, metavar="X")
     p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
+    p.add_argument("--as-of", default=None, metavar="DATE",
+                   help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
     p.add_argument("--json", action="store_true", help="print exactly the memory_search tool output")
     p.set_defaults(func=run_search)
+
+    p = sub.add_parser("history", help="every version of a fact, oldest first, with paths and lines")
+    p.add_argument("query")
+    p.add_argument("--as-of", default=None, metavar="DATE", help="only versions written by DATE (YYYY-MM-DD)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_history)
+
+    p = sub.add_parser("append", help="append a note to memory, unless memory already says it (like memory_append)")
+    p.add_argument("text", help="the note (Markdown); '-' reads it from stdin")
+    p.add_argument("--long-term", action="store_true", help="append to MEMORY.md instead of today's daily log")
+    p.add_argument("--allow-duplicate", action="store_true", help="write even when memory already states this")
+    p.add_argument("--json", action="store_true", help="print exactly the memory_append tool output")
+    p.set_defaults(func=run_append)
 
     p = sub.add_parser("get", help="read a memory file or a window of its lines")
     p.add_argument("path")
@@ -68,9 +84,13 @@ def run_status(args: argparse.Namespace, app: App) -> int:
             rows.append((key, str(st[key])))
     if st.get("providerReason"):
         rows.append(("providerReason", st["providerReason"]))
-    for key in ("vector", "fts", "cache", "fallback"):
+    for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):
         if isinstance(st.get(key), dict):
             rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
+    sup = st.get("supersession")
+    if isinstance(sup, dict):
+        state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")
+        rows.append(("supersession", "; ".join([state, *sup.get("unavailable", [])])))
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
     width = max(len(k) for k, _ in rows)
@@ -106,7 +126,8 @@ def _summary(r: SyncReport) -> str:
 def run_index(args: argparse.Namespace, app: App) -> int:
     manager = app.manager()
     if not manager.agent.workspace.is_dir():
-        print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; the index will be empty "
+        print(f"symi-memory: warning: workspace {manager.agent.workspace} {workspace_state(manager.agent.workspace)}; "
+              f"the index will be empty "
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     reason = manager.status().get("providerReason")
     if reason and not args.json:
@@ -117,6 +138,25 @@ def run_index(args: argparse.Namespace, app: App) -> int:
         app.print_json(report.to_dict())
     else:
         print(_summary(report))
+    st = manager.status()
+    if st.get("fallback") and not args.json:
+        fb = st["fallback"]
+        where = st.get("fallbackIndex") or {}
+        served = f"; searches use the {where.get('backend')} fallback ({where.get('files')} files)" if where else ""
+        print(f"symi-memory: note: not using {fb.get('from')}: {fb.get('reason')}{served}", file=sys.stderr)
+    if report.errors and st.get("fallbackIndex") and not st["fallbackIndex"].get("dirty"):
+        return 0  # the backend failed, but the fallback that answers searches is up to date (noted above)
+    if report.errors:
+        # The files are searchable by keyword, but the index is not what was asked for: say so, and
+        # exit 1 so scripts notice. The next sync retries the embeddings.
+        pending = st.get("pendingFiles") or 0
+        if not pending:
+            print(f"symi-memory: error: the sync did not complete: {'; '.join(report.errors)}", file=sys.stderr)
+            return 1
+        what = "every embedding failed" if report.embeddings_computed == 0 else "some embeddings failed"
+        print(f"symi-memory: error: {what} ({'; '.join(report.errors)}); {pending} file(s) indexed for keyword "
+              f"search only, their vectors are retried on the next sync", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -125,11 +165,12 @@ def _ensure_fresh(app: App) -> None:
     if not manager.enabled:
         return  # the tool itself answers with the disabled error shape
     if not manager.agent.workspace.is_dir():
-        print(f"symi-memory: warning: workspace {manager.agent.workspace} does not exist; nothing to search "
+        print(f"symi-memory: warning: workspace {manager.agent.workspace} {workspace_state(manager.agent.workspace)}; "
+              f"nothing to search "
               f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
     backend = manager.backend
-    if isinstance(backend, StalenessAware) and st.get("files"):
+    if isinstance(backend, StalenessAware) and ("files" not in st or st["files"]):
         # Files that only wait for vectors (a provider outage) are searchable by keyword already;
         # a one-shot search should not stall on retrying the provider for them.
         stale = backend.is_stale(retry_pending=False)
@@ -146,6 +187,9 @@ def run_search(args: argparse.Namespace, app: App) -> int:
         params["maxResults"] = args.max_results
     if args.min_score is not None:
         params["minScore"] = args.min_score
+    if args.as_of is not None:
+        _check_date(args.as_of)
+        params["asOf"] = args.as_of
     out = tools.memory_search(app.manager(), params, session_key=args.session)
     if args.json:
         app.print_json(out)
@@ -161,6 +205,68 @@ def run_search(args: argparse.Namespace, app: App) -> int:
         print(f"{app.color(score, '32')}  {app.color(where, '1')}")
         for line in hit["snippet"].strip().splitlines()[:4]:
             print(f"       {line[:110]}")
+        sup = hit.get("supersededBy")
+        if sup:
+            print(app.color(f"       superseded by {sup['path']}:{sup['startLine']}", "33"))
+    return 0
+
+
+def _check_date(value: str) -> None:
+    from ..manager import parse_as_of
+
+    try:
+        parse_as_of(value)
+    except ValueError as exc:
+        raise ConfigError(f"--as-of: {exc}") from None
+
+
+def run_history(args: argparse.Namespace, app: App) -> int:
+    if args.as_of is not None:
+        _check_date(args.as_of)
+    _ensure_fresh(app)
+    manager = app.manager()
+    if not manager.enabled:
+        print(f"symi-memory: error: {tools.MEMORY_DISABLED}", file=sys.stderr)
+        return 1
+    found = manager.history(args.query, as_of=args.as_of)
+    if args.json:
+        app.print_json({"versions": found})
+        return 0
+    if not found:
+        print("no versions found")
+        return 0
+    for v in found:
+        mark = app.color("current", "32") if v["current"] else app.color("older  ", "2")
+        print(f"{v['date'] or '?':<10}  {mark}  {app.color(v['path'] + ':' + str(v['startLine']), '1')}  {v['text'][:100]}")
+    return 0
+
+
+def run_append(args: argparse.Namespace, app: App) -> int:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    if not text.strip():
+        raise ConfigError("append: the note is empty")
+    params: dict[str, Any] = {"text": text, "target": "long-term" if args.long_term else "daily",
+                              "allowDuplicate": bool(args.allow_duplicate)}
+    manager = app.manager()
+    if manager.enabled:
+        _ensure_fresh(app)
+    out = tools.memory_append(manager, params)
+    if args.json:
+        app.print_json(out)
+        return 1 if out.get("error") else 0
+    if out.get("error"):
+        print(f"symi-memory: error: {out['error']}", file=sys.stderr)
+        return 1
+    if not out.get("appended"):
+        dup = out["duplicateOf"]
+        print(f"not appended: memory already says this at {dup['path']}:{dup['startLine']} "
+              "(--allow-duplicate writes it anyway)")
+        return 0
+    line = f"appended {out['bytesWritten']} bytes to {out['path']}"
+    if out.get("supersedes"):
+        sup = out["supersedes"]
+        line += f"; supersedes {sup['path']}:{sup['startLine']}"
+    print(line)
     return 0
 
 

@@ -21,13 +21,17 @@ def add_parsers(sub: Any) -> None:
 def run(args: argparse.Namespace, app: App) -> int:
     plugins = app.config.plugins or load_plugins(app.config.data["plugins"]["disabled"])
     infos = plugins.infos()
+    disabled = plugins.disabled_infos()
     if args.json:
-        app.print_json([i.to_dict() for i in infos])
+        # Disabled plugins are listed too, with "disabled": true and nothing registered.
+        app.print_json([i.to_dict() for i in sorted([*infos, *disabled], key=lambda i: i.id)])
         return 0
-    width = max((len(i.id) for i in infos), default=4)
+    width = max((len(i.id) for i in [*infos, *disabled]), default=4)
     for info in infos:
         regs = "; ".join(f"{KIND_LABELS[k]}: {', '.join(v)}" for k, v in info.registers.items() if v)
         print(f"{app.color(info.id.ljust(width), '1')}  {info.distribution} {info.version}  {regs or '-'}")
+    for info in disabled:
+        print(f"{app.color(info.id.ljust(width), '2')}  {info.distribution} {info.version}  disabled (plugins.disabled)")
     for pid, why in sorted(plugins.failed.items()):
         print(f"{app.color(pid.ljust(width), '31')}  failed to import: {why}")
     return 0

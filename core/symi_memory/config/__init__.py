@@ -9,6 +9,7 @@ against the typed model in :mod:`.schema`, and returns a :class:`Config`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -29,8 +30,11 @@ __all__ = [
     "find_config_file",
     "load_config",
     "parse_config_text",
+    "read_config_file",
     "validate_raw",
 ]
+
+log = logging.getLogger("symi_memory.config")
 
 CONFIG_NAMES = ("symi.toml", "symi.json5", "symi.json")
 
@@ -61,8 +65,39 @@ def find_config_file(path: str | os.PathLike[str] | None, state_dir: Path) -> Pa
     return None
 
 
+MAX_DEPTH = 32
+
+
+def read_config_file(path: Path) -> str:
+    """The text of a config file, or a one-line :class:`ConfigError` (unreadable, not UTF-8)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc}); check the path and its permissions") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save the file as UTF-8"
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def _too_deep(data: Any, limit: int) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, Mapping):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return False
+
+
 def parse_config_text(text: str, suffix: str, origin: str) -> dict[str, Any]:
-    """Parse TOML, JSON or JSON5 text into a dict."""
+    """Parse TOML, JSON or JSON5 text into a dict (nested at most :data:`MAX_DEPTH` levels)."""
     try:
         if suffix == ".toml":
             data: Any = tomllib.loads(text)
@@ -72,11 +107,20 @@ def parse_config_text(text: str, suffix: str, origin: str) -> dict[str, Any]:
             import json5
 
             data = json5.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{origin}: nested too deeply to parse; config nests at most {MAX_DEPTH} levels") from None
     except Exception as exc:  # every parser has its own error type
-        raise ConfigError(f"{origin}: cannot parse ({exc}); fix the syntax") from None
+        raise ConfigError(f"{origin}: cannot parse ({_one_line(exc)}); fix the syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: the top level must be a table/object")
+    if _too_deep(data, MAX_DEPTH):
+        raise ConfigError(f"{origin}: nested deeper than {MAX_DEPTH} levels; no config key nests that deep")
     return data
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 @attrs.frozen(kw_only=True)
@@ -181,7 +225,10 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
                    schema: type = RootConfig) -> dict[str, Any]:
     problems: list[str] = []
     data = validate(schema, raw, "", problems, extra)
-    for i, entry in enumerate(raw.get("agents", {}).get("list", []) or []):
+    agents = raw.get("agents")
+    entries = agents.get("list") if isinstance(agents, Mapping) else None
+    # validate() has already reported an agents/agents.list of the wrong type.
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
         where = f"agents.list[{i}]"
         if not isinstance(entry, Mapping):
             problems.append(f"{where}: expected a table/object with an id")
@@ -196,6 +243,48 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     return data
 
 
+def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[str, Any],
+                           schema: type = RootConfig) -> dict[str, Any]:
+    """``raw`` minus the keys only a disabled plugin knows, with one warning naming them.
+
+    Disabling a plugin must not turn its settings into "unknown key" errors:
+    they stay in the file for when it is enabled again, and are ignored now.
+    """
+    if not getattr(plugins, "disabled", None):
+        return dict(raw)
+    theirs = plugins.disabled_config_defaults()
+    if not theirs:
+        return dict(raw)
+    known = deep_merge(defaults_of(schema), dict(extra))
+    dropped: list[str] = []
+
+    def walk(node: Mapping[str, Any], dis: Mapping[str, Any], kn: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key in dis and key not in kn:
+                dropped.append(path)
+                continue
+            if key in dis and isinstance(value, Mapping) and isinstance(dis[key], Mapping) \
+                    and isinstance(kn.get(key), Mapping):
+                out[key] = walk(value, dis[key], kn[key], path)
+            else:
+                out[key] = value
+        return out
+
+    cleaned = walk(raw, theirs, known, "")
+    agents = cleaned.get("agents")
+    dis_agent = ((theirs.get("agents") or {}).get("defaults")) or {}
+    if isinstance(agents, Mapping) and isinstance(agents.get("list"), list) and dis_agent:
+        entries = [walk(e, dis_agent, known["agents"]["defaults"], f"agents.list[{i}]") if isinstance(e, Mapping) else e
+                   for i, e in enumerate(agents["list"])]
+        cleaned["agents"] = {**agents, "list": entries}
+    if dropped:
+        names = ", ".join(sorted(plugins.disabled))
+        log.warning("ignoring %s: config of a disabled plugin (plugins.disabled: %s)", ", ".join(dropped), names)
+    return cleaned
+
+
 def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, Any]:
     """Validate a raw config dict (with plugin defaults); raises ConfigError listing every problem."""
     from ..plugins import collect_config_defaults, load_plugins, resolve_backend_name
@@ -203,7 +292,8 @@ def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, An
     disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
     plugins = load_plugins(disabled if isinstance(disabled, list) else [])
     schema = plugins.schema()
-    data = _validate_root(raw, origin, collect_config_defaults(raw, plugins), schema)
+    extra = collect_config_defaults(raw, plugins)
+    data = _validate_root(_without_disabled_keys(raw, plugins, extra, schema), origin, extra, schema)
     # Names must resolve against what is installed, so `config set` refuses a typo up front.
     full = deep_merge(defaults_of(schema), data)
     name = resolve_backend_name(full)
@@ -241,7 +331,7 @@ def load_config(
     origin = "config"
     if file is not None:
         origin = str(file)
-        raw = parse_config_text(file.read_text(encoding="utf-8"), file.suffix.lower(), origin)
+        raw = parse_config_text(read_config_file(file), file.suffix.lower(), origin)
     if overrides:
         raw = deep_merge(raw, overrides)
     if plugins is None:
@@ -254,6 +344,7 @@ def load_config(
         from ..plugins import collect_config_defaults
 
         extra_defaults = collect_config_defaults(raw, plugins)
+        raw = _without_disabled_keys(raw, plugins, extra_defaults, plugins.schema())
     schema = plugins.schema()
     data = _validate_root(raw, origin, extra_defaults, schema)
     full = deep_merge(deep_merge(defaults_of(schema), dict(extra_defaults or {})), data)

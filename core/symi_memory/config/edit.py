@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import tomllib
@@ -10,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import parse_config_text
+from . import parse_config_text, read_config_file
 
-__all__ = ["parse_cli_value", "set_key", "to_toml", "unset_key", "write_atomic"]
+__all__ = ["json5_backup", "parse_cli_value", "set_key", "to_toml", "unset_key", "write_atomic"]
+
+log = logging.getLogger("symi_memory.config")
 
 
 def parse_cli_value(text: str) -> Any:
@@ -61,16 +64,34 @@ def write_atomic(path: Path, text: str) -> None:
 def _read(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
-    return parse_config_text(path.read_text(encoding="utf-8"), path.suffix.lower(), str(path))
+    return parse_config_text(read_config_file(path), path.suffix.lower(), str(path))
 
 
 def _serialise(path: Path, data: dict[str, Any]) -> str:
     suffix = path.suffix.lower()
     if suffix == ".toml":
         return to_toml(data)
-    if suffix == ".json":
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    raise ConfigError(f"{path}: config set/unset writes TOML or JSON only; convert this JSON5 file to symi.toml")
+    # JSON is valid JSON5: a JSON5 file is rewritten as JSON with every value kept (comments are not).
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def json5_backup(path: Path) -> Path | None:
+    """Before a JSON5 file is rewritten as plain JSON, keep the original (comments and all) as ``<name>.bak``.
+
+    Returns the backup path, or None when nothing would be lost (not JSON5,
+    missing, or already plain JSON in the layout we write).
+    """
+    if path.suffix.lower() != ".json5" or not path.exists():
+        return None
+    text = read_config_file(path)
+    try:
+        if json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n" == text:
+            return None
+    except json.JSONDecodeError:
+        pass
+    backup = path.with_name(path.name + ".bak")
+    write_atomic(backup, text)
+    return backup
 
 
 def _edit(path: Path, key: str, value: Any, *, remove: bool, validate: Any) -> dict[str, Any]:
@@ -93,6 +114,10 @@ def _edit(path: Path, key: str, value: Any, *, remove: bool, validate: Any) -> d
     else:
         node[parts[-1]] = value
     validate(data)  # raises ConfigError before anything is written
+    backup = json5_backup(path)
+    if backup is not None:
+        log.warning("%s is rewritten as JSON (still valid JSON5) with every value kept; comments and layout are "
+                    "not, the original is in %s", path, backup)
     write_atomic(path, _serialise(path, data))
     return data
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -32,18 +34,30 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _KEY = "symi"
 
 
+MAX_DURATION_MS = 366 * 86_400_000
+MAX_NUMBER = 2**53  # beyond this a config number is a typo, and floats lose whole numbers
+
+
 def parse_duration_ms(value: str | int | float) -> int:
-    """Parse ``5m``/``1500ms``/``2h``; a bare number means minutes."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
+    """Parse ``5m``/``1500ms``/``2h``; a bare number means minutes. At most 366 days, never negative."""
+    hint = "a duration like 30s, 5m, 1.5h or 2d (a bare number means minutes) from 0 to 366d"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"{_show(value)} is not {hint}")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{_show(value)} is not {hint}")
+        if value < 0 or value > MAX_DURATION_MS / _UNIT_MS["m"]:
+            raise ValueError(f"{_show(value)} is out of range; use {hint}")
         return int(value * _UNIT_MS["m"])
-    text = str(value).strip()
+    text = value.strip()
     if not DURATION_RE.match(text):
-        raise ValueError(f"{value!r} is not a duration like 30s, 5m, 1.5h or 2d (a bare number means minutes)")
+        raise ValueError(f"{_show(value)} is not {hint}")
     unit = next((u for u in ("ms", "s", "m", "h", "d") if text.endswith(u)), "")
     number = float(text[: len(text) - len(unit)] if unit else text)
-    return int(number * _UNIT_MS[unit or "m"])
+    ms = number * _UNIT_MS[unit or "m"]
+    if not math.isfinite(ms) or ms > MAX_DURATION_MS:
+        raise ValueError(f"{_show(value)} is out of range; use {hint}")
+    return int(ms)
 
 
 def opt(
@@ -182,7 +196,7 @@ def validate(cls: type, data: Any, path: str, problems: list[str], extra: Mappin
             if getattr(cls, "__symi_open__", False):  # a free-form table with some typed entries
                 out[key] = _copy(value)
                 continue
-            names = list(known) + list(extra or {})
+            names = list(dict.fromkeys([*known, *(extra or {})]))
             problems.append(f"{where}: unknown key{did_you_mean(key, names)}; allowed keys here: {', '.join(names)}")
             continue
         meta = _meta(field)
@@ -216,13 +230,60 @@ def _validate_free(default: Any, value: Any, where: str, problems: list[str]) ->
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return f"<a {type(value).__name__} too long to show>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _collection_problem(entry: Any) -> str | None:
+    """Why a ``memory.qmd.paths[]`` entry is unusable, or None."""
+    if isinstance(entry, str):
+        return None if entry.strip() else "is empty; give a directory or .md file"
+    if not isinstance(entry, Mapping):
+        return "is not a path or a {path, pattern?, name?} table"
+    unknown = sorted(set(entry) - {"path", "pattern", "name"})
+    if unknown:
+        return f"has unknown key {unknown[0]!r}; allowed: path, pattern, name"
+    if not isinstance(entry.get("path"), str) or not entry["path"].strip():
+        return "needs a non-empty string path (a directory or .md file)"
+    for key in ("pattern", "name"):
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            return f"has a {key} that is not a string"
+    return None
+
+
+_SECRET_LEAF = re.compile(r"api[_-]?key|secret|passw(or)?d|authorization|credential|token$", re.IGNORECASE)
+
+
+def _show_at(where: str, value: Any) -> str:
+    """``_show`` for an error message, with credentials masked (``apiKey``, header values, URL passwords)."""
+    parts = [p.split("[")[0] for p in where.split(".")]
+    if isinstance(value, str | list | dict) and value and (
+        _SECRET_LEAF.search(parts[-1]) or any(p.lower() == "headers" for p in parts)
+    ):
+        return "'***'"
+    if isinstance(value, str) and parts[-1].lower().endswith("baseurl"):
+        from ..secrets import mask_url
+
+        return _show(mask_url(value))
+    return _show(value)
+
+
+def _range_hint(meta: Mapping[str, Any]) -> str:
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if lo is None and hi is None:
+        return f"; use a number from -{MAX_NUMBER} to {MAX_NUMBER}"
+    return f"; allowed {lo if lo is not None else '-inf'}..{hi if hi is not None else MAX_NUMBER}"
 
 
 def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[str]) -> tuple[bool, Any]:
     """Check and normalise one scalar/list/dict value. Returns (ok, value)."""
     kind = meta["kind"]
+
+    def show(v: Any) -> str:
+        return _show_at(where, v)
     if value is None:
         if meta["nullable"]:
             return True, None
@@ -233,14 +294,20 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
     if kind == "bool":
         if isinstance(value, bool):
             return True, value
-        problems.append(f"{where}: {_show(value)} is not a boolean; use true or false")
+        problems.append(f"{where}: {show(value)} is not a boolean; use true or false")
         return False, None
     if kind in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(f"{where}: {_show(value)} is not a number")
+            problems.append(f"{where}: {show(value)} is not a number{_range_hint(meta)}")
+            return False, None
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{where}: {show(value)} is not a finite number{_range_hint(meta)}")
             return False, None
         if kind == "int" and isinstance(value, float) and not value.is_integer():
-            problems.append(f"{where}: {_show(value)} is not a whole number")
+            problems.append(f"{where}: {show(value)} is not a whole number{_range_hint(meta)}")
+            return False, None
+        if abs(value) > MAX_NUMBER:
+            problems.append(f"{where}: {show(value)} is too large{_range_hint(meta)}")
             return False, None
         num: float = int(value) if kind == "int" else float(value)
         lo, hi = meta["lo"], meta["hi"]
@@ -250,16 +317,16 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
                 num = int(num) if kind == "int" else float(num)
             else:
                 bounds = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
-                problems.append(f"{where}: {_show(value)} is out of range; allowed {bounds}")
+                problems.append(f"{where}: {show(value)} is out of range; allowed {bounds}")
                 return False, None
         return True, num
     if kind == "str":
         if not isinstance(value, str):
-            problems.append(f"{where}: {_show(value)} is not a string")
+            problems.append(f"{where}: {show(value)} is not a string")
             return False, None
         choices = meta["choices"]
         if choices and value not in choices and value.lower() not in choices:
-            problems.append(f"{where}: {_show(value)} is not allowed; use one of {', '.join(map(str, choices))}")
+            problems.append(f"{where}: {show(value)} is not allowed; use one of {', '.join(map(str, choices))}")
             return False, None
         return True, value.lower() if choices and value not in choices else value
     if kind == "duration":
@@ -271,15 +338,31 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
         return True, value
     if kind == "list":
         if not isinstance(value, list):
-            problems.append(f"{where}: {_show(value)} is not a list")
+            hint = ""
+            if isinstance(value, str):
+                # `config set plugins.disabled recency-boost`: the value has to be a list literal.
+                hint = f"; write a list, e.g. {json.dumps([value])} (config set {where} '{json.dumps([value])}')"
+            problems.append(f"{where}: {show(value)} is not a list{hint}")
             return False, None
         if meta.get("item") == "str" and not all(isinstance(v, str) for v in value):
-            problems.append(f"{where}: every entry must be a string, got {_show(value)}")
+            problems.append(f"{where}: every entry must be a string, got {show(value)}")
             return False, None
+        if meta.get("item") == "collection":
+            for i, entry in enumerate(value):
+                bad = _collection_problem(entry)
+                if bad:
+                    problems.append(f"{where}[{i}]: {_show(entry)} {bad}")
+                    return False, None
         return True, _copy(value)
     if kind == "dict":
         if not isinstance(value, Mapping):
-            problems.append(f"{where}: {_show(value)} is not a table/object")
+            problems.append(f"{where}: {show(value)} is not a table/object")
             return False, None
+        if meta.get("item") == "str":
+            for k, v in value.items():
+                if not isinstance(v, str):
+                    problems.append(f"{where}.{k}: {_show_at(f'{where}.{k}', v)} is not a string; header values "
+                                    "are strings")
+                    return False, None
         return True, _copy(dict(value))
     return True, value

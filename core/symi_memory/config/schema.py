@@ -59,8 +59,8 @@ class Sync:
     on_session_start: bool = opt("onSessionStart", True, doc="Sync on the first search of a session key.")
     on_search: bool = opt("onSearch", True, doc="Start a background sync when a search finds the index dirty.")
     watch: bool = opt("watch", True, doc="Watch memory files and sync after changes.")
-    watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, doc="Watcher debounce.")
-    interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, doc="Periodic sync; 0 is off.")
+    watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, hi=86_400_000, doc="Watcher debounce.")
+    interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, hi=525_600, doc="Periodic sync; 0 is off.")
     max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1, doc="Files larger than this are skipped (listed in status).")
     sessions: SyncSessions = section(SyncSessions, "sessions")
 
@@ -78,6 +78,12 @@ class TemporalDecay:
 
 
 @attrs.define(kw_only=True)
+class Supersession:
+    enabled: bool = opt("enabled", False, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
+    window: int = opt("window", 30, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
+
+
+@attrs.define(kw_only=True)
 class Hybrid:
     enabled: bool = opt("enabled", True, doc="Combine keyword and vector search; false: vector only.")
     vector_weight: float = opt("vectorWeight", 0.7, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector score (normalised with textWeight).")
@@ -87,6 +93,7 @@ class Hybrid:
     rrf_k: int = opt("rrfK", 60, lo=1, hi=10_000, doc="RRF constant k.")
     mmr: Mmr = section(Mmr, "mmr")
     temporal_decay: TemporalDecay = section(TemporalDecay, "temporalDecay")
+    supersession: Supersession = section(Supersession, "supersession")
 
 
 @attrs.define(kw_only=True)

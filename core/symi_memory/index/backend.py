@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import attrs
 from ..errors import EmbeddingError
 from ..fusion import fuse_rrf, fuse_weighted, query_weights
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
-from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
+from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from . import analysis
 from .indexer import Indexer, SyncCancelled
@@ -28,6 +29,8 @@ __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backen
 
 KEYWORD_OVERFETCH = 3
 TERMS_CACHE_MAX = 50_000
+# How long a search waits for its query vector before answering by keyword alone (a hung provider).
+QUERY_EMBED_DEADLINE_S = 2.5
 
 log = logging.getLogger("symi_memory.backend")
 
@@ -49,11 +52,13 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     _terms_cache: dict[int, frozenset[str]] = attrs.field(factory=dict)
     _terms_gen: int = -1
+    _hung_query: threading.Event | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
         self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
-                                       check_stale=lambda: self.is_stale(retry_pending=self.indexer.retry_due()))
+                                       check_stale=lambda for_search: self.is_stale(retry_pending=self.indexer.retry_due(),
+                                                                          any_session_change=for_search))
         self.scheduler.start()
 
     # ------------------------------------------------------------------ sync
@@ -63,9 +68,10 @@ class IndexedBackend:
         with self._sync_lock:
             if self._closing:
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
+            changes = self.scheduler.changes if self.scheduler else 0
             report = self.indexer.sync(reason=reason, force=force, progress=progress)
         if self.scheduler:
-            self.scheduler.mark_clean()
+            self.scheduler.mark_clean(changes)
         if self.on_synced:
             self.on_synced(report)
         return report
@@ -80,12 +86,21 @@ class IndexedBackend:
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, exc)
 
-    def is_stale(self, *, retry_pending: bool = True) -> bool:
-        """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed."""
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+        """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed.
+
+        A transcript that grew counts at once, unless ``any_session_change`` is false (the background
+        check): then only once it grew past the delta thresholds that start a background sync.
+        """
         if self.indexer.needs_full():
             return True
-        changed, removed = self.indexer.changed_files(retry_pending=retry_pending)
-        return bool(removed) or any(f.source != "sessions" for f in changed)
+        changed, removed = self.indexer.changed_files(retry_pending=retry_pending, retry_failed=False)
+        if removed or any(f.source != "sessions" for f in changed):
+            return True
+        if any_session_change:
+            return bool(changed)
+        indexed = self.store.files()
+        return any(self.indexer.session_due(f, indexed.get(f.path)) for f in changed)
 
     # ---------------------------------------------------------------- search
 
@@ -103,11 +118,11 @@ class IndexedBackend:
             return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
                                  model=provider.model if provider else None, fallback=self.choice.fallback)
         qvec: list[float] | None = None
+        fallback = self.choice.fallback
         if provider is not None:
-            try:
-                qvec = provider.embed_query(query.text)
-            except EmbeddingError as exc:
-                log.warning("query embedding failed (%s); keyword results only", exc)
+            qvec, why = self._embed_query(provider, query.text)
+            if why is not None:
+                fallback = Fallback(from_=provider.id, reason=why)
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
@@ -167,7 +182,55 @@ class IndexedBackend:
             for k, score in ordered
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
-                             model=provider.model if provider else None, fallback=self.choice.fallback)
+                             model=provider.model if provider else None, fallback=fallback)
+
+    def _embed_query(self, provider: Any, text: str) -> tuple[list[float] | None, str | None]:
+        """The query vector, or None and why (the search then answers by keyword, saying so).
+
+        The provider gets ``QUERY_EMBED_DEADLINE_S``: a hung endpoint must not hold a search for
+        its whole request timeout. While a call that missed the deadline is still running, later
+        searches do not queue behind it; they answer by keyword at once.
+        """
+        hung = self._hung_query
+        if hung is not None and not hung.is_set():
+            return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["vector"] = provider.embed_query(text)
+            except BaseException as exc:  # handed to the searching thread below
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True, name="symi-query-embed").start()
+        if not done.wait(QUERY_EMBED_DEADLINE_S):
+            self._hung_query = done
+            why = f"query embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s; keyword results only"
+            log.warning("%s", why)
+            return None, why
+        error = box.get("error")
+        if isinstance(error, EmbeddingError):
+            log.warning("query embedding failed (%s); keyword results only", error)
+            return None, f"query embedding failed ({error}); keyword results only"
+        if error is not None:
+            raise error
+        return box["vector"], None
+
+    def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
+        import numpy as np
+
+        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in self.store.vectors_by_id(ids).items()}
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
+        provider = self.choice.provider
+        if provider is None or self.indexer.needs_full():
+            return None
+        return provider.embed_documents(list(texts))
 
     def _chunk_terms(self, rows: dict[int, Any]) -> dict[int, frozenset[str]]:
         """Index terms of each candidate chunk, cached by rowid for the current index generation."""
@@ -235,13 +298,26 @@ class IndexedBackend:
         dirty = self.scheduler.dirty if self.scheduler else None
         if dirty is None or not dirty:
             dirty = self.is_stale()
+        recorded = self.indexer.last_sync() or {}
+        last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        fallback = self.choice.fallback.to_dict() if self.choice.fallback else None
+        ident = self._index_identity()
+        if fallback is None and recorded.get("fallback") and ident.get("provider") == recorded.get("provider") and (
+                ident.get("provider") != (p.id if p else "none")):
+            # This process has not tried its provider yet, but the index was built by the fallback
+            # an earlier sync switched to: that is the fallback in force for what search finds.
+            fallback = dict(recorded["fallback"])
+        pending = self.store.pending_count()
         return {
             "backend": self.short_name,
             "plugin": self.plugin_name,
             "files": counts["files"],
             "chunks": counts["chunks"],
             "dirty": dirty,
-            "pendingFiles": self.store.pending_count(),
+            "pendingFiles": pending,
+            "pendingReason": (last_error or "waiting for the embedding provider") if pending else None,
+            "index": {"provider": ident.get("provider"), "model": ident.get("model") or None,
+                      "lastSync": recorded.get("reason")},
             "workspaceDir": str(self.agent.workspace),
             "dbPath": str(self.store.path),
             "provider": p.id if p else "none",
@@ -263,10 +339,18 @@ class IndexedBackend:
                 "dims": self.store.vec_dims or self._dims(),
                 **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
             },
-            "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
+            "fallback": fallback,
             "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
-            "lastError": self.indexer.last_error,
+            "lastError": last_error,
         }
+
+    def _index_identity(self) -> dict[str, Any]:
+        """Which provider and model built the vectors in the index (empty before the first sync)."""
+        try:
+            raw = json.loads(self.store.get_meta("identity") or "{}")
+        except ValueError:
+            return {}
+        return raw if isinstance(raw, dict) else {}
 
     def _batch_status(self) -> dict[str, Any]:
         p = self.choice.provider

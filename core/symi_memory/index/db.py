@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
@@ -84,9 +85,7 @@ def load_vec_extension(conn: apsw.Connection, extension_path: str | None) -> Vec
         if extension_path:
             path = os.path.expanduser(extension_path)
         else:
-            import sqlite_vec
-
-            path = sqlite_vec.loadable_path()
+            path = _bundled_vec_path()
         conn.enable_load_extension(True)
         conn.load_extension(path)
         conn.enable_load_extension(False)
@@ -94,6 +93,18 @@ def load_vec_extension(conn: apsw.Connection, extension_path: str | None) -> Vec
     except Exception as exc:  # ImportError, apsw.ExtensionLoadingError, OSError
         reason = f"sqlite-vec could not be loaded ({type(exc).__name__}: {exc}); using exact in-process cosine"
         return VecExtension(False, extension_path, reason)
+
+
+def _bundled_vec_path() -> str:
+    """The ``sqlite-vec`` package's ``vec0`` library, found without importing the package.
+
+    Importing ``sqlite_vec`` pulls in numpy (for its typing helpers), which
+    would cost a one-shot CLI command several hundred milliseconds.
+    """
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the sqlite-vec package is not installed (pip install sqlite-vec)")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
 def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:

@@ -17,7 +17,7 @@ from ..chunking import chunk_text, split_utf8
 from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
-from ..workspace import MemoryFile, decode_text, list_memory_files
+from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path
 from .store import ChunkRow, FileRow, IndexStore, pack_vector
 
 if TYPE_CHECKING:
@@ -29,11 +29,16 @@ __all__ = ["Indexer", "SyncCancelled", "list_sources"]
 log = logging.getLogger("symi_memory.index")
 
 EMBED_BATCH = 64
-BACKGROUND_REASONS = frozenset({"search", "stale", "watch", "interval", "session-start"})
+BACKGROUND_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start"})
+# Syncs that take a transcript's new lines only past the delta thresholds (spec: background indexing of
+# sessions is paced by them). A search's syncs take every line: the agent is asking memory now.
+SESSION_PACED_REASONS = frozenset({"watch", "interval", "stale"})
 RETRY_BASE_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
 PENDING = "pending:"
+FAILED_META = "failedFiles"
+LAST_SYNC_META = "lastSync"
 
 
 class SyncCancelled(SymiMemoryError):
@@ -51,24 +56,49 @@ def sha256(text: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def list_sources(agent: AgentView) -> list[MemoryFile]:
-    """Every file the agent indexes: memory files, plus transcripts when enabled."""
+def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> list[MemoryFile]:
+    """Every file the agent indexes: memory files, plus transcripts when enabled.
+
+    Files whose name is not valid UTF-8 cannot be stored or cited: they are
+    left out, and with ``problems`` recorded there (``{path: reason}``) with
+    whatever else could not be listed.
+    """
     ms = agent.memory_search
     sources = set(ms.get("sources") or ["memory"])
     out: list[MemoryFile] = []
     if "memory" in sources:
-        out.extend(list_memory_files(agent.workspace, ms.get("extraPaths") or []))
+        out.extend(list_memory_files(agent.workspace, ms.get("extraPaths") or [], problems))
     if "sessions" in sources and ms["experimental"]["sessionMemory"]:
         d = agent.sessions_dir
-        if d.is_dir():
-            for entry in sorted(os.scandir(d), key=lambda e: e.name):
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except FileNotFoundError:
+            entries = []
+        except OSError as exc:
+            entries = []
+            if problems is not None:
+                problems["sessions/"] = f"cannot list folder: {exc.strerror or exc}"
+        for entry in entries:
+            try:
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
                     out.append(
                         MemoryFile(path=f"sessions/{entry.name}", abs_path=entry.path, mtime=st.st_mtime,
                                    size=st.st_size, source="sessions")
                     )
-    return out
+            except OSError as exc:
+                if problems is not None:
+                    problems[printable_path(f"sessions/{entry.name}")] = f"cannot stat: {exc.strerror or exc}"
+    kept = []
+    for f in out:
+        shown = printable_path(f.path)
+        if shown != f.path:
+            if problems is not None:
+                problems[shown] = "file name is not valid UTF-8"
+            continue
+        kept.append(f)
+    return kept
 
 
 @attrs.define
@@ -95,6 +125,10 @@ class Indexer:
     _pending_failures: int = 0
     _retry_at: float = 0.0
     _failed_in_this_sync: str | None = None
+    # Set when the provider timed out or stayed unreachable in this run: later batches do not wait on it again.
+    _down_in_this_sync: str | None = None
+    _run_dims: int | None = None
+    synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
 
     # ------------------------------------------------------------ identity
 
@@ -123,21 +157,35 @@ class Indexer:
         """Whether files left without vectors by a failed provider may be retried now (backoff)."""
         return time.monotonic() >= self._retry_at
 
-    def changed_files(self, files: list[MemoryFile] | None = None, *,
-                      retry_pending: bool = True) -> tuple[list[MemoryFile], list[str]]:
+    def failed_files(self) -> dict[str, list[float]]:
+        """``{path: [mtime, size]}`` of the files the last sync could not read or parse."""
+        try:
+            raw = json.loads(self.store.get_meta(FAILED_META) or "{}")
+        except ValueError:
+            return {}
+        return raw if isinstance(raw, dict) else {}
+
+    def changed_files(self, files: list[MemoryFile] | None = None, *, retry_pending: bool = True,
+                      retry_failed: bool = True) -> tuple[list[MemoryFile], list[str]]:
         """Files whose mtime or size differ from the index, and indexed paths that vanished.
 
-        Files still waiting for vectors count as changed only with ``retry_pending``.
+        Files still waiting for vectors count as changed only with ``retry_pending``; files the
+        last sync failed to read, unless they changed since, only with ``retry_failed``.
         """
         files = list_sources(self.agent) if files is None else files
         indexed = self.store.files()
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
+        # Files the last sync could not read count as changed only once they change on disk; a
+        # sync still retries them (reading is cheap), so an unreadable file never keeps `dirty` set.
+        failed = {} if retry_failed else self.failed_files()
         changed = []
         for f in files:
             row = indexed.get(f.path)
             if f.size > max_bytes:
                 if row is not None:
                     changed.append(f)
+                continue
+            if row is None and failed.get(f.path) == [f.mtime, f.size]:
                 continue
             if row is None or row.mtime != f.mtime or row.size != f.size or (
                 retry_pending and row.hash.startswith(PENDING)
@@ -146,19 +194,27 @@ class Indexer:
         listed = {f.path for f in files}
         return changed, [p for p in indexed if p not in listed]
 
-    def _session_due(self, f: MemoryFile, row: FileRow | None) -> bool:
+    def session_due(self, f: MemoryFile, row: FileRow | None) -> bool:
+        """Whether a changed transcript grew enough for a background sync (the delta thresholds)."""
         if row is None or f.size < row.size:
             return True
         deltas = self.agent.memory_search["sync"]["sessions"]
         if f.size - row.size >= deltas["deltaBytes"]:
             return True
-        with open(f.abs_path, "rb") as fh:
-            lines = fh.read().count(b"\n")
+        try:
+            with open(f.abs_path, "rb") as fh:
+                lines = fh.read().count(b"\n")
+        except OSError:
+            return True  # the sync reads it, and records why it cannot
         return lines - row.lines >= deltas["deltaMessages"]
 
     def _load(self, f: MemoryFile) -> _Loaded:
         with open(f.abs_path, "rb") as fh:
+            st = os.fstat(fh.fileno())
             data = fh.read()
+        # The row must describe the bytes indexed, not the listing's older stat: a transcript that grew
+        # in between would otherwise look changed forever, or (size from the listing) look indexed.
+        f = attrs.evolve(f, mtime=st.st_mtime, size=len(data))
         if f.source == "sessions":
             from ..sessions import parse_session_bytes
 
@@ -176,11 +232,14 @@ class Indexer:
         report = lambda phase, done, total, path=None: progress and progress(  # noqa: E731
             SyncProgress(phase=phase, done=done, total=total, path=path)
         )
+        self._down_in_this_sync = None
         if isinstance(self.choice.provider, BatchingProvider):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
-        files = list_sources(self.agent)
+        problems: dict[str, str] = {}
+        files = list_sources(self.agent, problems)
         full = force or self.needs_full()
         indexed = {} if full else self.store.files()
+        self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
         if full:
             todo, removed = list(files), list[str]()
@@ -191,13 +250,16 @@ class Indexer:
             todo, removed = self.changed_files(files, retry_pending=retry)
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files if f.size > max_bytes}
+        skipped.update(problems)
+        failed: dict[str, list[float]] = {}
         removed += [f.path for f in todo if f.path in skipped and f.path in indexed]
         todo = [f for f in todo if f.path not in skipped]
-        if not full:
-            todo = [f for f in todo if f.source != "sessions" or force or self._session_due(f, indexed.get(f.path))]
+        if not full and reason.split(" ")[0] in SESSION_PACED_REASONS:
+            # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
+            todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
         try:
-            batches = self._prepare(todo, indexed, full, stats, report)
+            batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
             if full:
                 self.store.build_full(batches, skipped=skipped, meta=self._meta())
             else:
@@ -206,7 +268,10 @@ class Indexer:
             if not isinstance(exc, EmbeddingPending) and self.choice.switch_to_fallback(self.plugins, self.agent, self.models, exc):
                 return self.sync(reason=f"{reason} (fallback)", force=True, progress=progress)
             self.last_error = str(exc)
+            self._record(reason)
             raise
+        if failed != self.failed_files():
+            self.store.set_meta(FAILED_META, json.dumps(failed, sort_keys=True))
         failed_now = self._failed_in_this_sync
         self._failed_in_this_sync = None
         if failed_now is not None:
@@ -218,6 +283,7 @@ class Indexer:
             # the pending files proves nothing).
             self.last_error = None
             self._pending_failures, self._retry_at = 0, 0.0
+        self._record(reason)
         cache = self.agent.memory_search["cache"]
         if cache["enabled"]:
             self.store.cache_prune(cache["maxEntries"])
@@ -228,6 +294,31 @@ class Indexer:
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
             errors=(failed_now,) if failed_now else (),
         )
+
+    def _record(self, reason: str) -> None:
+        """Keep what this sync learnt in the index's meta table, for ``status`` in any later process."""
+        p = self.choice.provider
+        state = {
+            "reason": reason,
+            "lastError": self.last_error,
+            "provider": p.id if p else "none",
+            "model": p.model if p else None,
+            "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
+        }
+        try:
+            if self.last_sync() != state:  # no write when nothing changed (other processes may be writing)
+                self.store.set_meta(LAST_SYNC_META, json.dumps(state, sort_keys=True))
+        except Exception as exc:  # the sync itself is done; its record is a courtesy
+            log.warning("could not record the sync's state: %s", exc)
+        self.synced = True
+
+    def last_sync(self) -> dict[str, Any] | None:
+        """What the last sync of this index (in any process) recorded, or None."""
+        try:
+            raw = json.loads(self.store.get_meta(LAST_SYNC_META) or "null")
+        except ValueError:
+            return None
+        return raw if isinstance(raw, dict) else None
 
     def _meta(self) -> dict[str, str]:
         ident = self.index_identity()
@@ -242,17 +333,24 @@ class Indexer:
         if head is None and not removed and skipped == self.store.skipped_map():
             # Nothing changed: no write, so the generation stays and no vector cache is invalidated.
             return
+        written_skipped: dict[str, str] = {}
         for item in _chain(head, items):
             group.append(item)
             if len(group) >= WRITE_BATCH_FILES:
                 self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
-                group, first = [], False
-        if group or first:
+                group, first, written_skipped = [], False, dict(skipped)
+        # Files skipped after the last full group still need their `skipped` rows written.
+        if group or first or written_skipped != skipped:
             self.store.replace_files(group, remove=removed if first else (), skipped=skipped, meta=self._meta())
 
     def _prepare(self, todo: list[MemoryFile], indexed: dict[str, FileRow], full: bool, stats: dict[str, int],
-                 report: Callable[..., Any]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
-        """Load, chunk and embed files, yielding rows file by file (batched embedding)."""
+                 report: Callable[..., Any], skipped: dict[str, str],
+                 failed: dict[str, list[float]]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+        """Load, chunk and embed files, yielding rows file by file (batched embedding).
+
+        A file that cannot be read or parsed is left out (its old rows stay), recorded in
+        ``skipped`` with the reason and in ``failed`` with its mtime and size; the rest goes on.
+        """
         pending: list[tuple[_Loaded, list[tuple[int, int, str]]]] = []
         pending_chunks = 0
         done = 0
@@ -262,16 +360,22 @@ class Indexer:
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
             try:
                 loaded = self._load(f)
-            except OSError as exc:
-                log.warning("cannot read %s: %s", f.path, exc)
+                old = indexed.get(f.path)
+                if not full and old is not None and old.hash == loaded.hash:
+                    # Same content, new mtime: refresh the file row without re-chunking.
+                    self.store.touch_file(f.path, loaded.file.mtime, loaded.file.size, loaded.lines)
+                    done += 1
+                    continue
+                pieces = self._chunk(loaded)
+            except (SyncCancelled, EmbeddingError):
+                raise
+            except Exception as exc:  # one bad file must never stop the sync of the others
+                reason = f"cannot read: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else (
+                    f"cannot index: {type(exc).__name__}: {exc}")
+                log.warning("skipping %s: %s", f.path, reason)
+                skipped[f.path] = reason
+                failed[f.path] = [f.mtime, f.size]
                 continue
-            old = indexed.get(f.path)
-            if not full and old is not None and old.hash == loaded.hash:
-                # Same content, new mtime: refresh the file row without re-chunking.
-                self.store.touch_file(f.path, f.mtime, f.size, loaded.lines)
-                done += 1
-                continue
-            pieces = self._chunk(loaded)
             pending.append((loaded, pieces))
             pending_chunks += len(pieces)
             if pending_chunks >= group_limit:
@@ -326,6 +430,18 @@ class Indexer:
             yield (FileRow(path=f.path, source=f.source, hash=loaded.hash if ok else PENDING + loaded.hash,
                            mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines), rows)
 
+    def _check_dims(self, provider: str, vecs: list[Any]) -> None:
+        """Reject a batch whose vectors differ in length from each other or from the index's."""
+        dims = {len(v) for v in vecs}
+        if self._run_dims is not None:
+            dims.add(self._run_dims)
+        if len(dims) == 1:
+            self._run_dims = dims.pop()
+        elif dims:
+            raise EmbeddingError(
+                f"{provider} returned vectors of different dimensions ({', '.join(map(str, sorted(dims)))}) in one "
+                "batch; the batch was rejected (check the endpoint and memorySearch.model)", provider=provider)
+
     def _embed(self, texts: list[str], stats: dict[str, int]) -> tuple[list[bytes | None], bool]:
         """Vectors for ``texts`` (cache first). Returns (vectors, all_ok)."""
         p = self.choice.provider
@@ -338,13 +454,19 @@ class Indexer:
         fresh: dict[str, bytes] = {}
         step = max(1, len(missing)) if self._batch_mode() else EMBED_BATCH
         try:
+            if missing and self._down_in_this_sync is not None:
+                raise EmbeddingError(self._down_in_this_sync, provider=p.id, retryable=True)
             for i in range(0, len(missing), step):
                 part = missing[i : i + step]
                 vecs = p.embed_documents([t for _, t in part])
                 if len(vecs) != len(part):
                     raise EmbeddingError(f"{p.id} returned {len(vecs)} vectors for {len(part)} inputs", provider=p.id)
+                self._check_dims(p.id, vecs)
                 fresh.update((h, pack_vector(v)) for (h, _), v in zip(part, vecs, strict=True))
         except EmbeddingError as exc:
+            if exc.retryable and self._down_in_this_sync is None:
+                # A timeout (or an endpoint still failing after its retries) is not waited on again this run.
+                self._down_in_this_sync = str(exc)
             can_switch = not isinstance(exc, EmbeddingPending) and self.plugins is not None and not self.choice.used_fallback and self.choice.fallback_name not in (
                 "none", "", self.choice.name)
             if can_switch:

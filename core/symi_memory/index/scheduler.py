@@ -34,18 +34,22 @@ class SyncScheduler:
 
     agent: AgentView
     run_sync: Callable[[str], None]
-    check_stale: Callable[[], bool]
+    # check_stale(for_search): for a search, any new transcript line counts; otherwise (the watcher's
+    # periodic check) only transcripts past the delta thresholds do.
+    check_stale: Callable[[bool], bool]
     dirty: bool = True
     _seen_sessions: set[str] = attrs.field(factory=set)
     _wake: threading.Event = attrs.field(factory=threading.Event)
     _stop: threading.Event = attrs.field(factory=threading.Event)
     _pending: str | None = None
     _check_requested: bool = False
+    _check_for_search: bool = False
     _last_check: float = 0.0
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _threads: list[threading.Thread] = attrs.field(factory=list)
     _rewatch: threading.Event = attrs.field(factory=threading.Event)
     busy: bool = False
+    changes: int = 0  # how many changes the watcher reported so far
 
     def start(self) -> None:
         sync = self.agent.memory_search["sync"]
@@ -78,10 +82,16 @@ class SyncScheduler:
 
     def mark_dirty(self, reason: str) -> None:
         self.dirty = True
+        self.changes += 1
         self.trigger(reason)
 
-    def mark_clean(self) -> None:
-        self.dirty = False
+    def mark_clean(self, changes: int | None = None) -> None:
+        """The index caught up with the files as of ``changes`` (a :attr:`changes` value read before the sync).
+
+        A change reported while the sync ran keeps the index dirty.
+        """
+        if changes is None or changes == self.changes:
+            self.dirty = False
 
     def on_search(self, session_key: str | None) -> None:
         sync = self.agent.memory_search["sync"]
@@ -98,12 +108,13 @@ class SyncScheduler:
         # The safety net for a watcher that stopped firing: cheap, rate-limited, off the search path.
         if now - self._last_check >= STALE_CHECK_SECONDS:
             self._last_check = now
-            self.request_check()
+            self.request_check(for_search=True)
 
-    def request_check(self) -> None:
+    def request_check(self, *, for_search: bool = False) -> None:
         """Ask the worker to compare the files with the index (and sync if they differ)."""
         with self._lock:
             self._check_requested = True
+            self._check_for_search = self._check_for_search or for_search
         self._wake.set()
 
     # --------------------------------------------------------------- threads
@@ -117,11 +128,12 @@ class SyncScheduler:
             with self._lock:
                 reason, self._pending = self._pending, None
                 check, self._check_requested = self._check_requested, False
+                for_search, self._check_for_search = self._check_for_search, False
             if reason is None and check:
                 try:
-                    if self.check_stale():
+                    if self.check_stale(for_search):
                         self.dirty = True
-                        reason = "stale"
+                        reason = "stale-search" if for_search else "stale"
                 except Exception as exc:
                     log.warning("staleness check failed: %s", exc)
             if reason is not None:

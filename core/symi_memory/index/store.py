@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,11 @@ from .db import (
 )
 from .keyword import cjk_bigrams, match_tokens, query_tokens
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "pack_vector"]
 
 log = logging.getLogger("symi_memory.index")
@@ -41,8 +48,66 @@ CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, sourc
 """
 
 
+# Write transactions that still find the index locked after the busy timeout are retried this often.
+LOCK_RETRIES = 4
+LOCK_RETRY_BASE_S = 0.5
+
 # Below this many chunks, ranking every match is cheap and BM25's IDF is too coarse to prune by.
 PRUNE_MIN_CHUNKS = 50
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock on ``fd`` without waiting; True if taken (always, where flock is missing)."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+def _locked_build_file(index: Path) -> tuple[int, Path]:
+    """Create ``<index>.build-XXXX`` and lock it; returns the open, locked descriptor and the path."""
+    while True:
+        fd, name = tempfile.mkstemp(prefix=index.name + ".build-", dir=index.parent)
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(name).st_ino == os.fstat(fd).st_ino:
+                return fd, Path(name)
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # an open took it for a leftover between mkstemp and flock: make another
+
+
+def remove_stale_builds(index: Path) -> int:
+    """Delete the build files of rebuilds whose process is gone (killed mid-reindex); returns bytes freed.
+
+    A live builder holds a lock on its build file; a file nobody holds is a leftover. Without
+    flock (Windows) only files older than a day are taken, which no live rebuild can be.
+    """
+    freed = 0
+    cutoff = time.time() - 86_400
+    for leftover in index.parent.glob(index.name + ".build-*"):
+        try:
+            fd = os.open(leftover, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if (fcntl is None and st.st_mtime >= cutoff) or not _try_lock(fd):
+                continue
+            if os.stat(leftover).st_ino == st.st_ino:
+                leftover.unlink()
+                freed += st.st_size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    if freed:
+        log.info("removed %d bytes of build files left by an interrupted reindex", freed)
+    return freed
 
 
 def pack_vector(vec: Sequence[float]) -> bytes:
@@ -130,6 +195,7 @@ class IndexStore:
     @classmethod
     def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
         conn = open_index_db(path)
+        remove_stale_builds(path)
         vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
         fts_error = create_schema(conn)
         store = cls(
@@ -139,6 +205,35 @@ class IndexStore:
         if row and vec.available and vector_enabled:
             store._ensure_vec_table(int(row[0]))
         return store
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction on the writer connection, under ``lock``.
+
+        ``BEGIN IMMEDIATE`` takes SQLite's write lock up front, waiting up to the busy timeout: a
+        deferred transaction that read first fails at once with "database is locked" when another
+        process committed meanwhile. A lock still held after the timeout (several processes
+        syncing) is retried with backoff before the error reaches the sync.
+        """
+        with self.lock:
+            for attempt in range(LOCK_RETRIES + 1):
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    break
+                except apsw.BusyError:
+                    if attempt == LOCK_RETRIES:
+                        raise
+                    delay = LOCK_RETRY_BASE_S * 2 ** attempt * random.uniform(0.75, 1.25)
+                    log.info("index %s is locked by another writer; retry %d/%d in %.1f s", self.path.name,
+                             attempt + 1, LOCK_RETRIES, delay)
+                    time.sleep(delay)
+            try:
+                yield
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if not self.conn.getautocommit():  # SQLite may have rolled back already
+                    self.conn.execute("ROLLBACK")
+                raise
 
     def _read(self, sql: str, params: Any = ()) -> Any:
         """Run a query on this thread's read connection (rows typed loosely, as SQLite is)."""
@@ -151,7 +246,7 @@ class IndexStore:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.lock, self.conn:
+        with self.write():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def generation(self) -> int:
@@ -205,7 +300,7 @@ class IndexStore:
         with self.lock:
             saved_dims = self.vec_dims
             try:
-                with self.conn:
+                with self.write():
                     written = self._replace(files, remove, skipped, meta, removed, added)
             except BaseException:
                 self.vec_dims = saved_dims  # the vector table creation rolled back too
@@ -236,18 +331,17 @@ class IndexStore:
         transaction then replaces every row. A crash or error at any point
         leaves the previous index untouched and searchable.
         """
-        self._remove_stale_builds()
         # A unique name per rebuild: two processes rebuilding at once each swap in a complete index.
-        fd, name = tempfile.mkstemp(prefix=self.path.name + ".build-", dir=self.path.parent)
-        os.close(fd)
-        build = Path(name)
+        # The builder holds a lock on its file for as long as it lives, so an open can tell a
+        # live build from one a killed process left (remove_stale_builds).
+        fd, build = _locked_build_file(self.path)
         try:
             written = self._fill_build(build, files)
             with self.lock:
                 saved_dims = self.vec_dims
                 self.conn.execute("ATTACH DATABASE ? AS build", (str(build),))
                 try:
-                    with self.conn:
+                    with self.write():
                         self._swap_from_build(skipped, meta)
                 except BaseException:
                     self.vec_dims = saved_dims
@@ -257,17 +351,8 @@ class IndexStore:
                 self._notify(IndexChange(generation=self.generation_now(), full=True))
         finally:
             build.unlink(missing_ok=True)
+            os.close(fd)
         return written
-
-    def _remove_stale_builds(self) -> None:
-        """Delete build files a killed process left behind (older than a day, so never a live one)."""
-        cutoff = time.time() - 86_400
-        for leftover in self.path.parent.glob(self.path.name + ".build*"):
-            try:
-                if leftover.stat().st_mtime < cutoff:
-                    leftover.unlink()
-            except OSError:
-                pass
 
     def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
         conn = apsw.Connection(str(build))
@@ -416,7 +501,7 @@ class IndexStore:
                     out[h] = blob
             if out:
                 now = time.time()
-                with self.conn:
+                with self.write():
                     self.conn.executemany(
                         "UPDATE embedding_cache SET used_at=? WHERE provider=? AND model=? AND fingerprint=? AND hash=?",
                         [(now, provider, model, fingerprint, h) for h in out],
@@ -425,7 +510,7 @@ class IndexStore:
 
     def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None:
         now = time.time()
-        with self.lock, self.conn:
+        with self.write():
             self.conn.executemany(
                 "INSERT OR REPLACE INTO embedding_cache(provider, model, fingerprint, hash, dims, embedding, used_at) "
                 "VALUES (?,?,?,?,?,?,?)",
@@ -434,7 +519,7 @@ class IndexStore:
 
     def cache_prune(self, max_entries: int) -> int:
         """Drop the least recently used entries beyond ``max_entries``."""
-        with self.lock, self.conn:
+        with self.write():
             n = int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])  # type: ignore[index]
             extra = n - max_entries
             if extra <= 0:
@@ -539,9 +624,33 @@ class IndexStore:
                 out[row[0]] = row[1:]
         return out
 
+    def vectors_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Stored embeddings (packed float32) of the chunks with these ``Candidate.id`` values; chunks without one are left out."""
+        out: dict[str, bytes] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for cid, blob in self._read(
+                f"SELECT id, embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL", part
+            ):
+                out[cid] = blob
+        return out
+
     def all_vectors(self) -> tuple[list[int], list[bytes]]:
         rows = self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows]
+
+    def vector_count(self) -> int:
+        """How many chunks have a stored vector."""
+        return int(self._read("SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL").fetchone()[0])
+
+    def iter_vectors(self) -> Iterator[tuple[int, bytes]]:
+        """``(rowid, float32 blob)`` of every chunk with a vector, by rowid, one row at a time.
+
+        Unlike :meth:`all_vectors` it never holds every blob at once, so a caller filling a
+        preallocated matrix peaks at the matrix's size.
+        """
+        yield from self._read("SELECT rowid, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY rowid")
 
     def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
         """Modification times of the given indexed files."""
@@ -565,5 +674,5 @@ class IndexStore:
 
     def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:
         """Record a new mtime/size for a file whose content hash did not change."""
-        with self.lock, self.conn:
+        with self.write():
             self.conn.execute("UPDATE files SET mtime=?, size=?, lines=? WHERE path=?", (mtime, size, lines, path))

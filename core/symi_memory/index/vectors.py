@@ -39,18 +39,35 @@ class ExactVectors:
     def _load(self, generation: int) -> None:
         import numpy as np
 
-        ids, blobs = self.store.all_vectors()
-        if blobs:
-            dims = len(blobs[0]) // 4
-            # Rows of another width (a half-finished provider switch) cannot be compared; skip them.
-            pairs = [(i, b) for i, b in zip(ids, blobs, strict=True) if len(b) == dims * 4]
-            ids, blobs = [i for i, _ in pairs], [b for _, b in pairs]
-            matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims).copy()
-            norms = np.linalg.norm(matrix, axis=1)
-            norms[norms == 0] = 1.0
-            matrix /= norms[:, None]
-        else:
+        # Rows go straight into a preallocated matrix: peak memory is the matrix, not the matrix
+        # plus every blob plus their concatenation (3x at 100k chunks).
+        expected = self.store.vector_count()
+        ids_list: list[int] = []
+        matrix: Any = None
+        extra: list[Any] = []
+        n = 0
+        for rowid, blob in self.store.iter_vectors():
+            if matrix is None:
+                matrix = np.empty((max(expected, 1), len(blob) // 4), dtype=np.float32)
+            if len(blob) != matrix.shape[1] * 4:
+                continue  # another width (a half-finished provider switch) cannot be compared
+            row = np.frombuffer(blob, dtype=np.float32)
+            if n < matrix.shape[0]:
+                matrix[n] = row
+            else:  # rows written since the count
+                extra.append(row)
+            ids_list.append(rowid)
+            n += 1
+        if matrix is None:
             matrix = np.zeros((0, 0), dtype=np.float32)
+        else:
+            matrix = np.vstack([matrix, np.stack(extra)]) if extra else matrix[:n]
+            for start in range(0, n, 65536):  # normalise in place, a block at a time
+                block = matrix[start : start + 65536]
+                norms = np.linalg.norm(block, axis=1)
+                norms[norms == 0] = 1.0
+                block /= norms[:, None]
+        ids = ids_list
         with self._lock:
             self._ids = np.asarray(ids, dtype=np.int64)
             self._matrix = matrix

