@@ -1,12 +1,12 @@
 """Fit the score calibrations on the dev sets and try fusion settings offline (issue 10).
 
 For every (query, chunk) pair of the datasets it records the cosine of the
-local model, the IDF-weighted keyword coverage and whether the chunk holds a
+local model, the keyword evidence (BM25 normalised by the query) and whether the chunk holds a
 gold line. Then it
 
 * fits the logistic ``P(relevant) = 1 / (1 + exp(-slope * (x - midpoint)))``
   for the cosine of each local model (the numbers declared in
-  ``symi_memory_local.hooks.CALIBRATIONS``) and for the keyword coverage
+  ``symi_memory_local.hooks.CALIBRATIONS``) and for the keyword evidence
   (``symi_memory.index.analysis.KEYWORD_CALIBRATION``);
 * scores every chunk with the fused calibrated score for a grid of vector
   weights and ``minScore`` values and prints the as-configured figures
@@ -34,7 +34,8 @@ DATASETS = REPO / "bench" / "datasets"
 
 
 def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
-    """Per query: label, cosine, coverage and identifier flag of every chunk."""
+    """Per query: label, cosine, keyword evidence and identifier flag of every chunk."""
+    from symi_memory.chunking import CHARS_PER_TOKEN
     from symi_memory.config import load_config
     from symi_memory.evaluation import _overlaps, _throwaway_config, load_queries
     from symi_memory.index import analysis
@@ -53,8 +54,9 @@ def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
             rows = store._read("SELECT rowid, path, start_line, end_line, text, embedding FROM chunks "
                                "WHERE source = 'memory' ORDER BY rowid").fetchall()
             mat = np.stack([np.frombuffer(r[5], dtype=np.float32) for r in rows])
-            chunk_terms = [analysis.terms(r[4]) for r in rows]
+            chunk_terms = [analysis.term_counts(r[4]) for r in rows]
             n = len(rows)
+            ref_len = CHARS_PER_TOKEN * int(mem.agent.memory_search["chunking"]["tokens"])
             df: dict[str, int] = {}
             for ts in chunk_terms:
                 for t in ts:
@@ -64,7 +66,8 @@ def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
                 cos = mat @ qv
                 qterms = analysis.query_terms(query_tokens(q["query"]))
                 weights = {t: analysis.idf(df.get(t, 0), n) for t in qterms}
-                cov = np.array([analysis.coverage(ts, weights) for ts in chunk_terms])
+                cov = np.array([analysis.keyword_evidence(ts, len(r[4]) / ref_len, weights)
+                                for ts, r in zip(chunk_terms, rows, strict=True)])
                 matcher = ExactMatcher.for_query(q["query"])
                 ident = np.array([matcher.classify(r[4])[1] for r in rows])
                 hits = [{"path": r[1], "start": r[2], "end": r[3]} for r in rows]

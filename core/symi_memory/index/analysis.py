@@ -5,18 +5,24 @@ The index tokenizes with FTS5 ``porter`` over ``unicode61 remove_diacritics 2``;
 connection per thread), so a query word and a chunk word are compared
 exactly as FTS5 compares them ("flights" and "flight" are one term).
 
-The keyword score of a chunk is the share of the query's content terms it
-holds, each weighted by its IDF in the index ("coverage"), mapped to a
-probability of relevance by a logistic fitted on the dev sets
-(``bench/calibration_fit.py``). Unlike a squashed BM25 rank it does not grow
-with the size of the index: a chunk holding every rare word of the query
-scores the same in a 3-file workspace and in a 3,000-file one.
+The keyword evidence of a chunk is BM25 normalised by the query: each query
+term's BM25 contribution (IDF x saturated term frequency, with length
+normalisation against the configured chunk size) divided by the sum of the
+query terms' IDFs, so a full-size chunk holding every query term once scores
+1.0 whatever the size of the index, and the IDFs only say which terms of the
+query matter more.
+It is mapped to a probability of relevance by a logistic fitted on the dev
+sets (``bench/calibration_fit.py``). Unlike the old squashed BM25 rank
+(``|r| / (1 + |r|)``) it does not grow with the size of the index: a chunk
+holding every rare word of the query scores the same in a 3-file workspace
+and in a 3,000-file one.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import apsw
@@ -24,14 +30,18 @@ import apsw
 from .keyword import CJK_RUN_RE, cjk_bigrams
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "EXACT_KEYWORD_FLOOR",
     "KEYWORD_CALIBRATION",
     "STOP_WORDS",
     "content_words",
-    "coverage",
     "idf",
+    "keyword_evidence",
     "keyword_probability",
     "query_terms",
     "stem",
+    "term_counts",
     "terms",
 ]
 
@@ -50,8 +60,15 @@ will with would you your yours yourself yourselves s t don doesn didn isn wasn a
 tell know anything something thing things get got ever still much many
 """.split())
 
-# Logistic mapping of IDF-weighted coverage (0..1) to P(relevant): fitted by bench/calibration_fit.py.
-KEYWORD_CALIBRATION = (4.26, 0.87)  # (slope, midpoint)
+# Least keyword probability of a chunk holding every content word of the query or its identifier.
+EXACT_KEYWORD_FLOOR = 0.5
+
+# BM25's term-frequency saturation and length normalisation (the usual values, FTS5's too).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+# Logistic mapping of the keyword evidence to P(relevant): fitted by bench/calibration_fit.py.
+KEYWORD_CALIBRATION = (3.41, 1.102)  # (slope, midpoint)
 
 _local = threading.local()
 
@@ -85,6 +102,13 @@ def terms(text: str) -> set[str]:
     return out
 
 
+def term_counts(text: str) -> Counter[str]:
+    """How often each index term (folded, stemmed; CJK bigrams too) occurs in ``text``."""
+    out = Counter(_stem_all(text))
+    out.update(cjk_bigrams(text).split())
+    return out
+
+
 def content_words(words: Iterable[str]) -> list[str]:
     """Query words that are not stop words, in order."""
     return [w for w in words if w.lower() not in STOP_WORDS]
@@ -109,17 +133,39 @@ def idf(df: int, n: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def coverage(chunk_terms: set[str], weights: Mapping[str, float]) -> float:
-    """IDF-weighted share of the query terms found in the chunk (0..1)."""
+
+
+def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Mapping[str, float]) -> float:
+    """BM25 of a chunk normalised by the query (see the module docstring); 0 when no term is present.
+
+    ``counts`` are the chunk's term frequencies, ``length_ratio`` its length over the configured
+    chunk size (a fixed reference, so the score does not depend on what else is indexed),
+    ``weights`` the query terms' IDFs. Each present term adds
+    ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length_ratio))``; the sum is divided by the
+    sum of the IDFs. One occurrence in a full-size chunk counts 1, in a shorter chunk or repeated
+    more, up to ``k1 + 1``.
+    """
     total = sum(weights.values())
     if total <= 0:
         return 0.0
-    return sum(w for t, w in weights.items() if t in chunk_terms) / total
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * max(0.0, length_ratio))
+    score = 0.0
+    for t, w in weights.items():
+        tf = counts.get(t, 0)
+        if tf:
+            score += w * tf * (BM25_K1 + 1.0) / (tf + norm)
+    return score / total
 
 
-def keyword_probability(cov: float) -> float:
-    """Coverage mapped to P(relevant) with :data:`KEYWORD_CALIBRATION`; no coverage is 0."""
-    if cov <= 0:
+def keyword_probability(evidence: float, *, exact: bool = False) -> float:
+    """Keyword evidence mapped to P(relevant) with :data:`KEYWORD_CALIBRATION`; no evidence is 0.
+
+    ``exact``: the chunk holds every content word of the query, or an identifier of it (a hash,
+    ticket, env var); its probability is at least :data:`EXACT_KEYWORD_FLOOR`, whatever the
+    chunk's length (a long chunk dilutes BM25 but not the fact that the needle is in it).
+    """
+    if evidence <= 0:
         return 0.0
     slope, mid = KEYWORD_CALIBRATION
-    return 1.0 / (1.0 + math.exp(-slope * (cov - mid)))
+    p = 1.0 / (1.0 + math.exp(-slope * (evidence - mid)))
+    return max(p, EXACT_KEYWORD_FLOOR) if exact else p

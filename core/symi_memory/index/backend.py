@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..chunking import CHARS_PER_TOKEN
 from ..errors import EmbeddingError
 from ..fusion import fuse_rrf, fuse_weighted, query_weights
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
@@ -50,7 +52,7 @@ class IndexedBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
-    _terms_cache: dict[int, frozenset[str]] = attrs.field(factory=dict)
+    _terms_cache: dict[int, tuple[Counter[str], int]] = attrs.field(factory=dict)
     _terms_gen: int = -1
     _hung_query: threading.Event | None = None
 
@@ -135,30 +137,34 @@ class IndexedBackend:
         if use_vec:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
-        # Every keyword hit fetched is rescored by coverage below, so all of them are candidates.
+        # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
         rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and hybrid["enabled"]:
             missing = {k: rows[k][6] for k in rows if k not in vec_hits}
             vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
-        # Keyword side: IDF-weighted share of the query's terms in each candidate, calibrated.
+        # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant).
         weights = self.store.term_weights(qterms) if use_text else {}
         idents_q = identifier_tokens(query.text)
         ident_patterns = [token_pattern(t) for t in idents_q]
         chunk_terms = self._chunk_terms(rows)
+        # Length normalised against the configured chunk size, not the index's average: a fixed
+        # reference keeps a chunk's score independent of what else is indexed.
+        ref_len = max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN
         text_hits: dict[int, float] = {}
         exact: set[int] = set()
         idents: set[int] = set()
         scored = rows if (use_vec and hybrid["enabled"]) or not use_vec else {}
         for k in scored:
+            counts, length = chunk_terms[k]
             ident = bool(ident_patterns) and any(p.search(fold(rows[k][5])) for p in ident_patterns)
-            cov = analysis.coverage(chunk_terms[k], weights)
             if ident:
                 idents.add(k)
-            if ident or cov >= 1.0 - 1e-9:
+            if ident or (weights and all(t in counts for t in weights)):
                 exact.add(k)
-            if cov > 0 or k in keyword_ids:
-                text_hits[k] = analysis.keyword_probability(cov)
+            evidence = analysis.keyword_evidence(counts, length / ref_len, weights)
+            if evidence > 0 or k in keyword_ids:
+                text_hits[k] = analysis.keyword_probability(evidence, exact=k in exact)
         cal = self.calibration()
         vec_p = {k: cal.probability(v) for k, v in vec_hits.items()}
         if not use_vec:
@@ -232,8 +238,8 @@ class IndexedBackend:
             return None
         return provider.embed_documents(list(texts))
 
-    def _chunk_terms(self, rows: dict[int, Any]) -> dict[int, frozenset[str]]:
-        """Index terms of each candidate chunk, cached by rowid for the current index generation."""
+    def _chunk_terms(self, rows: dict[int, Any]) -> dict[int, tuple[Counter[str], int]]:
+        """Term frequencies and length of each candidate chunk, cached by rowid for the current index generation."""
         gen = self.store.generation()
         if self._terms_gen != gen:
             self._terms_cache.clear()
@@ -243,7 +249,7 @@ class IndexedBackend:
         for k, row in rows.items():
             got = cache.get(k)
             if got is None:
-                got = frozenset(analysis.terms(row[5]))
+                got = (analysis.term_counts(row[5]), len(row[5]))
                 if len(cache) >= TERMS_CACHE_MAX:
                     cache.clear()
                 cache[k] = got

@@ -537,8 +537,8 @@ class IndexStore:
 
         Only the query's content words are matched (stop words and question
         words left out); FTS5 stems them as it stemmed the chunks. The rank
-        only orders keyword candidates: their score comes from
-        :func:`analysis.coverage`.
+        only picks keyword candidates: their score comes from
+        :func:`analysis.keyword_evidence`.
         """
         if self.fts_error is not None:
             return []
