@@ -179,3 +179,20 @@ def test_five_reworded_questions_with_the_default_config(tmp_path: Path) -> None
         # misses sit in a MEMORY.md chunk that mixes topics; see docs/search-scores.md).
         assert sum(found[q] == want[q] for q in want) >= 3, found
         assert all(found[q] in (want[q], None) for q in want), found
+
+
+def test_keyword_side_prefers_the_short_note_that_says_it_over_a_long_one_that_mentions_it(tmp_path: Path) -> None:
+    # The old IDF-coverage score gave both files the same keyword score (each holds "kayak" once);
+    # BM25's length normalisation ranks the note about the kayak first, and the score still passes minScore.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    filler = " ".join(f"Errand {i}: groceries, laundry, post office, bank, pharmacy." for i in range(25))
+    (ws / "memory" / "2026-04-01.md").write_text(f"# 2026-04-01\n\n{filler} Saw a kayak on a roof rack.\n",
+                                                 encoding="utf-8")
+    (ws / "memory" / "2026-04-02.md").write_text("# 2026-04-02\n\n- Bought a sea kayak, stored in the garage.\n",
+                                                 encoding="utf-8")
+    with _mem(tmp_path, ws, provider="none") as mem:
+        mem.sync()
+        res = mem.search("where is my kayak").results
+        assert [r.path for r in res][:2] == ["memory/2026-04-02.md", "memory/2026-04-01.md"]
+        assert res[0].score > res[1].score
