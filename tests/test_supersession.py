@@ -25,9 +25,10 @@ def car_ws(tmp_path: Path) -> Path:
 
 
 def _open_backend(tmp_path: Path, ws: Path, backend: str):  # type: ignore[no-untyped-def]
+    from support.sqlite_memory import settings
+
     from symi_memory.config import load_config
     from symi_memory.manager import open_memory
-    from support.sqlite_memory import settings
 
     cfg = load_config(None, state_dir=tmp_path / "state",
                       overrides=settings(ON, plugins={"slots": {"memory": backend}}))

@@ -135,6 +135,38 @@ class MemoryManager:
         it is left out and supersession is judged as of that moment. A date
         means the end of that day (UTC).
         """
+        return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
+                            as_of=as_of)
+
+    def explain(self, query: str, *, max_results: int | None = None, min_score: float | None = None,
+                session_key: str | None = None, now: float | None = None,
+                as_of: str | float | date | datetime | None = None) -> dict[str, Any]:
+        """The same search as :meth:`search`, plus each candidate's score at every stage.
+
+        ``response`` is exactly what ``search`` returns (as a dict); ``candidates``
+        lists every fused candidate with its keyword and vector scores, its score
+        and rank after fusion, the reranker and each post-processor (temporal
+        decay, supersession, MMR, ...), and its ``outcome``: returned, below
+        minScore, beyond maxResults, left out by ``as_of``, or dropped by the
+        reranker or a post-processor. For the inspector and debugging; the
+        normal search path records nothing.
+        """
+        trace: dict[str, Any] = {}
+        resp = self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
+                            as_of=as_of, trace=trace)
+        rows = list(trace.get("candidates", {}).values())
+        rows.sort(key=lambda r: r["stages"].get("final", {}).get("rank", 10**9))  # the dropped ones last
+        hybrid = self.agent.memory_search["query"]["hybrid"]
+        return {"query": query, "response": resp.to_dict(), "stages": trace.get("stages", []),
+                "minScore": trace.get("minScore"), "minScoreApplied": trace.get("minScoreApplied"),
+                "maxResults": trace.get("maxResults"), "asOf": trace.get("asOf"),
+                "fusion": {"method": hybrid["fusion"], "vectorWeight": hybrid["vectorWeight"],
+                           "textWeight": hybrid["textWeight"]},
+                "candidates": rows}
+
+    def _search(self, query: str, *, max_results: int | None, min_score: float | None, session_key: str | None,
+                now: float | None, as_of: str | float | date | datetime | None,
+                trace: dict[str, Any] | None = None) -> SearchResponse:
         backend = self._require()
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
@@ -156,10 +188,12 @@ class MemoryManager:
         result = backend.search(sq)
         assert self.pipeline is not None
         floor = ms if result.calibrated else 0.0
+        if trace is not None:
+            trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
         final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
-                                  as_of=cutoff, vectors=vectors, written_at=self._written_at)
+                                  as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace)
         citations = self.config.data["memory"]["citations"]
         hits = to_hits(final, citations=citations, session_key=session_key)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,

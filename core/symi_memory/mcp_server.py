@@ -17,7 +17,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .aio import AsyncMemoryManager
@@ -27,7 +27,7 @@ from .tools import MEMORY_DISABLED, TOOL_DEFINITIONS
 if TYPE_CHECKING:
     from .manager import MemoryManager
 
-__all__ = ["build_server", "main", "serve_stdio"]
+__all__ = ["build_routed_server", "build_server", "main", "serve_stdio"]
 
 log = logging.getLogger("symi_memory.mcp")
 
@@ -45,32 +45,47 @@ def _import_mcp() -> tuple[Any, Any]:
 
 def build_server(manager: MemoryManager, *, session_key: str | None = None) -> Any:
     """Build the MCP ``Server`` for ``manager``; ``session_key`` decides citations (``auto``)."""
-    Server, types = _import_mcp()
     amm = AsyncMemoryManager(manager)
-    enabled = manager.enabled
-    listed = types.ListToolsResult(
-        tools=[
-            types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
-            for d in (TOOL_DEFINITIONS if enabled else [])
-        ]
-    )
+
+    async def resolve(ctx: Any) -> AsyncMemoryManager:
+        return amm
+
+    return build_routed_server(resolve, session_key=session_key)
+
+
+def build_routed_server(resolve: Callable[[Any], Awaitable[AsyncMemoryManager]], *,
+                        session_key: str | None = None) -> Any:
+    """An MCP ``Server`` whose every request picks its manager with ``await resolve(ctx)``.
+
+    ``symi-memory serve`` uses it to answer each HTTP request with the agent its URL names;
+    ``resolve`` raising :class:`SymiMemoryError` answers a tool call with that error.
+    """
+    Server, types = _import_mcp()
+    tools = [types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
+             for d in TOOL_DEFINITIONS]
 
     async def list_tools(ctx: Any, params: Any) -> Any:
-        return listed
+        amm = await resolve(ctx)
+        return types.ListToolsResult(tools=tools if amm.manager.enabled else [])
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = params.arguments or {}
-        if not enabled:
-            result: dict[str, Any] = {"error": MEMORY_DISABLED, "disabled": True}
-        elif params.name == "memory_search":
-            result = await amm.memory_search(args, session_key=session_key)
-        elif params.name == "memory_get":
-            result = await amm.memory_get(args)
-        elif params.name == "memory_append":
-            result = await amm.memory_append(args)
+        try:
+            amm = await resolve(ctx)
+        except SymiMemoryError as exc:
+            result: dict[str, Any] = {"error": str(exc)}
         else:
-            names = ", ".join(d["name"] for d in TOOL_DEFINITIONS)
-            result = {"error": f"unknown tool {params.name!r}; available: {names}"}
+            if not amm.manager.enabled:
+                result = {"error": MEMORY_DISABLED, "disabled": True}
+            elif params.name == "memory_search":
+                result = await amm.memory_search(args, session_key=session_key)
+            elif params.name == "memory_get":
+                result = await amm.memory_get(args)
+            elif params.name == "memory_append":
+                result = await amm.memory_append(args)
+            else:
+                names = ", ".join(d["name"] for d in TOOL_DEFINITIONS)
+                result = {"error": f"unknown tool {params.name!r}; available: {names}"}
         is_error = bool(result.get("error"))
         if is_error:
             log.info("%s: %s", params.name, result["error"])

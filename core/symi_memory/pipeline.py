@@ -74,26 +74,73 @@ class Pipeline:
             now: float | None = None, as_of: float | None = None,
             vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None,
             written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None,
-            ) -> list[Candidate]:
+            trace: dict[str, Any] | None = None) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
 
         ``as_of`` (epoch seconds, exclusive) first leaves out what was written
         at or after it (:func:`symi_memory.supersession.written_after`).
+        ``trace`` (a dict to fill, for ``explain``) records each stage's scores
+        and ranks per candidate id and why a candidate was cut; it never
+        changes the result.
         """
         items = list(candidates)
+        if trace is not None:
+            _trace_stage(trace, "fused", items)
         if as_of is not None:
             items = exclude_written_after(query, items, as_of, written_at)
+            if trace is not None:
+                _trace_stage(trace, "asOf", items)
+                kept_ids = {c.id for c in items}
+                for c in candidates:
+                    if c.id not in kept_ids:
+                        trace["candidates"][c.id]["outcome"] = "written after asOf"
         items = self.rerank(query, items)
+        if trace is not None and self.reranker is not None:
+            _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at)
         sorted_yet = False
-        for order, _name, proc in self.processors:
+        for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
                 items, sorted_yet = _sorted(items), True
             items = list(proc.process(tuple(items), ctx))
+            if trace is not None:
+                _trace_stage(trace, name, items)
         if not sorted_yet:
             items = _sorted(items)
-        return [c for c in items if c.score >= min_score][:max_results]
+        kept = [c for c in items if c.score >= min_score]
+        if trace is not None:
+            _trace_stage(trace, "final", items)
+            rows = trace["candidates"]
+            returned = {c.id for c in kept[:max_results]}
+            for c in items:
+                if c.id in returned:
+                    rows[c.id]["outcome"] = "returned"
+                elif c.score < min_score:
+                    rows[c.id]["outcome"] = "below minScore"
+                else:
+                    rows[c.id]["outcome"] = "beyond maxResults"
+            for row in rows.values():
+                row.setdefault("outcome", "dropped by reranker (beyond topN)" if "rerank" in trace["stages"]
+                               else "dropped by a post-processor")
+        return kept[:max_results]
+
+
+def _trace_stage(trace: dict[str, Any], stage: str, items: Sequence[Candidate]) -> None:
+    trace.setdefault("stages", []).append(stage)
+    rows = trace.setdefault("candidates", {})
+    for rank, c in enumerate(items, start=1):
+        row = rows.get(c.id)
+        if row is None:
+            row = rows[c.id] = {"id": c.id, "path": c.path, "startLine": c.start_line, "endLine": c.end_line,
+                                "source": c.source, "keyword": c.text_score, "vector": c.vector_score,
+                                "identifierMatch": c.identifier_match, "stages": {}}
+        entry: dict[str, Any] = {"score": c.score, "rank": rank}
+        if c.superseded_by is not None:
+            entry["supersededBy"] = dict(c.superseded_by)
+        if c.supersedes:
+            entry["supersedes"] = [dict(s) for s in c.supersedes]
+        row["stages"][stage] = entry
 
 
 def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float,

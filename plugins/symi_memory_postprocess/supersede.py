@@ -148,7 +148,7 @@ class Supersession:
                 if score[k] > cap:
                     score[k], changed = cap, True
         supersedes: dict[int, list[dict[str, Any]]] = {}
-        for k, (j, a, _b) in found.items():
+        for j, a, _b in found.values():
             supersedes.setdefault(j, []).append({"path": a.path, "startLine": a.line_no, "endLine": a.line_no})
         out = list(candidates)
         for k, c in enumerate(head):

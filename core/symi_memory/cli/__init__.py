@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
 
-import apsw
+from .remote import try_server
 
-from ..errors import PluginError, SymiMemoryError
-from . import builtin_commands
-from .app import App
+# `typing` and `logging` load after the server fast path (a one-shot call answered by `serve` skips them).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["build_parser", "main"]
 
@@ -46,7 +45,9 @@ def _disabled_plugins(argv: Sequence[str] | None) -> list[str]:
 
 
 def _add_commands(sub: Any, plugins: Any) -> None:
+    from ..errors import PluginError
     from ..plugins import _per_plugin_callers
+    from . import builtin_commands
 
     callers = _per_plugin_callers(plugins.pm, "symi_memory_register_commands")
     # The core's commands go first, so a plugin can never shadow one; the clash names the plugin.
@@ -66,6 +67,7 @@ def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> a
     minus the config's ``plugins.disabled`` are loaded.
     """
     from ..plugins import load_plugins
+    from . import builtin_commands
 
     if plugins is None:
         plugins = load_plugins(_disabled_plugins(argv), extra=[(builtin_commands.PLUGIN_ID, builtin_commands)])
@@ -82,6 +84,17 @@ def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> a
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A running `symi-memory serve` answers search/get/status before anything heavy is imported.
+    served = try_server(argv)
+    if served is not None:
+        return served
+    import logging
+
+    import apsw
+
+    from ..errors import SymiMemoryError
+    from .app import App
+
     try:
         parser = build_parser(argv)
     except SymiMemoryError as exc:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..hookspecs import hookimpl
-from . import cmd_config, cmd_eval, cmd_flush, cmd_mcp, cmd_memory, cmd_plugins
+from . import cmd_config, cmd_eval, cmd_flush, cmd_mcp, cmd_memory, cmd_plugins, cmd_serve
 
 PLUGIN_ID = "cli"
-MODULES = (cmd_memory, cmd_plugins, cmd_config, cmd_eval, cmd_flush, cmd_mcp)
+MODULES = (cmd_memory, cmd_plugins, cmd_config, cmd_eval, cmd_flush, cmd_mcp, cmd_serve)
 
 
 @hookimpl

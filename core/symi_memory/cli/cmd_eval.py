@@ -38,8 +38,31 @@ def run(args: argparse.Namespace, app: App) -> int:
     result = run_eval(args.dataset, config=app.config, now=args.now, n=args.n, min_score=args.min_score,
                       results_out=args.results_out, progress=progress,
                       queries=args.queries)
+    _keep_last(app, args.dataset, args.queries, result)
     if args.json:
         app.print_json(result)
     else:
         print(format_table(result))
     return 0
+
+
+def _keep_last(app: App, dataset: str, queries: str, result: dict[str, Any]) -> None:
+    """Keep the result in ``<stateDir>/eval/last.json`` for the ``serve`` inspector (best effort)."""
+    import json
+    import logging
+    import os
+    import time
+    from pathlib import Path
+
+    from ..serve.record import eval_record_path
+
+    path = Path(eval_record_path(app.config.state_dir))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"dataset": os.path.abspath(dataset), "queries": queries, "at": time.time(),
+                                   "result": result}),
+                       encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        logging.getLogger("symi_memory.cli").warning("could not keep the eval result in %s: %s", path, exc)

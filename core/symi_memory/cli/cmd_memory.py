@@ -11,6 +11,7 @@ from .. import tools
 from ..errors import ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
+from . import render
 from .app import App, workspace_state
 
 
@@ -27,6 +28,7 @@ def _positive_int(text: str) -> int:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="show the index and provider status")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_status)
 
     p = sub.add_parser("index", help="bring the index up to date (a progress bar on a terminal)")
@@ -42,12 +44,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--as-of", default=None, metavar="DATE",
                    help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
     p.add_argument("--json", action="store_true", help="print exactly the memory_search tool output")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_search)
 
     p = sub.add_parser("history", help="every version of a fact, oldest first, with paths and lines")
     p.add_argument("query")
     p.add_argument("--as-of", default=None, metavar="DATE", help="only versions written by DATE (YYYY-MM-DD)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_history)
 
     p = sub.add_parser("append", help="append a note to memory, unless memory already says it (like memory_append)")
@@ -62,6 +66,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--from", dest="from_line", type=int, default=None, metavar="N")
     p.add_argument("--lines", type=int, default=None, metavar="N")
     p.add_argument("--json", action="store_true", help="print exactly the memory_get tool output")
+    p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_get)
 
     p = sub.add_parser("watch", help="keep the index fresh while files change (Ctrl-C to stop)")
@@ -74,29 +79,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_status(args: argparse.Namespace, app: App) -> int:
-    st = app.manager().status()
-    if args.json:
-        app.print_json(st)
-        return 0
-    rows = [("backend", f"{st.get('backend')} ({st.get('plugin')})")]
-    for key in ("workspaceDir", "dbPath", "files", "chunks", "dirty", "provider", "model"):
-        if key in st:
-            rows.append((key, str(st[key])))
-    if st.get("providerReason"):
-        rows.append(("providerReason", st["providerReason"]))
-    for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):
-        if isinstance(st.get(key), dict):
-            rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
-    sup = st.get("supersession")
-    if isinstance(sup, dict):
-        state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")
-        rows.append(("supersession", "; ".join([state, *sup.get("unavailable", [])])))
-    if st.get("skipped"):
-        rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{app.color(k.rjust(width), '2')}  {v}")
-    return 0
+    return render.print_status(app.manager().status(), as_json=args.json)
 
 
 class _Bar:
@@ -191,24 +174,7 @@ def run_search(args: argparse.Namespace, app: App) -> int:
         _check_date(args.as_of)
         params["asOf"] = args.as_of
     out = tools.memory_search(app.manager(), params, session_key=args.session)
-    if args.json:
-        app.print_json(out)
-        return 1 if out.get("error") else 0
-    if out.get("error"):
-        print(f"symi-memory: error: {out['error']}", file=sys.stderr)
-        return 1
-    meta = f"mode {out['mode']}, provider {out['provider']}" + (f" ({out['model']})" if out.get("model") else "")
-    print(app.color(f"{len(out['results'])} result(s); {meta}", "2"))
-    for hit in out["results"]:
-        where = f"{hit['path']}:{hit['startLine']}-{hit['endLine']}"
-        score = f"{hit['score']:.3f}"
-        print(f"{app.color(score, '32')}  {app.color(where, '1')}")
-        for line in hit["snippet"].strip().splitlines()[:4]:
-            print(f"       {line[:110]}")
-        sup = hit.get("supersededBy")
-        if sup:
-            print(app.color(f"       superseded by {sup['path']}:{sup['startLine']}", "33"))
-    return 0
+    return render.print_search(out, as_json=args.json)
 
 
 def _check_date(value: str) -> None:
@@ -228,17 +194,7 @@ def run_history(args: argparse.Namespace, app: App) -> int:
     if not manager.enabled:
         print(f"symi-memory: error: {tools.MEMORY_DISABLED}", file=sys.stderr)
         return 1
-    found = manager.history(args.query, as_of=args.as_of)
-    if args.json:
-        app.print_json({"versions": found})
-        return 0
-    if not found:
-        print("no versions found")
-        return 0
-    for v in found:
-        mark = app.color("current", "32") if v["current"] else app.color("older  ", "2")
-        print(f"{v['date'] or '?':<10}  {mark}  {app.color(v['path'] + ':' + str(v['startLine']), '1')}  {v['text'][:100]}")
-    return 0
+    return render.print_history(manager.history(args.query, as_of=args.as_of), as_json=args.json)
 
 
 def run_append(args: argparse.Namespace, app: App) -> int:
@@ -277,13 +233,7 @@ def run_get(args: argparse.Namespace, app: App) -> int:
     if args.lines is not None:
         params["lines"] = args.lines
     out = tools.memory_get(app.manager(), params)
-    if args.json:
-        app.print_json(out)
-    elif out.get("error"):
-        print(f"symi-memory: error: {args.path}: {out['error']}", file=sys.stderr)
-    else:
-        sys.stdout.write(out["text"] + ("" if out["text"].endswith("\n") or not out["text"] else "\n"))
-    return 1 if out.get("error") else 0
+    return render.print_get(out, args.path, as_json=args.json)
 
 
 def run_watch(args: argparse.Namespace, app: App) -> int:

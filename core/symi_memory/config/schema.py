@@ -193,9 +193,25 @@ class PluginsSection:
     entries: dict = opt("entries", {}, doc="Per-plugin settings, keyed by plugin id (plugins contribute defaults).")
 
 
+# ----------------------------------------------------------------------- serve
+
+
+@attrs.define(kw_only=True)
+class ServeSection:
+    host: str = opt("host", "127.0.0.1", doc="Address `symi-memory serve` binds; anything but loopback needs serve.token.")
+    port: int = opt("port", 0, lo=0, hi=65535, doc="TCP port; 0 picks a free one (recorded in <stateDir>/serve.json).")
+    token: str | None = opt("token", None, kind="str", doc="Bearer token clients must send (else $SYMI_SERVE_TOKEN); required off loopback.")
+    idle_minutes: float = opt("idleMinutes", 30, kind="float", lo=0, doc="Close an agent's manager after this long without requests; 0 keeps it open.")
+    max_body_bytes: int = opt("maxBodyBytes", 1_000_000, lo=1024, doc="Larger request bodies are refused (413).")
+    max_response_bytes: int = opt("maxResponseBytes", 4_000_000, lo=1024, doc="Results are trimmed to stay below this many bytes.")
+    agents: list = opt("agents", [], item="str", doc="Agents opened (and watched) at start-up; others open on first use.")
+    inspector: bool = opt("inspector", True, doc="Serve the read-only inspector page at /.")
+
+
 @attrs.define(kw_only=True)
 class RootConfig:
     agents: AgentsSection = section(AgentsSection, "agents")
     memory: MemorySection = section(MemorySection, "memory")
     plugins: PluginsSection = section(PluginsSection, "plugins")
     models: dict = opt("models", {}, doc="Model providers: models.providers.<name>.{apiKey, baseUrl, headers}.")
+    serve: ServeSection = section(ServeSection, "serve", doc="`symi-memory serve`: the warm memory service.")

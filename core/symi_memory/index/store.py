@@ -420,6 +420,13 @@ class IndexStore:
         """Files indexed for keyword search only, still waiting for their vectors."""
         return int(self._read("SELECT COUNT(*) FROM files WHERE hash LIKE 'pending:%'").fetchone()[0])
 
+    def file_rows(self) -> list[dict[str, Any]]:
+        """Every indexed file: path, source, chunk count, mtime, size, and whether it still waits for vectors."""
+        rows = self._read("SELECT path, source, chunks, mtime, size, hash LIKE 'pending:%' FROM files "
+                          "ORDER BY path").fetchall()
+        return [{"path": r[0], "source": r[1], "chunks": r[2], "mtime": r[3], "size": r[4], "pending": bool(r[5])}
+                for r in rows]
+
     def skipped_map(self) -> dict[str, str]:
         return dict(self._read("SELECT path, reason FROM skipped").fetchall())
 

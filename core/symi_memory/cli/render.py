@@ -1,0 +1,101 @@
+"""Printing ``search``, ``get`` and ``status`` answers (standard library only: the server path shares it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status"]
+
+
+def color(text: str, code: str) -> str:
+    if not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
+        return text
+    return f"\033[{code}m{text}\033[0m"
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) -> int:
+    """The ``search`` output for ``memory_search`` tool JSON; the exit code."""
+    if as_json:
+        print_json(out)
+        return 1 if out.get("error") else 0
+    if out.get("error"):
+        print(f"symi-memory: error: {out['error']}", file=sys.stderr)
+        return 1
+    meta = f"mode {out['mode']}, provider {out['provider']}" + (f" ({out['model']})" if out.get("model") else "")
+    if via:
+        meta += f", {via}"
+    print(color(f"{len(out['results'])} result(s); {meta}", "2"))
+    for hit in out["results"]:
+        where = f"{hit['path']}:{hit['startLine']}-{hit['endLine']}"
+        print(f"{color(format(hit['score'], '.3f'), '32')}  {color(where, '1')}")
+        for line in hit["snippet"].strip().splitlines()[:4]:
+            print(f"       {line[:110]}")
+        sup = hit.get("supersededBy")
+        if sup:
+            print(color(f"       superseded by {sup['path']}:{sup['startLine']}", "33"))
+    return 0
+
+
+def print_history(found: list[dict[str, Any]], *, as_json: bool) -> int:
+    """The ``history`` output for :meth:`MemoryManager.history`'s versions; the exit code."""
+    if as_json:
+        print_json({"versions": found})
+        return 0
+    if not found:
+        print("no versions found")
+        return 0
+    for v in found:
+        mark = color("current", "32") if v["current"] else color("older  ", "2")
+        print(f"{v['date'] or '?':<10}  {mark}  {color(v['path'] + ':' + str(v['startLine']), '1')}  {v['text'][:100]}")
+    return 0
+
+
+def print_get(out: dict[str, Any], path: str, *, as_json: bool) -> int:
+    """The ``get`` output for ``memory_get`` tool JSON; the exit code."""
+    if as_json:
+        print_json(out)
+    elif out.get("error"):
+        print(f"symi-memory: error: {path}: {out['error']}", file=sys.stderr)
+    else:
+        text = out["text"]
+        sys.stdout.write(text + ("" if text.endswith("\n") or not text else "\n"))
+    return 1 if out.get("error") else 0
+
+
+def print_status(st: dict[str, Any], *, as_json: bool) -> int:
+    if as_json:
+        print_json(st)
+        return 0
+    rows = [("backend", f"{st.get('backend')} ({st.get('plugin')})")]
+    for key in ("workspaceDir", "dbPath", "files", "chunks", "dirty", "provider", "model"):
+        if key in st:
+            rows.append((key, str(st[key])))
+    if st.get("providerReason"):
+        rows.append(("providerReason", st["providerReason"]))
+    for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):
+        if isinstance(st.get(key), dict):
+            rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
+    sup = st.get("supersession")
+    if isinstance(sup, dict):
+        state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")
+        rows.append(("supersession", "; ".join([state, *sup.get("unavailable", [])])))
+    if st.get("skipped"):
+        rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
+    server = st.get("server")
+    if isinstance(server, dict):
+        served = ", ".join(f"{k} {v}" for k, v in (server.get("requests") or {}).items())
+        rows.append(("server", f"{server.get('url')} (pid {server.get('pid')}); answered {served or 'nothing yet'}"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{color(k.rjust(width), '2')}  {v}")
+    return 0

@@ -1,0 +1,447 @@
+"""The ASGI application of ``symi-memory serve``: JSON API, MCP over streamable HTTP, inspector.
+
+Built on Starlette and served by uvicorn, both already installed with the
+``mcp`` extra (the SDK's streamable HTTP transport is a Starlette app): no
+new dependency, and the MCP endpoint and the JSON API share one event loop,
+one port and one guard.
+
+Every request passes :class:`Guard` first: the Host header must name a
+loopback address when the server binds one (DNS rebinding), the bearer token
+must match when one is set, and bodies over ``serve.maxBodyBytes`` get 413
+before anything reads them. Blocking work (SQLite, embedding) runs in worker
+threads, so a slow search or a client that goes away mid-request never holds
+up the others.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from .. import tools
+from ..aio import AsyncMemoryManager
+from ..errors import SymiMemoryError
+from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
+from .record import eval_record_path
+
+__all__ = ["Guard", "ServerState", "build_app"]
+
+log = logging.getLogger("symi_memory.serve")
+
+SERVER_HEADER = (b"x-symi-memory", b"1")
+_MCP_PATH = re.compile(r"^/(?:agents/([^/]+)/)?mcp/?$")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+class Guard:
+    """ASGI middleware: Host check, bearer token, body cap, the server header, request counts."""
+
+    def __init__(self, app: Any, *, token: str | None, loopback: bool, max_body: int, mcp: Any = None,
+                 state: ServerState | None = None) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.loopback = loopback
+        self.max_body = max_body
+        self.mcp = mcp
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+
+        async def send_marked(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], SERVER_HEADER]
+            await send(message)
+
+        async def refuse(status: int, error: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+            body = json.dumps({"error": error}).encode()
+            await send_marked({"type": "http.response.start", "status": status,
+                               "headers": [(b"content-type", b"application/json"),
+                                           (b"content-length", str(len(body)).encode()), *(extra or [])]})
+            await send_marked({"type": "http.response.body", "body": body})
+
+        path = scope.get("path", "")
+        if self.loopback:
+            host = headers.get(b"host", b"").decode("latin-1")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if not is_loopback(name):
+                log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
+                await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
+                return
+        if self.token is not None:
+            given = headers.get(b"authorization", b"")
+            expected = b"Bearer " + self.token
+            if not hmac.compare_digest(given, expected):
+                log.info("refused %s %s: missing or wrong token", scope["method"], path)
+                await refuse(401, "missing or wrong token: send 'Authorization: Bearer <serve.token>'",
+                             [(b"www-authenticate", b"Bearer")])
+                return
+        length = headers.get(b"content-length")
+        if length is not None:
+            try:
+                too_big = int(length) > self.max_body
+            except ValueError:
+                await refuse(400, "bad Content-Length")
+                return
+            if too_big:
+                await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
+                return
+        seen = 0
+        max_body = self.max_body
+
+        async def capped_receive() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > max_body:
+                    raise _BodyTooLarge()
+            return message
+
+        try:
+            m = _MCP_PATH.match(path)
+            if m and self.mcp is not None:
+                agent = m.group(1) or "main"
+                try:
+                    assert self.state is not None
+                    self.state.pool.check(agent)
+                except UnknownAgent as exc:
+                    await refuse(404, str(exc))
+                    return
+                except SymiMemoryError as exc:
+                    await refuse(400, str(exc))
+                    return
+                scope = {**scope, "symi.agent": agent}
+                self.state.count("mcp")
+                await self.mcp.handle_request(scope, capped_receive, send_marked)
+                return
+            await self.app(scope, capped_receive, send_marked)
+        except _BodyTooLarge:
+            await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class ServerState:
+    """What the routes share: the pool, settings, counters."""
+
+    def __init__(self, pool: AgentPool, *, url: str, pid: int, max_response: int, state_dir: Path,
+                 config_path: str | None, inspector: bool) -> None:
+        self.pool = pool
+        self.url = url
+        self.pid = pid
+        self.max_response = max_response
+        self.state_dir = state_dir
+        self.config_path = config_path
+        self.inspector = inspector
+        self.started = time.time()
+        self.requests: dict[str, int] = {}
+
+    def count(self, kind: str) -> None:
+        self.requests[kind] = self.requests.get(kind, 0) + 1
+
+    def info(self) -> dict[str, Any]:
+        return {"url": self.url, "pid": self.pid, "startedAt": self.started, "requests": dict(self.requests),
+                "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats()}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _fit(out: dict[str, Any], limit: int) -> dict[str, Any]:
+    """Trim a tool answer to ``limit`` bytes of JSON: drop trailing results, cut long text."""
+    size = len(json.dumps(out, ensure_ascii=False).encode())
+    if size <= limit:
+        return out
+    out = dict(out)
+    if isinstance(out.get("results"), list):
+        results = list(out["results"])
+        while results and len(json.dumps({**out, "results": results}, ensure_ascii=False).encode()) > limit:
+            results.pop()
+        out["results"] = results
+    if isinstance(out.get("text"), str):
+        budget = max(0, limit - (size - len(out["text"].encode())) - 200)
+        out["text"] = out["text"].encode()[:budget].decode("utf-8", "ignore")
+    if isinstance(out.get("candidates"), list):
+        cands = list(out["candidates"])
+        while cands and len(json.dumps({**out, "candidates": cands}, ensure_ascii=False).encode()) > limit:
+            cands.pop()
+        out["candidates"] = cands
+    out["truncated"] = f"answer trimmed to serve.maxResponseBytes ({limit} bytes); ask for fewer results or lines"
+    return out
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    if request.method == "GET":
+        return {}
+    ctype = request.headers.get("content-type", "").split(";")[0].strip()
+    raw = await request.body()
+    if not raw:
+        return {}
+    if ctype != "application/json":
+        raise _Bad(415, "send the request body as application/json")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise _Bad(400, "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise _Bad(400, "the request body must be a JSON object")
+    return data
+
+
+class _Bad(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int) -> Any:
+    """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard)."""
+    from ..mcp_server import build_routed_server
+
+    pool = state.pool
+
+    async def agent_call(request: Request, kind: str, work: Any) -> Response:
+        """Check the agent, hold its manager for the call, run ``work(manager, body)`` in a thread."""
+        agent = request.path_params["agent"]
+        try:
+            body = await _body(request)
+            pool.check(agent)
+        except _Bad as exc:
+            return _error(exc.status, exc.message)
+        except UnknownAgent as exc:
+            return _error(404, str(exc))
+        except SymiMemoryError as exc:
+            return _error(400, str(exc))
+        want = body.get("workspace")
+
+        def run() -> dict[str, Any]:  # one worker thread per request: acquire, check, work, release
+            manager = pool.acquire(agent)
+            try:
+                if want is not None and (not isinstance(want, str) or Path(want) != manager.agent.workspace):
+                    raise _Bad(409, f"this server serves agent {agent!r} from another workspace")
+                state.count(kind)
+                return work(manager, body)
+            finally:
+                pool.release(agent)
+
+        try:
+            out = await anyio.to_thread.run_sync(run)
+        except _Bad as exc:
+            return _error(exc.status, exc.message)
+        except SymiMemoryError as exc:
+            return _error(503 if "shutting down" in str(exc) else 400, str(exc))
+        return JSONResponse(_fit(out, state.max_response))
+
+    def search_params(body: dict[str, Any]) -> dict[str, Any]:
+        return {k: body[k] for k in ("query", "maxResults", "minScore", "asOf") if k in body}
+
+    def session_of(body: dict[str, Any]) -> str | None:
+        session = body.get("session")
+        if session is not None and not isinstance(session, str):
+            raise _Bad(400, "session must be a string")
+        return session
+
+    def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
+            ensure_fresh(manager, reason="cli-search")
+        return tools.memory_search(manager, search_params(body), session_key=session_of(body))
+
+    def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        query = body.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise _Bad(400, "query required: pass a non-empty string")
+        as_of = body.get("asOf")
+        if as_of is not None and not isinstance(as_of, str):
+            raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        try:
+            return manager.explain(query, max_results=tools._int_param(body, "maxResults"),
+                                   min_score=body.get("minScore"), session_key=session_of(body), as_of=as_of)
+        except ValueError as exc:
+            raise _Bad(400, str(exc)) from None
+
+    def do_history(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        query = body.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise _Bad(400, "query required: pass a non-empty string")
+        as_of = body.get("asOf")
+        if as_of is not None and not isinstance(as_of, str):
+            raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        try:
+            n = tools._int_param(body, "maxResults")
+            if n is not None and not 1 <= n <= 200:
+                raise ValueError(f"maxResults must be from 1 to 200, got {n}")
+            if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
+                ensure_fresh(manager, reason="cli-search")
+            return {"versions": manager.history(query, max_results=n or 30, as_of=as_of)}
+        except ValueError as exc:
+            raise _Bad(400, str(exc)) from None
+
+    def do_get(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        return tools.memory_get(manager, {k: body[k] for k in ("path", "from", "lines") if k in body})
+
+    def do_append(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        return tools.memory_append(manager, {k: v for k, v in body.items() if k != "workspace"})
+
+    def do_status(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        return {**manager.status(), "lastSync": pool.last_sync(manager.agent.id), "server": state.info()}
+
+    def do_sync(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise _Bad(400, "force must be true or false")
+        return manager.sync(reason="serve-api", force=force).to_dict()
+
+    def do_files(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        return files_view(manager, pool.last_sync(manager.agent.id))
+
+    async def search(request: Request) -> Response:
+        return await agent_call(request, "search", do_search)
+
+    async def explain(request: Request) -> Response:
+        return await agent_call(request, "explain", do_explain)
+
+    async def history(request: Request) -> Response:
+        return await agent_call(request, "history", do_history)
+
+    async def get(request: Request) -> Response:
+        return await agent_call(request, "get", do_get)
+
+    async def append(request: Request) -> Response:
+        return await agent_call(request, "append", do_append)
+
+    async def status(request: Request) -> Response:
+        return await agent_call(request, "status", do_status)
+
+    async def sync(request: Request) -> Response:
+        return await agent_call(request, "sync", do_sync)
+
+    async def files(request: Request) -> Response:
+        return await agent_call(request, "files", do_files)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"ok": True, **state.info()})
+
+    async def last_eval(request: Request) -> Response:
+        path = Path(eval_record_path(state.state_dir))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return JSONResponse({"result": None, "hint": "run `symi-memory eval DATASET` to see results here"})
+        except (OSError, ValueError) as exc:
+            return _error(500, f"{path}: unreadable ({exc})")
+        return JSONResponse(data)
+
+    async def index_page(request: Request) -> Response:
+        if not state.inspector:
+            return _error(404, "the inspector is off (serve.inspector = false)")
+        from .inspector import render_page
+
+        agent = request.query_params.get("agent", "main")
+        try:
+            check_agent_id(agent)
+        except SymiMemoryError as exc:
+            return _error(400, str(exc))
+        return HTMLResponse(render_page(agent=agent, agents=sorted(pool.allowed)),
+                            headers={"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                     "script-src 'self' 'unsafe-inline'; img-src 'self' data:",
+                                     "X-Frame-Options": "DENY", "Cache-Control": "no-store"})
+
+    routes = [
+        Route("/", index_page, methods=["GET"]),
+        Route("/api/health", health, methods=["GET"]),
+        Route("/api/eval", last_eval, methods=["GET"]),
+        Route("/api/agents/{agent}/search", search, methods=["POST"]),
+        Route("/api/agents/{agent}/explain", explain, methods=["POST"]),
+        Route("/api/agents/{agent}/history", history, methods=["POST"]),
+        Route("/api/agents/{agent}/get", get, methods=["POST"]),
+        Route("/api/agents/{agent}/append", append, methods=["POST"]),
+        Route("/api/agents/{agent}/status", status, methods=["GET", "POST"]),
+        Route("/api/agents/{agent}/sync", sync, methods=["POST"]),
+        Route("/api/agents/{agent}/files", files, methods=["GET"]),
+    ]
+
+    async def resolve(ctx: Any) -> AsyncMemoryManager:
+        request = getattr(ctx, "request", None)
+        agent = request.scope.get("symi.agent", "main") if request is not None else "main"
+        manager = await anyio.to_thread.run_sync(pool.acquire, agent)
+        pool.release(agent)
+        return AsyncMemoryManager(manager)
+
+    mcp_server = build_routed_server(resolve)
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # The Guard checks Host and the token for every path, /mcp included.
+    session_manager = StreamableHTTPSessionManager(
+        app=mcp_server, max_request_body_size=max_body,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        async with session_manager.run():
+            yield
+
+    inner = Starlette(routes=routes, lifespan=lifespan)
+    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=session_manager, state=state)
+
+
+def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]:
+    """Each file's indexed state (indexed / vectors pending / changed / new / removed / skipped and why)."""
+    st = manager.status()
+    backend = manager.backend
+    store = getattr(backend, "store", None)
+    indexer = getattr(backend, "indexer", None)
+    rows = store.file_rows() if store is not None and hasattr(store, "file_rows") else []
+    changed: dict[str, Any] = {}
+    removed: list[str] = []
+    if indexer is not None:
+        ch, removed = indexer.changed_files(retry_pending=False)
+        changed = {f.path: f for f in ch}
+    files = []
+    for row in rows:
+        if row["path"] in removed:
+            state, why = "removed", "deleted on disk; the next sync drops it"
+        elif row["path"] in changed:
+            state, why = "changed", "changed on disk since the last sync; the watcher will reindex it"
+        elif row["pending"]:
+            state, why = "pending", "searchable by keyword; waiting for its vectors (provider unavailable)"
+        else:
+            state, why = "indexed", None
+        files.append({**row, "state": state, "reason": why})
+    known = {r["path"] for r in rows}
+    for path, f in sorted(changed.items()):
+        if path not in known:
+            files.append({"path": path, "source": f.source, "chunks": 0, "mtime": f.mtime, "size": f.size,
+                          "pending": True, "state": "new", "reason": "not indexed yet; the watcher will index it"})
+    for s in st.get("skipped") or []:
+        files.append({"path": s["path"], "source": None, "chunks": 0, "mtime": None, "size": None, "pending": False,
+                      "state": "skipped", "reason": s.get("reason")})
+    keep = ("backend", "plugin", "files", "chunks", "dirty", "pendingFiles", "workspaceDir", "provider", "model",
+            "requestedProvider", "providerReason", "fallback", "lastError")
+    return {"agent": manager.agent.id, "status": {k: st.get(k) for k in keep}, "lastSync": last_sync,
+            "files": files}

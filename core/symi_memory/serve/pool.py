@@ -1,0 +1,244 @@
+"""Warm managers, one per agent, and embedding models shared between them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ..config import Config
+from ..errors import SymiMemoryError
+from ..manager import MemoryManager, open_memory
+from ..plugins import Plugins, load_plugins
+from ..specs import EmbeddingProvider, ProviderContext, ProviderSpec
+
+__all__ = ["AgentPool", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
+
+log = logging.getLogger("symi_memory.serve")
+
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class UnknownAgent(SymiMemoryError):
+    """A request named an agent this server does not serve (HTTP 404)."""
+
+    exit_code = 2
+
+
+def check_agent_id(agent_id: str) -> str:
+    """Agent ids name index files and state folders: letters, digits, ``_ . -``, no ``..``."""
+    if not isinstance(agent_id, str) or not _AGENT_ID.fullmatch(agent_id) or ".." in agent_id:
+        raise SymiMemoryError(f"invalid agent id {agent_id!r}: use letters, digits, '_', '.', '-' (at most 64)")
+    return agent_id
+
+
+def ensure_fresh(manager: MemoryManager, *, reason: str) -> bool:
+    """Sync now when files changed since the last sync (what a one-shot CLI search does first). True if synced."""
+    if not manager.enabled:
+        return False
+    is_stale = getattr(manager.backend, "is_stale", None)
+    if callable(is_stale):
+        # One listing of the workspace against the index; files waiting only for vectors are searchable already.
+        stale = is_stale(retry_pending=False)
+    else:
+        st = manager.status()
+        stale = bool(st.get("dirty")) or not st.get("files")
+    if stale:
+        manager.sync(reason=reason)
+    return bool(stale)
+
+
+class _Handle:
+    """One agent's view of a shared provider: ``close()`` releases it once."""
+
+    def __init__(self, owner: SharedProviders, key: str, inner: EmbeddingProvider) -> None:
+        self._owner = owner
+        self._key = key
+        self._inner = inner
+        self._closed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._owner.release(self._key)
+
+
+class SharedProviders:
+    """Embedding providers built once per identical settings and shared by every agent using them.
+
+    A local model is loaded once however many agents the server holds; the
+    last agent to close its handle closes the model.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[Any]] = {}  # key -> [provider, refcount]
+        self.created = 0
+
+    def wrap(self, spec: ProviderSpec) -> ProviderSpec:
+        factory = spec.factory
+
+        def shared_factory(ctx: ProviderContext) -> EmbeddingProvider:
+            key = json.dumps([spec.name, ctx.model, {k: ctx.settings.get(k) for k in ("local", "remote", "model")},
+                              ctx.models], sort_keys=True, default=str)
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    entry = self._entries[key] = [factory(ctx), 0]
+                    self.created += 1
+                entry[1] += 1
+                return _Handle(self, key, entry[0])  # type: ignore[return-value]
+
+        return attrs.evolve(spec, factory=shared_factory)
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] > 0:
+                return
+            del self._entries[key]
+        entry[0].close()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"loaded": len(self._entries), "users": sum(e[1] for e in self._entries.values()),
+                    "models": sorted({f"{e[0].id}/{e[0].model}" for e in self._entries.values()})}
+
+
+@attrs.define
+class _Entry:
+    manager: MemoryManager
+    opened_at: float
+    last_used: float
+    in_flight: int = 0
+
+
+class AgentPool:
+    """Managers by agent id, opened on first use (watcher started), closed after ``idle_seconds`` unused.
+
+    Agents the server serves: ``main``, every ``agents.list[].id`` and ``serve.agents``;
+    ``pinned`` ones are opened at start and never closed for idleness.
+    """
+
+    def __init__(self, config: Config, *, idle_seconds: float = 1800.0, pinned: tuple[str, ...] = (),
+                 plugins: Plugins | None = None, clock: Callable[[], float] = time.monotonic,
+                 workspaces: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.workspaces = dict(workspaces or {})
+        self.idle_seconds = idle_seconds
+        self.pinned = tuple(check_agent_id(a) for a in pinned)
+        self.clock = clock
+        self.providers = SharedProviders()
+        self.plugins = plugins or load_plugins(config.data["plugins"]["disabled"])
+        registry = self.plugins.registries["embeddingProviders"]
+        for name, spec in list(registry.items()):
+            registry[name] = self.providers.wrap(spec)
+        listed = [e.get("id") for e in config.data["agents"].get("list", []) if isinstance(e, dict)]
+        self.allowed = {"main", *[a for a in listed if isinstance(a, str)], *self.pinned}
+        self._lock = threading.Lock()
+        self._opening: dict[str, threading.Lock] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._syncs: dict[str, dict[str, Any]] = {}
+        self._closed = False
+
+    def check(self, agent_id: str) -> str:
+        check_agent_id(agent_id)
+        if agent_id not in self.allowed:
+            raise UnknownAgent(f"agent {agent_id!r} is not served here (served: {', '.join(sorted(self.allowed))}); "
+                               f"add it to agents.list or serve.agents")
+        return agent_id
+
+    def acquire(self, agent_id: str) -> MemoryManager:
+        """The agent's manager, opened (and brought up to date) on first use. Pair with :meth:`release`."""
+        self.check(agent_id)
+        with self._lock:
+            if self._closed:
+                raise SymiMemoryError("the server is shutting down")
+            entry = self._entries.get(agent_id)
+            if entry is not None:
+                entry.in_flight += 1
+                entry.last_used = self.clock()
+                return entry.manager
+            opening = self._opening.setdefault(agent_id, threading.Lock())
+        with opening:  # one thread opens an agent; the others wait for it, other agents go on
+            with self._lock:
+                entry = self._entries.get(agent_id)
+                if entry is not None:
+                    entry.in_flight += 1
+                    entry.last_used = self.clock()
+                    return entry.manager
+            manager = self._open(agent_id)
+            with self._lock:
+                if self._closed:
+                    manager.close()
+                    raise SymiMemoryError("the server is shutting down")
+                now = self.clock()
+                entry = self._entries[agent_id] = _Entry(manager=manager, opened_at=now, last_used=now, in_flight=1)
+        return entry.manager
+
+    def _open(self, agent_id: str) -> MemoryManager:
+        manager = open_memory(self.config, agent_id=agent_id, workspace=self.workspaces.get(agent_id),
+                              plugins=self.plugins, start=True)
+        backend = manager.backend
+        if backend is not None and hasattr(backend, "on_synced"):
+            def synced(report: Any, agent_id: str = agent_id) -> None:
+                self._syncs[agent_id] = {"at": time.time(), **report.to_dict()}
+
+            backend.on_synced = synced
+        ensure_fresh(manager, reason="serve-open")
+        log.info("opened agent %s (%s)", agent_id, manager.backend_name)
+        return manager
+
+    def release(self, agent_id: str) -> None:
+        with self._lock:
+            entry = self._entries.get(agent_id)
+            if entry is not None:
+                entry.in_flight = max(0, entry.in_flight - 1)
+                entry.last_used = self.clock()
+
+    def last_sync(self, agent_id: str) -> dict[str, Any] | None:
+        return self._syncs.get(agent_id)
+
+    def open_agents(self) -> list[str]:
+        with self._lock:
+            return sorted(self._entries)
+
+    def reap_idle(self) -> list[str]:
+        """Close agents unused for ``idle_seconds`` (never pinned ones, never mid-request)."""
+        if self.idle_seconds <= 0:
+            return []
+        now = self.clock()
+        closing = []
+        with self._lock:
+            for agent_id, entry in list(self._entries.items()):
+                if agent_id in self.pinned or entry.in_flight or now - entry.last_used < self.idle_seconds:
+                    continue
+                closing.append((agent_id, self._entries.pop(agent_id)))
+        for agent_id, entry in closing:
+            log.info("closing idle agent %s", agent_id)
+            entry.manager.close()
+        return [a for a, _ in closing]
+
+    def close(self) -> None:
+        """Close every manager (watchers stop, syncs in progress finish their transaction first)."""
+        with self._lock:
+            self._closed = True
+            entries = list(self._entries.values())
+            self._entries.clear()
+        for entry in entries:
+            try:
+                entry.manager.close()
+            except Exception as exc:  # one agent failing to close must not keep the others open
+                log.warning("closing agent %s failed: %s", entry.manager.agent.id, exc)

@@ -1,0 +1,114 @@
+"""Running the server: bind, record, serve until SIGTERM/SIGINT, close everything."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import __version__
+from ..config import Config
+from ..errors import ConfigError
+from .app import ServerState, build_app, is_loopback
+from .pool import AgentPool
+from .record import TOKEN_ENV, read_record, remove_record, write_record
+
+__all__ = ["serve"]
+
+log = logging.getLogger("symi_memory.serve")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot bind {host}:{port} ({exc.strerror or exc}); pick another serve.port") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(config: Config, *, host: str | None = None, port: int | None = None, agent: str = "main",
+          workspace: str | None = None, idle_minutes: float | None = None, config_explicit: bool = False,
+          ready: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; returns 0 after a clean stop."""
+    import uvicorn
+
+    settings = config.data["serve"]
+    host = host or settings["host"]
+    port = settings["port"] if port is None else port
+    token = settings.get("token") or os.environ.get(TOKEN_ENV) or None
+    loopback = is_loopback(host)
+    if not loopback and not token:
+        raise ConfigError(f"serving on {host} (not loopback) needs a token: set serve.token or ${TOKEN_ENV}")
+    running = read_record(config.state_dir)
+    if running is not None and running["pid"] != os.getpid():
+        raise ConfigError(f"a server already runs for {config.state_dir} (pid {running['pid']}, {running['url']}); "
+                          f"stop it first (kill -TERM {running['pid']}) or use another --state-dir")
+    idle = settings["idleMinutes"] if idle_minutes is None else idle_minutes
+    pinned = tuple(dict.fromkeys([agent, *settings.get("agents", [])]))
+    pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
+                     workspaces={agent: workspace} if workspace else None)
+    sock = _bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown}:{bound}"
+    state = ServerState(pool, url=url, pid=os.getpid(), max_response=settings["maxResponseBytes"],
+                        state_dir=config.state_dir, config_path=str(config.path) if config.path else None,
+                        inspector=settings["inspector"])
+    app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"])
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=10, log_level="warning"))
+    record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
+              "config": str(config.path.resolve()) if config.path else None,
+              "configExplicit": config_explicit, "startedAt": time.time(),
+              "token": bool(token)}
+    stop = threading.Event()
+
+    def warm() -> None:
+        for agent_id in pinned:  # open (and sync) the pinned agents, so their watchers run from the start
+            if stop.is_set():
+                return
+            try:
+                pool.acquire(agent_id)
+                pool.release(agent_id)
+            except Exception as exc:  # the server keeps serving the other agents
+                log.warning("could not open agent %s: %s", agent_id, exc)
+
+    def reaper() -> None:
+        while not stop.wait(min(30.0, max(1.0, pool.idle_seconds / 4 or 30.0))):
+            pool.reap_idle()
+
+    threads = [threading.Thread(target=warm, name="symi-serve-warm", daemon=True),
+               threading.Thread(target=reaper, name="symi-serve-reaper", daemon=True)]
+    # uvicorn handles SIGTERM/SIGINT (graceful shutdown), then re-raises the signal to the handler that was
+    # in place before it started; a no-op one here lets the cleanup below run and the process exit 0.
+    quiet: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        quiet = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    write_record(config.state_dir, record)
+    try:
+        for t in threads:
+            t.start()
+        if ready is not None:
+            ready(record)
+        server.run(sockets=[sock])
+    finally:
+        stop.set()
+        threads[0].join(timeout=60)  # an agent still opening finishes (or fails) before the pool closes
+        pool.close()
+        remove_record(config.state_dir, os.getpid())
+        sock.close()
+        for sig, handler in quiet.items():
+            signal.signal(sig, handler)
+        log.info("stopped")
+    return 0

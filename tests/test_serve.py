@@ -1,0 +1,441 @@
+"""`symi-memory serve`: a real server process on loopback, driven by the real CLI, HTTP and the MCP SDK client."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("uvicorn")
+pytest.importorskip("starlette")
+
+TOKEN = "s3cret-token-value-xyz"
+
+
+def _write_config(state: Path, main_ws: Path, other_ws: Path, *, extra: str = "") -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "symi.toml").write_text(
+        f"""
+[agents.defaults]
+workspace = "{main_ws}"
+[agents.defaults.memorySearch]
+provider = "hash"
+[agents.defaults.memorySearch.query]
+minScore = 0.2
+[[agents.list]]
+id = "other"
+workspace = "{other_ws}"
+{extra}
+""",
+        encoding="utf-8",
+    )
+
+
+@pytest.fixture
+def setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
+    other = tmp_path / "other-ws"
+    (other / "memory").mkdir(parents=True)
+    (other / "MEMORY.md").write_text("# Other agent\n\n- The launch code is PLUM-42.\n", encoding="utf-8")
+    state = tmp_path / "state"
+    _write_config(state, workspace, other)
+    return {"state": state, "main": workspace, "other": other}
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], record: dict[str, Any], log: Path) -> None:
+        self.proc = proc
+        self.record = record
+        self.url = record["url"]
+        self.port = int(record["port"])
+        self.log = log
+
+    def request(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
+                raw: bytes | None = None) -> tuple[int, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        hdrs = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        payload = resp.read()
+        conn.close()
+        try:
+            return resp.status, json.loads(payload)
+        except ValueError:
+            return resp.status, payload.decode()
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+@contextmanager
+def running_server(state: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    log = state / f"serve-{time.monotonic_ns()}.log"
+    full_env = {**os.environ, "SYMI_STATE_DIR": str(state), **(env or {})}
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "-v", "serve", "--port", "0", *args],
+                                stdout=fh, stderr=subprocess.STDOUT, text=True, env=full_env)
+    record_file = state / "serve.json"
+    deadline = time.monotonic() + 90
+    record = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited with {proc.returncode}: {log.read_text()}")
+        try:
+            record = json.loads(record_file.read_text())
+            if record.get("pid") == proc.pid:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        raise AssertionError(f"serve did not start: {log.read_text()}")
+    server = Server(proc, record, log)
+    try:
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_search_is_answered_by_the_server_then_in_process_once_it_stops(setup: dict[str, Path], cli: Any) -> None:
+    state = setup["state"]
+    with running_server(state) as srv:
+        code, out, err = cli("search", "Prefers tea", "--json", json_out=True)
+        assert code == 0, err
+        assert out["results"][0]["path"] == "MEMORY.md"
+        code, st, err = cli("status", "--json", json_out=True)
+        assert code == 0, err
+        assert st["server"]["pid"] == srv.proc.pid and st["server"]["requests"]["search"] == 1
+        assert st["files"] == 2
+        assert st["lastSync"]["at"] > 0 and st["lastSync"]["reason"] in ("serve-open", "session-start", "watch")
+        # The human output says so too, and --no-server works in-process (no server block).
+        code, text, _ = cli("status")
+        assert f"pid {srv.proc.pid}" in text and "search 1" in text
+        code, local, _ = cli("status", "--json", "--no-server", json_out=True)
+        assert code == 0 and "server" not in local
+        code, text, _ = cli("search", "Utrecht")
+        assert code == 0 and "server" in text.splitlines()[0] and "MEMORY.md" in text
+        code, got, _ = cli("get", "memory/2026-01-01.md", "--from", "2", "--lines", "1", "--json", json_out=True)
+        assert code == 0 and got["text"].strip() == "second line"
+        # A note written just now is found at once, as by an in-process search (no wait for the watcher).
+        (setup["main"] / "memory" / "2026-01-02.md").write_text("- The wifi password is on the fridge.\n")
+        code, out, _ = cli("search", "wifi password fridge", "--json", json_out=True)
+        assert code == 0 and out["results"][0]["path"] == "memory/2026-01-02.md"
+        assert srv.stop() == 0
+    assert not (state / "serve.json").exists()
+    code, out, err = cli("search", "Prefers tea", "--json", json_out=True)
+    assert code == 0 and out["results"][0]["path"] == "MEMORY.md"
+    code, st, _ = cli("status", "--json", json_out=True)
+    assert "server" not in st
+
+
+def test_a_second_server_for_the_same_state_dir_is_refused(setup: dict[str, Path], cli: Any) -> None:
+    with running_server(setup["state"]) as srv:
+        code, _, err = cli("serve", "--port", "0")
+        assert code == 2 and f"pid {srv.proc.pid}" in err and "Traceback" not in err
+        assert json.loads((setup["state"] / "serve.json").read_text())["pid"] == srv.proc.pid
+
+
+def test_a_stale_record_is_ignored(setup: dict[str, Path], cli: Any) -> None:
+    """A server that died without cleaning up (its pid is gone) never answers: the CLI works in-process."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (setup["state"] / "serve.json").write_text(json.dumps({"pid": dead.pid, "url": "http://127.0.0.1:9"}))
+    code, out, err = cli("search", "Prefers tea", "--json", json_out=True)
+    assert code == 0 and out["results"][0]["path"] == "MEMORY.md", err
+
+
+def test_a_call_for_another_workspace_is_answered_in_process(setup: dict[str, Path], cli: Any, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "MEMORY.md").write_text("- Elsewhere note about kayaks.\n")
+    with running_server(setup["state"]) as srv:
+        code, out, err = cli("--workspace", str(elsewhere), "search", "kayaks", "--json", json_out=True)
+        assert code == 0 and out["results"][0]["path"] == "MEMORY.md" and "kayaks" in out["results"][0]["snippet"]
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert status == 200 and "search" not in st["server"]["requests"]
+
+
+def test_the_one_shot_client_path_imports_nothing_heavy(setup: dict[str, Path]) -> None:
+    probe = (
+        "import sys, io, contextlib\n"
+        "from symi_memory.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    rc = main(['search', 'Prefers tea', '--json'])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'onnxruntime', 'apsw', 'pluggy',"
+        " 'attrs', 'starlette', 'tokenizers', 'sqlite_vec') or m.startswith('symi_memory_')"
+        " or m in ('symi_memory.manager', 'symi_memory.config', 'symi_memory.plugins'))\n"
+        "print(rc, heavy, 'MEMORY.md' in buf.getvalue())\n"
+    )
+    with running_server(setup["state"]):
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "SYMI_STATE_DIR": str(setup["state"])})
+    assert proc.stdout.strip() == "0 [] True", proc.stderr
+
+
+def test_mcp_streamable_http_lists_and_calls_the_tools(setup: dict[str, Path]) -> None:
+    pytest.importorskip("mcp_types")
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session_for(url: str, check: Any) -> None:
+        async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            await check(session)
+
+    async def main_agent(session: Any) -> None:
+        listed = await session.list_tools()
+        assert [t.name for t in listed.tools] == ["memory_search", "memory_get", "memory_append"]
+        hit = await session.call_tool("memory_search", {"query": "Prefers tea"})
+        assert hit.is_error is False and hit.structured_content["results"][0]["path"] == "MEMORY.md"
+        got = await session.call_tool("memory_get", {"path": "memory/2026-01-01.md", "from": 3, "lines": 1})
+        assert got.structured_content["text"].strip() == "third line"
+        refused = await session.call_tool("memory_get", {"path": "../other-ws/MEMORY.md"})
+        assert refused.is_error is True and refused.structured_content["text"] == ""
+
+    async def other_agent(session: Any) -> None:
+        hit = await session.call_tool("memory_search", {"query": "launch code PLUM-42"})
+        assert hit.structured_content["results"][0]["snippet"].count("PLUM-42") == 1
+
+    with running_server(setup["state"]) as srv:
+        asyncio.run(asyncio.wait_for(session_for(srv.url + "/mcp", main_agent), 90))
+        asyncio.run(asyncio.wait_for(session_for(srv.url + "/agents/other/mcp", other_agent), 90))
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert st["server"]["requests"]["mcp"] >= 4
+
+
+def test_refusals_leak_nothing(setup: dict[str, Path]) -> None:
+    other_file = str(setup["other"] / "MEMORY.md")
+    with running_server(setup["state"]) as srv:
+        # An agent that is not configured, and ids that would traverse.
+        status, out = srv.request("POST", "/api/agents/stranger/search", {"query": "PLUM-42"})
+        assert status == 404 and "not served" in out["error"] and "PLUM" not in json.dumps(out)
+        for bad in ("..", "%2E%2E%2Fother", "a%2Fb"):
+            status, out = srv.request("POST", f"/api/agents/{bad}/search", {"query": "x"})
+            assert status in (400, 404), (bad, status, out)
+        # memory_get stays inside the agent's own memory files.
+        for path in ("../other-ws/MEMORY.md", other_file, "/etc/passwd", "memory/../../other-ws/MEMORY.md"):
+            status, out = srv.request("POST", "/api/agents/main/get", {"path": path})
+            assert status == 200 and out["text"] == "" and out["error"], path
+        # The main agent's search never returns the other agent's notes.
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "launch code PLUM-42"})
+        assert status == 200 and "PLUM-42" not in json.dumps(out)
+        # A client asking for another workspace under the same agent id is told so.
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "tea", "workspace": str(setup["other"])})
+        assert status == 409
+        # Oversized bodies: announced and streamed.
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "x" * 2_000_000})
+        assert status == 413 and "maxBodyBytes" in out["error"]
+        status, out = srv.request("POST", "/mcp", {"query": "x" * 2_000_000})
+        assert status == 413
+        # A page on another origin reaching 127.0.0.1 through DNS rebinding names another host.
+        status, out = srv.request("GET", "/api/agents/main/status", headers={"Host": "evil.example:80"})
+        assert status == 421
+        # Not JSON.
+        status, out = srv.request("POST", "/api/agents/main/search", raw=b"query=tea",
+                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 415
+        # Still serving.
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"]
+
+
+def test_results_are_capped(setup: dict[str, Path]) -> None:
+    big = setup["main"] / "memory" / "2026-02-02.md"
+    big.write_text("".join(f"- line {i} about tea and biscuits number {i}\n" for i in range(4000)))
+    state = setup["state"]
+    _write_config(state, setup["main"], setup["other"], extra="[serve]\nmaxResponseBytes = 20000\n")
+    with running_server(state) as srv:
+        status, out = srv.request("POST", "/api/agents/main/get", {"path": "memory/2026-02-02.md"})
+        assert status == 200 and "truncated" in out and len(json.dumps(out)) <= 20000
+        assert out["text"].startswith("- line 0 about tea")
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "tea biscuits", "maxResults": 50})
+        assert status == 200 and len(json.dumps(out).encode()) <= 20000
+
+
+def test_non_loopback_bind_needs_a_token_and_never_logs_it(setup: dict[str, Path], cli: Any) -> None:
+    code, _, err = cli("serve", "--host", "0.0.0.0", "--port", "0")
+    assert code == 2 and "token" in err and "Traceback" not in err
+    state = setup["state"]
+    with running_server(state, "--host", "0.0.0.0", env={"SYMI_SERVE_TOKEN": TOKEN}) as srv:
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "tea"})
+        assert status == 401 and TOKEN not in json.dumps(out)
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "tea"},
+                                  headers={"Authorization": "Bearer wrong"})
+        assert status == 401
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                  headers={"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200 and out["results"]
+        status, out = srv.request("GET", "/", headers={"Host": "example.test"})
+        assert status == 401
+        # The CLI without the token warns and answers in-process; with it, the server answers.
+        code, out, err = cli("search", "Prefers tea", "--json", json_out=True)
+        assert code == 0 and out["results"] and "token" in err
+        code, st, err = cli("status", "--json", env={"SYMI_SERVE_TOKEN": TOKEN}, json_out=True)
+        assert code == 0 and st["server"]["requests"]["search"] == 1
+        assert srv.stop() == 0
+    assert TOKEN not in srv.log.read_text()
+    assert TOKEN not in (state / "serve.json").read_text() if (state / "serve.json").exists() else True
+
+
+def test_a_client_going_away_mid_request_does_not_disturb_the_others(setup: dict[str, Path]) -> None:
+    with running_server(setup["state"]) as srv:
+        srv.request("POST", "/api/agents/main/search", {"query": "warm up"})
+        errors: list[str] = []
+
+        def good_client() -> None:
+            for _ in range(5):
+                status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+                if status != 200 or not out.get("results"):
+                    errors.append(f"{status} {out}")
+
+        def rude_client() -> None:
+            for i in range(5):
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                body = json.dumps({"query": "tea " * 50}).encode()
+                head = (f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+                        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                s.sendall(head + (body[: len(body) // 2] if i % 2 else body))
+                s.close()  # half a body, or a whole request whose answer nobody reads
+
+        threads = [threading.Thread(target=good_client) for _ in range(4)] + [
+            threading.Thread(target=rude_client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert errors == []
+        status, out = srv.request("GET", "/api/health")
+        assert status == 200 and out["ok"] is True
+
+
+def test_four_agents_share_one_model(setup: dict[str, Path], tmp_path: Path) -> None:
+    state = setup["state"]
+    extra = "".join(f'[[agents.list]]\nid = "a{i}"\nworkspace = "{setup["main"]}"\n' for i in range(3))
+    _write_config(state, setup["main"], setup["other"], extra=extra)
+    with running_server(state) as srv:
+        for agent in ("main", "other", "a0", "a1", "a2"):
+            status, out = srv.request("POST", f"/api/agents/{agent}/search", {"query": "tea"})
+            assert status == 200, out
+        status, st = srv.request("GET", "/api/agents/main/status")
+        shared = st["server"]["sharedModels"]
+        assert sorted(st["server"]["agents"]) == ["a0", "a1", "a2", "main", "other"]
+        assert shared["loaded"] == 1 and shared["users"] == 5 and shared["models"] == ["hash/hash-384"]
+
+
+def test_sigterm_stops_cleanly(setup: dict[str, Path]) -> None:
+    state = setup["state"]
+    with running_server(state) as srv:
+        srv.request("POST", "/api/agents/main/search", {"query": "tea"})
+        # A write and a sync in flight when SIGTERM arrives.
+        status, out = srv.request("POST", "/api/agents/main/append", {"text": "Note written just before stopping."})
+        assert status == 200 and not out.get("error"), out
+        done: list[Any] = []
+        t = threading.Thread(target=lambda: done.append(srv.request("POST", "/api/agents/main/sync", {"force": True})))
+        t.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert srv.stop() == 0
+        took = time.monotonic() - started
+        t.join(timeout=30)
+    log = srv.log.read_text()
+    assert "Traceback" not in log, log
+    assert took < 30
+    assert not (state / "serve.json").exists()
+    import apsw
+
+    db = apsw.Connection(str(state / "memory" / "main.sqlite"))
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    daily = sorted((setup["main"] / "memory").glob("20*.md"))
+    assert any(p.read_text().rstrip().endswith("Note written just before stopping.") for p in daily)
+
+
+def test_explain_api_breaks_down_each_score(setup: dict[str, Path]) -> None:
+    with running_server(setup["state"]) as srv:
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": "Prefers tea", "minScore": 0.5})
+        assert status == 200, out
+        assert out["stages"][0] == "fused" and out["stages"][-1] == "final"
+        returned = [c for c in out["candidates"] if c["outcome"] == "returned"]
+        assert [c["path"] for c in returned] == [h["path"] for h in out["response"]["results"]]
+        for c in out["candidates"]:
+            assert (c["outcome"] == "below minScore") == (c["stages"]["final"]["score"] < 0.5)
+        status, files = srv.request("GET", "/api/agents/main/files")
+        assert {f["path"]: f["state"] for f in files["files"]} == {"MEMORY.md": "indexed",
+                                                                   "memory/2026-01-01.md": "indexed"}
+
+
+def test_as_of_history_and_dedup_through_the_server_match_the_cli(setup: dict[str, Path], cli: Any) -> None:
+    """The API and the CLI through the server give exactly what the in-process CLI gives (issue 16's features)."""
+    main = setup["main"]
+    (main / "MEMORY.md").write_text("# Memory\n")
+    (main / "memory" / "2026-03-01.md").write_text(
+        "# 2026-03-01\n\n- The car is a blue hatchback.\n- Booked the dentist for Tuesday.\n")
+    (main / "memory" / "2026-06-01.md").write_text(
+        "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n- Bought running shoes.\n")
+    _write_config(setup["state"], main, setup["other"],
+                  extra="[agents.defaults.memorySearch.query.hybrid.supersession]\nenabled = true\n")
+    q = "what car do I drive?"
+    local = {
+        "search": cli("search", q, "--min-score", "0", "--as-of", "2026-04-01", "--json", "--no-server",
+                      json_out=True)[1],
+        "history": cli("history", q, "--json", "--no-server", json_out=True)[1],
+    }
+    assert local["search"]["results"][0]["path"] == "memory/2026-03-01.md"
+    assert [v["current"] for v in local["history"]["versions"]] == [False, True]
+    with running_server(setup["state"]) as srv:
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": q, "minScore": 0, "asOf": "2026-04-01"})
+        assert status == 200 and out == local["search"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q})
+        assert status == 200 and out == local["history"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "asOf": "2026-04-01"})
+        assert [v["path"] for v in out["versions"]] == ["memory/2026-03-01.md"]
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": q, "asOf": 5})
+        assert status == 200 and out["results"] == [] and "asOf" in out["error"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "asOf": "someday"})
+        assert status == 400 and "asOf" in out["error"]
+        # The CLI's search --as-of and history go through the server, with the in-process answers.
+        code, out, err = cli("search", q, "--min-score", "0", "--as-of", "2026-04-01", "--json", json_out=True)
+        assert code == 0 and out == local["search"], err
+        code, out, err = cli("history", q, "--json", json_out=True)
+        assert code == 0 and out == local["history"], err
+        code, text, _ = cli("history", q)
+        assert "current" in text and "memory/2026-06-01.md:3" in text
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert st["server"]["requests"]["search"] == 3 and st["server"]["requests"]["history"] == 5  # 2 from the CLI
+        # A bad date is still the CLI's usage error (exit 2), never a server round trip.
+        code, _, err = cli("search", "car", "--as-of", "April")
+        assert code == 2 and "--as-of" in err
+        # Append through the API refuses a restatement, like memory_append everywhere else.
+        before = (main / "memory" / "2026-03-01.md").read_bytes()
+        status, out = srv.request("POST", "/api/agents/main/append", {"text": "The car is a blue hatchback."})
+        assert status == 200 and out["appended"] is False
+        assert out["duplicateOf"] == {"path": "memory/2026-03-01.md", "startLine": 3, "endLine": 3}
+        assert (main / "memory" / "2026-03-01.md").read_bytes() == before
+        # The explain trace shows the supersession demotion.
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": q, "minScore": 0})
+        march = next(c for c in out["candidates"] if c["path"] == "memory/2026-03-01.md")
+        assert march["stages"]["supersession"]["supersededBy"]["path"] == "memory/2026-06-01.md"
