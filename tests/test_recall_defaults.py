@@ -175,9 +175,10 @@ def test_five_reworded_questions_with_the_default_config(tmp_path: Path) -> None
             ranked[row["query"]] = mem.search(row["query"], min_score=0).results[0].path
         want = {row["query"]: row["gold"][0]["path"] for row in rows[:5]}
         assert ranked == want
-        # Issue 10 asks 5/5 with no flags; under minScore 0.35 it was 0/5. Measured now: 3/5 (the two
-        # misses sit in a MEMORY.md chunk that mixes topics; see docs/search-scores.md).
-        assert sum(found[q] == want[q] for q in want) >= 3, found
+        # Issue 10 asks 5/5 with no flags; under minScore 0.35 it was 0/5. Measured now: 4/5. The miss
+        # ("musical instrument practice") is one line of a MEMORY.md chunk of nine unrelated facts, whose
+        # mean vector hides it; scoring lines inside a chunk is the lever (docs/search-scores.md).
+        assert sum(found[q] == want[q] for q in want) >= 4, found
         assert all(found[q] in (want[q], None) for q in want), found
 
 
