@@ -3,9 +3,11 @@
 fts-only (provider none), hybrid-weighted and hybrid-rrf, each with MMR and
 temporal decay off/on, with the ``hash`` provider and, when installed, the
 ``local`` one (symi_memory_local). Every run goes through ``run_eval`` (a
-throwaway index). Prints a Markdown table and writes it to docs/quality.md.
+throwaway index) in the ranking view (``minScore`` 0). Prints a Markdown table
+and writes it to ``--out`` when given. docs/quality.md comes from
+bench/recall_bench.py (as configured and ranking, both dev sets).
 
-    python bench/devmem_quality.py [--providers hash,local] [--out docs/quality.md]
+    python bench/devmem_quality.py [--providers hash,local] [--out FILE]
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def run_one(name: str, provider: str, hybrid: dict[str, Any]) -> dict[str, Any]:
         cfg = load_config(None, state_dir=tmp, overrides={"agents": {"defaults": {"memorySearch": {
             "provider": provider, "query": {"hybrid": hybrid}}}}})
         started = time.perf_counter()
-        result = run_eval(DATASET, config=cfg)
+        result = run_eval(DATASET, config=cfg, min_score=0)
     return {"name": name, "provider": provider, "mmr": hybrid["mmr"]["enabled"],
             "decay": hybrid["temporalDecay"]["enabled"], "seconds": time.perf_counter() - started, "result": result}
 
@@ -86,7 +88,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     have_local = importlib.util.find_spec("symi_memory_local") is not None
     ap.add_argument("--providers", default="hash,local" if have_local else "hash")
-    ap.add_argument("--out", default=str(REPO / "docs" / "quality.md"))
+    ap.add_argument("--out", default=None)
     ap.add_argument("--mmr", default="off,on", help="MMR settings to run: off, on or off,on (MMR-on runs are slow)")
     args = ap.parse_args()
     modes = tuple(m.strip() == "on" for m in args.mmr.split(","))
@@ -95,7 +97,8 @@ def main() -> int:
         rows.append(run_one(name, provider, hybrid))
         print(f"{name} {provider} mmr={rows[-1]['mmr']} decay={rows[-1]['decay']}: "
               f"MRR {rows[-1]['result']['overall']['mrr@10']:.3f} ({rows[-1]['seconds']:.1f}s)", file=sys.stderr)
-        write_doc(Path(args.out), rows)  # after every row: a long run keeps what it measured
+        if args.out:
+            write_doc(Path(args.out), rows)  # after every row: a long run keeps what it measured
     print(table(rows))
     return 0
 

@@ -168,8 +168,7 @@ def load_pg(dsn: str, schema: str, n: int) -> float:
 
 
 def open_backend(kind: str, dsn: str, schema: str, db: Path, queries: list[dict[str, Any]]) -> Any:
-    from symi_memory import hookimpl
-    from symi_memory import load_config
+    from symi_memory import hookimpl, load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
     from symi_memory.specs import ProviderSpec

@@ -24,7 +24,9 @@ from symi_memory.config.fields import deep_merge
 REPO = Path(__file__).resolve().parents[1]
 CONTRIB = REPO / "contrib" / "symi-memory-recency-boost"
 DAY = 86_400.0
-BOOST = {"agents": {"defaults": {"memorySearch": {"query": {"hybrid": {"recencyBoost": {"enabled": True, "boost": 0.5}}}}}}}
+# Calibrated keyword scores (issue 10) put both notes near 0.9 (0.94 and 0.87): closing half the gap to 1.0
+# lifts the fresh note to 0.93, still under the stale one, so the boost here closes 0.8 of it.
+BOOST = {"agents": {"defaults": {"memorySearch": {"query": {"hybrid": {"recencyBoost": {"enabled": True, "boost": 0.8}}}}}}}
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,9 @@ def test_json_equals_score_py_on_the_same_results_file(tmp_path: Path) -> None:
     result = run_eval(DEVMEM, config=_config(tmp_path, provider="none"), results_out=run_file)
     proc = subprocess.run([sys.executable, str(DEVMEM / "score.py"), str(run_file), "--json"],
                           capture_output=True, text=True, check=True)
+    search = result.pop("search")
     assert proc.stdout == json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    assert search["view"] == "as-configured" and search["max_results"] == 6
     assert result["overall"]["queries"] == 194 and result["missing_ids"] == []
     # Exact tokens (commit hashes, ticket ids) are what keyword search must get right.
     assert result["per_type"]["exact-token"]["hit@5"] > 0.9
@@ -36,7 +38,7 @@ def test_json_equals_score_py_on_the_same_results_file(tmp_path: Path) -> None:
 
 def test_results_file_is_in_the_run_format(tmp_path: Path) -> None:
     run_file = tmp_path / "run.jsonl"
-    run_eval(DEVMEM, config=_config(tmp_path, provider="none"), n=12, results_out=run_file)
+    run_eval(DEVMEM, config=_config(tmp_path, provider="none"), n=12, min_score=0, results_out=run_file)
     rows = [json.loads(line) for line in run_file.read_text(encoding="utf-8").splitlines()]
     queries = [json.loads(line) for line in (DEVMEM / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["id"] for r in rows] == [q["id"] for q in queries]
@@ -88,7 +90,7 @@ def _decay_dataset(root: Path, now: str | None) -> Path:
 def test_decay_uses_the_query_clock(tmp_path: Path, query_now: str, flag_now: str | None, stale_wins: bool) -> None:
     data = _decay_dataset(tmp_path / "ds", query_now)
     cfg = _config(tmp_path, provider="none", query={"hybrid": {"temporalDecay": {"enabled": True}}})
-    result = run_eval(data, config=cfg, now=flag_now)
+    result = run_eval(data, config=cfg, now=flag_now, min_score=0)
     assert result["overall"]["stale_above_gold"] == (1.0 if stale_wins else 0.0)
     assert result["overall"]["hit@1"] == (0.0 if stale_wins else 1.0)
 

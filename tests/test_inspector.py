@@ -105,7 +105,8 @@ def test_inspector_shows_a_search_with_its_score_breakdown_and_the_files(served:
             assert "temporal-decay" in headers and "mmr" in headers and headers[-2:] == ["final", "outcome"]
             rows = [r.locator("td").all_inner_texts() for r in page.locator("#hits tr").all()]
             note = next(r for r in rows if r[1].startswith("memory/2026-03-04.md"))
-            assert float(note[2]) >= 0 and float(note[3]) > 0.1  # its keyword and vector scores
+            # Its keyword and vector scores (the vector column is the calibrated probability: small for the hash embedder).
+            assert float(note[2]) >= 0 and float(note[3]) > 0
             decayed = float(note[headers.index("temporal-decay")].split()[0])
             assert decayed < float(note[4])  # a months-old daily note loses score to temporal decay
             assert rows[0][-1] == "returned"

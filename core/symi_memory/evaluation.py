@@ -127,7 +127,11 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     stale = [r["stale_above_gold"] for r in pos if "stale_above_gold" in r]
     out["stale_queries"] = len(stale)
     out["stale_above_gold"] = _mean(stale)
+    if pos:
+        out["positive_empty"] = _mean([1.0 if r["n_hits"] == 0 else 0.0 for r in pos])
     if neg:
+        out["negative_empty_count"] = sum(1 for r in neg if r["n_hits"] == 0)
+        out["negative_empty"] = out["negative_empty_count"] / len(neg)
         tops = [r["top_score"] for r in neg]
         out["negative_top_score_mean"] = _mean(tops)
         out["negative_top_score_max"] = max(tops)
@@ -139,7 +143,8 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def score_run(queries: list[dict[str, Any]], run: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Score hits (``{id: [{path, start, end, score}, ...]}``, best first) against the queries."""
     rows = [_score_query(q, run.get(q["id"], [])) for q in queries]
-    per_type = {t: _aggregate([r for r in rows if r["type"] == t]) for t in TYPES if any(r["type"] == t for r in rows)}
+    types = TYPES + sorted({r["type"] for r in rows} - set(TYPES))
+    per_type = {t: _aggregate([r for r in rows if r["type"] == t]) for t in types if any(r["type"] == t for r in rows)}
     return {"overall": _aggregate(rows), "per_type": per_type,
             "missing_ids": [q["id"] for q in queries if q["id"] not in run],
             "settings": {"k": K, "mrr_k": MRR_K, "stale_k": STALE_K, "min_score": None}}
@@ -218,11 +223,14 @@ def _throwaway_config(config: Config, state_dir: Path) -> Config:
 
 
 def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = None, now: str | float | None = None,
-             n: int = 10, results_out: str | os.PathLike[str] | None = None,
+             n: int | None = None, min_score: float | None = None, results_out: str | os.PathLike[str] | None = None,
              progress: Callable[[SyncProgress], None] | None = None,
              queries: str = "queries.jsonl") -> dict[str, Any]:
     """Index the dataset's workspace, run its queries and score them (``score.py --json`` format).
 
+    With ``min_score`` and ``n`` unset, each query is searched as configured
+    (``minScore``, ``maxResults``). ``min_score`` (say 0, the ranking view)
+    overrides the threshold and then ``n`` defaults to 10 (at least 10).
     ``progress`` gets the indexing progress, then one ``phase="query"`` report per query.
     ``queries`` names the query file inside the dataset folder (devmem also has
     ``asof.jsonl``); a query with ``as_of`` is searched "as of" that date.
@@ -240,16 +248,22 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
     rows = load_queries(queries_file)
     config = config if config is not None else load_config()
     fixed_now = parse_now(now)
-    limit = max(int(n), 10)
+    limit: int | None = None
+    if min_score is not None or n is not None:
+        limit = max(int(n), 10) if n is not None else 10
     run: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="symi-eval-") as tmp:
         with open_memory(_throwaway_config(config, Path(tmp)), workspace=workspace, start=False) as mem:
             mem.sync(reason="eval", progress=progress)
+            q_cfg = mem.agent.memory_search["query"]
+            used_min = float(min_score) if min_score is not None else float(q_cfg["minScore"])
+            used_max = limit if limit is not None else int(q_cfg["maxResults"])
             for i, q in enumerate(rows, start=1):
                 if progress:
                     progress(SyncProgress(phase="query", done=i, total=len(rows)))
                 clock = fixed_now if fixed_now is not None else parse_now(q.get("now"))
-                resp = mem.search(q["query"], max_results=limit, min_score=0, now=clock, as_of=q.get("as_of"))
+                resp = mem.search(q["query"], max_results=used_max, min_score=used_min, now=clock,
+                                   as_of=q.get("as_of"))
                 run[q["id"]] = [{"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score}
                                 for h in resp.results]
     if results_out is not None:
@@ -258,7 +272,11 @@ def run_eval(dataset_dir: str | os.PathLike[str], *, config: Config | None = Non
                 hits = [{"path": h["path"], "start_line": h["start"], "end_line": h["end"], "score": h["score"]}
                         for h in run[q["id"]]]
                 fh.write(json.dumps({"id": q["id"], "hits": hits}, ensure_ascii=False) + "\n")
-    return score_run(rows, run)
+    result = score_run(rows, run)
+    # How the queries were searched (score.py cannot know: it only sees the hits).
+    result["search"] = {"view": "as-configured" if limit is None else "ranking", "min_score": used_min,
+                        "max_results": used_max}
+    return result
 
 
 def _fmt(v: Any) -> str:
@@ -269,16 +287,29 @@ def _fmt(v: Any) -> str:
 
 def format_table(result: dict[str, Any]) -> str:
     """The result as a plain-text table, overall and per query type."""
-    cols = ["n", "hit@1", f"hit@{K}", f"recall@{K}", f"MRR@{MRR_K}", "stale>gold", "top score (neg)"]
+    cols = ["n", "hit@1", f"hit@{K}", f"recall@{K}", f"MRR@{MRR_K}", "stale>gold", "no result", "top score (neg)"]
     lines = [f"{'type':<13}" + "".join(f"{c:>16}" for c in cols)]
     for name, a in [("overall", result["overall"])] + list(result["per_type"].items()):
         count = a["negative"] if name == "negative" else a["positive"]
         stale = f"{_fmt(a['stale_above_gold'])} ({a['stale_queries']})" if a["stale_queries"] else "-"
         neg = (f"{_fmt(a.get('negative_top_score_mean'))} / {_fmt(a.get('negative_top_score_max'))}"
                if a.get("negative") else "-")
-        vals = [count, a["hit@1"], a[f"hit@{K}"], a[f"recall@{K}"], a[f"mrr@{MRR_K}"], stale, neg]
+        if name == "negative":
+            empty = a.get("negative_empty")
+        elif name == "overall":
+            empty = a.get("positive_empty")
+        else:
+            empty = a.get("positive_empty", a.get("negative_empty"))
+        vals = [count, a["hit@1"], a[f"hit@{K}"], a[f"recall@{K}"], a[f"mrr@{MRR_K}"], stale, empty, neg]
         lines.append(f"{name:<13}" + "".join(f"{_fmt(v):>16}" for v in vals))
     lines.append("")
+    st = result.get("search") or {}
+    if st.get("min_score") is not None:
+        lines.append(f"searched with minScore {st['min_score']:g} and maxResults {st.get('max_results')}"
+                     + (" (as configured)." if st.get("view") == "as-configured" else "."))
+    neg_all = result["per_type"].get("negative", {})
+    lines.append("no result: share of queries that returned nothing (overall: positive queries"
+                 + (f"; negative queries: {_fmt(neg_all.get('negative_empty'))}" if neg_all else "") + ").")
     lines.append(f"stale>gold: share of queries with stale lines where a stale match outranks the first gold match "
                  f"(top {STALE_K}); number of such queries in brackets.")
     lines.append("top score (neg): mean / max rank-1 score on negative queries (positives' mean rank-1 score: "

@@ -1,27 +1,54 @@
-"""Merging keyword and vector candidates into one 0..1 score (spec/behaviour.md §4)."""
+"""Merging keyword and vector candidates into one calibrated score (spec/behaviour.md §4).
+
+Both sides arrive as probabilities of relevance: the vector side through the
+provider's :class:`~symi_memory.specs.ScoreCalibration`, the keyword side
+through :func:`symi_memory.index.analysis.keyword_probability`. Fusion keeps
+that scale, so ``minScore`` means the same under every provider and fusion:
+
+* weighted: ``w_v * p_v + w_t * p_t`` with the weights normalised to sum 1;
+  a chunk holding every query word or an identifier of the query keeps at
+  least its keyword probability.
+* rrf: reciprocal rank fusion decides the order; each chunk's score is its
+  weighted calibrated score, capped by the score of the chunk ranked above it,
+  so the scores fall down the ranking and a chunk RRF lifts high but nothing
+  supports never scores above what its evidence says.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["EXACT_FLOOR", "exact_text_score", "fuse_hybrid", "fuse_rrf", "fuse_weighted", "score_hits"]
+import attrs
+
+__all__ = [
+    "IDENTIFIER_TEXT_SHARE",
+    "ScoredHits",
+    "fuse",
+    "fuse_rrf",
+    "fuse_weighted",
+    "query_weights",
+    "rrf_order",
+    "score_hits",
+]
 
 K = TypeVar("K", bound=Hashable)
 
-EXACT_FLOOR = 0.5
+# Share of the keyword side for a query holding an identifier (hash, ticket, env var):
+# embeddings represent such needles poorly, keyword search nails them.
+IDENTIFIER_TEXT_SHARE = 0.7
 
 
-def exact_text_score(t: float) -> float:
-    """The keyword score of an exact match: at least ``EXACT_FLOOR``, still ordered by BM25.
-
-    FTS5's BM25 gives a term found in more than half of the chunks an IDF of
-    ~0, so in a small workspace (one ``MEMORY.md``) even a chunk holding every
-    query word scores ~1e-6 and ``minScore`` would drop it. Holding every query
-    token (or an identifier token) is a strong signal on its own, so it lifts
-    the score into ``[0.5, 1)``, keeping the BM25 order among exact matches.
-    """
-    return EXACT_FLOOR + (1.0 - EXACT_FLOOR) * t
+def query_weights(vector_weight: float, text_weight: float, *, has_identifier: bool) -> tuple[float, float]:
+    """Weights normalised to sum 1; a query with an identifier leans on the keyword side."""
+    total = vector_weight + text_weight
+    if total <= 0:
+        vw, tw = 0.5, 0.5
+    else:
+        vw, tw = vector_weight / total, text_weight / total
+    if has_identifier and tw > 0 and tw < IDENTIFIER_TEXT_SHARE:
+        vw, tw = 1.0 - IDENTIFIER_TEXT_SHARE, IDENTIFIER_TEXT_SHARE
+    return vw, tw
 
 
 def fuse_weighted(
@@ -32,13 +59,11 @@ def fuse_weighted(
     text_weight: float,
     exact: frozenset[K] | set[K] = frozenset(),
 ) -> dict[K, float]:
-    """``vectorWeight * v + textWeight * t`` over the union of candidates.
+    """``vector_weight * p_v + text_weight * p_t`` over the union of candidates (weights sum to 1).
 
-    ``exact`` holds candidates that contain every query token, or an
-    identifier-like one (a hash, ticket ID, env var). Embeddings represent
-    such needles poorly, so their keyword score stands on its own:
-    their score is at least the text score. Without this, a keyword-only hit
-    (at most 0.3 under default weights) could never pass ``minScore`` 0.35.
+    ``exact`` holds candidates that contain every query word, or an
+    identifier-like one (a hash, ticket ID, env var): their keyword
+    probability stands on its own, so their score is at least that.
     """
     out: dict[K, float] = {}
     for key in set(vector) | set(text):
@@ -47,85 +72,133 @@ def fuse_weighted(
         score = vector_weight * v + text_weight * t
         if key in exact:
             score = max(score, t)
-        out[key] = min(1.0, score)
+        out[key] = min(1.0, max(0.0, score))
     return out
 
 
-def fuse_rrf(
+def rrf_order(
     vector_ranked: list[K],
     text_ranked: list[K],
     *,
     k: int = 60,
     vector_weight: float = 0.5,
     text_weight: float = 0.5,
-) -> dict[K, float]:
-    """Weighted reciprocal rank fusion, normalised by the best possible value.
-
-    A chunk ranked first on both sides scores 1.0, so ``minScore`` keeps its
-    0..1 meaning. With only one side active, that side alone defines the best.
-    """
-    sides = [(vector_ranked, vector_weight), (text_ranked, text_weight)]
-    active = [(ranked, w) for ranked, w in sides if ranked and w > 0]
-    best = sum(w / (k + 1) for _, w in active)
+) -> list[K]:
+    """Candidates ordered by weighted reciprocal rank fusion (ties by id)."""
     out: dict[K, float] = {}
-    if best <= 0:
-        return out
-    for ranked, weight in active:
+    for ranked, weight in ((vector_ranked, vector_weight), (text_ranked, text_weight)):
+        if weight <= 0:
+            continue
         for rank, key in enumerate(ranked, start=1):
             out[key] = out.get(key, 0.0) + weight / (k + rank)
-    return {key: value / best for key, value in out.items()}
+    return sorted(out, key=lambda key: (-out[key], key))
 
 
-def fuse_hybrid(hybrid: Mapping[str, Any], vector: Mapping[K, float], text: Mapping[K, float],
-                exact: set[K] | frozenset[K] = frozenset()) -> dict[K, float]:
-    """Fuse both sides as ``memorySearch.query.hybrid`` says (``fusion``, weights, ``rrfK``).
+def fuse_rrf(
+    vector: Mapping[K, float],
+    text: Mapping[K, float],
+    *,
+    k: int = 60,
+    vector_weight: float,
+    text_weight: float,
+    exact: frozenset[K] | set[K] = frozenset(),
+) -> dict[K, float]:
+    """RRF order over the calibrated scores of each side, with scores on the calibrated scale.
 
-    Exact keyword matches keep their text score under either fusion (see
-    :func:`fuse_weighted`). Every backend that fuses keyword and vector
-    candidates itself should call this, so they all score alike.
+    Each side is ranked by its own probability; RRF merges the ranks. The
+    score of the chunk at position ``i`` is ``min(calibrated score, score at
+    i - 1)``: monotone in the RRF order, and never above the chunk's own
+    evidence, so ``minScore`` keeps its meaning.
     """
-    vw, tw = hybrid["vectorWeight"], hybrid["textWeight"]
+    calibrated = fuse_weighted(vector, text, vector_weight=vector_weight, text_weight=text_weight, exact=exact)
+    vr = [key for key, _ in sorted(vector.items(), key=lambda kv: (-kv[1], kv[0]))]
+    tr = [key for key, _ in sorted(text.items(), key=lambda kv: (-kv[1], kv[0])) if text[key] > 0]
+    out: dict[K, float] = {}
+    cap = 1.0
+    for key in rrf_order(vr, tr, k=k, vector_weight=vector_weight, text_weight=text_weight):
+        cap = min(cap, calibrated.get(key, 0.0))
+        out[key] = cap
+    return out
+
+
+def fuse(hybrid: Mapping[str, Any], vector: Mapping[K, float], text: Mapping[K, float], exact: set[K] | frozenset[K],
+         *, has_identifier: bool) -> dict[K, float]:
+    """Both calibrated sides into one score as ``memorySearch.query.hybrid`` says (fusion, weights, ``rrfK``)."""
+    vw, tw = query_weights(hybrid["vectorWeight"], hybrid["textWeight"], has_identifier=has_identifier)
     if hybrid["fusion"] == "rrf":
-        vr = [k for k, _ in sorted(vector.items(), key=lambda kv: -kv[1])]
-        tr = [k for k, _ in sorted(text.items(), key=lambda kv: -kv[1])]
-        fused = fuse_rrf(vr, tr, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw)
-        return {k: max(v, text[k]) if k in exact else v for k, v in fused.items()}
+        return fuse_rrf(vector, text, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw, exact=exact)
     return fuse_weighted(vector, text, vector_weight=vw, text_weight=tw, exact=exact)
+
+
+@attrs.frozen
+class ScoredHits:
+    """What :func:`score_hits` decided for one search.
+
+    ``mode`` is ``fts-only``, ``vector`` or ``hybrid``; ``scores`` the final
+    calibrated score of each candidate; ``text_scores`` and ``vector_scores``
+    each side's probability (what ``Candidate.text_score`` / ``vector_score``
+    report); ``identifiers`` the candidates holding an identifier of the query.
+    """
+
+    mode: str
+    scores: dict[Any, float]
+    text_scores: dict[Any, float]
+    vector_scores: dict[Any, float]
+    identifiers: set[Any]
 
 
 def score_hits(
     query: str,
     hybrid: Mapping[str, Any],
     *,
-    text_hits: Mapping[K, float],
-    vector_hits: Mapping[K, float],
     texts: Mapping[K, str],
+    keyword_ids: Collection[K],
+    vector_hits: Mapping[K, float],
+    term_weights: Mapping[str, float],
+    term_counts: Callable[[K], tuple[Mapping[str, int], int]],
+    chunk_chars: int,
+    calibration: Any,
     use_vector: bool,
-) -> tuple[str, dict[K, float], dict[K, float], set[K]]:
-    """The scoring every hybrid backend shares, from raw side scores to final ones.
+) -> ScoredHits:
+    """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
-    ``text_hits`` are keyword scores in 0..1 (higher is better), ``vector_hits``
-    cosine similarities, ``texts`` the chunk text of every keyword hit (to find
-    exact and identifier matches). ``use_vector`` is False when there is no
-    query vector. Returns ``(mode, scores, text_scores, identifier_ids)``:
-    ``mode`` is ``fts-only``, ``vector`` or ``hybrid``; ``text_scores`` are the
-    keyword scores after the exact-match floor (what ``Candidate.text_score``
-    reports); ``identifier_ids`` the hits holding an identifier-like token.
+    ``texts``: every candidate's text; ``keyword_ids``: the ones the keyword
+    search returned; ``vector_hits``: raw cosine similarities;
+    ``term_weights``: the IDF of each query term, in the backend's own term
+    space, which ``term_counts(key)`` (the chunk's term frequencies and its
+    length in characters) also uses; ``chunk_chars``: the configured chunk
+    size, the fixed length reference of BM25; ``calibration``: the provider's
+    :class:`~symi_memory.specs.ScoreCalibration`. ``use_vector`` is False when
+    there is no comparable query vector. The keyword evidence is
+    :func:`symi_memory.index.analysis.keyword_evidence` mapped by
+    :func:`~symi_memory.index.analysis.keyword_probability`, so every backend's
+    scores share one scale.
     """
+    from .index.analysis import keyword_evidence, keyword_probability
     from .index.keyword import ExactMatcher
 
     matcher = ExactMatcher.for_query(query)
+    has_identifier = bool(matcher.idents)
+    text_scores: dict[K, float] = {}
     exact: set[K] = set()
     idents: set[K] = set()
-    for k in text_hits:
-        full, ident = matcher.classify(texts[k])
-        if full:
-            exact.add(k)
+    scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
+    keyword = set(keyword_ids)
+    ref = max(1, chunk_chars)
+    for k in scored:
+        counts, length = term_counts(k)
+        ident = has_identifier and matcher.classify(texts[k])[1]
         if ident:
             idents.add(k)
-    text_scores = {k: (exact_text_score(t) if k in exact else t) for k, t in text_hits.items()}
+        if ident or (term_weights and all(t in counts for t in term_weights)):
+            exact.add(k)
+        evidence = keyword_evidence(counts, length / ref, term_weights)
+        if evidence > 0 or k in keyword:
+            text_scores[k] = keyword_probability(evidence, exact=k in exact)
+    vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
     if not use_vector:
-        return "fts-only", dict(text_scores), text_scores, idents
+        return ScoredHits("fts-only", {k: v for k, v in text_scores.items() if v > 0}, text_scores, {}, idents)
     if not hybrid["enabled"]:
-        return "vector", {k: max(0.0, v) for k, v in vector_hits.items()}, text_scores, idents
-    return "hybrid", fuse_hybrid(hybrid, vector_hits, text_scores, exact), text_scores, idents
+        return ScoredHits("vector", dict(vector_scores), text_scores, vector_scores, idents)
+    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier)
+    return ScoredHits("hybrid", scores, text_scores, vector_scores, idents)

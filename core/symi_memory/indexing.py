@@ -17,10 +17,14 @@ does for them, so every backend lists, chunks, embeds and scores alike:
 - :class:`FileRow` and :class:`ChunkRow` are the rows it hands over;
   ``ChunkRow.embedding`` is float32 bytes (:func:`pack_vector`,
   :func:`unpack_vector`), or None without a provider.
-- :func:`symi_memory.fusion.score_hits` turns keyword and vector side scores
-  into the final candidate scores; :func:`query_tokens`, :func:`fold` and
+- :func:`symi_memory.fusion.score_hits` turns keyword evidence and vector
+  similarities into the final, calibrated candidate scores; give it each
+  query term's :func:`idf` (from your own document counts) and each
+  candidate's term counts. :func:`query_tokens`, :func:`fold` and
   :func:`cjk_bigrams` are how the builtin keyword side splits text, so a
-  backend building its own keyword index can match the same tokens.
+  backend building its own keyword index can match the same tokens;
+  :data:`STOP_WORDS` are the words a query's keyword side leaves out (a query
+  made only of them finds nothing).
 
 Everything named here is public API (stable across minor versions); the
 modules under ``symi_memory.index`` are the SQLite engine's internals.
@@ -32,12 +36,14 @@ import array
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from .index.analysis import STOP_WORDS, idf
 from .index.indexer import Indexer, SyncCancelled, list_sources
 from .index.keyword import cjk_bigrams, fold, query_tokens
 from .index.scheduler import SyncScheduler
 from .index.store import ChunkRow, FileRow, pack_vector
 
 __all__ = [
+    "STOP_WORDS",
     "ChunkRow",
     "FileRow",
     "Indexer",
@@ -46,6 +52,7 @@ __all__ = [
     "SyncStore",
     "cjk_bigrams",
     "fold",
+    "idf",
     "list_sources",
     "pack_vector",
     "query_tokens",

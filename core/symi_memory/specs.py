@@ -7,6 +7,7 @@ from them; config picks entries by name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -39,6 +40,8 @@ __all__ = [
     "Reranker",
     "RerankerContext",
     "RerankerSpec",
+    "DEFAULT_CALIBRATION",
+    "ScoreCalibration",
     "EmbedsTexts",
     "StalenessAware",
     "StartableBackend",
@@ -100,6 +103,31 @@ class ProviderContext:
     plugin_settings: Mapping[str, Any] = attrs.field(factory=dict)
 
 
+@attrs.frozen
+class ScoreCalibration:
+    """How a model's cosine similarity maps to the probability that a chunk is relevant.
+
+    ``probability(cos) = 1 / (1 + exp(-slope * (cos - midpoint)))``, for
+    ``cos`` clamped to ``[0, 1]``: ``midpoint`` is the cosine at which a
+    candidate is as likely relevant as not, ``slope`` how fast that changes.
+    Search scores, ``minScore`` and both fusions are on this scale.
+    """
+
+    slope: float
+    midpoint: float
+
+    def probability(self, cosine: float) -> float:
+        x = self.slope * (min(1.0, max(0.0, cosine)) - self.midpoint)
+        if x < -60:
+            return 0.0
+        return 1.0 / (1.0 + math.exp(-x))
+
+
+# For providers that declare none: fitted for all-MiniLM-L6-v2 (bench/calibration_fit.py), whose
+# cosines spread like those of most sentence-embedding models (related text around 0.5-0.7).
+DEFAULT_CALIBRATION = ScoreCalibration(slope=8.0, midpoint=0.61)
+
+
 @attrs.frozen(kw_only=True)
 class ProviderSpec:
     """An embedding provider registration.
@@ -108,6 +136,10 @@ class ProviderSpec:
     means auto-selection never picks it. ``available`` answers, cheaply and
     without network, None when the provider could be used now or a reason
     why not (for example "no OPENAI_API_KEY").
+
+    ``calibration`` maps a model name to its :class:`ScoreCalibration` (a
+    mapping, or a callable returning None for a model it does not know).
+    A model without one uses :data:`DEFAULT_CALIBRATION`.
     """
 
     name: str
@@ -116,6 +148,15 @@ class ProviderSpec:
     available: Callable[[ProviderContext], str | None] | None = None
     default_model: str | None = None
     description: str = ""
+    calibration: Mapping[str, ScoreCalibration] | Callable[[str], ScoreCalibration | None] | None = None
+
+    def calibration_for(self, model: str | None) -> ScoreCalibration:
+        """The declared calibration of ``model``, else :data:`DEFAULT_CALIBRATION`."""
+        cal = self.calibration
+        found: ScoreCalibration | None = None
+        if cal is not None and model is not None:
+            found = cal.get(model) if isinstance(cal, Mapping) else cal(model)
+        return found if isinstance(found, ScoreCalibration) else DEFAULT_CALIBRATION
 
 
 # ---------------------------------------------------------------- rerankers

@@ -72,7 +72,7 @@ class Thresholds:
     window: int = 30
     as_of_undated: float = 0.6
     dup_hits: int = 5
-    dup_min_score: float = 0.2
+    dup_min_score: float = 0.02
     dup_lines: int = 12
     dup_vector: float = 0.76
     dup_overlap: float = 0.3

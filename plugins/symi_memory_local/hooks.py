@@ -10,14 +10,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from symi_memory import hookimpl
-from symi_memory.specs import ConfigSection, ProviderSpec
+from symi_memory.specs import ConfigSection, ProviderSpec, ScoreCalibration
 
 if TYPE_CHECKING:
     from symi_memory.specs import EmbeddingProvider, ProviderContext
 
-__all__ = ["available", "create", "symi_memory_register_embedding_providers"]
+__all__ = ["CALIBRATIONS", "available", "create", "symi_memory_register_embedding_providers"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+# Cosine -> P(relevant) per builtin model, fitted on bench/datasets (devmem + convmem) by
+# bench/calibration_fit.py, which prints these numbers; rerun it after changing a model.
+CALIBRATIONS = {
+    DEFAULT_MODEL: ScoreCalibration(slope=10.7, midpoint=0.541),
+    "multilingual-e5-small": ScoreCalibration(slope=45.4, midpoint=0.866),
+}
 
 
 def available(ctx: ProviderContext) -> str | None:
@@ -44,6 +51,7 @@ def symi_memory_register_embedding_providers(register: Callable[[Any], None]) ->
             auto_priority=10,
             available=available,
             default_model=DEFAULT_MODEL,
+            calibration=CALIBRATIONS,
             description="Offline embeddings with ONNX Runtime (all-MiniLM-L6-v2 int8 by default, 384 dims)",
         )
     )

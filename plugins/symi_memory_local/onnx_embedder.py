@@ -23,10 +23,10 @@ from .integrity import onnx_fingerprint
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
 log = logging.getLogger("symi_memory.local")
-
 #: Padded tokens per inference batch; keeps memory flat and padding waste low.
 _BATCH_TOKENS = 8192
 _MAX_BATCH = 64
+# How long close() waits for the background build of the optimised session (see OnnxEmbedder.close).
 OPTIMISE_JOIN_S = 60.0
 
 

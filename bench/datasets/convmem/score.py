@@ -138,7 +138,11 @@ def aggregate(rows: list[dict], k: int, mrr_k: int, min_score: float | None) -> 
     st = [r["stale_above_gold"] for r in pos if "stale_above_gold" in r]
     out["stale_queries"] = len(st)
     out["stale_above_gold"] = mean(st)
+    if pos:
+        out["positive_empty"] = mean([1.0 if r["n_hits"] == 0 else 0.0 for r in pos])
     if neg:
+        out["negative_empty_count"] = sum(1 for r in neg if r["n_hits"] == 0)
+        out["negative_empty"] = out["negative_empty_count"] / len(neg)
         tops = [r["top_score"] for r in neg]
         out["negative_top_score_mean"] = mean(tops)
         out["negative_top_score_max"] = max(tops)

@@ -20,10 +20,20 @@ from typing import Any
 
 import attrs
 
+from symi_memory.chunking import CHARS_PER_TOKEN
 from symi_memory.errors import BackendError, EmbeddingError
 from symi_memory.fusion import score_hits
-from symi_memory.indexing import Indexer, SyncCancelled, SyncScheduler, list_sources
-from symi_memory.specs import BackendContext
+from symi_memory.indexing import (
+    STOP_WORDS,
+    Indexer,
+    SyncCancelled,
+    SyncScheduler,
+    cjk_bigrams,
+    fold,
+    idf,
+    list_sources,
+)
+from symi_memory.specs import DEFAULT_CALIBRATION, BackendContext, ScoreCalibration
 from symi_memory.types import (
     BackendResult,
     Candidate,
@@ -37,7 +47,7 @@ from symi_memory.workspace import PathRules
 
 from .settings import PgSettings
 from .store import PgStore, ensure_schema, hnsw_index_name, lock_key
-from .terms import bm25, token_expressions
+from .terms import query_tokens_all, token_expressions
 
 __all__ = ["PostgresBackend", "create_backend"]
 
@@ -331,7 +341,11 @@ class PostgresBackend:
         hybrid = self.agent.memory_search["query"]["hybrid"]
         sources = [s for s in query.sources if s in ("memory", "sessions")] or ["memory"]
         provider = self.choice.provider
-        exprs = token_expressions(query.text)
+        # Stop words carry nothing to look for (a query of only those finds nothing, as on builtin-sqlite).
+        exprs = {t: e for t, e in token_expressions(query.text).items() if t not in STOP_WORDS}
+        if not exprs:
+            return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
+                                 model=provider.model if provider else None, fallback=self.choice.fallback)
         tsq = " | ".join(dict.fromkeys(exprs.values())) or None
         use_vec = qvec is not None
         use_text = (hybrid["enabled"] or not use_vec) and tsq is not None
@@ -375,41 +389,35 @@ class PostgresBackend:
                     keyword.add(rid)
             if v is not None and (in_vec or hybrid["enabled"]):
                 vec_hits[rid] = float(v)
-        text_hits = self._keyword_scores(list(exprs), dfs, total, matched, keyword, query.candidate_limit,
-                                         also_scored=use_vec and hybrid["enabled"])
         use_vec = use_vec and bool(params.get("vowners"))
-        mode, scores, text_scores, idents = score_hits(query.text, hybrid, text_hits=text_hits, vector_hits=vec_hits,
-                                                       texts=texts, use_vector=use_vec)
+        terms = list(exprs)
+        # Each query term's IDF among the agent's chunks (document counts from the server): the same
+        # query-normalised BM25 and calibration as builtin-sqlite, so minScore means the same here.
+        weights = {t: idf(n, total) for t, n in zip(terms, dfs, strict=True)} if len(dfs) == len(terms) else {}
+        scored = score_hits(query.text, hybrid, texts=texts, keyword_ids=keyword, vector_hits=vec_hits,
+                            term_weights=weights, term_counts=lambda k: _term_counts(texts[k], terms),
+                            chunk_chars=max(1, int(self.agent.memory_search["chunking"]["tokens"])) * CHARS_PER_TOKEN,
+                            calibration=self._calibration(), use_vector=use_vec)
+        mode, scores, text_scores, idents = scored.mode, scored.scores, scored.text_scores, scored.identifiers
         prefixes = {o.name: o.prefix for o in self.owners}
         ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         candidates = tuple(
             Candidate(id=prefixes.get(info[k][1], "") + info[k][0], path=prefixes.get(info[k][1], "") + info[k][2], source=info[k][3],
                       start_line=info[k][4], end_line=info[k][5], text=info[k][6], score=score,
-                      vector_score=vec_hits.get(k), text_score=text_scores.get(k), mtime=info[k][7],
+                      vector_score=scored.vector_scores.get(k), text_score=text_scores.get(k), mtime=info[k][7],
                       identifier_match=k in idents)
             for k, score in ordered
         )
         return attrs.evolve(empty, candidates=candidates, mode=mode)
 
-    def _keyword_scores(self, terms: list[str], dfs: list[int], total: int, matched: dict[int, str],
-                        keyword: set[int], limit: int, *, also_scored: bool) -> dict[int, float]:
-        """BM25 (as builtin-sqlite's FTS5 ranks) of the chunks matching the query, mapped into 0..1.
-
-        The server preselects ``limit * 3`` keyword candidates (by ``ts_rank_cd``, which has no IDF); BM25
-        reorders them and the best ``limit`` are the keyword side. With ``also_scored``, every other candidate
-        that matches (a vector hit) keeps its text score too.
-        """
-        if not matched or len(dfs) != len(terms):
-            return {}
-        common = [total >= PRUNE_MIN_CHUNKS and n > total / 2 for n in dfs]
-        present = [n for n in dfs if n > 0]
-        rarest = min(present) if present else 0
-        # Tokens left out of the match (too common, unless the rarest) do not score either.
-        weights = [n if not c or n == rarest else total for n, c in zip(dfs, common, strict=True)]
-        ranks = bm25(terms, weights, total, matched)
-        best = sorted((k for k in keyword), key=lambda k: (-ranks.get(k, 0.0), k))[:limit]
-        chosen = set(best) | (set(matched) if also_scored else set())
-        return {k: ranks[k] / (1.0 + ranks[k]) for k in chosen if ranks.get(k, 0.0) > 0}
+    def _calibration(self) -> ScoreCalibration:
+        """The active provider's declared cosine calibration (the documented default when it declares none)."""
+        provider = self.choice.provider
+        plugins = self.owners[0].indexer.plugins if self.owners else None
+        if provider is None or plugins is None:
+            return DEFAULT_CALIBRATION
+        spec = plugins.providers.get(provider.id)
+        return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
 
     # Which owners' vectors are comparable, re-read from the server at most every few seconds.
     _vowners: list[str] = attrs.field(factory=list)
@@ -667,3 +675,24 @@ def create_backend(ctx: BackendContext) -> PostgresBackend:
                                   "application_name": "symi-memory"})
     pool.open(wait=False)
     return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners)
+
+
+def _term_counts(text: str, terms: list[str]) -> tuple[dict[str, int], int]:
+    """How often each query term occurs in ``text`` (tokenized as it was indexed), and its length in characters.
+
+    A CJK term counts as a substring, as the bigram phrase on the server matches it.
+    """
+    words = query_tokens_all(fold(text))
+    wanted = set(terms)
+    counts: dict[str, int] = {}
+    for w in words:
+        if w in wanted:
+            counts[w] = counts.get(w, 0) + 1
+    folded = ""
+    for t in terms:
+        if t not in counts and cjk_bigrams(t):
+            folded = folded or fold(text)
+            n = folded.count(t)
+            if n:
+                counts[t] = n
+    return counts, len(text)

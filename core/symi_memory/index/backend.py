@@ -6,17 +6,21 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..chunking import CHARS_PER_TOKEN
 from ..errors import BackendError, EmbeddingError
 from ..fusion import score_hits
-from ..specs import BatchingProvider, Closeable, VectorSide
+from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
+from . import analysis
 from .indexer import Indexer, SyncCancelled
+from .keyword import query_tokens
 from .scheduler import SyncScheduler
 from .store import IndexStore
 
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
 KEYWORD_OVERFETCH = 3
+TERMS_CACHE_MAX = 50_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
 
@@ -49,6 +54,8 @@ class IndexedBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
+    _terms_cache: dict[int, tuple[Counter[str], int]] = attrs.field(factory=dict)
+    _terms_gen: int = -1
     _hung_query: threading.Event | None = None
     _query_worker: _Worker | None = None
 
@@ -109,6 +116,12 @@ class IndexedBackend:
         hybrid = ms["query"]["hybrid"]
         sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
         provider = self.choice.provider
+        words = query_tokens(query.text)
+        qterms = analysis.query_terms(words)
+        if not qterms:
+            # Only stop words ("the", "what is it"): nothing to look for, on either side.
+            return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
+                                 model=provider.model if provider else None, fallback=self.choice.fallback)
         qvec: list[float] | None = None
         fallback = self.choice.fallback
         limit = query.candidate_limit
@@ -129,27 +142,38 @@ class IndexedBackend:
         use_text = hybrid["enabled"] or not use_vec
         if ranked is None:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
-        text_rank = dict(ranked)
         vec_hits: dict[int, float] = {}
         if use_vec:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
-        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit, sources)
-        text_hits = {k: text_rank[k] for k in keyword_ids}
+        # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
+        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and hybrid["enabled"]:
             # Only keyword candidates the vector side did not rank need their stored vector read.
             missing = [k for k in rows if k not in vec_hits]
             vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
-            text_hits.update((k, text_rank[k]) for k in rows if k in text_rank)
-        texts = {k: rows[k][5] for k in text_hits}
-        mode, scores, text_hits, idents = score_hits(query.text, hybrid, text_hits=text_hits, vector_hits=vec_hits,
-                                                     texts=texts, use_vector=use_vec)
+        # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
+        # side through the provider's calibration. Length is normalised against the configured chunk size,
+        # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
+        chunk_terms = self._chunk_terms(rows)
+        scored = score_hits(query.text, hybrid, texts={k: r[5] for k, r in rows.items()}, keyword_ids=keyword_ids,
+                            vector_hits=vec_hits, term_weights=self.store.term_weights(qterms) if use_text else {},
+                            term_counts=chunk_terms.__getitem__,
+                            chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
+                            calibration=self.calibration(), use_vector=use_vec)
+        mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
+                                                  scored.vector_scores, scored.identifiers)
         mtimes = self.store.file_mtimes({r[1] for r in rows.values()})
-        ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        if hybrid["fusion"] == "rrf" and mode == "hybrid":
+            ordered = sorted(scores.items(), key=lambda kv: -kv[1])  # stable: RRF order among equal scores
+        else:
+            # Equal scores (say, every chunk holding all query words) keep the keyword ranking's order.
+            krank = {k: i for i, (k, _) in enumerate(ranked)}
+            ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], len(krank)), kv[0]))
         candidates = tuple(
             Candidate(id=rows[k][0], path=rows[k][1], source=rows[k][2], start_line=rows[k][3], end_line=rows[k][4],
-                      text=rows[k][5], score=score, vector_score=vec_hits.get(k), text_score=text_hits.get(k),
+                      text=rows[k][5], score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
                       mtime=mtimes.get(rows[k][1]), identifier_match=k in idents)
             for k, score in ordered
         )
@@ -216,6 +240,33 @@ class IndexedBackend:
         if provider is None or self.indexer.needs_full():
             return None
         return provider.embed_documents(list(texts))
+
+    def _chunk_terms(self, rows: dict[int, Any]) -> dict[int, tuple[Counter[str], int]]:
+        """Term frequencies and length of each candidate chunk, cached by rowid for the current index generation."""
+        gen = self.store.generation()
+        if self._terms_gen != gen:
+            self._terms_cache.clear()
+            self._terms_gen = gen
+        cache = self._terms_cache
+        out = {}
+        for k, row in rows.items():
+            got = cache.get(k)
+            if got is None:
+                got = (analysis.term_counts(row[5]), len(row[5]))
+                if len(cache) >= TERMS_CACHE_MAX:
+                    cache.clear()
+                cache[k] = got
+            out[k] = got
+        return out
+
+    def calibration(self) -> ScoreCalibration:
+        """The active provider's declared cosine calibration (the documented default when it declares none)."""
+        provider = self.choice.provider
+        if provider is None:
+            return DEFAULT_CALIBRATION
+        plugins = self.indexer.plugins
+        spec = plugins.providers.get(provider.id) if plugins is not None else None
+        return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:

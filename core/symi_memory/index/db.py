@@ -13,7 +13,21 @@ from typing import Any
 import apsw
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "VecExtension", "compact_after_migration", "create_schema", "drop_old_vec_table", "migrate_vectors", "load_vec_extension", "open_db", "open_index_db"]
+__all__ = [
+    "FTS_SCHEMA",
+    "FTS_TOKENIZER",
+    "SCHEMA_VERSION",
+    "VOCAB_SCHEMA",
+    "VecExtension",
+    "compact_after_migration",
+    "create_schema",
+    "drop_old_vec_table",
+    "fts_current",
+    "load_vec_extension",
+    "migrate_vectors",
+    "open_db",
+    "open_index_db",
+]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -22,6 +36,10 @@ SCHEMA_VERSION = 5
 # one moves the vectors into ``embedding_cache`` in place (``migrate_vectors``), keeping every row
 # and rowid, so the index stays searchable. Any other version is dropped and rebuilt.
 MIGRATES_VECTORS_FROM = {"3", "4"}
+# An FTS table built with another tokenizer (schema 3 had no stemming) stays searchable; the index
+# forgets its identity, so the indexer rebuilds it in the background (build_full), which recreates
+# the FTS table with this tokenizer.
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 BUSY_TIMEOUT_MS = 10_000
 PAGE_SIZE = 8192
 
@@ -71,7 +89,7 @@ CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL)
 
 FTS_SCHEMA = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5("
-    "text, cjk, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2')"
+    f"text, cjk, content='', contentless_delete=1, tokenize='{FTS_TOKENIZER}')"
 )
 # Per-term document counts, to leave out query words that carry no BM25 weight.
 VOCAB_SCHEMA = "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row')"
@@ -253,6 +271,12 @@ def drop_old_vec_table(conn: apsw.Connection) -> None:
         log.info("could not drop the old sqlite-vec table yet (%s)", exc)
 
 
+def fts_current(conn: apsw.Connection) -> bool:
+    """True when ``chunks_fts`` exists with the current tokenizer (an index migrated from v3 has the old one)."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+    return row is not None and FTS_TOKENIZER in (row[0] or "")
+
+
 def create_schema(conn: apsw.Connection) -> str | None:
     """Create tables; returns an FTS error string when FTS5 is unavailable.
 
@@ -294,6 +318,10 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     if migrate:
         migrate_vectors(conn)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compact_pending', '1')")
+    if "chunks_fts" in have and not fts_current(conn):
+        log.info("index keyword table predates the %s tokenizer: rebuilding the index in the background",
+                 FTS_TOKENIZER.split()[0])
+        conn.execute("DELETE FROM meta WHERE key = 'identity'")
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     try:
         conn.execute(FTS_SCHEMA)

@@ -17,7 +17,6 @@ import attrs
 
 __all__ = [
     "ExactMatcher",
-    "bm25_to_score",
     "cjk_bigrams",
     "fold",
     "identifier_tokens",
@@ -146,9 +145,3 @@ def _has(folded: str, pattern: re.Pattern[str], literal: str) -> bool:
 def identifier_tokens(text: str) -> list[str]:
     """Query tokens that look like identifiers (contain a digit or underscore, or ALLCAPS)."""
     return [t for t in query_tokens(text) if IDENT_RE.match(t)]
-
-
-def bm25_to_score(rank: float) -> float:
-    """Map an FTS5 bm25 rank (<= 0, more negative is better) into (0, 1)."""
-    r = abs(rank)
-    return r / (1.0 + r)

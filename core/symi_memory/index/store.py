@@ -18,16 +18,20 @@ from typing import Any
 import apsw
 import attrs
 
+from . import analysis
 from .db import (
+    FTS_SCHEMA,
+    VOCAB_SCHEMA,
     VecExtension,
     compact_after_migration,
     create_schema,
     drop_old_vec_table,
+    fts_current,
     load_vec_extension,
     open_db,
     open_index_db,
 )
-from .keyword import bm25_to_score, cjk_bigrams, fold, match_tokens, query_tokens
+from .keyword import cjk_bigrams, match_tokens, query_tokens
 
 try:
     import fcntl
@@ -436,7 +440,13 @@ class IndexStore:
         c = self.conn
         c.execute("DELETE FROM files")
         c.execute("DELETE FROM chunks")
-        if self.fts_error is None:
+        if self.fts_error is None and not fts_current(c):
+            # An index migrated from an older schema: its FTS table has the old tokenizer.
+            c.execute("DROP TABLE IF EXISTS chunks_vocab")
+            c.execute("DROP TABLE IF EXISTS chunks_fts")
+            c.execute(FTS_SCHEMA)
+            c.execute(VOCAB_SCHEMA)
+        elif self.fts_error is None:
             c.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
         self.vec_dims = None
         c.execute("INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) "
@@ -605,10 +615,17 @@ class IndexStore:
     # --------------------------------------------------------------- search
 
     def keyword_search(self, query: str, limit: int) -> list[tuple[int, float]]:
-        """``(rowid, score)`` best first, score = |bm25| / (1 + |bm25|), all sources."""
+        """``(rowid, bm25 rank)`` best first (more negative is better), all sources.
+
+        Only the query's content words are matched (stop words and question
+        words left out); FTS5 stems them as it stemmed the chunks. The rank
+        only picks keyword candidates: their score comes from
+        :func:`analysis.keyword_evidence`.
+        """
         if self.fts_error is not None:
             return []
-        match = match_tokens(self._weighty_tokens(query_tokens(query)))
+        words = analysis.content_words(query_tokens(query))
+        match = match_tokens(self._weighty_tokens(words))
         if match is None:
             return []
         try:
@@ -617,31 +634,45 @@ class IndexStore:
         except apsw.SQLError as exc:
             log.warning("keyword query failed (%s); query was %r", exc, query)
             return []
-        return [(rowid, bm25_to_score(rank)) for rowid, rank in rows]
+        return [(rowid, float(rank)) for rowid, rank in rows]
+
+    def term_weights(self, terms: list[str]) -> dict[str, float]:
+        """IDF of each index term in this index (absent terms weigh the most)."""
+        if not terms:
+            return {}
+        n = self._chunk_count()
+        df: dict[str, int] = {}
+        if self.fts_error is None:
+            try:
+                marks = ",".join("?" * len(terms))
+                df = dict(self._read(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", terms).fetchall())
+            except apsw.SQLError:
+                df = {}
+        return {t: analysis.idf(int(df.get(t, 0)), n) for t in terms}
 
     def _weighty_tokens(self, tokens: list[str]) -> list[str]:
         """Leave out tokens found in more than half of the chunks.
 
         FTS5's BM25 gives such a term an IDF of 1e-6, so it cannot change the
-        ranking, but matching it makes FTS5 rank nearly every chunk ("the",
-        "what" in a question): leaving it out keeps keyword search fast on a
-        large index. If every token is that common, the rarest one stays.
+        ranking, but matching it makes FTS5 rank nearly every chunk: leaving
+        it out keeps keyword search fast on a large index. If every token is
+        that common, the rarest one stays.
         """
         if len(tokens) < 2 or self._chunk_count() < PRUNE_MIN_CHUNKS:
             return tokens
         try:
-            folded = {t: fold(t) for t in tokens}
-            terms = sorted(set(folded.values()))
+            stems = {t: analysis.stem(t) for t in tokens}
+            terms = sorted(set(stems.values()))
             marks = ",".join("?" * len(terms))
             df = dict(self._read(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", terms).fetchall())
         except apsw.SQLError:
             return tokens
         half = self._chunk_count() / 2
-        kept = [t for t in tokens if df.get(folded[t], 0) <= half]
-        present = [t for t in tokens if df.get(folded[t], 0) > 0]
-        if present and not any(df.get(folded[t], 0) > 0 for t in kept):
+        kept = [t for t in tokens if df.get(stems[t], 0) <= half]
+        present = [t for t in tokens if df.get(stems[t], 0) > 0]
+        if present and not any(df.get(stems[t], 0) > 0 for t in kept):
             # Never leave only absent words: keep the rarest word that occurs.
-            kept.append(min(present, key=lambda t: df[folded[t]]))
+            kept.append(min(present, key=lambda t: df[stems[t]]))
         return kept
 
     def _chunk_count(self) -> int:

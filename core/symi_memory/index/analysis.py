@@ -1,0 +1,171 @@
+"""Query analysis for the keyword side: stop words, stemming, and a calibrated keyword score.
+
+The index tokenizes with FTS5 ``porter`` over ``unicode61 remove_diacritics 2``;
+:func:`terms` runs that same tokenizer in-process (an in-memory SQLite
+connection per thread), so a query word and a chunk word are compared
+exactly as FTS5 compares them ("flights" and "flight" are one term).
+
+The keyword evidence of a chunk is BM25 normalised by the query: each query
+term's BM25 contribution (IDF x saturated term frequency, with length
+normalisation against the configured chunk size) divided by the sum of the
+query terms' IDFs, so a full-size chunk holding every query term once scores
+1.0 whatever the size of the index, and the IDFs only say which terms of the
+query matter more.
+It is mapped to a probability of relevance by a logistic fitted on the dev
+sets (``bench/calibration_fit.py``). Unlike the old squashed BM25 rank
+(``|r| / (1 + |r|)``) it does not grow with the size of the index: a chunk
+holding every rare word of the query scores the same in a 3-file workspace
+and in a 3,000-file one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import apsw
+
+from .keyword import CJK_RUN_RE, cjk_bigrams
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "EXACT_KEYWORD_FLOOR",
+    "KEYWORD_CALIBRATION",
+    "STOP_WORDS",
+    "content_words",
+    "idf",
+    "keyword_evidence",
+    "keyword_probability",
+    "query_terms",
+    "stem",
+    "term_counts",
+    "terms",
+]
+
+TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+
+# English function words and question words. A query made only of these has
+# nothing to look for; in a longer query they match nearly every chunk and
+# would only add noise to the keyword side. Compared after lower-casing.
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both but
+by can could did do does doing down during each few for from further had has have having he her here hers herself
+him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or
+other our ours ourselves out over own same she should so some such than that the their theirs them themselves then
+there these they this those through to too under until up very was we were what when where which while who whom why
+will with would you your yours yourself yourselves s t don doesn didn isn wasn aren weren ll ve re d m o y also
+tell know anything something thing things get got ever still much many
+""".split())
+
+# Least keyword probability of a chunk holding every content word of the query or its identifier.
+EXACT_KEYWORD_FLOOR = 0.5
+
+# BM25's term-frequency saturation and length normalisation (the usual values, FTS5's too).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+# Logistic mapping of the keyword evidence to P(relevant): fitted by bench/calibration_fit.py.
+KEYWORD_CALIBRATION = (3.41, 1.102)  # (slope, midpoint)
+
+_local = threading.local()
+
+
+def _tokenizer() -> object:
+    tok = getattr(_local, "tok", None)
+    if tok is None:
+        conn = apsw.Connection(":memory:")
+        tok = conn.fts5_tokenizer(*TOKENIZER)
+        _local.conn, _local.tok = conn, tok
+    return tok
+
+
+def _stem_all(text: str) -> list[str]:
+    tok = _tokenizer()
+    out = tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,  # type: ignore[operator]
+              include_offsets=False, include_colocated=False)
+    return [t if isinstance(t, str) else t[0] for t in out]
+
+
+def stem(word: str) -> str:
+    """The index term of one word (folded, stemmed); the word folded when it yields none."""
+    out = _stem_all(word)
+    return out[0] if out else word.lower()
+
+
+def terms(text: str) -> set[str]:
+    """The set of index terms (folded, stemmed) in ``text``, plus the bigrams of its CJK runs."""
+    out = set(_stem_all(text))
+    out.update(cjk_bigrams(text).split())
+    return out
+
+
+def term_counts(text: str) -> Counter[str]:
+    """How often each index term (folded, stemmed; CJK bigrams too) occurs in ``text``."""
+    out = Counter(_stem_all(text))
+    out.update(cjk_bigrams(text).split())
+    return out
+
+
+def content_words(words: Iterable[str]) -> list[str]:
+    """Query words that are not stop words, in order."""
+    return [w for w in words if w.lower() not in STOP_WORDS]
+
+
+def query_terms(words: Iterable[str]) -> list[str]:
+    """The distinct stemmed index terms of the content words, in order."""
+    seen: dict[str, None] = {}
+    for w in content_words(words):
+        if CJK_RUN_RE.search(w):
+            # A CJK run is one unicode61 token; as a substring it is the set of its bigrams.
+            for t in cjk_bigrams(w).split():
+                seen.setdefault(t, None)
+            continue
+        for t in _stem_all(w):
+            seen.setdefault(t, None)
+    return list(seen)
+
+
+def idf(df: int, n: int) -> float:
+    """A positive IDF (BM25's, plus one inside the log): rarer terms weigh more, absent ones the most."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+
+
+def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Mapping[str, float]) -> float:
+    """BM25 of a chunk normalised by the query (see the module docstring); 0 when no term is present.
+
+    ``counts`` are the chunk's term frequencies, ``length_ratio`` its length over the configured
+    chunk size (a fixed reference, so the score does not depend on what else is indexed),
+    ``weights`` the query terms' IDFs. Each present term adds
+    ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length_ratio))``; the sum is divided by the
+    sum of the IDFs. One occurrence in a full-size chunk counts 1, in a shorter chunk or repeated
+    more, up to ``k1 + 1``.
+    """
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * max(0.0, length_ratio))
+    score = 0.0
+    for t, w in weights.items():
+        tf = counts.get(t, 0)
+        if tf:
+            score += w * tf * (BM25_K1 + 1.0) / (tf + norm)
+    return score / total
+
+
+def keyword_probability(evidence: float, *, exact: bool = False) -> float:
+    """Keyword evidence mapped to P(relevant) with :data:`KEYWORD_CALIBRATION`; no evidence is 0.
+
+    ``exact``: the chunk holds every content word of the query, or an identifier of it (a hash,
+    ticket, env var); its probability is at least :data:`EXACT_KEYWORD_FLOOR`, whatever the
+    chunk's length (a long chunk dilutes BM25 but not the fact that the needle is in it).
+    """
+    if evidence <= 0:
+        return 0.0
+    slope, mid = KEYWORD_CALIBRATION
+    p = 1.0 / (1.0 + math.exp(-slope * (evidence - mid)))
+    return max(p, EXACT_KEYWORD_FLOOR) if exact else p
