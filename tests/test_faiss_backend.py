@@ -26,11 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 DEVMEM = REPO / "bench" / "datasets" / "devmem"
 
 
-def _open(state: Path, workspace: Path, backend: str, *, sqlite_vec: bool = True, **faiss: Any) -> Any:
+def _open(state: Path, workspace: Path, backend: str, *, sqlite_vec: bool = True, units: str = "lines",
+          **faiss: Any) -> Any:
     store = {"faiss": faiss, "vector": {"enabled": sqlite_vec}}
     cfg = load_config(None, state_dir=state, overrides={
         "plugins": {"slots": {"memory": backend}},
-        "agents": {"defaults": {"memorySearch": {"provider": "hash", "store": store}}}})
+        "agents": {"defaults": {"memorySearch": {"provider": "hash", "store": store, "chunking": {"units": units}}}}})
     return open_memory(cfg, workspace=workspace, start=False)
 
 
@@ -48,9 +49,11 @@ def _top(mem: Any, query: str, n: int = 5) -> list[tuple[str, int, int, float]]:
 
 
 def test_flat_gives_the_same_top_results_as_builtin_sqlite(tmp_path: Path) -> None:
+    # Chunk vectors only: faiss ranks chunk vectors, the builtin scan ranks lines too (chunking.units), so
+    # with units their candidate sets differ by design (test_faiss_scores_hits_with_their_lines).
     queries = [json.loads(line)["query"] for line in (DEVMEM / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
-    with _open(tmp_path / "a", DEVMEM / "workspace", "builtin-sqlite") as ref, \
-            _open(tmp_path / "b", DEVMEM / "workspace", "faiss", index="flat") as fa:
+    with _open(tmp_path / "a", DEVMEM / "workspace", "builtin-sqlite", units="off") as ref, \
+            _open(tmp_path / "b", DEVMEM / "workspace", "faiss", units="off", index="flat") as fa:
         ref.sync()
         fa.sync()
         assert fa.status()["backend"] == "faiss"
@@ -59,6 +62,25 @@ def test_flat_gives_the_same_top_results_as_builtin_sqlite(tmp_path: Path) -> No
             assert [w[:3] for w in want] == [g[:3] for g in got], q
             assert all(abs(w[3] - g[3]) < 1e-4 for w, g in zip(want, got, strict=True)), q
         assert fa.status()["vector"]["exactLoaded"] is True  # answered by faiss, not the sqlite-vec stand-in
+
+
+def test_faiss_scores_hits_with_their_lines(tmp_path: Path) -> None:
+    # With unit vectors faiss finds candidates by chunk vector; each hit is then scored like the builtin
+    # engine scores it (chunk and best line), so scores mean the same under both backends.
+    queries = [json.loads(line)["query"] for line in (DEVMEM / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+    with _open(tmp_path / "a", DEVMEM / "workspace", "builtin-sqlite") as ref, \
+            _open(tmp_path / "b", DEVMEM / "workspace", "faiss", index="flat") as fa:
+        ref.sync()
+        fa.sync()
+        assert fa.backend.store.unit_count() > 0
+        compared = 0
+        for q in queries[::5]:
+            want = {(w[0], w[1], w[2]): w[3] for w in _top(ref, q, 10)}
+            for g in _top(fa, q, 10):
+                if g[:3] in want:
+                    assert abs(want[g[:3]] - g[3]) < 1e-4, q
+                    compared += 1
+        assert compared > 50
 
 
 def _write_notes(ws: Path, count: int) -> None:

@@ -41,10 +41,21 @@ def db_rows(mem, sql: str) -> list:  # type: ignore[no-untyped-def]
         con.close()
 
 
+def index_vectors(mem) -> int:  # type: ignore[no-untyped-def]
+    """How many distinct vectors the index refers to: each chunk's and each of its lines' (chunking.units)."""
+    return int(rows(mem, "SELECT COUNT(*) FROM (SELECT vector FROM chunks UNION SELECT vector FROM chunk_units)")[0][0])
+
+
+INDEXED_HASHES = ("SELECT hash FROM chunks UNION "
+                  "SELECT e.hash FROM chunk_units u JOIN embedding_cache e ON e.id = u.vector")
+
+
 def test_unchanged_files_are_not_reindexed(tmp_path: Path, ws: Path) -> None:
     with open_mem(tmp_path, ws) as mem:
         first = mem.sync()
-        assert first.full and first.files_indexed == 11 and first.embeddings_computed == first.chunks_written > 11
+        # Every chunk and every line worth a vector is embedded once (lines shared by overlapping chunks once).
+        assert first.full and first.files_indexed == 11 and first.chunks_written > 11
+        assert first.embeddings_computed == index_vectors(mem) > first.chunks_written
         calls = embedder(mem).calls
         again = mem.sync()
         assert (again.full, again.files_indexed, again.chunks_written, again.embeddings_computed) == (False, 0, 0, 0)
@@ -66,9 +77,9 @@ def test_changed_file_embeds_only_its_new_chunks(tmp_path: Path, ws: Path) -> No
         report = mem.sync()
         assert report.files_indexed == 1
         assert report.chunks_written == journal_chunks
-        # Only the tail chunk changed; the others come from the cache.
-        assert report.embeddings_computed == 1
-        assert report.embeddings_cached == journal_chunks - 1
+        # Only the tail chunk and the new line changed; the other chunks and lines come from the cache.
+        assert report.embeddings_computed == 2
+        assert report.embeddings_cached == journal_chunks - 1 + 160
         assert embedder(mem).calls == calls + 1
         assert [h.path for h in mem.search("dentist appointment").results][:1] == ["memory/journal.md"]
 
@@ -95,7 +106,7 @@ def test_forced_reindex_with_warm_cache_makes_no_embedding_calls(tmp_path: Path,
     with open_mem(tmp_path, ws) as mem:
         report = mem.sync(force=True)
         assert report.full and report.files_indexed == 11
-        assert report.embeddings_computed == 0 and report.embeddings_cached == report.chunks_written
+        assert report.embeddings_computed == 0 and report.embeddings_cached == index_vectors(mem)
         assert embedder(mem).calls == 0
         after = mem.search("harbour ferry schedule").results
         assert [(h.path, h.start_line, h.score) for h in after] == [(h.path, h.start_line, h.score) for h in before]
@@ -107,15 +118,15 @@ def test_cache_keeps_the_index_vectors_and_prunes_the_rest_to_max_entries(tmp_pa
     with open_mem(tmp_path, ws, {"cache": {"maxEntries": 10}}) as mem:
         first = mem.sync()
         assert first.chunks_written > 10
-        indexed = len({h for (h,) in rows(mem, "SELECT hash FROM chunks")})
+        indexed = len({h for (h,) in rows(mem, INDEXED_HASHES)})
         assert mem.status()["cache"] == {"enabled": True, "entries": indexed, "maxEntries": 10}
         old_journal = {h for (h,) in rows(mem, "SELECT hash FROM chunks WHERE path='memory/journal.md'")}
         write(ws, "memory/journal.md", JOURNAL.replace("ferry", "tram"))  # every chunk's text changes
         report = mem.sync()
         assert not report.full and report.files_indexed == 1
-        now = {h for (h,) in rows(mem, "SELECT hash FROM chunks")}
+        now = {h for (h,) in rows(mem, INDEXED_HASHES)}
         cached = {r[0] for r in rows(mem, "SELECT hash FROM embedding_cache")}
-        assert now <= cached, "every indexed chunk keeps its vector"
+        assert now <= cached, "every indexed chunk and line keeps its vector"
         assert cached == now, "vectors of text no longer indexed went, beyond maxEntries"
         assert old_journal - now, "the edit changed at least one chunk's text"
         assert mem.status()["cache"]["entries"] == len(now)
@@ -125,10 +136,10 @@ def test_cache_disabled_always_embeds(tmp_path: Path, ws: Path) -> None:
     with open_mem(tmp_path, ws, {"cache": {"enabled": False}}) as mem:
         mem.sync()
         # The vectors the index needs are stored (once); nothing else is kept.
-        indexed = len({h for (h,) in rows(mem, "SELECT hash FROM chunks")})
+        indexed = len({h for (h,) in rows(mem, INDEXED_HASHES)})
         assert mem.status()["cache"]["entries"] == indexed
         report = mem.sync(force=True)
-        assert report.embeddings_computed == report.chunks_written > 0
+        assert report.embeddings_computed == indexed > report.chunks_written > 0
         assert mem.status()["cache"]["entries"] == indexed
 
 
@@ -206,7 +217,7 @@ def test_identity_change_forces_a_full_reindex(tmp_path: Path, ws: Path, change:
         if "chunking" in change and "tokens" in change["chunking"]:
             assert st["chunks"] > old_chunks
         if change.get("model") == "hash-256":
-            assert st["vector"]["dims"] == 256 and report.embeddings_computed == report.chunks_written
+            assert st["vector"]["dims"] == 256 and report.embeddings_computed == index_vectors(mem)
             assert mem.search("harbour ferry schedule").mode == "hybrid"
         if change.get("provider") == "none":
             assert mem.search("harbour ferry schedule").mode == "fts-only"

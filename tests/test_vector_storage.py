@@ -71,7 +71,13 @@ def test_each_vector_is_stored_once(tmp_path: Path, ws: Path) -> None:
         assert "embedding" not in {r[1] for r in rows(mem, "PRAGMA table_info(chunks)")}
         with_vector = rows(mem, "SELECT COUNT(vector) FROM chunks")[0][0]
         assert with_vector == mem.status()["chunks"] > 0
-        assert 0 < rows(mem, "SELECT COUNT(*) FROM embedding_cache")[0][0] <= with_vector
+        # Unit (line) vectors live in the same cache: each distinct text's vector once, for chunks and lines alike.
+        referenced = rows(mem, "SELECT COUNT(*) FROM (SELECT vector FROM chunks UNION SELECT vector FROM chunk_units)")[0][0]
+        units = rows(mem, "SELECT COUNT(*) FROM chunk_units")[0][0]
+        assert units > 0
+        assert 0 < rows(mem, "SELECT COUNT(*) FROM embedding_cache")[0][0] == referenced <= with_vector + units
+        assert rows(mem, "SELECT COUNT(*) FROM (SELECT embedder, hash FROM embedding_cache GROUP BY 1, 2 "
+                         "HAVING COUNT(*) > 1)")[0][0] == 0
         assert mem.search("harbour ferry schedule").results[0].path == "memory/journal.md"
 
 
@@ -84,21 +90,26 @@ def test_in_database_knn_reads_the_one_copy(tmp_path: Path, ws: Path) -> None:
         q = backend.choice.provider.embed_query("harbour ferry schedule")
         from symi_memory.index.store import pack_vector
 
-        in_db = backend.store.vec_knn(pack_vector(q), 5)
+        in_db = backend.store.vec_knn(pack_vector(q), 5, backend.vectors.unit_weight)
         scanned = backend.vectors.search(q, 5)
         assert [r for r, _ in in_db] == [r for r, _ in scanned]
         assert all(abs(a[1] - b[1]) < 1e-5 for a, b in zip(in_db, scanned, strict=True))
 
 
+# Schema 3/4 indexes had no unit vectors: this test is about the chunk vectors' layout, so units stay off
+# (test_unit_vectors.py covers an old index gaining its units).
+NO_UNITS = {"chunking": {"units": "off"}}
+
+
 @pytest.mark.parametrize("version", ["3", "4"])
 def test_old_layout_is_migrated_in_place_and_stays_searchable(tmp_path: Path, ws: Path, version: str) -> None:
-    with open_mem(tmp_path, ws) as mem:
+    with open_mem(tmp_path, ws, NO_UNITS) as mem:
         mem.sync()
         before = [(h.path, h.start_line, round(h.score, 6)) for h in mem.search("harbour ferry schedule").results]
         db = Path(mem.status()["dbPath"])
     chunks = downgrade_to_old_layout(db, version)
     old_size = db.stat().st_size
-    with open_mem(tmp_path, ws) as mem:
+    with open_mem(tmp_path, ws, NO_UNITS) as mem:
         # Compacted once after the migration: the dropped copies do not stay in the file.
         assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]
         assert db.stat().st_size < old_size

@@ -21,6 +21,8 @@ class Chunk:
     start_line: int
     end_line: int
     text: str
+    #: The line number of each line of ``text`` (a long line's pieces share one).
+    lines: tuple[int, ...] = ()
 
 
 def chunk_text(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
@@ -35,7 +37,7 @@ def chunk_text(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
     def close() -> None:
         body = "\n".join(p for p, _ in current)
         if body.strip():
-            chunks.append(Chunk(current[0][1], current[-1][1], body))
+            chunks.append(Chunk(current[0][1], current[-1][1], body, tuple(n for _, n in current)))
 
     for lineno, line in enumerate(text.split("\n"), start=1):
         pieces = [line[i : i + max_chars] for i in range(0, len(line), max_chars)] or [""]

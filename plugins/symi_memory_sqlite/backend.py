@@ -11,5 +11,6 @@ __all__ = ["create_backend"]
 
 
 def create_backend(ctx: BackendContext) -> Any:
-    scan = ctx.agent.memory_search["store"]["vector"].get("scan", "auto")
-    return assemble_backend(ctx, lambda store: ExactVectors(store, scan=scan))
+    vec = ctx.agent.memory_search["store"]["vector"]
+    scan, weight = vec.get("scan", "auto"), float(vec.get("unitWeight", 0.0))
+    return assemble_backend(ctx, lambda store: ExactVectors(store, scan=scan, unit_weight=weight))

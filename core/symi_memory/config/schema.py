@@ -38,6 +38,10 @@ class StoreVector:
                     doc="Exact scan copy in memory: float16 (half the memory and bandwidth, needs faiss; the top "
                         "candidates are rescored against the stored float32 vectors), float32, or auto (float16 "
                         "from 50,000 vectors when faiss is installed).")
+    unit_weight: float = opt("unitWeight", 0.5, lo=0.0, hi=1.0, clamp=True,
+                             doc="How much a chunk's best line (chunking.units) counts in its vector score: "
+                                 "(1 - w) x chunk cosine + w x max(chunk cosine, best unit cosine); 0 uses chunk "
+                                 "vectors alone, 1 the better of the two.")
 
 
 @attrs.define(kw_only=True)
@@ -50,6 +54,11 @@ class Store:
 class Chunking:
     tokens: int = opt("tokens", 400, lo=8, hi=100_000, doc="Target chunk size in tokens (4 characters each).")
     overlap: int = opt("overlap", 80, lo=0, hi=100_000, clamp=True, doc="Overlap in tokens; clamped to [0, tokens-1].")
+    units: str = opt("units", "lines", choices=("lines", "pairs", "off"),
+                     doc="Finer units embedded inside each chunk, so a question matching one line of a long chunk "
+                         "finds it: lines (each line of two or more words), pairs (each such line with the next), "
+                         "or off (chunk vectors only; less disk and index time). Changing it rebuilds the index in "
+                         "the background; the builtin SQLite engine only.")
 
 
 @attrs.define(kw_only=True)

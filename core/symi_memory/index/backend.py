@@ -23,6 +23,7 @@ from .indexer import Indexer, SyncCancelled
 from .keyword import query_tokens
 from .scheduler import SyncScheduler
 from .store import IndexStore
+from .vectors import combined_cosines
 
 if TYPE_CHECKING:
     from ..config import AgentView
@@ -97,7 +98,7 @@ class IndexedBackend:
         A transcript that grew counts at once, unless ``any_session_change`` is false (the background
         check): then only once it grew past the delta thresholds that start a background sync.
         """
-        if self.indexer.needs_full():
+        if self.indexer.needs_full() or self.indexer.needs_units():
             return True
         changed, removed = self.indexer.changed_files(retry_pending=retry_pending, retry_failed=False)
         if removed or any(f.source != "sessions" for f in changed):
@@ -149,10 +150,17 @@ class IndexedBackend:
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
         rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
+        weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
+        if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
+            # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
+            vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
         if use_vec and hybrid["enabled"]:
-            # Only keyword candidates the vector side did not rank need their stored vector read.
+            # Only keyword candidates the vector side did not rank need their stored vectors read.
             missing = [k for k in rows if k not in vec_hits]
-            vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
+            if weight > 0:
+                vec_hits.update(combined_cosines(self.store, qvec, missing, weight))  # type: ignore[arg-type]
+            else:
+                vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.

@@ -31,11 +31,15 @@ __all__ = [
 
 log = logging.getLogger("symi_memory.index")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Versions whose tables hold a copy of each vector in ``chunks.embedding`` (and ``chunks_vec``): opening
 # one moves the vectors into ``embedding_cache`` in place (``migrate_vectors``), keeping every row
 # and rowid, so the index stays searchable. Any other version is dropped and rebuilt.
 MIGRATES_VECTORS_FROM = {"3", "4"}
+# Versions whose tables are this version's minus ``chunk_units``: opening one adds the table and keeps
+# every row, so the index stays searchable (chunk vectors only); the next sync sees the index has no
+# unit vectors (meta ``units``) and rebuilds it in the background, taking chunk vectors from the cache.
+ADDS_UNITS_FROM = {"5"}
 # An FTS table built with another tokenizer (schema 3 had no stemming) stays searchable; the index
 # forgets its identity, so the indexer rebuilds it in the background (build_full), which recreates
 # the FTS table with this tokenizer.
@@ -84,6 +88,16 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     UNIQUE (embedder, hash)
 );
 CREATE INDEX IF NOT EXISTS embedding_cache_used ON embedding_cache(used_at);
+-- Vectors of the finer units (lines) of each chunk, stored once in embedding_cache like chunk vectors;
+-- a search scores a chunk by its own vector and its best unit's (store.vector.unitWeight).
+CREATE TABLE IF NOT EXISTS chunk_units (
+    chunk INTEGER NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    vector INTEGER NOT NULL,
+    PRIMARY KEY (chunk, start_line, end_line)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunk_units_vector ON chunk_units(vector);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL);
 """
 
@@ -182,7 +196,8 @@ def _drop_all(conn: apsw.Connection) -> None:
 def _schema_current(conn: apsw.Connection) -> bool:
     """True when every table exists at this schema version (a read; no lock is taken)."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "files", "chunks", "embedders", "embedding_cache", "skipped", "chunks_fts", "chunks_vocab"} <= have:
+    if not {"meta", "files", "chunks", "chunk_units", "embedders", "embedding_cache", "skipped", "chunks_fts",
+             "chunks_vocab"} <= have:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     return row is not None and row[0] == str(SCHEMA_VERSION)
@@ -311,10 +326,16 @@ def _create_locked(conn: apsw.Connection) -> str | None:
             conn.execute("DROP INDEX IF EXISTS chunks_path")
             conn.execute("DROP INDEX IF EXISTS embedding_cache_used")
             migrate = True
+        elif row is not None and row[0] in ADDS_UNITS_FROM:
+            log.info("index schema %s -> %s: adding unit vectors (filled by the next sync, in the background)",
+                     row[0], SCHEMA_VERSION)
         elif row is None or row[0] != str(SCHEMA_VERSION):
             log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
             _drop_all(conn)
     conn.execute(SCHEMA)
+    if "meta" in have and "chunk_units" not in have:
+        # An index from before unit vectors: whatever its meta says, no chunk has units yet.
+        conn.execute("DELETE FROM meta WHERE key = 'units'")
     if migrate:
         migrate_vectors(conn)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compact_pending', '1')")

@@ -18,7 +18,9 @@ from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
 from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path
-from .store import ChunkRow, FileRow, IndexStore, pack_vector
+from . import analysis
+from .keyword import query_tokens
+from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
 if TYPE_CHECKING:
     from ..config import AgentView
@@ -38,6 +40,10 @@ RETRY_BASE_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
 PENDING = "pending:"
+UNITS_META = "units"
+# A line is worth a vector of its own with this many content words, or this many characters (CJK has no spaces).
+UNIT_MIN_WORDS = 2
+UNIT_MIN_CHARS = 12
 FAILED_META = "failedFiles"
 LAST_SYNC_META = "lastSync"
 
@@ -102,6 +108,31 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
     return kept
 
 
+def chunk_units(text: str, lines: tuple[int, ...], mode: str) -> list[tuple[int, int, str]]:
+    """The finer units of a chunk: ``(first line, last line, text)`` of each line worth its own vector.
+
+    ``mode`` is ``chunking.units``: ``lines`` (every non-trivial line), ``pairs`` (each non-trivial line with
+    the next one), ``off``. Blank lines, bare headings and list markers of one word are left out; a chunk whose
+    only unit is the chunk itself gets none.
+    """
+    if mode == "off" or not lines:
+        return []
+    kept: list[tuple[int, str]] = []
+    for piece, lineno in zip(text.split("\n"), lines, strict=False):
+        body = piece.strip()
+        core = body.lstrip("#>-*+[] \t")
+        if len(analysis.content_words(query_tokens(body))) >= UNIT_MIN_WORDS or len(core) >= UNIT_MIN_CHARS:
+            kept.append((lineno, body))
+    if mode == "pairs" and len(kept) > 1:
+        units = [(a[0], b[0], f"{a[1]}\n{b[1]}") for a, b in zip(kept, kept[1:], strict=False)]
+    else:
+        units = [(n, n, body) for n, body in kept]
+    units = list(dict.fromkeys(units))
+    if len(units) == 1 and units[0][2] == text.strip():
+        return []
+    return units
+
+
 @attrs.define
 class _Loaded:
     file: MemoryFile
@@ -143,6 +174,20 @@ class Indexer:
             "chunkTokens": ch["tokens"],
             "chunkOverlap": ch["overlap"],
         }
+
+    def units_mode(self) -> str:
+        """``chunking.units`` as this index stores it: off without a provider or for a store that keeps no units."""
+        if self.choice.provider is None or not getattr(self.store, "stores_units", False):
+            return "off"
+        return str(self.agent.memory_search["chunking"].get("units", "off"))
+
+    def needs_units(self) -> bool:
+        """The index's unit vectors were built for another ``chunking.units`` (or before schema 6 had any).
+
+        Unlike :meth:`needs_full`, the chunk vectors stay comparable: searches go on using them while
+        the rebuild (chunk vectors from the cache, units embedded) runs in the background.
+        """
+        return (self.store.get_meta(UNITS_META) or "off") != self.units_mode()
 
     def needs_full(self) -> bool:
         raw = self.store.get_meta("identity")
@@ -238,7 +283,7 @@ class Indexer:
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         problems: dict[str, str] = {}
         files = list_sources(self.agent, problems)
-        full = force or self.needs_full()
+        full = force or self.needs_full() or self.needs_units()
         indexed = {} if full else self.store.files()
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
@@ -262,7 +307,7 @@ class Indexer:
         try:
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
             if full:
-                self.store.build_full(batches, skipped=skipped, meta=self._meta())
+                self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
             else:
                 self._write_incremental(batches, removed, skipped)
         except EmbeddingError as exc:
@@ -321,9 +366,12 @@ class Indexer:
             return None
         return raw if isinstance(raw, dict) else None
 
-    def _meta(self) -> dict[str, str]:
+    def _meta(self, *, full: bool = False) -> dict[str, str]:
         ident = self.index_identity()
-        return {"identity": json.dumps(ident, sort_keys=True)}
+        meta = {"identity": json.dumps(ident, sort_keys=True)}
+        if full and getattr(self.store, "stores_units", False):
+            meta[UNITS_META] = self.units_mode()  # only a full build gives every chunk its units
+        return meta
 
     def _write_incremental(self, batches: Iterator[tuple[FileRow, list[ChunkRow]]], removed: list[str],
                            skipped: dict[str, str]) -> None:
@@ -397,33 +445,51 @@ class Indexer:
         status = getattr(p, "batch_status", None)
         return bool(callable(status) and status().get("enabled"))
 
-    def _chunk(self, loaded: _Loaded) -> list[tuple[int, int, str]]:
+    def _chunk(self, loaded: _Loaded) -> list[tuple[int, int, str, tuple[tuple[int, int, str], ...]]]:
+        """``(start, end, text, units)`` of each chunk of a file; ``units`` as :func:`chunk_units` (file lines)."""
         ch = self.agent.memory_search["chunking"]
         limit = self.choice.provider.max_input_bytes if self.choice.provider else None
-        out: list[tuple[int, int, str]] = []
-        for c in chunk_text(loaded.text, ch["tokens"], ch["overlap"]):
-            start, end = c.start_line, c.end_line
-            if loaded.line_map:
-                start, end = loaded.line_map[start - 1], loaded.line_map[min(end, len(loaded.line_map)) - 1]
-            parts = split_utf8(c.text, limit) if limit else [c.text]
-            out.extend((start, end, part) for part in parts if part.strip())
-        # A long repetitive line can yield identical pieces on the same lines: one chunk (one id) each.
-        return list(dict.fromkeys(out))
+        mode = self.units_mode()
+        lmap = loaded.line_map
 
-    def _embed_and_build(self, pending: list[tuple[_Loaded, list[tuple[int, int, str]]]],
+        def at(n: int) -> int:
+            return lmap[min(n, len(lmap)) - 1] if lmap else n
+
+        out: list[tuple[int, int, str, tuple[tuple[int, int, str], ...]]] = []
+        seen: set[tuple[int, int, str]] = set()
+        for c in chunk_text(loaded.text, ch["tokens"], ch["overlap"]):
+            start, end = at(c.start_line), at(c.end_line)
+            parts = split_utf8(c.text, limit) if limit else [c.text]
+            # A chunk split for the provider's input limit keeps chunk vectors only: its lines span the parts.
+            units = tuple((at(a), at(b), t) for a, b, t in chunk_units(c.text, c.lines, mode)) if len(parts) == 1 else ()
+            for part in parts:
+                key = (start, end, part)
+                # A long repetitive line can yield identical pieces on the same lines: one chunk (one id) each.
+                if part.strip() and key not in seen:
+                    seen.add(key)
+                    out.append((start, end, part, units))
+        return out
+
+    def _embed_and_build(self, pending: list[tuple[_Loaded, list[tuple[int, int, str, tuple[tuple[int, int, str], ...]]]]],
                          stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
-        texts = [t for _, pieces in pending for _, _, t in pieces]
-        vectors, ok = self._embed(texts, stats)
+        # Chunks and their units are embedded together: one cache lookup, full batches, shared lines once.
+        texts = [t for _, pieces in pending for _, _, t, _ in pieces]
+        unit_texts = list(dict.fromkeys(u[2] for _, pieces in pending for *_, units in pieces for u in units))
+        vectors, ok = self._embed(texts + unit_texts, stats)
+        unit_vecs = dict(zip(unit_texts, vectors[len(texts):], strict=True))
         p = self.choice.provider
         model = p.model if p else ""
         i = 0
         for loaded, pieces in pending:
             rows = []
-            for start, end, text in pieces:
+            for start, end, text, units in pieces:
                 th = sha256(text)
                 cid = sha256(f"{loaded.file.source}:{loaded.file.path}:{start}:{end}:{th}:{model}")
+                vec = vectors[i]
+                unit_rows = tuple(UnitRow(start_line=a, end_line=b, hash=sha256(t), embedding=unit_vecs[t])  # type: ignore[arg-type]
+                                  for a, b, t in units if vec is not None and unit_vecs[t] is not None)
                 rows.append(ChunkRow(id=cid, path=loaded.file.path, source=loaded.file.source, start_line=start,
-                                     end_line=end, hash=th, text=text, embedding=vectors[i]))
+                                     end_line=end, hash=th, text=text, embedding=vec, units=unit_rows))
                 i += 1
             stats["indexed"] += 1
             stats["chunks"] += len(rows)

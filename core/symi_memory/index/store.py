@@ -38,7 +38,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "VectorSnapshot", "pack_vector"]
+__all__ = ["ChunkRow", "FileRow", "IndexChange", "IndexStore", "UnitRow", "VectorSnapshot", "pack_vector"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -48,6 +48,7 @@ CREATE TABLE files (path TEXT PRIMARY KEY, source TEXT, hash TEXT, mtime REAL, s
                     bad_utf8 INTEGER, lines INTEGER);
 CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, source TEXT, start_line INTEGER,
                      end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB);
+CREATE TABLE units (chunk_id TEXT, start_line INTEGER, end_line INTEGER, hash TEXT, embedding BLOB);
 """
 
 
@@ -132,6 +133,16 @@ class FileRow:
 
 
 @attrs.frozen(kw_only=True)
+class UnitRow:
+    """A finer unit of a chunk (a line), with its own vector: ``start_line``/``end_line`` in the file."""
+
+    start_line: int
+    end_line: int
+    hash: str
+    embedding: bytes
+
+
+@attrs.frozen(kw_only=True)
 class ChunkRow:
     id: str
     path: str
@@ -141,6 +152,7 @@ class ChunkRow:
     hash: str
     text: str
     embedding: bytes | None = None
+    units: tuple[UnitRow, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -196,6 +208,8 @@ class IndexStore:
     # Guards only the list of reader connections: never the writer's lock, which a sync holds for long.
     _readers_lock: threading.Lock = attrs.field(factory=threading.Lock)
     listeners: list[Callable[[IndexChange], None]] = attrs.field(factory=list)
+    #: The indexer embeds the finer units of each chunk only for a store that keeps them.
+    stores_units: bool = True
     _embedder_ids: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
 
     def reader(self) -> apsw.Connection:
@@ -288,6 +302,7 @@ class IndexStore:
         files = self._read("SELECT source, COUNT(*), SUM(chunks), SUM(bad_utf8 > 0) FROM files GROUP BY source").fetchall()
         chunks = self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]
         cache = self._read("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+        units = self._read("SELECT COUNT(*) FROM chunk_units").fetchone()[0]
         skipped = self._read("SELECT path, reason FROM skipped ORDER BY path").fetchall()
         return {
             "files": sum(r[1] for r in files),
@@ -295,6 +310,7 @@ class IndexStore:
             "sourceCounts": {r[0]: {"files": r[1], "chunks": r[2] or 0} for r in files},
             "invalidUtf8Files": sum(r[3] or 0 for r in files),
             "cacheEntries": cache,
+            "unitVectors": units,
             "skipped": [{"path": p, "reason": why} for p, why in skipped],
         }
 
@@ -427,6 +443,9 @@ class IndexStore:
                         (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, cjk_bigrams(c.text),
                          c.embedding),
                     )
+                    if c.units and conn.changes():
+                        conn.executemany("INSERT INTO units VALUES (?,?,?,?,?)",
+                                         [(c.id, u.start_line, u.end_line, u.hash, u.embedding) for u in c.units])
                     written += 1
                 if written and written % 5000 < len(chunks):
                     conn.execute("COMMIT")
@@ -440,6 +459,7 @@ class IndexStore:
         c = self.conn
         c.execute("DELETE FROM files")
         c.execute("DELETE FROM chunks")
+        c.execute("DELETE FROM chunk_units")
         if self.fts_error is None and not fts_current(c):
             # An index migrated from an older schema: its FTS table has the old tokenizer.
             c.execute("DROP TABLE IF EXISTS chunks_vocab")
@@ -462,6 +482,14 @@ class IndexStore:
                   "SELECT b.rowid, b.id, b.path, b.source, b.start_line, b.end_line, b.hash, b.text, v.id "
                   "FROM build.chunks b LEFT JOIN embedding_cache v "
                   "ON b.embedding IS NOT NULL AND v.embedder = ? AND v.hash = b.hash", (embedder,))
+        if embedder is not None:
+            c.execute("INSERT INTO embedding_cache(embedder, hash, embedding, used_at) "
+                      "SELECT ?, hash, embedding, ? FROM build.units WHERE true "
+                      "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at", (embedder, time.time()))
+            c.execute("INSERT OR IGNORE INTO chunk_units(chunk, start_line, end_line, vector) "
+                      "SELECT b.rowid, u.start_line, u.end_line, v.id FROM build.units u "
+                      "JOIN build.chunks b ON b.id = u.chunk_id AND b.embedding IS NOT NULL "
+                      "JOIN embedding_cache v ON v.embedder = ? AND v.hash = u.hash", (embedder,))
         if self.fts_error is None:
             c.execute("INSERT INTO chunks_fts(rowid, text, cjk) SELECT rowid, text, cjk FROM build.chunks")
         row = c.execute("SELECT length(embedding) / 4 FROM build.chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
@@ -528,6 +556,7 @@ class IndexStore:
             marks = ",".join("?" * len(rowids))
             if self.fts_error is None:
                 self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", rowids)
+            self.conn.execute(f"DELETE FROM chunk_units WHERE chunk IN ({marks})", rowids)
             self.conn.execute("DELETE FROM chunks WHERE path=?", (path,))
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
         return rowids
@@ -547,9 +576,26 @@ class IndexStore:
             (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector),
         )
         rowid = self.conn.last_insert_rowid()
+        if vector is not None and c.units:
+            now = time.time()
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO chunk_units(chunk, start_line, end_line, vector) VALUES (?, ?, ?, "
+                "(SELECT id FROM embedding_cache WHERE embedder = ? AND hash = ?))",
+                [(rowid, u.start_line, u.end_line, embedder, u.hash) for u in c.units if self._cache_vector(
+                    embedder, u.hash, u.embedding, now)],
+            )
         if self.fts_error is None:
             self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", (rowid, c.text, cjk_bigrams(c.text)))
         return rowid
+
+    def _cache_vector(self, embedder: int, text_hash: str, blob: bytes, now: float) -> bool:
+        """Store one vector in the cache (refreshing its use time if there); writer only."""
+        self.conn.execute(
+            "INSERT INTO embedding_cache(embedder, hash, embedding, used_at) VALUES (?,?,?,?) "
+            "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at",
+            (embedder, text_hash, blob, now),
+        )
+        return True
 
     # ---------------------------------------------------------------- cache
 
@@ -601,13 +647,16 @@ class IndexStore:
             n = int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])  # type: ignore[index]
             if n <= max_entries:
                 return 0
-            used = int(self.conn.execute("SELECT COUNT(DISTINCT vector) FROM chunks").fetchone()[0])  # type: ignore[index]
+            used = int(self.conn.execute(  # type: ignore[index]
+                "SELECT COUNT(*) FROM (SELECT vector FROM chunks WHERE vector IS NOT NULL "
+                "UNION SELECT vector FROM chunk_units)").fetchone()[0])
             extra = min(n - max_entries, n - used)
             if extra <= 0:
                 return 0
             self.conn.execute(
                 "DELETE FROM embedding_cache WHERE id IN (SELECT id FROM embedding_cache e WHERE NOT EXISTS "
-                "(SELECT 1 FROM chunks WHERE vector = e.id) ORDER BY used_at LIMIT ?)",
+                "(SELECT 1 FROM chunks WHERE vector = e.id) AND NOT EXISTS "
+                "(SELECT 1 FROM chunk_units WHERE vector = e.id) ORDER BY used_at LIMIT ?)",
                 (extra,),
             )
         return extra
@@ -683,20 +732,86 @@ class IndexStore:
             self._local.count = cached
         return cached[1]
 
-    def vec_knn(self, query: bytes, k: int) -> list[tuple[int, float]]:
+    def vec_knn(self, query: bytes, k: int, unit_weight: float = 0.0) -> list[tuple[int, float]]:
         """Exact KNN inside SQLite (sqlite-vec's ``vec_distance_cosine`` over the stored vectors): ``(rowid, cosine)``.
 
         The in-database answer for small indexes and while a scan matrix loads; it reads the one
-        stored copy of each vector (no second copy in a ``vec0`` table).
+        stored copy of each vector (no second copy in a ``vec0`` table). With ``unit_weight`` the
+        score is :func:`combine_unit` of the chunk's cosine and its best unit's.
         """
         if not self.vec_dims or len(query) != self.vec_dims * 4:
             return []
-        rows = self._read(
-            "SELECT c.rowid, vec_distance_cosine(v.embedding, ?) AS d FROM chunks c JOIN embedding_cache v "
-            "ON v.id = c.vector WHERE length(v.embedding) = ? ORDER BY d LIMIT ?",
-            (query, len(query), k),
-        ).fetchall()
-        return [(rowid, 1.0 - dist) for rowid, dist in rows]
+        if unit_weight <= 0.0:
+            rows = self._read(
+                "SELECT c.rowid, 1.0 - vec_distance_cosine(v.embedding, ?) AS s FROM chunks c JOIN embedding_cache v "
+                "ON v.id = c.vector WHERE length(v.embedding) = ? ORDER BY s DESC LIMIT ?",
+                (query, len(query), k),
+            ).fetchall()
+        else:
+            rows = self._read(
+                "WITH s(r, u, cs) AS (SELECT c.rowid, 0, 1.0 - vec_distance_cosine(v.embedding, :q) FROM chunks c "
+                "JOIN embedding_cache v ON v.id = c.vector WHERE length(v.embedding) = :n "
+                "UNION ALL SELECT u.chunk, 1, 1.0 - vec_distance_cosine(v.embedding, :q) FROM chunk_units u "
+                "JOIN embedding_cache v ON v.id = u.vector WHERE length(v.embedding) = :n) "
+                "SELECT r, (1.0 - :w) * MAX(CASE WHEN u = 0 THEN cs END) + :w * MAX(cs) AS score FROM s GROUP BY r "
+                "HAVING MAX(CASE WHEN u = 0 THEN cs END) IS NOT NULL ORDER BY score DESC LIMIT :k",
+                {"q": query, "n": len(query), "w": float(unit_weight), "k": k},
+            ).fetchall()
+        return [(rowid, float(score)) for rowid, score in rows]
+
+    def unit_vectors_by_rowid(self, rowids: Sequence[int]) -> dict[int, list[bytes]]:
+        """The unit vectors (packed float32) of these chunk rowids; chunks without units are left out."""
+        out: dict[int, list[bytes]] = {}
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for rowid, blob in self._read(
+                f"SELECT u.chunk, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
+                f"WHERE u.chunk IN ({marks})", part,
+            ):
+                out.setdefault(rowid, []).append(blob)
+        return out
+
+    def best_units(self, rowids: Sequence[int]) -> dict[int, list[tuple[int, int, bytes]]]:
+        """``(start_line, end_line, vector)`` of each unit of these chunk rowids (for a hit's best line)."""
+        out: dict[int, list[tuple[int, int, bytes]]] = {}
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for rowid, start, end, blob in self._read(
+                f"SELECT u.chunk, u.start_line, u.end_line, v.embedding FROM chunk_units u "
+                f"JOIN embedding_cache v ON v.id = u.vector WHERE u.chunk IN ({marks})", part,
+            ):
+                out.setdefault(rowid, []).append((start, end, blob))
+        return out
+
+    def unit_count(self) -> int:
+        """How many unit vectors the index holds (of chunks that have a vector)."""
+        return int(self._read("SELECT COUNT(*) FROM chunk_units").fetchone()[0])
+
+    def iter_scan_rows(self, with_units: bool) -> Iterator[tuple[int, bool, bytes]]:
+        """``(chunk rowid, is_unit, blob)``: each chunk's vector, then its units' (``with_units``), by rowid.
+
+        Two cursors of this thread's connection (one read transaction while both are open), merged in
+        rowid order, so nothing is sorted or held in SQLite.
+        """
+        chunks = self._read("SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                            "ORDER BY c.rowid")
+        if not with_units:
+            for rowid, blob in chunks:
+                yield rowid, False, blob
+            return
+        units = self.reader().cursor().execute(
+            "SELECT u.chunk, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
+            "ORDER BY u.chunk, u.start_line, u.end_line")
+        pending = next(units, None)
+        for rowid, blob in chunks:
+            yield rowid, False, blob
+            while pending is not None and pending[0] < rowid:
+                pending = next(units, None)  # units of a chunk without a vector
+            while pending is not None and pending[0] == rowid:
+                yield rowid, True, pending[1]
+                pending = next(units, None)
 
     def chunk_rows(self, rowids: Sequence[int], *, vectors: bool = True,
                    ) -> dict[int, tuple[str, str, str, int, int, str, bytes | None]]:

@@ -10,6 +10,10 @@ faiss is installed): half the memory and half the bytes read per query. A
 float16 scan ranks ``RESCORE_FACTOR`` times more candidates than asked
 for and rescores them against the stored float32 vectors, so the answer
 and its scores are the float32 ones.
+
+With unit vectors (``chunking.units``, ``store.vector.unitWeight`` above 0)
+the scan copy holds each chunk's vector followed by its units' vectors; a
+chunk scores :func:`combine_unit` of its own cosine and its best unit's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import attrs
 
 from .store import IndexStore, pack_vector
 
-__all__ = ["ExactVectors", "SYNC_LOAD_LIMIT"]
+__all__ = ["ExactVectors", "SYNC_LOAD_LIMIT", "combine_unit", "combined_cosines"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -33,6 +37,41 @@ RESCORE_FACTOR = 4  # a float16 scan rescores this many times k candidates (at l
 RESCORE_MIN = 64
 LOAD_BLOCK = 65_536
 HALF_BLOCK = 8_192  # rows converted to float16 at a time (12 MB at 384-d): the load peaks near the half copy
+
+
+def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
+    """A chunk's vector score from its own cosine and the best of (its cosine, its units' cosines).
+
+    ``(1 - weight) * chunk + weight * best``: 0 is the chunk vector alone, 1 the better of chunk and line.
+    Works on floats and numpy arrays alike.
+    """
+    return (1.0 - weight) * chunk + weight * best
+
+
+def combined_cosines(store: IndexStore, query: Sequence[float], rowids: Sequence[int], weight: float,
+                     ) -> dict[int, float]:
+    """Exact vector scores of these chunks from their stored vectors (chunk and units), as the scan scores them."""
+    import numpy as np
+
+    q = np.asarray(query, dtype=np.float32)
+    qn = float(np.linalg.norm(q))
+    if qn == 0.0 or not rowids:
+        return {}
+    q = q / qn
+    chunks = store.vectors_by_rowid(list(rowids))
+    units = store.unit_vectors_by_rowid(list(chunks)) if weight > 0 else {}
+    out: dict[int, float] = {}
+    width = q.shape[0] * 4
+    for rowid, blob in chunks.items():
+        if len(blob) != width:
+            continue
+        blobs = [blob, *(b for b in units.get(rowid, ()) if len(b) == width)]
+        m = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), q.shape[0])
+        norms = np.linalg.norm(m, axis=1)
+        norms[norms == 0] = np.inf
+        cos = (m @ q) / norms
+        out[rowid] = float(combine_unit(float(cos[0]), float(cos.max()), weight))
+    return out
 
 
 def faiss_available() -> bool:
@@ -47,7 +86,11 @@ class ExactVectors:
 
     store: IndexStore
     scan: str = "auto"
-    _ids: Any = None
+    #: ``store.vector.unitWeight``: above 0, the scan holds unit vectors and scores chunks with them.
+    unit_weight: float = 0.0
+    _ids: Any = None  # the chunk rowid of each scan row
+    _offsets: Any = None  # where each chunk's rows start (chunk row first), when the scan holds units
+    _chunk_ids: Any = None  # the chunk rowid of each segment, when the scan holds units
     _matrix: Any = None
     _half: Any = None  # faiss IndexScalarQuantizer (fp16) when the scan copy is float16
     _generation: int = -1
@@ -68,18 +111,20 @@ class ExactVectors:
         # Rows go straight into the scan copy (a preallocated float32 matrix, or the float16 index
         # a block at a time): peak memory is the copy (plus one block), not the copy plus every
         # blob plus their concatenation.
-        expected = self.store.vector_count()
+        with_units = self.unit_weight > 0
+        expected = self.store.vector_count() + (self.store.unit_count() if with_units else 0)
         index: Any = None
         buf: Any = None  # the float32 matrix, or the float16 path's block
         extra: list[Any] = []
         ids_list: list[int] = []
+        starts: list[int] = []
         fill = dims = 0
 
         def add_block(rows: Any) -> None:
             _normalise(rows)
             index.add(rows)
 
-        for rowid, blob in self.store.iter_vectors():
+        for rowid, is_unit, blob in self.store.iter_scan_rows(with_units):
             if buf is None:
                 dims = len(blob) // 4
                 if self._wants_half(expected):
@@ -91,7 +136,11 @@ class ExactVectors:
                     buf = np.empty((max(expected, 1), dims), dtype=np.float32)
             if len(blob) != dims * 4:
                 continue  # another width (a half-finished provider switch) cannot be compared
+            if is_unit and (not ids_list or ids_list[-1] != rowid):
+                continue  # a unit of a chunk left out above
             row = np.frombuffer(blob, dtype=np.float32)
+            if not is_unit:
+                starts.append(len(ids_list))
             ids_list.append(rowid)
             if fill < buf.shape[0]:
                 buf[fill] = row
@@ -111,8 +160,13 @@ class ExactVectors:
             matrix = np.vstack([buf, np.stack(extra)]) if extra else buf[:fill]
             for start in range(0, matrix.shape[0], LOAD_BLOCK):  # normalise in place, a block at a time
                 _normalise(matrix[start : start + LOAD_BLOCK])
+        ids = np.asarray(ids_list, dtype=np.int64)
+        offsets = np.asarray(starts, dtype=np.int64)
+        has_units = len(offsets) < len(ids)
         with self._lock:
-            self._ids = np.asarray(ids_list, dtype=np.int64)
+            self._ids = ids
+            self._offsets = offsets if has_units else None
+            self._chunk_ids = ids[offsets] if has_units else None
             self._matrix = matrix
             self._half = index
             self._generation = generation
@@ -165,9 +219,10 @@ class ExactVectors:
         import numpy as np
 
         if not self.ready():
-            return self.store.vec_knn(pack_vector(query), k)
+            return self.store.vec_knn(pack_vector(query), k, self.unit_weight)
         with self._lock:
             ids, matrix, half = self._ids, self._matrix, self._half
+            offsets, chunk_ids = self._offsets, self._chunk_ids
         q = np.asarray(query, dtype=np.float32)
         if half is not None:
             rows, dims = int(half.ntotal), int(half.d)
@@ -185,19 +240,33 @@ class ExactVectors:
             return []
         q = q / norm
         if half is not None:
-            return self._search_half(half, ids, q, k)
+            return self._search_half(half, ids, q, k, chunks=None if offsets is None else len(offsets))
         scores = matrix @ q
+        if offsets is not None:
+            # Each chunk's rows are contiguous, its own vector first: the best of the segment is
+            # max(chunk, best unit).
+            scores = combine_unit(scores[offsets], np.maximum.reduceat(scores, offsets), self.unit_weight)
+            ids = chunk_ids
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
-    def _search_half(self, half: Any, ids: Any, q: Any, k: int) -> list[tuple[int, float]]:
-        """float16 scan for candidates, then their exact float32 cosine from the stored vectors."""
-        wide = min(int(half.ntotal), max(k * RESCORE_FACTOR, RESCORE_MIN))
+    def _search_half(self, half: Any, ids: Any, q: Any, k: int, *, chunks: int | None = None,
+                     ) -> list[tuple[int, float]]:
+        """float16 scan for candidates, then their exact float32 cosine from the stored vectors.
+
+        With units (``chunks``: how many chunks the scan's rows belong to) a chunk can take several of
+        the scan's places, so the scan looks further (up to 4x) and the rescoring takes units too.
+        """
+        spread = min(4.0, int(half.ntotal) / max(1, chunks)) if chunks else 1.0
+        wide = min(int(half.ntotal), int(max(k * RESCORE_FACTOR, RESCORE_MIN) * spread))
         _, pos = half.search(q.reshape(1, -1), wide)
-        rowids = [int(ids[p]) for p in pos[0] if p >= 0]
-        exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
+        rowids = list(dict.fromkeys(int(ids[p]) for p in pos[0] if p >= 0))
+        if chunks:
+            exact = combined_cosines(self.store, q, rowids, self.unit_weight)
+        else:
+            exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
         ordered = sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))
         return ordered[:k]
 
@@ -222,6 +291,7 @@ class ExactVectors:
             loaded = (self._matrix is not None or self._half is not None) and self._generation >= 0
             return {"loaded": loaded,
                     "rows": 0 if self._ids is None else int(len(self._ids)),
+                    "unitRows": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
                     "scan": ("float16+float32-rescoring" if self._half is not None else "float32") if loaded else "none"}
 
 
