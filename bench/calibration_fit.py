@@ -33,27 +33,38 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO / "bench" / "datasets"
 
 
-def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
-    """Per query: label, cosine, keyword evidence and identifier flag of every chunk."""
+def dump(dataset: Path, model: str, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Per query: label, cosine, keyword evidence and identifier flag of every chunk.
+
+    The cosine is the vector side's score: with unit vectors (``chunking.units``), the chunk's cosine
+    blended with its best line's by ``store.vector.unitWeight``, as the search computes it.
+    """
     from symi_memory.chunking import CHARS_PER_TOKEN
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.evaluation import _overlaps, _throwaway_config, load_queries
     from symi_memory.index import analysis
     from symi_memory.index.keyword import ExactMatcher, query_tokens
+    from symi_memory.index.vectors import combined_cosines
     from symi_memory.manager import open_memory
 
     queries = load_queries(dataset / "queries.jsonl")
     out = []
     with tempfile.TemporaryDirectory(prefix="symi-calib-") as tmp:
-        cfg = load_config(None, state_dir=tmp, overrides={"agents": {"defaults": {"memorySearch": {
-            "provider": "local", "local": {"model": model}}}}})
+        ms = {"provider": "local", "local": {"model": model}}
+        for key, value in (settings or {}).items():
+            node = ms
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        cfg = load_config(None, state_dir=tmp, overrides={"agents": {"defaults": {"memorySearch": ms}}})
         with open_memory(_throwaway_config(cfg, Path(tmp)), workspace=dataset / "workspace", start=False) as mem:
             mem.sync(reason="calibration")
             backend = mem._require()
             store, provider = backend.store, backend.choice.provider
-            rows = store._read("SELECT rowid, path, start_line, end_line, text, embedding FROM chunks "
-                               "WHERE source = 'memory' ORDER BY rowid").fetchall()
-            mat = np.stack([np.frombuffer(r[5], dtype=np.float32) for r in rows])
+            rows = store._read("SELECT c.rowid, c.path, c.start_line, c.end_line, c.text FROM chunks c "
+                               "WHERE c.source = 'memory' AND c.vector IS NOT NULL ORDER BY c.rowid").fetchall()
+            weight = float(mem.agent.memory_search["store"]["vector"].get("unitWeight", 0.0))
             chunk_terms = [analysis.term_counts(r[4]) for r in rows]
             n = len(rows)
             ref_len = CHARS_PER_TOKEN * int(mem.agent.memory_search["chunking"]["tokens"])
@@ -62,8 +73,9 @@ def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
                 for t in ts:
                     df[t] = df.get(t, 0) + 1
             for q in queries:
-                qv = np.asarray(provider.embed_query(q["query"]), dtype=np.float32)
-                cos = mat @ qv
+                qv = provider.embed_query(q["query"])
+                scored = combined_cosines(store, qv, [r[0] for r in rows], weight)
+                cos = np.array([scored[r[0]] for r in rows])
                 qterms = analysis.query_terms(query_tokens(q["query"]))
                 weights = {t: analysis.idf(df.get(t, 0), n) for t in qterms}
                 cov = np.array([analysis.keyword_evidence(ts, len(r[4]) / ref_len, weights)
@@ -127,12 +139,18 @@ def main() -> int:
     ap.add_argument("--datasets", default="devmem")
     ap.add_argument("--models", default="all-MiniLM-L6-v2")
     ap.add_argument("--grid", action="store_true", help="print the fusion grid")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="memorySearch setting, e.g. store.vector.unitWeight=0.5")
     args = ap.parse_args()
+    settings = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        settings[key] = json.loads(value)
     fits: dict[str, Any] = {}
     for model in args.models.split(","):
         data: dict[str, list[dict[str, Any]]] = {}
         for name in args.datasets.split(","):
-            data[name] = dump(DATASETS / name, model)
+            data[name] = dump(DATASETS / name, model, settings)
         alld = [d for v in data.values() for d in v]
         vpool = [pool(d["cos"], d["cos"] > -2) for d in alld]
         kpool = [pool(d["cov"], d["cov"] > 0) for d in alld]

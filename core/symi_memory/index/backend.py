@@ -157,7 +157,10 @@ class IndexedBackend:
         if use_vec and hybrid["enabled"]:
             # Only keyword candidates the vector side did not rank need their stored vectors read.
             missing = [k for k in rows if k not in vec_hits]
-            if weight > 0:
+            rescore = getattr(self.vectors, "rescore", None)
+            if weight > 0 and rescore is not None and getattr(self.vectors, "unit_weight", None) == weight:
+                vec_hits.update(rescore(qvec, missing))  # the scan's own scores, when it just scanned
+            elif weight > 0:
                 vec_hits.update(combined_cosines(self.store, qvec, missing, weight))  # type: ignore[arg-type]
             else:
                 vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]

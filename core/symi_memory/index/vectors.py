@@ -60,18 +60,26 @@ def combined_cosines(store: IndexStore, query: Sequence[float], rowids: Sequence
     q = q / qn
     chunks = store.vectors_by_rowid(list(rowids))
     units = store.unit_vectors_by_rowid(list(chunks)) if weight > 0 else {}
-    out: dict[int, float] = {}
     width = q.shape[0] * 4
+    kept: list[int] = []
+    blobs: list[bytes] = []
+    starts: list[int] = []
     for rowid, blob in chunks.items():
         if len(blob) != width:
             continue
-        blobs = [blob, *(b for b in units.get(rowid, ()) if len(b) == width)]
-        m = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), q.shape[0])
-        norms = np.linalg.norm(m, axis=1)
-        norms[norms == 0] = np.inf
-        cos = (m @ q) / norms
-        out[rowid] = float(combine_unit(float(cos[0]), float(cos.max()), weight))
-    return out
+        kept.append(rowid)
+        starts.append(len(blobs))
+        blobs.append(blob)
+        blobs.extend(b for b in units.get(rowid, ()) if len(b) == width)
+    if not kept:
+        return {}
+    m = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), q.shape[0])
+    norms = np.linalg.norm(m, axis=1)
+    norms[norms == 0] = np.inf  # a zero vector scores 0
+    cos = (m @ q) / norms
+    offsets = np.asarray(starts, dtype=np.int64)
+    scores = combine_unit(cos[offsets], np.maximum.reduceat(cos, offsets), weight)
+    return {r: float(v) for r, v in zip(kept, scores, strict=True)}
 
 
 def faiss_available() -> bool:
@@ -97,6 +105,9 @@ class ExactVectors:
     _loading: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _thread: threading.Thread | None = None
+    # This thread's last scan: (query, chunk rowids, their scores), so rescoring a search's keyword
+    # candidates reads the scores just computed instead of their vectors from SQLite.
+    _last: threading.local = attrs.field(factory=threading.local)
 
     def _wants_half(self, n: int) -> bool:
         if self.scan == "float32" or not faiss_available():
@@ -218,6 +229,7 @@ class ExactVectors:
         """``(rowid, cosine)`` best first, exact."""
         import numpy as np
 
+        self._last.scan = None
         if not self.ready():
             return self.store.vec_knn(pack_vector(query), k, self.unit_weight)
         with self._lock:
@@ -247,10 +259,32 @@ class ExactVectors:
             # max(chunk, best unit).
             scores = combine_unit(scores[offsets], np.maximum.reduceat(scores, offsets), self.unit_weight)
             ids = chunk_ids
+            self._last.scan = (q, ids, scores)
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(ids[i]), float(scores[i])) for i in top]
+
+    def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
+        """The vector scores of these chunks as :meth:`search` computes them (chunk and units)."""
+        import numpy as np
+
+        last = getattr(self._last, "scan", None)
+        if last is not None and rowids:
+            q, ids, scores = last
+            qn = np.asarray(query, dtype=np.float32)
+            norm = float(np.linalg.norm(qn))
+            if norm and qn.shape == q.shape and np.array_equal(qn / norm, q):
+                wanted = np.asarray(list(rowids), dtype=np.int64)
+                pos = np.searchsorted(ids, wanted)  # the scan's chunk rowids are in rowid order
+                pos[pos >= len(ids)] = 0
+                found = ids[pos] == wanted
+                out = {int(r): float(scores[p]) for r, p, ok in zip(wanted, pos, found, strict=True) if ok}
+                missing = [int(r) for r, ok in zip(wanted, found, strict=True) if not ok]
+                if missing:  # written since the scan copy loaded
+                    out.update(combined_cosines(self.store, query, missing, self.unit_weight))
+                return out
+        return combined_cosines(self.store, query, rowids, self.unit_weight)
 
     def _search_half(self, half: Any, ids: Any, q: Any, k: int, *, chunks: int | None = None,
                      ) -> list[tuple[int, float]]:
@@ -291,7 +325,7 @@ class ExactVectors:
             loaded = (self._matrix is not None or self._half is not None) and self._generation >= 0
             return {"loaded": loaded,
                     "rows": 0 if self._ids is None else int(len(self._ids)),
-                    "unitRows": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
+                    "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
                     "scan": ("float16+float32-rescoring" if self._half is not None else "float32") if loaded else "none"}
 
 
