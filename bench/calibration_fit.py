@@ -74,8 +74,12 @@ def dump(dataset: Path, model: str, settings: dict[str, Any] | None = None) -> l
                     df[t] = df.get(t, 0) + 1
             for q in queries:
                 qv = provider.embed_query(q["query"])
-                scored = combined_cosines(store, qv, [r[0] for r in rows], weight)
-                cos = np.array([scored[r[0]] for r in rows])
+                ids = [r[0] for r in rows]
+                chunk_only = combined_cosines(store, qv, ids, 0.0)
+                best = combined_cosines(store, qv, ids, 1.0)  # max(chunk, best unit)
+                cos_chunk = np.array([chunk_only[r] for r in ids])
+                cos_best = np.array([best[r] for r in ids])
+                cos = (1 - weight) * cos_chunk + weight * cos_best
                 qterms = analysis.query_terms(query_tokens(q["query"]))
                 weights = {t: analysis.idf(df.get(t, 0), n) for t in qterms}
                 cov = np.array([analysis.keyword_evidence(ts, len(r[4]) / ref_len, weights)
@@ -84,7 +88,7 @@ def dump(dataset: Path, model: str, settings: dict[str, Any] | None = None) -> l
                 ident = np.array([matcher.classify(r[4])[1] for r in rows])
                 hits = [{"path": r[1], "start": r[2], "end": r[3]} for r in rows]
                 label = np.array([any(_overlaps(h, g) for g in q.get("gold", [])) for h in hits])
-                out.append({"q": q, "cos": cos, "cov": cov, "ident": ident, "label": label, "hits": hits,
+                out.append({"q": q, "cos": cos, "cos_chunk": cos_chunk, "cos_best": cos_best, "cov": cov, "ident": ident, "label": label, "hits": hits,
                             "nterms": len(qterms)})
     return out
 
@@ -139,6 +143,8 @@ def main() -> int:
     ap.add_argument("--datasets", default="devmem")
     ap.add_argument("--models", default="all-MiniLM-L6-v2")
     ap.add_argument("--grid", action="store_true", help="print the fusion grid")
+    ap.add_argument("--unit-weights", default="",
+                    help="also fit and simulate these store.vector.unitWeight values from the same run, e.g. 0,0.3,0.5,1")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                     help="memorySearch setting, e.g. store.vector.unitWeight=0.5")
     args = ap.parse_args()
@@ -152,6 +158,28 @@ def main() -> int:
         for name in args.datasets.split(","):
             data[name] = dump(DATASETS / name, model, settings)
         alld = [d for v in data.values() for d in v]
+        for uw in [float(x) for x in args.unit_weights.split(",") if x]:
+            for d in alld:
+                d["cos_w"] = (1 - uw) * d["cos_chunk"] + uw * d["cos_best"]
+            wpool = [pool(d["cos_w"], d["cos_w"] > -2) for d in alld]
+            wcos = np.concatenate([d["cos_w"][i] for d, i in zip(alld, wpool, strict=True)])
+            wlab = np.concatenate([d["label"][i] for d, i in zip(alld, wpool, strict=True)]).astype(float)
+            wcal = fit_logistic(np.maximum(wcos, 0), wlab)
+            kp = [pool(d["cov"], d["cov"] > 0) for d in alld]
+            kc = fit_logistic(np.concatenate([d["cov"][i] for d, i in zip(alld, kp, strict=True)]),
+                              np.concatenate([d["label"][i] for d, i in zip(alld, kp, strict=True)]).astype(float))
+            for vw in (0.5, 0.7):
+                for ms_ in (0.05, 0.1, 0.15, 0.2):
+                    cells = []
+                    for name, dd in data.items():
+                        r = simulate([dict(d, cos=d["cos_w"]) for d in dd], wcal, kc, vw, ms_)
+                        o = r["overall"]
+                        neg = r["per_type"].get("negative", {})
+                        para = r["per_type"].get("paraphrase", {})
+                        cells.append(f"{name}: h1 {o['hit@1']:.3f} h5 {o['hit@5']:.3f} para {para.get('hit@5') or 0:.3f} "
+                                     f"neg {neg.get('negative_empty_count', '-')}/{neg.get('negative', '-')}")
+                    print(f"unitWeight {uw} (vector slope {wcal[0]:.2f} midpoint {wcal[1]:.3f}) vw {vw} min {ms_}: "
+                          + " | ".join(cells), file=sys.stderr)
         vpool = [pool(d["cos"], d["cos"] > -2) for d in alld]
         kpool = [pool(d["cov"], d["cov"] > 0) for d in alld]
         cos = np.concatenate([d["cos"][i] for d, i in zip(alld, vpool, strict=True)])
