@@ -39,8 +39,8 @@ def dump(dataset: Path, model: str, settings: dict[str, Any] | None = None) -> l
     The cosine is the vector side's score: with unit vectors (``chunking.units``), the chunk's cosine
     blended with its best line's by ``store.vector.unitWeight``, as the search computes it.
     """
-    from symi_memory.chunking import CHARS_PER_TOKEN
     from symi_memory import load_config
+    from symi_memory.chunking import CHARS_PER_TOKEN
     from symi_memory.evaluation import _overlaps, _throwaway_config, load_queries
     from symi_memory.index import analysis
     from symi_memory.index.keyword import ExactMatcher, query_tokens
