@@ -59,8 +59,14 @@ def words(cluster: int, rng: np.random.Generator, count: int) -> list[str]:
 
 
 def build_store(path: Path, n: int) -> dict[str, Any]:
-    """Write N chunks (50 per file) through the real IndexStore; returns timings."""
-    from symi_memory.index.store import ChunkRow, FileRow, IndexStore
+    """Write N chunks (50 per file) through the real IndexStore; returns timings.
+
+    ``SYMI_BENCH_UNITS=K`` gives each chunk K unit (line) vectors too, near its own vector
+    (``chunking.units``; devmem has about 9 per chunk), to measure their cost at scale.
+    """
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore, UnitRow
+
+    units_per = int(os.environ.get("SYMI_BENCH_UNITS", "0"))
 
     _, labels, vecs = make_data(n)
     rng = np.random.default_rng(2)
@@ -77,14 +83,20 @@ def build_store(path: Path, n: int) -> dict[str, Any]:
             for i in range(f, min(n, f + 50)):
                 text = " ".join(words(int(labels[i]), rng, 60))
                 text_bytes += len(text.encode("utf-8"))
+                units = []
+                for j in range(units_per):
+                    u = vecs[i] + 0.8 * rng.normal(size=DIMS).astype(np.float32) / np.sqrt(DIMS)
+                    units.append(UnitRow(start_line=j + 1, end_line=j + 1, hash=f"{i}u{j}",
+                                         embedding=(u / np.linalg.norm(u)).astype(np.float32).tobytes()))
                 rows.append(ChunkRow(id=f"{i:09d}", path=rel, source="memory", start_line=i - f + 1,
-                                     end_line=i - f + 1, hash=f"{i}", text=text, embedding=vecs[i].tobytes()))
+                                     end_line=i - f + 1, hash=f"{i}", text=text, embedding=vecs[i].tobytes(),
+                                     units=tuple(units)))
             yield FileRow(path=rel, source="memory", hash=rel, mtime=0.0, size=0, lines=len(rows)), rows
 
     # The store is new, so incremental batches of 200 files (10k chunks) fill it while keeping the
     # WAL small; one transaction at 1M grew it past 4.7 GB.
     batch: list[Any] = []
-    meta = {"identity": json.dumps(IDENTITY, sort_keys=True)}
+    meta = {"identity": json.dumps(IDENTITY, sort_keys=True), "units": "lines"}
     for item in files():
         batch.append(item)
         if len(batch) == 200:

@@ -10,6 +10,12 @@ While the index is behind the store, searches get exact answers from the
 store itself (sqlite-vec's KNN, or a numpy scan of the stored vectors when
 sqlite-vec is off), so a search never waits and never sees a deleted or
 changed chunk.
+
+The faiss index holds one row per chunk vector; unit (line) vectors
+(``chunking.units``) stay in the store. Each hit, and each keyword candidate,
+is scored by the core with its lines (``vectors.combined_cosines``), so scores
+match the builtin backend's; a chunk that only one of its lines would find is
+found when the keyword side finds it.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class StoreVector:
                     doc="Exact scan copy in memory: float16 (half the memory and bandwidth, needs faiss; the top "
                         "candidates are rescored against the stored float32 vectors), float32, or auto (float16 "
                         "from 50,000 vectors when faiss is installed).")
-    unit_weight: float = opt("unitWeight", 0.5, lo=0.0, hi=1.0, clamp=True,
+    unit_weight: float = opt("unitWeight", 0.7, lo=0.0, hi=1.0, clamp=True,
                              doc="How much a chunk's best line (chunking.units) counts in its vector score: "
                                  "(1 - w) x chunk cosine + w x max(chunk cosine, best unit cosine); 0 uses chunk "
                                  "vectors alone, 1 the better of the two.")
