@@ -191,7 +191,7 @@ def main() -> int:
                 r = score_run(queries, run)
                 o, pt = r["overall"], r["per_type"]
                 ml = pt.get("multilingual", {})
-                print(f"{key} minScore {t:.2f}: hit@1 {f(o['hit@1'])} hit@5 {f(o['hit@5'])} "
+                print(f"{key} minScore {t:.3f}: hit@1 {f(o['hit@1'])} hit@5 {f(o['hit@5'])} "
                       f"pos empty {f(o.get('positive_empty'))} neg empty {f(o.get('negative_empty'))} "
                       f"para@5 {f(pt.get('paraphrase', {}).get('hit@5'))} ml@5 {f(ml.get('hit@5'))} "
                       f"ml empty {f(ml.get('positive_empty'))}")

@@ -159,7 +159,7 @@ def test_eval_reports_empty_shares_in_both_views(tmp_path: Path, cli: Callable[.
     code, out, err = cli("eval", str(FIVE), "--json", env={"SYMI_MEMORY_PLUGINS": "symi_memory.testing.plugin"},
                          json_out=True)
     assert code == 0, err
-    assert out["search"]["view"] == "as-configured" and out["search"]["min_score"] == 0.05
+    assert out["search"]["view"] == "as-configured" and out["search"]["min_score"] == 0.025
     assert out["per_type"]["negative"]["negative_empty"] == 1.0  # no provider available offline here: keyword-only
     code, ranking, err = cli("eval", str(FIVE), "--json", "--min-score", "0", json_out=True)
     assert code == 0, err

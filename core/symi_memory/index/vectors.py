@@ -36,6 +36,9 @@ HALF_AUTO_MIN = 50_000  # scan: auto uses float16 from this many vectors (below,
 RESCORE_FACTOR = 4  # a float16 scan rescores this many times k candidates (at least RESCORE_MIN)
 RESCORE_MIN = 64
 LOAD_BLOCK = 65_536
+# Below this many scan rows the product runs in numpy's own loop (einsum): BLAS splits a product this small
+# across threads, and on a busy machine waking them cost 5-30 ms against about 1 ms for the product itself.
+SMALL_SCAN_ROWS = 32_768
 HALF_BLOCK = 8_192  # rows converted to float16 at a time (12 MB at 384-d): the load peaks near the half copy
 
 
@@ -253,7 +256,7 @@ class ExactVectors:
         q = q / norm
         if half is not None:
             return self._search_half(half, ids, q, k, chunks=None if offsets is None else len(offsets))
-        scores = matrix @ q
+        scores = np.einsum("ij,j->i", matrix, q) if matrix.shape[0] < SMALL_SCAN_ROWS else matrix @ q
         if offsets is not None:
             # Each chunk's rows are contiguous, its own vector first: the best of the segment is
             # max(chunk, best unit).
