@@ -133,6 +133,10 @@ def chunk_units(text: str, lines: tuple[int, ...], mode: str) -> list[tuple[int,
     return units
 
 
+#: A chunk to write: first and last line, text, and its units (first line, last line, text).
+_Piece = tuple[int, int, str, tuple[tuple[int, int, str], ...]]
+
+
 @attrs.define
 class _Loaded:
     file: MemoryFile
@@ -400,7 +404,7 @@ class Indexer:
         A file that cannot be read or parsed is left out (its old rows stay), recorded in
         ``skipped`` with the reason and in ``failed`` with its mtime and size; the rest goes on.
         """
-        pending: list[tuple[_Loaded, list[tuple[int, int, str]]]] = []
+        pending: list[tuple[_Loaded, list[_Piece]]] = []
         pending_chunks = 0
         done = 0
         group_limit = float("inf") if self._batch_mode() else EMBED_BATCH * 4
@@ -445,7 +449,7 @@ class Indexer:
         status = getattr(p, "batch_status", None)
         return bool(callable(status) and status().get("enabled"))
 
-    def _chunk(self, loaded: _Loaded) -> list[tuple[int, int, str, tuple[tuple[int, int, str], ...]]]:
+    def _chunk(self, loaded: _Loaded) -> list[_Piece]:
         """``(start, end, text, units)`` of each chunk of a file; ``units`` as :func:`chunk_units` (file lines)."""
         ch = self.agent.memory_search["chunking"]
         limit = self.choice.provider.max_input_bytes if self.choice.provider else None
@@ -455,7 +459,7 @@ class Indexer:
         def at(n: int) -> int:
             return lmap[min(n, len(lmap)) - 1] if lmap else n
 
-        out: list[tuple[int, int, str, tuple[tuple[int, int, str], ...]]] = []
+        out: list[_Piece] = []
         seen: set[tuple[int, int, str]] = set()
         for c in chunk_text(loaded.text, ch["tokens"], ch["overlap"]):
             start, end = at(c.start_line), at(c.end_line)
@@ -470,8 +474,7 @@ class Indexer:
                     out.append((start, end, part, units))
         return out
 
-    def _embed_and_build(self, pending: list[tuple[_Loaded, list[tuple[int, int, str, tuple[tuple[int, int, str], ...]]]]],
-                         stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+    def _embed_and_build(self, pending: list[tuple[_Loaded, list[_Piece]]], stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
         # Chunks and their units are embedded together: one cache lookup, full batches, shared lines once.
         texts = [t for _, pieces in pending for _, _, t, _ in pieces]
         unit_texts = list(dict.fromkeys(u[2] for _, pieces in pending for *_, units in pieces for u in units))

@@ -576,26 +576,26 @@ class IndexStore:
             (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector),
         )
         rowid = self.conn.last_insert_rowid()
-        if vector is not None and c.units:
+        if vector is not None and embedder is not None and c.units:
             now = time.time()
+            for u in c.units:
+                self._cache_vector(embedder, u.hash, u.embedding, now)
             self.conn.executemany(
                 "INSERT OR IGNORE INTO chunk_units(chunk, start_line, end_line, vector) VALUES (?, ?, ?, "
                 "(SELECT id FROM embedding_cache WHERE embedder = ? AND hash = ?))",
-                [(rowid, u.start_line, u.end_line, embedder, u.hash) for u in c.units if self._cache_vector(
-                    embedder, u.hash, u.embedding, now)],
+                [(rowid, u.start_line, u.end_line, embedder, u.hash) for u in c.units],
             )
         if self.fts_error is None:
             self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", (rowid, c.text, cjk_bigrams(c.text)))
         return rowid
 
-    def _cache_vector(self, embedder: int, text_hash: str, blob: bytes, now: float) -> bool:
+    def _cache_vector(self, embedder: int, text_hash: str, blob: bytes, now: float) -> None:
         """Store one vector in the cache (refreshing its use time if there); writer only."""
         self.conn.execute(
             "INSERT INTO embedding_cache(embedder, hash, embedding, used_at) VALUES (?,?,?,?) "
             "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at",
             (embedder, text_hash, blob, now),
         )
-        return True
 
     # ---------------------------------------------------------------- cache
 
