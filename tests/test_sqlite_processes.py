@@ -88,7 +88,10 @@ def test_reader_process_never_sees_locked_during_a_big_sync(tmp_path: Path) -> N
     ws, state = tmp_path / "ws", tmp_path / "state"
     make_workspace(ws, 300)
     calls = tmp_path / "calls.txt"
-    cfg = load_config(None, state_dir=state, overrides=settings({"provider": "slow", "cache": {"enabled": False}}))
+    # Chunk vectors only: line vectors would multiply the slow provider's calls, and the loop below needs
+    # several full rewrites within its 3 s (this test is about the write lock, not what is embedded).
+    cfg = load_config(None, state_dir=state, overrides=settings({"provider": "slow", "cache": {"enabled": False},
+                                                                 "chunking": {"units": "off"}}))
     with open_memory(cfg, workspace=ws, start=False, plugins=slow_plugins(0.05, str(calls))) as mem:
         mem.sync()
         proc = child("search", str(state), str(ws), "4", "pelican migration")
