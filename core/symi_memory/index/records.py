@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ChunkRow", "FileRow", "IndexChange", "VectorSnapshot", "pack_vector"]
+__all__ = ["CandidateRow", "ChunkRow", "FileRow", "IndexChange", "VectorSnapshot", "pack_vector"]
 
 
 def pack_vector(vec: Sequence[float]) -> bytes:
@@ -68,3 +68,17 @@ class VectorSnapshot:
     dims: int
     rowids: Any
     matrix: Any
+
+
+@attrs.frozen(kw_only=True)
+class CandidateRow:
+    """A search candidate's chunk as read back: its row and its file's modification time."""
+
+    rowid: int
+    id: str
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    text: str
+    mtime: float | None = None  # None when the file's row is gone

@@ -38,11 +38,11 @@ from .fts import PRUNE_MIN_CHUNKS, KeywordSearch
 from .knn import VectorReads
 from .meta import MetaRows
 from .rebuild import BUILD_SCHEMA, Rebuild, remove_stale_builds
-from .records import ChunkRow, FileRow, IndexChange, VectorSnapshot, pack_vector
+from .records import CandidateRow, ChunkRow, FileRow, IndexChange, VectorSnapshot, pack_vector
 from .writes import FileWrites
 
-__all__ = ["BUILD_SCHEMA", "PRUNE_MIN_CHUNKS", "ChunkRow", "FileRow", "IndexChange", "IndexStore", "VectorSnapshot",
-           "pack_vector", "remove_stale_builds"]
+__all__ = ["BUILD_SCHEMA", "PRUNE_MIN_CHUNKS", "CandidateRow", "ChunkRow", "FileRow", "IndexChange", "IndexStore",
+           "VectorSnapshot", "pack_vector", "remove_stale_builds"]
 
 log = logging.getLogger("symi_memory.index")
 
