@@ -146,12 +146,15 @@ class IndexedBackend:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
-        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources)
+        # In hybrid mode their stored vectors come back with their rows (one query).
+        cosine_missing = use_vec and hybrid["enabled"]
+        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
+                                                 vectors=cosine_missing)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
-        if use_vec and hybrid["enabled"]:
-            # Only keyword candidates the vector side did not rank need their stored vector read.
-            missing = [k for k in rows if k not in vec_hits]
-            vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
+        if cosine_missing:
+            # Only keyword candidates the vector side did not rank need their cosine computed here.
+            missing = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
+            vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
@@ -268,13 +271,14 @@ class IndexedBackend:
         return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
-                        sources: tuple[str, ...]) -> tuple[dict[int, CandidateRow], list[int]]:
-        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources``."""
-        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources)
+                        sources: tuple[str, ...], *, vectors: bool = False,
+                        ) -> tuple[dict[int, CandidateRow], list[int]]:
+        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors)."""
+        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources)
+            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources, vectors=vectors)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break

@@ -31,10 +31,12 @@ class ChunkReads(StoreParts):
                 out[row[0]] = row[1:]
         return out
 
-    def candidate_rows(self, rowids: Sequence[int], sources: Sequence[str] | None = None) -> dict[int, CandidateRow]:
+    def candidate_rows(self, rowids: Sequence[int], sources: Sequence[str] | None = None, *,
+                       vectors: bool = False) -> dict[int, CandidateRow]:
         """rowid -> :class:`CandidateRow` of these chunks (from ``sources`` only, when given).
 
-        One query per 500 rowids reads the chunk and its file's mtime together.
+        One query per 500 rowids reads the chunk, its file's mtime and, with ``vectors``, its
+        stored vector together.
         """
         out: dict[int, CandidateRow] = {}
         where = ""
@@ -42,14 +44,15 @@ class ChunkReads(StoreParts):
         if sources is not None:
             where = f" AND c.source IN ({','.join('?' * len(sources))})"
             extra = list(sources)
+        blob, join = ("v.embedding", " LEFT JOIN embedding_cache v ON v.id = c.vector") if vectors else ("NULL", "")
         for i in range(0, len(rowids), 500):
             part = list(rowids[i : i + 500])
             marks = ",".join("?" * len(part))
-            for rowid, cid, path, source, start, end, text, mtime in self._read(
-                "SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime FROM chunks c "
-                f"LEFT JOIN files f ON f.path = c.path WHERE c.rowid IN ({marks}){where}",
+            for rowid, cid, path, source, start, end, text, mtime, vector in self._read(
+                f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime, {blob} FROM chunks c "
+                f"LEFT JOIN files f ON f.path = c.path{join} WHERE c.rowid IN ({marks}){where}",
                 [*part, *extra],
             ):
                 out[rowid] = CandidateRow(rowid=rowid, id=cid, path=path, source=source, start_line=start,
-                                          end_line=end, text=text, mtime=mtime)
+                                          end_line=end, text=text, mtime=mtime, vector=vector)
         return out

@@ -136,7 +136,10 @@ class ExactMatcher:
         if not self.idents:
             return False
         folded = _fold_text(text)
-        return any(_has(folded, p, lit) for p, lit in _pairs(self.idents, self.ident_literals))
+        if len(self.ident_literals) != len(self.idents):
+            return any(p.search(folded) is not None for p in self.idents)
+        return any(lit in folded and p.search(folded) is not None
+                   for p, lit in zip(self.idents, self.ident_literals, strict=True))
 
     def classify(self, text: str) -> tuple[bool, bool]:
         """(holds every token or an identifier, holds an identifier)."""

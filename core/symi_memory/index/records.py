@@ -72,7 +72,7 @@ class VectorSnapshot:
 
 @attrs.frozen(kw_only=True)
 class CandidateRow:
-    """A search candidate's chunk as read back: its row and its file's modification time."""
+    """A search candidate's chunk as read back: its row, its file's modification time, maybe its vector."""
 
     rowid: int
     id: str
@@ -82,3 +82,4 @@ class CandidateRow:
     end_line: int
     text: str
     mtime: float | None = None  # None when the file's row is gone
+    vector: bytes | None = None  # the stored vector (packed float32), when asked for and the chunk has one
