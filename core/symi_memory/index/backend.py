@@ -128,8 +128,11 @@ class IndexedBackend:
         # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
         # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
         ranked: list[tuple[int, float]] | None = None
+        # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
+        generation = self.store.generation()
         if hybrid["enabled"]:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa)
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
+                                               generation=generation)
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
@@ -140,7 +143,8 @@ class IndexedBackend:
         use_vec = qvec is not None and not self.indexer.needs_full()
         use_text = hybrid["enabled"] or not use_vec
         if ranked is None:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa) if use_text else []
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
+                                               generation=generation) if use_text else []
         vec_hits: dict[int, float] = {}
         if use_vec:
             # Over-fetch when filtering by source, since the vector side cannot filter.
@@ -158,9 +162,9 @@ class IndexedBackend:
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        chunk_terms = self._chunk_terms(rows)
+        chunk_terms = self._chunk_terms(rows, generation)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
-                            vector_hits=vec_hits, term_weights=self.store.term_weights(qa.terms) if use_text else {},
+                            vector_hits=vec_hits, term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa)
@@ -243,9 +247,10 @@ class IndexedBackend:
             return None
         return provider.embed_documents(list(texts))
 
-    def _chunk_terms(self, rows: dict[int, CandidateRow]) -> dict[int, tuple[Counter[str], int]]:
-        """Term frequencies and length of each candidate chunk, cached by rowid for the current index generation."""
-        gen = self.store.generation()
+    def _chunk_terms(self, rows: dict[int, CandidateRow], generation: int | None = None,
+                     ) -> dict[int, tuple[Counter[str], int]]:
+        """Term frequencies and length of each candidate chunk, cached by rowid for the index generation."""
+        gen = self.store.generation() if generation is None else generation
         if self._terms_gen != gen:
             self._terms_cache.clear()
             self._terms_gen = gen

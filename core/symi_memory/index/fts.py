@@ -25,20 +25,21 @@ DF_CACHE_MAX = 50_000
 class KeywordSearch(StoreParts):
     """FTS5 candidates and the IDF of query terms."""
 
-    def keyword_search(self, query: str, limit: int, *,
-                       analysis: QueryAnalysis | None = None) -> list[tuple[int, float]]:
+    def keyword_search(self, query: str, limit: int, *, analysis: QueryAnalysis | None = None,
+                       generation: int | None = None) -> list[tuple[int, float]]:
         """``(rowid, bm25 rank)`` best first (more negative is better), all sources.
 
         Only the query's content words are matched (stop words and question
         words left out); FTS5 stems them as it stemmed the chunks. The rank
         only picks keyword candidates: their score comes from
         :func:`analysis.keyword_evidence`. ``analysis``: the query already
-        tokenized (:class:`~.analysis.QueryAnalysis` of ``query``).
+        tokenized (:class:`~.analysis.QueryAnalysis` of ``query``); ``generation``:
+        the index generation the caller read for this search (else it is read).
         """
         if self.fts_error is not None:
             return []
         words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
-        match = match_tokens(self._weighty_tokens(words, size=self._index_size()))
+        match = match_tokens(self._weighty_tokens(words, size=self._index_size(generation)))
         if match is None:
             return []
         try:
@@ -49,11 +50,11 @@ class KeywordSearch(StoreParts):
             return []
         return [(rowid, float(rank)) for rowid, rank in rows]
 
-    def term_weights(self, terms: Sequence[str]) -> dict[str, float]:
-        """IDF of each index term in this index (absent terms weigh the most)."""
+    def term_weights(self, terms: Sequence[str], *, generation: int | None = None) -> dict[str, float]:
+        """IDF of each index term in this index (absent terms weigh the most); ``generation`` as in keyword_search."""
         if not terms:
             return {}
-        generation, n = self._index_size()
+        generation, n = self._index_size(generation)
         df: dict[str, int] = {}
         if self.fts_error is None:
             try:
@@ -106,9 +107,9 @@ class KeywordSearch(StoreParts):
                 known[t] = int(found.get(t, 0))
         return {t: known[t] for t in terms}
 
-    def _index_size(self) -> tuple[int, int]:
-        """``(generation, chunk count)``: one read of the generation, the count cached per generation."""
-        gen = self.generation()
+    def _index_size(self, generation: int | None = None) -> tuple[int, int]:
+        """``(generation, chunk count)``: the generation read once (unless given), the count cached per generation."""
+        gen = self.generation() if generation is None else generation
         cached = getattr(self._local, "count", None)
         if cached is None or cached[0] != gen:
             cached = (gen, int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]))
