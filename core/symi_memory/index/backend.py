@@ -150,7 +150,7 @@ class IndexedBackend:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
-        # In hybrid mode their stored vectors come back with their rows (one query).
+        # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query).
         cosine_missing = use_vec and hybrid["enabled"]
         rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
                                                  vectors=cosine_missing)
@@ -279,11 +279,13 @@ class IndexedBackend:
                         sources: tuple[str, ...], *, vectors: bool = False,
                         ) -> tuple[dict[int, CandidateRow], list[int]]:
         """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors)."""
-        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors)
+        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
+                                         scored=vec_hits)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources, vectors=vectors)
+            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources, vectors=vectors,
+                                              scored=vec_hits)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break
