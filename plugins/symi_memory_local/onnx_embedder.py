@@ -23,8 +23,11 @@ from .integrity import onnx_fingerprint
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
 log = logging.getLogger("symi_memory.local")
-#: Padded tokens per inference batch; keeps memory flat and padding waste low.
-_BATCH_TOKENS = 8192
+#: Padded tokens per inference batch. Small batches are faster per token on CPU: the attention tensors of a
+#: batch (batch x 12 heads x length x length floats per layer) and the 1,536-wide feed-forward activations stay
+#: in cache. 8,192 (32 windows of 256 pieces) ran 400-token chunks at ~0.65x the rate of 512 on the 2-core VM
+#: (bench/bench_local_embed.py), with the same vectors: each window's result does not depend on its batch mates.
+BATCH_TOKENS = 512
 _MAX_BATCH = 64
 # How long close() waits for the background build of the optimised session (see OnnxEmbedder.close).
 OPTIMISE_JOIN_S = 60.0
@@ -48,6 +51,8 @@ class OnnxEmbedder:
     _optimise: Callable[[], Any] | None = None
     _calls: int = 0
     _optimiser: threading.Thread | None = None
+    #: Padded-token budget per inference batch (see BATCH_TOKENS); the benchmark sets the old 8,192 beside it.
+    batch_tokens: int = BATCH_TOKENS
 
     def embed_query(self, text: str) -> list[float]:
         """One unit vector for a search query."""
@@ -98,14 +103,19 @@ class OnnxEmbedder:
             for w in [enc, *enc.overflowing] if self.windowed else [enc]:
                 windows.append(w)
                 owners.append(i)
-        order = sorted(range(len(windows)), key=lambda k: len(windows[k].ids))
-        pooled: list[Any] = [None] * len(windows)
-        for batch in _batches(order, [len(w.ids) for w in windows]):
-            for k, vec in zip(batch, self._run([windows[k] for k in batch]), strict=True):
-                pooled[k] = vec
-        vectors = np.stack(pooled)
-        weights = [sum(w.attention_mask) for w in windows]
-        return combine_windows(vectors, owners, weights, len(texts)).tolist()
+        lengths = [len(w.ids) for w in windows]
+        # Length-sorted, so a batch pads little; the pooled rows go back to their windows' places.
+        order = sorted(range(len(windows)), key=lengths.__getitem__)
+        dim = 0
+        vectors: Any = None
+        for batch in _batches(order, lengths, self.batch_tokens):
+            out = self._run([windows[k] for k in batch])
+            if vectors is None:
+                dim = out.shape[1]
+                vectors = np.empty((len(windows), dim), dtype=np.float32)
+            vectors[batch] = out
+        # Windows are unpadded, so a window's token count is its length.
+        return combine_windows(vectors, owners, lengths, len(texts)).tolist()
 
     def close(self) -> None:
         """Drop the session; ONNX Runtime frees its memory when it is collected.
@@ -138,13 +148,13 @@ class OnnxEmbedder:
         return out if self._pooled_output else mean_pool(out, mask)
 
 
-def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """Cut length-sorted window indexes into batches under the padded-token budget."""
+def _batches(order: list[int], lengths: list[int], budget: int = BATCH_TOKENS) -> list[list[int]]:
+    """Cut length-sorted window indexes into batches under the padded-token ``budget``."""
     batches: list[list[int]] = []
     current: list[int] = []
     for k in order:
         # Sorted ascending, so the newest window is the longest one in the batch.
-        if current and (len(current) >= _MAX_BATCH or (len(current) + 1) * lengths[k] > _BATCH_TOKENS):
+        if current and (len(current) >= _MAX_BATCH or (len(current) + 1) * lengths[k] > budget):
             batches.append(current)
             current = []
         current.append(k)
