@@ -58,19 +58,28 @@ class OnnxEmbedder:
         """One unit vector for a search query."""
         return self.embed_documents([text])[0]
 
-    def _maybe_optimise(self) -> None:
+    def _maybe_optimise(self, *, now: bool = False) -> None:
         """From the second call on, build the optimised session in the background and swap it in.
 
         Opening the model unoptimised takes a tenth of the time (ONNX Runtime's constant folding expands
         the int8 weights at load) and gives the same vectors, but each run then dequantises the weights
         again, which costs a single query ~20 ms of CPU. A one-shot command embeds once and exits; a
         long-running process switches to the optimised session after its first use.
+
+        ``now``: a call with several inference batches (an index run's chunks) builds the optimised session
+        first, in this thread: the build costs less than dequantising the weights again for every batch.
         """
         self._calls += 1
-        if self._calls < 2:
+        if self._calls < 2 and not now:
             return
         build, self._optimise = self._optimise, None
         if build is None:  # another thread took it
+            return
+        if now:
+            try:
+                self.session = build()
+            except Exception as exc:  # the unoptimised session keeps working
+                log.warning("could not build the optimised session for %s (%s); keeping the first one", self.model, exc)
             return
 
         def swap() -> None:
@@ -96,8 +105,6 @@ class OnnxEmbedder:
 
         if not texts:
             return []
-        if self._optimise is not None:
-            self._maybe_optimise()
         windows, owners = [], []
         for i, enc in enumerate(self.tokenizer.encode_batch(list(texts))):
             for w in [enc, *enc.overflowing] if self.windowed else [enc]:
@@ -106,9 +113,12 @@ class OnnxEmbedder:
         lengths = [len(w.ids) for w in windows]
         # Length-sorted, so a batch pads little; the pooled rows go back to their windows' places.
         order = sorted(range(len(windows)), key=lengths.__getitem__)
+        batches = _batches(order, lengths, self.batch_tokens)
+        if self._optimise is not None:
+            self._maybe_optimise(now=len(batches) > 1)
         dim = 0
         vectors: Any = None
-        for batch in _batches(order, lengths, self.batch_tokens):
+        for batch in batches:
             out = self._run([windows[k] for k in batch])
             if vectors is None:
                 dim = out.shape[1]
