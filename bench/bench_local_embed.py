@@ -5,7 +5,8 @@ warm: a second load in the same process) and throughput in texts/s for
 ~100-token and ~400-token texts (window pooling, the default), for this
 checkout's embedder and for a baseline one taken from git (``--baseline-ref``,
 by default the commit before the batch-size change of issue 13) with the same
-model, thread count and session options. The two alternate round by round so
+model and thread count (``local.threads``: the baseline's intra-op threads, this
+checkout's parallel single-threaded batches). The two alternate round by round so
 host load hits both alike; medians are reported, with the ratio, and the
 minimum cosine between the two embedders' vectors over every text (the new
 code must give the same vectors: >= 0.9999). ``--truncated`` adds plain
@@ -113,7 +114,7 @@ def main() -> None:
     from symi_memory_local.integrity import MINILM_ONNX_SHA256, bundled_tokenizer
     from symi_memory_local.onnx_embedder import load_onnx_embedder
 
-    threads = provider.session.get_session_options().intra_op_num_threads
+    threads = provider.threads
     model_file = Path(provider.session._model_path)
     provider.close()
     common = {"model_sha256": MINILM_ONNX_SHA256, "threads": threads}

@@ -118,10 +118,13 @@ def test_non_finite_values_become_zero():
     assert out[1].tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
-def test_threads_setting_reaches_the_session():
-    p = hooks.create(make_ctx(threads=1))
+def test_threads_setting_reaches_the_embedder():
+    # local.threads batches run at once; ONNX Runtime runs each on its caller's thread.
+    p = hooks.create(make_ctx(threads=3))
+    assert p.embedder().threads == 3
     opts = p.session.get_session_options()
     assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (1, 1)
+    assert len(p.embed_documents([long_text(VOLCANO), "one", "two"])) == 3
 
 
 @pytest.mark.parametrize("bad", [0, -2, "4", 1.5, True])
