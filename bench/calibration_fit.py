@@ -35,8 +35,8 @@ DATASETS = REPO / "bench" / "datasets"
 
 def dump(dataset: Path, model: str) -> list[dict[str, Any]]:
     """Per query: label, cosine, keyword evidence and identifier flag of every chunk."""
+    from symi_memory import load_config
     from symi_memory.chunking import CHARS_PER_TOKEN
-    from symi_memory.config import load_config
     from symi_memory.evaluation import _overlaps, _throwaway_config, load_queries
     from symi_memory.index import analysis
     from symi_memory.index.keyword import ExactMatcher, query_tokens

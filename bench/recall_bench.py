@@ -42,7 +42,7 @@ def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
 
 def worker(dataset: str, provider: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Index ``dataset`` in a throwaway state dir and search every query both ways (runs in the checkout under test)."""
-    from symi_memory.config import load_config
+    from symi_memory import load_config
     from symi_memory.evaluation import _throwaway_config, load_queries, parse_now
     from symi_memory.manager import open_memory
 

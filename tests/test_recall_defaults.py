@@ -11,9 +11,8 @@ from typing import Any
 import apsw
 import pytest
 
-from symi_memory import hookimpl, open_memory
-from symi_memory.config import load_config
-from symi_memory.index.db import FTS_TOKENIZER
+from symi_memory import hookimpl, load_config, open_memory
+from symi_memory.index.db import FTS_TOKENIZER, SCHEMA_VERSION
 from symi_memory.specs import DEFAULT_CALIBRATION, ProviderSpec, ScoreCalibration
 from symi_memory.testing import HashEmbedder
 
@@ -104,7 +103,10 @@ def test_third_party_provider_without_calibration_uses_the_documented_default(tm
 
 
 def _v3_index(tmp_path: Path, ws: Path) -> Path:
-    """A real index, turned back into what schema 3 wrote: old tokenizer, version 3."""
+    """A real index, turned back into what schema 3 wrote: old tokenizer, a vector column in chunks, version 3.
+
+    (Keyword-only, so there are no vectors to move; tests/test_vector_storage.py covers that part.)
+    """
     with _mem(tmp_path, ws, provider="none") as mem:
         mem.sync()
         db = Path(mem.status()["dbPath"])
@@ -116,6 +118,19 @@ def _v3_index(tmp_path: Path, ws: Path) -> Path:
                      "tokenize='unicode61 remove_diacritics 2')")
         conn.execute("CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row')")
         conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) SELECT rowid, text, '' FROM chunks")
+        conn.execute("CREATE TABLE chunks_v3 (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, path TEXT NOT NULL, "
+                     "source TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL, "
+                     "text TEXT NOT NULL, embedding BLOB)")
+        conn.execute("INSERT INTO chunks_v3 SELECT rowid, id, path, source, start_line, end_line, hash, text, NULL "
+                     "FROM chunks")
+        conn.execute("CREATE TABLE cache_v3 (provider TEXT NOT NULL, model TEXT NOT NULL, fingerprint TEXT NOT NULL, "
+                     "hash TEXT NOT NULL, dims INTEGER NOT NULL, embedding BLOB NOT NULL, used_at REAL NOT NULL, "
+                     "PRIMARY KEY (provider, model, fingerprint, hash))")
+        for table in ("chunks", "embedding_cache", "embedders"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("ALTER TABLE chunks_v3 RENAME TO chunks")
+        conn.execute("ALTER TABLE cache_v3 RENAME TO embedding_cache")
+        conn.execute("CREATE INDEX chunks_path ON chunks(path)")
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.close()
     return db
@@ -137,7 +152,7 @@ def test_an_old_schema_index_answers_then_is_rebuilt_with_stemming(tmp_path: Pat
     sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     conn.close()
-    assert FTS_TOKENIZER in sql and version == "4"
+    assert FTS_TOKENIZER in sql and version == str(SCHEMA_VERSION)
 
 
 def test_eval_reports_empty_shares_in_both_views(tmp_path: Path, cli: Callable[..., Any]) -> None:

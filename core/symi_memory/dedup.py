@@ -96,7 +96,7 @@ def check_append(manager: MemoryManager, text: str, t: Thresholds = THRESHOLDS) 
         change_sim = t.change_marked_vector if marked else t.change_vector
     else:
         dup_sim, change_sim = t.dup_lexical, t.change_overlap
-    facts = {"similarity": round(sim, 4), "overlap": round(share, 4), "same_values": same_values,
+    facts: dict[str, Any] = {"similarity": round(sim, 4), "overlap": round(share, 4), "same_values": same_values,
              "states_change": marked, "by_vector": sims is not None, "candidate": target}
     # Rewordings often spell values differently ("9 am", "09:00"), so differing values alone do not make a
     # change; saying that something changed, with a value the stored line lacks, does.

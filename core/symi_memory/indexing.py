@@ -24,7 +24,8 @@ does for them, so every backend lists, chunks, embeds and scores alike:
   :func:`cjk_bigrams` are how the builtin keyword side splits text, so a
   backend building its own keyword index can match the same tokens;
   :data:`STOP_WORDS` are the words a query's keyword side leaves out (a query
-  made only of them finds nothing).
+  made only of them finds nothing), and :func:`stem_word` stems a word as the
+  builtin index does.
 
 Everything named here is public API (stable across minor versions); the
 modules under ``symi_memory.index`` are the SQLite engine's internals.
@@ -36,7 +37,7 @@ import array
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from .index.analysis import STOP_WORDS, idf
+from .index.analysis import STOP_WORDS, idf, stem_word
 from .index.indexer import Indexer, SyncCancelled, list_sources
 from .index.keyword import cjk_bigrams, fold, query_tokens
 from .index.scheduler import SyncScheduler
@@ -56,6 +57,7 @@ __all__ = [
     "list_sources",
     "pack_vector",
     "query_tokens",
+    "stem_word",
     "unpack_vector",
 ]
 

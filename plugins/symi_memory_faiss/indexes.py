@@ -104,7 +104,7 @@ class FaissIndex:
         if self.kind != "hnsw":
             scores, labels = self.index.search(query, k)
             return [(int(i), float(s)) for s, i in zip(scores[0], labels[0], strict=True) if i >= 0]
-        params = faiss.SearchParametersHNSW(efSearch=max(self.settings.ef_search, k))
+        params = faiss.SearchParametersHNSW(efSearch=max(self.settings.ef_search, k))  # type: ignore[attr-defined]  # missing from faiss's stubs
         if self.dead:
             params.sel = self._selector()
         scores, pos = self.index.search(query, k, params=params)

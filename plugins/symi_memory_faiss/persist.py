@@ -42,7 +42,7 @@ def save_index(path: Path, index: FaissIndex, header: dict[str, Any]) -> None:
             if index.kind == "hnsw":
                 fh.write(index.positions.tobytes())
                 fh.write(index.alive.astype("uint8").tobytes())
-            writer = faiss.PyCallbackIOWriter(fh.write)
+            writer = faiss.PyCallbackIOWriter(fh.write)  # type: ignore[attr-defined]
             faiss.write_index(index.index, writer)
             del writer
             fh.flush()
@@ -97,7 +97,7 @@ def load_index(path: Path, settings: FaissSettings, expect: dict[str, Any]) -> F
                 alive = np.frombuffer(fh.read(n), dtype=np.uint8).astype(bool)
                 if positions.size != n or alive.size != n:
                     raise ValueError("truncated position arrays")
-            reader = faiss.PyCallbackIOReader(fh.read)
+            reader = faiss.PyCallbackIOReader(fh.read)  # type: ignore[attr-defined]
             raw = faiss.read_index(reader)
             del reader
     except Exception as exc:  # a damaged file is rebuilt, never trusted

@@ -393,7 +393,7 @@ def _memory_files(root: str, pattern: str) -> list[str]:
     """The files of one collection (``pattern`` is ``**/*.md`` or a file name), for staleness checks."""
     if "*" not in pattern:
         return [os.path.join(root, pattern)]
-    out = []
+    out: list[str] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "node_modules"]
         out.extend(os.path.join(folder, f) for f in files if f.endswith(".md"))

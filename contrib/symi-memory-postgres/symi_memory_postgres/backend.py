@@ -47,7 +47,7 @@ from symi_memory.workspace import PathRules
 
 from .settings import PgSettings
 from .store import PgStore, ensure_schema, hnsw_index_name, lock_key
-from .terms import query_tokens_all, token_expressions
+from .terms import token_expressions, word_terms
 
 __all__ = ["PostgresBackend", "create_backend"]
 
@@ -342,7 +342,7 @@ class PostgresBackend:
         sources = [s for s in query.sources if s in ("memory", "sessions")] or ["memory"]
         provider = self.choice.provider
         # Stop words carry nothing to look for (a query of only those finds nothing, as on builtin-sqlite).
-        exprs = {t: e for t, e in token_expressions(query.text).items() if t not in STOP_WORDS}
+        exprs = token_expressions(query.text, skip=STOP_WORDS)
         if not exprs:
             return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
                                  model=provider.model if provider else None, fallback=self.choice.fallback)
@@ -682,7 +682,7 @@ def _term_counts(text: str, terms: list[str]) -> tuple[dict[str, int], int]:
 
     A CJK term counts as a substring, as the bigram phrase on the server matches it.
     """
-    words = query_tokens_all(fold(text))
+    words = word_terms(text)
     wanted = set(terms)
     counts: dict[str, int] = {}
     for w in words:

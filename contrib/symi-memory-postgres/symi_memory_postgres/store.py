@@ -24,7 +24,10 @@ __all__ = ["SCHEMA_VERSION", "PgStore", "ensure_schema", "lock_key"]
 
 log = logging.getLogger("symi_memory.postgres")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 indexed words unstemmed: upgrading forgets every owner's index identity, so each agent's
+# next sync rebuilds its rows (in one transaction; the old rows answer until then).
+RESTEM_BEFORE = 2
 INSERT_BATCH = 500
 # maintenance_work_mem for an HNSW build: the graph of 1M 384-d vectors needs ~2 GB to build in memory;
 # beyond this it still builds, more slowly.
@@ -89,10 +92,14 @@ def ensure_schema(conn: Any, schema: str) -> None:
                                    f"understands ({SCHEMA_VERSION}); upgrade symi-memory-postgres")
             if version == SCHEMA_VERSION:
                 return
-            log.warning("postgres: upgrading schema %s from version %d to %d", schema, version, SCHEMA_VERSION)
+            log.warning("postgres: upgrading schema %s from version %d to %d%s", schema, version, SCHEMA_VERSION,
+                        "; each agent's rows are rebuilt on its next sync (stemmed keyword terms)"
+                        if 0 < version < RESTEM_BEFORE else "")
         for stmt in DDL.format(s=schema).split(";"):
             if stmt.strip():
                 conn.execute(stmt)
+        if exists is not None and 0 < version < RESTEM_BEFORE:
+            conn.execute(f"DELETE FROM {schema}.owner_meta WHERE key = 'identity'")
         conn.execute(f"INSERT INTO {schema}.meta (key, value) VALUES ('schemaVersion', %s) "
                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
 

@@ -7,15 +7,19 @@ The terms are therefore made here, with the core's tokenizer
 as the builtin FTS5 side does), and each is sent hex-encoded behind a ``t``:
 plain ASCII words that the ``simple`` configuration keeps as they are.
 
+Words made of letters are stemmed as the builtin index stems them
+(:func:`symi_memory.indexing.stem_word`, porter), so "flights" finds "flight"
+on both backends; words with digits or underscores (identifiers) stay whole.
+
 CJK runs are also indexed as overlapping bigrams after the words; a CJK query
 token becomes a phrase of its bigrams (``<->``), which is a substring match.
 """
 
 from __future__ import annotations
 
-from symi_memory.indexing import cjk_bigrams, fold, query_tokens
+from symi_memory.indexing import cjk_bigrams, fold, query_tokens, stem_word
 
-__all__ = ["document_terms", "query_expression"]
+__all__ = ["document_terms", "query_expression", "token_expressions", "word_terms"]
 
 
 def _term(token: str) -> str:
@@ -24,9 +28,14 @@ def _term(token: str) -> str:
 
 def document_terms(text: str) -> str:
     """The text handed to ``to_tsvector('simple', ...)`` for one chunk."""
-    words = [_term(t) for t in query_tokens_all(fold(text))]
+    words = [_term(t) for t in word_terms(text)]
     bigrams = [_term(b) for b in cjk_bigrams(text).split()]
     return " ".join(words + (["x"] if bigrams else []) + bigrams)
+
+
+def word_terms(text: str) -> list[str]:
+    """The index terms of ``text``'s words in order, repeats kept: folded, and stemmed when made of letters."""
+    return [stem_word(t) for t in query_tokens_all(fold(text))]
 
 
 def query_tokens_all(text: str) -> list[str]:
@@ -41,50 +50,24 @@ def query_expression(text: str) -> str | None:
     return " | ".join(dict.fromkeys(token_expressions(text).values())) or None
 
 
-def token_expressions(text: str) -> dict[str, str]:
-    """Each query token (folded) and the ``to_tsquery('simple', ...)`` expression matching it."""
+def token_expressions(text: str, skip: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Each query term (folded, stemmed) and the ``to_tsquery('simple', ...)`` expression matching it.
+
+    Tokens whose folded form is in ``skip`` (stop words) are left out.
+    """
     alts: dict[str, str] = {}
     for token in query_tokens(text):
-        term = _term(fold(token))
+        folded = fold(token)
+        if folded in skip:
+            continue
         bigrams = cjk_bigrams(token).split()
         if bigrams:
+            term = _term(folded)
             phrase = " <-> ".join(_term(b) for b in bigrams)
             # One CJK character: any bigram starting with it (a prefix match on its encoding).
-            alts[fold(token)] = f"({term} | ({phrase}))" if len(bigrams) > 1 else f"({term} | {phrase}:*)"
+            alts[folded] = f"({term} | ({phrase}))" if len(bigrams) > 1 else f"({term} | {phrase}:*)"
         else:
-            alts[fold(token)] = term
+            key = stem_word(folded)
+            alts.setdefault(key, _term(key))
     return alts
 
-
-K1, B = 1.2, 0.75
-
-
-def bm25(query_terms: list[str], doc_freq: list[int], total: int, texts: dict[int, str]) -> dict[int, float]:
-    """Okapi BM25 of each text (k1 1.2, b 0.75, as FTS5) for the folded query tokens.
-
-    ``doc_freq`` holds how many of the agent's ``total`` chunks match each
-    token (from the server); term frequencies and lengths come from the texts,
-    tokenized as they were indexed. CJK tokens count as substring occurrences.
-    Returns the FTS5-style rank magnitude (higher is better).
-    """
-    import math
-
-    if not texts:
-        return {}
-    idf = [max(1e-6, math.log(1 + (total - n + 0.5) / (n + 0.5))) for n in doc_freq]
-    tokens = {k: query_tokens_all(fold(t)) for k, t in texts.items()}
-    avgdl = max(1.0, sum(len(v) for v in tokens.values()) / len(tokens))
-    out: dict[int, float] = {}
-    for k, words in tokens.items():
-        counts: dict[str, int] = {}
-        for w in words:
-            counts[w] = counts.get(w, 0) + 1
-        folded = fold(texts[k]) if any(cjk_bigrams(t) for t in query_terms) else ""
-        norm = K1 * (1 - B + B * len(words) / avgdl)
-        score = 0.0
-        for term, weight in zip(query_terms, idf, strict=True):
-            tf = counts.get(term, 0) or (folded.count(term) if cjk_bigrams(term) else 0)
-            if tf:
-                score += weight * tf * (K1 + 1) / (tf + norm)
-        out[k] = score
-    return out

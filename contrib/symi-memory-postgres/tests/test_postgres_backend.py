@@ -65,6 +65,32 @@ def test_search_finds_by_keyword_and_vector_and_reports_hybrid(tmp_path: Path, p
         assert "quokka" in resp.results[0].snippet
 
 
+def test_keyword_side_stems_and_skips_stop_words_like_builtin(tmp_path: Path, pg_server: PgServer,
+                                                              pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\nBooked two flights to Lisbon in May.\n",
+                                          "memory/a.md": "# Notes\n\nThe kettle was descaled.\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+        assert paths(mem, "flight")[:1] == ["MEMORY.md"]  # "flight" finds "flights" (porter, as builtin-sqlite)
+        assert paths(mem, "descaling kettles")[:1] == ["memory/a.md"]
+        assert mem.search("what is it", min_score=0).results == ()  # only stop words: nothing to look for
+
+
+def test_a_version_1_schema_is_rebuilt_with_stemmed_terms(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\nBooked two flights to Lisbon in May.\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+    # What version 1 wrote: unstemmed terms, and the version mark.
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"UPDATE {pg_schema}.chunks SET terms = to_tsvector('simple', 'booked')")
+        conn.execute(f"UPDATE {pg_schema}.meta SET value = '1' WHERE key = 'schemaVersion'")
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        assert mem.status()["dirty"] is True  # the identity is forgotten: the next sync rebuilds
+        report = mem.sync()
+        assert report.full and paths(mem, "flight")[:1] == ["MEMORY.md"]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("2",)]
+
+
 def test_keyword_only_without_a_provider(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
     ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\nRouter admin on port 8443.\n",
                                           "memory/a.md": "# Notes\n\nNothing about networks here.\n"})

@@ -20,6 +20,7 @@ and in a 3,000-file one.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import Counter
@@ -41,6 +42,7 @@ __all__ = [
     "keyword_probability",
     "query_terms",
     "stem",
+    "stem_word",
     "term_counts",
     "terms",
 ]
@@ -93,6 +95,20 @@ def stem(word: str) -> str:
     """The index term of one word (folded, stemmed); the word folded when it yields none."""
     out = _stem_all(word)
     return out[0] if out else word.lower()
+
+
+@functools.lru_cache(maxsize=65536)
+def stem_word(word: str) -> str:
+    """``word`` as the index's porter stemmer writes it when it is made of letters only; else unchanged.
+
+    For backends that tokenize text themselves (a word run with digits or underscores, an
+    identifier, stays one token there) but want the builtin side's stemming: "flights" and
+    "flight" become one term.
+    """
+    if not word.isalpha() or CJK_RUN_RE.search(word):
+        return word
+    out = _stem_all(word)
+    return out[0] if len(out) == 1 else word
 
 
 def terms(text: str) -> set[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,9 +157,10 @@ def test_stored_vectors_come_back_for_every_candidate(conformance_workspace: Pat
     mem.sync()
     if not isinstance(mem.backend, StoredVectors):
         pytest.skip("this backend stores no vectors (status()['supersession'] says so)")
-    cands = mem.backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
+    backend: Any = mem.backend
+    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
                                            candidate_limit=24)).candidates
-    vecs = mem.backend.candidate_vectors([c.id for c in cands])
+    vecs = backend.candidate_vectors([c.id for c in cands])
     assert set(vecs) == {c.id for c in cands}
     assert len({len(v) for v in vecs.values()}) == 1
 
@@ -174,10 +176,11 @@ def test_embedded_texts_compare_with_the_stored_vectors(conformance_workspace: P
     mem.sync()
     if not (isinstance(mem.backend, StoredVectors) and isinstance(mem.backend, EmbedsTexts)):
         pytest.skip("this backend does not both store vectors and embed texts")
-    cand = mem.backend.search(SearchQuery(text="quokka harbour", max_results=1, min_score=0.0,
+    backend: Any = mem.backend
+    cand = backend.search(SearchQuery(text="quokka harbour", max_results=1, min_score=0.0,
                                           candidate_limit=8)).candidates[0]
-    stored = list(mem.backend.candidate_vectors([cand.id])[cand.id])
-    fresh = mem.backend.embed_texts([cand.text])
+    stored = list(backend.candidate_vectors([cand.id])[cand.id])
+    fresh = backend.embed_texts([cand.text])
     assert fresh is not None and len(fresh[0]) == len(stored)
     dot = sum(a * b for a, b in zip(fresh[0], stored, strict=True))
     norm = math.sqrt(sum(a * a for a in fresh[0])) * math.sqrt(sum(b * b for b in stored))
