@@ -22,8 +22,9 @@ HEAVY = ("numpy", "onnxruntime", "tokenizers", "sqlite_vec", "faiss", "httpx",
          "symi_memory_local.onnx_embedder", "symi_memory.testing.fakes")
 
 
-def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str) -> tuple[str, list[str]]:
-    """Run the CLI in a fresh interpreter; return its stdout and which HEAVY modules it imported."""
+def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str,
+                             heavy: tuple[str, ...] = HEAVY) -> tuple[str, list[str]]:
+    """Run the CLI in a fresh interpreter; return its stdout and which ``heavy`` modules it imported."""
     cfg = tmp_path / "cfg.toml"
     cfg.write_text('[agents.defaults.memorySearch]\nprovider = "local"\n', encoding="utf-8")
     code = textwrap.dedent(
@@ -34,7 +35,7 @@ def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str) -> tup
         with contextlib.redirect_stdout(out):
             rc = main({["--config", str(cfg), "--workspace", str(workspace), *args]!r})
         print(json.dumps({{"rc": rc, "out": out.getvalue(),
-                           "heavy": sorted(m for m in {HEAVY!r} if m in sys.modules)}}))
+                           "heavy": sorted(m for m in {heavy!r} if m in sys.modules)}}))
         """
     )
     env = {**os.environ, "SYMI_STATE_DIR": str(tmp_path / "state")}
@@ -55,6 +56,20 @@ def test_status_get_and_keyword_search_load_no_model(tmp_path, workspace):
     assert heavy == []
     out, heavy = run_cli_and_list_modules(tmp_path, workspace, "get", "MEMORY.md")
     assert "Prefers tea." in out
+    assert heavy == []
+
+
+def test_status_and_config_skip_the_tool_layer(tmp_path, workspace):
+    # `status` reads the index's state and `config` the config file: neither needs the memory tools
+    # (search/get/append and the note writer behind memory_append), nor the model.
+    run_cli_and_list_modules(tmp_path, workspace, "index")
+    tool_layer = (*HEAVY, "symi_memory.tools", "symi_memory.append_tool", "symi_memory.writing")
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "status", heavy=tool_layer)
+    assert "chunks" in out
+    assert heavy == []
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "config", "get", "agents.defaults.memorySearch.provider",
+                                          heavy=tool_layer)
+    assert out.strip() == "local"
     assert heavy == []
 
 

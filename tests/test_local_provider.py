@@ -118,10 +118,13 @@ def test_non_finite_values_become_zero():
     assert out[1].tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
-def test_threads_setting_reaches_the_session():
-    p = hooks.create(make_ctx(threads=1))
+def test_threads_setting_reaches_the_embedder():
+    # local.threads batches run at once; ONNX Runtime runs each on its caller's thread.
+    p = hooks.create(make_ctx(threads=3))
+    assert p.embedder().threads == 3
     opts = p.session.get_session_options()
     assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (1, 1)
+    assert len(p.embed_documents([long_text(VOLCANO), "one", "two"])) == 3
 
 
 @pytest.mark.parametrize("bad", [0, -2, "4", 1.5, True])
@@ -317,3 +320,35 @@ def test_a_process_that_exits_while_the_optimised_session_builds_exits_cleanly(t
     for _ in range(3):
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
         assert (proc.returncode, proc.stdout.strip()) == (0, "embedded"), proc.stderr[-500:]
+
+
+def test_length_batched_vectors_equal_one_window_at_a_time(provider):
+    """Windows are sorted by length and cut into small batches; each text's vector is the one it gets when
+    every window runs alone (batch size 1), in the caller's order."""
+    from symi_memory_local.onnx_embedder import BATCH_TOKENS
+
+    texts = [long_text(VOLCANO), "x", "a medium sized sentence about the weather in spring", long_text(CAKE),
+             "", "short one", "the router lives in the hall cupboard " * 20, long_text("")] * 3
+    lengths = [len(e.ids) for e in provider.tokenizer.encode_batch(texts)]
+    assert min(lengths) < 10 and max(lengths) == 256  # mixed: long texts fill a window and overflow
+    assert sum(lengths) > 4 * BATCH_TOKENS  # several batches, several windows in some
+    one_by_one = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="r", model_sha256=MINILM_ONNX_SHA256,
+                                    threads=1)
+    one_by_one.batch_tokens = 1  # every window in a batch of its own
+    reference = one_by_one.embed_documents(texts)
+    for text, ref in zip(texts[:8], reference, strict=False):  # ... which is each text's vector on its own
+        assert cos(one_by_one.embed_query(text), ref) >= 0.9999
+    batched = provider.embed_documents(texts)
+    assert len(batched) == len(texts)
+    for ref, vec in zip(reference, batched, strict=True):
+        assert cos(ref, vec) >= 0.9999
+    # Distinct texts keep distinct vectors (the order was restored, not shuffled).
+    assert cos(batched[0], batched[3]) < 0.95
+    # A fast-start embedder given several batches at once switches to the optimised session first.
+    import onnxruntime as ort
+
+    fast = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="f", model_sha256=MINILM_ONNX_SHA256,
+                              threads=1, fast_start=True)
+    for ref, vec in zip(reference, fast.embed_documents(texts), strict=True):
+        assert cos(ref, vec) >= 0.9999
+    assert fast.session.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -17,9 +17,12 @@ that scale, so ``minScore`` means the same under every provider and fusion:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
+
+if TYPE_CHECKING:
+    from .index.analysis import QueryAnalysis
 
 __all__ = [
     "IDENTIFIER_TEXT_SHARE",
@@ -159,6 +162,7 @@ def score_hits(
     chunk_chars: int,
     calibration: Any,
     use_vector: bool,
+    analysis: QueryAnalysis | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -172,12 +176,16 @@ def score_hits(
     there is no comparable query vector. The keyword evidence is
     :func:`symi_memory.index.analysis.keyword_evidence` mapped by
     :func:`~symi_memory.index.analysis.keyword_probability`, so every backend's
-    scores share one scale.
+    scores share one scale. ``analysis``: the query already tokenized
+    (:class:`~symi_memory.index.analysis.QueryAnalysis` of ``query``), when the
+    caller has it.
     """
     from .index.analysis import keyword_evidence, keyword_probability
-    from .index.keyword import ExactMatcher
+    from .index.keyword import ExactMatcher, identifier_tokens
 
-    matcher = ExactMatcher.for_query(query)
+    # Only the identifier tokens are matched against the texts (the "every word" test uses the term counts).
+    idents_of_query = analysis.identifiers if analysis is not None else identifier_tokens(query)
+    matcher = ExactMatcher.for_tokens((), idents_of_query)
     has_identifier = bool(matcher.idents)
     text_scores: dict[K, float] = {}
     exact: set[K] = set()
@@ -187,7 +195,7 @@ def score_hits(
     ref = max(1, chunk_chars)
     for k in scored:
         counts, length = term_counts(k)
-        ident = has_identifier and matcher.classify(texts[k])[1]
+        ident = has_identifier and matcher.holds_identifier(texts[k])
         if ident:
             idents.add(k)
         if ident or (term_weights and all(t in counts for t in term_weights)):

@@ -6,6 +6,11 @@ the tail off, a long input is split into overlapping windows of at most
 ``max_tokens`` pieces (the tokenizer's own overflow handling, so special
 tokens are right for any model); each window is mean-pooled and the windows
 are averaged weighted by their token counts, then normalised.
+
+Windows run length-sorted in small batches (little padding, activations that
+stay in cache), ``threads`` batches at once, each on one ONNX Runtime thread.
+A window's vector does not depend on its batch, so the vectors are those of
+running every window alone.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +29,11 @@ from .integrity import onnx_fingerprint
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
 log = logging.getLogger("symi_memory.local")
-#: Padded tokens per inference batch; keeps memory flat and padding waste low.
-_BATCH_TOKENS = 8192
+#: Padded tokens per inference batch. Small batches are faster per token on CPU: the attention tensors of a
+#: batch (batch x 12 heads x length x length floats per layer) and the 1,536-wide feed-forward activations stay
+#: in cache. 8,192 (32 windows of 256 pieces) ran 400-token chunks at ~0.65x the rate of 512 on the 2-core VM
+#: (bench/bench_local_embed.py), with the same vectors: each window's result does not depend on its batch mates.
+BATCH_TOKENS = 512
 _MAX_BATCH = 64
 # How long close() waits for the background build of the optimised session (see OnnxEmbedder.close).
 OPTIMISE_JOIN_S = 60.0
@@ -48,24 +57,37 @@ class OnnxEmbedder:
     _optimise: Callable[[], Any] | None = None
     _calls: int = 0
     _optimiser: threading.Thread | None = None
+    #: Padded-token budget per inference batch (see BATCH_TOKENS).
+    batch_tokens: int = BATCH_TOKENS
+    #: Inference batches run at once (``local.threads``); the session runs each on one thread.
+    threads: int = 1
 
     def embed_query(self, text: str) -> list[float]:
         """One unit vector for a search query."""
         return self.embed_documents([text])[0]
 
-    def _maybe_optimise(self) -> None:
+    def _maybe_optimise(self, *, now: bool = False) -> None:
         """From the second call on, build the optimised session in the background and swap it in.
 
         Opening the model unoptimised takes a tenth of the time (ONNX Runtime's constant folding expands
         the int8 weights at load) and gives the same vectors, but each run then dequantises the weights
         again, which costs a single query ~20 ms of CPU. A one-shot command embeds once and exits; a
         long-running process switches to the optimised session after its first use.
+
+        ``now``: a call with several inference batches (an index run's chunks) builds the optimised session
+        first, in this thread: the build costs less than dequantising the weights again for every batch.
         """
         self._calls += 1
-        if self._calls < 2:
+        if self._calls < 2 and not now:
             return
         build, self._optimise = self._optimise, None
         if build is None:  # another thread took it
+            return
+        if now:
+            try:
+                self.session = build()
+            except Exception as exc:  # the unoptimised session keeps working
+                log.warning("could not build the optimised session for %s (%s); keeping the first one", self.model, exc)
             return
 
         def swap() -> None:
@@ -91,21 +113,32 @@ class OnnxEmbedder:
 
         if not texts:
             return []
-        if self._optimise is not None:
-            self._maybe_optimise()
         windows, owners = [], []
         for i, enc in enumerate(self.tokenizer.encode_batch(list(texts))):
             for w in [enc, *enc.overflowing] if self.windowed else [enc]:
                 windows.append(w)
                 owners.append(i)
-        order = sorted(range(len(windows)), key=lambda k: len(windows[k].ids))
-        pooled: list[Any] = [None] * len(windows)
-        for batch in _batches(order, [len(w.ids) for w in windows]):
-            for k, vec in zip(batch, self._run([windows[k] for k in batch]), strict=True):
-                pooled[k] = vec
-        vectors = np.stack(pooled)
-        weights = [sum(w.attention_mask) for w in windows]
-        return combine_windows(vectors, owners, weights, len(texts)).tolist()
+        lengths = [len(w.ids) for w in windows]
+        # Length-sorted, so a batch pads little; the pooled rows go back to their windows' places.
+        order = sorted(range(len(windows)), key=lengths.__getitem__)
+        batches = _batches(order, lengths, self.batch_tokens)
+        if self._optimise is not None:
+            self._maybe_optimise(now=len(batches) > 1)
+        workers = min(self.threads, len(batches))
+        run = lambda batch: self._run([windows[k] for k in batch])  # noqa: E731
+        if workers > 1:
+            # ONNX Runtime releases the GIL while it runs: whole batches in parallel, each on one thread, keep
+            # both cores busy without the per-operator hand-offs of intra-op threading (which, without
+            # spinning workers, left cores idle between the many small operators of a small batch).
+            with ThreadPoolExecutor(workers, thread_name_prefix="symi-local-embed") as pool:
+                outs = list(pool.map(run, batches))
+        else:
+            outs = [run(batch) for batch in batches]
+        vectors = np.empty((len(windows), outs[0].shape[1]), dtype=np.float32)
+        for batch, out in zip(batches, outs, strict=True):
+            vectors[batch] = out
+        # Windows are unpadded, so a window's token count is its length.
+        return combine_windows(vectors, owners, lengths, len(texts)).tolist()
 
     def close(self) -> None:
         """Drop the session; ONNX Runtime frees its memory when it is collected.
@@ -138,13 +171,13 @@ class OnnxEmbedder:
         return out if self._pooled_output else mean_pool(out, mask)
 
 
-def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """Cut length-sorted window indexes into batches under the padded-token budget."""
+def _batches(order: list[int], lengths: list[int], budget: int = BATCH_TOKENS) -> list[list[int]]:
+    """Cut length-sorted window indexes into batches under the padded-token ``budget``."""
     batches: list[list[int]] = []
     current: list[int] = []
     for k in order:
         # Sorted ascending, so the newest window is the longest one in the batch.
-        if current and (len(current) >= _MAX_BATCH or (len(current) + 1) * lengths[k] > _BATCH_TOKENS):
+        if current and (len(current) >= _MAX_BATCH or (len(current) + 1) * lengths[k] > budget):
             batches.append(current)
             current = []
         current.append(k)
@@ -172,7 +205,7 @@ def load_onnx_embedder(
     """
     from tokenizers import Tokenizer
 
-    session = _session(model_file, threads, optimise=not fast_start)
+    session = _session(model_file, optimise=not fast_start)
     feeds = tuple(i.name for i in session.get_inputs())
     unknown = set(feeds) - {"input_ids", "attention_mask", "token_type_ids"}
     if unknown:
@@ -191,7 +224,7 @@ def load_onnx_embedder(
                                    windowed=windowed)
     log.debug("loaded %s (%s) with %d threads", model, fingerprint, threads)
     return OnnxEmbedder(
-        optimise=(lambda: _session(model_file, threads, optimise=True)) if fast_start else None,
+        optimise=(lambda: _session(model_file, optimise=True)) if fast_start else None,
         model=model,
         fingerprint=fingerprint,
         session=session,
@@ -200,14 +233,16 @@ def load_onnx_embedder(
         feeds=feeds,
         output=index,
         pooled_output=pooled,
+        threads=threads,
     )
 
 
-def _session(model_file: Path, threads: int, *, optimise: bool) -> Any:
+def _session(model_file: Path, *, optimise: bool) -> Any:
+    """A session that runs each call on the calling thread: the embedder runs ``threads`` batches at once."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
+    opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     level = ort.GraphOptimizationLevel

@@ -41,7 +41,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def default_threads() -> int:
-    """Intra-op threads when ``local.threads`` is unset: at most 2, so indexing leaves the host usable."""
+    """Embedding threads when ``local.threads`` is unset: at most 2, so indexing leaves the host usable."""
     return max(1, min(2, os.cpu_count() or 1))
 
 

@@ -8,7 +8,6 @@ import sys
 import threading
 from typing import Any
 
-from .. import tools
 from ..errors import BackendError, ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
@@ -186,6 +185,8 @@ def run_search(args: argparse.Namespace, app: App) -> int:
     if args.as_of is not None:
         _check_date(args.as_of)
         params["asOf"] = args.as_of
+    from .. import tools
+
     out = tools.memory_search(app.manager(), params, session_key=args.session)
     return render.print_search(out, as_json=args.json)
 
@@ -205,7 +206,9 @@ def run_history(args: argparse.Namespace, app: App) -> int:
     _ensure_fresh(app)
     manager = app.manager()
     if not manager.enabled:
-        print(f"symi-memory: error: {tools.MEMORY_DISABLED}", file=sys.stderr)
+        from ..tools import MEMORY_DISABLED
+
+        print(f"symi-memory: error: {MEMORY_DISABLED}", file=sys.stderr)
         return 1
     return render.print_history(manager.history(args.query, as_of=args.as_of), as_json=args.json)
 
@@ -219,6 +222,8 @@ def run_append(args: argparse.Namespace, app: App) -> int:
     manager = app.manager()
     if manager.enabled:
         _ensure_fresh(app)
+    from .. import tools
+
     out = tools.memory_append(manager, params)
     if args.json:
         app.print_json(out)
@@ -245,6 +250,8 @@ def run_get(args: argparse.Namespace, app: App) -> int:
         params["from"] = args.from_line
     if args.lines is not None:
         params["lines"] = args.lines
+    from .. import tools
+
     out = tools.memory_get(app.manager(), params)
     return render.print_get(out, args.path, as_json=args.json)
 

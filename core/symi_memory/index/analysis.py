@@ -27,8 +27,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import apsw
+import attrs
 
-from .keyword import CJK_RUN_RE, cjk_bigrams
+from .keyword import CJK_RUN_RE, cjk_bigrams, identifier_tokens, query_tokens
 
 __all__ = [
     "BM25_B",
@@ -36,6 +37,7 @@ __all__ = [
     "EXACT_KEYWORD_FLOOR",
     "KEYWORD_CALIBRATION",
     "STOP_WORDS",
+    "QueryAnalysis",
     "content_words",
     "idf",
     "keyword_evidence",
@@ -142,6 +144,28 @@ def query_terms(words: Iterable[str]) -> list[str]:
         for t in _stem_all(w):
             seen.setdefault(t, None)
     return list(seen)
+
+
+@attrs.frozen
+class QueryAnalysis:
+    """One query, tokenized once: what every step of a search needs from its text.
+
+    ``tokens``: the word runs (:func:`~.keyword.query_tokens`); ``words``: those that are
+    not stop words (:func:`content_words`); ``terms``: their index terms (:func:`query_terms`);
+    ``identifiers``: the tokens that look like identifiers (:func:`~.keyword.identifier_tokens`).
+    """
+
+    text: str
+    tokens: tuple[str, ...]
+    words: tuple[str, ...]
+    terms: tuple[str, ...]
+    identifiers: tuple[str, ...]
+
+    @classmethod
+    def of(cls, text: str) -> QueryAnalysis:
+        tokens = query_tokens(text)
+        return cls(text=text, tokens=tuple(tokens), words=tuple(content_words(tokens)),
+                   terms=tuple(query_terms(tokens)), identifiers=tuple(identifier_tokens(tokens)))
 
 
 def idf(df: int, n: int) -> float:

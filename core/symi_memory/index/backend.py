@@ -18,9 +18,9 @@ from ..fusion import score_hits
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
-from . import analysis
+from .analysis import QueryAnalysis, term_counts
 from .indexer import Indexer, SyncCancelled
-from .keyword import query_tokens
+from .records import CandidateRow
 from .scheduler import SyncScheduler
 from .store import IndexStore
 from .vectors import combined_cosines
@@ -117,9 +117,8 @@ class IndexedBackend:
         hybrid = ms["query"]["hybrid"]
         sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
         provider = self.choice.provider
-        words = query_tokens(query.text)
-        qterms = analysis.query_terms(words)
-        if not qterms:
+        qa = QueryAnalysis.of(query.text)  # the one tokenization of this query
+        if not qa.terms:
             # Only stop words ("the", "what is it"): nothing to look for, on either side.
             return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
                                  model=provider.model if provider else None, fallback=self.choice.fallback)
@@ -130,8 +129,11 @@ class IndexedBackend:
         # One FTS query serves both: the top `limit` are keyword candidates, the rest score vector candidates.
         # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
         ranked: list[tuple[int, float]] | None = None
+        # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
+        generation = self.store.generation()
         if hybrid["enabled"]:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH)
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
+                                               generation=generation)
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
@@ -142,40 +144,45 @@ class IndexedBackend:
         use_vec = qvec is not None and not self.indexer.needs_full()
         use_text = hybrid["enabled"] or not use_vec
         if ranked is None:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH) if use_text else []
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
+                                               generation=generation) if use_text else []
         vec_hits: dict[int, float] = {}
         if use_vec:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
-        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources)
+        # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query).
+        cosine_missing = use_vec and hybrid["enabled"]
+        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
+                                                 vectors=cosine_missing)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
             # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
             vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
-        if use_vec and hybrid["enabled"]:
-            # Only keyword candidates the vector side did not rank need their stored vectors read.
-            missing = [k for k in rows if k not in vec_hits]
+        if cosine_missing:
+            # Only keyword candidates the vector side did not rank need their score computed here.
             rescore = getattr(self.vectors, "rescore", None)
-            if weight > 0 and rescore is not None and getattr(self.vectors, "unit_weight", None) == weight:
-                vec_hits.update(rescore(qvec, missing))  # the scan's own scores, when it just scanned
-            elif weight > 0:
-                vec_hits.update(combined_cosines(self.store, qvec, missing, weight))  # type: ignore[arg-type]
+            if weight > 0:
+                unscored = [k for k, r in rows.items() if k not in vec_hits and r.vector is not None]
+                if rescore is not None and getattr(self.vectors, "unit_weight", None) == weight:
+                    vec_hits.update(rescore(qvec, unscored))  # the scan's own scores, when it just scanned
+                else:
+                    vec_hits.update(combined_cosines(self.store, qvec, unscored, weight))  # type: ignore[arg-type]
             else:
-                vec_hits.update(self.vectors.cosine(qvec, dict(self.store.vectors_by_rowid(missing))))  # type: ignore[arg-type]
+                missing = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
+                vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        chunk_terms = self._chunk_terms(rows)
-        scored = score_hits(query.text, hybrid, texts={k: r[5] for k, r in rows.items()}, keyword_ids=keyword_ids,
-                            vector_hits=vec_hits, term_weights=self.store.term_weights(qterms) if use_text else {},
+        chunk_terms = self._chunk_terms(rows, generation)
+        scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
+                            vector_hits=vec_hits, term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
-                            calibration=self.calibration(), use_vector=use_vec)
+                            calibration=self.calibration(), use_vector=use_vec, analysis=qa)
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
-        mtimes = self.store.file_mtimes({r[1] for r in rows.values()})
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
             ordered = sorted(scores.items(), key=lambda kv: -kv[1])  # stable: RRF order among equal scores
         else:
@@ -183,10 +190,11 @@ class IndexedBackend:
             krank = {k: i for i, (k, _) in enumerate(ranked)}
             ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], len(krank)), kv[0]))
         candidates = tuple(
-            Candidate(id=rows[k][0], path=rows[k][1], source=rows[k][2], start_line=rows[k][3], end_line=rows[k][4],
-                      text=rows[k][5], score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
-                      mtime=mtimes.get(rows[k][1]), identifier_match=k in idents)
+            Candidate(id=r.id, path=r.path, source=r.source, start_line=r.start_line, end_line=r.end_line,
+                      text=r.text, score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
+                      mtime=r.mtime, identifier_match=k in idents)
             for k, score in ordered
+            for r in (rows[k],)
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback)
@@ -252,9 +260,10 @@ class IndexedBackend:
             return None
         return provider.embed_documents(list(texts))
 
-    def _chunk_terms(self, rows: dict[int, Any]) -> dict[int, tuple[Counter[str], int]]:
-        """Term frequencies and length of each candidate chunk, cached by rowid for the current index generation."""
-        gen = self.store.generation()
+    def _chunk_terms(self, rows: dict[int, CandidateRow], generation: int | None = None,
+                     ) -> dict[int, tuple[Counter[str], int]]:
+        """Term frequencies and length of each candidate chunk, cached by rowid for the index generation."""
+        gen = self.store.generation() if generation is None else generation
         if self._terms_gen != gen:
             self._terms_cache.clear()
             self._terms_gen = gen
@@ -263,7 +272,7 @@ class IndexedBackend:
         for k, row in rows.items():
             got = cache.get(k)
             if got is None:
-                got = (analysis.term_counts(row[5]), len(row[5]))
+                got = (term_counts(row.text), len(row.text))
                 if len(cache) >= TERMS_CACHE_MAX:
                     cache.clear()
                 cache[k] = got
@@ -280,19 +289,20 @@ class IndexedBackend:
         return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
-                        sources: tuple[str, ...]) -> tuple[dict[int, Any], list[int]]:
-        """Chunk rows of the vector hits and of the first ``limit`` keyword hits from ``sources``."""
-        rows = {k: r for k, r in self.store.chunk_rows(list(vec_hits) + [k for k, _ in ranked[:limit]],
-                                                        vectors=False).items()
-                if r[2] in sources}
+                        sources: tuple[str, ...], *, vectors: bool = False,
+                        ) -> tuple[dict[int, CandidateRow], list[int]]:
+        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors)."""
+        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
+                                         scored=vec_hits)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.chunk_rows([k for k, _ in ranked[limit:]], vectors=False)
+            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources, vectors=vectors,
+                                              scored=vec_hits)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break
-                if k in extra and extra[k][2] in sources:
+                if k in extra:
                     rows[k] = extra[k]
                     keyword_ids.append(k)
         return rows, keyword_ids

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
 
 import attrs
 
@@ -95,6 +96,7 @@ def _fold_text(text: str) -> str:
     return fold(text)
 
 
+@functools.lru_cache(maxsize=4096)
 def token_pattern(token: str) -> re.Pattern[str]:
     """A regex finding ``token`` as a whole token (CJK runs as plain substrings)."""
     folded = re.escape(fold(token))
@@ -120,10 +122,24 @@ class ExactMatcher:
 
     @classmethod
     def for_query(cls, text: str) -> ExactMatcher:
-        every = query_tokens(text)
-        idents = identifier_tokens(text)
+        tokens = query_tokens(text)
+        return cls.for_tokens(tokens, identifier_tokens(tokens))
+
+    @classmethod
+    def for_tokens(cls, every: Sequence[str], idents: Sequence[str]) -> ExactMatcher:
+        """A matcher for query tokens already split (``every``) and the identifier tokens among them."""
         return cls(tuple(token_pattern(t) for t in every), tuple(token_pattern(t) for t in idents),
                    tuple(fold(t) for t in every), tuple(fold(t) for t in idents))
+
+    def holds_identifier(self, text: str) -> bool:
+        """Whether ``text`` holds an identifier token of the query (``classify(text)[1]``, checked alone)."""
+        if not self.idents:
+            return False
+        folded = _fold_text(text)
+        if len(self.ident_literals) != len(self.idents):
+            return any(p.search(folded) is not None for p in self.idents)
+        return any(lit in folded and p.search(folded) is not None
+                   for p, lit in zip(self.idents, self.ident_literals, strict=True))
 
     def classify(self, text: str) -> tuple[bool, bool]:
         """(holds every token or an identifier, holds an identifier)."""
@@ -142,6 +158,10 @@ def _has(folded: str, pattern: re.Pattern[str], literal: str) -> bool:
     return literal in folded and pattern.search(folded) is not None
 
 
-def identifier_tokens(text: str) -> list[str]:
-    """Query tokens that look like identifiers (contain a digit or underscore, or ALLCAPS)."""
-    return [t for t in query_tokens(text) if IDENT_RE.match(t)]
+def identifier_tokens(text: str | Sequence[str]) -> list[str]:
+    """Query tokens that look like identifiers (contain a digit or underscore, or ALLCAPS).
+
+    ``text`` is the query, or its tokens already split by :func:`query_tokens`.
+    """
+    tokens = query_tokens(text) if isinstance(text, str) else text
+    return [t for t in tokens if IDENT_RE.match(t)]

@@ -1,0 +1,169 @@
+"""Where one hybrid search spends its time and how many SQLite statements it runs, with a baseline beside.
+
+Builds bench/scale.py's synthetic store (N chunks, d = 384) once, then runs the
+same precomputed queries through ``MemoryManager.search`` in one child process
+per interpreter (this checkout, and ``--baseline-python`` for a baseline
+checkout), alternating them ``--rounds`` times so machine load hits both alike:
+
+- wall and CPU (searching thread) p50 of the whole search;
+- SQLite statements per search, counted by an exec tracer on the reading
+  connection (the round trips);
+- a cProfile breakdown: the cumulative time per search of each step of the
+  search path (the functions named in STEPS that the interpreter's code has).
+
+    python bench/search_steps.py --n 10000 --baseline-python ../base/.venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale  # noqa: E402
+
+# (label, file name suffix, function name): the steps of IndexedBackend.search, old and new names alike.
+STEPS = [
+    ("whole search", "manager.py", "_search"),
+    ("backend search", "index/backend.py", "search"),
+    ("query tokenization", "index/analysis.py", "of"),
+    ("keyword search (FTS5)", "keyword_search"),
+    ("vector scan", "index/vectors.py", "search"),
+    ("candidate rows", "index/backend.py", "_candidate_rows"),
+    ("file mtimes", "file_mtimes"),
+    ("stored vectors of keyword hits", "vectors_by_rowid"),
+    ("cosine of keyword hits", "index/vectors.py", "cosine"),
+    ("chunk term counts", "index/backend.py", "_chunk_terms"),
+    ("term weights (IDF)", "term_weights"),
+    ("score_hits (keyword evidence, fusion)", "fusion.py", "score_hits"),
+    ("  identifier matching", "index/keyword.py", "classify"),
+    ("  identifier matching", "index/keyword.py", "holds_identifier"),
+    ("query embedding hand-off", "index/backend.py", "_start_query_embedding"),
+    ("post-processing pipeline", "pipeline.py", "run"),
+]
+
+
+def child(db: Path, count: int) -> dict[str, Any]:
+    from symi_memory import hookimpl, load_config
+    from symi_memory.manager import open_memory
+    from symi_memory.specs import ProviderSpec
+
+    queries = scale.make_queries(int(os.environ["SEARCH_STEPS_N"]), count)
+    table = {q["text"]: q["vector"] for q in queries}
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
+            register(ProviderSpec(name="bench", factory=lambda ctx: scale.FixedProvider(table)))
+
+    ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
+    cfg = load_config(None, state_dir=ws, overrides={
+        "plugins": {"slots": {"memory": "builtin-sqlite"}},
+        "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
+    while not mem.backend.vectors.ready():
+        time.sleep(0.05)
+    for q in queries[:20]:  # warm: thread-local connections, caches
+        mem.search(q["text"], max_results=10, min_score=0)
+    wall, cpu = [], []
+    for q in queries:
+        t, c = time.perf_counter(), time.thread_time()
+        mem.search(q["text"], max_results=10, min_score=0)
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
+    statements = 0
+
+    def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+        nonlocal statements
+        statements += 1
+        return True
+
+    reader = mem.backend.store.reader()
+    reader.exec_trace = trace
+    for q in queries:
+        mem.search(q["text"], max_results=10, min_score=0)
+    reader.exec_trace = None
+    prof = cProfile.Profile()
+    prof.enable()
+    for q in queries:
+        mem.search(q["text"], max_results=10, min_score=0)
+    prof.disable()
+    mem.close()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    steps: dict[str, float] = {}
+    for step in STEPS:
+        label, name = step[0], step[-1]
+        suffix = step[1] if len(step) == 3 else ""
+        for (file, _, func), (_, _, _, cum, _) in stats.items():
+            if func == name and file.replace(os.sep, "/").endswith(suffix) and "symi_memory" in file:
+                steps[label] = steps.get(label, 0.0) + cum / len(queries) * 1000.0
+    return {"wall_p50_ms": float(np.percentile(wall, 50)) * 1000.0, "cpu_p50_ms": float(np.percentile(cpu, 50)) * 1000.0,
+            "statements_per_search": statements / len(queries), "profiled_ms": steps}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline-python", default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(Path(args.child), args.queries)))
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="symi-steps-"))
+    db = work / "steps.sqlite"
+    scale.build_store(db, args.n)
+    sides = [("this checkout", sys.executable)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               SEARCH_STEPS_N=str(args.n))
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in sides}
+    for _ in range(args.rounds):
+        for label, python in sides:
+            copy = work / f"{label.replace(' ', '-')}.sqlite"  # each side opens its own copy (WAL, caches)
+            copy.write_bytes(db.read_bytes())
+            proc = subprocess.run([python, __file__, "--child", str(copy), "--queries", str(args.queries)],
+                                  capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                raise SystemExit(f"{label} failed: {proc.stderr[-2000:]}")
+            results[label].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"N = {args.n:,} chunks, {args.queries} queries, {args.rounds} alternating rounds, load average {load:.1f}\n")
+    labels = [label for label, _ in sides]
+    print("| figure | " + " | ".join(labels) + " |\n|---|" + "---|" * len(labels))
+
+    def med(label: str, get: Any) -> str:
+        vals = [v for v in (get(r) for r in results[label]) if v is not None]
+        return f"{float(np.median(vals)):.2f}" if vals else "-"
+
+    print("| hybrid wall p50 (ms) | " + " | ".join(med(x, lambda r: r["wall_p50_ms"]) for x in labels) + " |")
+    print("| hybrid CPU p50 (ms) | " + " | ".join(med(x, lambda r: r["cpu_p50_ms"]) for x in labels) + " |")
+    print("| SQLite statements per search | " + " | ".join(med(x, lambda r: r["statements_per_search"]) for x in labels)
+          + " |")
+    seen: list[str] = []
+    for step in STEPS:
+        if step[0] not in seen:
+            seen.append(step[0])
+    for step in seen:
+        print(f"| {step} (ms, profiled) | "
+              + " | ".join(med(x, lambda r, s=step: r["profiled_ms"].get(s)) for x in labels) + " |")
+    for p in work.iterdir():
+        p.unlink()
+    work.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

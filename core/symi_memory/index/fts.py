@@ -1,0 +1,120 @@
+"""Keyword search over FTS5: the MATCH query, common-term pruning, and term weights (IDF)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import apsw
+
+from . import analysis as _analysis
+from .analysis import QueryAnalysis
+from .keyword import match_tokens, query_tokens
+from .parts import StoreParts
+
+__all__ = ["PRUNE_MIN_CHUNKS", "KeywordSearch"]
+
+log = logging.getLogger("symi_memory.index")
+
+# Below this many chunks, ranking every match is cheap and BM25's IDF is too coarse to prune by.
+PRUNE_MIN_CHUNKS = 50
+# Document frequencies remembered per reading thread for the current generation (then forgotten).
+DF_CACHE_MAX = 50_000
+
+
+class KeywordSearch(StoreParts):
+    """FTS5 candidates and the IDF of query terms."""
+
+    def keyword_search(self, query: str, limit: int, *, analysis: QueryAnalysis | None = None,
+                       generation: int | None = None) -> list[tuple[int, float]]:
+        """``(rowid, bm25 rank)`` best first (more negative is better), all sources.
+
+        Only the query's content words are matched (stop words and question
+        words left out); FTS5 stems them as it stemmed the chunks. The rank
+        only picks keyword candidates: their score comes from
+        :func:`analysis.keyword_evidence`. ``analysis``: the query already
+        tokenized (:class:`~.analysis.QueryAnalysis` of ``query``); ``generation``:
+        the index generation the caller read for this search (else it is read).
+        """
+        if self.fts_error is not None:
+            return []
+        words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
+        match = match_tokens(self._weighty_tokens(words, size=self._index_size(generation)))
+        if match is None:
+            return []
+        try:
+            rows = self._read("SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                              (match, limit)).fetchall()
+        except apsw.SQLError as exc:
+            log.warning("keyword query failed (%s); query was %r", exc, query)
+            return []
+        return [(rowid, float(rank)) for rowid, rank in rows]
+
+    def term_weights(self, terms: Sequence[str], *, generation: int | None = None) -> dict[str, float]:
+        """IDF of each index term in this index (absent terms weigh the most); ``generation`` as in keyword_search."""
+        if not terms:
+            return {}
+        generation, n = self._index_size(generation)
+        df: dict[str, int] = {}
+        if self.fts_error is None:
+            try:
+                df = self._doc_freqs(terms, generation)
+            except apsw.SQLError:
+                df = {}
+        return {t: _analysis.idf(int(df.get(t, 0)), n) for t in terms}
+
+    def _weighty_tokens(self, tokens: list[str], *, size: tuple[int, int] | None = None) -> list[str]:
+        """Leave out tokens found in more than half of the chunks.
+
+        FTS5's BM25 gives such a term an IDF of 1e-6, so it cannot change the
+        ranking, but matching it makes FTS5 rank nearly every chunk: leaving
+        it out keeps keyword search fast on a large index. If every token is
+        that common, the rarest one stays. ``size``: the index's
+        ``(generation, chunk count)`` when the caller has read it already.
+        """
+        generation, n = size if size is not None else self._index_size()
+        if len(tokens) < 2 or n < PRUNE_MIN_CHUNKS:
+            return tokens
+        try:
+            stems = {t: _analysis.stem(t) for t in tokens}
+            df = self._doc_freqs(sorted(set(stems.values())), generation)
+        except apsw.SQLError:
+            return tokens
+        half = n / 2
+        kept = [t for t in tokens if df.get(stems[t], 0) <= half]
+        present = [t for t in tokens if df.get(stems[t], 0) > 0]
+        if present and not any(df.get(stems[t], 0) > 0 for t in kept):
+            # Never leave only absent words: keep the rarest word that occurs.
+            kept.append(min(present, key=lambda t: df[stems[t]]))
+        return kept
+
+    def _doc_freqs(self, terms: Sequence[str], generation: int) -> dict[str, int]:
+        """How many chunks hold each index term, remembered for this generation of the index.
+
+        One search asks twice (pruning the MATCH, then weighing the terms), and the same words
+        come back query after query: only terms not seen since the last write are read.
+        """
+        cached = getattr(self._local, "df", None)
+        if cached is None or cached[0] != generation or len(cached[1]) > DF_CACHE_MAX:
+            cached = (generation, {})
+            self._local.df = cached
+        known: dict[str, int] = cached[1]
+        missing = sorted({t for t in terms if t not in known})
+        if missing:
+            marks = ",".join("?" * len(missing))
+            found = dict(self._read(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", missing).fetchall())
+            for t in missing:
+                known[t] = int(found.get(t, 0))
+        return {t: known[t] for t in terms}
+
+    def _index_size(self, generation: int | None = None) -> tuple[int, int]:
+        """``(generation, chunk count)``: the generation read once (unless given), the count cached per generation."""
+        gen = self.generation() if generation is None else generation
+        cached = getattr(self._local, "count", None)
+        if cached is None or cached[0] != gen:
+            cached = (gen, int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]))
+            self._local.count = cached
+        return cached
+
+    def _chunk_count(self) -> int:
+        return self._index_size()[1]

@@ -1,0 +1,170 @@
+"""Vector reads: sqlite-vec KNN and the stored vectors by rowid, by id, or all of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from .parts import StoreParts
+from .records import VectorSnapshot
+
+__all__ = ["VectorReads"]
+
+
+class VectorReads(StoreParts):
+    """The one stored copy of each vector, read for scans, rescoring and in-database KNN."""
+
+    def vec_knn(self, query: bytes, k: int, unit_weight: float = 0.0) -> list[tuple[int, float]]:
+        """Exact KNN inside SQLite (sqlite-vec's ``vec_distance_cosine`` over the stored vectors): ``(rowid, cosine)``.
+
+        The in-database answer for small indexes and while a scan matrix loads; it reads the one
+        stored copy of each vector (no second copy in a ``vec0`` table). With ``unit_weight`` the
+        score is ``vectors.combine_unit`` of the chunk's cosine and its best unit's.
+        """
+        if not self.vec_dims or len(query) != self.vec_dims * 4:
+            return []
+        if unit_weight <= 0.0:
+            rows = self._read(
+                "SELECT c.rowid, 1.0 - vec_distance_cosine(v.embedding, ?) AS s FROM chunks c JOIN embedding_cache v "
+                "ON v.id = c.vector WHERE length(v.embedding) = ? ORDER BY s DESC LIMIT ?",
+                (query, len(query), k),
+            ).fetchall()
+        else:
+            rows = self._read(
+                "WITH s(r, u, cs) AS (SELECT c.rowid, 0, 1.0 - vec_distance_cosine(v.embedding, :q) FROM chunks c "
+                "JOIN embedding_cache v ON v.id = c.vector WHERE length(v.embedding) = :n "
+                "UNION ALL SELECT u.chunk, 1, 1.0 - vec_distance_cosine(v.embedding, :q) FROM chunk_units u "
+                "JOIN embedding_cache v ON v.id = u.vector WHERE length(v.embedding) = :n) "
+                "SELECT r, (1.0 - :w) * MAX(CASE WHEN u = 0 THEN cs END) + :w * MAX(cs) AS score FROM s GROUP BY r "
+                "HAVING MAX(CASE WHEN u = 0 THEN cs END) IS NOT NULL ORDER BY score DESC LIMIT :k",
+                {"q": query, "n": len(query), "w": float(unit_weight), "k": k},
+            ).fetchall()
+        return [(rowid, float(score)) for rowid, score in rows]
+
+    def unit_vectors_by_rowid(self, rowids: Sequence[int]) -> dict[int, list[bytes]]:
+        """The unit vectors (packed float32) of these chunk rowids; chunks without units are left out."""
+        out: dict[int, list[bytes]] = {}
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for rowid, blob in self._read(
+                f"SELECT u.chunk, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
+                f"WHERE u.chunk IN ({marks})", part,
+            ):
+                out.setdefault(rowid, []).append(blob)
+        return out
+
+    def unit_count(self) -> int:
+        """How many unit vectors the index holds (of chunks that have a vector)."""
+        return int(self._read("SELECT COUNT(*) FROM chunk_units").fetchone()[0])
+
+    def iter_scan_rows(self, with_units: bool) -> Iterator[tuple[int, bool, bytes]]:
+        """``(chunk rowid, is_unit, blob)``: each chunk's vector, then its units' (``with_units``), by rowid.
+
+        Two cursors of this thread's connection (one read transaction while both are open), merged in
+        rowid order, so nothing is sorted or held in SQLite.
+        """
+        chunks = self._read("SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                            "ORDER BY c.rowid")
+        if not with_units:
+            for rowid, blob in chunks:
+                yield rowid, False, blob
+            return
+        units = self.reader().cursor().execute(
+            "SELECT u.chunk, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
+            "ORDER BY u.chunk, u.start_line, u.end_line")
+        pending = next(units, None)
+        for rowid, blob in chunks:
+            yield rowid, False, blob
+            while pending is not None and pending[0] < rowid:
+                pending = next(units, None)  # units of a chunk without a vector
+            while pending is not None and pending[0] == rowid:
+                yield rowid, True, pending[1]
+                pending = next(units, None)
+
+    def vectors_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Stored embeddings (packed float32) of the chunks with these ``Candidate.id`` values; chunks without one are left out."""
+        out: dict[str, bytes] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for cid, blob in self._read(
+                f"SELECT c.id, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector WHERE c.id IN ({marks})",
+                part,
+            ):
+                out[cid] = blob
+        return out
+
+    def vectors_by_rowid(self, rowids: Sequence[int]) -> dict[int, bytes]:
+        """Stored embeddings (packed float32) of these chunk rowids; chunks without one are left out."""
+        out: dict[int, bytes] = {}
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for rowid, blob in self._read(
+                f"SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                f"WHERE c.rowid IN ({marks})", part,
+            ):
+                out[rowid] = blob
+        return out
+
+    def all_vectors(self) -> tuple[list[int], list[bytes]]:
+        rows = list(self.iter_vectors())
+        return [r[0] for r in rows], [r[1] for r in rows]
+
+    def vector_count(self) -> int:
+        """How many chunks have a stored vector."""
+        return int(self._read("SELECT COUNT(vector) FROM chunks").fetchone()[0])
+
+    def vector_dims(self) -> int | None:
+        """The width of the index's vectors (of the first chunk that has one), or None."""
+        row = self._read("SELECT length(v.embedding) / 4 FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                         "LIMIT 1").fetchone()
+        return int(row[0]) if row else None
+
+    def vector_stats(self, dims: int) -> tuple[int, int]:
+        """(count, sum of rowids) of the chunk vectors of this width: a cheap fingerprint of the vector set."""
+        row = self._read("SELECT COUNT(*), COALESCE(SUM(c.rowid), 0) FROM chunks c JOIN embedding_cache v "
+                         "ON v.id = c.vector WHERE length(v.embedding) = ?", (dims * 4,)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def chunk_count(self) -> int:
+        """How many chunks the index holds (with or without a vector)."""
+        return int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def iter_vectors(self) -> Iterator[tuple[int, bytes]]:
+        """``(rowid, float32 blob)`` of every chunk with a vector, by rowid, one row at a time.
+
+        Unlike :meth:`all_vectors` it never holds every blob at once, so a caller filling a
+        preallocated matrix peaks at the matrix's size.
+        """
+        yield from self._read("SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                              "ORDER BY c.rowid")
+
+    def read_vectors(self) -> VectorSnapshot:
+        """Generation and every chunk vector (of the first chunk's width) from one read transaction.
+
+        Rows go straight into a preallocated matrix, so the peak is the matrix's size. Rows of
+        another width (a half-finished provider switch) cannot be compared and are left out.
+        """
+        import numpy as np
+
+        conn = self.reader()
+        with conn:  # one read transaction: WAL gives a consistent view
+            row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+            generation = int(row[0]) if row else 0
+            dims = self.vector_dims() or 0
+            n = self.vector_stats(dims)[0] if dims else 0
+            rowids = np.empty(n, dtype=np.int64)
+            matrix = np.empty((n, dims), dtype=np.float32)
+            i = 0
+            if dims:
+                for rowid, blob in conn.execute(
+                    "SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                    "WHERE length(v.embedding) = ? ORDER BY c.rowid", (dims * 4,)
+                ):
+                    if i >= n:
+                        break
+                    rowids[i] = rowid
+                    matrix[i] = np.frombuffer(blob, dtype=np.float32)
+                    i += 1
+        return VectorSnapshot(generation=generation, dims=dims, rowids=rowids[:i], matrix=matrix[:i])

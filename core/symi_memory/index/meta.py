@@ -1,0 +1,80 @@
+"""Meta values, the index generation, and the file rows as read back (listings, counts, mtimes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .parts import StoreParts
+from .records import FileRow
+
+__all__ = ["MetaRows"]
+
+
+class MetaRows(StoreParts):
+    """Meta key/values and the ``files`` table, read side (plus ``set_meta``)."""
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._read("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.write():
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    # ----------------------------------------------------------------- files
+
+    def files(self) -> dict[str, FileRow]:
+        rows = self._read(
+            "SELECT path, source, hash, mtime, size, chunks, bad_utf8, lines FROM files"
+        ).fetchall()
+        return {
+            r[0]: FileRow(path=r[0], source=r[1], hash=r[2], mtime=r[3], size=r[4], chunks=r[5], bad_utf8=r[6], lines=r[7])
+            for r in rows
+        }
+
+    def counts(self) -> dict[str, Any]:
+        files = self._read("SELECT source, COUNT(*), SUM(chunks), SUM(bad_utf8 > 0) FROM files GROUP BY source").fetchall()
+        chunks = self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        cache = self._read("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+        units = self._read("SELECT COUNT(*) FROM chunk_units").fetchone()[0]
+        skipped = self._read("SELECT path, reason FROM skipped ORDER BY path").fetchall()
+        return {
+            "files": sum(r[1] for r in files),
+            "chunks": chunks,
+            "sourceCounts": {r[0]: {"files": r[1], "chunks": r[2] or 0} for r in files},
+            "invalidUtf8Files": sum(r[3] or 0 for r in files),
+            "cacheEntries": cache,
+            "unitVectors": units,
+            "skipped": [{"path": p, "reason": why} for p, why in skipped],
+        }
+
+    def pending_count(self) -> int:
+        """Files indexed for keyword search only, still waiting for their vectors."""
+        return int(self._read("SELECT COUNT(*) FROM files WHERE hash LIKE 'pending:%'").fetchone()[0])
+
+    def file_rows(self) -> list[dict[str, Any]]:
+        """Every indexed file: path, source, chunk count, mtime, size, and whether it still waits for vectors."""
+        rows = self._read("SELECT path, source, chunks, mtime, size, hash LIKE 'pending:%' FROM files "
+                          "ORDER BY path").fetchall()
+        return [{"path": r[0], "source": r[1], "chunks": r[2], "mtime": r[3], "size": r[4], "pending": bool(r[5])}
+                for r in rows]
+
+    def skipped_map(self) -> dict[str, str]:
+        return dict(self._read("SELECT path, reason FROM skipped").fetchall())
+
+    def generation_now(self) -> int:
+        """The generation as the writer connection sees it (inside ``lock``)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
+        """Modification times of the given indexed files."""
+        wanted = list(paths)
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        return dict(self._read(f"SELECT path, mtime FROM files WHERE path IN ({marks})", wanted).fetchall())

@@ -1,0 +1,96 @@
+"""The record types the index's rows travel in: files, chunks, committed changes, vector snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+__all__ = ["CandidateRow", "ChunkRow", "FileRow", "IndexChange", "VectorSnapshot", "pack_vector"]
+
+
+def pack_vector(vec: Sequence[float]) -> bytes:
+    import array
+
+    return array.array("f", vec).tobytes()
+
+
+@attrs.frozen(kw_only=True)
+class FileRow:
+    path: str
+    source: str
+    hash: str
+    mtime: float
+    size: int
+    chunks: int = 0
+    bad_utf8: int = 0
+    lines: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class UnitRow:
+    """A finer unit of a chunk (a line), with its own vector: ``start_line``/``end_line`` in the file."""
+
+    start_line: int
+    end_line: int
+    hash: str
+    embedding: bytes
+
+
+@attrs.frozen(kw_only=True)
+class ChunkRow:
+    id: str
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    hash: str
+    text: str
+    embedding: bytes | None = None
+    units: tuple[UnitRow, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class IndexChange:
+    """One committed write, as seen by ``IndexStore.listeners``.
+
+    ``full``: every row was replaced (``added`` is then empty; re-read the
+    index). Otherwise ``removed`` rowids are gone and ``added`` holds the new
+    ``(rowid, embedding)`` pairs; a rowid may appear in both (SQLite reuses
+    the highest rowid after a delete).
+    """
+
+    generation: int
+    full: bool
+    removed: tuple[int, ...] = ()
+    added: tuple[tuple[int, bytes], ...] = ()
+
+
+@attrs.frozen
+class VectorSnapshot:
+    """Every chunk vector of one width, read in one transaction (a consistent view of the index).
+
+    ``rowids`` (int64) and ``matrix`` (float32, one row per chunk, as stored: not normalised) are
+    numpy arrays, ordered by rowid; ``dims`` is 0 when the index holds no vector.
+    """
+
+    generation: int
+    dims: int
+    rowids: Any
+    matrix: Any
+
+
+@attrs.frozen(kw_only=True)
+class CandidateRow:
+    """A search candidate's chunk as read back: its row, its file's modification time, maybe its vector."""
+
+    rowid: int
+    id: str
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    text: str
+    mtime: float | None = None  # None when the file's row is gone
+    vector: bytes | None = None  # the stored vector (packed float32), when asked for and the chunk has one

@@ -1,0 +1,166 @@
+"""Incremental writes: replacing and deleting the rows of files, embedder ids, change notices."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+
+from .keyword import cjk_bigrams
+from .parts import StoreParts
+from .records import ChunkRow, FileRow, IndexChange
+
+__all__ = ["FileWrites"]
+
+log = logging.getLogger("symi_memory.index")
+
+
+class FileWrites(StoreParts):
+    """Writes of files' rows in one transaction each, and the listeners told of them."""
+
+    def _note_dims(self, dims: int) -> None:
+        """sqlite-vec can answer KNN over vectors of this width (the first vector written sets it)."""
+        if self.vec.available and self.vector_wanted and self.vec_dims is None:
+            self.vec_dims = dims
+
+    def _embedder(self, meta: dict[str, str] | None) -> int | None:
+        """The ``embedders`` id of the identity being written (``meta``), else the stored one; writer only."""
+        raw = (meta or {}).get("identity")
+        if raw is None:
+            row = self.conn.execute("SELECT value FROM meta WHERE key='identity'").fetchone()
+            raw = row[0] if row else None
+        try:
+            ident = json.loads(raw) if raw else None
+        except ValueError:
+            ident = None
+        if not isinstance(ident, dict) or ident.get("provider") in (None, "none"):
+            return None
+        return self._embedder_id(str(ident["provider"]), str(ident.get("model") or ""),
+                                 str(ident.get("fingerprint") or ""))
+
+    def _embedder_id(self, provider: str, model: str, fingerprint: str, *, create: bool = True) -> int | None:
+        key = (provider, model, fingerprint)
+        cached = self._embedder_ids.get(key)
+        if cached is not None:
+            return cached
+        conn = self.conn if create else self.reader()
+        if create:
+            conn.execute("INSERT OR IGNORE INTO embedders(provider, model, fingerprint) VALUES (?,?,?)", key)
+        row = conn.execute("SELECT id FROM embedders WHERE provider=? AND model=? AND fingerprint=?", key).fetchone()
+        if row is None:
+            return None
+        self._embedder_ids[key] = int(row[0])  # forgotten when a write rolls back (_forget_uncommitted)
+        return int(row[0])
+
+    def _forget_uncommitted(self, saved_dims: int | None) -> None:
+        """After a rolled-back write: what it created (the vector width, embedder ids) is gone too."""
+        self.vec_dims = saved_dims
+        self._embedder_ids.clear()
+
+    def replace_files(
+        self,
+        files: Iterable[tuple[FileRow, list[ChunkRow]]],
+        *,
+        remove: Iterable[str] = (),
+        skipped: dict[str, str] | None = None,
+        meta: dict[str, str] | None = None,
+    ) -> int:
+        """Write new rows for files (dropping their old rows) in one transaction."""
+        removed: list[int] = []
+        added: list[tuple[int, bytes]] = []
+        with self.lock:
+            saved_dims = self.vec_dims
+            try:
+                with self.write():
+                    written = self._replace(files, remove, skipped, meta, removed, added)
+            except BaseException:
+                self._forget_uncommitted(saved_dims)
+                raise
+            self._notify(IndexChange(generation=self.generation_now(), full=False, removed=tuple(removed),
+                                     added=tuple(added)))
+        return written
+
+    def _notify(self, change: IndexChange) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(change)
+            except Exception:  # a vector side's bookkeeping must never fail a sync
+                log.exception("index change listener failed")
+
+    def _replace(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], remove: Iterable[str],
+                 skipped: dict[str, str] | None, meta: dict[str, str] | None,
+                 removed: list[int], added: list[tuple[int, bytes]]) -> int:
+        written = 0
+        embedder = self._embedder(meta)
+        for path in remove:
+            removed += self._delete_path(path)
+        for frow, chunks in files:
+            removed += self._delete_path(frow.path)
+            self.conn.execute(
+                "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
+                (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
+            )
+            for c in chunks:
+                rowid = self._insert_chunk(c, embedder)
+                if c.embedding is not None and self.listeners:
+                    added.append((rowid, c.embedding))
+                written += 1
+        if skipped is not None:
+            self.conn.execute("DELETE FROM skipped")
+            self.conn.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
+        for k, v in (meta or {}).items():
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+        return written
+
+    def _delete_path(self, path: str) -> list[int]:
+        rowids = [r[0] for r in self.conn.execute("SELECT rowid FROM chunks WHERE path=?", (path,))]
+        if rowids:
+            marks = ",".join("?" * len(rowids))
+            if self.fts_error is None:
+                self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", rowids)
+            self.conn.execute(f"DELETE FROM chunk_units WHERE chunk IN ({marks})", rowids)
+            self.conn.execute("DELETE FROM chunks WHERE path=?", (path,))
+        self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+        return rowids
+
+    def _insert_chunk(self, c: ChunkRow, embedder: int | None) -> int:
+        vector = None
+        if c.embedding is not None and embedder is not None:
+            vector = self.conn.execute(
+                "INSERT INTO embedding_cache(embedder, hash, embedding, used_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at RETURNING id",
+                (embedder, c.hash, c.embedding, time.time()),
+            ).fetchone()[0]  # type: ignore[index]
+            self._note_dims(len(c.embedding) // 4)
+        self.conn.execute(
+            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector),
+        )
+        rowid = self.conn.last_insert_rowid()
+        if vector is not None and embedder is not None and c.units:
+            now = time.time()
+            for u in c.units:  # each line's vector once in the cache (identical lines share it)
+                self.conn.execute(
+                    "INSERT INTO embedding_cache(embedder, hash, embedding, used_at) VALUES (?,?,?,?) "
+                    "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at",
+                    (embedder, u.hash, u.embedding, now),
+                )
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO chunk_units(chunk, start_line, end_line, vector) VALUES (?, ?, ?, "
+                "(SELECT id FROM embedding_cache WHERE embedder = ? AND hash = ?))",
+                [(rowid, u.start_line, u.end_line, embedder, u.hash) for u in c.units],
+            )
+        if self.fts_error is None:
+            self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", (rowid, c.text, cjk_bigrams(c.text)))
+        return rowid
+
+    def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:
+        """Record a new mtime/size for a file whose content hash did not change."""
+        with self.write():
+            self.conn.execute("UPDATE files SET mtime=?, size=?, lines=? WHERE path=?", (mtime, size, lines, path))

@@ -1,0 +1,79 @@
+"""The search path's pieces: one query analysis, candidate rows read with their mtime, term weights per generation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from symi_memory import load_config
+from symi_memory.index.analysis import QueryAnalysis, content_words, query_terms
+from symi_memory.index.keyword import ExactMatcher, identifier_tokens, query_tokens
+from symi_memory.index.records import CandidateRow
+from symi_memory.manager import open_memory
+
+
+def _memory(tmp_path: Path, notes: dict[str, str]):  # type: ignore[no-untyped-def]
+    ws = tmp_path / "ws"
+    for rel, text in notes.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text, encoding="utf-8")
+    cfg = load_config(None, state_dir=tmp_path / "s",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "none"}}}})
+    return ws, open_memory(cfg, workspace=ws, start=False)
+
+
+def test_query_analysis_is_what_each_step_computed_on_its_own() -> None:
+    for text in ("What is the DEPLOY_TOKEN of flights?", "金银价格 e81f0b9", "the the of", "Café ÜBER naïve"):
+        qa = QueryAnalysis.of(text)
+        tokens = query_tokens(text)
+        assert qa.tokens == tuple(tokens)
+        assert qa.words == tuple(content_words(tokens))
+        assert qa.terms == tuple(query_terms(tokens))
+        assert qa.identifiers == tuple(identifier_tokens(text)) == tuple(identifier_tokens(tokens))
+    assert QueryAnalysis.of("the the of").terms == ()
+
+
+def test_holds_identifier_answers_as_classify_does() -> None:
+    texts = ["saw ERR_42 once", "saw XERR_42 once", "err_42 lower case", "nothing here", "ERR_42", ""]
+    for query in ("error ERR_42 happened", "café deploy", "commit e81f0b9 broke it"):
+        full = ExactMatcher.for_query(query)
+        only = ExactMatcher.for_tokens((), identifier_tokens(query))
+        for text in texts + ["commit E81F0B9 fixed it"]:
+            assert only.holds_identifier(text) == full.classify(text)[1] == full.holds_identifier(text), (query, text)
+
+
+def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: Path) -> None:
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n", "MEMORY.md": "beta note\n"})
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        rowids = [r for r, _ in store.keyword_search("zebras note", 10)]
+        rows = store.candidate_rows(rowids, ("memory",))
+        assert rows and all(isinstance(r, CandidateRow) for r in rows.values())
+        row = next(r for r in rows.values() if r.path == "memory/a.md")
+        assert "zebras" in row.text and row.source == "memory" and row.start_line >= 1
+        assert row.mtime == store.file_mtimes(["memory/a.md"])["memory/a.md"]
+        assert store.candidate_rows(rowids, ("sessions",)) == {}
+        # A file whose content did not change gets a new mtime only (no new generation): search sees it.
+        st = (ws / "memory/a.md").stat()
+        os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 100))
+        mem.sync()
+        again = store.candidate_rows([row.rowid])[row.rowid]
+        assert again.mtime == row.mtime + 100
+        assert "memory/a.md" in [h.path for h in mem.search("zebras", min_score=0).results]
+
+
+def test_term_weights_follow_each_write(tmp_path: Path) -> None:
+    notes = {f"memory/n{i}.md": f"note {i} about the garden\n" for i in range(60)}
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        before = store.term_weights(["zebra", "garden"])
+        assert before["zebra"] > before["garden"]  # absent weighs the most
+        for i in range(40):
+            (ws / "memory" / f"z{i}.md").write_text(f"zebra {i} crossing\n", encoding="utf-8")
+        mem.sync()
+        after = store.term_weights(["zebra", "garden"])
+        assert after["zebra"] < before["zebra"]  # now in 40 of 100 chunks: the remembered count was dropped
+        assert store._weighty_tokens(["zebra", "garden"]) == ["zebra"]  # garden is in more than half
