@@ -15,6 +15,7 @@ from symi_memory import hookimpl, load_config, open_memory
 from symi_memory.index.db import FTS_TOKENIZER, SCHEMA_VERSION
 from symi_memory.specs import DEFAULT_CALIBRATION, ProviderSpec, ScoreCalibration
 from symi_memory.testing import HashEmbedder
+from symi_memory.types import SearchQuery
 
 REPO = Path(__file__).resolve().parents[1]
 FIVE = REPO / "bench" / "datasets" / "fivequestions"
@@ -100,6 +101,37 @@ def test_third_party_provider_without_calibration_uses_the_documented_default(tm
         assert resp.results[0].path == "memory/2026-03-09.md"
         top = resp.results[0]
         assert 0.0 <= top.score <= 1.0
+
+
+class _TwoFits:
+    """A provider declaring one fit for line-aware scores and another for chunk vectors alone."""
+
+    LINES = ScoreCalibration(2.0, 0.3)
+    CHUNKS = ScoreCalibration(50.0, 0.99)  # so strict that any chunk-only vector score reads ~0
+
+    @hookimpl
+    def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+        register(ProviderSpec(name="twofit", factory=lambda ctx: HashEmbedder(id="twofit", model="m"),
+                              calibration={"m": self.LINES}, chunk_calibration={"m": self.CHUNKS}))
+
+
+@pytest.mark.parametrize("units", ["lines", "off"])
+def test_chunk_only_scores_use_the_providers_chunk_calibration(tmp_path: Path, units: str) -> None:
+    spec = ProviderSpec(name="z", factory=lambda ctx: HashEmbedder(), calibration={"m": _TwoFits.LINES})
+    assert spec.calibration_for("m", line_aware=False) == _TwoFits.LINES  # none declared: the one fit serves both
+    with _mem(tmp_path, _workspace(tmp_path), plugins=[("twofit-test", _TwoFits())], provider="twofit",
+              chunking={"units": units}) as mem:
+        mem.sync()
+        expected = _TwoFits.LINES if units == "lines" else _TwoFits.CHUNKS
+        assert mem.backend.calibration() == expected
+        cands = mem.backend.search(SearchQuery(text="kitchen tap plumber", max_results=5, min_score=0.0,
+                                               candidate_limit=20)).candidates
+        vec = [c.vector_score for c in cands if c.vector_score is not None]
+        assert vec
+        if units == "off":
+            assert max(vec) < 1e-6
+        else:
+            assert max(vec) > 0.3
 
 
 def _v3_index(tmp_path: Path, ws: Path) -> Path:

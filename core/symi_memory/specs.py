@@ -139,7 +139,12 @@ class ProviderSpec:
 
     ``calibration`` maps a model name to its :class:`ScoreCalibration` (a
     mapping, or a callable returning None for a model it does not know).
-    A model without one uses :data:`DEFAULT_CALIBRATION`.
+    A model without one uses :data:`DEFAULT_CALIBRATION`. It is fitted on
+    the default vector score, which blends a chunk's cosine with its best
+    line's (``chunking.units``). ``chunk_calibration`` (same forms) is
+    optional: the fit for chunk vectors alone, used where no line vectors
+    take part (``chunking.units = "off"``, or a backend that stores none);
+    without it, ``calibration`` serves both.
     """
 
     name: str
@@ -149,14 +154,27 @@ class ProviderSpec:
     default_model: str | None = None
     description: str = ""
     calibration: Mapping[str, ScoreCalibration] | Callable[[str], ScoreCalibration | None] | None = None
+    chunk_calibration: Mapping[str, ScoreCalibration] | Callable[[str], ScoreCalibration | None] | None = None
 
-    def calibration_for(self, model: str | None) -> ScoreCalibration:
-        """The declared calibration of ``model``, else :data:`DEFAULT_CALIBRATION`."""
-        cal = self.calibration
-        found: ScoreCalibration | None = None
-        if cal is not None and model is not None:
-            found = cal.get(model) if isinstance(cal, Mapping) else cal(model)
-        return found if isinstance(found, ScoreCalibration) else DEFAULT_CALIBRATION
+    def calibration_for(self, model: str | None, *, line_aware: bool = True) -> ScoreCalibration:
+        """The declared calibration of ``model``, else :data:`DEFAULT_CALIBRATION`.
+
+        ``line_aware=False``: for scores of chunk vectors alone; the ``chunk_calibration``
+        of ``model`` when one is declared.
+        """
+        if not line_aware:
+            found = _declared(self.chunk_calibration, model)
+            if found is not None:
+                return found
+        return _declared(self.calibration, model) or DEFAULT_CALIBRATION
+
+
+def _declared(cal: Mapping[str, ScoreCalibration] | Callable[[str], ScoreCalibration | None] | None,
+              model: str | None) -> ScoreCalibration | None:
+    if cal is None or model is None:
+        return None
+    found = cal.get(model) if isinstance(cal, Mapping) else cal(model)
+    return found if isinstance(found, ScoreCalibration) else None
 
 
 # ---------------------------------------------------------------- rerankers

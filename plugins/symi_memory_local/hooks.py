@@ -15,7 +15,7 @@ from symi_memory.specs import ConfigSection, ProviderSpec, ScoreCalibration
 if TYPE_CHECKING:
     from symi_memory.specs import EmbeddingProvider, ProviderContext
 
-__all__ = ["CALIBRATIONS", "available", "create", "symi_memory_register_embedding_providers"]
+__all__ = ["CALIBRATIONS", "CHUNK_CALIBRATIONS", "available", "create", "symi_memory_register_embedding_providers"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -26,6 +26,10 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 CALIBRATIONS = {
     DEFAULT_MODEL: ScoreCalibration(slope=13.6, midpoint=0.571),
     "multilingual-e5-small": ScoreCalibration(slope=45.4, midpoint=0.866),
+}
+# The same fit on chunk vectors alone (chunking.units "off", or a backend without line vectors).
+CHUNK_CALIBRATIONS = {
+    DEFAULT_MODEL: ScoreCalibration(slope=10.7, midpoint=0.541),
 }
 
 
@@ -54,6 +58,7 @@ def symi_memory_register_embedding_providers(register: Callable[[Any], None]) ->
             available=available,
             default_model=DEFAULT_MODEL,
             calibration=CALIBRATIONS,
+            chunk_calibration=CHUNK_CALIBRATIONS,
             description="Offline embeddings with ONNX Runtime (all-MiniLM-L6-v2 int8 by default, 384 dims)",
         )
     )

@@ -417,7 +417,8 @@ class PostgresBackend:
         if provider is None or plugins is None:
             return DEFAULT_CALIBRATION
         spec = plugins.providers.get(provider.id)
-        return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
+        # No line vectors here: the provider's fit for chunk vectors alone, where it declares one.
+        return spec.calibration_for(provider.model, line_aware=False) if spec is not None else DEFAULT_CALIBRATION
 
     # Which owners' vectors are comparable, re-read from the server at most every few seconds.
     _vowners: list[str] = attrs.field(factory=list)

@@ -280,13 +280,19 @@ class IndexedBackend:
         return out
 
     def calibration(self) -> ScoreCalibration:
-        """The active provider's declared cosine calibration (the documented default when it declares none)."""
+        """The active provider's declared cosine calibration (the documented default when it declares none).
+
+        With ``chunking.units = "off"`` no line vectors take part: the provider's chunk-vector fit.
+        """
         provider = self.choice.provider
         if provider is None:
             return DEFAULT_CALIBRATION
         plugins = self.indexer.plugins
         spec = plugins.providers.get(provider.id) if plugins is not None else None
-        return spec.calibration_for(provider.model) if spec is not None else DEFAULT_CALIBRATION
+        if spec is None:
+            return DEFAULT_CALIBRATION
+        line_aware = self.agent.memory_search["chunking"].get("units", "lines") != "off"
+        return spec.calibration_for(provider.model, line_aware=line_aware)
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
                         sources: tuple[str, ...], *, vectors: bool = False,
