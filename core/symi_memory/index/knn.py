@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .parts import StoreParts
 from .records import VectorSnapshot
@@ -83,28 +84,23 @@ class VectorReads(StoreParts):
 
     def vectors_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
         """Stored embeddings (packed float32) of the chunks with these ``Candidate.id`` values; chunks without one are left out."""
-        out: dict[str, bytes] = {}
-        for i in range(0, len(ids), 500):
-            part = list(ids[i : i + 500])
-            marks = ",".join("?" * len(part))
-            for cid, blob in self._read(
-                f"SELECT c.id, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector WHERE c.id IN ({marks})",
-                part,
-            ):
-                out[cid] = blob
-        return out
+        return self._vectors_where("c.id", ids)
 
     def vectors_by_rowid(self, rowids: Sequence[int]) -> dict[int, bytes]:
         """Stored embeddings (packed float32) of these chunk rowids; chunks without one are left out."""
-        out: dict[int, bytes] = {}
-        for i in range(0, len(rowids), 500):
-            part = list(rowids[i : i + 500])
+        return self._vectors_where("c.rowid", rowids)
+
+    def _vectors_where(self, column: str, keys: Sequence[Any]) -> dict[Any, bytes]:
+        """``{key: embedding}`` of the chunks whose ``column`` is one of ``keys``, 500 keys per statement."""
+        out: dict[Any, bytes] = {}
+        for i in range(0, len(keys), 500):
+            part = list(keys[i : i + 500])
             marks = ",".join("?" * len(part))
-            for rowid, blob in self._read(
-                f"SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
-                f"WHERE c.rowid IN ({marks})", part,
+            for key, blob in self._read(
+                f"SELECT {column}, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
+                f"WHERE {column} IN ({marks})", part,
             ):
-                out[rowid] = blob
+                out[key] = blob
         return out
 
     def all_vectors(self) -> tuple[list[int], list[bytes]]:
