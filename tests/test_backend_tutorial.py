@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.offline_install import pip_install_offline
 
 REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = REPO / "docs" / "backend-authors.md"
@@ -73,12 +74,7 @@ def test_the_drift_check_catches_a_changed_line() -> None:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example installed like a user would (offline, into a directory only subprocesses see)."""
     target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("pip")
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
-           "--disable-pip-version-check", "--target", str(target), str(CONTRIB)]
-    env = {**os.environ, "PIP_CACHE_DIR": str(build / "cache"), "TMPDIR": str(build)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0, f"pip install of {CONTRIB.name} failed:\n{proc.stdout}\n{proc.stderr}"
+    pip_install_offline(CONTRIB, target, tmp_path_factory.mktemp("pip"))
     return target
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.offline_install import pip_install_offline
 
 from symi_memory.config.fields import deep_merge
 
@@ -37,12 +38,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     except ImportError:
         pytest.fail("hatchling is not installed; `pip install hatchling` (it belongs in the dev extra)")
     target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("pip")
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
-           "--disable-pip-version-check", "--target", str(target), str(CONTRIB)]
-    env = {**os.environ, "PIP_CACHE_DIR": str(build / "cache"), "TMPDIR": str(build)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0, f"pip install of the contrib plugin failed:\n{proc.stdout}\n{proc.stderr}"
+    pip_install_offline(CONTRIB, target, tmp_path_factory.mktemp("pip"))
     return target
 
 

@@ -1,0 +1,20 @@
+"""Install a project from this repo like a user would: offline, into a directory only the tests put on a path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def pip_install_offline(project: Path, target: Path, scratch: Path) -> None:
+    """``pip install --target target project`` with no index, no deps and no build isolation.
+
+    ``scratch`` holds pip's cache and temporary files, so the run leaves nothing elsewhere.
+    """
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
+           "--disable-pip-version-check", "--target", str(target), str(project)]
+    env = {**os.environ, "PIP_CACHE_DIR": str(scratch / "cache"), "TMPDIR": str(scratch)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, f"pip install of {project.name} failed:\n{proc.stdout}\n{proc.stderr}"
