@@ -10,7 +10,12 @@ gold line. Then it
   (``symi_memory.index.analysis.KEYWORD_CALIBRATION``);
 * scores every chunk with the fused calibrated score for a grid of vector
   weights and ``minScore`` values and prints the as-configured figures
-  (gold in the top 5, empty results on positive and negative queries).
+  (gold in the top 5, empty results on positive and negative queries);
+* with ``--fusion 0.45`` fits the weighted fusion's ``(k, c)``
+  (``symi_memory.fusion.FUSION_CALIBRATION``): ``P(relevant) = sigmoid(k *
+  (w_v * vector log-odds + w_t * keyword log-odds) + c)`` for that vector
+  weight, and prints the ranking figures of both ways of fusing (the old
+  probability mix ``w_v * p_v + w_t * p_t`` and the log-odds sum) side by side.
 
 The candidate pool here is every chunk (the real search only scores the top
 keyword and vector candidates), so use ``bench/recall_bench.py`` to confirm.
@@ -86,10 +91,11 @@ def dump(dataset: Path, model: str, settings: dict[str, Any] | None = None) -> l
                                 for ts, r in zip(chunk_terms, rows, strict=True)])
                 matcher = ExactMatcher.for_query(q["query"])
                 ident = np.array([matcher.classify(r[4])[1] for r in rows])
+                every = np.array([bool(qterms) and all(t in ts for t in qterms) for ts in chunk_terms])
                 hits = [{"path": r[1], "start": r[2], "end": r[3]} for r in rows]
                 label = np.array([any(_overlaps(h, g) for g in q.get("gold", [])) for h in hits])
                 out.append({"q": q, "cos": cos, "cos_chunk": cos_chunk, "cos_best": cos_best, "cov": cov, "ident": ident, "label": label, "hits": hits,
-                            "nterms": len(qterms)})
+                            "nterms": len(qterms), "has_ident": bool(matcher.idents), "every": every})
     return out
 
 
@@ -138,6 +144,47 @@ def simulate(data: list[dict[str, Any]], vcal: tuple[float, float], kcal: tuple[
     return score_run([d["q"] for d in data], run)
 
 
+def _fused(d: dict[str, Any], vcal: tuple[float, float], kcal: tuple[float, float], vw: float,
+           fusion: tuple[float, float] | None) -> np.ndarray:
+    """The weighted fusion of one query's chunks: the probability mix (``fusion`` None) or the log-odds sum."""
+    w = 1.0 - 0.7 if d["has_ident"] else vw  # an identifier query leans on keywords (fusion.IDENTIFIER_TEXT_SHARE)
+    lv = vcal[0] * (np.clip(d["cos"], 0, 1) - vcal[1])
+    lt = kcal[0] * (d["cov"] - kcal[1])
+    pv, pt = 1 / (1 + np.exp(-lv)), np.where(d["cov"] > 0, 1 / (1 + np.exp(-lt)), 0.0)
+    exact = d["ident"] | d["every"]
+    pt_floor = np.where(exact, np.maximum(pt, 0.5), pt)
+    if fusion is None:
+        s = w * pv + (1 - w) * pt_floor
+    else:
+        s = 1 / (1 + np.exp(-(fusion[0] * (w * lv + (1 - w) * lt) + fusion[1])))
+    return np.where(exact, np.maximum(s, pt_floor), s)
+
+
+def fit_fusion(alld: list[dict[str, Any]], vcal: tuple[float, float], kcal: tuple[float, float],
+               vw: float) -> tuple[float, float]:
+    """``(k, c)`` of the log-odds fusion for vector weight ``vw``, on the top POOL chunks of the probability mix."""
+    zs, ys = [], []
+    for d in alld:
+        w = 1.0 - 0.7 if d["has_ident"] else vw
+        z = w * vcal[0] * (np.clip(d["cos"], 0, 1) - vcal[1]) + (1 - w) * kcal[0] * (d["cov"] - kcal[1])
+        idx = np.argsort(-_fused(d, vcal, kcal, 0.7, None))[:POOL]
+        zs.append(z[idx])
+        ys.append(d["label"][idx])
+    slope, mid = fit_logistic(np.concatenate(zs), np.concatenate(ys).astype(float))
+    return slope, -slope * mid
+
+
+def ranking(data: list[dict[str, Any]], scores: list[np.ndarray], max_results: int = 10) -> dict[str, Any]:
+    """Ranking-view figures (no minScore) of these per-query scores; ties keep the higher keyword evidence first."""
+    from symi_memory.evaluation import score_run
+
+    run = {}
+    for d, s in zip(data, scores, strict=True):
+        order = np.lexsort((-d["cov"], -s)) if d["nterms"] else []
+        run[d["q"]["id"]] = [dict(d["hits"][i], score=float(s[i])) for i in list(order)[:max_results]]
+    return score_run([d["q"] for d in data], run)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="devmem")
@@ -145,6 +192,8 @@ def main() -> int:
     ap.add_argument("--grid", action="store_true", help="print the fusion grid")
     ap.add_argument("--unit-weights", default="",
                     help="also fit and simulate these store.vector.unitWeight values from the same run, e.g. 0,0.3,0.5,1")
+    ap.add_argument("--fusion", default="", help="fit the log-odds fusion for these vector weights, e.g. 0.45,0.5, "
+                    "and compare it with the probability mix (0.7/0.3) on each dataset")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                     help="memorySearch setting, e.g. store.vector.unitWeight=0.5")
     args = ap.parse_args()
@@ -191,6 +240,17 @@ def main() -> int:
         fits[model] = {"vector": vcal, "keyword": kcal, "pairs": int(len(lab)), "relevant": int(lab.sum())}
         print(f"{model}: vector slope {vcal[0]:.2f} midpoint {vcal[1]:.3f}; keyword slope {kcal[0]:.2f} "
               f"midpoint {kcal[1]:.3f} ({len(lab)} pairs, {int(lab.sum())} relevant)", file=sys.stderr)
+        for vw in [float(x) for x in args.fusion.split(",") if x]:
+            fk = fit_fusion(alld, vcal, kcal, vw)
+            fits[model][f"fusion {vw}"] = fk
+            for label, fus, w in (("probability mix 0.7/0.3", None, 0.7), (f"log-odds {vw}/{1 - vw:.2f}", fk, vw)):
+                cells = []
+                for name, dd in data.items():
+                    r = ranking(dd, [_fused(d, vcal, kcal, w, fus) for d in dd])
+                    o, pt = r["overall"], r["per_type"]
+                    cells.append(f"{name}: h1 {o['hit@1']:.3f} h5 {o['hit@5']:.3f} para@5 "
+                                 f"{(pt.get('paraphrase') or {}).get('hit@5') or 0:.3f}")
+                print(f"{label} (k {fk[0]:.3f}, c {fk[1]:.3f}): " + " | ".join(cells), file=sys.stderr)
         if args.grid:
             for vw in (0.5, 0.6, 0.7, 0.8):
                 for ms in (0.2, 0.25, 0.3, 0.35, 0.4):

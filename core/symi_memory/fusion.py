@@ -5,8 +5,13 @@ provider's :class:`~symi_memory.specs.ScoreCalibration`, the keyword side
 through :func:`symi_memory.index.analysis.keyword_probability`. Fusion keeps
 that scale, so ``minScore`` means the same under every provider and fusion:
 
-* weighted: ``w_v * p_v + w_t * p_t`` with the weights normalised to sum 1;
-  a chunk holding every query word or an identifier of the query keeps at
+* weighted: the two sides' evidence adds in log-odds,
+  ``p = sigmoid(k * (w_v * logit(p_v) + w_t * l_t) + c)`` with the weights
+  normalised to sum 1, ``l_t`` the keyword side's log-odds
+  (:func:`~symi_memory.index.analysis.keyword_log_odds`, finite when a chunk
+  has none of the query's words) and ``(k, c)`` = :data:`FUSION_CALIBRATION`,
+  fitted so that the fused score is itself a probability of relevance; a
+  chunk holding every query word or an identifier of the query keeps at
   least its keyword probability.
 * rrf: reciprocal rank fusion decides the order; each chunk's score is its
   weighted calibrated score, capped by the score of the chunk ranked above it,
@@ -16,6 +21,7 @@ that scale, so ``minScore`` means the same under every provider and fusion:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,6 +31,7 @@ if TYPE_CHECKING:
     from .index.analysis import QueryAnalysis
 
 __all__ = [
+    "FUSION_CALIBRATION",
     "IDENTIFIER_TEXT_SHARE",
     "ScoredHits",
     "fuse",
@@ -40,6 +47,17 @@ K = TypeVar("K", bound=Hashable)
 # Share of the keyword side for a query holding an identifier (hash, ticket, env var):
 # embeddings represent such needles poorly, keyword search nails them.
 IDENTIFIER_TEXT_SHARE = 0.7
+
+# Weighted fusion: P(relevant) = sigmoid(k * (w_v * vector log-odds + w_t * keyword log-odds) + c), (k, c) fitted
+# by bench/calibration_fit.py --fusion on devmem and convmem together for the default weights.
+FUSION_CALIBRATION = (1.326, 0.841)  # (k, c)
+# Probabilities are clipped to this distance from 0 and 1 before their log-odds are taken.
+_LOGIT_EPS = 1e-6
+
+
+def _logit(p: float) -> float:
+    p = min(1.0 - _LOGIT_EPS, max(_LOGIT_EPS, p))
+    return math.log(p / (1.0 - p))
 
 
 def query_weights(vector_weight: float, text_weight: float, *, has_identifier: bool) -> tuple[float, float]:
@@ -61,18 +79,33 @@ def fuse_weighted(
     vector_weight: float,
     text_weight: float,
     exact: frozenset[K] | set[K] = frozenset(),
+    text_log_odds: Mapping[K, float] | None = None,
 ) -> dict[K, float]:
-    """``vector_weight * p_v + text_weight * p_t`` over the union of candidates (weights sum to 1).
+    """Both sides' calibrated evidence added in log-odds, over the union of candidates (weights sum to 1).
 
-    ``exact`` holds candidates that contain every query word, or an
-    identifier-like one (a hash, ticket ID, env var): their keyword
-    probability stands on its own, so their score is at least that.
+    ``sigmoid(k * (vector_weight * logit(p_v) + text_weight * l_t) + c)``, ``(k, c)`` =
+    :data:`FUSION_CALIBRATION`. ``text_log_odds`` is each chunk's keyword log-odds before any floor
+    (:func:`~symi_memory.index.analysis.keyword_log_odds` of its evidence); a chunk missing from it
+    takes ``logit(p_t)``, or the log-odds of no keyword evidence when ``p_t`` is 0. A chunk without a
+    vector score (its vector is not stored yet) scores ``text_weight * p_t``, its keyword side alone.
+
+    ``exact`` holds candidates that contain every query word, or an identifier-like one (a hash,
+    ticket ID, env var): their keyword probability stands on its own, so their score is at least that.
     """
+    from .index.analysis import keyword_log_odds
+
+    k, c = FUSION_CALIBRATION
+    no_words = keyword_log_odds(0.0)
+    logs = text_log_odds or {}
     out: dict[K, float] = {}
     for key in set(vector) | set(text):
-        v = max(0.0, vector.get(key, 0.0))
         t = text.get(key, 0.0)
-        score = vector_weight * v + text_weight * t
+        if key in vector:
+            lt = logs[key] if key in logs else (_logit(t) if t > 0 else no_words)
+            z = k * (vector_weight * _logit(max(0.0, vector[key])) + text_weight * lt) + c
+            score = 1.0 / (1.0 + math.exp(-z))
+        else:
+            score = text_weight * t
         if key in exact:
             score = max(score, t)
         out[key] = min(1.0, max(0.0, score))
@@ -105,6 +138,7 @@ def fuse_rrf(
     vector_weight: float,
     text_weight: float,
     exact: frozenset[K] | set[K] = frozenset(),
+    text_log_odds: Mapping[K, float] | None = None,
 ) -> dict[K, float]:
     """RRF order over the calibrated scores of each side, with scores on the calibrated scale.
 
@@ -113,7 +147,8 @@ def fuse_rrf(
     i - 1)``: monotone in the RRF order, and never above the chunk's own
     evidence, so ``minScore`` keeps its meaning.
     """
-    calibrated = fuse_weighted(vector, text, vector_weight=vector_weight, text_weight=text_weight, exact=exact)
+    calibrated = fuse_weighted(vector, text, vector_weight=vector_weight, text_weight=text_weight, exact=exact,
+                               text_log_odds=text_log_odds)
     vr = [key for key, _ in sorted(vector.items(), key=lambda kv: (-kv[1], kv[0]))]
     tr = [key for key, _ in sorted(text.items(), key=lambda kv: (-kv[1], kv[0])) if text[key] > 0]
     out: dict[K, float] = {}
@@ -125,12 +160,13 @@ def fuse_rrf(
 
 
 def fuse(hybrid: Mapping[str, Any], vector: Mapping[K, float], text: Mapping[K, float], exact: set[K] | frozenset[K],
-         *, has_identifier: bool) -> dict[K, float]:
+         *, has_identifier: bool, text_log_odds: Mapping[K, float] | None = None) -> dict[K, float]:
     """Both calibrated sides into one score as ``memorySearch.query.hybrid`` says (fusion, weights, ``rrfK``)."""
     vw, tw = query_weights(hybrid["vectorWeight"], hybrid["textWeight"], has_identifier=has_identifier)
     if hybrid["fusion"] == "rrf":
-        return fuse_rrf(vector, text, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw, exact=exact)
-    return fuse_weighted(vector, text, vector_weight=vw, text_weight=tw, exact=exact)
+        return fuse_rrf(vector, text, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw, exact=exact,
+                        text_log_odds=text_log_odds)
+    return fuse_weighted(vector, text, vector_weight=vw, text_weight=tw, exact=exact, text_log_odds=text_log_odds)
 
 
 @attrs.frozen
@@ -180,7 +216,7 @@ def score_hits(
     (:class:`~symi_memory.index.analysis.QueryAnalysis` of ``query``), when the
     caller has it.
     """
-    from .index.analysis import keyword_evidence, keyword_probability
+    from .index.analysis import keyword_evidence, keyword_log_odds, keyword_probability
     from .index.keyword import ExactMatcher, identifier_tokens
 
     # Only the identifier tokens are matched against the texts (the "every word" test uses the term counts).
@@ -188,6 +224,7 @@ def score_hits(
     matcher = ExactMatcher.for_tokens((), idents_of_query)
     has_identifier = bool(matcher.idents)
     text_scores: dict[K, float] = {}
+    text_log_odds: dict[K, float] = {}
     exact: set[K] = set()
     idents: set[K] = set()
     scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
@@ -201,6 +238,7 @@ def score_hits(
         if ident or (term_weights and all(t in counts for t in term_weights)):
             exact.add(k)
         evidence = keyword_evidence(counts, length / ref, term_weights)
+        text_log_odds[k] = keyword_log_odds(evidence)
         if evidence > 0 or k in keyword:
             text_scores[k] = keyword_probability(evidence, exact=k in exact)
     vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
@@ -208,5 +246,5 @@ def score_hits(
         return ScoredHits("fts-only", {k: v for k, v in text_scores.items() if v > 0}, text_scores, {}, idents)
     if not hybrid["enabled"]:
         return ScoredHits("vector", dict(vector_scores), text_scores, vector_scores, idents)
-    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier)
+    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier, text_log_odds=text_log_odds)
     return ScoredHits("hybrid", scores, text_scores, vector_scores, idents)

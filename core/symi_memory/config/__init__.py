@@ -220,7 +220,7 @@ def _normalise_memory_search(ms: dict[str, Any]) -> None:
     vw, tw = hybrid["vectorWeight"], hybrid["textWeight"]
     total = vw + tw
     if total <= 0:
-        vw, tw, total = 0.7, 0.3, 1.0
+        vw, tw, total = 0.45, 0.55, 1.0
     hybrid["vectorWeight"], hybrid["textWeight"] = vw / total, tw / total
     chunking = ms["chunking"]
     chunking["overlap"] = max(0, min(chunking["overlap"], chunking["tokens"] - 1))

@@ -99,10 +99,10 @@ class Supersession:
 @attrs.define(kw_only=True)
 class Hybrid:
     enabled: bool = opt("enabled", True, doc="Combine keyword and vector search; false: vector only.")
-    vector_weight: float = opt("vectorWeight", 0.7, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector score (normalised with textWeight).")
-    text_weight: float = opt("textWeight", 0.3, lo=0.0, hi=1.0, clamp=True, doc="Weight of the keyword score.")
+    vector_weight: float = opt("vectorWeight", 0.45, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector side's log-odds (normalised with textWeight); the spec says 0.7, see docs/search-scores.md.")
+    text_weight: float = opt("textWeight", 0.55, lo=0.0, hi=1.0, clamp=True, doc="Weight of the keyword side's log-odds; the spec says 0.3, see docs/search-scores.md.")
     candidate_multiplier: int = opt("candidateMultiplier", 4, lo=1, hi=20, clamp=True, doc="Candidates per side = maxResults x this (max 200).")
-    fusion: str = opt("fusion", "weighted", choices=("weighted", "rrf"), doc="weighted (spec) or rrf (reciprocal rank fusion, normalised to 0..1).")
+    fusion: str = opt("fusion", "weighted", choices=("weighted", "rrf"), doc="weighted (each side's calibrated log-odds, weighted and summed; see docs/search-scores.md) or rrf (reciprocal rank fusion, normalised to 0..1).")
     rrf_k: int = opt("rrfK", 60, lo=1, hi=10_000, doc="RRF constant k.")
     mmr: Mmr = section(Mmr, "mmr")
     temporal_decay: TemporalDecay = section(TemporalDecay, "temporalDecay")

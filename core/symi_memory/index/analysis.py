@@ -41,6 +41,7 @@ __all__ = [
     "content_words",
     "idf",
     "keyword_evidence",
+    "keyword_log_odds",
     "keyword_probability",
     "query_terms",
     "stem",
@@ -195,6 +196,17 @@ def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Ma
         if tf:
             score += w * tf * (BM25_K1 + 1.0) / (tf + norm)
     return score / total
+
+
+def keyword_log_odds(evidence: float) -> float:
+    """The log-odds of relevance that :data:`KEYWORD_CALIBRATION` gives this evidence (no floor, no cut at 0).
+
+    Weighted fusion adds it to the vector side's log-odds; no keyword evidence is a finite value
+    (``-slope * midpoint``, about -3.8), not minus infinity: having none of the query's words is
+    evidence against a chunk, not a veto.
+    """
+    slope, mid = KEYWORD_CALIBRATION
+    return slope * (max(0.0, evidence) - mid)
 
 
 def keyword_probability(evidence: float, *, exact: bool = False) -> float:

@@ -1,0 +1,107 @@
+"""Issue 10, ranking: weighted fusion adds both sides' calibrated evidence in log-odds."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from symi_memory import load_config, open_memory
+from symi_memory.fusion import FUSION_CALIBRATION, fuse_weighted
+from symi_memory.index.analysis import KEYWORD_CALIBRATION, keyword_log_odds
+
+REPO = Path(__file__).resolve().parents[1]
+DEVMEM = REPO / "bench" / "datasets" / "devmem" / "workspace"
+
+
+def _p(evidence: float) -> float:
+    return 1.0 / (1.0 + math.exp(-keyword_log_odds(evidence)))
+
+
+def test_a_note_holding_the_query_words_outranks_a_closer_sounding_one_holding_none() -> None:
+    # "close" sounds more like the question (vector 0.5) but holds none of its words; "says" is further
+    # off by meaning (0.2) but holds most of them (evidence 0.9). The old mix 0.7 * p_v + 0.3 * p_t put
+    # "close" first (0.35 against 0.24); as log-odds the missing words count against it.
+    vector = {"close": 0.5, "says": 0.2}
+    text = {"says": _p(0.9)}
+    scores = fuse_weighted(vector, text, vector_weight=0.45, text_weight=0.55,
+                           text_log_odds={"close": keyword_log_odds(0.0), "says": keyword_log_odds(0.9)})
+    assert scores["says"] > scores["close"]
+    k, c = FUSION_CALIBRATION
+    lt = KEYWORD_CALIBRATION[0] * (0.9 - KEYWORD_CALIBRATION[1])
+    want = 1.0 / (1.0 + math.exp(-(k * (0.45 * math.log(0.2 / 0.8) + 0.55 * lt) + c)))
+    assert scores["says"] == pytest.approx(want)
+
+
+def test_weighted_fusion_stays_a_probability_and_grows_with_each_side() -> None:
+    grid = [0.0, 0.01, 0.2, 0.5, 0.8, 0.99, 1.0]
+    evidence = [0.0, 0.3, 1.0, 2.2]
+    for ev in evidence:
+        row = [fuse_weighted({"c": v}, {"c": _p(ev) if ev else 0.0}, vector_weight=0.45, text_weight=0.55,
+                             text_log_odds={"c": keyword_log_odds(ev)})["c"] for v in grid]
+        assert all(0.0 <= s <= 1.0 for s in row)
+        assert row == sorted(row)
+    for v in grid:
+        col = [fuse_weighted({"c": v}, {"c": _p(ev) if ev else 0.0}, vector_weight=0.45, text_weight=0.55,
+                             text_log_odds={"c": keyword_log_odds(ev)})["c"] for ev in evidence]
+        assert col == sorted(col)
+
+
+def test_without_log_odds_the_keyword_probability_stands_in_and_exact_chunks_keep_their_floor() -> None:
+    # Callers that pass only probabilities get the same scores as with the log-odds of those probabilities.
+    given = fuse_weighted({"a": 0.4, "b": 0.4}, {"a": _p(1.2)}, vector_weight=0.45, text_weight=0.55,
+                          text_log_odds={"a": keyword_log_odds(1.2), "b": keyword_log_odds(0.0)})
+    derived = fuse_weighted({"a": 0.4, "b": 0.4}, {"a": _p(1.2)}, vector_weight=0.45, text_weight=0.55)
+    assert derived == pytest.approx(given)
+    # A chunk with no stored vector yet is scored by its keyword side alone, at its weight.
+    only_text = fuse_weighted({}, {"x": 0.8}, vector_weight=0.45, text_weight=0.55)
+    assert only_text["x"] == pytest.approx(0.55 * 0.8)
+    # A chunk holding the identifier keeps at least its (floored) keyword probability.
+    floored = fuse_weighted({"h": 0.0}, {"h": 0.5}, vector_weight=0.3, text_weight=0.7, exact={"h"},
+                            text_log_odds={"h": keyword_log_odds(0.1)})
+    assert floored["h"] == pytest.approx(0.5)
+
+
+def _has_local() -> bool:
+    try:
+        from symi_memory_local.hooks import available  # noqa: F401
+        from symi_memory_local.integrity import bundled_tokenizer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# Questions of devmem whose answer holds several of the question's words, while another note shares only
+# its person ("Nadia posted her update at 09:50") and sounds closer to the local model. The old fusion
+# (0.7 * p_v + 0.3 * p_t) put that other note first for each of them.
+QUESTIONS = {
+    "Which evening does Nadia go bouldering these days?": "memory/2026-08-31.md",
+    "Which two colleagues are writing Nadia's promotion letters, and what does each of them own in Tidewater?":
+        "memory/2026-07-20.md",
+    "What is the title of Nadia's accepted talk, and what is her speaker ID?": "memory/2026-08-03.md",
+    "Did Nadia's conference talk get accepted?": "memory/2026-08-03.md",
+}
+
+
+@pytest.mark.skipif(not _has_local(), reason="needs the local extra (pip install 'symi-memory[local]')")
+def test_questions_whose_words_are_in_the_answer_find_it_first_with_the_default_config(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    shutil.copy(DEVMEM / "MEMORY.md", ws / "MEMORY.md")
+    for name in ("2026-05-01", "2026-06-08", "2026-06-21", "2026-07-03", "2026-07-14-offsite", "2026-07-20",
+                 "2026-08-03", "2026-08-04", "2026-08-31", "people"):
+        shutil.copy(DEVMEM / "memory" / f"{name}.md", ws / "memory" / f"{name}.md")
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        if mem.status()["provider"] != "local":
+            pytest.skip("the local model is not installed")
+        got = {}
+        for question in QUESTIONS:
+            res = mem.search(question)
+            assert res.mode == "hybrid"
+            got[question] = res.results[0].path if res.results else None
+        assert got == QUESTIONS
