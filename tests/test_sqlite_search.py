@@ -90,7 +90,7 @@ def test_keyword_only_hit_passes_default_min_score_in_hybrid(tmp_path: Path, ws:
     with open_mem(tmp_path, ws) as mem:
         mem.sync()
         q = mem.agent.memory_search["query"]
-        assert (q["minScore"], q["hybrid"]["vectorWeight"], q["hybrid"]["textWeight"]) == (0.025, 0.7, 0.3)
+        assert (q["minScore"], q["hybrid"]["vectorWeight"], q["hybrid"]["textWeight"]) == (0.015, 0.45, 0.55)
         res = mem.search(query)
         assert res.mode == "hybrid"
         assert res.results

@@ -118,7 +118,7 @@ class Rerank:
 @attrs.define(kw_only=True)
 class Query:
     max_results: int = opt("maxResults", 6, lo=1, hi=200, clamp=True, doc="Results returned by memory_search.")
-    min_score: float = opt("minScore", 0.025, lo=0.0, hi=1.0, clamp=True, doc="Drop results whose final score (a calibrated probability of relevance) is below this; the spec says 0.35, see docs/search-scores.md.")
+    min_score: float = opt("minScore", 0.015, lo=0.0, hi=1.0, clamp=True, doc="Drop results whose final score (a calibrated probability of relevance) is below this; the spec says 0.35, see docs/search-scores.md.")
     hybrid: Hybrid = section(Hybrid, "hybrid")
     rerank: Rerank = section(Rerank, "rerank")
 
