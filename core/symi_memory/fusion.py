@@ -50,7 +50,7 @@ IDENTIFIER_TEXT_SHARE = 0.7
 
 # Weighted fusion: P(relevant) = sigmoid(k * (w_v * vector log-odds + w_t * keyword log-odds) + c), (k, c) fitted
 # by bench/calibration_fit.py --fusion on devmem and convmem together for the default weights.
-FUSION_CALIBRATION = (1.326, 0.841)  # (k, c)
+FUSION_CALIBRATION = (1.327, 0.841)  # (k, c)
 # Probabilities are clipped to this distance from 0 and 1 before their log-odds are taken.
 _LOGIT_EPS = 1e-6
 
