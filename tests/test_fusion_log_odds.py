@@ -58,6 +58,10 @@ def test_without_log_odds_the_keyword_probability_stands_in_and_exact_chunks_kee
     # A chunk with no stored vector yet is scored by its keyword side alone, at its weight.
     only_text = fuse_weighted({}, {"x": 0.8}, vector_weight=0.45, text_weight=0.55)
     assert only_text["x"] == pytest.approx(0.55 * 0.8)
+    # An identifier look-up mixes probabilities: a chunk without the identifier gets only 0.3 * p_v.
+    lookup = fuse_weighted({"hit": 0.2, "other": 0.05}, {"hit": 0.9}, vector_weight=0.3, text_weight=0.7,
+                           exact={"hit"}, log_odds=False)
+    assert lookup == pytest.approx({"hit": 0.9, "other": 0.3 * 0.05})
     # A chunk holding the identifier keeps at least its (floored) keyword probability.
     floored = fuse_weighted({"h": 0.0}, {"h": 0.5}, vector_weight=0.3, text_weight=0.7, exact={"h"},
                             text_log_odds={"h": keyword_log_odds(0.1)})

@@ -11,8 +11,11 @@ that scale, so ``minScore`` means the same under every provider and fusion:
   (:func:`~symi_memory.index.analysis.keyword_log_odds`, finite when a chunk
   has none of the query's words) and ``(k, c)`` = :data:`FUSION_CALIBRATION`,
   fitted so that the fused score is itself a probability of relevance; a
-  chunk holding every query word or an identifier of the query keeps at
-  least its keyword probability.
+  chunk holding none of the query's words scores ``w_v * p_v``. A
+  query holding an identifier (hash, ticket, env var) mixes probabilities
+  instead, ``0.3 * p_v + 0.7 * p_t``, so a chunk lacking the identifier does
+  not pass ``minScore`` on a vague likeness. A chunk holding every query word
+  or an identifier of the query keeps at least its keyword probability.
 * rrf: reciprocal rank fusion decides the order; each chunk's score is its
   weighted calibrated score, capped by the score of the chunk ranked above it,
   so the scores fall down the ranking and a chunk RRF lifts high but nothing
@@ -80,14 +83,20 @@ def fuse_weighted(
     text_weight: float,
     exact: frozenset[K] | set[K] = frozenset(),
     text_log_odds: Mapping[K, float] | None = None,
+    log_odds: bool = True,
 ) -> dict[K, float]:
     """Both sides' calibrated evidence added in log-odds, over the union of candidates (weights sum to 1).
 
     ``sigmoid(k * (vector_weight * logit(p_v) + text_weight * l_t) + c)``, ``(k, c)`` =
     :data:`FUSION_CALIBRATION`. ``text_log_odds`` is each chunk's keyword log-odds before any floor
     (:func:`~symi_memory.index.analysis.keyword_log_odds` of its evidence); a chunk missing from it
-    takes ``logit(p_t)``, or the log-odds of no keyword evidence when ``p_t`` is 0. A chunk without a
+    takes ``logit(p_t)``. A chunk holding none of the query's words scores ``vector_weight * p_v``, its
+    vector side alone as the probability mix has it (the log-odds sum would keep about 0.015 for a chunk
+    with no evidence on either side, above a ``minScore`` that keeps reworded answers); a chunk without a
     vector score (its vector is not stored yet) scores ``text_weight * p_t``, its keyword side alone.
+    ``log_odds`` False mixes the probabilities instead, ``vector_weight * p_v + text_weight * p_t``: an
+    identifier look-up, where a chunk without the identifier must not pass ``minScore`` on a vague
+    likeness alone.
 
     ``exact`` holds candidates that contain every query word, or an identifier-like one (a hash,
     ticket ID, env var): their keyword probability stands on its own, so their score is at least that.
@@ -100,12 +109,17 @@ def fuse_weighted(
     out: dict[K, float] = {}
     for key in set(vector) | set(text):
         t = text.get(key, 0.0)
-        if key in vector:
-            lt = logs[key] if key in logs else (_logit(t) if t > 0 else no_words)
+        if not log_odds:
+            score = vector_weight * max(0.0, vector.get(key, 0.0)) + text_weight * t
+        elif key not in vector:
+            score = text_weight * t
+        elif t <= 0 and logs.get(key, no_words) <= no_words:
+            # None of the query's words: the vector side alone, at its weight, as the probability mix has it.
+            score = vector_weight * max(0.0, vector[key])
+        else:
+            lt = logs[key] if key in logs else _logit(t)
             z = k * (vector_weight * _logit(max(0.0, vector[key])) + text_weight * lt) + c
             score = 1.0 / (1.0 + math.exp(-z))
-        else:
-            score = text_weight * t
         if key in exact:
             score = max(score, t)
         out[key] = min(1.0, max(0.0, score))
@@ -139,6 +153,7 @@ def fuse_rrf(
     text_weight: float,
     exact: frozenset[K] | set[K] = frozenset(),
     text_log_odds: Mapping[K, float] | None = None,
+    log_odds: bool = True,
 ) -> dict[K, float]:
     """RRF order over the calibrated scores of each side, with scores on the calibrated scale.
 
@@ -148,7 +163,7 @@ def fuse_rrf(
     evidence, so ``minScore`` keeps its meaning.
     """
     calibrated = fuse_weighted(vector, text, vector_weight=vector_weight, text_weight=text_weight, exact=exact,
-                               text_log_odds=text_log_odds)
+                               text_log_odds=text_log_odds, log_odds=log_odds)
     vr = [key for key, _ in sorted(vector.items(), key=lambda kv: (-kv[1], kv[0]))]
     tr = [key for key, _ in sorted(text.items(), key=lambda kv: (-kv[1], kv[0])) if text[key] > 0]
     out: dict[K, float] = {}
@@ -163,10 +178,13 @@ def fuse(hybrid: Mapping[str, Any], vector: Mapping[K, float], text: Mapping[K, 
          *, has_identifier: bool, text_log_odds: Mapping[K, float] | None = None) -> dict[K, float]:
     """Both calibrated sides into one score as ``memorySearch.query.hybrid`` says (fusion, weights, ``rrfK``)."""
     vw, tw = query_weights(hybrid["vectorWeight"], hybrid["textWeight"], has_identifier=has_identifier)
+    # An identifier look-up (hash, ticket, env var) mixes probabilities, leaning on keywords: see fuse_weighted.
+    log_odds = not has_identifier
     if hybrid["fusion"] == "rrf":
         return fuse_rrf(vector, text, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw, exact=exact,
-                        text_log_odds=text_log_odds)
-    return fuse_weighted(vector, text, vector_weight=vw, text_weight=tw, exact=exact, text_log_odds=text_log_odds)
+                        text_log_odds=text_log_odds, log_odds=log_odds)
+    return fuse_weighted(vector, text, vector_weight=vw, text_weight=tw, exact=exact, text_log_odds=text_log_odds,
+                         log_odds=log_odds)
 
 
 @attrs.frozen
