@@ -181,12 +181,13 @@ def mix(d: dict[str, Any], cos: np.ndarray, vcal: tuple[float, float] = VCAL, vw
         pv = sig(np.clip(cos[i], 0, 1), *vcal)
         pt = keyword_p(qq["ev"], qq["exact"])
         w = 0.3 if qq["has_ident"] else vw
-        if log_odds is None:
+        if log_odds is None or qq["has_ident"]:  # an identifier look-up mixes probabilities in both
             s = w * pv + (1 - w) * pt
         else:
             lv = np.log(np.clip(pv, 1e-6, 1 - 1e-6) / np.clip(1 - pv, 1e-6, 1))
             lt = np.array([keyword_log_odds(e) for e in qq["ev"]])
             s = 1 / (1 + np.exp(-(log_odds[0] * (w * lv + (1 - w) * lt) + log_odds[1])))
+            s = np.where(qq["ev"] > 0, s, w * pv)  # none of the query's words: the vector side alone
         return np.where(qq["exact"], np.maximum(s, pt), s)
     return fn
 
