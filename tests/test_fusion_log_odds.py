@@ -23,12 +23,14 @@ def _p(evidence: float) -> float:
 def test_a_note_holding_the_query_words_outranks_a_closer_sounding_one_holding_none() -> None:
     # "close" sounds more like the question (vector 0.5) but holds none of its words; "says" is further
     # off by meaning (0.2) but holds most of them (evidence 0.9). The old mix 0.7 * p_v + 0.3 * p_t put
-    # "close" first (0.35 against 0.24); as log-odds the missing words count against it.
+    # "close" first (0.35 against 0.24); now "says" adds both sides' log-odds (0.38) and "close" keeps
+    # only its vector side at its weight (0.45 * 0.5).
     vector = {"close": 0.5, "says": 0.2}
     text = {"says": _p(0.9)}
     scores = fuse_weighted(vector, text, vector_weight=0.45, text_weight=0.55,
                            text_log_odds={"close": keyword_log_odds(0.0), "says": keyword_log_odds(0.9)})
     assert scores["says"] > scores["close"]
+    assert scores["close"] == pytest.approx(0.45 * 0.5)
     k, c = FUSION_CALIBRATION
     lt = KEYWORD_CALIBRATION[0] * (0.9 - KEYWORD_CALIBRATION[1])
     want = 1.0 / (1.0 + math.exp(-(k * (0.45 * math.log(0.2 / 0.8) + 0.55 * lt) + c)))
