@@ -39,6 +39,10 @@ t that loses at most ``--budget`` answerable queries per dev set and none of
 A signal where ``unknown_*`` does not apply (no unknown or no known word) never
 rejects.
 
+Last, the as-configured figures when a query holding at least one word the
+index knows needs ``--conditional`` thresholds instead of ``minScore`` (the
+reworded questions that score lowest share no word with the index).
+
     python bench/abstention_signals.py [--datasets devmem,convmem,fivequestions] [--budget 2]
         [--model all-MiniLM-L6-v2] [--json-out FILE]
 """
@@ -126,13 +130,16 @@ def features(dataset: Path, model: str | None) -> list[dict[str, Any]]:
                 qa = QueryAnalysis.of(q["query"])
                 row: dict[str, Any] = {"dataset": dataset.name, "id": q["id"], "type": q["type"], "query": q["query"]}
                 if not qa.terms:  # stop words only: the search returns nothing already
-                    row.update(empty=True, gold_rank=None)
+                    row.update(empty=True, gold_rank=None, hits=[], knows_a_word=False)
                     out.append(row)
                     continue
                 ex = mem.explain(q["query"], max_results=10, min_score=0, now=parse_now(q.get("now")))
                 cands = [c for c in ex["candidates"] if "final" in c["stages"]]
                 cands.sort(key=lambda c: c["stages"]["final"]["rank"])
-                hits = [{"path": c["path"], "start": c["startLine"], "end": c["endLine"]} for c in cands]
+                hits = [{"path": c["path"], "start": c["startLine"], "end": c["endLine"],
+                         "score": c["stages"]["final"]["score"]} for c in cands]
+                row["hits"] = hits
+                row["knows_a_word"] = any(df.get(t, 0) > 0 for t in qa.terms)
                 if not cands:
                     row.update(empty=True, gold_rank=None)
                     out.append(row)
@@ -222,11 +229,40 @@ def tradeoff(rows: list[dict[str, Any]], signal: str, budget: int, five: bool) -
     return best, rejected
 
 
+def conditional(rows: list[dict[str, Any]], names: list[str], thresholds: list[float], base: float,
+                max_results: int) -> list[str]:
+    """As-configured figures when queries holding a word the index knows need ``t`` instead of ``base``.
+
+    From the ranking hits (``minScore`` 0), cut at the threshold and ``max_results``, as
+    ``bench/recall_bench.py --thresholds`` does; scored by :func:`symi_memory.evaluation.score_run`.
+    """
+    from symi_memory.evaluation import load_queries, score_run
+
+    lines = []
+    for t in [base, *thresholds]:
+        cells = []
+        for name in names:
+            queries = load_queries(DATASETS / name / "queries.jsonl")
+            run = {r["id"]: [h for h in r["hits"] if h["score"] >= (t if r["knows_a_word"] else base)][:max_results]
+                   for r in rows if r["dataset"] == name}
+            res = score_run(queries, run)
+            o, pt = res["overall"], res["per_type"]
+            neg = pt.get("negative", {})
+            para = pt.get("paraphrase", {}).get("hit@5")
+            cells.append(f"{name} hit@5 {o['hit@5']:.3f} para@5 {'-' if para is None else f'{para:.3f}'} "
+                         f"pos empty {o.get('positive_empty') or 0:.3f} "
+                         f"neg empty {neg.get('negative_empty_count', 0)}/{neg.get('negative', 0)}")
+        lines.append(f"known-word threshold {t:.3f}: " + "; ".join(cells))
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="devmem,convmem,fivequestions")
     ap.add_argument("--model", default=None, help="local.model (default: the provider's default, all-MiniLM-L6-v2)")
     ap.add_argument("--budget", type=int, default=2, help="answerable queries a rule may empty per dev set")
+    ap.add_argument("--conditional", default="0.04,0.045,0.05",
+                    help="thresholds for queries holding a word the index knows (others keep minScore)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
     rows: list[dict[str, Any]] = []
@@ -255,6 +291,13 @@ def main() -> int:
             _, rej = tradeoff(rows, signal, args.budget, five)
             cells.append(", ".join(f"{n} {rej.get(n, 0)}/{negatives[n]}" for n in names if n != "fivequestions"))
         print(f"| {signal} | {' | '.join(aucs)} | {cells[0]} | {cells[1]} |")
+    if args.conditional:
+        from symi_memory import load_config
+
+        q = load_config(None).agent("main").memory_search["query"]
+        print()
+        print("\n".join(conditional(rows, names, [float(x) for x in args.conditional.split(",")],
+                                    float(q["minScore"]), int(q["maxResults"]))))
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0
