@@ -261,7 +261,7 @@ def main() -> int:
     ap.add_argument("--datasets", default="devmem,convmem,fivequestions")
     ap.add_argument("--model", default=None, help="local.model (default: the provider's default, all-MiniLM-L6-v2)")
     ap.add_argument("--budget", type=int, default=2, help="answerable queries a rule may empty per dev set")
-    ap.add_argument("--conditional", default="0.04,0.045,0.05",
+    ap.add_argument("--conditional", default="0.035,0.04,0.045,0.05",
                     help="thresholds for queries holding a word the index knows (others keep minScore)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
