@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -19,6 +18,9 @@ import pluggy
 from . import hookspecs
 from .errors import ConfigError, PluginError
 from .specs import DEFAULT_BACKEND, BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
+
+if TYPE_CHECKING:
+    from .entry_points import EntryPoint
 
 __all__ = [
     "AUTOLOAD_ENV",
@@ -76,7 +78,7 @@ class Plugins:
     dists: dict[str, tuple[str, str]]
     failed: dict[str, str] = attrs.field(factory=dict)
     #: Installed plugins left out by ``plugins.disabled``: id -> entry point (not imported).
-    disabled: dict[str, metadata.EntryPoint] = attrs.field(factory=dict)
+    disabled: dict[str, EntryPoint] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
     config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
@@ -277,8 +279,12 @@ def _env_plugins() -> list[tuple[str, object, tuple[str, str]]]:
     if os.environ.get(LEGACY_TESTING_ENV, "").strip().lower() in ("1", "true", "yes"):
         paths.append("symi_memory.testing.plugin")
     out: list[tuple[str, object, tuple[str, str]]] = []
+    if not paths:
+        return out
+    from importlib import metadata
+
     # Editable installs are missing from packages_distributions(); our own package is known by name.
-    owners = {**metadata.packages_distributions(), __package__: [OWN_DISTRIBUTION]} if paths else {}
+    owners = {**metadata.packages_distributions(), __package__: [OWN_DISTRIBUTION]}
     for path in dict.fromkeys(paths):
         try:
             module = importlib.import_module(path)
@@ -293,8 +299,11 @@ def _env_plugins() -> list[tuple[str, object, tuple[str, str]]]:
     return out
 
 
-def _entry_points() -> Iterable[metadata.EntryPoint]:
-    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+def _entry_points() -> Iterable[EntryPoint]:
+    # Not importlib.metadata: it costs a one-shot CLI call more than the rest of the discovery.
+    from .entry_points import find
+
+    return find(ENTRY_POINT_GROUP)
 
 
 def load_plugins(
@@ -316,7 +325,7 @@ def load_plugins(
     dists: dict[str, tuple[str, str]] = {}
     failed: dict[str, str] = {}
     seen_eps: set[str] = set()
-    skipped: dict[str, metadata.EntryPoint] = {}
+    skipped: dict[str, EntryPoint] = {}
     for ep in sorted(_entry_points(), key=lambda e: (e.dist.name != OWN_DISTRIBUTION if e.dist else True, e.name)):
         dist = ep.dist.name if ep.dist else "?"
         if builtins_only and dist != OWN_DISTRIBUTION:
