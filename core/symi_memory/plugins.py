@@ -271,8 +271,12 @@ def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[
     return callers
 
 
-def _env_plugins() -> list[tuple[str, object, tuple[str, str]]]:
-    """The in-process plugins named by ``SYMI_MEMORY_PLUGINS`` (and the legacy testing switch)."""
+def _env_plugins(own_version: str | None = None) -> list[tuple[str, object, tuple[str, str]]]:
+    """The in-process plugins named by ``SYMI_MEMORY_PLUGINS`` (and the legacy testing switch).
+
+    ``own_version`` is this distribution's version when discovery found it (then a module of our own
+    package is attributed without asking importlib.metadata).
+    """
     import importlib
 
     paths = [p.strip() for p in os.environ.get(EXTRA_PLUGINS_ENV, "").split(",") if p.strip()]
@@ -281,22 +285,33 @@ def _env_plugins() -> list[tuple[str, object, tuple[str, str]]]:
     out: list[tuple[str, object, tuple[str, str]]] = []
     if not paths:
         return out
-    from importlib import metadata
+    owners: dict[str, list[str]] = {__package__: [OWN_DISTRIBUTION]}
+    if own_version is None or any(p.split(".")[0] != __package__ for p in paths):
+        from importlib import metadata
 
-    # Editable installs are missing from packages_distributions(); our own package is known by name.
-    owners = {**metadata.packages_distributions(), __package__: [OWN_DISTRIBUTION]}
+        # Editable installs are missing from packages_distributions(); our own package is known by name.
+        owners = {**metadata.packages_distributions(), **owners}
     for path in dict.fromkeys(paths):
         try:
             module = importlib.import_module(path)
         except ImportError as exc:
             raise PluginError(f"{EXTRA_PLUGINS_ENV}: cannot import plugin module {path!r} ({exc})") from exc
         dist = (owners.get(path.split(".")[0]) or ["(in-process)"])[0]
-        try:
-            version = metadata.version(dist) if dist != "(in-process)" else ""
-        except metadata.PackageNotFoundError:
-            version = ""
-        out.append((str(getattr(module, "PLUGIN_ID", path)), module, (dist, version)))
+        out.append((str(getattr(module, "PLUGIN_ID", path)), module, (dist, _version(dist, own_version))))
     return out
+
+
+def _version(dist: str, own_version: str | None) -> str:
+    if dist == "(in-process)":
+        return ""
+    if dist == OWN_DISTRIBUTION and own_version is not None:
+        return own_version
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def _entry_points() -> Iterable[EntryPoint]:
@@ -348,7 +363,9 @@ def load_plugins(
             continue
         pm.register(module, name=ep.name)
         dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
-    for plugin_id, obj, dist_info in [*_env_plugins(), *((i, o, ("(in-process)", "")) for i, o in extra)]:
+    own_version = next((v for d, v in dists.values() if d == OWN_DISTRIBUTION), None)
+    for plugin_id, obj, dist_info in [*_env_plugins(own_version),
+                                      *((i, o, ("(in-process)", "")) for i, o in extra)]:
         if plugin_id in disabled or pm.is_registered(obj) or pm.get_plugin(plugin_id) is not None:
             continue
         pm.register(obj, name=plugin_id)
