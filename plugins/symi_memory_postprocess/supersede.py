@@ -10,12 +10,12 @@ newer hit's and it carries ``superseded_by``; the newer one lists what it
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from symi_memory.specs import PostProcessContext
+from symi_memory.specs import LineVector, PostProcessContext
 from symi_memory.supersession import (
     THRESHOLDS,
     Line,
@@ -24,6 +24,7 @@ from symi_memory.supersession import (
     best_lines,
     cosine,
     focus_lines,
+    query_score,
     salient,
     same_thing,
     split_lines,
@@ -37,12 +38,20 @@ __all__ = ["Supersession", "find_supersessions"]
 def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Sequence[float]], query: str,
                        t: Thresholds = THRESHOLDS,
                        written: Mapping[str, tuple[float, float]] | None = None,
-                       as_of: float | None = None) -> dict[int, tuple[int, Line, Line]]:
+                       as_of: float | None = None,
+                       line_vectors: Mapping[str, Sequence[LineVector]] | None = None,
+                       query_vector: Sequence[float] | None = None,
+                       ) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
     The newer candidate chosen is the newest of those that restate it. With
     ``as_of``, a line dated at or after it (an undated note changed later)
-    has no known date then and supersedes nothing.
+    has no known date then and supersedes nothing. With ``line_vectors``
+    (the candidates' stored line vectors), two lines are compared by their
+    own vectors where both have one, else by their chunks'; with the
+    ``query_vector`` too, a hit is superseded only through the lines that
+    answer the query (their vectors closest to the query's), not through a
+    side remark that a newer note changes.
     """
     qterms = salient(query)
     if asks_about_past(query):
@@ -58,8 +67,18 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             best[i] = best_lines(lines, weights, share=t.best_share)
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
     sims = _cosines([vectors.get(c.id) for c in candidates])
+    lines = _LineVectors.of(candidates, all_lines, focus, best, vectors, line_vectors, query_vector)
+    if lines is not None and lines.to_query is not None:
+        for i in focus:
+            # Lines naming the query's subject, if any do; of those, the ones closest to the query by meaning.
+            about = [ln for ln in all_lines[i] if query_score(ln, weights) > 0] or all_lines[i]
+            answer = lines.answer_lines(i, about, t.answer_margin)
+            if answer:
+                best[i] = answer
+    line_cos = lines.cos if lines is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     idx = list(focus)
+    floor = t.chunk_vector_lines if line_cos is not None else t.chunk_vector
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
@@ -73,18 +92,89 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             if candidates[j].score < t.score_ratio * candidates[i].score:
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
-            if cos is None or cos < t.chunk_vector:
+            if cos is None or cos < min(floor, t.chunk_vector):
                 continue
             for a in best[i]:  # only a line the hit is returned for makes the whole hit superseded
                 for b in focus[j]:
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
-                    if b.moment > a.moment and same_thing(a, b, cos, t, weights):
+                    if b.moment > a.moment and same_thing(a, b, cos, t, weights,
+                                                          line_cos(i, a, j, b) if line_cos else None):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen = (j, a, b)
         if chosen is not None:
             out[i] = chosen
     return out
+
+
+@attrs.frozen
+class _LineVectors:
+    """The candidates' stored line vectors for one search: line against line, and line against the query."""
+
+    rows: dict[tuple[int, int], int]
+    sim: Any
+    to_query: Any
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate], all_lines: Sequence[Sequence[Line]],
+           focus: Mapping[int, Sequence[Line]], best: Mapping[int, Sequence[Line]],
+           vectors: Mapping[str, Sequence[float]], line_vectors: Mapping[str, Sequence[LineVector]] | None,
+           query_vector: Sequence[float] | None) -> _LineVectors | None:
+        """None when no candidate has line vectors (or numpy is missing).
+
+        A line's vector is that of the unit starting at it (or covering it); a chunk without units whose
+        only line is the chunk has its chunk vector as the line's.
+        """
+        if not line_vectors:
+            return None
+        try:
+            import numpy as np
+        except ImportError:  # pragma: no cover - numpy comes with every vector backend
+            return None
+        rows: dict[tuple[int, int], int] = {}
+        mats: list[Any] = []
+        for i in focus:
+            cid = candidates[i].id
+            units = line_vectors.get(cid)
+            if units:
+                for ln in all_lines[i]:
+                    n = ln.line_no
+                    vec = next((v for a, b, v in units if a <= n <= b), None)
+                    if vec is not None:
+                        rows[(i, n)] = len(mats)
+                        mats.append(vec)
+            elif len(all_lines[i]) == 1 and vectors.get(cid) is not None:
+                rows[(i, all_lines[i][0].line_no)] = len(mats)
+                mats.append(vectors[cid])
+        if not mats or len({len(v) for v in mats}) != 1:
+            return None
+        m = np.asarray(mats, dtype=np.float32)
+        norms = np.linalg.norm(m, axis=1)
+        norms[norms == 0] = 1.0
+        m /= norms[:, None]
+        to_query = None
+        if query_vector is not None and len(query_vector) == m.shape[1]:
+            q = np.asarray(query_vector, dtype=np.float32)
+            qn = float(np.linalg.norm(q))
+            if qn > 0:
+                to_query = m @ (q / qn)
+        return cls(rows=rows, sim=m @ m.T, to_query=to_query)
+
+    def cos(self, i: int, a: Line, j: int, b: Line) -> float | None:
+        """Cosine of line ``a`` of candidate ``i`` and line ``b`` of ``j``; None where either has no vector."""
+        ra, rb = self.rows.get((i, a.line_no)), self.rows.get((j, b.line_no))
+        if ra is None or rb is None:
+            return None
+        return float(self.sim[ra, rb])
+
+    def answer_lines(self, i: int, lines: Sequence[Line], margin: float) -> list[Line]:
+        """The lines of candidate ``i`` closest to the query (within ``margin`` of the best), best first;
+        empty when its lines have no vectors."""
+        scored = [(float(self.to_query[r]), ln) for ln in lines if (r := self.rows.get((i, ln.line_no))) is not None]
+        if not scored:
+            return []
+        top = max(sc for sc, _ in scored)
+        return [ln for sc, ln in sorted(scored, key=lambda p: -p[0]) if sc >= top - margin]
 
 
 def _cosines(vecs: list[Sequence[float] | None]) -> Any:
@@ -135,7 +225,9 @@ class Supersession:
         head = [candidates[i] for i in top]
         vectors = ctx.vectors([c.id for c in head])
         written = ctx.written_at(head) if ctx.written_at is not None else None
-        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of)
+        lines = ctx.line_vectors([c.id for c in head]) if ctx.line_vectors is not None else None
+        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of, lines,
+                                   ctx.query_vector)
         if not found:
             return list(candidates)
         # The current version takes the best place its older versions held, and each older version

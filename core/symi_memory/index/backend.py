@@ -197,7 +197,8 @@ class IndexedBackend:
             for r in (rows[k],)
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
-                             model=provider.model if provider else None, fallback=fallback)
+                             model=provider.model if provider else None, fallback=fallback,
+                             query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
     def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
@@ -252,6 +253,13 @@ class IndexedBackend:
         import numpy as np
 
         return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in self.store.vectors_by_id(ids).items()}
+
+    def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
+        """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order."""
+        import numpy as np
+
+        return {cid: [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in units]
+                for cid, units in self.store.unit_vectors_by_id(ids).items()}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
