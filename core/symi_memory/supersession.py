@@ -66,7 +66,7 @@ class Thresholds:
     """
 
     chunk_vector: float = 0.4
-    line_vector: float = 0.5
+    line_vector: float = 0.6
     chunk_vector_lines: float = 0.3
     answer_margin: float = 0.05
     conflict_cover: float = 0.5
@@ -74,7 +74,7 @@ class Thresholds:
     line_terms: int = 2
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
-    score_ratio: float = 0.25
+    score_ratio: float = 0.5
     demote: float = 0.98
     promote: bool = False
     window: int = 30
@@ -252,7 +252,7 @@ def term_weights(query_terms: frozenset[str], chunks: Sequence[Sequence[Line]]) 
 
 
 def query_score(line: Line, weights: Mapping[str, float]) -> float:
-    return sum(weights.get(t, 0.0) for t in line.terms)
+    return sum(weights[t] for t in line.terms & weights.keys())
 
 
 def best_lines(lines: Sequence[Line], weights: Mapping[str, float], limit: int = 6,

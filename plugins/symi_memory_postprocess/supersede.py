@@ -39,7 +39,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                        t: Thresholds = THRESHOLDS,
                        written: Mapping[str, tuple[float, float]] | None = None,
                        as_of: float | None = None,
-                       line_vectors: Mapping[str, Sequence[LineVector]] | None = None,
+                       line_vectors: Mapping[str, Sequence[LineVector]]
+                       | Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
                        query_vector: Sequence[float] | None = None,
                        ) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
@@ -47,7 +48,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     The newer candidate chosen is the newest of those that restate it. With
     ``as_of``, a line dated at or after it (an undated note changed later)
     has no known date then and supersedes nothing. With ``line_vectors``
-    (the candidates' stored line vectors), two lines are compared by their
+    (the candidates' stored line vectors, or the callable that fetches them
+    by id, called only when some pair is worth a look), two lines are compared by their
     own vectors where both have one, else by their chunks'; with the
     ``query_vector`` too, a hit is superseded only through the lines that
     answer the query (their vectors closest to the query's), not through a
@@ -59,31 +61,20 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id)) for c in candidates]
     weights = term_weights(qterms, all_lines)
     focus: dict[int, list[Line]] = {}
-    best: dict[int, list[Line]] = {}
     for i, lines in enumerate(all_lines):
         found = focus_lines(lines, qterms)
         if found:
             focus[i] = found
-            best[i] = best_lines(lines, weights, share=t.best_share)
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
     sims = _cosines([vectors.get(c.id) for c in candidates])
-    lines = _LineVectors.of(candidates, all_lines, focus, best, vectors, line_vectors, query_vector)
-    if lines is not None and lines.to_query is not None:
-        for i in focus:
-            # Lines naming the query's subject, if any do; of those, the ones closest to the query by meaning.
-            about = [ln for ln in all_lines[i] if query_score(ln, weights) > 0] or all_lines[i]
-            answer = lines.answer_lines(i, about, t.answer_margin)
-            if answer:
-                best[i] = answer
-    line_cos = lines.cos if lines is not None else None
-    out: dict[int, tuple[int, Line, Line]] = {}
+    floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
+    # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
+    pairs: dict[int, list[tuple[int, float]]] = {}
     idx = list(focus)
-    floor = t.chunk_vector_lines if line_cos is not None else t.chunk_vector
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
-        chosen: tuple[int, Line, Line] | None = None
         for j in idx:
             if j == i or newest[j] <= newest[i]:
                 continue
@@ -92,14 +83,37 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             if candidates[j].score < t.score_ratio * candidates[i].score:
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
-            if cos is None or cos < min(floor, t.chunk_vector):
+            if cos is None or cos < floor:
                 continue
+            pairs.setdefault(i, []).append((j, cos))
+    if not pairs:
+        return {}
+    lines = None
+    if line_vectors is not None:
+        later = {j for js in pairs.values() for j, _ in js}
+        wanted = sorted(set(pairs) | later)
+        stored = line_vectors([candidates[k].id for k in wanted]) if callable(line_vectors) else line_vectors
+        lines = _LineVectors.of(candidates, all_lines, {k: focus[k] for k in later}, set(pairs), weights,
+                                vectors, stored, query_vector)
+    best: dict[int, list[Line]] = {}
+    for i in pairs:
+        answer = lines.answer_lines(i, t.answer_margin) if lines is not None and lines.to_query is not None else []
+        best[i] = answer or best_lines(all_lines[i], weights, share=t.best_share)
+    line_cos = lines.cos if lines is not None else None
+    out: dict[int, tuple[int, Line, Line]] = {}
+    for i, js in pairs.items():
+        chosen: tuple[int, Line, Line] | None = None
+        for j, cos in js:
             for a in best[i]:  # only a line the hit is returned for makes the whole hit superseded
                 for b in focus[j]:
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
-                    if b.moment > a.moment and same_thing(a, b, cos, t, weights,
-                                                          line_cos(i, a, j, b) if line_cos else None):
+                    if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
+                        continue  # cheap refusals first: same_thing would say no before any vector
+                    lc = line_cos(i, a, j, b) if line_cos else None
+                    if lc is not None and lc < t.line_vector:
+                        continue
+                    if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen = (j, a, b)
         if chosen is not None:
@@ -109,18 +123,21 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
 
 @attrs.frozen
 class _LineVectors:
-    """The candidates' stored line vectors for one search: line against line, and line against the query."""
+    """The stored line vectors of one search's candidates: line against line, and line against the query."""
 
     rows: dict[tuple[int, int], int]
-    sim: Any
-    to_query: Any
+    matrix: Any  # unit-length rows
+    to_query: list[float] | None
+    answerable: dict[int, list[Line]]
+    _sim: dict[tuple[int, int], float] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, candidates: Sequence[Candidate], all_lines: Sequence[Sequence[Line]],
-           focus: Mapping[int, Sequence[Line]], best: Mapping[int, Sequence[Line]],
-           vectors: Mapping[str, Sequence[float]], line_vectors: Mapping[str, Sequence[LineVector]] | None,
+           focus: Mapping[int, Sequence[Line]], older: set[int], weights: Mapping[str, float],
+           vectors: Mapping[str, Sequence[float]], line_vectors: Mapping[str, Sequence[LineVector]],
            query_vector: Sequence[float] | None) -> _LineVectors | None:
-        """None when no candidate has line vectors (or numpy is missing).
+        """The vectors of the ``focus`` lines of newer candidates and of every line of the ``older`` ones
+        that names the query's subject (every line when none does); None when none has one (or no numpy).
 
         A line's vector is that of the unit starting at it (or covering it); a chunk without units whose
         only line is the chunk has its chunk vector as the line's.
@@ -133,15 +150,24 @@ class _LineVectors:
             return None
         rows: dict[tuple[int, int], int] = {}
         mats: list[Any] = []
-        for i in focus:
+        answerable: dict[int, list[Line]] = {}
+        for i in sorted(older | set(focus)):
             cid = candidates[i].id
+            want: list[Line] = list(focus.get(i, ()))
+            if i in older:
+                about = [ln for ln in all_lines[i] if query_score(ln, weights) > 0] or list(all_lines[i])
+                answerable[i] = about
+                want += about
             units = line_vectors.get(cid)
             if units:
-                for ln in all_lines[i]:
-                    n = ln.line_no
-                    vec = next((v for a, b, v in units if a <= n <= b), None)
-                    if vec is not None:
-                        rows[(i, n)] = len(mats)
+                by_line: dict[int, Any] = {}
+                for a, b, v in units:
+                    for n in range(a, b + 1):
+                        by_line.setdefault(n, v)
+                for ln in want:
+                    vec = by_line.get(ln.line_no)
+                    if vec is not None and (i, ln.line_no) not in rows:
+                        rows[(i, ln.line_no)] = len(mats)
                         mats.append(vec)
             elif len(all_lines[i]) == 1 and vectors.get(cid) is not None:
                 rows[(i, all_lines[i][0].line_no)] = len(mats)
@@ -157,20 +183,26 @@ class _LineVectors:
             q = np.asarray(query_vector, dtype=np.float32)
             qn = float(np.linalg.norm(q))
             if qn > 0:
-                to_query = m @ (q / qn)
-        return cls(rows=rows, sim=m @ m.T, to_query=to_query)
+                to_query = (m @ (q / qn)).tolist()
+        return cls(rows=rows, matrix=m, to_query=to_query, answerable=answerable)
 
     def cos(self, i: int, a: Line, j: int, b: Line) -> float | None:
         """Cosine of line ``a`` of candidate ``i`` and line ``b`` of ``j``; None where either has no vector."""
         ra, rb = self.rows.get((i, a.line_no)), self.rows.get((j, b.line_no))
         if ra is None or rb is None:
             return None
-        return float(self.sim[ra, rb])
+        key = (ra, rb)
+        got = self._sim.get(key)
+        if got is None:
+            # One pair at a time: a matrix product of every line pair costs more (BLAS threads on a busy host).
+            got = self._sim[key] = float(self.matrix[ra] @ self.matrix[rb])
+        return got
 
-    def answer_lines(self, i: int, lines: Sequence[Line], margin: float) -> list[Line]:
-        """The lines of candidate ``i`` closest to the query (within ``margin`` of the best), best first;
-        empty when its lines have no vectors."""
-        scored = [(float(self.to_query[r]), ln) for ln in lines if (r := self.rows.get((i, ln.line_no))) is not None]
+    def answer_lines(self, i: int, margin: float) -> list[Line]:
+        """The lines of older candidate ``i`` naming the query's subject that are closest to the query by
+        meaning (within ``margin`` of the best), best first; empty when they have no vectors."""
+        scored = [(self.to_query[r], ln) for ln in self.answerable.get(i, ())
+                  if (r := self.rows.get((i, ln.line_no))) is not None]
         if not scored:
             return []
         top = max(sc for sc, _ in scored)
@@ -225,9 +257,8 @@ class Supersession:
         head = [candidates[i] for i in top]
         vectors = ctx.vectors([c.id for c in head])
         written = ctx.written_at(head) if ctx.written_at is not None else None
-        lines = ctx.line_vectors([c.id for c in head]) if ctx.line_vectors is not None else None
-        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of, lines,
-                                   ctx.query_vector)
+        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of,
+                                   ctx.line_vectors, ctx.query_vector)
         if not found:
             return list(candidates)
         # The current version takes the best place its older versions held, and each older version
