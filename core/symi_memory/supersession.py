@@ -77,7 +77,7 @@ class Thresholds:
     score_ratio: float = 0.5
     demote: float = 0.98
     promote: bool = False
-    window: int = 30
+    window: int = 20
     as_of_undated: float = 0.6
     dup_hits: int = 5
     dup_min_score: float = 0.02

@@ -88,18 +88,18 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             pairs.setdefault(i, []).append((j, cos))
     if not pairs:
         return {}
-    lines = None
+    lv: _LineVectors | None = None
     if line_vectors is not None:
         later = {j for js in pairs.values() for j, _ in js}
         wanted = sorted(set(pairs) | later)
         stored = line_vectors([candidates[k].id for k in wanted]) if callable(line_vectors) else line_vectors
-        lines = _LineVectors.of(candidates, all_lines, {k: focus[k] for k in later}, set(pairs), weights,
-                                vectors, stored, query_vector)
+        lv = _LineVectors.of(candidates, all_lines, {k: focus[k] for k in later}, set(pairs), weights,
+                             vectors, stored, query_vector)
     best: dict[int, list[Line]] = {}
     for i in pairs:
-        answer = lines.answer_lines(i, t.answer_margin) if lines is not None and lines.to_query is not None else []
+        answer = lv.answer_lines(i, t.answer_margin) if lv is not None and lv.to_query is not None else []
         best[i] = answer or best_lines(all_lines[i], weights, share=t.best_share)
-    line_cos = lines.cos if lines is not None else None
+    line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
@@ -201,7 +201,10 @@ class _LineVectors:
     def answer_lines(self, i: int, margin: float) -> list[Line]:
         """The lines of older candidate ``i`` naming the query's subject that are closest to the query by
         meaning (within ``margin`` of the best), best first; empty when they have no vectors."""
-        scored = [(self.to_query[r], ln) for ln in self.answerable.get(i, ())
+        if self.to_query is None:
+            return []
+        to_query = self.to_query
+        scored = [(to_query[r], ln) for ln in self.answerable.get(i, ())
                   if (r := self.rows.get((i, ln.line_no))) is not None]
         if not scored:
             return []
