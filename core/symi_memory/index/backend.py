@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -468,6 +470,55 @@ def _batch_enabled(ms: Any) -> bool:
     return bool(((ms.get("remote") or {}).get("batch") or {}).get("enabled", False))
 
 
+#: Meta key naming the workspace an index file belongs to.
+WORKSPACE_META = "workspace"
+
+
+def workspace_store_path(path: Path, workspace: str) -> Path:
+    """The index file beside ``path`` for another workspace of the same agent id: ``<stem>-ws-<hash>.sqlite``."""
+    digest = hashlib.sha256(workspace.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return path.with_name(f"{path.stem}-ws-{digest}{path.suffix}")
+
+
+def open_agent_store(agent: AgentView) -> IndexStore:
+    """Open the agent's index file, or its workspace's own file when another workspace owns it.
+
+    ``store.path`` is keyed by agent id, so one agent id used with two workspaces (two
+    processes, or a host that serves several) would share one index: each sync would delete
+    the other workspace's files from it, and a search could answer from the wrong workspace.
+    The first workspace to open the file claims it (recorded in its meta); another existing
+    workspace gets a file of its own beside it (:func:`workspace_store_path`). A file whose
+    recorded workspace no longer exists (the folder was moved or removed) is taken over, so its
+    embedding cache is reused.
+    """
+    vec = agent.memory_search["store"]["vector"]
+    ws = str(agent.workspace)
+
+    def open_claimed(path: Path, *, shared: bool) -> tuple[IndexStore, str]:
+        store = IndexStore.open(path, vector_enabled=vec["enabled"], extension_path=vec["extensionPath"])
+        try:
+            owner = store.claim_meta(WORKSPACE_META, ws)
+            # The agent's shared file goes to another workspace only while that one exists; a
+            # workspace's own file is always its own (another owner there is a moved folder).
+            if owner != ws and (not shared or not Path(owner).is_dir()):
+                log.info("index %s belonged to workspace %s, which is gone; %s takes it over", path, owner, ws)
+                store.set_meta(WORKSPACE_META, ws)
+                owner = ws
+        except BaseException:
+            store.close()
+            raise
+        return store, owner
+
+    store, owner = open_claimed(agent.store_path, shared=True)
+    if owner == ws:
+        return store
+    store.close()
+    own = workspace_store_path(agent.store_path, ws)
+    log.info("index %s belongs to workspace %s; agent %r with workspace %s uses %s",
+             agent.store_path, owner, agent.id, ws, own)
+    return open_claimed(own, shared=False)[0]
+
+
 def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide]) -> IndexedBackend:
     """Build an :class:`IndexedBackend` for ``ctx`` (a BackendContext) with the given vector side.
 
@@ -481,8 +532,7 @@ def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide])
     if spec is None:
         raise BackendError("BackendContext.spec is missing: the manager passes the registration being built; "
                            "build backends through open_memory() or BackendServices.create_backend()")
-    vec = ctx.agent.memory_search["store"]["vector"]
-    store = IndexStore.open(ctx.agent.store_path, vector_enabled=vec["enabled"], extension_path=vec["extensionPath"])
+    store = open_agent_store(ctx.agent)
     vectors: VectorSide | None = None
     try:
         vectors = make_vectors(store)

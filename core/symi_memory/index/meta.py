@@ -22,6 +22,16 @@ class MetaRows(StoreParts):
         with self.write():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    def claim_meta(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless a value is already there; return the value in force.
+
+        One write transaction, so of two processes claiming at once exactly one wins.
+        """
+        with self.write():
+            self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return str(row[0])
+
     def generation(self) -> int:
         return int(self.get_meta("generation") or 0)
 
