@@ -414,8 +414,7 @@ class StoredLineVectors(Protocol):
     """Optional backend capability: hand out the stored vectors of candidates' lines.
 
     A backend that stores unit vectors (``chunking.units``: builtin-sqlite and
-    faiss through the shared index; the contrib postgres backend stores none)
-    implements ``candidate_line_vectors(ids) -> {id: [(start line, end line,
+    faiss through the shared index, the contrib postgres backend) implements ``candidate_line_vectors(ids) -> {id: [(start line, end line,
     [float, ...]), ...]}`` for ``Candidate.id`` values of its own results, in
     line order, read through its store (never re-embedding), and only vectors
     comparable with ``candidate_vectors``'. Supersession then judges "the same
