@@ -46,7 +46,9 @@ class Thresholds:
     between a line of each; ``restate_overlap``: the share above which a
     line restates the other outright. ``score_ratio``: a newer hit scoring
     below this share of the older one's score is about something else for
-    this query and demotes nothing. ``promote``: the current version also
+    this query and demotes nothing (0.5, fit with ``line_vector`` 0.6 and
+    ``window`` 20 on devmem and convmem together; 0.25 let weak newer hits
+    push answers out of the top ten on convmem). ``promote``: the current version also
     takes the score of the best older version it supersedes (off: on devmem it
     cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
