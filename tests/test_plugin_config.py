@@ -185,8 +185,8 @@ def test_plugins_entries_reach_every_kind_of_plugin(tmp_path: Path) -> None:
         "plugins": {"slots": {"memory": "every-backend"}, "entries": {"every-kind": {"size": 3}}},
         "agents": {"defaults": {"memorySearch": {"provider": "every-provider",
                                                  "query": {"rerank": {"provider": "every-reranker"}}}}}})
-    with open_memory(cfg, workspace=tmp_path / "ws", start=False):
-        pass
+    with open_memory(cfg, workspace=tmp_path / "ws", start=False) as mem:
+        assert mem.pipeline is not None  # the reranker and post-processors are built on first use
     assert plugin.seen == {kind: {"size": 3} for kind in ("provider", "reranker", "postprocessor", "backend")}
 
 
@@ -203,8 +203,8 @@ def test_a_plugin_without_an_entries_table_gets_an_empty_one(tmp_path: Path) -> 
     from symi_memory import open_memory
 
     plugins = load_plugins(extra=[("bare", Bare())])
-    with open_memory(load_config(None, state_dir=tmp_path, plugins=plugins), workspace=tmp_path, start=False):
-        pass
+    with open_memory(load_config(None, state_dir=tmp_path, plugins=plugins), workspace=tmp_path, start=False) as mem:
+        assert mem.pipeline is not None  # post-processors are built on first use
     assert got == [{}]
 
 

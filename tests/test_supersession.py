@@ -8,6 +8,7 @@ import pytest
 from support.sqlite_memory import open_mem, write
 
 from symi_memory import tools
+from symi_memory.config.fields import deep_merge
 
 ON = {"query": {"hybrid": {"supersession": {"enabled": True}}}}
 
@@ -67,11 +68,20 @@ def test_acceptance_as_of_answers_as_memory_stood(tmp_path: Path, car_ws: Path) 
         assert on_day[0]["path"] == JUNE
 
 
-def test_supersession_is_off_by_default_and_then_gives_exactly_the_plain_results(tmp_path: Path,
-                                                                                 car_ws: Path) -> None:
-    # Off by default: on the held-out convmem set it still costs hit@5 and MRR (bench/supersession.py,
-    # docs/benchmarks.md).
+def test_supersession_is_on_by_default(tmp_path: Path, car_ws: Path) -> None:
+    # On by default since line vectors: on devmem and convmem it costs neither hit@5 nor paraphrase MRR
+    # (bench/supersession.py, docs/benchmarks.md).
     with open_mem(tmp_path, car_ws) as mem:
+        mem.sync()
+        hits = _ranked(mem, "what car do I drive?")
+        assert hits[0]["path"] == JUNE
+        assert [h["supersededBy"] for h in hits if h["path"] == MARCH] == [
+            {"path": JUNE, "startLine": 3, "endLine": 3}]
+
+
+def test_supersession_disabled_gives_exactly_the_plain_results(tmp_path: Path, car_ws: Path) -> None:
+    off_cfg = {"query": {"hybrid": {"supersession": {"enabled": False}}}}
+    with open_mem(tmp_path, car_ws, off_cfg) as mem:
         mem.sync()
         off = mem.search("what car do I drive?", min_score=0)
         plain = mem.pipeline.run("what car do I drive?", mem.backend.search(  # type: ignore[union-attr]
@@ -144,10 +154,14 @@ def test_status_says_whether_supersession_is_applied(cli, tmp_path: Path, car_ws
     base = ("--workspace", str(car_ws))
     assert cli(*base, "config", "set", "agents.defaults.memorySearch.provider", "hash", env=env)[0] == 0
     code, out, err = cli(*base, "status", env=env)
-    assert code == 0 and "supersession  off" in out
+    assert code == 0 and "supersession  applied" in out
     code, data, err = cli(*base, "status", "--json", env=env, json_out=True)
-    assert data["supersession"] == {"enabled": False, "applied": False, "storedVectors": True, "asOf": True,
+    assert data["supersession"] == {"enabled": True, "applied": True, "storedVectors": True, "asOf": True,
                                     "unavailable": []}
+    assert cli(*base, "config", "set", "agents.defaults.memorySearch.query.hybrid.supersession.enabled", "false",
+               env=env)[0] == 0
+    code, out, err = cli(*base, "status", env=env)
+    assert code == 0 and "supersession  off" in out
 
 
 def _ranked(mem, query: str) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -203,3 +217,26 @@ def test_a_newer_line_without_the_identifier_asked_for_replaces_nothing(tmp_path
         # Asked without the identifier, the newer statement of where the cache lives wins.
         where = _ranked(mem, "where does the restic cache live")
         assert where[0]["path"] == "memory/2026-08-30.md"
+
+
+TEAM = "- Team Flow notes: Pieter de Wit, Nadia Kessler, Jonas Berg and Samira Haddad at the Croeselaan office.\n"
+
+
+@pytest.mark.parametrize("units", ["lines", "off"])
+def test_lines_are_judged_by_their_own_vectors_when_the_index_has_them(tmp_path: Path, units: str) -> None:
+    # The two notes share a long line, so their chunk vectors are close; the standup line and the snack
+    # budget line are not about the same thing. With line vectors (chunking.units = lines, the default)
+    # the newer line does not supersede the standup time; by chunk vectors alone (units off) it did.
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-05-01.md", f"# 2026-05-01\n\n{TEAM}- Standup with Pieter at 09:45.\n")
+    write(ws, "memory/2026-08-03.md", f"# 2026-08-03\n\n{TEAM}- Standup snacks: Pieter now has a new budget "
+                                      "of 12 euros.\n")
+    with open_mem(tmp_path, ws, deep_merge(ON, {"chunking": {"units": units}})) as mem:
+        mem.sync()
+        hits = _ranked(mem, "When is the standup with Pieter?")
+        older = [h for h in hits if h["path"] == "memory/2026-05-01.md"]
+        assert older
+        if units == "lines":
+            assert hits[0]["path"] == "memory/2026-05-01.md" and "supersededBy" not in older[0]
+        else:
+            assert older[0]["supersededBy"] == {"path": "memory/2026-08-03.md", "startLine": 4, "endLine": 4}

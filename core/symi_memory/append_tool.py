@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SymiMemoryError
-from .writing import append_memory
 
 __all__ = ["MEMORY_APPEND_DEFINITION", "memory_append"]
 
@@ -73,6 +72,8 @@ def memory_append(
             "bytesWritten": 0,
             "error": f"target must be 'daily' or 'long-term', got {target!r}",
         }
+    from .writing import append_memory  # the writer (dates, time zones): only when something is written
+
     try:
         return append_memory(workspace, text, target=target, now=now, tz=tz, access=access).to_dict()
     except SymiMemoryError as exc:

@@ -15,22 +15,22 @@ import attrs
 from .config import AgentView, Config
 from .errors import SymiMemoryError
 from .host import load_config
-from .pipeline import Pipeline
 from .plugins import Plugins, load_plugins, resolve_backend_name
 from .presentation import present
-from .sessions import message_times
 from .specs import (
     BackendContext,
     MemoryBackend,
     ProviderUnavailable,
     RerankerContext,
     StartableBackend,
+    StoredLineVectors,
     StoredVectors,
 )
 from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
 
 if TYPE_CHECKING:
     from .embedding import EmbeddingChoice
+    from .pipeline import Pipeline
 
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
@@ -116,9 +116,23 @@ class MemoryManager:
     plugins: Plugins
     backend: MemoryBackend | None
     backend_name: str | None
-    pipeline: Pipeline | None
+    _pipeline: Pipeline | None = attrs.field(alias="pipeline")
+    #: Builds the pipeline on first use, so `status` and `get` construct no reranker or post-processor.
+    _make_pipeline: Callable[[], Pipeline] | None = attrs.field(default=None, alias="make_pipeline")
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The search tail (reranker, post-processors); None when memory is off."""
+        if self._pipeline is None and self._make_pipeline is not None:
+            with self._lock:
+                if self._pipeline is None and self._make_pipeline is not None:
+                    if self._closed:
+                        raise SymiMemoryError("this memory manager is closed; open a new one with open_memory()")
+                    self._pipeline = self._make_pipeline()
+                    self._make_pipeline = None
+        return self._pipeline
 
     @property
     def enabled(self) -> bool:
@@ -194,14 +208,17 @@ class MemoryManager:
         sq = SearchQuery(text=query, max_results=n, min_score=ms, candidate_limit=limit,
                          session_key=session_key, sources=sources)
         result = backend.search(sq)
-        assert self.pipeline is not None
+        pipeline = self.pipeline
+        assert pipeline is not None
         floor = ms if result.calibrated else 0.0
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
-        final = self.pipeline.run(query, result.candidates, max_results=n, min_score=floor,
+        line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
+        final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
-                                  as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace)
+                                  as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
+                                  line_vectors=line_vectors, query_vector=result.query_vector)
         citations = self.config.data["memory"]["citations"]
         hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
@@ -227,8 +244,10 @@ class MemoryManager:
                                             candidate_limit=min(200, max_results * 2), sources=sources))
         assert self.pipeline is not None
         vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
+        line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
-                                  now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at)
+                                  now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
+                                  line_vectors=line_vectors, query_vector=result.query_vector)
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
@@ -271,6 +290,8 @@ class MemoryManager:
         out: dict[str, tuple[float, float]] = {}
         for c in candidates:
             if c.source == "sessions":
+                from .sessions import message_times
+
                 found = message_times(self.agent.sessions_dir, c.path, c.start_line, c.end_line)
                 if found is not None:
                     out[c.id] = found
@@ -318,8 +339,9 @@ class MemoryManager:
             self._closed = True
         if self.backend is not None:
             self.backend.close()
-        if self.pipeline is not None:
-            self.pipeline.close()
+        self._make_pipeline = None
+        if self._pipeline is not None:
+            self._pipeline.close()
 
     def __enter__(self) -> MemoryManager:
         return self
@@ -359,16 +381,17 @@ def open_memory(
         return MemoryManager(config=config, agent=agent, plugins=loaded, backend=None, backend_name=None, pipeline=None)
     spec = loaded.backend(name)
     services = Services(plugins=loaded, config=config, agent=agent)
-    pipeline = Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
+
+    def make_pipeline() -> Pipeline:
+        from .pipeline import Pipeline
+
+        return Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
                                       entries=agent.plugin_entries)
-    try:
-        backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec,
-                                              plugin_settings=loaded.entry_settings("backends", name,
-                                                                                    agent.plugin_entries)))
-    except BaseException:
-        pipeline.close()
-        raise
+
+    backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec,
+                                          plugin_settings=loaded.entry_settings("backends", name,
+                                                                                agent.plugin_entries)))
     if start and isinstance(backend, StartableBackend):
         backend.start()
     return MemoryManager(config=config, agent=agent, plugins=loaded, backend=backend, backend_name=name,
-                         pipeline=pipeline)
+                         pipeline=None, make_pipeline=make_pipeline)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .specs import PostProcessContext, PostProcessor, Reranker
+from .specs import LineVector, PostProcessContext, PostProcessor, Reranker
 from .types import Candidate
 
 if TYPE_CHECKING:
@@ -97,7 +97,9 @@ class Pipeline:
             now: float | None = None, as_of: float | None = None,
             vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None,
             written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None,
-            trace: dict[str, Any] | None = None) -> list[Candidate]:
+            trace: dict[str, Any] | None = None,
+            line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
+            query_vector: Sequence[float] | None = None) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
 
         ``as_of`` (epoch seconds, exclusive) first leaves out what was written
@@ -121,7 +123,8 @@ class Pipeline:
         if trace is not None and self.reranker is not None:
             _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
-                                 vectors=vectors, written_at=written_at)
+                                 vectors=vectors, written_at=written_at, line_vectors=line_vectors,
+                                 query_vector=query_vector)
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -19,6 +18,9 @@ import pluggy
 from . import hookspecs
 from .errors import ConfigError, PluginError
 from .specs import DEFAULT_BACKEND, BackendSpec, ConfigSection, PostProcessorSpec, ProviderSpec, RerankerSpec
+
+if TYPE_CHECKING:
+    from .entry_points import EntryPoint
 
 __all__ = [
     "AUTOLOAD_ENV",
@@ -76,7 +78,7 @@ class Plugins:
     dists: dict[str, tuple[str, str]]
     failed: dict[str, str] = attrs.field(factory=dict)
     #: Installed plugins left out by ``plugins.disabled``: id -> entry point (not imported).
-    disabled: dict[str, metadata.EntryPoint] = attrs.field(factory=dict)
+    disabled: dict[str, EntryPoint] = attrs.field(factory=dict)
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
     config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
@@ -269,32 +271,54 @@ def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[
     return callers
 
 
-def _env_plugins() -> list[tuple[str, object, tuple[str, str]]]:
-    """The in-process plugins named by ``SYMI_MEMORY_PLUGINS`` (and the legacy testing switch)."""
+def _env_plugins(own_version: str | None = None) -> list[tuple[str, object, tuple[str, str]]]:
+    """The in-process plugins named by ``SYMI_MEMORY_PLUGINS`` (and the legacy testing switch).
+
+    ``own_version`` is this distribution's version when discovery found it (then a module of our own
+    package is attributed without asking importlib.metadata).
+    """
     import importlib
 
     paths = [p.strip() for p in os.environ.get(EXTRA_PLUGINS_ENV, "").split(",") if p.strip()]
     if os.environ.get(LEGACY_TESTING_ENV, "").strip().lower() in ("1", "true", "yes"):
         paths.append("symi_memory.testing.plugin")
     out: list[tuple[str, object, tuple[str, str]]] = []
-    # Editable installs are missing from packages_distributions(); our own package is known by name.
-    owners = {**metadata.packages_distributions(), __package__: [OWN_DISTRIBUTION]} if paths else {}
+    if not paths:
+        return out
+    owners: dict[str, list[str]] = {__package__: [OWN_DISTRIBUTION]}
+    if own_version is None or any(p.split(".")[0] != __package__ for p in paths):
+        from importlib import metadata
+
+        # Editable installs are missing from packages_distributions(); our own package is known by name.
+        owners = {**metadata.packages_distributions(), **owners}
     for path in dict.fromkeys(paths):
         try:
             module = importlib.import_module(path)
         except ImportError as exc:
             raise PluginError(f"{EXTRA_PLUGINS_ENV}: cannot import plugin module {path!r} ({exc})") from exc
         dist = (owners.get(path.split(".")[0]) or ["(in-process)"])[0]
-        try:
-            version = metadata.version(dist) if dist != "(in-process)" else ""
-        except metadata.PackageNotFoundError:
-            version = ""
-        out.append((str(getattr(module, "PLUGIN_ID", path)), module, (dist, version)))
+        out.append((str(getattr(module, "PLUGIN_ID", path)), module, (dist, _version(dist, own_version))))
     return out
 
 
-def _entry_points() -> Iterable[metadata.EntryPoint]:
-    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+def _version(dist: str, own_version: str | None) -> str:
+    if dist == "(in-process)":
+        return ""
+    if dist == OWN_DISTRIBUTION and own_version is not None:
+        return own_version
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _entry_points() -> Iterable[EntryPoint]:
+    # Not importlib.metadata: it costs a one-shot CLI call more than the rest of the discovery.
+    from .entry_points import find
+
+    return find(ENTRY_POINT_GROUP)
 
 
 def load_plugins(
@@ -316,7 +340,7 @@ def load_plugins(
     dists: dict[str, tuple[str, str]] = {}
     failed: dict[str, str] = {}
     seen_eps: set[str] = set()
-    skipped: dict[str, metadata.EntryPoint] = {}
+    skipped: dict[str, EntryPoint] = {}
     for ep in sorted(_entry_points(), key=lambda e: (e.dist.name != OWN_DISTRIBUTION if e.dist else True, e.name)):
         dist = ep.dist.name if ep.dist else "?"
         if builtins_only and dist != OWN_DISTRIBUTION:
@@ -339,7 +363,9 @@ def load_plugins(
             continue
         pm.register(module, name=ep.name)
         dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
-    for plugin_id, obj, dist_info in [*_env_plugins(), *((i, o, ("(in-process)", "")) for i, o in extra)]:
+    own_version = next((v for d, v in dists.values() if d == OWN_DISTRIBUTION), None)
+    for plugin_id, obj, dist_info in [*_env_plugins(own_version),
+                                      *((i, o, ("(in-process)", "")) for i, o in extra)]:
         if plugin_id in disabled or pm.is_registered(obj) or pm.get_plugin(plugin_id) is not None:
             continue
         pm.register(obj, name=plugin_id)

@@ -45,7 +45,9 @@ __all__ = [
     "EmbedsTexts",
     "StalenessAware",
     "StartableBackend",
+    "StoredLineVectors",
     "StoredVectors",
+    "LineVector",
     "VectorSide",
 ]
 
@@ -235,6 +237,16 @@ class PostProcessContext:
     :class:`StoredVectors`); a processor then does what it can without them.
     Call it once per search with all the ids you need.
 
+    ``line_vectors`` fetches the stored vectors of the candidates' lines
+    (``line_vectors(ids) -> {id: [(start line, end line, [float, ...]), ...]}``,
+    file line numbers, the units ``chunking.units`` embeds). It is None when
+    the backend keeps none it can hand out (see :class:`StoredLineVectors`);
+    a chunk left out has no line vectors (a one-line chunk's vector is its
+    line's). Supersession then judges two lines by their chunks' vectors.
+    ``query_vector`` is the query's embedding when the backend's vector side
+    took part (``BackendResult.query_vector``), else None: with line vectors
+    it tells which lines of a hit answer the query.
+
     ``written_at`` gives known write times of candidates
     (``written_at(candidates) -> {id: (first, last)}`` in epoch seconds),
     today transcript chunks whose messages carry a ``timestamp``; other
@@ -246,6 +258,8 @@ class PostProcessContext:
     as_of: float | None = None
     vectors: Callable[[Sequence[str]], Mapping[str, Sequence[float]]] | None = None
     written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None
+    line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None
+    query_vector: Sequence[float] | None = None
 
 
 @runtime_checkable
@@ -389,6 +403,28 @@ class StoredVectors(Protocol):
     """
 
     def candidate_vectors(self, ids: Sequence[str]) -> Mapping[str, Sequence[float]]: ...
+
+
+#: A stored line (unit) vector: first and last file line it covers, and the vector.
+LineVector = tuple[int, int, Sequence[float]]
+
+
+@runtime_checkable
+class StoredLineVectors(Protocol):
+    """Optional backend capability: hand out the stored vectors of candidates' lines.
+
+    A backend that stores unit vectors (``chunking.units``: builtin-sqlite and
+    faiss through the shared index, the contrib postgres backend) implements ``candidate_line_vectors(ids) -> {id: [(start line, end line,
+    [float, ...]), ...]}`` for ``Candidate.id`` values of its own results, in
+    line order, read through its store (never re-embedding), and only vectors
+    comparable with ``candidate_vectors``'. Supersession then judges "the same
+    thing said at different times" line against line, so a newer chunk that
+    only partly restates an older one is told apart from one about something
+    else. A backend without it (the default: nothing to implement) is judged
+    by chunk vectors alone; ``PostProcessContext.line_vectors`` is then None.
+    """
+
+    def candidate_line_vectors(self, ids: Sequence[str]) -> Mapping[str, Sequence[LineVector]]: ...
 
 
 @runtime_checkable

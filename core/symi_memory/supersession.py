@@ -30,7 +30,12 @@ class Thresholds:
     """Every tuning knob of same-thing detection, in one place.
 
     ``chunk_vector``: least cosine between two chunks' stored vectors for them
-    to be candidates for the same thing. ``conflict_cover``: two lines giving
+    to be candidates for the same thing, when their lines have no vectors of
+    their own. ``line_vector``: with line vectors (``chunking.units``), the
+    least cosine of the two lines' vectors, and ``chunk_vector_lines`` the
+    least cosine of their chunks'. ``answer_margin``: with the query's vector
+    too, a hit is superseded only through its lines whose cosine with the
+    query is within this of its best line's (instead of ``best_share``). ``conflict_cover``: two lines giving
     different quantities of one kind (09:45, then 10:00) state the same thing
     when the newer one holds at least this share of the older one's weighted
     query terms. ``best_share``: a hit counts as superseded only through its
@@ -41,7 +46,9 @@ class Thresholds:
     between a line of each; ``restate_overlap``: the share above which a
     line restates the other outright. ``score_ratio``: a newer hit scoring
     below this share of the older one's score is about something else for
-    this query and demotes nothing. ``promote``: the current version also
+    this query and demotes nothing (0.5, fit with ``line_vector`` 0.6 and
+    ``window`` 20 on devmem and convmem together; 0.25 let weak newer hits
+    push answers out of the top ten on convmem). ``promote``: the current version also
     takes the score of the best older version it supersedes (off: on devmem it
     cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
@@ -61,15 +68,18 @@ class Thresholds:
     """
 
     chunk_vector: float = 0.4
+    line_vector: float = 0.6
+    chunk_vector_lines: float = 0.3
+    answer_margin: float = 0.05
     conflict_cover: float = 0.5
     best_share: float = 1.0
     line_terms: int = 2
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
-    score_ratio: float = 0.25
+    score_ratio: float = 0.5
     demote: float = 0.98
     promote: bool = False
-    window: int = 30
+    window: int = 20
     as_of_undated: float = 0.6
     dup_hits: int = 5
     dup_min_score: float = 0.02
@@ -244,7 +254,7 @@ def term_weights(query_terms: frozenset[str], chunks: Sequence[Sequence[Line]]) 
 
 
 def query_score(line: Line, weights: Mapping[str, float]) -> float:
-    return sum(weights.get(t, 0.0) for t in line.terms)
+    return sum(weights[t] for t in line.terms & weights.keys())
 
 
 def best_lines(lines: Sequence[Line], weights: Mapping[str, float], limit: int = 6,
@@ -313,7 +323,7 @@ def _identifier(term: str) -> bool:
 
 
 def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESHOLDS,
-               weights: Mapping[str, float] | None = None) -> bool:
+               weights: Mapping[str, float] | None = None, line_cos: float | None = None) -> bool:
     """True when newer line ``b`` changes what older line ``a`` states.
 
     Needs the chunks' vectors to be close (``chunk_cos``) and the lines to
@@ -328,8 +338,14 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     answer the query less fully than ``a`` unless the two conflict outright:
     a newer line that lacks the exact identifier asked for does not replace
     the line that has it.
+
+    With the two lines' own stored vectors (``line_cos``) their cosine must
+    reach ``line_vector`` instead, and the chunks' need only reach ``chunk_vector_lines``.
     """
-    if chunk_cos is None or chunk_cos < t.chunk_vector:
+    if line_cos is not None:
+        if line_cos < t.line_vector or (chunk_cos is not None and chunk_cos < t.chunk_vector_lines):
+            return False
+    elif chunk_cos is None or chunk_cos < t.chunk_vector:
         return False
     shared, share = line_overlap(a.terms, b.terms)
     if shared < t.line_terms:

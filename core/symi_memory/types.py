@@ -125,6 +125,9 @@ class BackendResult:
     then not applied, since it would drop good hits. ``budget`` is the
     backend's own limit on what the agent is shown (qmd's
     ``memory.qmd.limits``); None means the core's default snippet cap.
+    ``query_vector``: the query's embedding when the vector side took part
+    (comparable with :class:`~symi_memory.specs.StoredLineVectors`), handed to
+    post-processors as ``PostProcessContext.query_vector``; None otherwise.
     Backends return full texts: the core cuts snippets and applies the budget.
     """
 
@@ -135,6 +138,7 @@ class BackendResult:
     fallback: Fallback | None = None
     calibrated: bool = True
     budget: SnippetBudget | None = None
+    query_vector: tuple[float, ...] | None = None
 
 
 @attrs.frozen(kw_only=True)

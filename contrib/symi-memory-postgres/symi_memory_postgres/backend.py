@@ -408,7 +408,8 @@ class PostgresBackend:
                       identifier_match=k in idents)
             for k, score in ordered
         )
-        return attrs.evolve(empty, candidates=candidates, mode=mode)
+        return attrs.evolve(empty, candidates=candidates, mode=mode,
+                            query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
     def _calibration(self) -> ScoreCalibration:
         """The active provider's declared cosine calibration (the documented default when it declares none)."""
@@ -469,6 +470,39 @@ class PostgresBackend:
             return dict(self._with_conn(work, timeout=self.settings.connect_timeout))
         except (BackendError, *self._transient(), *self._server_errors()) as exc:
             log.warning("postgres: stored vectors unavailable, supersession skipped: %s", self._failure(exc))
+            return {}
+
+    def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
+        """Stored line vectors of these candidates (``StoredLineVectors``), in line order, read from the server.
+
+        Like ``candidate_vectors``: only owners indexed by the current provider and model; the server
+        unreachable: none (supersession then judges by chunk vectors).
+        """
+        import numpy as np
+
+        wanted = {cid: self._split_id(cid) for cid in ids}
+        if not wanted:
+            return {}
+        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+
+        def work(conn: Any) -> dict[str, list[tuple[int, int, Any]]]:
+            comparable = set(self._current_owners(conn, ident) if self._identity_stale() else self._vowners)
+            owners = sorted({o for o, _ in wanted.values() if o in comparable})
+            if not owners:
+                return {}
+            rows = conn.execute(f"SELECT owner, cid, start_line, end_line, embedding FROM {self.settings.schema}."
+                                "chunk_units WHERE owner = ANY(%s) AND cid = ANY(%s) ORDER BY owner, cid, start_line, "
+                                "end_line", (owners, sorted({c for _, c in wanted.values()}))).fetchall()
+            got: dict[tuple[str, str], list[tuple[int, int, Any]]] = {}
+            for o, c, a, b, blob in rows:
+                got.setdefault((o, c), []).append((int(a), int(b), np.frombuffer(bytes(blob), dtype=np.float32)))
+            return {cid: got[key] for cid, key in wanted.items() if key in got}
+
+        try:
+            return dict(self._with_conn(work, timeout=self.settings.connect_timeout))
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
+            log.warning("postgres: stored line vectors unavailable, supersession judges by chunks: %s",
+                        self._failure(exc))
             return {}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:

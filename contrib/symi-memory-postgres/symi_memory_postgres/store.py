@@ -11,7 +11,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -24,10 +24,12 @@ __all__ = ["SCHEMA_VERSION", "PgStore", "ensure_schema", "lock_key"]
 
 log = logging.getLogger("symi_memory.postgres")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version 1 indexed words unstemmed: upgrading forgets every owner's index identity, so each agent's
 # next sync rebuilds its rows (in one transaction; the old rows answer until then).
 RESTEM_BEFORE = 2
+# Version 3 adds chunk_units (line vectors, chunking.units): an owner indexed before has no units meta,
+# so its next sync rebuilds it with them.
 INSERT_BATCH = 500
 # maintenance_work_mem for an HNSW build: the graph of 1M 384-d vectors needs ~2 GB to build in memory;
 # beyond this it still builds, more slowly.
@@ -47,6 +49,10 @@ CREATE TABLE IF NOT EXISTS {s}.chunks (id bigserial PRIMARY KEY, owner text NOT 
     UNIQUE (owner, cid));
 CREATE INDEX IF NOT EXISTS chunks_owner_path ON {s}.chunks (owner, path);
 CREATE INDEX IF NOT EXISTS chunks_terms ON {s}.chunks USING gin (terms);
+CREATE TABLE IF NOT EXISTS {s}.chunk_units (owner text NOT NULL, cid text NOT NULL, path text NOT NULL,
+    start_line integer NOT NULL, end_line integer NOT NULL, embedding bytea NOT NULL,
+    PRIMARY KEY (owner, cid, start_line, end_line));
+CREATE INDEX IF NOT EXISTS chunk_units_owner_path ON {s}.chunk_units (owner, path);
 CREATE TABLE IF NOT EXISTS {s}.skipped (owner text NOT NULL, path text NOT NULL, reason text NOT NULL,
     PRIMARY KEY (owner, path));
 CREATE TABLE IF NOT EXISTS {s}.embedding_cache (provider text NOT NULL, model text NOT NULL,
@@ -125,6 +131,9 @@ class PgStore:
     and a lost connection leaves the previous rows in place.
     """
 
+    #: The core Indexer embeds each chunk's lines too (``chunking.units``) and hands them to ``_write``.
+    stores_units: ClassVar[bool] = True
+
     conn: Any
     schema: str
     owner: str
@@ -178,6 +187,7 @@ class PgStore:
                    meta: dict[str, str]) -> int:
         with self.conn.transaction():
             self._q("DELETE FROM {s}.chunks WHERE owner = %s", (self.owner,))
+            self._q("DELETE FROM {s}.chunk_units WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.files WHERE owner = %s", (self.owner,))
             written = self._write(files)
             self._finish(skipped, meta)
@@ -197,6 +207,7 @@ class PgStore:
 
     def _drop(self, paths: list[str]) -> None:
         self._q("DELETE FROM {s}.chunks WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
+        self._q("DELETE FROM {s}.chunk_units WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
         self._q("DELETE FROM {s}.files WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
 
     def _finish(self, skipped: dict[str, str] | None, meta: dict[str, str] | None) -> None:
@@ -249,6 +260,12 @@ class PgStore:
                 f"to_tsvector('simple', terms), dims, embedding::vector FROM pg_temp.{STAGE} "
                 "ON CONFLICT (owner, cid) DO NOTHING")
             cur.execute(f"TRUNCATE pg_temp.{STAGE}")
+            units = [(self.owner, c.id, c.path, u.start_line, u.end_line, u.embedding)
+                     for _, rows in batch for c in rows for u in c.units]
+            if units:
+                cur.executemany(
+                    f"INSERT INTO {self.schema}.chunk_units (owner, cid, path, start_line, end_line, embedding) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", units)
             cur.executemany(
                 f"INSERT INTO {self.schema}.files (owner, path, source, hash, mtime, size, chunks, bad_utf8, lines) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (owner, path) DO UPDATE SET "

@@ -88,7 +88,7 @@ def test_a_version_1_schema_is_rebuilt_with_stemmed_terms(tmp_path: Path, pg_ser
         assert mem.status()["dirty"] is True  # the identity is forgotten: the next sync rebuilds
         report = mem.sync()
         assert report.full and paths(mem, "flight")[:1] == ["MEMORY.md"]
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("2",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("3",)]
 
 
 def test_keyword_only_without_a_provider(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
@@ -180,9 +180,10 @@ def test_embedding_cache_is_shared_across_agents(tmp_path: Path, pg_server: PgSe
             open_pg(tmp_path, pg_server, pg_schema, b, agent_id="bob") as bob:
         first = alice.sync()
         second = bob.sync()
-    assert (first.embeddings_computed, first.embeddings_cached) == (1, 0)
-    assert (second.embeddings_computed, second.embeddings_cached) == (0, 1)
-    assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.embedding_cache") == [(1,)]
+    # The chunk and its one line (chunking.units: the line vector supersession compares) are two texts.
+    assert (first.embeddings_computed, first.embeddings_cached) == (2, 0)
+    assert (second.embeddings_computed, second.embeddings_cached) == (0, 2)
+    assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.embedding_cache") == [(2,)]
 
 
 def _many_files(ws: Path, n: int, tag: str) -> dict[str, str]:
@@ -324,7 +325,7 @@ def test_status_reports_server_extension_counts_and_indexes(tmp_path: Path, pg_s
     assert isinstance(st["vector"]["hnswUsed"], bool)
     assert st["fts"]["index"] == "gin"
     assert (st["files"], st["chunks"], st["pendingFiles"], st["dirty"]) == (5, 5, 0, False)
-    assert st["cache"]["entries"] == 5
+    assert st["cache"]["entries"] == 10  # each chunk and its one line (chunking.units)
 
 
 def test_server_down_at_start(tmp_path: Path, pg_schema: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -95,11 +95,29 @@ def _same_config(args: argparse.Namespace, record: dict[str, Any]) -> bool:
     return os.path.realpath(os.path.expanduser(explicit)) == record.get("config")
 
 
+def _surely_no_server(argv: list[str]) -> bool:
+    """True when no state dir this call could name holds a server record (checked before any parsing)."""
+    from ..serve.record import record_path
+
+    dirs: list[str | None] = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--st"):
+            if arg == "--state-dir" and i + 1 < len(argv):
+                dirs.append(argv[i + 1])
+            elif arg.startswith("--state-dir="):
+                dirs.append(arg.split("=", 1)[1])
+            else:
+                return False  # an abbreviated option, or a query that looks like one: the parser decides
+    return not any(os.path.exists(record_path(_state_dir(d))) for d in dirs or [None])
+
+
 def try_server(argv: Sequence[str] | None) -> int | None:
     """Answer through a running server and return the exit code, or None to run in-process."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not any(cmd in argv for cmd in _COMMANDS) or "-h" in argv or "--help" in argv:
         return None
+    if _surely_no_server(argv):
+        return None  # the common case: no server, so the parser below is not worth building
     try:
         args = _parser().parse_args(argv)
     except _NotForUs:
@@ -112,12 +130,13 @@ def try_server(argv: Sequence[str] | None) -> int | None:
         return None
     if args.command == "history" and not args.query.strip():
         return None
-    from ..serve.client import ServerClient, ServerError, ServerUnavailable
     from ..serve.record import read_record
 
     record = read_record(_state_dir(args.state_dir))
     if record is None or not _same_config(args, record):
         return None
+    from ..serve.client import ServerClient, ServerError, ServerUnavailable  # socket: only with a server to ask
+
     body: dict[str, Any] = {}
     if args.workspace:
         body["workspace"] = os.path.realpath(os.path.expanduser(args.workspace))

@@ -92,8 +92,8 @@ class TemporalDecay:
 
 @attrs.define(kw_only=True)
 class Supersession:
-    enabled: bool = opt("enabled", False, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
-    window: int = opt("window", 30, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
+    enabled: bool = opt("enabled", True, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
+    window: int = opt("window", 20, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
 
 
 @attrs.define(kw_only=True)

@@ -35,6 +35,8 @@ __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backen
 
 KEYWORD_OVERFETCH = 3
 TERMS_CACHE_MAX = 50_000
+#: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
+UNITS_CACHE_MAX = 2_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
 
@@ -59,6 +61,8 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     _terms_cache: dict[int, tuple[Counter[str], int]] = attrs.field(factory=dict)
     _terms_gen: int = -1
+    _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
+    _units_gen: int = -1
     _hung_query: threading.Event | None = None
     _query_worker: _Worker | None = None
 
@@ -199,7 +203,8 @@ class IndexedBackend:
             for r in (rows[k],)
         )
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
-                             model=provider.model if provider else None, fallback=fallback)
+                             model=provider.model if provider else None, fallback=fallback,
+                             query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
     def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
@@ -254,6 +259,30 @@ class IndexedBackend:
         import numpy as np
 
         return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in self.store.vectors_by_id(ids).items()}
+
+    def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
+        """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
+
+        Kept for the index generation (up to ``UNITS_CACHE_MAX`` chunks): the same chunks come back search
+        after search, and reading their lines' vectors again cost more than judging them.
+        """
+        import numpy as np
+
+        # The generation the latest search read (ids hash text and model, so an entry never goes wrong;
+        # a new generation only bounds what is kept).
+        gen = self._terms_gen
+        if self._units_gen != gen:
+            self._units_cache.clear()
+            self._units_gen = gen
+        cache = self._units_cache
+        missing = [cid for cid in ids if cid not in cache]
+        if missing:
+            if len(cache) + len(missing) > UNITS_CACHE_MAX:
+                cache.clear()
+            got = self.store.unit_vectors_by_id(missing)
+            for cid in missing:
+                cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
+        return {cid: cache[cid] for cid in ids if cache.get(cid)}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""

@@ -54,6 +54,21 @@ class VectorReads(StoreParts):
                 out.setdefault(rowid, []).append(blob)
         return out
 
+    def unit_vectors_by_id(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, bytes]]]:
+        """``{Candidate.id: [(start line, end line, packed float32), ...]}``: the unit (line) vectors of these
+        chunks in line order, with the file lines each unit covers; chunks without units are left out."""
+        out: dict[str, list[tuple[int, int, bytes]]] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for cid, start, end, blob in self._read(
+                f"SELECT c.id, u.start_line, u.end_line, v.embedding FROM chunks c JOIN chunk_units u ON u.chunk = c.rowid "
+                f"JOIN embedding_cache v ON v.id = u.vector WHERE c.id IN ({marks}) "
+                f"ORDER BY c.id, u.start_line, u.end_line", part,
+            ):
+                out.setdefault(cid, []).append((int(start), int(end), blob))
+        return out
+
     def unit_count(self) -> int:
         """How many unit vectors the index holds (of chunks that have a vector)."""
         return int(self._read("SELECT COUNT(*) FROM chunk_units").fetchone()[0])

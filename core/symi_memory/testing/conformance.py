@@ -185,3 +185,35 @@ def test_embedded_texts_compare_with_the_stored_vectors(conformance_workspace: P
     dot = sum(a * b for a, b in zip(fresh[0], stored, strict=True))
     norm = math.sqrt(sum(a * a for a in fresh[0])) * math.sqrt(sum(b * b for b in stored))
     assert dot / norm > 0.99
+
+
+def test_stored_line_vectors_are_the_lines_own(conformance_workspace: Path, open_conformance_memory) -> None:
+    """``candidate_line_vectors`` (backends that store line vectors) gives, per candidate, vectors of lines
+    inside the chunk, in line order, each the same direction as that line's text embedded now."""
+    import math
+
+    from symi_memory.specs import EmbedsTexts, StoredLineVectors
+
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    if not isinstance(mem.backend, StoredLineVectors):
+        pytest.skip("this backend stores no line vectors (supersession judges by chunk vectors)")
+    backend: Any = mem.backend
+    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
+                                       candidate_limit=24)).candidates
+    got = backend.candidate_line_vectors([c.id for c in cands])
+    assert got, "no candidate has line vectors"
+    by_id = {c.id: c for c in cands}
+    for cid, units in got.items():
+        c = by_id[cid]
+        starts = [a for a, _b, _v in units]
+        assert starts == sorted(starts)
+        assert all(c.start_line <= a <= b <= c.end_line for a, b, _v in units)
+        if isinstance(backend, EmbedsTexts):
+            a, b, vec = units[0]
+            text = "\n".join(ln.strip() for ln in c.text.split("\n")[a - c.start_line : b - c.start_line + 1])
+            fresh = backend.embed_texts([text])
+            assert fresh is not None and len(fresh[0]) == len(vec)
+            dot = sum(x * y for x, y in zip(fresh[0], vec, strict=True))
+            norm = math.sqrt(sum(x * x for x in fresh[0])) * math.sqrt(sum(y * y for y in vec))
+            assert dot / norm > 0.99
