@@ -183,7 +183,7 @@ def test_provider_from_an_hf_uri(hub, tmp_path, monkeypatch):
     cached = tmp_path / "models/hf/acme/minilm/onnx/model.onnx"
     assert cached.read_bytes() == model
     assert p.model == "hf:acme/minilm/onnx/model.onnx"
-    default = hooks.create(ProviderContext(settings={"local": {}}))
+    default = hooks.create(ProviderContext(settings={"local": {}}, state_dir=tmp_path))
     assert p.fingerprint == default.fingerprint
     a, b = p.embed_query("resumable downloads"), default.embed_query("resumable downloads")
     assert float(np.dot(a, b)) > 0.9999
