@@ -21,17 +21,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO / "bench" / "datasets"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in dotted.items():
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
+from recall_bench import _nested  # noqa: E402  (the same dotted --set keys, nested)
 
 
 def misses(dataset: Path, state: Path, settings: dict[str, Any], types: set[str], top: int,

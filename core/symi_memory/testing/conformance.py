@@ -165,11 +165,17 @@ def test_stored_vectors_come_back_for_every_candidate(conformance_workspace: Pat
     assert len({len(v) for v in vecs.values()}) == 1
 
 
+def _cosine(a: Any, b: Any) -> float:
+    """Cosine of two equal-length vectors (plain Python: backends hand out lists or arrays)."""
+    import math
+
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
 def test_embedded_texts_compare_with_the_stored_vectors(conformance_workspace: Path, open_conformance_memory) -> None:
     """``embed_texts`` (dedup on write) gives vectors of the same kind as the stored ones: a chunk's text
     embedded now is the same direction as its stored vector, so dedup and supersession agree."""
-    import math
-
     from symi_memory.specs import EmbedsTexts, StoredVectors
 
     mem = open_conformance_memory(conformance_workspace)
@@ -182,16 +188,12 @@ def test_embedded_texts_compare_with_the_stored_vectors(conformance_workspace: P
     stored = list(backend.candidate_vectors([cand.id])[cand.id])
     fresh = backend.embed_texts([cand.text])
     assert fresh is not None and len(fresh[0]) == len(stored)
-    dot = sum(a * b for a, b in zip(fresh[0], stored, strict=True))
-    norm = math.sqrt(sum(a * a for a in fresh[0])) * math.sqrt(sum(b * b for b in stored))
-    assert dot / norm > 0.99
+    assert _cosine(fresh[0], stored) > 0.99
 
 
 def test_stored_line_vectors_are_the_lines_own(conformance_workspace: Path, open_conformance_memory) -> None:
     """``candidate_line_vectors`` (backends that store line vectors) gives, per candidate, vectors of lines
     inside the chunk, in line order, each the same direction as that line's text embedded now."""
-    import math
-
     from symi_memory.specs import EmbedsTexts, StoredLineVectors
 
     mem = open_conformance_memory(conformance_workspace)
@@ -214,6 +216,4 @@ def test_stored_line_vectors_are_the_lines_own(conformance_workspace: Path, open
             text = "\n".join(ln.strip() for ln in c.text.split("\n")[a - c.start_line : b - c.start_line + 1])
             fresh = backend.embed_texts([text])
             assert fresh is not None and len(fresh[0]) == len(vec)
-            dot = sum(x * y for x, y in zip(fresh[0], vec, strict=True))
-            norm = math.sqrt(sum(x * x for x in fresh[0])) * math.sqrt(sum(y * y for y in vec))
-            assert dot / norm > 0.99
+            assert _cosine(fresh[0], vec) > 0.99
