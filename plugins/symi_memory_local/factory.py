@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 
 from symi_memory.specs import ProviderUnavailable
 
-from .integrity import MINILM_ONNX_SHA256, MINILM_TOKENIZER_SHA256, STAMPS_NAME, bundled_tokenizer, verify_sha256
+from .integrity import (
+    MINILM_ONNX_SHA256,
+    MINILM_TOKENIZER_SHA256,
+    STAMPS_NAME,
+    bundled_tokenizer,
+    verify_sha256,
+)
 from .settings import E5_MODEL, LocalSettings, ModelChoice, choose_model
 
 if TYPE_CHECKING:

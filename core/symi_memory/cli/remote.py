@@ -135,7 +135,11 @@ def try_server(argv: Sequence[str] | None) -> int | None:
     record = read_record(_state_dir(args.state_dir))
     if record is None or not _same_config(args, record):
         return None
-    from ..serve.client import ServerClient, ServerError, ServerUnavailable  # socket: only with a server to ask
+    from ..serve.client import (  # socket: only with a server to ask
+        ServerClient,
+        ServerError,
+        ServerUnavailable,
+    )
 
     body: dict[str, Any] = {}
     if args.workspace:
