@@ -30,6 +30,7 @@ class MetaRows(StoreParts):
         with self.write():
             self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
             row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        assert row is not None  # inserted or already there, inside this transaction
         return str(row[0])
 
     def generation(self) -> int:
