@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -14,22 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..chunking import CHARS_PER_TOKEN
 from ..errors import BackendError, EmbeddingError
-from ..fusion import score_hits
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
-from .analysis import QueryAnalysis, term_counts
 from .indexer import Indexer, SyncCancelled
 from .records import CandidateRow
-from .scheduler import SyncScheduler
 from .store import IndexStore
-from .vectors import combined_cosines
 
 if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
+    from .scheduler import SyncScheduler
 
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
@@ -68,6 +63,8 @@ class IndexedBackend:
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
+        from .scheduler import SyncScheduler
+
         self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
                                        check_stale=lambda for_search: self.is_stale(retry_pending=self.indexer.retry_due(),
                                                                           any_session_change=for_search))
@@ -117,6 +114,12 @@ class IndexedBackend:
     # ---------------------------------------------------------------- search
 
     def search(self, query: SearchQuery) -> BackendResult:
+        # Imported here: a one-shot `status` or `get` opens the backend without searching.
+        from ..chunking import CHARS_PER_TOKEN
+        from ..fusion import score_hits
+        from .analysis import QueryAnalysis
+        from .vectors import combined_cosines
+
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
         ms = self.agent.memory_search
@@ -298,6 +301,8 @@ class IndexedBackend:
         if self._terms_gen != gen:
             self._terms_cache.clear()
             self._terms_gen = gen
+        from .analysis import term_counts
+
         cache = self._terms_cache
         out = {}
         for k, row in rows.items():
@@ -476,6 +481,8 @@ WORKSPACE_META = "workspace"
 
 def workspace_store_path(path: Path, workspace: str) -> Path:
     """The index file beside ``path`` for another workspace of the same agent id: ``<stem>-ws-<hash>.sqlite``."""
+    import hashlib
+
     digest = hashlib.sha256(workspace.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return path.with_name(f"{path.stem}-ws-{digest}{path.suffix}")
 
