@@ -22,11 +22,11 @@ HEAVY = ("numpy", "onnxruntime", "tokenizers", "sqlite_vec", "faiss", "httpx",
          "symi_memory_local.onnx_embedder", "symi_memory.testing.fakes")
 
 
-def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str,
-                             heavy: tuple[str, ...] = HEAVY) -> tuple[str, list[str]]:
+def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str, heavy: tuple[str, ...] = HEAVY,
+                             provider: str = "local") -> tuple[str, list[str]]:
     """Run the CLI in a fresh interpreter; return its stdout and which ``heavy`` modules it imported."""
     cfg = tmp_path / "cfg.toml"
-    cfg.write_text('[agents.defaults.memorySearch]\nprovider = "local"\n', encoding="utf-8")
+    cfg.write_text(f'[agents.defaults.memorySearch]\nprovider = "{provider}"\n', encoding="utf-8")
     code = textwrap.dedent(
         f"""
         import contextlib, io, json, sys
@@ -141,3 +141,16 @@ def test_status_and_get_skip_the_query_side_of_the_index(tmp_path, workspace):
                                           heavy=query_side)
     assert json.loads(out)["results"]
     assert {"symi_memory.index.analysis", "symi_memory.fusion"} <= set(heavy)
+
+
+def test_keyword_only_search_imports_no_numpy(tmp_path, workspace):
+    # With provider "none" the index holds no vectors: the search and its post-processing (supersession
+    # compares stored vectors) have nothing for numpy to decode, so a one-shot search does not load it.
+    (workspace / "memory" / "2026-02-01.md").write_text("# Feb 1\n- Drinks tea in the morning.\n", encoding="utf-8")
+    out, _ = run_cli_and_list_modules(tmp_path, workspace, "index", provider="none")
+    assert "3 indexed" in out
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "tea",
+                                          provider="none")
+    data = json.loads(out)
+    assert data["mode"] == "fts-only" and len(data["results"]) == 2  # two hits: supersession compares them
+    assert heavy == []

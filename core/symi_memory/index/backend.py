@@ -259,9 +259,12 @@ class IndexedBackend:
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
+        blobs = self.store.vectors_by_id(ids)
+        if not blobs:
+            return {}  # a keyword-only index: no numpy to import for a one-shot search
         import numpy as np
 
-        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in self.store.vectors_by_id(ids).items()}
+        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
@@ -269,8 +272,6 @@ class IndexedBackend:
         Kept for the index generation (up to ``UNITS_CACHE_MAX`` chunks): the same chunks come back search
         after search, and reading their lines' vectors again cost more than judging them.
         """
-        import numpy as np
-
         # The generation the latest search read (ids hash text and model, so an entry never goes wrong;
         # a new generation only bounds what is kept).
         gen = self._terms_gen
@@ -283,8 +284,13 @@ class IndexedBackend:
             if len(cache) + len(missing) > UNITS_CACHE_MAX:
                 cache.clear()
             got = self.store.unit_vectors_by_id(missing)
-            for cid in missing:
-                cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
+            if not got:  # a keyword-only index: no numpy to import for a one-shot search
+                cache.update({cid: [] for cid in missing})
+            else:
+                import numpy as np
+
+                for cid in missing:
+                    cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
         return {cid: cache[cid] for cid in ids if cache.get(cid)}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
