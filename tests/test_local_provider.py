@@ -460,3 +460,22 @@ def test_a_fused_graph_that_computes_other_vectors_is_not_used():
         if node.op_type == "Attention":
             next(a for a in node.attribute if a.name == "scale").f *= 2
     assert not _fused_matches(_session(model.SerializeToString(), optimise=True), MODEL_FILE)
+
+
+def test_a_graph_without_the_exported_attention_is_left_alone():
+    """Only the exporter's attention form is rewritten: any other graph keeps running as it is."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from symi_memory_local.fusion import fuse_encoder
+
+    x = helper.make_tensor_value_info("attention_mask", TensorProto.FLOAT, ["b", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4])
+    weight = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["attention_mask", "w"], ["t"]),
+                               helper.make_node("Softmax", ["t"], ["y"], axis=-1)], "g", [x], [y], [weight])
+    model = helper.make_model(graph)
+    before = model.SerializeToString()
+    assert fuse_encoder(model) is None
+    assert model.SerializeToString() == before
+    onnx.checker.check_model(model)

@@ -286,13 +286,13 @@ FUSED_MIN_COSINE = 0.99999
 
 def _fused_graph(model_file: Path) -> bytes | None:
     """The model rewritten with fused operators (see :mod:`.fusion`), serialised; None when nothing fused."""
-    import onnx
-
     from .fusion import fuse_encoder
 
     try:
+        import onnx
+
         fused = fuse_encoder(onnx.load(str(model_file)))
-    except Exception as exc:  # an unusual graph: the plain one serves
+    except Exception as exc:  # an unusual graph (or a broken onnx install): the plain one serves
         log.debug("could not rewrite %s (%s); using the plain graph", model_file, exc)
         return None
     if fused is None:
