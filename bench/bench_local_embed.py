@@ -11,9 +11,10 @@ host load hits both alike; medians are reported, with the ratio, and the
 minimum cosine between the two embedders' vectors over every text (the new
 code must give the same vectors: >= 0.9999). ``--truncated`` adds plain
 truncation at 256 word pieces, so the cost of keeping a long chunk's tail is
-visible.
+visible. ``--plain`` adds this checkout's embedder on the plain (unfused) graph, so the gain of the
+graph rewrite (plugins/symi_memory_local/fusion.py) shows apart from the batching changes.
 
-    python bench/bench_local_embed.py [--threads N] [--rounds R] [--baseline-ref REF] [--truncated] [--json]
+    python bench/bench_local_embed.py [--threads N] [--rounds R] [--baseline-ref REF] [--truncated] [--plain] [--json]
 
 Texts are cut from the devmem dev set's Markdown (bench/datasets/devmem).
 """
@@ -89,6 +90,7 @@ def main() -> None:
     ap.add_argument("--baseline-ref", default=DEFAULT_BASELINE,
                     help=f"git commit whose embedder is the baseline (default {DEFAULT_BASELINE})")
     ap.add_argument("--truncated", action="store_true", help="also time plain truncation at 256 pieces")
+    ap.add_argument("--plain", action="store_true", help="also time this checkout's embedder on the unfused graph")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args()
 
@@ -129,6 +131,9 @@ def main() -> None:
     if args.truncated:
         embedders["new, truncated"] = load_onnx_embedder(model_file, bundled_tokenizer(), model="trunc",
                                                          windowed=False, **common)
+    if args.plain:
+        embedders["new, plain graph"] = load_onnx_embedder(model_file, bundled_tokenizer(), model="plain",
+                                                           fuse=False, **common)
     counter = Tokenizer.from_file(str(bundled_tokenizer()))
     counter.no_truncation()
     counter.no_padding()

@@ -411,3 +411,71 @@ def test_length_batched_vectors_equal_one_window_at_a_time(provider):
     for ref, vec in zip(reference, fast.embed_documents(texts), strict=True):
         assert cos(ref, vec) >= 0.9999
     assert fast.session.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+
+MIXED = [long_text(VOLCANO), "x", "a medium sized sentence about the weather in spring", long_text(CAKE),
+         "", "short one", "the router lives in the hall cupboard " * 20, long_text("")]
+
+
+def test_the_fused_graph_gives_the_plain_graphs_vectors(tmp_path):
+    """The optimised session runs the model rewritten with fused attention, GELU and layer normalisation
+    (faster: no masking pass over the attention scores); its vectors are the plain graph's, padded
+    batches included, and so are those of the rewritten graph saved for later processes."""
+    from collections import Counter
+
+    import onnx
+
+    from symi_memory_local.fusion import FUSION_VERSION
+
+    cache = tmp_path / "graphs"
+    fused = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    (entry,) = cache.iterdir()
+    assert entry.name.endswith(f"-fused{FUSION_VERSION}")
+    ops = Counter(n.op_type for n in onnx.load(str(entry / "model.onnx"), load_external_data=False).graph.node)
+    assert ops["Attention"] == 6 and ops["BiasGelu"] == 6  # one of each per layer of MiniLM-L6
+    assert ops["Softmax"] == ops["IsNaN"] == ops["Where"] == ops["LayerNormalization"] == 0
+    plain = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, fuse=False)
+    texts = MIXED * 3
+    reference = plain.embed_documents(texts)
+    cached = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                                threads=1, graph_cache=cache)
+    for embedder in (fused, cached):
+        vectors = embedder.embed_documents(texts)
+        assert min(cos(a, b) for a, b in zip(vectors, reference, strict=True)) >= 0.99999
+    assert fused.fingerprint == plain.fingerprint  # same vectors, so indexes built before stay valid
+
+
+def test_a_fused_graph_that_computes_other_vectors_is_not_used():
+    """The rewrite is checked on a padded probe batch against the plain graph before it serves."""
+    import onnx
+
+    from symi_memory_local.fusion import fuse_encoder
+    from symi_memory_local.onnx_embedder import _fused_matches, _session
+
+    model, _ = fuse_encoder(onnx.load(str(MODEL_FILE)))
+    assert _fused_matches(_session(model.SerializeToString(), optimise=True), MODEL_FILE)
+    for node in model.graph.node:  # a wrong attention scale: every vector moves
+        if node.op_type == "Attention":
+            next(a for a in node.attribute if a.name == "scale").f *= 2
+    assert not _fused_matches(_session(model.SerializeToString(), optimise=True), MODEL_FILE)
+
+
+def test_a_graph_without_the_exported_attention_is_left_alone():
+    """Only the exporter's attention form is rewritten: any other graph keeps running as it is."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from symi_memory_local.fusion import fuse_encoder
+
+    x = helper.make_tensor_value_info("attention_mask", TensorProto.FLOAT, ["b", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4])
+    weight = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["attention_mask", "w"], ["t"]),
+                               helper.make_node("Softmax", ["t"], ["y"], axis=-1)], "g", [x], [y], [weight])
+    model = helper.make_model(graph)
+    before = model.SerializeToString()
+    assert fuse_encoder(model) is None
+    assert model.SerializeToString() == before
+    onnx.checker.check_model(model)

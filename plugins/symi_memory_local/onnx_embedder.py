@@ -200,6 +200,7 @@ def load_onnx_embedder(
     windowed: bool = True,
     fast_start: bool = False,
     graph_cache: Path | None = None,
+    fuse: bool = True,
 ) -> OnnxEmbedder:
     """Open the model and tokenizer (already verified by the caller) and return a ready embedder.
 
@@ -210,15 +211,19 @@ def load_onnx_embedder(
     the model's sha256, the ONNX Runtime version and the CPU architecture: a later process loads it
     ready-made (a fraction of the optimisation's time, and none of the fast start's per-run
     dequantisation) and computes exactly the vectors of the optimised session.
+
+    ``fuse``: the optimised session runs the model rewritten with ONNX Runtime's fused attention, GELU
+    and elementwise layer normalisation (:mod:`.fusion`; needs the ``onnx`` package), once the rewritten
+    graph has given the plain graph's vectors on a probe batch; otherwise the plain graph.
     """
     from tokenizers import Tokenizer
 
-    cache = _graph_dir(graph_cache, model_sha256) if graph_cache is not None else None
+    fuse = fuse and _fusion_available()
+    cache = _graph_dir(graph_cache, model_sha256, fused=fuse) if graph_cache is not None else None
     session = _cached_session(cache) if cache is not None else None
     build: Callable[[], Any] | None = None
     if session is None:
-        build = (lambda: _optimised_session(model_file, cache)) if cache is not None else \
-            (lambda: _session(model_file, optimise=True))
+        build = lambda: _optimised_session(model_file, cache, fuse=fuse)  # noqa: E731
         if fast_start:
             session = _session(model_file, optimise=False)
         else:
@@ -258,10 +263,76 @@ def load_onnx_embedder(
 _GRAPH_DATA = "model.data"
 
 
-def _graph_dir(cache: Path, model_sha256: str) -> Path:
+def _graph_dir(cache: Path, model_sha256: str, *, fused: bool = False) -> Path:
     import onnxruntime as ort
 
-    return cache / f"{model_sha256[:32]}-ort{ort.__version__}-{os.uname().machine}"
+    from .fusion import FUSION_VERSION
+
+    rewrite = f"-fused{FUSION_VERSION}" if fused else ""
+    return cache / f"{model_sha256[:32]}-ort{ort.__version__}-{os.uname().machine}{rewrite}"
+
+
+def _fusion_available() -> bool:
+    """Whether the graph rewrite can run: it reads and writes the model with the ``onnx`` package."""
+    import importlib.util
+
+    return importlib.util.find_spec("onnx") is not None
+
+
+#: Least cosine between the fused and the plain graph's pooled vectors on the probe batch for the fused
+#: graph to be used (the vectors must stay those of the plain graph: >= 0.9999 on real text).
+FUSED_MIN_COSINE = 0.99999
+
+
+def _fused_graph(model_file: Path) -> bytes | None:
+    """The model rewritten with fused operators (see :mod:`.fusion`), serialised; None when nothing fused."""
+    from .fusion import fuse_encoder
+
+    try:
+        import onnx
+
+        fused = fuse_encoder(onnx.load(str(model_file)))
+    except Exception as exc:  # an unusual graph (or a broken onnx install): the plain one serves
+        log.debug("could not rewrite %s (%s); using the plain graph", model_file, exc)
+        return None
+    if fused is None:
+        log.debug("nothing to fuse in %s; using the plain graph", model_file)
+        return None
+    model, counts = fused
+    log.debug("fused %s: %s", model_file, counts)
+    return bytes(model.SerializeToString())
+
+
+def _probe_vectors(session: Any) -> Any:
+    """Unit mean-pooled vectors of a fixed two-row batch (the second row padded) through ``session``."""
+    import numpy as np
+
+    from .pooling import mean_pool
+
+    width, lengths = 48, (48, 29)
+    ids = ((np.arange(2 * width, dtype=np.int64) * 7919) % 900 + 100).reshape(2, width)
+    mask = (np.arange(width)[None, :] < np.array(lengths)[:, None]).astype(np.int64)
+    available = {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    feeds = {i.name: available[i.name] for i in session.get_inputs() if i.name in available}
+    index, pooled = _pick_output(session)
+    out = session.run(None, feeds)[index]
+    vectors = out if pooled else mean_pool(out, mask)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _fused_matches(fused: Any, model_file: Path) -> bool:
+    """Whether the fused session gives the plain graph's vectors on the probe batch (padding included)."""
+    try:
+        plain = _probe_vectors(_session(model_file, optimise=False))
+        cosine = float((_probe_vectors(fused) * plain).sum(axis=1).min())
+    except Exception as exc:
+        log.warning("the fused graph of %s does not run (%s); using the plain graph", model_file, exc)
+        return False
+    if cosine < FUSED_MIN_COSINE:
+        log.warning("the fused graph of %s gives other vectors (cosine %.6f); using the plain graph",
+                    model_file, cosine)
+        return False
+    return True
 
 
 def _cached_session(folder: Path) -> Any | None:
@@ -277,22 +348,39 @@ def _cached_session(folder: Path) -> Any | None:
         return None
 
 
-def _optimised_session(model_file: Path, folder: Path | None) -> Any:
-    """The optimised session; its graph is saved into ``folder`` for later processes (best effort).
+def _optimised_session(model_file: Path, folder: Path | None, *, fuse: bool = False) -> Any:
+    """The optimised session (of the fused graph when ``fuse`` and it checks out, see :mod:`.fusion`);
+    its graph is saved into ``folder`` for later processes (best effort).
 
     ONNX Runtime writes the graph and its weights into a private folder that is then renamed into
     place in one step, so a reader finds either no entry or a complete one.
     """
+    fused = _fused_graph(model_file) if fuse else None
+
+    def build(save_to: Path | None) -> Any:
+        if fused is not None:
+            try:
+                session = _session(fused, optimise=True, save_to=save_to)
+            except Exception as exc:  # e.g. an ONNX Runtime without the fused operators
+                log.warning("the fused graph of %s does not load (%s); using the plain graph", model_file, exc)
+            else:
+                if _fused_matches(session, model_file):
+                    return session
+            if save_to is not None:  # the plain graph must not be saved over a rejected fused one's files
+                for leftover in save_to.parent.iterdir():
+                    leftover.unlink()
+        return _session(model_file, optimise=True, save_to=save_to)
+
     if folder is None:
-        return _session(model_file, optimise=True)
+        return build(None)
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         tmp.mkdir(parents=True)
     except OSError as exc:
         log.debug("cannot cache the optimised graph in %s (%s)", folder.parent, exc)
-        return _session(model_file, optimise=True)
+        return build(None)
     try:
-        session = _session(model_file, optimise=True, save_to=tmp / "model.onnx")
+        session = build(tmp / "model.onnx")
         try:
             os.rename(tmp, folder)
         except OSError:  # another process saved it first (or the folder cannot be written): theirs stands
@@ -300,13 +388,16 @@ def _optimised_session(model_file: Path, folder: Path | None) -> Any:
         return session
     except Exception as exc:
         log.debug("could not save the optimised graph of %s (%s)", model_file, exc)
-        return _session(model_file, optimise=True)
+        return build(None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _session(model_file: Path, *, optimise: bool, save_to: Path | None = None) -> Any:
-    """A session that runs each call on the calling thread: the embedder runs ``threads`` batches at once."""
+def _session(model_file: Path | bytes, *, optimise: bool, save_to: Path | None = None) -> Any:
+    """A session that runs each call on the calling thread: the embedder runs ``threads`` batches at once.
+
+    ``model_file``: a path, or a serialised graph (the fused one).
+    """
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -323,7 +414,8 @@ def _session(model_file: Path, *, optimise: bool, save_to: Path | None = None) -
         # The weights in a file of their own, which ONNX Runtime maps at load instead of parsing them.
         opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", _GRAPH_DATA)
         opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-    return ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
+    source = model_file if isinstance(model_file, bytes) else str(model_file)
+    return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
 
 def _pick_output(session: Any) -> tuple[int, bool]:

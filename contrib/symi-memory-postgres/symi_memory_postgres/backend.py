@@ -10,9 +10,11 @@ fuses; the core pipeline does the rest, as for every backend.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -103,7 +105,42 @@ class PostgresBackend:
     def _ensure(self, conn: Any) -> None:
         if not self._schema_ready:
             ensure_schema(conn, self.settings.schema)
+            self._claim_workspace(conn)
             self._schema_ready = True
+
+    def _claim_workspace(self, conn: Any) -> None:
+        """Make the agent's rows this workspace's own, or move to rows of the workspace's own.
+
+        Rows are scoped by agent id, so one agent id used with two workspaces (two hosts with
+        different folders, or one host serving several) would share them: each sync would delete
+        the other workspace's files, and a search could answer from the wrong workspace. The first
+        workspace to sync claims the agent's rows (``owner_meta`` key ``workspace``, one statement,
+        so of two claiming at once exactly one wins). A workspace at another path gets rows of its
+        own under ``<agentId>-ws-<hash>``. The same path on any host is the same workspace (a shared
+        volume, or a pod restarted under a new host name). A claim recorded on this host for a folder
+        that no longer exists (moved or removed) is taken over.
+        """
+        own = self.owners[0]
+        here = str(self.agent.workspace)
+        host = socket.gethostname()
+        base = self.settings.owner
+        digest = hashlib.sha256(here.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        for name in (base, f"{base}-ws-{digest}"):
+            claimed = _claim(conn, self.settings.schema, name, {"path": here, "host": host})
+            path = str(claimed.get("path", ""))
+            gone_here = claimed.get("host") == host and not os.path.isdir(path)
+            if path != here and (gone_here or name != base):
+                log.info("postgres rows of %s belonged to workspace %s, which is gone; %s takes them over",
+                         name, path, here)
+                _set_claim(conn, self.settings.schema, name, {"path": here, "host": host})
+                path = here
+            if path == here:
+                break
+            log.info("postgres rows of agent %r belong to workspace %s; workspace %s uses owner %s-ws-%s",
+                     base, path, here, base, digest)
+        if own.name != name:
+            own.name = name
+            self.settings = attrs.evolve(self.settings, owner=name)
 
     def _failure(self, exc: BaseException) -> str:
         if isinstance(exc, BackendError):
@@ -557,7 +594,8 @@ class PostgresBackend:
             dirty = self.scheduler.dirty if self.scheduler else None
             if not dirty:
                 dirty = self._stale_quiet()
-            base.update(live, dirty=dirty)
+            # The rows this workspace uses, known once the server was reached (see _claim_workspace).
+            base.update(live, dirty=dirty, agentId=self.settings.owner)
         except (BackendError, *self._transient(), *self._server_errors()) as exc:
             base["server"] = {"available": False, "error": self._failure(exc)}
         errors = [self.last_error] + [o.indexer.last_error for o in self.owners]
@@ -710,6 +748,24 @@ def create_backend(ctx: BackendContext) -> PostgresBackend:
                                   "application_name": "symi-memory"})
     pool.open(wait=False)
     return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners)
+
+
+def _claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> dict[str, Any]:
+    """Record ``value`` as ``owner``'s workspace unless one is recorded; return the one in force."""
+    conn.execute(f"INSERT INTO {schema}.owner_meta (owner, key, value) VALUES (%s, 'workspace', %s) "
+                 "ON CONFLICT (owner, key) DO NOTHING", (owner, json.dumps(value, sort_keys=True)))
+    row = conn.execute(f"SELECT value FROM {schema}.owner_meta WHERE owner = %s AND key = 'workspace'",
+                       (owner,)).fetchone()
+    try:
+        got = json.loads(row[0]) if row else {}
+    except ValueError:
+        got = {}
+    return got if isinstance(got, dict) else {}
+
+
+def _set_claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> None:
+    conn.execute(f"UPDATE {schema}.owner_meta SET value = %s WHERE owner = %s AND key = 'workspace'",
+                 (json.dumps(value, sort_keys=True), owner))
 
 
 def _term_counts(text: str, terms: list[str]) -> tuple[dict[str, int], int]:

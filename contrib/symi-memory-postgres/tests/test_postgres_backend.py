@@ -131,6 +131,48 @@ def test_two_agents_never_see_each_other(tmp_path: Path, pg_server: PgServer, pg
             ("alice", "MEMORY.md"), ("bob", "MEMORY.md")]
 
 
+def test_one_agent_id_with_two_workspaces_keeps_each_workspace_whole(tmp_path: Path, pg_server: PgServer,
+                                                                     pg_schema: str) -> None:
+    # Two hosts (or one host serving several) run agent "main" on different folders: neither sync may
+    # delete the other's files, and each search answers from its own workspace only.
+    a = make_workspace(tmp_path / "laptop", {"MEMORY.md": "# A\n\nthe narwhal ledger lives here\n",
+                                              "memory/2026-03-01.md": "narwhal audit on Monday\n"})
+    b = make_workspace(tmp_path / "server", {"MEMORY.md": "# B\n\nthe walrus garden lives here\n"})
+    with open_pg(tmp_path / "s1", pg_server, pg_schema, a) as first, \
+            open_pg(tmp_path / "s2", pg_server, pg_schema, b) as second:
+        first.sync()
+        second.sync()
+        first.sync()
+        assert sorted(paths(first, "narwhal")) == ["MEMORY.md", "memory/2026-03-01.md"]
+        assert all("narwhal" not in r.snippet for r in second.search("narwhal", min_score=0).results)
+        assert any("walrus" in r.snippet for r in second.search("walrus garden", min_score=0).results)
+        assert all("walrus" not in r.snippet for r in first.search("walrus garden", min_score=0).results)
+        assert first.status()["files"] == 2 and second.status()["files"] == 1
+        owners = dict(rows(pg_server, f"SELECT owner, count(*) FROM {pg_schema}.files GROUP BY owner"))
+        assert owners["main"] == 2
+        [(other, n)] = [(o, n) for o, n in owners.items() if o != "main"]
+        assert other.startswith("main-ws-") and n == 1
+        assert second.status()["agentId"] == other
+
+    # The same folder opened again (another process, or a restart) finds its own rows, not new ones.
+    with open_pg(tmp_path / "s3", pg_server, pg_schema, b) as again:
+        assert again.status()["agentId"] == other
+        assert any("walrus" in r.snippet for r in again.search("walrus garden", min_score=0).results)
+
+
+def test_a_moved_workspace_takes_over_its_old_rows(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    old = make_workspace(tmp_path / "old", {"MEMORY.md": "# A\n\nthe narwhal ledger lives here\n"})
+    with open_pg(tmp_path / "s1", pg_server, pg_schema, old) as mem:
+        mem.sync()
+    new = tmp_path / "new"
+    old.rename(new)
+    with open_pg(tmp_path / "s2", pg_server, pg_schema, new) as mem:
+        assert mem.status()["agentId"] == "main"
+        mem.sync()
+        assert paths(mem, "narwhal ledger") == ["MEMORY.md"]
+    assert rows(pg_server, f"SELECT DISTINCT owner FROM {pg_schema}.files") == [("main",)]
+
+
 def test_shared_scope_is_visible_only_to_agents_that_opt_in(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
     shared = make_workspace(tmp_path / "shared" / "team", {"memory/runbook.md": "# Runbook\n\nthe pelican failover drill\n"})
     scopes = {"shared": ["team"], "root": str(shared.parent)}
