@@ -154,3 +154,33 @@ def test_keyword_only_search_imports_no_numpy(tmp_path, workspace):
     data = json.loads(out)
     assert data["mode"] == "fts-only" and len(data["results"]) == 2  # two hits: supersession compares them
     assert heavy == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts the process's native threads in /proc")
+def test_one_shot_search_runs_openblas_on_one_thread_unless_told_otherwise(tmp_path, workspace):
+    # OpenBLAS starts its worker threads when numpy loads; a one-shot search scans the vectors once and does
+    # not need them. A count the caller set is kept, and the variable is gone again once the command returns.
+    run_cli_and_list_modules(tmp_path, workspace, "index")
+    cfg = tmp_path / "cfg.toml"
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, json, os
+        from symi_memory.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = main({["--config", str(cfg), "--workspace", str(workspace), "search", "tea"]!r})
+        print(json.dumps({{"rc": rc, "threads": len(os.listdir("/proc/self/task")),
+                           "env": os.environ.get("OPENBLAS_NUM_THREADS")}}))
+        """
+    )
+    seen = {}
+    for preset in (None, "2"):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        env["SYMI_STATE_DIR"] = str(tmp_path / "state")
+        if preset:
+            env["OPENBLAS_NUM_THREADS"] = preset
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        seen[preset] = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen[preset]["rc"] == 0
+    assert seen[None]["env"] is None and seen["2"]["env"] == "2"
+    assert seen[None]["threads"] < seen["2"]["threads"]
