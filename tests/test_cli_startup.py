@@ -183,4 +183,4 @@ def test_one_shot_search_runs_openblas_on_one_thread_unless_told_otherwise(tmp_p
         seen[preset] = json.loads(done.stdout.strip().splitlines()[-1])
         assert seen[preset]["rc"] == 0
     assert seen[None]["env"] is None and seen["2"]["env"] == "2"
-    assert seen[None]["threads"] < seen["2"]["threads"]
+    assert seen[None]["threads"] < seen["2"]["threads"], seen
