@@ -58,6 +58,8 @@ from calibration_fit import fit_logistic  # noqa: E402
 FUSION = (1.327, 0.841)  # symi_memory.fusion.FUSION_CALIBRATION
 VW = 0.45  # default vector weight (normalised)
 MIN_SCORE = 0.015  # default minScore
+CALENDAR = ("january february march april may june july august september october november december "
+            "monday tuesday wednesday thursday friday saturday sunday").split()
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
 Scorer = Callable[[int, dict[str, Any]], np.ndarray]
 
@@ -268,35 +270,48 @@ class Keywords:
 
         return {t: analysis.idf(self.df.get(t, 0), self.n) for t in self.analyses[i].terms}
 
-    def synonyms(self, i: int, wv: dict[str, Any], theta: float, top: int, unknown: bool) -> dict[str, list[tuple[str, float]]]:
-        """Per query term, its index-vocabulary neighbours by meaning: (term, cosine)."""
+    def synonyms(self, i: int, wv: dict[str, Any], theta: float, top: int, unknown: bool,
+                 plain: bool = False) -> dict[str, list[tuple[str, float]]]:
+        """Per query term, its index-vocabulary neighbours by meaning: (term, cosine).
+
+        ``plain``: names (a capitalised word after the first) and calendar words (months, weekdays) are
+        neither expanded nor added: their neighbours are siblings ("Marcus" and "Tomás", May and June).
+        """
         from symi_memory.index import analysis
 
         weights = self.weights(i)
         out: dict[str, list[tuple[str, float]]] = {t: [] for t in weights}
         vocab = wv["V"][wv["vocab"]]
+        toks = self.d["qs"][i]["q"]["query"].split()
+        names = {analysis.stem(w.strip("?,.!").removesuffix("'s")) for w in toks[1:] if w[:1].isupper()}
+        calendar_words = {analysis.stem(x) for x in CALENDAR}
         for word in self.analyses[i].words:
             t = analysis.stem(word)
             j = wv["index"].get(word.lower())
             if t not in out or j is None or (unknown and self.df.get(t, 0) > 0):
+                continue
+            if plain and (t in names or t in calendar_words):
                 continue
             sims = vocab @ wv["V"][j]
             for k in np.argsort(-sims)[:top * 4]:
                 if sims[k] < theta or len(out[t]) >= top:
                     break
                 s = wv["stems"][wv["vocab"][k]]
+                if plain and s in calendar_words:
+                    continue
                 if s != t and s not in weights and s not in analysis.STOP_WORDS and all(s != x for x, _ in out[t]):
                     out[t].append((s, float(sims[k])))
         return out
 
-    def expanded(self, wv: dict[str, Any], theta: float, gamma: float, top: int, unknown: bool) -> list[np.ndarray]:
+    def expanded(self, wv: dict[str, Any], theta: float, gamma: float, top: int, unknown: bool,
+                 plain: bool = False) -> list[np.ndarray]:
         from symi_memory.index.analysis import BM25_B, BM25_K1
 
         evs = []
         for i in range(len(self.d["qs"])):
             weights = self.weights(i)
             total = sum(weights.values())
-            syn = self.synonyms(i, wv, theta, top, unknown)
+            syn = self.synonyms(i, wv, theta, top, unknown, plain)
             ev = np.zeros(self.n)
             for ci, tc in enumerate(self.counts):
                 norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lens[ci])
@@ -422,6 +437,10 @@ def main() -> int:
             itertools.product((0.45, 0.55), (0.5, 0.8, 1.0), (5,), (True,))):
         evs = [kw.expanded(w, theta, gamma, top, unknown) for kw, w in zip(kws, words, strict=True)]
         row(f"local synonyms theta {theta}, gamma {gamma}, top {top}{', unknown words only' if unknown else ''}",
+            [fused(p, lambda i, qq, e=e: e[i]) for p, e in zip(p_base, evs, strict=True)], evs)
+    for theta, gamma in ((0.45, 0.5), (0.5, 0.3), (0.5, 0.5), (0.55, 0.8), (0.6, 0.5)):
+        evs = [kw.expanded(w, theta, gamma, 5, False, plain=True) for kw, w in zip(kws, words, strict=True)]
+        row(f"local synonyms theta {theta}, gamma {gamma}, top 5, names and calendar words left out",
             [fused(p, lambda i, qq, e=e: e[i]) for p, e in zip(p_base, evs, strict=True)], evs)
 
     # (a) + (b): the ensemble of MiniLM and e5 with local synonyms
