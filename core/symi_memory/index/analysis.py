@@ -47,7 +47,9 @@ __all__ = [
     "stem",
     "stem_word",
     "term_counts",
+    "term_string",
     "terms",
+    "terms_in",
 ]
 
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
@@ -125,6 +127,31 @@ def term_counts(text: str) -> Counter[str]:
     """How often each index term (folded, stemmed; CJK bigrams too) occurs in ``text``."""
     out = Counter(_stem_all(text))
     out.update(cjk_bigrams(text).split())
+    return out
+
+
+def term_string(text: str) -> str:
+    """The index terms of ``text`` (as :func:`term_counts` counts them), each as `` term `` in one string.
+
+    A compact form of the counts to keep per chunk (about the text's own size; a ``Counter`` of a
+    400-token chunk takes several kilobytes): :func:`terms_in` reads a term's count back from it.
+    """
+    tokens = _stem_all(text)
+    tokens.extend(cjk_bigrams(text).split())
+    return "".join(f" {t} " for t in tokens)
+
+
+def terms_in(packed: str, terms: Iterable[str]) -> dict[str, int]:
+    """``{term: count}`` of these terms in a :func:`term_string`, the absent ones left out.
+
+    Index terms hold no spaces, so `` term `` matches whole terms only, and each occurrence
+    carries its own spaces, so adjacent repeats are all counted.
+    """
+    out = {}
+    for t in terms:
+        n = packed.count(f" {t} ") if t else 0
+        if n:
+            out[t] = n
     return out
 
 
