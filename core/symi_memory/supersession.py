@@ -134,7 +134,7 @@ def salient(text: str) -> frozenset[str]:
 
 
 def _salient_of(tokens: Sequence[str]) -> frozenset[str]:
-    return frozenset({term for tok in tokens if (term := _salient_term(tok)) is not None})
+    return frozenset({term for tok in set(tokens) if (term := _salient_term(tok)) is not None})
 
 
 @functools.lru_cache(maxsize=65536)
@@ -153,7 +153,13 @@ def values(text: str) -> frozenset[str]:
 
 
 def _values_of(tokens: Sequence[str]) -> frozenset[str]:
-    return frozenset({v for k, tok in enumerate(tokens) if (v := _value(tok)[k > 0]) is not None})
+    if not tokens:
+        return frozenset()
+    out = {v for tok in set(tokens[1:]) if (v := _value(tok)[1]) is not None}
+    first = _value(tokens[0])[0]
+    if first is not None:
+        out.add(first)
+    return frozenset(out)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -137,8 +137,9 @@ def term_string(text: str) -> str:
     400-token chunk takes several kilobytes): :func:`terms_in` reads a term's count back from it.
     """
     tokens = _stem_all(text)
-    tokens.extend(cjk_bigrams(text).split())
-    return "".join(f" {t} " for t in tokens)
+    if not text.isascii():  # CJK bigrams: none in ASCII text
+        tokens.extend(cjk_bigrams(text).split())
+    return f" {'  '.join(tokens)} " if tokens else ""
 
 
 def terms_in(packed: str, terms: Iterable[str]) -> dict[str, int]:
