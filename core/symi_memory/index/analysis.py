@@ -24,7 +24,7 @@ import functools
 import math
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import apsw
 import attrs
@@ -39,10 +39,12 @@ __all__ = [
     "STOP_WORDS",
     "QueryAnalysis",
     "content_words",
+    "counts_in",
     "idf",
     "keyword_evidence",
     "keyword_log_odds",
     "keyword_probability",
+    "needles",
     "query_terms",
     "stem",
     "stem_word",
@@ -148,12 +150,17 @@ def terms_in(packed: str, terms: Iterable[str]) -> dict[str, int]:
     Index terms hold no spaces, so `` term `` matches whole terms only, and each occurrence
     carries its own spaces, so adjacent repeats are all counted.
     """
-    out = {}
-    for t in terms:
-        n = packed.count(f" {t} ") if t else 0
-        if n:
-            out[t] = n
-    return out
+    return counts_in(packed, needles(terms))
+
+
+def needles(terms: Iterable[str]) -> list[tuple[str, str]]:
+    """``(term, " term ")`` of each term: what :func:`counts_in` looks for in a :func:`term_string`."""
+    return [(t, f" {t} ") for t in terms if t]
+
+
+def counts_in(packed: str, found: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """:func:`terms_in` with the :func:`needles` made once for many chunks."""
+    return {t: n for t, needle in found if (n := packed.count(needle))}
 
 
 def content_words(words: Iterable[str]) -> list[str]:

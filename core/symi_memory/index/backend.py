@@ -19,7 +19,7 @@ from ..fusion import score_hits
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
-from .analysis import QueryAnalysis, term_string, terms_in
+from .analysis import QueryAnalysis, counts_in, needles, term_string
 from .indexer import Indexer, SyncCancelled
 from .records import CandidateRow
 from .scheduler import SyncScheduler
@@ -308,6 +308,7 @@ class IndexedBackend:
             self._terms_cache.clear()
             self._terms_gen = gen
         cache = self._terms_cache
+        wanted = needles(terms)
         out = {}
         for k, row in rows.items():
             got = cache.get(k)
@@ -316,7 +317,7 @@ class IndexedBackend:
                 if len(cache) >= TERMS_CACHE_MAX:
                     cache.clear()
                 cache[k] = got
-            out[k] = (terms_in(got[0], terms), got[1])
+            out[k] = (counts_in(got[0], wanted), got[1])
         return out
 
     def calibration(self) -> ScoreCalibration:
