@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -129,23 +130,45 @@ def _stem(tok: str) -> str:
 
 def salient(text: str) -> frozenset[str]:
     """Stemmed content words, names, identifiers and numbers of ``text``."""
-    out = set()
-    for tok in TOKEN_RE.findall(text):
-        low = tok.lower()
-        if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
-            continue
-        out.add(_stem(low))
-    return frozenset(out)
+    return _salient_of(TOKEN_RE.findall(text))
+
+
+def _salient_of(tokens: Sequence[str]) -> frozenset[str]:
+    return frozenset({term for tok in set(tokens) if (term := _salient_term(tok)) is not None})
+
+
+@functools.lru_cache(maxsize=65536)
+def _salient_term(tok: str) -> str | None:
+    # Per token, remembered: splitting the lines of chunks not seen before is most of what
+    # supersession costs a search.
+    low = tok.lower()
+    if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
+        return None
+    return sys.intern(_stem(low))
 
 
 def values(text: str) -> frozenset[str]:
     """Numbers, times, identifiers and capitalised names: what changes when a fact changes."""
-    out = set()
-    for k, tok in enumerate(TOKEN_RE.findall(text)):
-        # A capital on the first word only starts the sentence; it does not make a name.
-        if any(ch.isdigit() for ch in tok) or (k > 0 and tok[:1].isupper() and tok.lower() not in STOPWORDS):
-            out.add(tok.lower())
+    return _values_of(TOKEN_RE.findall(text))
+
+
+def _values_of(tokens: Sequence[str]) -> frozenset[str]:
+    if not tokens:
+        return frozenset()
+    out = {v for tok in set(tokens[1:]) if (v := _value(tok)[1]) is not None}
+    first = _value(tokens[0])[0]
+    if first is not None:
+        out.add(first)
     return frozenset(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _value(tok: str) -> tuple[str | None, str | None]:
+    """What ``tok`` adds to :func:`values` as the first token of a line, and later in it."""
+    # A capital on the first word only starts the sentence; it does not make a name.
+    if any(ch.isdigit() for ch in tok):
+        return tok.lower(), tok.lower()
+    return None, (tok.lower() if tok[:1].isupper() and tok.lower() not in STOPWORDS else None)
 
 
 # A number and the unit after it: "13.6 kg", "380 ms", "76%", "09:45", "1:10:10", "v0.4.2".
@@ -228,11 +251,12 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
             heading = stripped
             continue
         n = start_line + offset
-        out.append(Line(path=path, line_no=n, text=stripped, terms=salient(stripped),
+        tokens = TOKEN_RE.findall(stripped)
+        out.append(Line(path=path, line_no=n, text=stripped, terms=_salient_of(tokens),
                         moment=line_moment(path, n, stripped, heading=heading, mtime=mtime,
                                            written=written),
                         historical=is_historical(stripped, None), change=states_change(stripped),
-                        values=values(stripped), dates=tuple(line_dates(stripped)),
+                        values=_values_of(tokens), dates=tuple(line_dates(stripped)),
                         quantities=quantities(stripped)))
     return out
 
@@ -342,6 +366,11 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     With the two lines' own stored vectors (``line_cos``) their cosine must
     reach ``line_vector`` instead, and the chunks' need only reach ``chunk_vector_lines``.
     """
+    # Each True below needs a past-state line, a stated change, or a quantity of one kind in both lines:
+    # without any of these, say no before the set work (most pairs a search looks at end here).
+    if not (a.historical or b.change or (a.quantities and b.quantities and not a.quantities.keys().isdisjoint(
+            b.quantities))):
+        return False
     if line_cos is not None:
         if line_cos < t.line_vector or (chunk_cos is not None and chunk_cos < t.chunk_vector_lines):
             return False
