@@ -19,7 +19,7 @@ processor on, every "as of" query not answered first and every query whose gold
 ranks lower with it on than off, the top hits with
 their gold/stale lines and supersession marks.
 
-    python bench/supersession.py [--provider local] [--repeat 3] [--misses]
+    python bench/supersession.py [--provider local] [--repeat 3] [--misses] [--state DIR]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import os
 os.environ.setdefault("SYMI_MEMORY_TESTING", "1")
 
 import argparse
+import contextlib
 import copy
 import importlib.util
 import statistics
@@ -74,6 +75,7 @@ def main() -> int:
     ap.add_argument("--provider", default="local" if have_local else "hash")
     ap.add_argument("--repeat", type=int, default=3, help="timed passes over the queries (quality uses the first)")
     ap.add_argument("--misses", action="store_true", help="print the queries the processor still gets wrong")
+    ap.add_argument("--state", type=Path, help="keep each dataset's index under this folder and reuse it next run")
     args = ap.parse_args()
 
     from symi_memory import load_config
@@ -90,7 +92,12 @@ def main() -> int:
             sets[name] = load_queries(root / file)
             for label in runs:
                 runs[label][name] = {}
-        with tempfile.TemporaryDirectory(prefix="symi-supersession-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.state is not None:
+                tmp = str(args.state / folder)
+                Path(tmp).mkdir(parents=True, exist_ok=True)
+            else:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="symi-supersession-"))
             cfg = load_config(None, state_dir=tmp, overrides={"agents": {"defaults": {"memorySearch": {
                 "provider": args.provider}}}})
             with open_memory(_throwaway_config(cfg, Path(tmp)), workspace=root / "workspace", start=False) as mem:
@@ -107,7 +114,7 @@ def main() -> int:
                         for q in sets[name]:
                             order = ("off", "on") if rep % 2 == 0 else ("on", "off")
                             for label in order:
-                                mem.pipeline = pipelines[label]
+                                mem._pipeline = pipelines[label]
                                 t0 = time.perf_counter()
                                 resp = mem.search(q["query"], max_results=10, min_score=0,
                                                   now=parse_now(q.get("now")), as_of=q.get("as_of"))
@@ -117,7 +124,7 @@ def main() -> int:
                                         {"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score,
                                          "superseded_by": h.superseded_by, "supersedes": h.supersedes}
                                         for h in resp.results]
-                mem.pipeline = pipelines["off"]
+                mem._pipeline = pipelines["off"]
         if args.misses:
             for name in files:
                 for q in sets[name]:

@@ -111,7 +111,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
                         continue  # cheap refusals first: same_thing would say no before any vector
                     lc = line_cos(i, a, j, b) if line_cos else None
-                    if lc is not None and lc < t.line_vector:
+                    if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
                     if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:

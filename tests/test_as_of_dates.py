@@ -1,0 +1,122 @@
+"""Dates inside undated notes: headings, section intros and the lines themselves date what "as of" leaves out
+(issue 16), and a changed quantity is recognised even when the two lines read differently."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from support.sqlite_memory import open_mem, write
+
+from symi_memory import tools
+from symi_memory.chronology import event_dates, file_line_since
+from symi_memory.config.fields import deep_merge
+from symi_memory.supersession import THRESHOLDS, asks_about_past, same_thing, split_lines
+
+# Small chunks, so that each section of a note is a hit of its own.
+SMALL = {"chunking": {"tokens": 40, "overlap": 0}}
+ON = deep_merge(SMALL, {"query": {"hybrid": {"supersession": {"enabled": True}}}})
+
+
+def _day(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, tz=UTC).date().isoformat()
+
+
+def _as_of(mem, query: str, day: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    out = tools.memory_search(mem, {"query": query, "minScore": 0, "asOf": day})
+    assert "error" not in out, out
+    return out["results"]
+
+
+GARDEN = """# Balcony garden
+
+## Spring (2026-03-01)
+- The balcony tomatoes are watered by hand with the green can every morning.
+
+## Drip system (2026-07-01)
+- The balcony tomatoes are watered by the drip valve every evening at 21:00.
+"""
+
+
+def test_as_of_leaves_out_the_section_a_later_heading_dates(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "memory/garden.md", GARDEN)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        query = "how are the balcony tomatoes watered?"
+        may = _as_of(mem, query, "2026-05-01")
+        assert may and may[0]["startLine"] <= 4 <= may[0]["endLine"]
+        assert all(not (h["startLine"] <= 7 <= h["endLine"]) for h in may), "the July section is left out"
+        # After the July heading's date both sections are memory; nothing is left out.
+        august = _as_of(mem, query, "2026-08-01")
+        assert any(h["startLine"] <= 7 <= h["endLine"] for h in august)
+
+
+NETWORK = """# Home network
+
+Current setup since the router swap on 2026-06-20. The old setup is under History.
+
+## Router
+- Router: gatekeeper, an OPNsense box on the shelf in the meter cupboard.
+
+## History
+- Until 2026-06-20 the router was the FRITZ!Box 7530 from the internet provider.
+"""
+
+
+def test_a_note_opening_with_since_when_it_holds_answers_as_of_from_its_history(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "memory/network.md", NETWORK)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        query = "which router do we have at home?"
+        june = _as_of(mem, query, "2026-06-01")
+        assert june and june[0]["startLine"] <= 9 <= june[0]["endLine"], "the FRITZ!Box line answers"
+        assert all(not (h["startLine"] <= 6 <= h["endLine"]) for h in june), "the router bought later is left out"
+        # Without a date the current router is memory like the rest.
+        now = tools.memory_search(mem, {"query": query, "minScore": 0})["results"]
+        assert any(h["startLine"] <= 6 <= h["endLine"] for h in now)
+
+
+def test_a_line_saying_since_which_month_is_left_out_before_that_month(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Passwords: the family password manager is Vaultwarden since June 2026.\n")
+    write(ws, "memory/2026-05-04.md", "# 2026-05-04\n\n- The family password manager is 1Password for now.\n")
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        may = _as_of(mem, "which password manager does the family use?", "2026-05-20")
+        assert [h["path"] for h in may] == ["memory/2026-05-04.md"]
+        july = _as_of(mem, "which password manager does the family use?", "2026-07-01")
+        assert "MEMORY.md" in [h["path"] for h in july]
+
+
+def test_which_dates_in_a_line_count_as_already_happened() -> None:
+    days = lambda line: [_day(d) for d in event_dates(line)]  # noqa: E731
+    assert days("- Router: OPNsense named gatekeeper (10.20.0.1), since 2026-06-20.") == ["2026-06-20"]
+    assert days("- Promotion case submitted in August 2026, decision expected 2026-10-15.") == ["2026-08-01"]
+    assert days("- Until 2026-06-20 the router was the FRITZ!Box.") == []
+    assert days("- His mother is visiting Utrecht from 2026-10-02 for three weeks.") == []
+    assert days("- Production peak (2026-08-04): p99 450 ms.") == ["2026-08-04"]
+
+
+def test_headings_and_openings_date_the_lines_under_them() -> None:
+    text = ("# Notes\n\nCurrent as of 2026-04-01.\n\n- Plain line.\n\n## Versions (last checked 2026-08-28)\n"
+            "- Proxmox 9.0.6.\n\n## History\n- Until 2026-03-01 it was Proxmox 8.\n")
+    dated = {n: _day(d) for n, d in file_line_since(text).items()}
+    assert dated == {3: "2026-04-01", 5: "2026-04-01", 8: "2026-08-28"}
+
+
+def test_a_changed_time_is_the_same_fact_even_when_the_lines_read_differently() -> None:
+    older = split_lines("memory/2026-05-01.md", 3, "- Team standup is daily at 09:45 in the huddle.", None)[0]
+    newer = split_lines("memory/2026-06-08.md", 3, "- First day of the new standup time: 09:15, daily.", None)[0]
+    lunch = split_lines("memory/2026-06-08.md", 4, "- Team standup snacks are daily now, new budget.", None)[0]
+    weights = {"standup": 1.0, "daily": 1.0, "time": 1.0}
+    # 0.45 apart by meaning: below line_vector, but the two give different times of the standup.
+    assert 0.45 < THRESHOLDS.line_vector
+    assert same_thing(older, newer, 0.6, THRESHOLDS, weights, line_cos=0.45)
+    assert not same_thing(older, lunch, 0.6, THRESHOLDS, weights, line_cos=0.45)
+
+
+def test_a_question_about_mid_may_asks_about_the_past() -> None:
+    assert asks_about_past("What made the pipeline fall behind in mid-May?")
+    assert not asks_about_past("What time is the standup?")
