@@ -120,3 +120,25 @@ def test_a_changed_time_is_the_same_fact_even_when_the_lines_read_differently() 
 def test_a_question_about_mid_may_asks_about_the_past() -> None:
     assert asks_about_past("What made the pipeline fall behind in mid-May?")
     assert not asks_about_past("What time is the standup?")
+
+
+def _weak_newer(older_text: str, newer_text: str) -> dict:  # type: ignore[type-arg]
+    from symi_memory.types import Candidate
+    from symi_memory_postprocess.supersede import find_supersessions
+
+    # The older note is the strong hit (0.8), the newer one weak (0.3, under score_ratio 0.5 of it);
+    # chunks and lines close by their stored vectors (cosine 0.8).
+    old = Candidate(id="a", path="memory/2026-05-07.md", start_line=3, end_line=3, score=0.8, text=older_text)
+    new = Candidate(id="b", path="memory/2026-06-03.md", start_line=3, end_line=3, score=0.3, text=newer_text)
+    va, vb = [1.0, 0.0, 0.0], [0.8, 0.6, 0.0]
+    return find_supersessions([old, new], {"a": va, "b": vb}, "How much vitamin D does Nadia take per day?",
+                              line_vectors={"a": [(3, 3, va)], "b": [(3, 3, vb)]}, query_vector=[1.0, 0.2, 0.0])
+
+
+def test_a_weaker_newer_line_saying_the_measured_amount_changed_still_supersedes() -> None:
+    found = _weak_newer("- Nadia takes 1000 IU of vitamin D3 a day.",
+                        "- Vitamin D3 raised to 2000 IU a day for Nadia.")
+    assert list(found) == [0] and found[0][0] == 1
+    # A different clock time is not a measured change: two events at different times of day.
+    assert _weak_newer("- Nadia takes vitamin D3 with breakfast at 07:15 each day.",
+                       "- Vitamin D3 for Nadia: updated the pill box at 09:50 today.") == {}

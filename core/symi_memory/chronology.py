@@ -166,6 +166,7 @@ def _since(line: str) -> float | None:
     return max(dates) if dates else None
 
 
+NOW_AFTER_RE = re.compile(r"\d{4}-\d{2}-\d{2}\)?[,;]?\s+(?:and\s+)?now\b", re.IGNORECASE)
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 HEADING_RE = re.compile(r"^(#{1,6})\s")
 LIST_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)]|\|)\s")
@@ -227,7 +228,9 @@ def line_since(line: str, inherited: float | None = None) -> float | None:
     """The earliest a line can have been written: the latest date it records as having happened, or the date
     its heading or section intro gives it (``inherited``). None for a historical line and an undated one."""
     if is_historical(line, None) and len(SENTENCE_RE.split(line)) == 1:
-        return None
+        # "manager until 2026-07-03, now in the Platform group": says what came after, so written after it.
+        ends = line_dates(line) if NOW_AFTER_RE.search(line) else []
+        return max(ends) if ends else None
     # Sentence by sentence: "Current setup since the swap on 2026-06-20. The old setup is below."
     owns = [d for sentence in SENTENCE_RE.split(line) if not is_historical(sentence, None)
             if (d := _since(sentence)) is not None]

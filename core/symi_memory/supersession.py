@@ -52,7 +52,13 @@ class Thresholds:
     below this share of the older one's score is about something else for
     this query and demotes nothing (0.5, fit with ``line_vector`` 0.6 and
     ``window`` 20 on devmem and convmem together; 0.25 let weak newer hits
-    push answers out of the top ten on convmem). ``promote``: the current version also
+    push answers out of the top ten on convmem). ``conflict_score_ratio``:
+    a newer hit scoring between this share and ``score_ratio`` of the
+    older one's still demotes it when its line says the older line's
+    measured quantity changed (a change word and a different value with a
+    unit: 1000 IU, then "raised to 2000 IU"), their lines' cosine reaching
+    ``line_vector`` (0.3 and 0.2 gave the same figures; without the unit,
+    clock times of unrelated events demoted answers). ``promote``: the current version also
     takes the score of the best older version it supersedes (off: on devmem it
     cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
@@ -82,6 +88,7 @@ class Thresholds:
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
     score_ratio: float = 0.5
+    conflict_score_ratio: float = 0.3
     demote: float = 0.98
     promote: bool = False
     window: int = 20
@@ -183,9 +190,13 @@ def quantities(text: str) -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]) -> bool:
-    """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00)."""
-    return any(kind in b and not (vals & b[kind]) for kind, vals in a.items())
+def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], *, measured: bool = False) -> bool:
+    """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00).
+
+    ``measured``: only quantities with a unit count (1000 IU vs 2000 IU, 10 vs 30 minutes), not clock
+    times, which differ between any two events.
+    """
+    return any(kind in b and not (vals & b[kind]) and (not measured or " " in kind) for kind, vals in a.items())
 
 
 @attrs.frozen
@@ -442,7 +453,15 @@ def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
     if dated is not None:
         return dated >= cutoff
     focus = _answer_lines(c, inherited, weights, query_terms, answer)
-    return bool(focus) and all(since is not None and since >= cutoff for _, since in focus)
+    if not focus or not all(since is not None and since >= cutoff for _, since in focus):
+        return False
+    # A past state of the subject ("Until 2026-06-20 the router was ...", under "## History") is what an
+    # "as of" search asks for: the hit stays while such a line of it may still have held then.
+    for ln in split_lines(c.path, c.start_line, c.text, c.mtime):
+        if (ln.historical and (weights is None or query_score(ln, weights) > 0)
+                and line_since(ln.text, None) is None and not (ln.dates and min(ln.dates) < cutoff - DAY)):
+            return False
+    return True
 
 
 def as_of_state(c: Any, cutoff: float, inherited: Mapping[int, float] | None,
