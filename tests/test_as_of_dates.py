@@ -142,3 +142,29 @@ def test_a_weaker_newer_line_saying_the_measured_amount_changed_still_supersedes
     # A different clock time is not a measured change: two events at different times of day.
     assert _weak_newer("- Nadia takes vitamin D3 with breakfast at 07:15 each day.",
                        "- Vitamin D3 for Nadia: updated the pill box at 09:50 today.") == {}
+
+
+def test_an_undated_line_is_no_older_than_the_first_known_date_of_the_identifier_it_names(tmp_path: Path) -> None:
+    # MEMORY.md says where backups go without a date; the homelab note dates that bucket from 2026-07-03.
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Backups: restic every night from hestia to the bucket kessler-backups-eu2.\n")
+    write(ws, "memory/homelab.md", "# Homelab\n\n## Backups\n- Repository since 2026-07-03: bucket "
+                                   "kessler-backups-eu2 on the object store.\n")
+    write(ws, "memory/2026-05-15.md", "# 2026-05-15\n\n- Backups go to the bucket kessler-restic-2024 every night.\n")
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        query = "which bucket do the backups go to?"
+        june = [h["path"] for h in _as_of(mem, query, "2026-06-01")]
+        assert june[0] == "memory/2026-05-15.md" and "MEMORY.md" not in june
+        assert "MEMORY.md" in [h["path"] for h in _as_of(mem, query, "2026-07-10")]
+
+
+def test_a_newer_line_restating_a_date_in_short_changes_nothing() -> None:
+    confirmed = split_lines("memory/2026-07-14.md", 3, "- Tidewater go-live confirmed for 2026-07-28 with 10% of "
+                            "carriers.", None)[0]
+    restated = split_lines("memory/2026-07-15.md", 3, "- Today was Tidewater's original go-live date; the new "
+                           "go-live date is 07-28.", None)[0]
+    moved = split_lines("memory/2026-07-15.md", 4, "- Tidewater go-live moved again; the new go-live date is "
+                        "08-04.", None)[0]
+    assert not same_thing(confirmed, restated, 0.8, THRESHOLDS, line_cos=0.7)
+    assert same_thing(confirmed, moved, 0.8, THRESHOLDS, line_cos=0.7)

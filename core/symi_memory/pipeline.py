@@ -192,14 +192,16 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
     the date (dated before it, or a past state that ended after it), so that
     memory known to predate the cutoff answers first.
     """
-    from .chronology import file_date
+    from .chronology import file_date, line_since
     from .supersession import (
         THRESHOLDS,
+        Line,
         as_of_state,
         closest_lines,
         salient,
         split_lines,
         term_weights,
+        value_starts,
         written_after,
     )
 
@@ -210,13 +212,22 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
     lines = {c.id: split_lines(c.path, c.start_line, c.text, c.mtime) for c in candidates}
     weights = term_weights(terms, list(lines.values()))
     units = line_vectors([c.id for c in undated]) if line_vectors is not None and undated and query_vector else {}
+    # When each identifier is first known to hold: a dated note's date, an undated line's own or heading date.
+    stated: list[tuple[Line, float]] = []
+    for c in candidates:
+        day = known[c.id][0] if c.id in known else file_date(c.path)
+        for ln in lines[c.id]:
+            since = day if day is not None else line_since(ln.text, dates.get(c.id, {}).get(ln.line_no))
+            if since is not None:
+                stated.append((ln, since))
+    starts = value_starts(stated)
     out = []
     for c in candidates:
         answer = closest_lines(lines[c.id], units.get(c.id), query_vector) if c.id in units else None
-        if written_after(c, cutoff, terms, known.get(c.id), dates.get(c.id), weights, answer):
+        if written_after(c, cutoff, terms, known.get(c.id), dates.get(c.id), weights, answer, starts):
             continue
         if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff
-                and as_of_state(c, cutoff, dates.get(c.id), weights, answer) != "held"):
+                and as_of_state(c, cutoff, dates.get(c.id), weights, answer, starts) != "held"):
             c = attrs.evolve(c, score=c.score * THRESHOLDS.as_of_undated)
         out.append(c)
     return out

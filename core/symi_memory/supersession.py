@@ -22,7 +22,7 @@ import attrs
 
 from .chronology import DAY, file_date, is_historical, line_dates, line_moment, line_since
 
-__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -162,6 +162,7 @@ def values(text: str) -> frozenset[str]:
 
 # A number and the unit after it: "13.6 kg", "380 ms", "76%", "09:45", "1:10:10", "v0.4.2".
 QUANTITY_RE = re.compile(r"(?<![\w.:/-])(v?\d+(?:[.:,/]\d+)*)(?:\s*(%|[^\W\d_]+))?", re.UNICODE)
+DAY_MONTH_RE = re.compile(r"\d{2}-\d{2}")
 DATE_LIKE_RE = re.compile(r"^\d{4}(?:-\d{2}){0,2}$|^\d{2}-\d{2}$")
 UNITS = frozenset("""
 % kg g mg km m cm mm ms s sec min mins minute minutes h hr hrs hour hours day days week weeks month months year years
@@ -381,7 +382,19 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
         return True
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
-    return b.change and bool(b.values - a.values)
+    return b.change and bool(_new_values(a, b))
+
+
+def _new_values(a: Line, b: Line) -> set[str]:
+    """The values of ``b`` that ``a`` does not state: not a name ``a`` opens with, not a date ``a`` writes out
+    in full ("07-28" is "2026-07-28")."""
+    words = {tok.lower() for tok in TOKEN_RE.findall(a.text)}
+    out = set()
+    for v in b.values - a.values:
+        if v in words or (DAY_MONTH_RE.fullmatch(v) and any(w.endswith("-" + v) for w in words)):
+            continue
+        out.add(v)
+    return out
 
 
 def describe(line: Line, start: int | None = None, end: int | None = None) -> dict[str, Any]:
@@ -420,22 +433,52 @@ def closest_lines(lines: Sequence[Line], units: Sequence[tuple[int, int, Sequenc
     return [ln for sc, ln in sorted(scored, key=lambda p: -p[0]) if sc >= top - margin]
 
 
+IDENT_RE = re.compile(r"(?<![\w.-])(?:\d{1,3}(?:\.\d{1,3}){3}|(?=[\w.-]*[^\W\d_])(?=[\w.-]*[\d_.])"
+                      r"[^\W_][\w.-]{3,}[^\W_])(?![\w-])", re.UNICODE)
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """Names that pin a value down: ``kessler-backups-eu2``, ``vault.kessler.home``, ``10.20.0.1``, ``CT_105``."""
+    return frozenset(m[0].lower() for m in IDENT_RE.finditer(text) if not DATE_LIKE_RE.match(m[0]))
+
+
+def value_starts(dated: Sequence[tuple[Line, float]]) -> dict[str, float]:
+    """``{identifier: the earliest known date a line states it}`` from ``(line, date)`` pairs."""
+    out: dict[str, float] = {}
+    for ln, since in dated:
+        if ln.historical:
+            continue
+        for v in identifiers(ln.text):
+            if since < out.get(v, math.inf):
+                out[v] = since
+    return out
+
+
 def _answer_lines(c: Any, inherited: Mapping[int, float] | None, weights: Mapping[str, float] | None,
                   query_terms: frozenset[str], answer: Sequence[Line] | None = None,
-                  ) -> list[tuple[Line, float | None]]:
+                  starts: Mapping[str, float] | None = None) -> list[tuple[Line, float | None]]:
     """The lines of undated candidate ``c`` most about the query (``answer`` when known, by meaning), each
-    with the earliest it can have been written."""
+    with the earliest it can have been written: its own or its heading's date, else the latest of the
+    dates its identifiers are first known from (``starts``, :func:`value_starts`)."""
     lines = split_lines(c.path, c.start_line, c.text, c.mtime)
     focus = best_lines(lines, weights) if weights is not None else (
         focus_lines(lines, query_terms) if query_terms else lines)
     if answer:
         focus = list(answer) + [ln for ln in focus if ln not in answer]
-    return [(ln, line_since(ln.text, (inherited or {}).get(ln.line_no))) for ln in focus]
+    out = []
+    for ln in focus:
+        since = line_since(ln.text, (inherited or {}).get(ln.line_no))
+        if since is None and starts and not ln.historical:
+            known = [starts[v] for v in identifiers(ln.text) if v in starts]
+            since = max(known) if known else None
+        out.append((ln, since))
+    return out
 
 
 def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
                   written: tuple[float, float] | None = None, inherited: Mapping[int, float] | None = None,
-                  weights: Mapping[str, float] | None = None, answer: Sequence[Line] | None = None) -> bool:
+                  weights: Mapping[str, float] | None = None, answer: Sequence[Line] | None = None,
+                  starts: Mapping[str, float] | None = None) -> bool:
     """True when candidate ``c`` was written at or after ``cutoff`` (epoch seconds), as far as can be told.
 
     A dated note: its date. A transcript chunk with message timestamps: its
@@ -452,7 +495,7 @@ def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
     dated = file_date(c.path)
     if dated is not None:
         return dated >= cutoff
-    focus = _answer_lines(c, inherited, weights, query_terms, answer)
+    focus = _answer_lines(c, inherited, weights, query_terms, answer, starts)
     if not focus or not all(since is not None and since >= cutoff for _, since in focus):
         return False
     # A past state of the subject ("Until 2026-06-20 the router was ...", under "## History") is what an
@@ -465,11 +508,12 @@ def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
 
 
 def as_of_state(c: Any, cutoff: float, inherited: Mapping[int, float] | None,
-                weights: Mapping[str, float] | None, answer: Sequence[Line] | None = None) -> str:
+                weights: Mapping[str, float] | None, answer: Sequence[Line] | None = None,
+                starts: Mapping[str, float] | None = None) -> str:
     """``"held"`` when the lines of undated ``c`` most about the query are known to hold on the day before
     ``cutoff``: dated before it, or a past state whose end date is at or after it ("Until 2026-06-20 the
     router was ..."); else ``"unknown"``."""
-    focus = _answer_lines(c, inherited, weights, frozenset(), answer)
+    focus = _answer_lines(c, inherited, weights, frozenset(), answer, starts)
     if not focus:
         return "unknown"
     for ln, since in focus:
