@@ -81,7 +81,9 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 continue
             if candidates[j].path == candidates[i].path and candidates[j].start_line == candidates[i].start_line:
                 continue
-            if candidates[j].score < min(t.score_ratio, t.conflict_score_ratio) * candidates[i].score:
+            if candidates[j].score < t.score_ratio * candidates[i].score and not (
+                    candidates[j].score >= t.conflict_score_ratio * candidates[i].score
+                    and _says_measure_changed(all_lines[i], focus[j])):
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -124,6 +126,13 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         if chosen is not None:
             out[i] = chosen
     return out
+
+
+def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
+    """True when a line of ``newer`` says something changed and gives a measured quantity (with a unit) that a
+    line of ``older`` gives another value of: what lets a weaker newer hit demote an older one."""
+    return any(b.change and b.quantities and any(conflicting(a.quantities, b.quantities, measured=True)
+                                                 for a in older) for b in newer)
 
 
 @attrs.frozen
