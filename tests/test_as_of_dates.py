@@ -168,3 +168,16 @@ def test_a_newer_line_restating_a_date_in_short_changes_nothing() -> None:
                         "08-04.", None)[0]
     assert not same_thing(confirmed, restated, 0.8, THRESHOLDS, line_cos=0.7)
     assert same_thing(confirmed, moved, 0.8, THRESHOLDS, line_cos=0.7)
+
+
+def test_a_date_after_the_note_was_last_written_is_a_plan_not_a_later_line(tmp_path: Path) -> None:
+    import os
+
+    ws = tmp_path / "ws"
+    note = write(ws, "MEMORY.md", "# Memory\n\n- Race: the city 10K run on 2026-09-27, from the town hall.\n")
+    june = datetime(2026, 6, 1, tzinfo=UTC).timestamp()
+    os.utime(note, (june, june))  # the note was last written on 2026-06-01: it cannot record September as past
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        hits = _as_of(mem, "when is the city 10K run?", "2026-08-01")
+        assert [h["path"] for h in hits] == ["MEMORY.md"]

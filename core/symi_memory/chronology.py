@@ -156,7 +156,10 @@ def event_dates(line: str) -> list[float]:
     for pos, stamp in _dated_spans(line):
         before = line[:pos]
         cut = max((m.end() for m in CLAUSE_END_RE.finditer(before)), default=0)
-        if not PLAN_RE.search(before[cut:]):
+        clause = before[cut:]
+        if len(re.findall(r"[^\W\d_]+", clause)) < 2:
+            clause = before  # "Speaking at the conference (Rotterdam, 2026-10-08)": the whole line says what it is
+        if not PLAN_RE.search(clause):
             out.append(stamp)
     return out
 

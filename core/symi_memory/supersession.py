@@ -468,6 +468,8 @@ def _answer_lines(c: Any, inherited: Mapping[int, float] | None, weights: Mappin
     out = []
     for ln in focus:
         since = line_since(ln.text, (inherited or {}).get(ln.line_no))
+        if since is not None and c.mtime is not None and since > c.mtime:
+            since = None  # after the file was last written: a plan, not something that had happened
         if since is None and starts and not ln.historical:
             known = [starts[v] for v in identifiers(ln.text) if v in starts]
             since = max(known) if known else None
