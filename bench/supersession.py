@@ -9,7 +9,8 @@ with the eval metrics and prints a Markdown table per dataset:
 
 - hit@5, MRR@10, paraphrase MRR and stale-above-gold (``queries.jsonl``);
 - devmem "as of" queries: the answer current on that date ranks first (hit@1 of ``asof.jsonl``);
-- search latency p50/p90 of ``MemoryManager.search`` over all those queries.
+- search latency p50/p90 of ``MemoryManager.search`` over all those queries, and the
+  p50 of its CPU time (``time.process_time``, steadier than wall time on a loaded host).
 
 convmem was the held-out set until the line-vector rework: ``line_vector``,
 ``score_ratio`` and ``window`` were then fit on devmem and convmem together,
@@ -19,7 +20,7 @@ processor on, every "as of" query not answered first and every query whose gold
 ranks lower with it on than off, the top hits with
 their gold/stale lines and supersession marks.
 
-    python bench/supersession.py [--provider local] [--repeat 3] [--misses]
+    python bench/supersession.py [--provider local] [--repeat 3] [--misses] [--state DIR]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 os.environ.setdefault("SYMI_MEMORY_TESTING", "1")
 
 import argparse
+import contextlib
 import copy
 import importlib.util
 import statistics
@@ -74,6 +76,7 @@ def main() -> int:
     ap.add_argument("--provider", default="local" if have_local else "hash")
     ap.add_argument("--repeat", type=int, default=3, help="timed passes over the queries (quality uses the first)")
     ap.add_argument("--misses", action="store_true", help="print the queries the processor still gets wrong")
+    ap.add_argument("--state", type=Path, help="keep each dataset's index under this folder and reuse it next run")
     args = ap.parse_args()
 
     from symi_memory import load_config
@@ -84,13 +87,19 @@ def main() -> int:
     sets: dict[str, list[dict[str, Any]]] = {}
     runs: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {"off": {}, "on": {}}
     times: dict[str, list[float]] = {"off": [], "on": []}
+    cpu: dict[str, list[float]] = {"off": [], "on": []}
     for folder, files in PLAN:
         root = DATASETS / folder
         for name, file in files.items():
             sets[name] = load_queries(root / file)
             for label in runs:
                 runs[label][name] = {}
-        with tempfile.TemporaryDirectory(prefix="symi-supersession-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.state is not None:
+                tmp = str(args.state / folder)
+                Path(tmp).mkdir(parents=True, exist_ok=True)
+            else:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="symi-supersession-"))
             cfg = load_config(None, state_dir=tmp, overrides={"agents": {"defaults": {"memorySearch": {
                 "provider": args.provider}}}})
             with open_memory(_throwaway_config(cfg, Path(tmp)), workspace=root / "workspace", start=False) as mem:
@@ -107,17 +116,18 @@ def main() -> int:
                         for q in sets[name]:
                             order = ("off", "on") if rep % 2 == 0 else ("on", "off")
                             for label in order:
-                                mem.pipeline = pipelines[label]
-                                t0 = time.perf_counter()
+                                mem._pipeline = pipelines[label]
+                                t0, c0 = time.perf_counter(), time.process_time()
                                 resp = mem.search(q["query"], max_results=10, min_score=0,
                                                   now=parse_now(q.get("now")), as_of=q.get("as_of"))
                                 times[label].append(time.perf_counter() - t0)
+                                cpu[label].append(time.process_time() - c0)
                                 if rep == 0:
                                     runs[label][name][q["id"]] = [
                                         {"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score,
                                          "superseded_by": h.superseded_by, "supersedes": h.supersedes}
                                         for h in resp.results]
-                mem.pipeline = pipelines["off"]
+                mem._pipeline = pipelines["off"]
         if args.misses:
             for name in files:
                 for q in sets[name]:
@@ -148,7 +158,9 @@ def main() -> int:
                      if name == "devmem" else " | | | ")
             print(f"| {label} | {name} | {o['hit@5']:.3f} | {o['mrr@10']:.3f} | {para.get('mrr@10', 0):.3f} | "
                   f"{o['stale_above_gold']:.3f} ({o['stale_queries']}) | {extra} |")
-    print(f"p50 on/off: {p50['on'] / p50['off']:.2f}x")
+    cpu50 = {label: statistics.median(v) * 1000 for label, v in cpu.items()}
+    print(f"p50 on/off: {p50['on'] / p50['off']:.2f}x; CPU p50 {cpu50['off']:.1f} / {cpu50['on']:.1f} ms "
+          f"({cpu50['on'] / cpu50['off']:.2f}x)")
     return 0
 
 

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 __all__ = [
     "DAY",
     "HISTORY_HEADING_RE",
+    "event_dates",
+    "file_line_since",
     "file_date",
     "is_dated",
     "line_dates",
@@ -111,6 +113,134 @@ def line_moment(path: str, line_no: int, line: str, *, heading: str | None, mtim
         if stamp is not None:
             return (stamp, line_no)
     return (mtime if mtime is not None else 0.0, line_no)
+
+
+MONTHS = {name: k for k, names in enumerate((
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+    ("december", "dec")), start=1) for name in names}
+# "June 2026", "early June 2026", "mid-June 2026", "end of June 2026": a month with its year.
+MONTH_DATE_RE = re.compile(r"(?<![\w-])(?:(early|mid|late|end of)[\s-]+)?(" + "|".join(sorted(MONTHS, key=len, reverse=True))
+                           + r")\.?\s+(\d{4})(?![\d-])", re.IGNORECASE)
+# Words in a date's clause that make it a plan, a deadline or an end ("until 2026-06-20", "expected
+# 2026-10-15", "is visiting from 2026-10-02"), not something that had happened when the line was written.
+PLAN_RE = re.compile(
+    r"\b(?:expected|expect|planned|plans?|planning|due|scheduled|deadline|target|until|till|will|next|by|before|"
+    r"aim\w*|goal|booked for|should|wants?|hopes?|would|going to|\w+ing)\b", re.IGNORECASE)
+CLAUSE_END_RE = re.compile(r"[,;:()\u2014\u2013]|\.\s|\s-\s|->|\u2192")
+
+
+def _dated_spans(line: str) -> list[tuple[int, float]]:
+    """``(position, epoch seconds)`` of every ``YYYY-MM-DD`` and "Month YYYY" date in ``line``."""
+    out = []
+    for m in DATE_RE.finditer(line):
+        try:
+            out.append((m.start(), datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC).timestamp()))
+        except ValueError:
+            pass
+    for m in MONTH_DATE_RE.finditer(line):
+        day = {"early": 1, "mid": 15, "late": 20, "end of": 25}.get((m[1] or "").lower().replace("-", " ").strip(), 1)
+        out.append((m.start(), datetime(int(m[3]), MONTHS[m[2].lower()], day, tzinfo=UTC).timestamp()))
+    return out
+
+
+def event_dates(line: str) -> list[float]:
+    """The dates a line records as having happened or as the start of what it states.
+
+    "since 2026-08-03", "decommissioned on 2026-08-17", "- 2026-05-01: kickoff",
+    "Production peak (2026-08-04)", "since June 2026" count; a date whose
+    clause makes it a plan, a deadline or an end ("until", "expected", "due",
+    "is visiting from") does not.
+    """
+    out = []
+    for pos, stamp in _dated_spans(line):
+        before = line[:pos]
+        cut = max((m.end() for m in CLAUSE_END_RE.finditer(before)), default=0)
+        clause = before[cut:]
+        if len(re.findall(r"[^\W\d_]+", clause)) < 2:
+            clause = before  # "Speaking at the conference (Rotterdam, 2026-10-08)": the whole line says what it is
+        if not PLAN_RE.search(clause):
+            out.append(stamp)
+    return out
+
+
+def _since(line: str) -> float | None:
+    dates = event_dates(line)
+    return max(dates) if dates else None
+
+
+NOW_AFTER_RE = re.compile(r"\d{4}-\d{2}-\d{2}\)?[,;]?\s+(?:and\s+)?now\b", re.IGNORECASE)
+SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+HEADING_RE = re.compile(r"^(#{1,6})\s")
+LIST_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)]|\|)\s")
+INTRO_RE = re.compile(r"\b(?:since|as of|updated|last (?:checked|updated|reviewed)|current(?:ly)?)\b", re.IGNORECASE)
+
+
+def file_line_since(text: str) -> dict[int, float]:
+    """``{line number: earliest date}`` for the lines of an undated note that a heading or an intro dates.
+
+    A heading that names a date ("## 2026-05-02", "## May 2026",
+    "## Versions (last checked 2026-08-28)") dates the lines under it, down
+    to the next heading of its level or above; a prose line that opens a
+    section or the note and says since when it holds ("Current setup since
+    the router swap on 2026-06-20.") dates the rest of that section (the
+    whole note, for the note's opening). A "History" section and historical
+    lines ("Until 2026-06-20 the router was ...") inherit nothing: they
+    describe the past. Line numbers are 1-based.
+    """
+    out: dict[int, float] = {}
+    # (level, date) of the enclosing sections that carry a date; level 0 is the note's opening.
+    scopes: list[tuple[int, float]] = []
+    history_level: int | None = None
+    level = 0
+    opening = True  # no content line yet under the current heading
+    for n, raw in enumerate(text.split("\n"), start=1):
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        h = HEADING_RE.match(stripped)
+        if h:
+            level = len(h[1])
+            scopes = [(lv, d) for lv, d in scopes if lv < level or (lv == 0 and level > 1)]
+            if history_level is not None and level <= history_level:
+                history_level = None
+            if HISTORY_HEADING_RE.match(stripped):
+                history_level = level
+            elif level > 1 or scopes == []:
+                stamp = _since(stripped.lstrip("#"))
+                if stamp is not None and level > 1:
+                    scopes.append((level, stamp))
+            opening = True
+            continue
+        if history_level is not None:
+            continue
+        if opening and not LIST_RE.match(raw):
+            # Sentence by sentence: "Current setup since the swap on 2026-06-20. The old setup is below."
+            for sentence in SENTENCE_RE.split(stripped):
+                stamp = _since(sentence) if INTRO_RE.search(sentence) and not is_historical(sentence, None) else None
+                if stamp is not None:
+                    scopes.append((0 if level <= 1 else level, stamp))
+                    break
+        opening = False
+        if scopes and not is_historical(stripped, None):
+            out[n] = max(d for _, d in scopes)
+    return out
+
+
+def line_since(line: str, inherited: float | None = None) -> float | None:
+    """The earliest a line can have been written: the latest date it records as having happened, or the date
+    its heading or section intro gives it (``inherited``). None for a historical line and an undated one."""
+    if is_historical(line, None) and len(SENTENCE_RE.split(line)) == 1:
+        # "manager until 2026-07-03, now in the Platform group": says what came after, so written after it.
+        ends = line_dates(line) if NOW_AFTER_RE.search(line) else []
+        return max(ends) if ends else None
+    # Sentence by sentence: "Current setup since the swap on 2026-06-20. The old setup is below."
+    owns = [d for sentence in SENTENCE_RE.split(line) if not is_historical(sentence, None)
+            if (d := _since(sentence)) is not None]
+    own = max(owns) if owns else None
+    if own is None:
+        return inherited
+    return own if inherited is None else max(own, inherited)
 
 
 def mentions_after(line: str, as_of: float) -> bool:

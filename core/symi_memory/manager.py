@@ -121,6 +121,7 @@ class MemoryManager:
     _make_pipeline: Callable[[], Pipeline] | None = attrs.field(default=None, alias="make_pipeline")
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -218,7 +219,8 @@ class MemoryManager:
         final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
-                                  line_vectors=line_vectors, query_vector=result.query_vector)
+                                  line_vectors=line_vectors, query_vector=result.query_vector,
+                                  section_dates=self._section_dates if cutoff is not None else None)
         citations = self.config.data["memory"]["citations"]
         hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
@@ -247,7 +249,8 @@ class MemoryManager:
         line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
                                   now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
-                                  line_vectors=line_vectors, query_vector=result.query_vector)
+                                  line_vectors=line_vectors, query_vector=result.query_vector,
+                                  section_dates=self._section_dates if cutoff is not None else None)
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
@@ -295,6 +298,39 @@ class MemoryManager:
                 found = message_times(self.agent.sessions_dir, c.path, c.start_line, c.end_line)
                 if found is not None:
                     out[c.id] = found
+        return out
+
+    def _section_dates(self, candidates: Sequence[Candidate]) -> dict[str, dict[int, float]]:
+        """For candidates from undated notes: ``{id: {line: date}}``, the dates their headings or section
+        intros give their lines (:func:`symi_memory.chronology.file_line_since`), read from the whole file
+        (a chunk may start below the heading that dates it). Cached per file version."""
+        from .chronology import file_date, file_line_since
+
+        out: dict[str, dict[int, float]] = {}
+        root = Path(self.agent.workspace).resolve()
+        for c in candidates:
+            if c.source != "memory" or file_date(c.path) is not None:
+                continue
+            path = (root / c.path).resolve()
+            try:
+                if not path.is_relative_to(root):
+                    continue
+                st = path.stat()
+            except (OSError, ValueError):
+                continue
+            key = (str(path), st.st_mtime_ns, st.st_size)
+            dates = self._section_cache.get(key)
+            if dates is None:
+                try:
+                    dates = file_line_since(path.read_text(encoding="utf-8", errors="replace"))
+                except OSError:
+                    continue
+                if len(self._section_cache) > 256:
+                    self._section_cache.clear()
+                self._section_cache[key] = dates
+            mine = {n: d for n, d in dates.items() if c.start_line <= n <= c.end_line}
+            if mine:
+                out[c.id] = mine
         return out
 
     def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:

@@ -99,11 +99,15 @@ class Pipeline:
             written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None,
             trace: dict[str, Any] | None = None,
             line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
-            query_vector: Sequence[float] | None = None) -> list[Candidate]:
+            query_vector: Sequence[float] | None = None,
+            section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None,
+            ) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
 
         ``as_of`` (epoch seconds, exclusive) first leaves out what was written
-        at or after it (:func:`symi_memory.supersession.written_after`).
+        at or after it (:func:`symi_memory.supersession.written_after`);
+        ``section_dates`` gives the dates headings and section intros of
+        undated notes give their lines (``{id: {line: epoch seconds}}``).
         ``trace`` (a dict to fill, for ``explain``) records each stage's scores
         and ranks per candidate id and why a candidate was cut; it never
         changes the result.
@@ -112,7 +116,7 @@ class Pipeline:
         if trace is not None:
             _trace_stage(trace, "fused", items)
         if as_of is not None:
-            items = exclude_written_after(query, items, as_of, written_at)
+            items = exclude_written_after(query, items, as_of, written_at, section_dates, line_vectors, query_vector)
             if trace is not None:
                 _trace_stage(trace, "asOf", items)
                 kept_ids = {c.id for c in items}
@@ -171,25 +175,59 @@ def _trace_stage(trace: dict[str, Any], stage: str, items: Sequence[Candidate]) 
 
 def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float,
                           written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None,
-                          ) -> list[Candidate]:
+                          section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]]
+                          | None = None,
+                          line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
+                          query_vector: Sequence[float] | None = None) -> list[Candidate]:
     """``candidates`` minus those written at or after ``cutoff``.
 
-    An undated note changed after the cutoff may hold later knowledge in
-    lines that do not say so; its hits stay, with their score scaled by
-    ``THRESHOLDS.as_of_undated`` so that notes known to predate the cutoff
-    answer first.
+    A hit from an undated note is judged by its lines most about the query
+    (closest to ``query_vector`` by their stored ``line_vectors``, else
+    holding the query's most telling words):
+    left out when each of them dates itself, or is dated by its heading or
+    section intro (``section_dates``), at or after the cutoff. Kept hits of
+    an undated note changed after the cutoff may hold later knowledge in
+    lines that do not say so; their score is scaled by
+    ``THRESHOLDS.as_of_undated``, unless their lines are known to hold on
+    the date (dated before it, or a past state that ended after it), so that
+    memory known to predate the cutoff answers first.
     """
-    from .chronology import file_date
-    from .supersession import THRESHOLDS, salient, written_after
+    from .chronology import file_date, line_since
+    from .supersession import (
+        THRESHOLDS,
+        Line,
+        as_of_state,
+        closest_lines,
+        salient,
+        split_lines,
+        term_weights,
+        value_starts,
+        written_after,
+    )
 
     known = written_at(candidates) if written_at is not None else {}
+    undated = [c for c in candidates if c.id not in known and file_date(c.path) is None]
+    dates = section_dates(undated) if section_dates is not None and undated else {}
     terms = salient(query)
+    lines = {c.id: split_lines(c.path, c.start_line, c.text, c.mtime) for c in candidates}
+    weights = term_weights(terms, list(lines.values()))
+    units = line_vectors([c.id for c in undated]) if line_vectors is not None and undated and query_vector else {}
+    # When each identifier is first known to hold: a dated note's date, an undated line's own or heading date.
+    stated: list[tuple[Line, float]] = []
+    for c in candidates:
+        day = known[c.id][0] if c.id in known else file_date(c.path)
+        for ln in lines[c.id]:
+            since = day if day is not None else line_since(ln.text, dates.get(c.id, {}).get(ln.line_no))
+            if since is not None:
+                stated.append((ln, since))
+    starts = value_starts(stated)
     out = []
     for c in candidates:
-        if written_after(c, cutoff, terms, known.get(c.id)):
+        answer = closest_lines(lines[c.id], units.get(c.id), query_vector) if c.id in units else None
+        if written_after(c, cutoff, terms, known.get(c.id), dates.get(c.id), weights, answer, starts):
             continue
-        if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff):
+        if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff
+                and as_of_state(c, cutoff, dates.get(c.id), weights, answer, starts) != "held"):
             c = attrs.evolve(c, score=c.score * THRESHOLDS.as_of_undated)
         out.append(c)
     return out
-

@@ -15,14 +15,15 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from .chronology import DAY, file_date, is_historical, line_dates, line_moment, mentions_after
+from .chronology import DAY, file_date, is_historical, line_dates, line_moment, line_since
 
-__all__ = ["THRESHOLDS", "Line", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -33,7 +34,11 @@ class Thresholds:
     to be candidates for the same thing, when their lines have no vectors of
     their own. ``line_vector``: with line vectors (``chunking.units``), the
     least cosine of the two lines' vectors, and ``chunk_vector_lines`` the
-    least cosine of their chunks'. ``answer_margin``: with the query's vector
+    least cosine of their chunks'; ``conflict_line_vector``: the least line
+    cosine instead when the two lines give a quantity of the same kind with
+    different values (standup at 09:45, then at 09:15: 0.45 apart by
+    meaning; fit on devmem and convmem together, 0.3 gave the same figures).
+    ``answer_margin``: with the query's vector
     too, a hit is superseded only through its lines whose cosine with the
     query is within this of its best line's (instead of ``best_share``). ``conflict_cover``: two lines giving
     different quantities of one kind (09:45, then 10:00) state the same thing
@@ -48,7 +53,13 @@ class Thresholds:
     below this share of the older one's score is about something else for
     this query and demotes nothing (0.5, fit with ``line_vector`` 0.6 and
     ``window`` 20 on devmem and convmem together; 0.25 let weak newer hits
-    push answers out of the top ten on convmem). ``promote``: the current version also
+    push answers out of the top ten on convmem). ``conflict_score_ratio``:
+    a newer hit scoring between this share and ``score_ratio`` of the
+    older one's still demotes it when its line says the older line's
+    measured quantity changed (a change word and a different value with a
+    unit: 1000 IU, then "raised to 2000 IU"), their lines' cosine reaching
+    ``line_vector`` (0.3 and 0.2 gave the same figures; without the unit,
+    clock times of unrelated events demoted answers). ``promote``: the current version also
     takes the score of the best older version it supersedes (off: on devmem it
     cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
@@ -69,6 +80,7 @@ class Thresholds:
 
     chunk_vector: float = 0.4
     line_vector: float = 0.6
+    conflict_line_vector: float = 0.4
     chunk_vector_lines: float = 0.3
     answer_margin: float = 0.05
     conflict_cover: float = 0.5
@@ -77,6 +89,7 @@ class Thresholds:
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
     score_ratio: float = 0.5
+    conflict_score_ratio: float = 0.3
     demote: float = 0.98
     promote: bool = False
     window: int = 20
@@ -97,7 +110,7 @@ THRESHOLDS = Thresholds()
 TOKEN_RE = re.compile(r"\d+(?:[.:,/-]\d+)*|[^\W\d_]+|\w+", re.UNICODE)
 PAST_QUERY_RE = re.compile(
     r"\b(?:did|was|were|had|back in|ago|originally|used to|before|at first|last (?:year|month|week|time)|"
-    r"in (?:january|february|march|april|may|june|july|august|september|october|november|december))\b|"
+    r"in (?:early |mid-?|late |the (?:start|middle|end) of )?(?:january|february|march|april|may|june|july|august|september|october|november|december))\b|"
     r"\d{4}-\d{2}-\d{2}", re.IGNORECASE)
 CHANGE_RE = re.compile(
     r"\b(?:now|new|newly|moved?|changed?|instead|replaced?|replacing|no longer|switched|since|from now|anymore|"
@@ -129,32 +142,55 @@ def _stem(tok: str) -> str:
 
 def salient(text: str) -> frozenset[str]:
     """Stemmed content words, names, identifiers and numbers of ``text``."""
-    out = set()
-    for tok in TOKEN_RE.findall(text):
-        low = tok.lower()
-        if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
-            continue
-        out.add(_stem(low))
-    return frozenset(out)
+    return _salient_of(TOKEN_RE.findall(text))
+
+
+def _salient_of(tokens: Sequence[str]) -> frozenset[str]:
+    return frozenset({term for tok in set(tokens) if (term := _salient_term(tok)) is not None})
+
+
+@functools.lru_cache(maxsize=65536)
+def _salient_term(tok: str) -> str | None:
+    # Per token, remembered: splitting the lines of chunks not seen before is most of what
+    # supersession costs a search.
+    low = tok.lower()
+    if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
+        return None
+    return sys.intern(_stem(low))
 
 
 def values(text: str) -> frozenset[str]:
     """Numbers, times, identifiers and capitalised names: what changes when a fact changes."""
-    out = set()
-    for k, tok in enumerate(TOKEN_RE.findall(text)):
-        # A capital on the first word only starts the sentence; it does not make a name.
-        if any(ch.isdigit() for ch in tok) or (k > 0 and tok[:1].isupper() and tok.lower() not in STOPWORDS):
-            out.add(tok.lower())
+    return _values_of(TOKEN_RE.findall(text))
+
+
+def _values_of(tokens: Sequence[str]) -> frozenset[str]:
+    if not tokens:
+        return frozenset()
+    out = {v for tok in set(tokens[1:]) if (v := _value(tok)[1]) is not None}
+    first = _value(tokens[0])[0]
+    if first is not None:
+        out.add(first)
     return frozenset(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _value(tok: str) -> tuple[str | None, str | None]:
+    """What ``tok`` adds to :func:`values` as the first token of a line, and later in it."""
+    # A capital on the first word only starts the sentence; it does not make a name.
+    if any(ch.isdigit() for ch in tok):
+        return tok.lower(), tok.lower()
+    return None, (tok.lower() if tok[:1].isupper() and tok.lower() not in STOPWORDS else None)
 
 
 # A number and the unit after it: "13.6 kg", "380 ms", "76%", "09:45", "1:10:10", "v0.4.2".
 QUANTITY_RE = re.compile(r"(?<![\w.:/-])(v?\d+(?:[.:,/]\d+)*)(?:\s*(%|[^\W\d_]+))?", re.UNICODE)
+DAY_MONTH_RE = re.compile(r"\d{2}-\d{2}")
 DATE_LIKE_RE = re.compile(r"^\d{4}(?:-\d{2}){0,2}$|^\d{2}-\d{2}$")
 UNITS = frozenset("""
 % kg g mg km m cm mm ms s sec min mins minute minutes h hr hrs hour hours day days week weeks month months year years
 gb mb tb kb gbe ghz mhz mbps x k eur euro euros pound pounds dollar dollars percent pct degrees kilos kilo lbs mph kmh
-kph bpm rpm events msgs messages doses dose times tablets pills ml l w kw kwh v mah
+kph bpm rpm events msgs messages doses dose times tablets pills ml l w kw kwh v mah iu
 """.split())
 
 
@@ -178,9 +214,13 @@ def quantities(text: str) -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]) -> bool:
-    """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00)."""
-    return any(kind in b and not (vals & b[kind]) for kind, vals in a.items())
+def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], *, measured: bool = False) -> bool:
+    """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00).
+
+    ``measured``: only quantities with a unit count (1000 IU vs 2000 IU, 10 vs 30 minutes), not clock
+    times, which differ between any two events.
+    """
+    return any(kind in b and not (vals & b[kind]) and (not measured or " " in kind) for kind, vals in a.items())
 
 
 @attrs.frozen
@@ -228,11 +268,12 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
             heading = stripped
             continue
         n = start_line + offset
-        out.append(Line(path=path, line_no=n, text=stripped, terms=salient(stripped),
+        tokens = TOKEN_RE.findall(stripped)
+        out.append(Line(path=path, line_no=n, text=stripped, terms=_salient_of(tokens),
                         moment=line_moment(path, n, stripped, heading=heading, mtime=mtime,
                                            written=written),
                         historical=is_historical(stripped, None), change=states_change(stripped),
-                        values=values(stripped), dates=tuple(line_dates(stripped)),
+                        values=_values_of(tokens), dates=tuple(line_dates(stripped)),
                         quantities=quantities(stripped)))
     return out
 
@@ -342,8 +383,14 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     With the two lines' own stored vectors (``line_cos``) their cosine must
     reach ``line_vector`` instead, and the chunks' need only reach ``chunk_vector_lines``.
     """
+    # Each True below needs a past-state line, a stated change, or a quantity of one kind in both lines:
+    # without any of these, say no before the set work (most pairs a search looks at end here).
+    if not (a.historical or b.change or (a.quantities and b.quantities and not a.quantities.keys().isdisjoint(
+            b.quantities))):
+        return False
     if line_cos is not None:
-        if line_cos < t.line_vector or (chunk_cos is not None and chunk_cos < t.chunk_vector_lines):
+        floor = t.conflict_line_vector if conflicting(a.quantities, b.quantities) else t.line_vector
+        if line_cos < floor or (chunk_cos is not None and chunk_cos < t.chunk_vector_lines):
             return False
     elif chunk_cos is None or chunk_cos < t.chunk_vector:
         return False
@@ -364,7 +411,19 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
         return True
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
-    return b.change and bool(b.values - a.values)
+    return b.change and bool(_new_values(a, b))
+
+
+def _new_values(a: Line, b: Line) -> set[str]:
+    """The values of ``b`` that ``a`` does not state: not a name ``a`` opens with, not a date ``a`` writes out
+    in full ("07-28" is "2026-07-28")."""
+    words = {tok.lower() for tok in TOKEN_RE.findall(a.text)}
+    out = set()
+    for v in b.values - a.values:
+        if v in words or (DAY_MONTH_RE.fullmatch(v) and any(w.endswith("-" + v) for w in words)):
+            continue
+        out.add(v)
+    return out
 
 
 def describe(line: Line, start: int | None = None, end: int | None = None) -> dict[str, Any]:
@@ -372,24 +431,129 @@ def describe(line: Line, start: int | None = None, end: int | None = None) -> di
             "endLine": end if end is not None else line.line_no}
 
 
+def closest_lines(lines: Sequence[Line], units: Sequence[tuple[int, int, Sequence[float]]] | None,
+                  query_vector: Sequence[float] | None, margin: float = THRESHOLDS.answer_margin) -> list[Line]:
+    """The lines whose stored vectors (``units``, ``(start, end, vector)``) are closest to the query's, within
+    ``margin`` of the best, best first; empty without vectors."""
+    if not units or query_vector is None:
+        return []
+    by_line: dict[int, Sequence[float]] = {}
+    for a, b, v in units:
+        for n in range(a, b + 1):
+            by_line.setdefault(n, v)
+    have = [ln for ln in lines if ln.line_no in by_line]
+    if not have:
+        return []
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with every vector backend
+        scored = [(cos, ln) for ln in have if (cos := cosine(by_line[ln.line_no], query_vector)) is not None]
+    else:
+        m = np.asarray([by_line[ln.line_no] for ln in have], dtype=np.float32)
+        q = np.asarray(query_vector, dtype=np.float32)
+        if m.ndim != 2 or m.shape[1] != q.shape[0]:
+            return []
+        norms = np.linalg.norm(m, axis=1) * (float(np.linalg.norm(q)) or 1.0)
+        norms[norms == 0] = 1.0
+        scored = list(zip(((m @ q) / norms).tolist(), have, strict=True))
+    if not scored:
+        return []
+    top = max(sc for sc, _ in scored)
+    return [ln for sc, ln in sorted(scored, key=lambda p: -p[0]) if sc >= top - margin]
+
+
+IDENT_RE = re.compile(r"(?<![\w.-])(?:\d{1,3}(?:\.\d{1,3}){3}|(?=[\w.-]*[^\W\d_])(?=[\w.-]*[\d_.])"
+                      r"[^\W_][\w.-]{3,}[^\W_])(?![\w-])", re.UNICODE)
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """Names that pin a value down: ``kessler-backups-eu2``, ``vault.kessler.home``, ``10.20.0.1``, ``CT_105``."""
+    return frozenset(m[0].lower() for m in IDENT_RE.finditer(text) if not DATE_LIKE_RE.match(m[0]))
+
+
+def value_starts(dated: Sequence[tuple[Line, float]]) -> dict[str, float]:
+    """``{identifier: the earliest known date a line states it}`` from ``(line, date)`` pairs."""
+    out: dict[str, float] = {}
+    for ln, since in dated:
+        if ln.historical:
+            continue
+        for v in identifiers(ln.text):
+            if since < out.get(v, math.inf):
+                out[v] = since
+    return out
+
+
+def _answer_lines(c: Any, inherited: Mapping[int, float] | None, weights: Mapping[str, float] | None,
+                  query_terms: frozenset[str], answer: Sequence[Line] | None = None,
+                  starts: Mapping[str, float] | None = None) -> list[tuple[Line, float | None]]:
+    """The lines of undated candidate ``c`` most about the query (``answer`` when known, by meaning), each
+    with the earliest it can have been written: its own or its heading's date, else the latest of the
+    dates its identifiers are first known from (``starts``, :func:`value_starts`)."""
+    lines = split_lines(c.path, c.start_line, c.text, c.mtime)
+    focus = best_lines(lines, weights) if weights is not None else (
+        focus_lines(lines, query_terms) if query_terms else lines)
+    if answer:
+        focus = list(answer) + [ln for ln in focus if ln not in answer]
+    out = []
+    for ln in focus:
+        since = line_since(ln.text, (inherited or {}).get(ln.line_no))
+        if since is not None and c.mtime is not None and since > c.mtime:
+            since = None  # after the file was last written: a plan, not something that had happened
+        if since is None and starts and not ln.historical:
+            known = [starts[v] for v in identifiers(ln.text) if v in starts]
+            since = max(known) if known else None
+        out.append((ln, since))
+    return out
+
+
 def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
-                  written: tuple[float, float] | None = None) -> bool:
+                  written: tuple[float, float] | None = None, inherited: Mapping[int, float] | None = None,
+                  weights: Mapping[str, float] | None = None, answer: Sequence[Line] | None = None,
+                  starts: Mapping[str, float] | None = None) -> bool:
     """True when candidate ``c`` was written at or after ``cutoff`` (epoch seconds), as far as can be told.
 
     A dated note: its date. A transcript chunk with message timestamps: its
-    first message. An undated note: when the lines most about the query
-    state a date after the cutoff as something that already happened
-    ("since 2026-08-03"); otherwise it is kept, since its lines' dates are
-    unknown.
+    first message. An undated note: when each of its lines most about the
+    query (by the query's term ``weights`` among the candidates) records
+    something that happened at or after the cutoff ("since 2026-08-03",
+    "decommissioned on 2026-08-17", "since June 2026"), or sits under a
+    heading or section intro dated then (``inherited``, ``{line: date}``);
+    otherwise it is kept, since its lines' dates are unknown. ``answer``:
+    the lines closest to the query by their stored vectors, when known.
     """
     if written is not None:
         return written[0] >= cutoff
     dated = file_date(c.path)
     if dated is not None:
         return dated >= cutoff
-    lines = split_lines(c.path, c.start_line, c.text, c.mtime)
-    focus = focus_lines(lines, query_terms) if query_terms else lines
-    return bool(focus) and all(mentions_after(ln.text, cutoff - DAY) for ln in focus)
+    focus = _answer_lines(c, inherited, weights, query_terms, answer, starts)
+    if not focus or not all(since is not None and since >= cutoff for _, since in focus):
+        return False
+    # A past state of the subject ("Until 2026-06-20 the router was ...", under "## History") is what an
+    # "as of" search asks for: the hit stays while such a line of it may still have held then.
+    for ln in split_lines(c.path, c.start_line, c.text, c.mtime):
+        if (ln.historical and (weights is None or query_score(ln, weights) > 0)
+                and line_since(ln.text, None) is None and not (ln.dates and min(ln.dates) < cutoff - DAY)):
+            return False
+    return True
+
+
+def as_of_state(c: Any, cutoff: float, inherited: Mapping[int, float] | None,
+                weights: Mapping[str, float] | None, answer: Sequence[Line] | None = None,
+                starts: Mapping[str, float] | None = None) -> str:
+    """``"held"`` when the lines of undated ``c`` most about the query are known to hold on the day before
+    ``cutoff``: dated before it, or a past state whose end date is at or after it ("Until 2026-06-20 the
+    router was ..."); else ``"unknown"``."""
+    focus = _answer_lines(c, inherited, weights, frozenset(), answer, starts)
+    if not focus:
+        return "unknown"
+    for ln, since in focus:
+        if since is not None and since < cutoff:
+            continue
+        if ln.historical and not ln.change and ln.dates and min(ln.dates) >= cutoff - DAY:
+            continue
+        return "unknown"
+    return "held"
 
 
 def versions(candidates: Sequence[Any], vectors: Mapping[str, Sequence[float]] | None, query: str,

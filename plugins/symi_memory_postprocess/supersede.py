@@ -22,6 +22,7 @@ from symi_memory.supersession import (
     Thresholds,
     asks_about_past,
     best_lines,
+    conflicting,
     cosine,
     focus_lines,
     query_score,
@@ -80,7 +81,9 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 continue
             if candidates[j].path == candidates[i].path and candidates[j].start_line == candidates[i].start_line:
                 continue
-            if candidates[j].score < t.score_ratio * candidates[i].score:
+            if candidates[j].score < t.score_ratio * candidates[i].score and not (
+                    candidates[j].score >= t.conflict_score_ratio * candidates[i].score
+                    and _says_measure_changed(all_lines[i], focus[j])):
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -111,14 +114,25 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
                         continue  # cheap refusals first: same_thing would say no before any vector
                     lc = line_cos(i, a, j, b) if line_cos else None
-                    if lc is not None and lc < t.line_vector:
+                    if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
+                    if candidates[j].score < t.score_ratio * candidates[i].score and not (
+                            b.change and conflicting(a.quantities, b.quantities, measured=True)
+                            and (lc is None or lc >= t.line_vector)):
+                        continue  # a weaker newer hit demotes only a close line whose quantity it says changed
                     if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen = (j, a, b)
         if chosen is not None:
             out[i] = chosen
     return out
+
+
+def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
+    """True when a line of ``newer`` says something changed and gives a measured quantity (with a unit) that a
+    line of ``older`` gives another value of: what lets a weaker newer hit demote an older one."""
+    return any(b.change and b.quantities and any(conflicting(a.quantities, b.quantities, measured=True)
+                                                 for a in older) for b in newer)
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ import functools
 import math
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import apsw
 import attrs
@@ -39,15 +39,19 @@ __all__ = [
     "STOP_WORDS",
     "QueryAnalysis",
     "content_words",
+    "counts_in",
     "idf",
     "keyword_evidence",
     "keyword_log_odds",
     "keyword_probability",
+    "needles",
     "query_terms",
     "stem",
     "stem_word",
     "term_counts",
+    "term_string",
     "terms",
+    "terms_in",
 ]
 
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
@@ -126,6 +130,37 @@ def term_counts(text: str) -> Counter[str]:
     out = Counter(_stem_all(text))
     out.update(cjk_bigrams(text).split())
     return out
+
+
+def term_string(text: str) -> str:
+    """The index terms of ``text`` (as :func:`term_counts` counts them), each as `` term `` in one string.
+
+    A compact form of the counts to keep per chunk (about the text's own size; a ``Counter`` of a
+    400-token chunk takes several kilobytes): :func:`terms_in` reads a term's count back from it.
+    """
+    tokens = _stem_all(text)
+    if not text.isascii():  # CJK bigrams: none in ASCII text
+        tokens.extend(cjk_bigrams(text).split())
+    return f" {'  '.join(tokens)} " if tokens else ""
+
+
+def terms_in(packed: str, terms: Iterable[str]) -> dict[str, int]:
+    """``{term: count}`` of these terms in a :func:`term_string`, the absent ones left out.
+
+    Index terms hold no spaces, so `` term `` matches whole terms only, and each occurrence
+    carries its own spaces, so adjacent repeats are all counted.
+    """
+    return counts_in(packed, needles(terms))
+
+
+def needles(terms: Iterable[str]) -> list[tuple[str, str]]:
+    """``(term, " term ")`` of each term: what :func:`counts_in` looks for in a :func:`term_string`."""
+    return [(t, f" {t} ") for t in terms if t]
+
+
+def counts_in(packed: str, found: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """:func:`terms_in` with the :func:`needles` made once for many chunks."""
+    return {t: n for t, needle in found if (n := packed.count(needle))}
 
 
 def content_words(words: Iterable[str]) -> list[str]:

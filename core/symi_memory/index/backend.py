@@ -6,7 +6,6 @@ import json
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,7 @@ class IndexedBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
-    _terms_cache: dict[int, tuple[Counter[str], int]] = attrs.field(factory=dict)
+    _terms_cache: dict[int, tuple[str, int]] = attrs.field(factory=dict)
     _terms_gen: int = -1
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
@@ -160,31 +159,36 @@ class IndexedBackend:
             # Over-fetch when filtering by source, since the vector side cannot filter.
             vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
-        # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query).
+        # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query),
+        # unless the vector side scores them from its scan.
         cosine_missing = use_vec and hybrid["enabled"]
-        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
-                                                 vectors=cosine_missing)
-        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
+        # A vector side that scores chunks with their units as asked scores the keyword candidates too, from
+        # the scan it just ran where it can: their vectors are then not read with their rows.
+        rescore = getattr(self.vectors, "rescore", None) if weight > 0 else None
+        if getattr(self.vectors, "unit_weight", None) != weight:
+            rescore = None
+        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
+                                                 vectors=cosine_missing and rescore is None)
+        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
             # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
             vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
         if cosine_missing:
             # Only keyword candidates the vector side did not rank need their score computed here.
-            rescore = getattr(self.vectors, "rescore", None)
-            if weight > 0:
-                unscored = [k for k, r in rows.items() if k not in vec_hits and r.vector is not None]
-                if rescore is not None and getattr(self.vectors, "unit_weight", None) == weight:
-                    vec_hits.update(rescore(qvec, unscored))  # the scan's own scores, when it just scanned
-                else:
-                    vec_hits.update(combined_cosines(self.store, qvec, unscored, weight))  # type: ignore[arg-type]
+            if rescore is not None:
+                vec_hits.update(rescore(qvec, [k for k in rows if k not in vec_hits]))  # chunks without a vector: none
+            elif weight > 0:
+                unscored = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
+                vec_hits.update(combined_cosines(self.store, qvec, list(unscored), weight,  # type: ignore[arg-type]
+                                                 blobs=unscored))
             else:
                 missing = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
                 vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        chunk_terms = self._chunk_terms(rows, generation)
+        chunk_terms = self._chunk_terms(rows, generation, qa.terms)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits, term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
@@ -300,25 +304,31 @@ class IndexedBackend:
             return None
         return provider.embed_documents(list(texts))
 
-    def _chunk_terms(self, rows: dict[int, CandidateRow], generation: int | None = None,
-                     ) -> dict[int, tuple[Counter[str], int]]:
-        """Term frequencies and length of each candidate chunk, cached by rowid for the index generation."""
+    def _chunk_terms(self, rows: dict[int, CandidateRow], generation: int | None, terms: Sequence[str],
+                     ) -> dict[int, tuple[dict[str, int], int]]:
+        """Frequencies of the query's ``terms`` (the absent ones left out) and length of each candidate chunk.
+
+        Each chunk's terms are kept for the index generation by rowid, as one string
+        (:func:`~.analysis.term_string`): a ``Counter`` per chunk took 130 MB after a few hundred
+        searches of a 100k-chunk index.
+        """
         gen = self.store.generation() if generation is None else generation
         if self._terms_gen != gen:
             self._terms_cache.clear()
             self._terms_gen = gen
-        from .analysis import term_counts
+        from .analysis import counts_in, needles, term_string
 
         cache = self._terms_cache
+        wanted = needles(terms)
         out = {}
         for k, row in rows.items():
             got = cache.get(k)
             if got is None:
-                got = (term_counts(row.text), len(row.text))
+                got = (term_string(row.text), len(row.text))
                 if len(cache) >= TERMS_CACHE_MAX:
                     cache.clear()
                 cache[k] = got
-            out[k] = got
+            out[k] = (counts_in(got[0], wanted), got[1])
         return out
 
     def calibration(self) -> ScoreCalibration:

@@ -18,6 +18,7 @@ import attrs
 
 __all__ = [
     "ExactMatcher",
+    "TokenPattern",
     "cjk_bigrams",
     "fold",
     "identifier_tokens",
@@ -105,6 +106,25 @@ def token_pattern(token: str) -> re.Pattern[str]:
     return re.compile(r"(?<![^\W_])" + folded + r"(?![^\W_])")
 
 
+class TokenPattern:
+    """:func:`token_pattern` of one token, compiled on its first search (about 0.25 ms a compile).
+
+    A query's tokens are matched only against texts that hold them as a substring, so a token no
+    candidate holds (most identifiers of a new query) is never compiled.
+    """
+
+    __slots__ = ("token", "_compiled")
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self._compiled: re.Pattern[str] | None = None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._compiled is None:
+            self._compiled = token_pattern(self.token)
+        return self._compiled.search(text)
+
+
 @attrs.frozen
 class ExactMatcher:
     """Decides, in Python, which candidate texts hold every query token or an identifier token.
@@ -113,8 +133,8 @@ class ExactMatcher:
     asking FTS5 again (which ranks every match before filtering by rowid).
     """
 
-    every: tuple[re.Pattern[str], ...]
-    idents: tuple[re.Pattern[str], ...]
+    every: tuple[TokenPattern, ...]
+    idents: tuple[TokenPattern, ...]
     # The folded token each pattern matches: a plain substring test rules most texts out before the
     # regex (whose leading look-behind makes it try every position) runs.
     every_literals: tuple[str, ...] = ()
@@ -128,7 +148,7 @@ class ExactMatcher:
     @classmethod
     def for_tokens(cls, every: Sequence[str], idents: Sequence[str]) -> ExactMatcher:
         """A matcher for query tokens already split (``every``) and the identifier tokens among them."""
-        return cls(tuple(token_pattern(t) for t in every), tuple(token_pattern(t) for t in idents),
+        return cls(tuple(TokenPattern(t) for t in every), tuple(TokenPattern(t) for t in idents),
                    tuple(fold(t) for t in every), tuple(fold(t) for t in idents))
 
     def holds_identifier(self, text: str) -> bool:
@@ -150,11 +170,11 @@ class ExactMatcher:
         return full, ident
 
 
-def _pairs(patterns: tuple[re.Pattern[str], ...], literals: tuple[str, ...]) -> list[tuple[re.Pattern[str], str]]:
+def _pairs(patterns: tuple[TokenPattern, ...], literals: tuple[str, ...]) -> list[tuple[TokenPattern, str]]:
     return list(zip(patterns, literals, strict=True)) if len(literals) == len(patterns) else [(p, "") for p in patterns]
 
 
-def _has(folded: str, pattern: re.Pattern[str], literal: str) -> bool:
+def _has(folded: str, pattern: TokenPattern, literal: str) -> bool:
     return literal in folded and pattern.search(folded) is not None
 
 

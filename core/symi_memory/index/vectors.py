@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -51,9 +51,13 @@ def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
     return (1.0 - weight) * chunk + weight * best
 
 
-def combined_cosines(store: IndexStore, query: Sequence[float], rowids: Sequence[int], weight: float,
-                     ) -> dict[int, float]:
-    """Exact vector scores of these chunks from their stored vectors (chunk and units), as the scan scores them."""
+def combined_cosines(store: IndexStore, query: Sequence[float], rowids: Sequence[int], weight: float, *,
+                     blobs: Mapping[int, bytes | None] | None = None, units: bool = True) -> dict[int, float]:
+    """Exact vector scores of these chunks from their stored vectors (chunk and units), as the scan scores them.
+
+    ``blobs``: stored chunk vectors the caller has already read (the others are read here);
+    ``units``: False when the index is known to hold no unit vectors (their read is skipped).
+    """
     import numpy as np
 
     q = np.asarray(query, dtype=np.float32)
@@ -61,22 +65,28 @@ def combined_cosines(store: IndexStore, query: Sequence[float], rowids: Sequence
     if qn == 0.0 or not rowids:
         return {}
     q = q / qn
-    chunks = store.vectors_by_rowid(list(rowids))
-    units = store.unit_vectors_by_rowid(list(chunks)) if weight > 0 else {}
+    if blobs is None:
+        chunks = store.vectors_by_rowid(list(rowids))
+    else:
+        chunks = {r: b for r in rowids if (b := blobs.get(r)) is not None}
+        unread = [r for r in rowids if r not in chunks]
+        if unread:
+            chunks.update(store.vectors_by_rowid(unread))
+    got_units = store.unit_vectors_by_rowid(list(chunks)) if weight > 0 and units else {}
     width = q.shape[0] * 4
     kept: list[int] = []
-    blobs: list[bytes] = []
+    rows: list[bytes] = []
     starts: list[int] = []
     for rowid, blob in chunks.items():
         if len(blob) != width:
             continue
         kept.append(rowid)
-        starts.append(len(blobs))
-        blobs.append(blob)
-        blobs.extend(b for b in units.get(rowid, ()) if len(b) == width)
+        starts.append(len(rows))
+        rows.append(blob)
+        rows.extend(b for b in got_units.get(rowid, ()) if len(b) == width)
     if not kept:
         return {}
-    m = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), q.shape[0])
+    m = np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(rows), q.shape[0])
     norms = np.linalg.norm(m, axis=1)
     norms[norms == 0] = np.inf  # a zero vector scores 0
     cos = (m @ q) / norms
@@ -205,7 +215,8 @@ class ExactVectors:
         """
         generation = self.store.generation()
         with self._lock:
-            if self._generation == generation:
+            self._last.current = self._generation == generation
+            if self._last.current:
                 return True
             have_old = self._matrix is not None or self._half is not None
             if self._loading:
@@ -232,7 +243,7 @@ class ExactVectors:
         """``(rowid, cosine)`` best first, exact."""
         import numpy as np
 
-        self._last.scan = None
+        self._last.scan = self._last.exact = None
         if not self.ready():
             return self.store.vec_knn(pack_vector(query), k, self.unit_weight)
         with self._lock:
@@ -262,32 +273,47 @@ class ExactVectors:
             # max(chunk, best unit).
             scores = combine_unit(scores[offsets], np.maximum.reduceat(scores, offsets), self.unit_weight)
             ids = chunk_ids
-            self._last.scan = (q, ids, scores)
+        # Without units a chunk's score is its own cosine (combine_unit of it with itself), as rescoring computes it.
+        self._last.scan = (q, ids, scores)
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
-        """The vector scores of these chunks as :meth:`search` computes them (chunk and units)."""
+        """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
+
+        Chunks this thread's last scan scored (or, after a float16 scan, rescored) take that score;
+        the others are computed from their stored vectors; chunks without a vector are left out.
+        """
         import numpy as np
 
-        last = getattr(self._last, "scan", None)
-        if last is not None and rowids:
-            q, ids, scores = last
+        last: Any = getattr(self._last, "scan", None)
+        exact: Any = getattr(self._last, "exact", None)
+        # A scan copy of the index as it is now that holds no units: the index holds none either.
+        units = not (getattr(self._last, "current", False) and self._offsets is None)
+        seen = last if last is not None else exact
+        if seen is not None and rowids:
+            q = seen[0]
             qn = np.asarray(query, dtype=np.float32)
             norm = float(np.linalg.norm(qn))
             if norm and qn.shape == q.shape and np.array_equal(qn / norm, q):
-                wanted = np.asarray(list(rowids), dtype=np.int64)
-                pos = np.searchsorted(ids, wanted)  # the scan's chunk rowids are in rowid order
-                pos[pos >= len(ids)] = 0
-                found = ids[pos] == wanted
-                out = {int(r): float(scores[p]) for r, p, ok in zip(wanted, pos, found, strict=True) if ok}
-                missing = [int(r) for r, ok in zip(wanted, found, strict=True) if not ok]
-                if missing:  # written since the scan copy loaded
-                    out.update(combined_cosines(self.store, query, missing, self.unit_weight))
+                if last is None:
+                    known = exact[1]
+                    out = {r: known[r] for r in rowids if r in known}
+                    missing = [r for r in rowids if r not in known]
+                else:
+                    ids, scores = last[1], last[2]
+                    wanted = np.asarray(list(rowids), dtype=np.int64)
+                    pos = np.searchsorted(ids, wanted)  # the scan's chunk rowids are in rowid order
+                    pos[pos >= len(ids)] = 0
+                    found = ids[pos] == wanted
+                    out = {int(r): float(scores[p]) for r, p, ok in zip(wanted, pos, found, strict=True) if ok}
+                    missing = [int(r) for r, ok in zip(wanted, found, strict=True) if not ok]
+                if missing:  # written since the scan copy loaded, or beyond the float16 scan's candidates
+                    out.update(combined_cosines(self.store, query, missing, self.unit_weight, units=units))
                 return out
-        return combined_cosines(self.store, query, rowids, self.unit_weight)
+        return combined_cosines(self.store, query, rowids, self.unit_weight, units=units)
 
     def _search_half(self, half: Any, ids: Any, q: Any, k: int, *, chunks: int | None = None,
                      ) -> list[tuple[int, float]]:
@@ -304,6 +330,7 @@ class ExactVectors:
             exact = combined_cosines(self.store, q, rowids, self.unit_weight)
         else:
             exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
+        self._last.exact = (q, exact)  # rescoring keyword candidates reads these (without units: the cosine)
         ordered = sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))
         return ordered[:k]
 
