@@ -4,9 +4,12 @@
 
 Each command is a fresh process (what an agent's shell tool pays). The
 devmem workspace (bench/datasets/devmem) is indexed once per interpreter
-with the ``local`` provider; then the commands run interleaved, this
-checkout and the baseline one after the other, so host load hits both
-alike. Medians are reported with the ratio to the baseline, for wall time and for
+with the ``local`` provider, and into a second state dir with provider ``none``
+for the keyword-only search (an index records the provider that built it: a
+shared one was re-synced by every search that alternated between the two);
+then the commands run interleaved, this checkout and the baseline one after
+the other, so host load hits both alike; at the end, a status check confirms
+no timed command synced. Medians are reported with the ratio to the baseline, for wall time and for
 CPU time (user + system of the child process, which host load inflates less). Floors in the
 same run: ``python -c pass``, ``import numpy``, ``import onnxruntime`` and the three
 libraries a ``local`` query embedding imports (numpy, onnxruntime, tokenizers).
@@ -39,11 +42,12 @@ COMMANDS = {
 
 
 def cli(python: str, root: Path, args: list[str]) -> list[str]:
-    cfg = str(root / "local.toml")
+    # The keyword-only commands get an index of their own: an index records the provider that built it, so
+    # sharing one would make every search re-sync it for the other provider before answering.
+    cfg, state = str(root / "local.toml"), str(root / "state")
     if args and args[0] == "--config":
-        cfg, args = str(root / "keyword.toml"), args[2:]
-    return [python, "-m", "symi_memory.cli", "--config", cfg, "--state-dir", str(root / "state"),
-            "--workspace", str(root / "ws"), *args]
+        cfg, state, args = str(root / "keyword.toml"), str(root / "state-keyword"), args[2:]
+    return [python, "-m", "symi_memory.cli", "--config", cfg, "--state-dir", state, "--workspace", str(root / "ws"), *args]
 
 
 def prepare(python: str, root: Path) -> float:
@@ -52,7 +56,9 @@ def prepare(python: str, root: Path) -> float:
     (root / "keyword.toml").write_text('[agents.defaults.memorySearch]\nprovider = "none"\n', encoding="utf-8")
     t = time.perf_counter()
     subprocess.run(cli(python, root, ["index"]), check=True, capture_output=True, env=ENV)
-    return time.perf_counter() - t
+    took = time.perf_counter() - t
+    subprocess.run(cli(python, root, ["--config", "{kw}", "index"]), check=True, capture_output=True, env=ENV)
+    return took
 
 
 # What an installed package gets: compiled modules cached on disk (some shells set this variable).
@@ -106,6 +112,12 @@ def main() -> None:
             for c, cargs in COMMANDS.items():
                 for name, py in pythons.items():
                     times[c][name].append(timed(cli(py, roots[name], cargs)))
+        for name, py in pythons.items():  # no timed command may have synced: they measured answering only
+            for cfg in ([], ["--config", "{kw}"]):
+                st = json.loads(subprocess.run(cli(py, roots[name], [*cfg, "status", "--json"]), check=True,
+                                               capture_output=True, env=ENV).stdout)
+                if st["index"]["lastSync"] != "cli" or st["dirty"]:
+                    raise SystemExit(f"{name} {cfg or 'local'}: a timed command re-synced the index ({st['index']})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

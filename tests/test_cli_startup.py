@@ -22,11 +22,11 @@ HEAVY = ("numpy", "onnxruntime", "tokenizers", "sqlite_vec", "faiss", "httpx",
          "symi_memory_local.onnx_embedder", "symi_memory.testing.fakes")
 
 
-def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str,
-                             heavy: tuple[str, ...] = HEAVY) -> tuple[str, list[str]]:
+def run_cli_and_list_modules(tmp_path: Path, workspace: Path, *args: str, heavy: tuple[str, ...] = HEAVY,
+                             provider: str = "local") -> tuple[str, list[str]]:
     """Run the CLI in a fresh interpreter; return its stdout and which ``heavy`` modules it imported."""
     cfg = tmp_path / "cfg.toml"
-    cfg.write_text('[agents.defaults.memorySearch]\nprovider = "local"\n', encoding="utf-8")
+    cfg.write_text(f'[agents.defaults.memorySearch]\nprovider = "{provider}"\n', encoding="utf-8")
     code = textwrap.dedent(
         f"""
         import contextlib, io, json, sys
@@ -123,3 +123,64 @@ def test_lazy_embedder_refuses_a_model_whose_identity_differs():
     lazy = LazyEmbedder(model="m", fingerprint="not-" + inner.fingerprint, load=lambda: inner)
     with pytest.raises(EmbeddingError, match="expected not-"):
         lazy.embed_documents(["a"])
+
+
+def test_status_and_get_skip_the_query_side_of_the_index(tmp_path, workspace):
+    # Opening the index for `status` or `get` needs the store, not the query analysis (tokenizer regexes, stemming),
+    # the score fusion, the chunker, the file watcher or hashlib; nor do they need the config editor, the
+    # did-you-mean helper or the remote providers' settings code.
+    run_cli_and_list_modules(tmp_path, workspace, "index")
+    query_side = ("symi_memory.index.analysis", "symi_memory.index.keyword", "symi_memory.fusion",
+                  "symi_memory.chunking", "symi_memory.index.scheduler", "hashlib", "difflib",
+                  "symi_memory.config.edit", "symi_memory_remote.settings")
+    for args in (("status", "--json"), ("get", "MEMORY.md")):
+        out, heavy = run_cli_and_list_modules(tmp_path, workspace, *args, heavy=query_side)
+        assert out.strip()
+        assert heavy == [], args
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "tea",
+                                          heavy=query_side)
+    assert json.loads(out)["results"]
+    assert {"symi_memory.index.analysis", "symi_memory.fusion"} <= set(heavy)
+
+
+def test_keyword_only_search_imports_no_numpy(tmp_path, workspace):
+    # With provider "none" the index holds no vectors: the search and its post-processing (supersession
+    # compares stored vectors) have nothing for numpy to decode, so a one-shot search does not load it.
+    (workspace / "memory" / "2026-02-01.md").write_text("# Feb 1\n- Drinks tea in the morning.\n", encoding="utf-8")
+    out, _ = run_cli_and_list_modules(tmp_path, workspace, "index", provider="none")
+    assert "3 indexed" in out
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "tea",
+                                          provider="none")
+    data = json.loads(out)
+    assert data["mode"] == "fts-only" and len(data["results"]) == 2  # two hits: supersession compares them
+    assert heavy == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts the process's native threads in /proc")
+def test_one_shot_search_runs_openblas_on_one_thread_unless_told_otherwise(tmp_path, workspace):
+    # OpenBLAS starts its worker threads when numpy loads; a one-shot search scans the vectors once and does
+    # not need them. A count the caller set is kept, and the variable is gone again once the command returns.
+    run_cli_and_list_modules(tmp_path, workspace, "index")
+    cfg = tmp_path / "cfg.toml"
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, json, os
+        from symi_memory.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = main({["--config", str(cfg), "--workspace", str(workspace), "search", "tea"]!r})
+        print(json.dumps({{"rc": rc, "threads": len(os.listdir("/proc/self/task")),
+                           "env": os.environ.get("OPENBLAS_NUM_THREADS")}}))
+        """
+    )
+    seen = {}
+    for preset in (None, "2"):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        env["SYMI_STATE_DIR"] = str(tmp_path / "state")
+        if preset:
+            env["OPENBLAS_NUM_THREADS"] = preset
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        seen[preset] = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen[preset]["rc"] == 0
+    assert seen[None]["env"] is None and seen["2"]["env"] == "2"
+    assert seen[None]["threads"] < seen["2"]["threads"], seen

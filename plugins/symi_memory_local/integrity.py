@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -39,6 +38,8 @@ def bundled_tokenizer() -> Path:
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB blocks."""
+    import hashlib  # here: a stamped file (verified-files.json) is not read again
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

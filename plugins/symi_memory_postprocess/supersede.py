@@ -228,12 +228,12 @@ class _LineVectors:
 
 def _cosines(vecs: list[Sequence[float] | None]) -> Any:
     """Pairwise cosines of the stored vectors (None where a vector is missing), or None without numpy."""
+    dims = {len(v) for v in vecs if v is not None}
+    if len(dims) != 1:
+        return None  # before importing numpy: a keyword-only search has no vectors to compare
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy comes with every vector backend
-        return None
-    dims = {len(v) for v in vecs if v is not None}
-    if len(dims) != 1:
         return None
     d = dims.pop()
     m = np.zeros((len(vecs), d), dtype=np.float32)

@@ -1,6 +1,6 @@
 """Registers the remote embedding providers ``openai``, ``gemini`` and ``voyage``.
 
-Kept cheap to import: httpx and the provider modules load inside the factories.
+Kept cheap to import: the settings code, httpx and the provider modules load inside the factories.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from symi_memory import hookimpl
 from symi_memory.specs import ConfigSection, ProviderContext, ProviderSpec, ProviderUnavailable
 
-from .settings import ProviderDefaults, RemoteSettings, missing_key_reason
+from .defaults import ProviderDefaults, missing_key_reason
 
 if TYPE_CHECKING:
     from .base import RemoteEmbeddingProvider
@@ -54,6 +54,8 @@ DEFAULTS: dict[str, ProviderDefaults] = {
 
 def create_provider(name: str, ctx: ProviderContext, **options: Any) -> RemoteEmbeddingProvider:
     """Build provider ``name`` from ``ctx``; ``options`` (sleep, clock, transport, rng) go to the class."""
+    from .settings import RemoteSettings
+
     defaults = DEFAULTS[name]
     settings = RemoteSettings.from_context(ctx, defaults)
     if not settings.api_key:
@@ -76,6 +78,8 @@ def create_provider(name: str, ctx: ProviderContext, **options: Any) -> RemoteEm
 
 def _available(defaults: ProviderDefaults) -> Callable[[ProviderContext], str | None]:
     def available(ctx: ProviderContext) -> str | None:
+        from .settings import RemoteSettings
+
         settings = RemoteSettings.from_context(ctx, defaults)
         return None if settings.api_key else missing_key_reason(defaults)
 

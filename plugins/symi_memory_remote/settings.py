@@ -9,22 +9,10 @@ import attrs
 
 from symi_memory.specs import ProviderContext
 
+from .defaults import ProviderDefaults, missing_key_reason
 from .keys import merge_headers, positive_number, provider_entry, resolve_api_key, resolve_base_url, section
 
 __all__ = ["BatchSettings", "ProviderDefaults", "RemoteSettings", "missing_key_reason"]
-
-
-@attrs.frozen(kw_only=True)
-class ProviderDefaults:
-    """The fixed facts of one remote provider."""
-
-    name: str
-    label: str
-    default_model: str
-    base_url: str
-    env_var: str
-    provider_names: tuple[str, ...]
-    auto_priority: int
 
 
 @attrs.frozen(kw_only=True)
@@ -88,8 +76,3 @@ class RemoteSettings:
             timeout_s=positive_number(remote.get("timeoutMs"), 60000.0) / 1000.0,
             batch=BatchSettings.from_mapping(section(remote, "batch")),
         )
-
-
-def missing_key_reason(defaults: ProviderDefaults) -> str:
-    """The actionable message shown when no key resolves."""
-    return f"no {defaults.label} API key: set {defaults.env_var} or memorySearch.remote.apiKey"

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
+#: One-shot commands that embed one query and scan the vectors once: OpenBLAS runs them on one thread
+#: (other commands, long-running ones such as ``serve`` or ``eval`` included, keep its own thread count).
+ONE_QUERY_COMMANDS = frozenset({"search", "history", "append"})
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
 
 def _global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="config file (TOML, JSON or JSON5)")
@@ -108,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     args = parser.parse_args(argv)
     logging.getLogger().setLevel(logging.WARNING - 10 * min(args.verbose, 2))
+    # A one-shot query scans the vectors once: the worker threads OpenBLAS starts (and keeps spinning) when
+    # numpy loads cost it more CPU than they can save. Unless the caller chose a count.
+    one_thread_blas = (args.command in ONE_QUERY_COMMANDS and BLAS_THREADS_ENV not in os.environ
+                       and "numpy" not in sys.modules)
+    if one_thread_blas:
+        os.environ[BLAS_THREADS_ENV] = "1"
     app = App(args, plugins=plugins, plugins_disabled=disabled)
     try:
         return int(args.func(args, app) or 0)
@@ -137,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         app.close()
+        if one_thread_blas:
+            os.environ.pop(BLAS_THREADS_ENV, None)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ..config import CONFIG_NAMES, find_config_file
-from ..config.edit import parse_cli_value, set_key, to_toml, unset_key
 from ..errors import ConfigError
 from ..host import validate_raw
 from ..secrets import MASK, mask_url
@@ -86,6 +85,8 @@ def _target(app: App) -> Path:
 
 
 def run_show(args: argparse.Namespace, app: App) -> int:
+    from ..config.edit import to_toml
+
     data = app.config.data if args.show_secrets else mask_secrets(app.config.data)
     print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else to_toml(data), end="" if not args.json else "\n")
     return 0
@@ -110,6 +111,8 @@ def _validator(path: Path) -> Any:
 
 
 def run_set(args: argparse.Namespace, app: App) -> int:
+    from ..config.edit import parse_cli_value, set_key
+
     path = _target(app)
     value = parse_cli_value(args.value)
     set_key(path, args.key, value, validate=_validator(path))
@@ -123,6 +126,8 @@ def run_set(args: argparse.Namespace, app: App) -> int:
 
 
 def run_unset(args: argparse.Namespace, app: App) -> int:
+    from ..config.edit import unset_key
+
     path = _target(app)
     unset_key(path, args.key, validate=_validator(path))
     print(f"unset {args.key}  ({path})")

@@ -7,7 +7,6 @@ defaults, validation (one line per problem), and the generated reference.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -166,6 +165,8 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
 
 
 def did_you_mean(key: str, known: list[str]) -> str:
+    import difflib  # only a config with a mistake gets here
+
     match = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if not match:
         lowered = {k.lower(): k for k in known}

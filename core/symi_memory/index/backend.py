@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -13,22 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..chunking import CHARS_PER_TOKEN
 from ..errors import BackendError, EmbeddingError
-from ..fusion import score_hits
 from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
-from .analysis import QueryAnalysis, counts_in, needles, term_string
 from .indexer import Indexer, SyncCancelled
 from .records import CandidateRow
-from .scheduler import SyncScheduler
 from .store import IndexStore
-from .vectors import combined_cosines
 
 if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
+    from .scheduler import SyncScheduler
 
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
@@ -67,6 +62,8 @@ class IndexedBackend:
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
+        from .scheduler import SyncScheduler
+
         self.scheduler = SyncScheduler(agent=self.agent, run_sync=self._background_sync,
                                        check_stale=lambda for_search: self.is_stale(retry_pending=self.indexer.retry_due(),
                                                                           any_session_change=for_search))
@@ -116,6 +113,12 @@ class IndexedBackend:
     # ---------------------------------------------------------------- search
 
     def search(self, query: SearchQuery) -> BackendResult:
+        # Imported here: a one-shot `status` or `get` opens the backend without searching.
+        from ..chunking import CHARS_PER_TOKEN
+        from ..fusion import score_hits
+        from .analysis import QueryAnalysis
+        from .vectors import combined_cosines
+
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
         ms = self.agent.memory_search
@@ -260,9 +263,12 @@ class IndexedBackend:
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
+        blobs = self.store.vectors_by_id(ids)
+        if not blobs:
+            return {}  # a keyword-only index: no numpy to import for a one-shot search
         import numpy as np
 
-        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in self.store.vectors_by_id(ids).items()}
+        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
@@ -270,8 +276,6 @@ class IndexedBackend:
         Kept for the index generation (up to ``UNITS_CACHE_MAX`` chunks): the same chunks come back search
         after search, and reading their lines' vectors again cost more than judging them.
         """
-        import numpy as np
-
         # The generation the latest search read (ids hash text and model, so an entry never goes wrong;
         # a new generation only bounds what is kept).
         gen = self._terms_gen
@@ -284,8 +288,13 @@ class IndexedBackend:
             if len(cache) + len(missing) > UNITS_CACHE_MAX:
                 cache.clear()
             got = self.store.unit_vectors_by_id(missing)
-            for cid in missing:
-                cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
+            if not got:  # a keyword-only index: no numpy to import for a one-shot search
+                cache.update({cid: [] for cid in missing})
+            else:
+                import numpy as np
+
+                for cid in missing:
+                    cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
         return {cid: cache[cid] for cid in ids if cache.get(cid)}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
@@ -307,6 +316,8 @@ class IndexedBackend:
         if self._terms_gen != gen:
             self._terms_cache.clear()
             self._terms_gen = gen
+        from .analysis import counts_in, needles, term_string
+
         cache = self._terms_cache
         wanted = needles(terms)
         out = {}
@@ -486,6 +497,8 @@ WORKSPACE_META = "workspace"
 
 def workspace_store_path(path: Path, workspace: str) -> Path:
     """The index file beside ``path`` for another workspace of the same agent id: ``<stem>-ws-<hash>.sqlite``."""
+    import hashlib
+
     digest = hashlib.sha256(workspace.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return path.with_name(f"{path.stem}-ws-{digest}{path.suffix}")
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
 
-from . import analysis as _analysis
-from .analysis import QueryAnalysis
-from .keyword import match_tokens, query_tokens
 from .parts import StoreParts
+
+if TYPE_CHECKING:
+    from .analysis import QueryAnalysis
+
+# The query side (`analysis`, `keyword`) is imported by the methods that search: opening the store for
+# `status` or `get` does not need it.
 
 __all__ = ["PRUNE_MIN_CHUNKS", "KeywordSearch"]
 
@@ -38,6 +42,9 @@ class KeywordSearch(StoreParts):
         """
         if self.fts_error is not None:
             return []
+        from . import analysis as _analysis
+        from .keyword import match_tokens, query_tokens
+
         words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
         match = match_tokens(self._weighty_tokens(words, size=self._index_size(generation)))
         if match is None:
@@ -61,6 +68,8 @@ class KeywordSearch(StoreParts):
                 df = self._doc_freqs(terms, generation)
             except apsw.SQLError:
                 df = {}
+        from . import analysis as _analysis
+
         return {t: _analysis.idf(int(df.get(t, 0)), n) for t in terms}
 
     def _weighty_tokens(self, tokens: list[str], *, size: tuple[int, int] | None = None) -> list[str]:
@@ -75,6 +84,8 @@ class KeywordSearch(StoreParts):
         generation, n = size if size is not None else self._index_size()
         if len(tokens) < 2 or n < PRUNE_MIN_CHUNKS:
             return tokens
+        from . import analysis as _analysis
+
         try:
             stems = {t: _analysis.stem(t) for t in tokens}
             df = self._doc_freqs(sorted(set(stems.values())), generation)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -13,13 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..chunking import chunk_text, split_utf8
 from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
 from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path
-from . import analysis
-from .keyword import query_tokens
 from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
 if TYPE_CHECKING:
@@ -59,6 +55,8 @@ def _chain(head: Any, rest: Iterator[Any]) -> Iterator[Any]:
 
 
 def sha256(text: str | bytes) -> str:
+    import hashlib  # here: `status` and `get` open the index without hashing anything
+
     data = text.encode("utf-8") if isinstance(text, str) else text
     return hashlib.sha256(data).hexdigest()
 
@@ -117,6 +115,9 @@ def chunk_units(text: str, lines: tuple[int, ...], mode: str) -> list[tuple[int,
     """
     if mode == "off" or not lines:
         return []
+    from . import analysis
+    from .keyword import query_tokens
+
     kept: list[tuple[int, str]] = []
     for piece, lineno in zip(text.split("\n"), lines, strict=False):
         body = piece.strip()
@@ -451,6 +452,8 @@ class Indexer:
 
     def _chunk(self, loaded: _Loaded) -> list[_Piece]:
         """``(start, end, text, units)`` of each chunk of a file; ``units`` as :func:`chunk_units` (file lines)."""
+        from ..chunking import chunk_text, split_utf8
+
         ch = self.agent.memory_search["chunking"]
         limit = self.choice.provider.max_input_bytes if self.choice.provider else None
         mode = self.units_mode()

@@ -12,7 +12,6 @@ from pathlib import Path
 import apsw
 
 from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current
-from .keyword import cjk_bigrams
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
 
@@ -131,6 +130,8 @@ class Rebuild(StoreParts):
         return written
 
     def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
+        from .keyword import cjk_bigrams
+
         conn = apsw.Connection(str(build))
         try:
             # A throwaway file: no journal, no fsync; it is deleted after the swap or on the next rebuild.

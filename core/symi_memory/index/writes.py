@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Iterable
 
-from .keyword import cjk_bigrams
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
 
@@ -129,6 +128,8 @@ class FileWrites(StoreParts):
         return rowids
 
     def _insert_chunk(self, c: ChunkRow, embedder: int | None) -> int:
+        from .keyword import cjk_bigrams
+
         vector = None
         if c.embedding is not None and embedder is not None:
             vector = self.conn.execute(
