@@ -181,3 +181,17 @@ def test_a_date_after_the_note_was_last_written_is_a_plan_not_a_later_line(tmp_p
         mem.sync()
         hits = _as_of(mem, "when is the city 10K run?", "2026-08-01")
         assert [h["path"] for h in hits] == ["MEMORY.md"]
+
+
+def test_an_impossible_month_date_in_a_note_does_not_break_as_of(tmp_path: Path) -> None:
+    # "May 0000" (year 0) and "ſeptember 2026" (a long s, which matches "s" ignoring case) once raised
+    # ValueError and KeyError out of every "as of" search that met the note.
+    ws = tmp_path / "ws"
+    write(ws, "memory/odd.md", "# Odd dates\n\nSince May 0000 the archive box holds the tax papers.\n"
+                                "- The archive box moved to the attic since ſeptember 2026.\n")
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        hits = _as_of(mem, "where is the archive box?", "2026-12-01")
+        assert hits
+    assert event_dates("Since May 0000 the box") == []
+    assert event_dates("since ſeptember 2026") == []

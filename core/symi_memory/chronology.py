@@ -140,7 +140,12 @@ def _dated_spans(line: str) -> list[tuple[int, float]]:
             pass
     for m in MONTH_DATE_RE.finditer(line):
         day = {"early": 1, "mid": 15, "late": 20, "end of": 25}.get((m[1] or "").lower().replace("-", " ").strip(), 1)
-        out.append((m.start(), datetime(int(m[3]), MONTHS[m[2].lower()], day, tzinfo=UTC).timestamp()))
+        month = MONTHS.get(m[2].lower())  # None for "ſeptember": a long s matches "s" when case is ignored
+        try:
+            if month is not None:
+                out.append((m.start(), datetime(int(m[3]), month, day, tzinfo=UTC).timestamp()))
+        except ValueError:  # "May 0000"
+            pass
     return out
 
 
