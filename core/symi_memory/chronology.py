@@ -127,6 +127,7 @@ MONTH_DATE_RE = re.compile(r"(?<![\w-])(?:(early|mid|late|end of)[\s-]+)?(" + "|
 PLAN_RE = re.compile(
     r"\b(?:expected|expect|planned|plans?|planning|due|scheduled|deadline|target|until|till|will|next|by|before|"
     r"aim\w*|goal|booked for|should|wants?|hopes?|would|going to|\w+ing)\b", re.IGNORECASE)
+CLAUSE_WINDOW = 500  # characters before a date that can say what it is
 CLAUSE_END_RE = re.compile(r"[,;:()\u2014\u2013]|\.\s|\s-\s|->|\u2192")
 
 
@@ -159,7 +160,9 @@ def event_dates(line: str) -> list[float]:
     """
     out = []
     for pos, stamp in _dated_spans(line):
-        before = line[:pos]
+        # What says what a date is stands near it: the look back is bounded, or a long line of dates costs
+        # the square of its length (a 100 KB one took minutes).
+        before = line[max(0, pos - CLAUSE_WINDOW):pos]
         cut = max((m.end() for m in CLAUSE_END_RE.finditer(before)), default=0)
         clause = before[cut:]
         if len(re.findall(r"[^\W\d_]+", clause)) < 2:
