@@ -126,7 +126,7 @@ MONTH_DATE_RE = re.compile(r"(?<![\w-])(?:(early|mid|late|end of)[\s-]+)?(" + "|
 # 2026-10-15", "is visiting from 2026-10-02"), not something that had happened when the line was written.
 PLAN_RE = re.compile(
     r"\b(?:expected|expect|planned|plans?|planning|due|scheduled|deadline|target|until|till|will|next|by|before|"
-    r"aim\w*|goal|booked for|should|wants?|hopes?|would|going to|\w+ing)\b", re.IGNORECASE)
+    r"aim\w*|goal|booked for|should|wants?|hopes?|would|going to|(?:is|are|am|be)\s+\w+ing)\b", re.IGNORECASE)
 CLAUSE_WINDOW = 500  # characters before a date that can say what it is
 CLAUSE_END_RE = re.compile(r"[,;:()\u2014\u2013]|\.\s|\s-\s|->|\u2192")
 
