@@ -346,7 +346,9 @@ def _cached_session(folder: Path) -> Any | None:
         session = _session(graph, optimise=False)  # optimised already: nothing is left to do at load
         # Weights zeroed by a crash (the files renamed into place before their data reached the disk)
         # still load; their vectors are NaN.
-        if not np.isfinite(_probe_vectors(session)).all():
+        with np.errstate(all="ignore"):
+            probe = _probe_vectors(session)
+        if not np.isfinite(probe).all():
             raise ValueError("the probe batch gives non-finite vectors")
         return session
     except Exception as exc:  # a damaged cache entry is rebuilt, never trusted
