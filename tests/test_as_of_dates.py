@@ -210,3 +210,13 @@ def test_a_heading_or_line_with_a_word_ending_in_ing_is_still_dated(tmp_path: Pa
         may = _as_of(mem, "how are the balcony tomatoes watered?", "2026-05-01")
         assert may and may[0]["startLine"] <= 4 <= may[0]["endLine"]
         assert all(not (h["startLine"] <= 7 <= h["endLine"]) for h in may), "the July section is left out"
+
+
+def test_the_last_representable_day_is_refused_as_an_argument_error(tmp_path: Path) -> None:
+    # "9999-12-31" is a date, but the day after it (the cutoff) is not: the search used to fail as a whole.
+    ws = tmp_path / "ws"
+    write(ws, "memory/garden.md", GARDEN)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        out = tools.memory_search(mem, {"query": "tomatoes", "asOf": "9999-12-31"})
+        assert out["error"].startswith("asOf must be"), out
