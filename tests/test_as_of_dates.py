@@ -181,3 +181,42 @@ def test_a_date_after_the_note_was_last_written_is_a_plan_not_a_later_line(tmp_p
         mem.sync()
         hits = _as_of(mem, "when is the city 10K run?", "2026-08-01")
         assert [h["path"] for h in hits] == ["MEMORY.md"]
+
+
+def test_an_impossible_month_date_in_a_note_does_not_break_as_of(tmp_path: Path) -> None:
+    # "May 0000" (year 0) and "ſeptember 2026" (a long s, which matches "s" ignoring case) once raised
+    # ValueError and KeyError out of every "as of" search that met the note.
+    ws = tmp_path / "ws"
+    write(ws, "memory/odd.md", "# Odd dates\n\nSince May 0000 the archive box holds the tax papers.\n"
+                                "- The archive box moved to the attic since ſeptember 2026.\n")
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        hits = _as_of(mem, "where is the archive box?", "2026-12-01")
+        assert hits
+    assert event_dates("Since May 0000 the box") == []
+    assert event_dates("since ſeptember 2026") == []
+
+
+def test_a_heading_or_line_with_a_word_ending_in_ing_is_still_dated(tmp_path: Path) -> None:
+    # Any word ending in "ing" once made a date a plan: "## Evening watering (2026-07-01)" dated nothing,
+    # so "as of" May answered from the July section.
+    assert [_day(d) for d in event_dates("Spring (2026-03-01)")] == ["2026-03-01"]
+    assert [_day(d) for d in event_dates("- Building B hosts the archive since 2026-08-03.")] == ["2026-08-03"]
+    assert event_dates("- His mother is visiting Utrecht from 2026-10-02 for three weeks.") == []
+    ws = tmp_path / "ws"
+    write(ws, "memory/garden.md", GARDEN.replace("## Drip system", "## Evening watering"))
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        may = _as_of(mem, "how are the balcony tomatoes watered?", "2026-05-01")
+        assert may and may[0]["startLine"] <= 4 <= may[0]["endLine"]
+        assert all(not (h["startLine"] <= 7 <= h["endLine"]) for h in may), "the July section is left out"
+
+
+def test_the_last_representable_day_is_refused_as_an_argument_error(tmp_path: Path) -> None:
+    # "9999-12-31" is a date, but the day after it (the cutoff) is not: the search used to fail as a whole.
+    ws = tmp_path / "ws"
+    write(ws, "memory/garden.md", GARDEN)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        out = tools.memory_search(mem, {"query": "tomatoes", "asOf": "9999-12-31"})
+        assert out["error"].startswith("asOf must be"), out

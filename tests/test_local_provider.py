@@ -479,3 +479,21 @@ def test_a_graph_without_the_exported_attention_is_left_alone():
     assert fuse_encoder(model) is None
     assert model.SerializeToString() == before
     onnx.checker.check_model(model)
+
+
+def test_a_cached_graph_whose_weights_were_lost_is_rebuilt(tmp_path):
+    """A crash can leave the saved graph's weights file its full size but zeroed: it loads, yet every vector
+    comes out NaN. Such an entry is rebuilt, never served."""
+    cache = tmp_path / "graphs"
+    plain = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, fuse=False)
+    load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                       threads=1, graph_cache=cache)
+    (entry,) = cache.iterdir()
+    weights = entry / "model.data"
+    weights.write_bytes(b"\0" * weights.stat().st_size)
+    again = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    (vector,) = again.embed_documents([VOLCANO])
+    assert np.isfinite(vector).all()
+    assert cos(vector, plain.embed_documents([VOLCANO])[0]) >= 0.99999

@@ -126,7 +126,8 @@ MONTH_DATE_RE = re.compile(r"(?<![\w-])(?:(early|mid|late|end of)[\s-]+)?(" + "|
 # 2026-10-15", "is visiting from 2026-10-02"), not something that had happened when the line was written.
 PLAN_RE = re.compile(
     r"\b(?:expected|expect|planned|plans?|planning|due|scheduled|deadline|target|until|till|will|next|by|before|"
-    r"aim\w*|goal|booked for|should|wants?|hopes?|would|going to|\w+ing)\b", re.IGNORECASE)
+    r"aim\w*|goal|booked for|should|wants?|hopes?|would|going to|(?:is|are|am|be)\s+\w+ing)\b", re.IGNORECASE)
+CLAUSE_WINDOW = 500  # characters before a date that can say what it is
 CLAUSE_END_RE = re.compile(r"[,;:()\u2014\u2013]|\.\s|\s-\s|->|\u2192")
 
 
@@ -140,7 +141,12 @@ def _dated_spans(line: str) -> list[tuple[int, float]]:
             pass
     for m in MONTH_DATE_RE.finditer(line):
         day = {"early": 1, "mid": 15, "late": 20, "end of": 25}.get((m[1] or "").lower().replace("-", " ").strip(), 1)
-        out.append((m.start(), datetime(int(m[3]), MONTHS[m[2].lower()], day, tzinfo=UTC).timestamp()))
+        month = MONTHS.get(m[2].lower())  # None for "ſeptember": a long s matches "s" when case is ignored
+        try:
+            if month is not None:
+                out.append((m.start(), datetime(int(m[3]), month, day, tzinfo=UTC).timestamp()))
+        except ValueError:  # "May 0000"
+            pass
     return out
 
 
@@ -154,7 +160,9 @@ def event_dates(line: str) -> list[float]:
     """
     out = []
     for pos, stamp in _dated_spans(line):
-        before = line[:pos]
+        # What says what a date is stands near it: the look back is bounded, or a long line of dates costs
+        # the square of its length (a 100 KB one took minutes).
+        before = line[max(0, pos - CLAUSE_WINDOW):pos]
         cut = max((m.end() for m in CLAUSE_END_RE.finditer(before)), default=0)
         clause = before[cut:]
         if len(re.findall(r"[^\W\d_]+", clause)) < 2:

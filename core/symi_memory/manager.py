@@ -59,6 +59,8 @@ def parse_as_of(value: str | float | date | datetime | None) -> float | None:
         except ValueError:
             day = None
         if day is not None and len(text) == 10:
+            if day == date.max:  # the cutoff is the next day's start, which no datetime holds
+                raise ValueError(f"asOf must be a date before 9999-12-31, got {value!r}")
             return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
         try:
             stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))

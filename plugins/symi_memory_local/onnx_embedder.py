@@ -341,7 +341,16 @@ def _cached_session(folder: Path) -> Any | None:
     if not graph.is_file():
         return None
     try:
-        return _session(graph, optimise=False)  # optimised already: nothing is left to do at load
+        import numpy as np
+
+        session = _session(graph, optimise=False)  # optimised already: nothing is left to do at load
+        # Weights zeroed by a crash (the files renamed into place before their data reached the disk)
+        # still load; their vectors are NaN.
+        with np.errstate(all="ignore"):
+            probe = _probe_vectors(session)
+        if not np.isfinite(probe).all():
+            raise ValueError("the probe batch gives non-finite vectors")
+        return session
     except Exception as exc:  # a damaged cache entry is rebuilt, never trusted
         log.warning("the cached optimised graph in %s does not load (%s); building it again", folder, exc)
         shutil.rmtree(folder, ignore_errors=True)

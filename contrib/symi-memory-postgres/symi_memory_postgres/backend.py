@@ -118,17 +118,20 @@ class PostgresBackend:
         so of two claiming at once exactly one wins). A workspace at another path gets rows of its
         own under ``<agentId>-ws-<hash>``. The same path on any host is the same workspace (a shared
         volume, or a pod restarted under a new host name). A claim recorded on this host for a folder
-        that no longer exists (moved or removed) is taken over.
+        that no longer exists (moved or removed) is taken over by a workspace without rows of its own.
         """
         own = self.owners[0]
         here = str(self.agent.workspace)
         host = socket.gethostname()
         base = self.settings.owner
         digest = hashlib.sha256(here.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        for name in (base, f"{base}-ws-{digest}"):
+        mine = f"{base}-ws-{digest}"
+        for name in (base, mine):
             claimed = _claim(conn, self.settings.schema, name, {"path": here, "host": host})
             path = str(claimed.get("path", ""))
             gone_here = claimed.get("host") == host and not os.path.isdir(path)
+            if name == base and path != here and _recorded(conn, self.settings.schema, mine).get("path") == here:
+                continue  # rows of its own already: kept, not traded for the agent's (a full reindex)
             if path != here and (gone_here or name != base):
                 log.info("postgres rows of %s belonged to workspace %s, which is gone; %s takes them over",
                          name, path, here)
@@ -754,6 +757,11 @@ def _claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> dict[st
     """Record ``value`` as ``owner``'s workspace unless one is recorded; return the one in force."""
     conn.execute(f"INSERT INTO {schema}.owner_meta (owner, key, value) VALUES (%s, 'workspace', %s) "
                  "ON CONFLICT (owner, key) DO NOTHING", (owner, json.dumps(value, sort_keys=True)))
+    return _recorded(conn, schema, owner)
+
+
+def _recorded(conn: Any, schema: str, owner: str) -> dict[str, Any]:
+    """The workspace recorded as ``owner``'s, ``{}`` when none is."""
     row = conn.execute(f"SELECT value FROM {schema}.owner_meta WHERE owner = %s AND key = 'workspace'",
                        (owner,)).fetchone()
     try:

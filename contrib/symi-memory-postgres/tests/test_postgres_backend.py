@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -171,6 +172,27 @@ def test_a_moved_workspace_takes_over_its_old_rows(tmp_path: Path, pg_server: Pg
         mem.sync()
         assert paths(mem, "narwhal ledger") == ["MEMORY.md"]
     assert rows(pg_server, f"SELECT DISTINCT owner FROM {pg_schema}.files") == [("main",)]
+
+
+def test_a_workspace_with_rows_of_its_own_keeps_them_when_the_first_one_is_removed(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    # The second workspace of agent "main" syncs into main-ws-<hash>; once the first one's folder is
+    # removed, the second must not take over "main" (re-indexing everything and leaving its rows behind).
+    first = make_workspace(tmp_path / "first", {"MEMORY.md": "# A\n\nthe narwhal ledger lives here\n"})
+    second = make_workspace(tmp_path / "second", {"MEMORY.md": "# B\n\nthe walrus garden lives here\n"})
+    with open_pg(tmp_path / "s1", pg_server, pg_schema, first) as mem:
+        mem.sync()
+    with open_pg(tmp_path / "s2", pg_server, pg_schema, second) as mem:
+        mem.sync()
+        own = mem.status()["agentId"]
+    assert own.startswith("main-ws-")
+    shutil.rmtree(first)
+    with open_pg(tmp_path / "s3", pg_server, pg_schema, second) as mem:
+        assert mem.status()["agentId"] == own
+        mem.sync()
+        assert paths(mem, "walrus garden") == ["MEMORY.md"]
+    assert dict(rows(pg_server, f"SELECT owner, count(*) FROM {pg_schema}.files GROUP BY owner")) == {
+        "main": 1, own: 1}
 
 
 def test_shared_scope_is_visible_only_to_agents_that_opt_in(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
