@@ -135,8 +135,11 @@ class PostgresBackend:
             if path != here and (gone_here or name != base):
                 log.info("postgres rows of %s belonged to workspace %s, which is gone; %s takes them over",
                          name, path, here)
-                _set_claim(conn, self.settings.schema, name, {"path": here, "host": host})
-                path = here
+                # Compare-and-set: of two workspaces taking over one gone claim at once, one wins.
+                if _take_over(conn, self.settings.schema, name, claimed, {"path": here, "host": host}):
+                    path = here
+                else:
+                    path = str(_recorded(conn, self.settings.schema, name).get("path", ""))
             if path == here:
                 break
             log.info("postgres rows of agent %r belong to workspace %s; workspace %s uses owner %s-ws-%s",
@@ -771,9 +774,11 @@ def _recorded(conn: Any, schema: str, owner: str) -> dict[str, Any]:
     return got if isinstance(got, dict) else {}
 
 
-def _set_claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> None:
-    conn.execute(f"UPDATE {schema}.owner_meta SET value = %s WHERE owner = %s AND key = 'workspace'",
-                 (json.dumps(value, sort_keys=True), owner))
+def _take_over(conn: Any, schema: str, owner: str, old: dict[str, Any], new: dict[str, str]) -> bool:
+    """Replace ``owner``'s recorded workspace ``old`` by ``new``; False when another process changed it first."""
+    cur = conn.execute(f"UPDATE {schema}.owner_meta SET value = %s WHERE owner = %s AND key = 'workspace' "
+                       "AND value = %s", (json.dumps(new, sort_keys=True), owner, json.dumps(old, sort_keys=True)))
+    return bool(cur.rowcount == 1)
 
 
 def _term_counts(text: str, terms: list[str]) -> tuple[dict[str, int], int]:
