@@ -128,11 +128,12 @@ def test_lazy_embedder_refuses_a_model_whose_identity_differs():
 def test_status_and_get_skip_the_query_side_of_the_index(tmp_path, workspace):
     # Opening the index for `status` or `get` needs the store, not the query analysis (tokenizer regexes, stemming),
     # the score fusion, the chunker, the file watcher or hashlib; nor do they need the config editor, the
-    # did-you-mean helper or the remote providers' settings code.
+    # did-you-mean helper or the remote providers' settings code; nor `random` and `tempfile` (a writer waiting
+    # for the lock, a rebuild).
     run_cli_and_list_modules(tmp_path, workspace, "index")
     query_side = ("symi_memory.index.analysis", "symi_memory.index.keyword", "symi_memory.fusion",
                   "symi_memory.chunking", "symi_memory.index.scheduler", "hashlib", "difflib",
-                  "symi_memory.config.edit", "symi_memory_remote.settings")
+                  "symi_memory.config.edit", "symi_memory_remote.settings", "random", "tempfile")
     for args in (("status", "--json"), ("get", "MEMORY.md")):
         out, heavy = run_cli_and_list_modules(tmp_path, workspace, *args, heavy=query_side)
         assert out.strip()

@@ -9,7 +9,7 @@ from symi_memory.config.fields import opt
 __all__ = ["FaissSettings"]
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class FaissSettings:
     index: str = opt("index", "flat", choices=("flat", "hnsw", "ivf"), doc="faiss backend index type.")
     m: int = opt("M", 32, lo=4, hi=256, doc="HNSW neighbours per node.")

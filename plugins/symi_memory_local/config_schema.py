@@ -9,7 +9,7 @@ from symi_memory.config.fields import opt
 __all__ = ["Local"]
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Local:
     model: str | None = opt("model", None, kind="str", doc="Builtin local model: all-MiniLM-L6-v2 (default, English) or multilingual-e5-small (the multilingual extra; slower).")
     model_path: str | None = opt("modelPath", None, kind="str", doc="A model directory, .onnx file, .gguf file, or hf:owner/repo/path URI.")

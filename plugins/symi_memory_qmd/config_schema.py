@@ -9,7 +9,7 @@ from symi_memory.config.fields import opt, section
 __all__ = ["QmdSection"]
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class QmdUpdate:
     interval: str = opt("interval", "5m", kind="duration", doc="Periodic qmd update.")
     debounce_ms: int = opt("debounceMs", 15_000, lo=0, hi=86_400_000, doc="Skip non-forced updates within this window.")
@@ -21,7 +21,7 @@ class QmdUpdate:
     embed_timeout_ms: int = opt("embedTimeoutMs", 120_000, lo=1, hi=86_400_000, doc="Timeout of qmd embed.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class QmdLimits:
     max_results: int = opt("maxResults", 6, lo=1, doc="Results per search.")
     max_snippet_chars: int = opt("maxSnippetChars", 700, lo=1, doc="Snippet cap.")
@@ -29,14 +29,14 @@ class QmdLimits:
     timeout_ms: int = opt("timeoutMs", 4000, lo=1, hi=86_400_000, doc="Timeout of one qmd search call.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class QmdSessions:
     enabled: bool = opt("enabled", False, doc="Export session transcripts into a qmd collection.")
     retention_days: float | None = opt("retentionDays", None, kind="float", lo=0, doc="Drop exports older than this.")
     export_dir: str | None = opt("exportDir", None, kind="str", doc="Where exports go; default <stateDir>/agents/<id>/qmd/sessions.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class QmdSection:
     command: str = opt("command", "qmd", doc="qmd executable (shell-split).")
     search_mode: str = opt("searchMode", "search", choices=("search", "vsearch", "query"), doc="qmd command behind memory_search.")

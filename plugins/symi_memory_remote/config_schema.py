@@ -9,7 +9,7 @@ from symi_memory.config.fields import opt, section
 __all__ = ["Batch", "Remote"]
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Batch:
     enabled: bool = opt("enabled", False, doc="Use the provider's batch API for indexing.")
     wait: bool = opt("wait", True, doc="Wait for batch jobs to finish.")
@@ -18,7 +18,7 @@ class Batch:
     timeout_minutes: float = opt("timeoutMinutes", 60, kind="float", lo=0.01, hi=525_600, doc="Give up on a batch job after this long.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Remote:
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the provider's API base URL (OpenAI-compatible endpoints).")
     api_key: str | None = opt("apiKey", None, kind="str", doc="API key; wins over models.providers.<p>.apiKey and env.")

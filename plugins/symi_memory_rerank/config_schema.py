@@ -9,7 +9,7 @@ from symi_memory.config.fields import opt
 __all__ = ["RerankApi"]
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class RerankApi:
     model: str | None = opt("model", None, kind="str", doc="Reranker model; unset: the reranker's default.")
     base_url: str | None = opt("baseUrl", None, kind="str", doc="Override the rerank API base URL.")

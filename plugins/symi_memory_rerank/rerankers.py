@@ -7,14 +7,16 @@ inside the constructor so this module stays cheap to import.
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from symi_memory.specs import ProviderUnavailable, RerankerContext
+
+if TYPE_CHECKING:  # the hooks import this module for APIS on every command; only an annotation needs random
+    import random
 
 __all__ = ["APIS", "HttpReranker", "RerankApi"]
 

@@ -60,8 +60,13 @@ def _merge(core: type, mount: Mount, where: str) -> dict[str, Any]:
     return fields
 
 
+def _model(name: str, fields: dict[str, Any]) -> type:
+    # Like the core's models (schema.py): instances are read field by field, never compared or printed.
+    return attrs.make_class(name, fields, kw_only=True, eq=False, repr=False)
+
+
 def _remake(cls: type, fields: dict[str, Any]) -> type:
-    new = attrs.make_class(cls.__name__, fields, kw_only=True)
+    new = _model(cls.__name__, fields)
     if getattr(cls, "__symi_open__", False):
         new.__symi_open__ = True  # type: ignore[attr-defined]
     return new
@@ -86,7 +91,7 @@ def extend_schema(root: type, mounts: Iterable[Mount], prefix: str = "") -> type
         where = f"{prefix}.{key}" if prefix else key
         if meta["kind"] == "dict" and not f.default.factory():
             # A free-form table (plugins.entries): typed where plugins declared keys, open elsewhere.
-            cls = attrs.make_class(f"{key}Table", {}, kw_only=True)
+            cls = _model(f"{key}Table", {})
             cls.__symi_open__ = True  # type: ignore[attr-defined]
         elif meta["kind"] != "section":
             raise PluginError(f"plugin {below[0].owner!r} mounts a config section at {where}, which is a value, "
@@ -108,7 +113,7 @@ def extend_schema(root: type, mounts: Iterable[Mount], prefix: str = "") -> type
         if here:
             cls, doc, owner = here[0].model, here[0].doc, here[0].owner
         else:
-            cls, doc, owner = attrs.make_class(f"{key}Section", {}, kw_only=True), "", deeper[0].owner
+            cls, doc, owner = _model(f"{key}Section", {}), "", deeper[0].owner
         field = section(extend_schema(cls, deeper, where), key, doc)
         field.metadata["symi"]["owner"] = owner  # shown in the generated reference
         fields[_snake(key)] = field

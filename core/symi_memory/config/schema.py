@@ -9,6 +9,12 @@ rerank API keys) are declared by that plugin through
 Field names are snake_case; each field's config key (camelCase, as written in
 config files) is in its metadata. ``docs/config-reference.md`` is generated
 from this module, so it cannot drift.
+
+The models validate and fill defaults; their instances are read field by
+field (:func:`~symi_memory.config.fields.to_dict`, ``AgentView.settings``),
+never compared or printed, so attrs writes no ``__eq__``/``__repr__`` for them:
+that halves the cost of building each class, and every command builds them
+all when it loads the config.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ __all__ = [
 # ---------------------------------------------------------------- memorySearch
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class StoreVector:
     enabled: bool = opt("enabled", True, doc="Use sqlite-vec for vectors; false: exact in-process cosine.")
     extension_path: str | None = opt("extensionPath", None, kind="str", doc="Load sqlite-vec from this file instead of the bundled one.")
@@ -44,13 +50,13 @@ class StoreVector:
                                  "vectors alone, 1 the better of the two.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Store:
     path: str = opt("path", "{stateDir}/memory/{agentId}.sqlite", doc="Index file; {agentId}, {stateDir} and ~ are expanded.")
     vector: StoreVector = section(StoreVector, "vector")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Chunking:
     tokens: int = opt("tokens", 400, lo=8, hi=100_000, doc="Target chunk size in tokens (4 characters each).")
     overlap: int = opt("overlap", 80, lo=0, hi=100_000, clamp=True, doc="Overlap in tokens; clamped to [0, tokens-1].")
@@ -61,13 +67,13 @@ class Chunking:
                          "the background; the builtin SQLite engine only.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class SyncSessions:
     delta_bytes: int = opt("deltaBytes", 100_000, lo=0, doc="Reindex a transcript once it grew by this many bytes.")
     delta_messages: int = opt("deltaMessages", 50, lo=0, doc="... or by this many JSONL lines.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Sync:
     on_session_start: bool = opt("onSessionStart", True, doc="Sync on the first search of a session key.")
     on_search: bool = opt("onSearch", True, doc="Start a background sync when a search finds the index dirty.")
@@ -78,25 +84,25 @@ class Sync:
     sessions: SyncSessions = section(SyncSessions, "sessions")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Mmr:
     enabled: bool = opt("enabled", False, doc="Diversify results with Maximal Marginal Relevance.")
     lambda_: float = opt("lambda", 0.7, lo=0.0, hi=1.0, clamp=True, doc="1 = pure relevance, 0 = max diversity.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class TemporalDecay:
     enabled: bool = opt("enabled", False, doc="Decay scores of dated notes by age.")
     half_life_days: float = opt("halfLifeDays", 30.0, lo=1.0, clamp=True, doc="Score halves every this many days (at least 1).")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Supersession:
     enabled: bool = opt("enabled", True, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
     window: int = opt("window", 20, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Hybrid:
     enabled: bool = opt("enabled", True, doc="Combine keyword and vector search; false: vector only.")
     vector_weight: float = opt("vectorWeight", 0.45, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector side's log-odds (normalised with textWeight); the spec says 0.7, see docs/search-scores.md.")
@@ -109,13 +115,13 @@ class Hybrid:
     supersession: Supersession = section(Supersession, "supersession")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Rerank:
     provider: str = opt("provider", "none", doc="Reranker name (cohere, voyage, jina, or a plugin's); none disables.")
     top_n: int = opt("topN", 20, lo=1, hi=1000, doc="How many fused candidates the reranker sees.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Query:
     max_results: int = opt("maxResults", 6, lo=1, hi=200, clamp=True, doc="Results returned by memory_search.")
     min_score: float = opt("minScore", 0.015, lo=0.0, hi=1.0, clamp=True, doc="Drop results whose final score (a calibrated probability of relevance) is below this; the spec says 0.35, see docs/search-scores.md.")
@@ -123,18 +129,18 @@ class Query:
     rerank: Rerank = section(Rerank, "rerank")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Cache:
     enabled: bool = opt("enabled", True, doc="Cache chunk embeddings in the index.")
     max_entries: int = opt("maxEntries", 50_000, lo=1, doc="Vectors beyond this many are pruned on every sync, least recently used first; the vectors the index refers to are never pruned (the cache is where they are stored).")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Experimental:
     session_memory: bool = opt("sessionMemory", False, doc="Allow indexing session transcripts (with sources).")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class MemorySearch:
     enabled: bool = opt("enabled", True, doc="false: no memory tools are exposed.")
     provider: str = opt("provider", "auto", doc="Embedding provider: auto, openai, gemini, voyage, local, none, or a plugin's name.")
@@ -153,7 +159,7 @@ class MemorySearch:
 # ------------------------------------------------------------------ compaction
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class MemoryFlush:
     enabled: bool = opt("enabled", True, doc="Run the pre-compaction memory flush.")
     soft_threshold_tokens: int = opt("softThresholdTokens", 4000, lo=0, doc="Flush this many tokens before the compaction point.")
@@ -161,13 +167,13 @@ class MemoryFlush:
     prompt: str | None = opt("prompt", None, kind="str", doc="Override the flush user prompt.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class CompactionSection:
     reserve_tokens_floor: int = opt("reserveTokensFloor", 20_000, lo=0, doc="Tokens kept free for compaction.")
     memory_flush: MemoryFlush = section(MemoryFlush, "memoryFlush")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class AgentDefaults:
     workspace: str | None = opt("workspace", None, kind="str", doc="Agent workspace; default <stateDir>/workspace.")
     context_window: int = opt("contextWindow", 200_000, lo=1, doc="Context window when the runtime does not say.")
@@ -176,7 +182,7 @@ class AgentDefaults:
     compaction: CompactionSection = section(CompactionSection, "compaction")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class AgentsSection:
     defaults: AgentDefaults = section(AgentDefaults, "defaults")
     list_: list = opt("list", [], doc="Per-agent overrides: entries with an id plus any agents.defaults keys.")
@@ -185,7 +191,7 @@ class AgentsSection:
 # ---------------------------------------------------------------------- memory
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class MemorySection:
     backend: str | None = opt("backend", None, kind="str", choices=("builtin", "qmd", "faiss"), doc="Legacy backend switch; plugins.slots.memory wins. Default builtin.")
     citations: str = opt("citations", "auto", choices=("auto", "on", "off"), doc="Add a Source: footer to snippets.")
@@ -194,12 +200,12 @@ class MemorySection:
 # --------------------------------------------------------------------- plugins
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Slots:
     memory: str | None = opt("memory", None, kind="str", doc='Memory backend plugin; default builtin-sqlite; "none" disables memory.')
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class PluginsSection:
     slots: Slots = section(Slots, "slots")
     disabled: list = opt("disabled", [], item="str", doc="Plugin ids (entry-point names) not to load.")
@@ -209,7 +215,7 @@ class PluginsSection:
 # ----------------------------------------------------------------------- serve
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class ServeSection:
     host: str = opt("host", "127.0.0.1", doc="Address `symi-memory serve` binds; anything but loopback needs serve.token.")
     port: int = opt("port", 0, lo=0, hi=65535, doc="TCP port; 0 picks a free one (recorded in <stateDir>/serve.json).")
@@ -221,7 +227,7 @@ class ServeSection:
     inspector: bool = opt("inspector", True, doc="Serve the read-only inspector page at /.")
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False, repr=False)
 class RootConfig:
     agents: AgentsSection = section(AgentsSection, "agents")
     memory: MemorySection = section(MemorySection, "memory")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,6 +46,8 @@ def _try_lock(fd: int) -> bool:
 
 def _locked_build_file(index: Path) -> tuple[int, Path]:
     """Create ``<index>.build-XXXX`` and lock it; returns the open, locked descriptor and the path."""
+    import tempfile  # only a rebuild needs it; opening the index (a one-shot `status`) does not
+
     while True:
         fd, name = tempfile.mkstemp(prefix=index.name + ".build-", dir=index.parent)
         if fcntl is not None:

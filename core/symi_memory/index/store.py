@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 import time
 import weakref
@@ -125,6 +124,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 except apsw.BusyError:
                     if attempt == LOCK_RETRIES:
                         raise
+                    import random  # only a writer that waits for the lock needs it (not a one-shot `status`)
+
                     delay = LOCK_RETRY_BASE_S * 2 ** attempt * random.uniform(0.75, 1.25)
                     log.info("index %s is locked by another writer; retry %d/%d in %.1f s", self.path.name,
                              attempt + 1, LOCK_RETRIES, delay)
