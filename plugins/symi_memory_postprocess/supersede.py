@@ -25,7 +25,6 @@ from symi_memory.supersession import (
     conflicting,
     cosine,
     focus_lines,
-    query_score,
     salient,
     same_thing,
     split_lines,
@@ -72,18 +71,17 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
     pairs: dict[int, list[tuple[int, float]]] = {}
     idx = list(focus)
+    scores = [c.score for c in candidates]
+    places = [(c.path, c.start_line) for c in candidates]
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
+        new_i, place_i, strong, weak = newest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
         for j in idx:
-            if j == i or newest[j] <= newest[i]:
+            if newest[j] <= new_i or places[j] == place_i:  # j == i too: never newer than itself
                 continue
-            if candidates[j].path == candidates[i].path and candidates[j].start_line == candidates[i].start_line:
-                continue
-            if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                    candidates[j].score >= t.conflict_score_ratio * candidates[i].score
-                    and _says_measure_changed(all_lines[i], focus[j])):
+            if scores[j] < strong and not (scores[j] >= weak and _says_measure_changed(all_lines[i], focus[j])):
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -169,7 +167,8 @@ class _LineVectors:
             cid = candidates[i].id
             want: list[Line] = list(focus.get(i, ()))
             if i in older:
-                about = [ln for ln in all_lines[i] if query_score(ln, weights) > 0] or list(all_lines[i])
+                # Weights are all positive: a line scores above 0 exactly when it holds a weighted term.
+                about = [ln for ln in all_lines[i] if not ln.terms.isdisjoint(weights)] or list(all_lines[i])
                 answerable[i] = about
                 want += about
             units = line_vectors.get(cid)
@@ -244,6 +243,8 @@ def _cosines(vecs: list[Sequence[float] | None]) -> Any:
     norms[norms == 0] = 1.0
     m /= norms[:, None]
     sims = (m @ m.T).tolist()
+    if all(v is not None for v in vecs):
+        return sims
     return [[None if vecs[a] is None or vecs[b] is None else sims[a][b] for b in range(len(vecs))]
             for a in range(len(vecs))]
 
