@@ -29,6 +29,7 @@ from symi_memory.supersession import (
     same_thing,
     split_lines,
     term_weights,
+    units_by_line,
 )
 from symi_memory.types import Candidate
 
@@ -173,10 +174,7 @@ class _LineVectors:
                 want += about
             units = line_vectors.get(cid)
             if units:
-                by_line: dict[int, Any] = {}
-                for a, b, v in units:
-                    for n in range(a, b + 1):
-                        by_line.setdefault(n, v)
+                by_line = units_by_line(units)
                 for ln in want:
                     vec = by_line.get(ln.line_no)
                     if vec is not None and (i, ln.line_no) not in rows:
