@@ -53,6 +53,7 @@ def parse_date(value: str) -> float | None:
         return None
 
 
+@functools.lru_cache(maxsize=8192)
 def file_date(path: str) -> float | None:
     """Epoch seconds (UTC midnight) of a dated note under ``memory/``, else None.
 

@@ -312,6 +312,8 @@ def term_weights(query_terms: frozenset[str], chunks: Sequence[Sequence[Line]]) 
 
 
 def query_score(line: Line, weights: Mapping[str, float]) -> float:
+    if line.terms.isdisjoint(weights):
+        return 0  # most lines hold no query term: what the sum below gives them, without building a set
     return sum(weights[t] for t in line.terms & weights.keys())
 
 

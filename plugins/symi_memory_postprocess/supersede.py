@@ -79,8 +79,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         if vi is None:
             continue
         new_i, place_i, strong, weak = newest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
-        for j in idx:
-            if newest[j] <= new_i or places[j] == place_i:  # j == i too: never newer than itself
+        for j in [j for j in idx if newest[j] > new_i]:  # never i itself
+            if places[j] == place_i:
                 continue
             if scores[j] < strong and not (scores[j] >= weak and _says_measure_changed(all_lines[i], focus[j])):
                 continue
