@@ -20,7 +20,7 @@ processor on, every "as of" query not answered first and every query whose gold
 ranks lower with it on than off, the top hits with
 their gold/stale lines and supersession marks.
 
-    python bench/supersession.py [--provider local] [--repeat 3] [--misses] [--state DIR]
+    python bench/supersession.py [--provider local] [--repeat 3] [--misses] [--state DIR] [--dump FILE]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import copy
 import importlib.util
+import json
 import statistics
 import sys
 import tempfile
@@ -77,6 +78,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed passes over the queries (quality uses the first)")
     ap.add_argument("--misses", action="store_true", help="print the queries the processor still gets wrong")
     ap.add_argument("--state", type=Path, help="keep each dataset's index under this folder and reuse it next run")
+    ap.add_argument("--dump", type=Path, help="write every query's results (first pass, on and off) to this JSON file, "
+                    "to check that a change to the processor leaves them identical")
     args = ap.parse_args()
 
     from symi_memory import load_config
@@ -125,7 +128,8 @@ def main() -> int:
                                 if rep == 0:
                                     runs[label][name][q["id"]] = [
                                         {"path": h.path, "start": h.start_line, "end": h.end_line, "score": h.score,
-                                         "superseded_by": h.superseded_by, "supersedes": h.supersedes}
+                                         "superseded_by": h.superseded_by, "supersedes": h.supersedes,
+                                         "snippet": h.snippet}
                                         for h in resp.results]
                 mem._pipeline = pipelines["off"]
         if args.misses:
@@ -141,6 +145,8 @@ def main() -> int:
                         _print_miss(root, q, hits, "stale above gold")
                     elif q.get("as_of") and row.get("hit@1") == 0.0:
                         _print_miss(root, q, hits, "as-of answer not first")
+    if args.dump is not None:
+        args.dump.write_text(json.dumps(runs, indent=1, sort_keys=True, default=list), encoding="utf-8")
     print(f"provider {args.provider}; " + ", ".join(f"{len(v)} {k}" for k, v in sets.items())
           + f" queries, {args.repeat} timed passes (p50/p90 over all of them)")
     print("| supersession | set | hit@5 | MRR@10 | paraphrase MRR | stale>gold | as-of hit@1 | as-of stale>gold "

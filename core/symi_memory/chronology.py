@@ -8,6 +8,7 @@ file keep their order (later lines are newer).
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -29,8 +30,9 @@ DAY = 86_400.0
 DATE_FILE_RE = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})(?:[-_.][^/]*)?\.md$")
 DATE_RE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 # A line that says it is about the past: "Previous dentist: ...", "Until 2026-06-20 the router was ...".
+# (The look-ahead: the first letters of its words; most positions fail there, before the alternation.)
 HISTORICAL_RE = re.compile(
-    r"\b(?:previous(?:ly)?|former(?:ly)?|until|used to|no longer|old (?:address|number|setup|value)|"
+    r"\b(?=[pfunorwsb])(?:previous(?:ly)?|former(?:ly)?|until|used to|no longer|old (?:address|number|setup|value)|"
     r"retired|replaced by|was replaced|superseded|before the (?:swap|move|change))\b",
     re.IGNORECASE,
 )
@@ -51,6 +53,7 @@ def parse_date(value: str) -> float | None:
         return None
 
 
+@functools.lru_cache(maxsize=8192)
 def file_date(path: str) -> float | None:
     """Epoch seconds (UTC midnight) of a dated note under ``memory/``, else None.
 
@@ -131,9 +134,14 @@ CLAUSE_WINDOW = 500  # characters before a date that can say what it is
 CLAUSE_END_RE = re.compile(r"[,;:()\u2014\u2013]|\.\s|\s-\s|->|\u2192")
 
 
+FOUR_DIGITS_RE = re.compile(r"\d{4}")
+
+
 def _dated_spans(line: str) -> list[tuple[int, float]]:
     """``(position, epoch seconds)`` of every ``YYYY-MM-DD`` and "Month YYYY" date in ``line``."""
-    out = []
+    out: list[tuple[int, float]] = []
+    if not FOUR_DIGITS_RE.search(line):
+        return out  # both kinds of date need a year: most lines have none, and the month pattern is slow
     for m in DATE_RE.finditer(line):
         try:
             out.append((m.start(), datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC).timestamp()))
@@ -235,6 +243,7 @@ def file_line_since(text: str) -> dict[int, float]:
     return out
 
 
+@functools.lru_cache(maxsize=16384)
 def line_since(line: str, inherited: float | None = None) -> float | None:
     """The earliest a line can have been written: the latest date it records as having happened, or the date
     its heading or section intro gives it (``inherited``). None for a historical line and an undated one."""

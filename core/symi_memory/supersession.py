@@ -23,7 +23,7 @@ import attrs
 
 from .chronology import DAY, file_date, is_historical, line_dates, line_moment, line_since
 
-__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -112,8 +112,8 @@ PAST_QUERY_RE = re.compile(
     r"\b(?:did|was|were|had|back in|ago|originally|used to|before|at first|last (?:year|month|week|time)|"
     r"in (?:early |mid-?|late |the (?:start|middle|end) of )?(?:january|february|march|april|may|june|july|august|september|october|november|december))\b|"
     r"\d{4}-\d{2}-\d{2}", re.IGNORECASE)
-CHANGE_RE = re.compile(
-    r"\b(?:now|new|newly|moved?|changed?|instead|replaced?|replacing|no longer|switched|since|from now|anymore|"
+CHANGE_RE = re.compile(  # the look-ahead: the first letters of its words (most positions fail there)
+    r"\b(?=[nmcirsfaubldqe])(?:now|new|newly|moved?|changed?|instead|replaced?|replacing|no longer|switched|since|from now|anymore|"
     r"updated?|became|reached|retir\w*|swap\w*|sold|bought|cancell?ed|starting|from (?:now|today|then) on|"
     r"raised|lowered|increased|decreased|reduced|dropped|stopped|quit|ended|"
     r"from (?:january|february|march|april|may|june|july|august|september|october|november|december|"
@@ -278,6 +278,24 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
     return out
 
 
+_TERMS: dict[int, tuple[Sequence[Line], frozenset[str]]] = {}
+_TERMS_MAX = 4096
+
+
+def _chunk_terms(lines: Sequence[Line]) -> frozenset[str]:
+    """Every term of a chunk's lines, remembered per lines list (:func:`split_lines` hands back the same list
+    for a chunk search after search; the entry holds the list, so its id cannot be reused while it lives)."""
+    key = id(lines)
+    got = _TERMS.get(key)
+    if got is not None and got[0] is lines:
+        return got[1]
+    terms = frozenset().union(*(ln.terms for ln in lines)) if lines else frozenset()
+    if len(_TERMS) >= _TERMS_MAX:
+        _TERMS.clear()
+    _TERMS[key] = (lines, terms)
+    return terms
+
+
 def term_weights(query_terms: frozenset[str], chunks: Sequence[Sequence[Line]]) -> dict[str, float]:
     """How telling each query term is among these chunks: ``log(1 + n / chunks holding it)``.
 
@@ -288,13 +306,14 @@ def term_weights(query_terms: frozenset[str], chunks: Sequence[Sequence[Line]]) 
     n = len(chunks) or 1
     df = {t: 0 for t in query_terms}
     for lines in chunks:
-        seen = frozenset().union(*(ln.terms for ln in lines)) if lines else frozenset()
-        for t in query_terms & seen:
+        for t in query_terms & _chunk_terms(lines):
             df[t] += 1
     return {t: math.log(1.0 + n / d) for t, d in df.items() if d}
 
 
 def query_score(line: Line, weights: Mapping[str, float]) -> float:
+    if line.terms.isdisjoint(weights):
+        return 0  # most lines hold no query term: what the sum below gives them, without building a set
     return sum(weights[t] for t in line.terms & weights.keys())
 
 
@@ -431,16 +450,38 @@ def describe(line: Line, start: int | None = None, end: int | None = None) -> di
             "endLine": end if end is not None else line.line_no}
 
 
+_BY_LINE: dict[int, tuple[Any, dict[int, Any]]] = {}
+_BY_LINE_MAX = 4096
+
+
+def units_by_line(units: Sequence[tuple[int, int, Any]]) -> dict[int, Any]:
+    """``{line: vector}`` of a chunk's stored line vectors (``(start, end, vector)`` units): the vector of the
+    first unit covering each line. Do not change the dict: it is shared.
+
+    Remembered per units list: the backend hands back the same list for a chunk search after search
+    (the entry holds the list, so its id cannot be reused while the entry lives).
+    """
+    key = id(units)
+    got = _BY_LINE.get(key)
+    if got is not None and got[0] is units:
+        return got[1]
+    by_line: dict[int, Any] = {}
+    for a, b, v in units:
+        for n in range(a, b + 1):
+            by_line.setdefault(n, v)
+    if len(_BY_LINE) >= _BY_LINE_MAX:
+        _BY_LINE.clear()
+    _BY_LINE[key] = (units, by_line)
+    return by_line
+
+
 def closest_lines(lines: Sequence[Line], units: Sequence[tuple[int, int, Sequence[float]]] | None,
                   query_vector: Sequence[float] | None, margin: float = THRESHOLDS.answer_margin) -> list[Line]:
     """The lines whose stored vectors (``units``, ``(start, end, vector)``) are closest to the query's, within
     ``margin`` of the best, best first; empty without vectors."""
     if not units or query_vector is None:
         return []
-    by_line: dict[int, Sequence[float]] = {}
-    for a, b, v in units:
-        for n in range(a, b + 1):
-            by_line.setdefault(n, v)
+    by_line = units_by_line(units)
     have = [ln for ln in lines if ln.line_no in by_line]
     if not have:
         return []
@@ -466,6 +507,7 @@ IDENT_RE = re.compile(r"(?<![\w.-])(?:\d{1,3}(?:\.\d{1,3}){3}|(?=[\w.-]*[^\W\d_]
                       r"[^\W_][\w.-]{3,}[^\W_])(?![\w-])", re.UNICODE)
 
 
+@functools.lru_cache(maxsize=16384)
 def identifiers(text: str) -> frozenset[str]:
     """Names that pin a value down: ``kessler-backups-eu2``, ``vault.kessler.home``, ``10.20.0.1``, ``CT_105``."""
     return frozenset(m[0].lower() for m in IDENT_RE.finditer(text) if not DATE_LIKE_RE.match(m[0]))

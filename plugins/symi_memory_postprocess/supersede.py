@@ -25,11 +25,11 @@ from symi_memory.supersession import (
     conflicting,
     cosine,
     focus_lines,
-    query_score,
     salient,
     same_thing,
     split_lines,
     term_weights,
+    units_by_line,
 )
 from symi_memory.types import Candidate
 
@@ -72,18 +72,17 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
     pairs: dict[int, list[tuple[int, float]]] = {}
     idx = list(focus)
+    scores = [c.score for c in candidates]
+    places = [(c.path, c.start_line) for c in candidates]
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
-        for j in idx:
-            if j == i or newest[j] <= newest[i]:
+        new_i, place_i, strong, weak = newest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
+        for j in [j for j in idx if newest[j] > new_i]:  # never i itself
+            if places[j] == place_i:
                 continue
-            if candidates[j].path == candidates[i].path and candidates[j].start_line == candidates[i].start_line:
-                continue
-            if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                    candidates[j].score >= t.conflict_score_ratio * candidates[i].score
-                    and _says_measure_changed(all_lines[i], focus[j])):
+            if scores[j] < strong and not (scores[j] >= weak and _says_measure_changed(all_lines[i], focus[j])):
                 continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -169,15 +168,13 @@ class _LineVectors:
             cid = candidates[i].id
             want: list[Line] = list(focus.get(i, ()))
             if i in older:
-                about = [ln for ln in all_lines[i] if query_score(ln, weights) > 0] or list(all_lines[i])
+                # Weights are all positive: a line scores above 0 exactly when it holds a weighted term.
+                about = [ln for ln in all_lines[i] if not ln.terms.isdisjoint(weights)] or list(all_lines[i])
                 answerable[i] = about
                 want += about
             units = line_vectors.get(cid)
             if units:
-                by_line: dict[int, Any] = {}
-                for a, b, v in units:
-                    for n in range(a, b + 1):
-                        by_line.setdefault(n, v)
+                by_line = units_by_line(units)
                 for ln in want:
                     vec = by_line.get(ln.line_no)
                     if vec is not None and (i, ln.line_no) not in rows:
@@ -244,6 +241,8 @@ def _cosines(vecs: list[Sequence[float] | None]) -> Any:
     norms[norms == 0] = 1.0
     m /= norms[:, None]
     sims = (m @ m.T).tolist()
+    if all(v is not None for v in vecs):
+        return sims
     return [[None if vecs[a] is None or vecs[b] is None else sims[a][b] for b in range(len(vecs))]
             for a in range(len(vecs))]
 
