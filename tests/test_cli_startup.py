@@ -73,22 +73,30 @@ def test_status_and_config_skip_the_tool_layer(tmp_path, workspace):
     assert heavy == []
 
 
-def test_status_and_get_skip_discovery_metadata_and_the_search_tail(tmp_path, workspace):
+def test_status_and_get_skip_discovery_metadata_the_search_tail_and_the_query_side(tmp_path, workspace):
     # Plugin discovery reads entry_points.txt itself (importlib.metadata pulls in email, zipfile, csv);
     # the reranker and post-processors (supersession, dates) are built by the first search; the serve
-    # client's socket is imported only when a server record exists.
+    # client's socket is imported only when a server record exists. Opening the index for `status` or
+    # `get` needs the store, not the query analysis (tokenizer regexes, stemming), the score fusion, the
+    # chunker, the file watcher or hashlib; nor do they need the config editor, the did-you-mean helper or
+    # the remote providers' settings code; nor `random` and `tempfile` (a writer waiting for the lock, a
+    # rebuild).
     run_cli_and_list_modules(tmp_path, workspace, "index")
     search_only = (*HEAVY, "importlib.metadata", "email", "zipfile", "socket", "symi_memory.pipeline",
                    "symi_memory.supersession", "symi_memory.chronology", "symi_memory_postprocess.supersede",
                    "symi_memory_postprocess.decay", "symi_memory.serve.client")
-    for args in (("status",), ("get", "MEMORY.md")):
-        out, heavy = run_cli_and_list_modules(tmp_path, workspace, *args, heavy=search_only)
+    query_side = ("symi_memory.index.analysis", "symi_memory.index.keyword", "symi_memory.fusion",
+                  "symi_memory.chunking", "symi_memory.index.scheduler", "hashlib", "difflib",
+                  "symi_memory.config.edit", "symi_memory_remote.settings", "random", "tempfile")
+    for args in (("status",), ("status", "--json"), ("get", "MEMORY.md")):
+        out, heavy = run_cli_and_list_modules(tmp_path, workspace, *args, heavy=(*search_only, *query_side))
         assert out.strip()
         assert heavy == [], args
     out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "tea",
-                                          heavy=search_only)
+                                          heavy=(*search_only, *query_side))
     assert json.loads(out)["results"]
     assert "symi_memory.pipeline" in heavy and "socket" not in heavy
+    assert {"symi_memory.index.analysis", "symi_memory.fusion"} <= set(heavy)
 
 
 def test_search_loads_the_model_and_answers_by_meaning(tmp_path, workspace):
@@ -123,25 +131,6 @@ def test_lazy_embedder_refuses_a_model_whose_identity_differs():
     lazy = LazyEmbedder(model="m", fingerprint="not-" + inner.fingerprint, load=lambda: inner)
     with pytest.raises(EmbeddingError, match="expected not-"):
         lazy.embed_documents(["a"])
-
-
-def test_status_and_get_skip_the_query_side_of_the_index(tmp_path, workspace):
-    # Opening the index for `status` or `get` needs the store, not the query analysis (tokenizer regexes, stemming),
-    # the score fusion, the chunker, the file watcher or hashlib; nor do they need the config editor, the
-    # did-you-mean helper or the remote providers' settings code; nor `random` and `tempfile` (a writer waiting
-    # for the lock, a rebuild).
-    run_cli_and_list_modules(tmp_path, workspace, "index")
-    query_side = ("symi_memory.index.analysis", "symi_memory.index.keyword", "symi_memory.fusion",
-                  "symi_memory.chunking", "symi_memory.index.scheduler", "hashlib", "difflib",
-                  "symi_memory.config.edit", "symi_memory_remote.settings", "random", "tempfile")
-    for args in (("status", "--json"), ("get", "MEMORY.md")):
-        out, heavy = run_cli_and_list_modules(tmp_path, workspace, *args, heavy=query_side)
-        assert out.strip()
-        assert heavy == [], args
-    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "tea",
-                                          heavy=query_side)
-    assert json.loads(out)["results"]
-    assert {"symi_memory.index.analysis", "symi_memory.fusion"} <= set(heavy)
 
 
 def test_keyword_only_search_imports_no_numpy(tmp_path, workspace):
