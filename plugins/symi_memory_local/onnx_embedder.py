@@ -303,13 +303,13 @@ def _fused_graph(model_file: Path) -> bytes | None:
     return bytes(model.SerializeToString())
 
 
-def _probe_vectors(session: Any) -> Any:
-    """Unit mean-pooled vectors of a fixed two-row batch (the second row padded) through ``session``."""
+def _probe_vectors(session: Any, width: int = 48, short: int = 29) -> Any:
+    """Unit mean-pooled vectors of a fixed two-row batch (the second row padded to ``width`` from ``short``)."""
     import numpy as np
 
     from .pooling import mean_pool
 
-    width, lengths = 48, (48, 29)
+    lengths = (width, short)
     ids = ((np.arange(2 * width, dtype=np.int64) * 7919) % 900 + 100).reshape(2, width)
     mask = (np.arange(width)[None, :] < np.array(lengths)[:, None]).astype(np.int64)
     available = {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
@@ -347,7 +347,7 @@ def _cached_session(folder: Path) -> Any | None:
         # Weights zeroed by a crash (the files renamed into place before their data reached the disk)
         # still load; their vectors are NaN.
         with np.errstate(all="ignore"):
-            probe = _probe_vectors(session)
+            probe = _probe_vectors(session, width=8, short=5)  # every process pays for it: a small batch
         if not np.isfinite(probe).all():
             raise ValueError("the probe batch gives non-finite vectors")
         return session
