@@ -192,13 +192,14 @@ def mix(d: dict[str, Any], cos: np.ndarray, vcal: tuple[float, float] = VCAL, vw
     return fn
 
 
-def refit(data: list[dict[str, Any]], coss: list[np.ndarray]) -> tuple[float, float]:
-    """The vector calibration of these cosines, fitted on each query's top-20 chunks of both sets."""
+def refit(data: list[dict[str, Any]], coss: list[np.ndarray], *, clip: bool = True) -> tuple[float, float]:
+    """The vector calibration of these cosines (or, ``clip`` False, any scores), fitted on each query's
+    top-20 chunks of both sets."""
     xs, ys = [], []
     for d, cos in zip(data, coss, strict=True):
         for i, qq in enumerate(d["qs"]):
             idx = np.argsort(-cos[i])[:20]
-            xs.append(np.clip(cos[i][idx], 0, 1))
+            xs.append(np.clip(cos[i][idx], 0, 1) if clip else cos[i][idx])
             ys.append(qq["label"][idx])
     return fit_logistic(np.concatenate(xs).astype(float), np.concatenate(ys).astype(float))
 

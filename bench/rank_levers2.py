@@ -53,9 +53,9 @@ DATASETS = REPO / "bench" / "datasets"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rank_levers as rl  # noqa: E402
-from calibration_fit import fit_logistic  # noqa: E402
 
-FUSION = (1.327, 0.841)  # symi_memory.fusion.FUSION_CALIBRATION
+from symi_memory.fusion import FUSION_CALIBRATION as FUSION  # noqa: E402  # the product's (k, c)
+
 VW = 0.45  # default vector weight (normalised)
 MIN_SCORE = 0.015  # default minScore
 CALENDAR = ("january february march april may june july august september october november december "
@@ -205,16 +205,6 @@ def fused(pv: np.ndarray, ev_of: Callable[[int, dict[str, Any]], np.ndarray] | N
             s = np.where(ev > 0, s, vw * p)
         return np.where(qq["exact"], np.maximum(s, pt), s)
     return fn
-
-
-def refit(data: list[dict[str, Any]], scores: list[np.ndarray]) -> tuple[float, float]:
-    xs, ys = [], []
-    for d, s in zip(data, scores, strict=True):
-        for i, qq in enumerate(d["qs"]):
-            idx = np.argsort(-s[i])[:20]
-            xs.append(s[i][idx])
-            ys.append(qq["label"][idx])
-    return fit_logistic(np.concatenate(xs).astype(float), np.concatenate(ys).astype(float))
 
 
 def blended(d: dict[str, Any], e: dict[str, Any], unit_w: float = rl.UNIT_W) -> np.ndarray:
@@ -420,12 +410,12 @@ def main() -> int:
             print(f"| {m}: package not installed | |")
             continue
         cos = [blended(d, e) for d, e in zip(data, es, strict=True)]
-        cal = refit(data, cos)
+        cal = rl.refit(data, cos, clip=False)
         p2 = [rl.sig(c, *cal) for c in cos]
         row(f"{m} alone (calibration {cal[0]:.1f}, {cal[1]:.3f})", [fused(p) for p in p2])
         for a in (0.3, 0.5, 0.7):
             z = [a * logit(p1) + (1 - a) * logit(q) for p1, q in zip(p_base, p2, strict=True)]
-            cz = refit(data, z)
+            cz = rl.refit(data, z, clip=False)
             if a == 0.5:
                 ensembles[m] = [rl.sig(x, *cz) for x in z]
             for vw in (0.45, 0.55):
@@ -462,7 +452,7 @@ def main() -> int:
     # (d) unit weight under the log-odds fusion
     for uw in (0.5, 0.6, 0.8, 0.9):
         cos = [rl.vector_cos(d, unit_w=uw) for d in data]
-        cal = refit(data, [np.clip(c, 0, 1) for c in cos])
+        cal = rl.refit(data, cos)
         row(f"unit weight {uw} (vector calibration refitted)", [fused(rl.sig(np.clip(c, 0, 1), *cal)) for c in cos])
     return 0
 
