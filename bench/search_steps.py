@@ -49,6 +49,7 @@ STEPS = [
     ("score_hits (keyword evidence, fusion)", "fusion.py", "score_hits"),
     ("  identifier matching", "index/keyword.py", "classify"),
     ("  identifier matching", "index/keyword.py", "holds_identifier"),
+    ("  identifier matching", "index/keyword.py", "identifier_holders"),
     ("query embedding hand-off", "index/backend.py", "_start_query_embedding"),
     ("post-processing pipeline", "pipeline.py", "run"),
 ]

@@ -42,6 +42,19 @@ def test_holds_identifier_answers_as_classify_does() -> None:
             assert only.holds_identifier(text) == full.classify(text)[1] == full.holds_identifier(text), (query, text)
 
 
+def test_identifiers_are_found_as_whole_tokens_in_every_candidate_at_once() -> None:
+    # A letter or digit next to the identifier makes another token; punctuation, an underscore or the text's
+    # start or end does not. identifier_holders answers for many candidates as holds_identifier does for one.
+    texts = {1: "c12w3", 2: "xc12w3 and c12w31", 3: "(C12W3)", 4: "run_c12w3_now", 5: "c12w3s c12w30 ac12w3",
+             6: "first c12w3", 7: "Fehler c12w3.", 8: "", 9: "ERR_42 saw", 10: "xERR_42", 11: "err_42x",
+             12: "是c12w3吗"}
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is c12w3 or ERR_42"))
+    holders = matcher.identifier_holders(texts)
+    assert holders == {1, 3, 4, 6, 7, 9}  # 12: a CJK letter is a letter too
+    assert holders == {k for k, text in texts.items() if matcher.holds_identifier(text)}
+    assert ExactMatcher.for_tokens((), ()).identifier_holders(texts) == set()
+
+
 def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: Path) -> None:
     ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n", "MEMORY.md": "beta note\n"})
     with mem:

@@ -106,6 +106,9 @@ def fuse_weighted(
     k, c = FUSION_CALIBRATION
     no_words = keyword_log_odds(0.0)
     logs = text_log_odds or {}
+    # One pass, with _logit written out (this runs for every candidate of every search).
+    lo, hi = _LOGIT_EPS, 1.0 - _LOGIT_EPS
+    log, exp = math.log, math.exp
     out: dict[K, float] = {}
     for key in set(vector) | set(text):
         t = text.get(key, 0.0)
@@ -117,9 +120,14 @@ def fuse_weighted(
             # None of the query's words: the vector side alone, at its weight, as the probability mix has it.
             score = vector_weight * max(0.0, vector[key])
         else:
-            lt = logs[key] if key in logs else _logit(t)
-            z = k * (vector_weight * _logit(max(0.0, vector[key])) + text_weight * lt) + c
-            score = 1.0 / (1.0 + math.exp(-z))
+            if key in logs:
+                lt = logs[key]
+            else:
+                q = min(hi, max(lo, t))
+                lt = log(q / (1.0 - q))
+            pv = min(hi, max(lo, max(0.0, vector[key])))
+            z = k * (vector_weight * log(pv / (1.0 - pv)) + text_weight * lt) + c
+            score = 1.0 / (1.0 + exp(-z))
         if key in exact:
             score = max(score, t)
         out[key] = min(1.0, max(0.0, score))
@@ -234,7 +242,7 @@ def score_hits(
     (:class:`~symi_memory.index.analysis.QueryAnalysis` of ``query``), when the
     caller has it.
     """
-    from .index.analysis import keyword_evidence, keyword_log_odds, keyword_probability
+    from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
     from .index.keyword import ExactMatcher, identifier_tokens
 
     # Only the identifier tokens are matched against the texts (the "every word" test uses the term counts).
@@ -244,21 +252,37 @@ def score_hits(
     text_scores: dict[K, float] = {}
     text_log_odds: dict[K, float] = {}
     exact: set[K] = set()
-    idents: set[K] = set()
     scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
+    idents: set[K] = matcher.identifier_holders(scored) if has_identifier else set()
     keyword = set(keyword_ids)
     ref = max(1, chunk_chars)
+    # analysis.keyword_evidence, keyword_log_odds and keyword_probability written out in one pass over the
+    # candidates, with the same arithmetic in the same order (the scores are bit for bit theirs).
+    weights = list(term_weights.items())
+    total = sum(term_weights.values())
+    k1, b, k1p = BM25_K1, BM25_B, BM25_K1 + 1.0
+    slope, mid = KEYWORD_CALIBRATION
+    floor = EXACT_KEYWORD_FLOOR
+    exp = math.exp
     for k in scored:
         counts, length = term_counts(k)
-        ident = has_identifier and matcher.holds_identifier(texts[k])
-        if ident:
-            idents.add(k)
-        if ident or (term_weights and all(t in counts for t in term_weights)):
+        if k in idents or (weights and all(t in counts for t, _ in weights)):
             exact.add(k)
-        evidence = keyword_evidence(counts, length / ref, term_weights)
-        text_log_odds[k] = keyword_log_odds(evidence)
-        if evidence > 0 or k in keyword:
-            text_scores[k] = keyword_probability(evidence, exact=k in exact)
+        evidence = 0.0
+        if counts and total > 0:
+            norm = k1 * (1.0 - b + b * max(0.0, length / ref))
+            acc = 0.0
+            for t, w in weights:
+                tf = counts.get(t, 0)
+                if tf:
+                    acc += w * tf * k1p / (tf + norm)
+            evidence = acc / total
+        text_log_odds[k] = slope * (max(0.0, evidence) - mid)
+        if evidence > 0:
+            p = 1.0 / (1.0 + exp(-slope * (evidence - mid)))
+            text_scores[k] = max(p, floor) if k in exact else p
+        elif k in keyword:
+            text_scores[k] = 0.0
     vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
     if not use_vector:
         return ScoredHits("fts-only", {k: v for k, v in text_scores.items() if v > 0}, text_scores, {}, idents)

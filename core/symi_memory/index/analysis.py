@@ -93,9 +93,10 @@ def _tokenizer() -> object:
 
 def _stem_all(text: str) -> list[str]:
     tok = _tokenizer()
-    out = tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,  # type: ignore[operator]
-              include_offsets=False, include_colocated=False)
-    return [t if isinstance(t, str) else t[0] for t in out]
+    out: list[str] = tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,  # type: ignore[operator]
+                         include_offsets=False, include_colocated=False)
+    # Without offsets or colocated tokens, apsw hands back each token as a plain str.
+    return out
 
 
 def stem(word: str) -> str:

@@ -51,14 +51,15 @@ class ChunkReads(StoreParts):
             blob = "(SELECT v.embedding FROM embedding_cache v WHERE v.id = c.vector)"
             if skip:
                 blob = f"CASE WHEN c.rowid IN ({','.join('?' * len(skip))}) THEN NULL ELSE {blob} END"
+        make = CandidateRow._make
         for i in range(0, len(rowids), 500):
             part = list(rowids[i : i + 500])
             marks = ",".join("?" * len(part))
-            for rowid, cid, path, source, start, end, text, mtime, vector in self._read(
+            # The columns in CandidateRow's order: each row becomes one without unpacking.
+            for row in self._read(
                 f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime, {blob} FROM chunks c "
                 f"LEFT JOIN files f ON f.path = c.path WHERE c.rowid IN ({marks}){where}",
                 [*skip, *part, *extra],
             ):
-                out[rowid] = CandidateRow(rowid=rowid, id=cid, path=path, source=source, start_line=start,
-                                          end_line=end, text=text, mtime=mtime, vector=vector)
+                out[row[0]] = make(row)
         return out

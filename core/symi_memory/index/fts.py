@@ -50,8 +50,10 @@ class KeywordSearch(StoreParts):
         if match is None:
             return []
         try:
-            rows = self._read("SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-                              (match, limit)).fetchall()
+            # bm25() ordered by SQLite, not FTS5's own `ORDER BY rank` sorter: the same ranks (rank is bm25
+            # here) at about half the cost, and equal ranks in rowid order, as that sorter leaves them.
+            rows = self._read("SELECT rowid, bm25(chunks_fts) AS r FROM chunks_fts WHERE chunks_fts MATCH ? "
+                              "ORDER BY r, rowid LIMIT ?", (match, limit)).fetchall()
         except apsw.SQLError as exc:
             log.warning("keyword query failed (%s); query was %r", exc, query)
             return []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -81,9 +81,12 @@ class VectorSnapshot:
     matrix: Any
 
 
-@attrs.frozen(kw_only=True)
-class CandidateRow:
-    """A search candidate's chunk as read back: its row, its file's modification time, maybe its vector."""
+class CandidateRow(NamedTuple):
+    """A search candidate's chunk as read back: its row, its file's modification time, maybe its vector.
+
+    A named tuple, not an attrs class: a search reads a hundred or more of these, straight from the row
+    (``CandidateRow._make(row)``).
+    """
 
     rowid: int
     id: str
