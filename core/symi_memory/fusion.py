@@ -25,7 +25,7 @@ that scale, so ``minScore`` means the same under every provider and fusion:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -217,6 +217,7 @@ def score_hits(
     calibration: Any,
     use_vector: bool,
     analysis: QueryAnalysis | None = None,
+    synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -232,7 +233,8 @@ def score_hits(
     :func:`~symi_memory.index.analysis.keyword_probability`, so every backend's
     scores share one scale. ``analysis``: the query already tokenized
     (:class:`~symi_memory.index.analysis.QueryAnalysis` of ``query``), when the
-    caller has it.
+    caller has it. ``synonyms``: index terms standing in for query terms the
+    index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
     """
     from .index.analysis import keyword_evidence, keyword_log_odds, keyword_probability
     from .index.keyword import ExactMatcher, identifier_tokens
@@ -255,7 +257,7 @@ def score_hits(
             idents.add(k)
         if ident or (term_weights and all(t in counts for t in term_weights)):
             exact.add(k)
-        evidence = keyword_evidence(counts, length / ref, term_weights)
+        evidence = keyword_evidence(counts, length / ref, term_weights, synonyms)
         text_log_odds[k] = keyword_log_odds(evidence)
         if evidence > 0 or k in keyword:
             text_scores[k] = keyword_probability(evidence, exact=k in exact)

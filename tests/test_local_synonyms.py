@@ -1,0 +1,113 @@
+"""Local synonyms: a query word no chunk holds is matched through the index's words of like meaning.
+
+Real SQLite/FTS5 index and the real local model (all-MiniLM-L6-v2), as a user runs them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from symi_memory import load_config, open_memory
+from symi_memory.types import SearchQuery
+
+REPO = Path(__file__).resolve().parents[1]
+FIVE = REPO / "bench" / "datasets" / "fivequestions"
+
+pytest.importorskip("symi_memory_local")
+
+
+def _mem(tmp_path: Path, ws: Path, *, synonyms: bool = True, state: str = "state") -> Any:
+    ms = {"provider": "local", "query": {"hybrid": {"synonyms": {"enabled": synonyms}}}}
+    cfg = load_config(None, state_dir=tmp_path / state, overrides={"agents": {"defaults": {"memorySearch": ms}}})
+    return open_memory(cfg, workspace=ws, start=False)
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(FIVE / "workspace", ws)
+    return ws
+
+
+def _top(mem: Any, query: str) -> Any:
+    """The best candidate of the backend's ranking, with each side's score (``text_score``: the keyword side)."""
+    cands = mem.backend.search(SearchQuery(text=query, max_results=10, min_score=0.0, candidate_limit=40)).candidates
+    assert cands, query
+    return cands[0]
+
+
+def test_a_word_memory_never_uses_finds_the_note_by_keyword_too(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws, synonyms=False, state="off") as mem:
+        mem.sync()
+        off = _top(mem, "trip to Portugal")
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        on = _top(mem, "trip to Portugal")
+    assert on.path == off.path == "memory/2026-03-02.md"
+    assert on.score > 1.5 * off.score
+    # No chunk holds "Portugal" or "trip": the keyword side had nothing to say; Lisbon now stands in for Portugal.
+    assert not off.text_score
+    assert on.text_score and on.text_score > 0
+
+
+def test_the_reworded_beverage_question_clears_min_score_with_room(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws, synonyms=False, state="off") as mem:
+        mem.sync()
+        off = _top(mem, "favourite beverage")
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        results = mem.search("favourite beverage").results  # the default config: minScore applied
+        assert results and results[0].path == "MEMORY.md"
+        assert results[0].score > 3 * off.score  # "tea" and "coffee" stand in for "beverage"
+        # A question about something memory never held still returns nothing.
+        assert mem.search("quarterly tax filing deadline").results == ()
+
+
+def test_queries_whose_words_are_in_the_index_score_as_without_synonyms(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    scores = []
+    for state, on in (("off", False), ("on", True)):
+        with _mem(tmp_path, ws, synonyms=on, state=state) as mem:
+            mem.sync()
+            scores.append([(r.path, r.start_line, round(r.score, 9))
+                           for r in mem.search("Lisbon flights hotel", min_score=0).results])
+    assert scores[0] == scores[1]
+
+
+def test_words_of_notes_written_later_stand_in_and_removed_ones_stop(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Allergic to peanuts.\n- Plays the cello on Sundays.\n",
+                                  encoding="utf-8")
+    note = ws / "memory" / "2026-03-02.md"
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert not _top(mem, "trip to Portugal").text_score  # nothing about it yet
+        note.write_text("# 2026-03-02\n\n- Booked flights to Lisbon for the May long weekend.\n", encoding="utf-8")
+        mem.sync()
+        hit = _top(mem, "Portugal")
+        assert hit.path == "memory/2026-03-02.md" and hit.text_score
+        note.write_text("# 2026-03-02\n\n- Booked a table for the May long weekend.\n", encoding="utf-8")
+        mem.sync()
+        cands = mem.backend.search(SearchQuery(text="Portugal", max_results=10, min_score=0.0,
+                                               candidate_limit=40)).candidates
+        assert not any(c.text_score for c in cands)
+
+
+def test_an_index_without_word_vectors_gets_them_on_its_next_sync(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        store = mem.backend.store
+        with store.write():  # as an index built before local synonyms: no vocabulary
+            store.conn.execute("DROP TABLE vocab_vectors")
+            store.conn.execute("DELETE FROM meta WHERE key = 'vocab_embedder'")
+    with _mem(tmp_path, ws) as mem:
+        (ws / "memory" / "2026-03-20.md").write_text("# 2026-03-20\n\n- Dentist on Tuesday.\n", encoding="utf-8")
+        mem.sync()  # an incremental sync of one new note fills the vocabulary from the whole index
+        assert _top(mem, "trip to Portugal").text_score
