@@ -6,7 +6,9 @@ through both, interleaved, timing each search's CPU (``time.process_time``:
 the machine is shared, wall time is noise). Prints the CPU the vocabulary
 update took at index time (its word vectors, once), the median and p90 search
 CPU both ways, for all queries and for the ones holding a word the index does
-not (the only ones that embed anything more), and the ratio.
+not (the only ones that embed anything more), and the ratio: for the first
+round (each unknown word embedded) and the later ones (the process keeps a
+query word's vector).
 
     python bench/synonyms_cost.py [--dataset devmem] [--rounds 3]
 """
@@ -72,16 +74,20 @@ def main() -> int:
     print(f"{args.dataset}: {len(queries)} queries, {len(unknown)} with a word the index does not hold")
     print(f"index build (switch off) {build:.1f} s CPU; vocabulary update {vocab_cpu:.1f} s CPU for {added} words")
 
-    def stats(flag: bool, ids: set[str] | None) -> tuple[float, float]:
-        xs = sorted(1000 * min(v) for k, v in cpu[flag].items() if ids is None or k in ids)
+    def stats(flag: bool, ids: set[str] | None, first: bool) -> tuple[float, float]:
+        # first: the first round (each unknown word embedded); else the best of the later rounds (its
+        # vector kept by the process, as when a word comes back)
+        xs = sorted(1000 * (v[0] if first else min(v[1:] or v)) for k, v in cpu[flag].items() if ids is None or k in ids)
         return statistics.median(xs), xs[int(0.9 * (len(xs) - 1))]
 
-    print("| queries | off p50 / p90 ms CPU | on p50 / p90 ms CPU | ratio p50 |")
-    print("|---|---|---|---|")
+    print("| queries | round | off p50 / p90 ms CPU | on p50 / p90 ms CPU | ratio p50 |")
+    print("|---|---|---|---|---|")
     for name, ids in (("all", None), ("with an unknown word", unknown),
                       ("every word in the index", {q["id"] for q in queries} - unknown)):
-        a, b = stats(False, ids), stats(True, ids)
-        print(f"| {name} | {a[0]:.1f} / {a[1]:.1f} | {b[0]:.1f} / {b[1]:.1f} | {b[0] / a[0]:.2f} |")
+        for first in (True, False):
+            a, b = stats(False, ids, first), stats(True, ids, first)
+            print(f"| {name} | {'first (words embedded)' if first else 'later (words kept)'} | {a[0]:.1f} / {a[1]:.1f} "
+                  f"| {b[0]:.1f} / {b[1]:.1f} | {b[0] / a[0]:.2f} |")
     return 0
 
 

@@ -6,12 +6,18 @@ Real SQLite/FTS5 index and the real local model (all-MiniLM-L6-v2), as a user ru
 from __future__ import annotations
 
 import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
-from symi_memory import load_config, open_memory
+from symi_memory import hookimpl, load_config, open_memory
+from symi_memory.specs import ProviderSpec
+from symi_memory.testing import HashEmbedder
 from symi_memory.types import SearchQuery
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,3 +117,44 @@ def test_an_index_without_word_vectors_gets_them_on_its_next_sync(tmp_path: Path
         (ws / "memory" / "2026-03-20.md").write_text("# 2026-03-20\n\n- Dentist on Tuesday.\n", encoding="utf-8")
         mem.sync()  # an incremental sync of one new note fills the vocabulary from the whole index
         assert _top(mem, "trip to Portugal").text_score
+
+
+@attrs.define
+class _StallingWords(HashEmbedder):
+    """A third-party provider whose endpoint stops answering document requests (queries still answer)."""
+
+    stall: threading.Event = attrs.field(factory=threading.Event)
+    release: threading.Event = attrs.field(factory=threading.Event)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return super().embed_documents(texts)
+
+
+class _StallingPlugin:
+    def __init__(self) -> None:
+        self.provider = _StallingWords(id="stall", model="stall-1")
+
+    @hookimpl
+    def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+        register(ProviderSpec(name="stall", factory=lambda ctx: self.provider))
+
+
+def test_a_hung_endpoint_does_not_hold_a_search_with_an_unknown_word(tmp_path: Path) -> None:
+    plugin = _StallingPlugin()
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "stall"}}}})
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("stall-test", plugin)]) as mem:
+        mem.sync()
+        plugin.provider.stall.set()
+        try:
+            for _ in range(2):  # the second search does not wait on the hung call again
+                started = time.monotonic()
+                results = mem.search("Lisbon flights to Portugal", min_score=0).results
+                assert results and results[0].path == "memory/2026-03-02.md"
+                assert time.monotonic() - started < 10
+            assert time.monotonic() - started < 1.5
+        finally:
+            plugin.provider.release.set()

@@ -61,6 +61,8 @@ class IndexedBackend:
     _hung_query: threading.Event | None = None
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
+    _words_worker: _Worker | None = None
+    _hung_words: threading.Event | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -223,13 +225,41 @@ class IndexedBackend:
         """The local synonyms of this query (:mod:`.synonyms`), or None (no provider, or vectors of another model)."""
         if provider is None or self.indexer.needs_full():
             return None
+        hung = self._hung_words
+        if hung is not None and not hung.is_set():
+            return None  # an earlier word embedding has not returned (a hung endpoint): not again meanwhile
         if self._vocabulary is None:
             from .synonyms import Vocabulary
 
             self._vocabulary = Vocabulary(self.store)
+
+        def embed(words: list[str]) -> list[list[float]]:
+            # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
+            box: dict[str, Any] = {}
+            done = threading.Event()
+
+            def run() -> None:
+                try:
+                    box["vectors"] = provider.embed_documents(words)
+                except BaseException as exc:  # handed to the searching thread
+                    box["error"] = exc
+                finally:
+                    done.set()
+
+            if self._words_worker is None:
+                self._words_worker = _Worker("symi-synonym-embed")
+            self._words_worker.submit(run)
+            if not done.wait(QUERY_EMBED_DEADLINE_S):
+                self._hung_words = done
+                raise EmbeddingError(f"word embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s",
+                                     provider=provider.id)
+            if "error" in box:
+                raise box["error"]
+            return box["vectors"]  # type: ignore[no-any-return]
+
         try:
-            return self._vocabulary.for_query(provider, qa, generation)
-        except EmbeddingError as exc:  # the query side still answers: without stand-ins for unknown words
+            return self._vocabulary.for_query(provider, qa, generation, embed=embed)
+        except EmbeddingError as exc:  # the search still answers: without stand-ins for unknown words
             log.warning("local synonyms skipped: %s", exc)
             return None
 
@@ -471,6 +501,8 @@ class IndexedBackend:
             pass
         if self._query_worker is not None:
             self._query_worker.stop(QUERY_EMBED_DEADLINE_S)
+        if self._words_worker is not None:
+            self._words_worker.stop(QUERY_EMBED_DEADLINE_S)
         if self.choice.provider is not None:
             self.choice.provider.close()
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here

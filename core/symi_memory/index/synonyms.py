@@ -48,6 +48,8 @@ SCHEMA = f"CREATE TABLE IF NOT EXISTS {TABLE} (word TEXT PRIMARY KEY, term TEXT 
 #: meta key: the provider, model and fingerprint the stored word vectors were made with.
 EMBEDDER_META = "vocab_embedder"
 EMBED_BATCH = 256
+#: Query words whose vectors a process keeps (1.5 KB each at 384 dimensions).
+WORD_CACHE_MAX = 4096
 
 # A word of letters (inner apostrophes and hyphens allowed): numbers, hashes and identifiers are never expanded.
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
@@ -75,6 +77,9 @@ class Vocabulary:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     # (row count, last rowid, embedder) of the loaded matrix, the index terms and words, the matrix.
     _loaded: tuple[tuple[int, int, str], list[str], list[str], Any] | None = None
+    # Query words' unit vectors by word, for the provider named by ``_words_key``.
+    _words: dict[str, Any] = attrs.field(factory=dict)
+    _words_key: str = ""
 
     # ------------------------------------------------------------ indexer side
 
@@ -166,7 +171,9 @@ class Vocabulary:
         return terms, words, m
 
     def expand(self, provider: Any, words: Sequence[str], query_terms: Sequence[str],
-               doc_freqs: Callable[[list[str]], Mapping[str, int]]) -> dict[str, tuple[tuple[str, str, float], ...]]:
+               doc_freqs: Callable[[list[str]], Mapping[str, int]],
+               embed: Callable[[list[str]], list[list[float]]] | None = None,
+               ) -> dict[str, tuple[tuple[str, str, float], ...]]:
         """For each query word the index does not hold: ``{its term: ((word, term, weight), ...)}``.
 
         ``words``: the query's content words; ``query_terms``: its index terms (never added as
@@ -192,12 +199,13 @@ class Vocabulary:
         terms, vocab_words, m = loaded
         import numpy as np
 
-        q = np.asarray(provider.embed_documents(list(unknown.values())), dtype=np.float32)
-        q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-9)
-        sims = q @ m.T
+        vecs = self._word_vectors(provider, list(unknown.values()), embed or provider.embed_documents)
         taken = set(query_terms)
         out: dict[str, list[tuple[str, str, float]]] = {}
-        for row, term in zip(sims, unknown, strict=True):
+        for term, word in unknown.items():
+            # einsum: a plain loop over the rows, no BLAS threads (a 1 x n product on a busy host cost
+            # several times more CPU through multi-threaded BLAS).
+            row = np.einsum("ij,j->i", m, vecs[word])
             picks: list[tuple[str, str, float]] = []
             k = min(len(row), TOP * 4)
             best = np.argpartition(-row, k - 1)[:k]
@@ -216,11 +224,38 @@ class Vocabulary:
             out = {t: [p for p in ps if held.get(p[1], 0)] for t, ps in out.items()}
         return {t: tuple(ps) for t, ps in out.items() if ps}
 
+    def _word_vectors(self, provider: Any, words: list[str],
+                      embed: Callable[[list[str]], list[list[float]]]) -> dict[str, Any]:
+        """Unit vectors of query words, embedded once per process (the same words come back query after query)."""
+        import numpy as np
 
-    def for_query(self, provider: Any, qa: QueryAnalysis, generation: int) -> QuerySynonyms:
-        """What one search needs: the words to add to the keyword match, the terms to count, the weights."""
+        key = _embedder_key(provider)
+        with self._lock:
+            if self._words_key != key:
+                self._words.clear()
+                self._words_key = key
+            out = {w: self._words[w] for w in words if w in self._words}
+        missing = [w for w in words if w not in out]
+        if missing:
+            got = np.asarray(embed(missing), dtype=np.float32)
+            got = got / np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-9)
+            fresh = dict(zip(missing, got, strict=True))
+            out.update(fresh)
+            with self._lock:
+                if len(self._words) + len(fresh) > WORD_CACHE_MAX:
+                    self._words.clear()
+                self._words.update(fresh)
+        return out
+
+    def for_query(self, provider: Any, qa: QueryAnalysis, generation: int,
+                  embed: Callable[[list[str]], list[list[float]]] | None = None) -> QuerySynonyms:
+        """What one search needs: the words to add to the keyword match, the terms to count, the weights.
+
+        ``embed``: how to embed the query's unknown words (the backend bounds it by the query's deadline);
+        ``provider.embed_documents`` by default.
+        """
         found = self.expand(provider, qa.words, qa.terms,
-                            lambda terms: self.store._doc_freqs(terms, generation))
+                            lambda terms: self.store._doc_freqs(terms, generation), embed=embed)
         if not found:
             return QuerySynonyms(qa, (), {})
         words = tuple(dict.fromkeys(p[0] for ps in found.values() for p in ps))
