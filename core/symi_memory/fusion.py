@@ -25,7 +25,7 @@ that scale, so ``minScore`` means the same under every provider and fusion:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -225,6 +225,7 @@ def score_hits(
     calibration: Any,
     use_vector: bool,
     analysis: QueryAnalysis | None = None,
+    synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -240,7 +241,8 @@ def score_hits(
     :func:`~symi_memory.index.analysis.keyword_probability`, so every backend's
     scores share one scale. ``analysis``: the query already tokenized
     (:class:`~symi_memory.index.analysis.QueryAnalysis` of ``query``), when the
-    caller has it.
+    caller has it. ``synonyms``: index terms standing in for query terms the
+    index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
     """
     from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
     from .index.keyword import ExactMatcher, identifier_tokens
@@ -264,6 +266,7 @@ def score_hits(
     slope, mid = KEYWORD_CALIBRATION
     floor = EXACT_KEYWORD_FLOOR
     exp = math.exp
+    syn = synonyms or None
     for k in scored:
         counts, length = term_counts(k)
         if k in idents or (weights and all(t in counts for t, _ in weights)):
@@ -274,7 +277,15 @@ def score_hits(
             acc = 0.0
             for t, w in weights:
                 tf = counts.get(t, 0)
-                if tf:
+                stand_ins = syn.get(t) if syn else None
+                if stand_ins:  # a query term no chunk holds: its best stand-in counts (analysis.keyword_evidence)
+                    sat = tf * k1p / (tf + norm) if tf else 0.0
+                    for s, factor in stand_ins:
+                        stf = counts.get(s, 0)
+                        if stf:
+                            sat = max(sat, factor * stf * k1p / (stf + norm))
+                    acc += w * sat
+                elif tf:
                     acc += w * tf * k1p / (tf + norm)
             evidence = acc / total
         text_log_odds[k] = slope * (max(0.0, evidence) - mid)

@@ -103,6 +103,15 @@ class Supersession:
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)
+class Synonyms:
+    enabled: bool = opt("enabled", True,
+                        doc="Local synonyms: a query word that no indexed chunk holds is matched on the keyword side "
+                            "through the index's words of like meaning (\"Portugal\" finds a note about Lisbon). "
+                            "The indexer keeps a vector of every distinct word it indexes (with the embedding "
+                            "provider); false: no word vectors, no expansion. See docs/search-scores.md.")
+
+
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Hybrid:
     enabled: bool = opt("enabled", True, doc="Combine keyword and vector search; false: vector only.")
     vector_weight: float = opt("vectorWeight", 0.45, lo=0.0, hi=1.0, clamp=True, doc="Weight of the vector side's log-odds (normalised with textWeight); the spec says 0.7, see docs/search-scores.md.")
@@ -113,6 +122,7 @@ class Hybrid:
     mmr: Mmr = section(Mmr, "mmr")
     temporal_decay: TemporalDecay = section(TemporalDecay, "temporalDecay")
     supersession: Supersession = section(Supersession, "supersession")
+    synonyms: Synonyms = section(Synonyms, "synonyms")
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)

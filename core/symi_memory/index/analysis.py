@@ -212,7 +212,8 @@ def idf(df: int, n: int) -> float:
 
 
 
-def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Mapping[str, float]) -> float:
+def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Mapping[str, float],
+                     synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> float:
     """BM25 of a chunk normalised by the query (see the module docstring); 0 when no term is present.
 
     ``counts`` are the chunk's term frequencies, ``length_ratio`` its length over the configured
@@ -221,6 +222,10 @@ def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Ma
     ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length_ratio))``; the sum is divided by the
     sum of the IDFs. One occurrence in a full-size chunk counts 1, in a shorter chunk or repeated
     more, up to ``k1 + 1``.
+
+    ``synonyms``: ``{query term: ((index term, factor), ...)}`` (:mod:`.synonyms`, for query words the
+    index does not hold); a term then counts the best of its own contribution and each stand-in's
+    times its factor.
     """
     total = sum(weights.values())
     if total <= 0:
@@ -229,7 +234,15 @@ def keyword_evidence(counts: Mapping[str, int], length_ratio: float, weights: Ma
     score = 0.0
     for t, w in weights.items():
         tf = counts.get(t, 0)
-        if tf:
+        stand_ins = synonyms.get(t) if synonyms else None
+        if stand_ins:
+            sat = tf * (BM25_K1 + 1.0) / (tf + norm) if tf else 0.0
+            for s, factor in stand_ins:
+                stf = counts.get(s, 0)
+                if stf:
+                    sat = max(sat, factor * stf * (BM25_K1 + 1.0) / (stf + norm))
+            score += w * sat
+        elif tf:
             score += w * tf * (BM25_K1 + 1.0) / (tf + norm)
     return score / total
 

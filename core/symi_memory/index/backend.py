@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
     from .scheduler import SyncScheduler
+    from .synonyms import QuerySynonyms, Vocabulary
 
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
@@ -59,6 +60,9 @@ class IndexedBackend:
     _units_gen: int = -1
     _hung_query: threading.Event | None = None
     _query_worker: _Worker | None = None
+    _vocabulary: Vocabulary | None = None
+    _words_worker: _Worker | None = None
+    _hung_words: threading.Event | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -139,8 +143,11 @@ class IndexedBackend:
         ranked: list[tuple[int, float]] | None = None
         # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
         generation = self.store.generation()
+        # Local synonyms: query words no chunk holds, matched through index words of like meaning.
+        syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] and hybrid["synonyms"]["enabled"] else None
+        match = syn.match if syn is not None else qa
         if hybrid["enabled"]:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation)
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
@@ -152,7 +159,7 @@ class IndexedBackend:
         use_vec = qvec is not None and not self.indexer.needs_full()
         use_text = hybrid["enabled"] or not use_vec
         if ranked is None:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation) if use_text else []
         vec_hits: dict[int, float] = {}
         if use_vec:
@@ -188,12 +195,13 @@ class IndexedBackend:
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        chunk_terms = self._chunk_terms(rows, generation, qa.terms)
+        chunk_terms = self._chunk_terms(rows, generation, qa.terms + syn.terms if syn is not None else qa.terms)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits, term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
-                            calibration=self.calibration(), use_vector=use_vec, analysis=qa)
+                            calibration=self.calibration(), use_vector=use_vec, analysis=qa,
+                            synonyms=syn.weights if syn is not None else None)
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
@@ -212,6 +220,48 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
+
+    def synonyms_for(self, provider: Any, qa: Any, generation: int) -> QuerySynonyms | None:
+        """The local synonyms of this query (:mod:`.synonyms`), or None (no provider, or vectors of another model)."""
+        if provider is None or self.indexer.needs_full():
+            return None
+        hung = self._hung_words
+        if hung is not None and not hung.is_set():
+            return None  # an earlier word embedding has not returned (a hung endpoint): not again meanwhile
+        if self._vocabulary is None:
+            from .synonyms import Vocabulary
+
+            self._vocabulary = Vocabulary(self.store)
+
+        def embed(words: list[str]) -> list[list[float]]:
+            # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
+            box: dict[str, Any] = {}
+            done = threading.Event()
+
+            def run() -> None:
+                try:
+                    box["vectors"] = provider.embed_documents(words)
+                except BaseException as exc:  # handed to the searching thread
+                    box["error"] = exc
+                finally:
+                    done.set()
+
+            if self._words_worker is None:
+                self._words_worker = _Worker("symi-synonym-embed")
+            self._words_worker.submit(run)
+            if not done.wait(QUERY_EMBED_DEADLINE_S):
+                self._hung_words = done
+                raise EmbeddingError(f"word embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s",
+                                     provider=provider.id)
+            if "error" in box:
+                raise box["error"]
+            return box["vectors"]  # type: ignore[no-any-return]
+
+        try:
+            return self._vocabulary.for_query(provider, qa, generation, embed=embed)
+        except EmbeddingError as exc:  # the search still answers: without stand-ins for unknown words
+            log.warning("local synonyms skipped: %s", exc)
+            return None
 
     def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
@@ -451,6 +501,8 @@ class IndexedBackend:
             pass
         if self._query_worker is not None:
             self._query_worker.stop(QUERY_EMBED_DEADLINE_S)
+        if self._words_worker is not None:
+            self._words_worker.stop(QUERY_EMBED_DEADLINE_S)
         if self.choice.provider is not None:
             self.choice.provider.close()
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here

@@ -166,6 +166,8 @@ class Indexer:
     _down_in_this_sync: str | None = None
     _run_dims: int | None = None
     synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
+    # Words of the chunks written in this sync, for the local-synonym vocabulary (None: not collected).
+    _new_words: set[str] | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -309,6 +311,7 @@ class Indexer:
             # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
             todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
+        self._new_words = set() if self._keeps_vocabulary() else None
         try:
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
             if full:
@@ -334,6 +337,7 @@ class Indexer:
             # the pending files proves nothing).
             self.last_error = None
             self._pending_failures, self._retry_at = 0, 0.0
+        self._update_vocabulary()
         self._record(reason)
         cache = self.agent.memory_search["cache"]
         # The index's own vectors are never pruned; without the cache nothing else is kept.
@@ -345,6 +349,29 @@ class Indexer:
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
             errors=(failed_now,) if failed_now else (),
         )
+
+    def _keeps_vocabulary(self) -> bool:
+        """Whether this index keeps word vectors for local synonyms (the SQLite index, a provider, the switch on)."""
+        from .store import IndexStore
+
+        return (self.choice.provider is not None and isinstance(self.store, IndexStore)
+                and bool(self.agent.memory_search["query"]["hybrid"]["synonyms"]["enabled"]))
+
+    def _update_vocabulary(self) -> None:
+        """Give the words of the chunks just written their vectors (:mod:`.synonyms`).
+
+        A vocabulary that is empty or was made by another model is filled from every chunk of the
+        index, so an index built before local synonyms gets them on its next sync.
+        """
+        words, self._new_words = self._new_words, None
+        if words is None or self.cancel.is_set():
+            return
+        from .synonyms import Vocabulary, vocabulary_words
+
+        vocab = Vocabulary(self.store)
+        if not vocab.current(self.choice.provider):
+            words |= vocabulary_words(vocab.chunk_texts())
+        vocab.update(self.choice.provider, words, cancel=self.cancel)
 
     def _record(self, reason: str) -> None:
         """Keep what this sync learnt in the index's meta table, for ``status`` in any later process."""
@@ -486,6 +513,10 @@ class Indexer:
         p = self.choice.provider
         model = p.model if p else ""
         i = 0
+        if self._new_words is not None:
+            from .synonyms import vocabulary_words
+
+            self._new_words |= vocabulary_words(texts)
         for loaded, pieces in pending:
             rows = []
             for start, end, text, units in pieces:
