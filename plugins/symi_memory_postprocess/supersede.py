@@ -25,6 +25,7 @@ from symi_memory.supersession import (
     conflicting,
     cosine,
     focus_lines,
+    rescheduled,
     salient,
     same_thing,
     split_lines,
@@ -116,8 +117,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
                     if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                            b.change and conflicting(a.quantities, b.quantities, measured=True)
-                            and (lc is None or lc >= t.line_vector)):
+                            b.change and (conflicting(a.quantities, b.quantities, measured=True)
+                                          or rescheduled(a, b)) and (lc is None or lc >= t.line_vector)):
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
                     if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:
@@ -130,8 +131,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
 def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
     """True when a line of ``newer`` says something changed and gives a measured quantity (with a unit) that a
     line of ``older`` gives another value of: what lets a weaker newer hit demote an older one."""
-    return any(b.change and b.quantities and any(conflicting(a.quantities, b.quantities, measured=True)
-                                                 for a in older) for b in newer)
+    return any(b.change and (b.quantities or b.days) and any(
+        conflicting(a.quantities, b.quantities, measured=True) or rescheduled(a, b) for a in older) for b in newer)
 
 
 @attrs.frozen
