@@ -68,9 +68,12 @@ class Thresholds:
     a newer hit scoring between this share and ``score_ratio`` of the
     older one's still demotes it when its line says the older line's
     measured quantity changed (a change word and a different value with a
-    unit: 1000 IU, then "raised to 2000 IU"), their lines' cosine reaching
-    ``line_vector`` (0.3 and 0.2 gave the same figures; without the unit,
-    clock times of unrelated events demoted answers). ``promote``: the current version also
+    unit: 1000 IU, then "raised to 2000 IU") or moved a plan's day
+    (:func:`rescheduled`), their lines' cosine reaching ``line_vector``
+    (0.1, fit on devmem and convmem: 0.3 left a rebooked flight, scoring
+    0.23 of the first booking, below it; 0.3 and 0.2 gave the same figures
+    before moved days counted; without the unit, clock times of unrelated
+    events demoted answers). ``promote``: the current version also
     takes the score of the best older version it supersedes (off: on devmem it
     cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
@@ -106,7 +109,7 @@ class Thresholds:
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
     score_ratio: float = 0.5
-    conflict_score_ratio: float = 0.3
+    conflict_score_ratio: float = 0.1
     demote: float = 0.98
     promote: bool = False
     window: int = 20
