@@ -48,3 +48,20 @@ def test_a_plans_day_named_again_with_another_day_is_rescheduled() -> None:
     assert not past.ahead and not rescheduled(march, past)
     # Not days: a range of numbers with an impossible month.
     assert calendar_days("- Scored 22-45 in the final.", 1.8e9) == (frozenset(), False)
+
+
+def test_moved_days_with_the_same_other_values_are_one_plan_worded_differently() -> None:
+    from symi_memory.supersession import THRESHOLDS, same_thing
+
+    draft = split_lines("memory/2026-08-01.md", 3, "- Loyalty app rollout plan, draft: 25% of stores on 09-02, "
+                        "100% on 09-09.", None)[0]
+    confirmed = split_lines("memory/2026-08-20.md", 3, "- Loyalty app launch confirmed: 25% of stores on "
+                            "09-16, 100% on 09-23.", None)[0]
+    other = split_lines("memory/2026-08-20.md", 4, "- Loyalty app: the store survey closes on 09-16, "
+                        "results on 09-23.", None)[0]
+    chunks = [[draft], [confirmed, other]]
+    w = term_weights(salient("When does the loyalty app rollout start?"), chunks)
+    # The newer line lacks "rollout" but gives the same share of stores on other days: the plan moved.
+    assert same_thing(draft, confirmed, 0.7, THRESHOLDS, w, line_cos=0.5)
+    # Other days of the same app, with nothing else in common, move nothing.
+    assert not same_thing(draft, other, 0.7, THRESHOLDS, w, line_cos=0.5)

@@ -80,7 +80,9 @@ class Thresholds:
     ``moved_line_vector``/``moved_cover``: two lines that give a plan's day (:func:`rescheduled`: a visit
     from 2026-09-10, then from 2026-10-02) state the same thing when their line cosine reaches this and the
     newer one holds every weighted query term the older one does (``moved_cover`` 1.0: a summer holiday's
-    dates are not moved by the autumn holiday's); 0.6 and 0.45 gave the same figures on devmem and convmem.
+    dates are not moved by the autumn holiday's) or gives the same value of another quantity ("10% of
+    carriers on 07-15", then "go-live ... with 10% of carriers" on 07-28). 0.45: the draft and confirmed
+    cutover lines are 0.58 apart by meaning; 0.45 and 0.6 gave the same figures otherwise.
     ``as_of_undated``: in an "as of" search, the score factor of hits from
     undated notes changed after the as-of date (their lines' dates are unknown).
     ``dup_*``: dedup on write: how many hits are looked at, the least
@@ -99,7 +101,7 @@ class Thresholds:
     chunk_vector: float = 0.4
     line_vector: float = 0.6
     conflict_line_vector: float = 0.4
-    moved_line_vector: float = 0.6
+    moved_line_vector: float = 0.45
     moved_cover: float = 1.0
     chunk_vector_lines: float = 0.3
     answer_margin: float = 0.05
@@ -505,7 +507,8 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
         if any(_identifier(term) for term in (a.terms - b.terms) & weights.keys()):
             return False  # the older line has the exact identifier asked for, the newer one does not
         covers = query_score(b, weights) / (query_score(a, weights) or 1.0)
-        if (covers >= t.conflict_cover and conflict and not loose) or (moved and covers >= t.moved_cover - 1e-9):
+        if (covers >= t.conflict_cover and conflict and not loose) or (moved and (
+                covers >= t.moved_cover - 1e-9 or _shares_quantity(a, b))):
             return True
     if loose or share < t.line_overlap:
         return False
@@ -514,6 +517,12 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
     return b.change and bool(_new_values(a, b))
+
+
+def _shares_quantity(a: Line, b: Line) -> bool:
+    """True when the two lines give the same value of a quantity kind ("10% of carriers" in both): what pins
+    two plans with different days to one thing, when the newer line words the subject differently."""
+    return any(vals & b.quantities[kind] for kind, vals in a.quantities.items() if kind in b.quantities)
 
 
 def _new_values(a: Line, b: Line) -> set[str]:
