@@ -75,6 +75,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     idx = list(focus)
     scores = [c.score for c in candidates]
     places = [(c.path, c.start_line) for c in candidates]
+    # The lines a weaker newer hit could demote with (saying a value changed), and those of an older hit such a
+    # line could change (a quantity or a plan's day): most hits have none, and their pairs end here.
+    changers = {j: [b for b in focus[j] if b.change and (b.quantities or b.days)] for j in idx}
+    valued: dict[int, list[Line]] = {}
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
@@ -83,8 +87,13 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         for j in [j for j in idx if newest[j] > new_i]:  # never i itself
             if places[j] == place_i:
                 continue
-            if scores[j] < strong and not (scores[j] >= weak and _says_measure_changed(all_lines[i], focus[j])):
-                continue
+            if scores[j] < strong:
+                if scores[j] < weak or not changers[j]:
+                    continue
+                if i not in valued:
+                    valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
+                if not _says_measure_changed(valued[i], changers[j]):
+                    continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
                 continue
