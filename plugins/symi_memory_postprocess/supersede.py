@@ -139,7 +139,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
 
 def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
     """True when a line of ``newer`` says something changed and gives a measured quantity (with a unit) that a
-    line of ``older`` gives another value of: what lets a weaker newer hit demote an older one."""
+    line of ``older`` gives another value of, or moves a plan's day that it gives (:func:`rescheduled`): what
+    lets a weaker newer hit demote an older one."""
     return any(b.change and (b.quantities or b.days) and any(
         conflicting(a.quantities, b.quantities, measured=True) or rescheduled(a, b) for a in older) for b in newer)
 
