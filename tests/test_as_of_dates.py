@@ -144,6 +144,26 @@ def test_a_weaker_newer_line_saying_the_measured_amount_changed_still_supersedes
                        "- Vitamin D3 for Nadia: updated the pill box at 09:50 today.") == {}
 
 
+def test_a_much_weaker_newer_line_saying_a_plans_day_moved_still_supersedes() -> None:
+    from symi_memory.types import Candidate
+    from symi_memory_postprocess.supersede import find_supersessions
+
+    # The newer note scores a fifth of the older one (it says much else), but says the ferry was rebooked:
+    # another day for the same trip. Under conflict_score_ratio of the older's score it would demote nothing.
+    def found(newer_score: float) -> dict:  # type: ignore[type-arg]
+        old = Candidate(id="a", path="memory/2026-02-10.md", start_line=3, end_line=3, score=1.0,
+                        text="- Ferry to Texel for the Visser family on 2026-05-16, back on 2026-05-23.")
+        new = Candidate(id="b", path="memory/2026-04-02.md", start_line=3, end_line=3, score=newer_score,
+                        text="- Rebooked the Visser family ferry to Texel: now out on 2026-05-30, back on 2026-06-06.")
+        va, vb = [1.0, 0.0, 0.0], [0.8, 0.6, 0.0]
+        return find_supersessions([old, new], {"a": va, "b": vb}, "When does the Visser family take the ferry "
+                                  "to Texel?", line_vectors={"a": [(3, 3, va)], "b": [(3, 3, vb)]},
+                                  query_vector=[1.0, 0.2, 0.0])
+
+    assert list(found(0.2)) == [0] and found(0.2)[0][0] == 1
+    assert found(0.05) == {}  # below conflict_score_ratio: about something else for this query
+
+
 def test_an_undated_line_is_no_older_than_the_first_known_date_of_the_identifier_it_names(tmp_path: Path) -> None:
     # MEMORY.md says where backups go without a date; the homelab note dates that bucket from 2026-07-03.
     ws = tmp_path / "ws"

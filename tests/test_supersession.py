@@ -219,6 +219,26 @@ def test_a_newer_line_without_the_identifier_asked_for_replaces_nothing(tmp_path
         assert where[0]["path"] == "memory/2026-08-30.md"
 
 
+def test_a_plans_day_moved_by_a_newer_plan_is_superseded(tmp_path: Path) -> None:
+    # No change word and no quantity: the newer note names another day for the same visit.
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-02.md", "# 2026-03-02\n\n- Grandpa Tomasz plans to stay with us in Gdansk from "
+                                      "2026-05-20 for two weeks.\n- Replaced the kitchen tap.\n")
+    write(ws, "memory/2026-04-15.md", "# 2026-04-15\n\n- Grandpa Tomasz is staying with us in Gdansk from "
+                                      "2026-06-03, for two weeks.\n- The tomato seedlings are up.\n")
+    write(ws, "memory/2026-06-20.md", "# 2026-06-20\n\n- Lena's summer holiday runs 07-18 to 08-30.\n")
+    write(ws, "memory/2026-09-02.md", "# 2026-09-02\n\n- Lena's autumn holiday runs 10-17 to 10-25.\n")
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        hits = _ranked(mem, "When is Grandpa Tomasz coming to stay with us?")
+        assert hits[0]["path"] == "memory/2026-04-15.md"
+        older = [h for h in hits if h["path"] == "memory/2026-03-02.md"]
+        assert older and older[0]["supersededBy"] == {"path": "memory/2026-04-15.md", "startLine": 3, "endLine": 3}
+        # Another event's days (the autumn holiday) do not move the summer holiday's.
+        summer = _ranked(mem, "When is Lena's summer holiday?")
+        assert summer[0]["path"] == "memory/2026-06-20.md" and "supersededBy" not in summer[0]
+
+
 TEAM = "- Team Flow notes: Pieter de Wit, Nadia Kessler, Jonas Berg and Samira Haddad at the Croeselaan office.\n"
 
 

@@ -27,3 +27,41 @@ def test_a_term_on_every_chunk_weighs_least_and_does_not_pick_the_line() -> None
     w = term_weights(salient("What is Priya allergic to?"), chunks)
     assert w["allergi"] > w["priya"] > 0
     assert [ln.line_no for ln in best_lines(chunks[0], w)] == [1]
+
+
+def test_a_plans_day_named_again_with_another_day_is_rescheduled() -> None:
+    from symi_memory.supersession import calendar_days, rescheduled
+
+    march = split_lines("memory/2026-03-02.md", 3, "- Grandpa Tomasz plans to stay with us in Gdansk from "
+                        "2026-05-20 for two weeks.", None)[0]
+    april = split_lines("memory/2026-04-15.md", 3, "- Grandpa Tomasz is staying with us in Gdansk from "
+                        "2026-06-03, for two weeks.", None)[0]
+    assert march.ahead and april.ahead and rescheduled(march, april)
+    # The same day named again moves nothing.
+    again = split_lines("memory/2026-04-20.md", 3, "- Grandpa Tomasz lands on 05-20 at 14:10.", None)[0]
+    assert again.days == frozenset({"05-20"}) and not rescheduled(march, again)
+    # A day recorded as past is no plan: an undated note's "started on" (its mtime says nothing of when
+    # the line was written), and a dated note's day before the note's own date.
+    assert calendar_days("- The choir season started on 2026-09-01; rehearsals 10-05 and 10-12.", 0.0) == (
+        frozenset({"09-01", "10-05", "10-12"}), False)
+    past = split_lines("memory/2026-06-10.md", 3, "- Grandpa Tomasz stayed with us from 2026-06-03.", None)[0]
+    assert not past.ahead and not rescheduled(march, past)
+    # Not days: a range of numbers with an impossible month.
+    assert calendar_days("- Scored 22-45 in the final.", 1.8e9) == (frozenset(), False)
+
+
+def test_moved_days_with_the_same_other_values_are_one_plan_worded_differently() -> None:
+    from symi_memory.supersession import THRESHOLDS, same_thing
+
+    draft = split_lines("memory/2026-08-01.md", 3, "- Loyalty app rollout plan, draft: 25% of stores on 09-02, "
+                        "100% on 09-09.", None)[0]
+    confirmed = split_lines("memory/2026-08-20.md", 3, "- Loyalty app launch confirmed: 25% of stores on "
+                            "09-16, 100% on 09-23.", None)[0]
+    other = split_lines("memory/2026-08-20.md", 4, "- Loyalty app: the store survey closes on 09-16, "
+                        "results on 09-23.", None)[0]
+    chunks = [[draft], [confirmed, other]]
+    w = term_weights(salient("When does the loyalty app rollout start?"), chunks)
+    # The newer line lacks "rollout" but gives the same share of stores on other days: the plan moved.
+    assert same_thing(draft, confirmed, 0.7, THRESHOLDS, w, line_cos=0.5)
+    # Other days of the same app, with nothing else in common, move nothing.
+    assert not same_thing(draft, other, 0.7, THRESHOLDS, w, line_cos=0.5)

@@ -17,13 +17,24 @@ import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 
-from .chronology import DAY, file_date, is_historical, line_dates, line_moment, line_since
+from .chronology import (
+    DAY,
+    LEADING_DATE_RE,
+    event_dates,
+    file_date,
+    is_historical,
+    line_dates,
+    line_moment,
+    line_since,
+    parse_date,
+)
 
-__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -57,12 +68,21 @@ class Thresholds:
     a newer hit scoring between this share and ``score_ratio`` of the
     older one's still demotes it when its line says the older line's
     measured quantity changed (a change word and a different value with a
-    unit: 1000 IU, then "raised to 2000 IU"), their lines' cosine reaching
-    ``line_vector`` (0.3 and 0.2 gave the same figures; without the unit,
-    clock times of unrelated events demoted answers). ``promote``: the current version also
+    unit: 1000 IU, then "raised to 2000 IU") or moved a plan's day
+    (:func:`rescheduled`), their lines' cosine reaching ``line_vector``
+    (0.1, fit on devmem and convmem: 0.3 left a rebooked flight, scoring
+    0.23 of the first booking, below it; 0.3 and 0.2 gave the same figures
+    before moved days counted; without the unit, clock times of unrelated
+    events demoted answers). ``promote``: the current version also
     takes the score of the best older version it supersedes (off: on devmem it
     cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
+    ``moved_line_vector``/``moved_cover``: two lines that give a plan's day (:func:`rescheduled`: a visit
+    from 2026-09-10, then from 2026-10-02) state the same thing when their line cosine reaches this and the
+    newer one holds every weighted query term the older one does (``moved_cover`` 1.0: a summer holiday's
+    dates are not moved by the autumn holiday's) or gives the same value of another quantity ("10% of
+    carriers on 07-15", then "go-live ... with 10% of carriers" on 07-28). 0.45: the draft and confirmed
+    cutover lines are 0.58 apart by meaning; 0.45 and 0.6 gave the same figures otherwise.
     ``as_of_undated``: in an "as of" search, the score factor of hits from
     undated notes changed after the as-of date (their lines' dates are unknown).
     ``dup_*``: dedup on write: how many hits are looked at, the least
@@ -81,6 +101,8 @@ class Thresholds:
     chunk_vector: float = 0.4
     line_vector: float = 0.6
     conflict_line_vector: float = 0.4
+    moved_line_vector: float = 0.45
+    moved_cover: float = 1.0
     chunk_vector_lines: float = 0.3
     answer_margin: float = 0.05
     conflict_cover: float = 0.5
@@ -89,7 +111,7 @@ class Thresholds:
     line_overlap: float = 0.3
     restate_overlap: float = 0.75
     score_ratio: float = 0.5
-    conflict_score_ratio: float = 0.3
+    conflict_score_ratio: float = 0.1
     demote: float = 0.98
     promote: bool = False
     window: int = 20
@@ -125,6 +147,7 @@ but by can could did do does doing done down during each few for from further ha
 him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our ours
 out over own same she should so some such than that the their them then there these they this those through to too
 under up very was we were what when where which while who whom why will with would you your yours am pm get got
+us myself ourselves yourself yourselves himself herself themselves
 which whats what's use used using one two new now currently current today still again anymore any much many
 """.split())
 
@@ -223,6 +246,61 @@ def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]
     return any(kind in b and not (vals & b[kind]) and (not measured or " " in kind) for kind, vals in a.items())
 
 
+# A calendar day: "2026-07-28", or "07-28" (the year of the line's own date).
+CALENDAR_DAY_RE = re.compile(r"(?<![\d-])(?:(\d{4})-)?(\d{2})-(\d{2})(?![\d-])")
+
+
+def calendar_days(text: str, written: float) -> tuple[frozenset[str], bool]:
+    """The calendar days a line names, as ``MM-DD``, and whether one of them is a plan's: still ahead when the
+    line was written (``written``, epoch seconds of its date; 0 when unknown, as for an undated note whose
+    mtime says only when it was last changed: "visit from 2026-09-10" in a June note,
+    "10% of carriers on 07-15"), or a full date in a clause that makes it a plan ("is visiting from
+    2026-10-02", "expected 2026-10-15": what an undated note, whose writing date is unknown, can tell)."""
+    if "-" not in text:
+        return frozenset(), False
+    days: set[str] = set()
+    ahead = False
+    full: list[float] = []
+    year = datetime.fromtimestamp(written, UTC).year if written > 0 else None
+    for m in CALENDAR_DAY_RE.finditer(text):
+        y = int(m[1]) if m[1] else year
+        try:
+            stamp = datetime(y or 2000, int(m[2]), int(m[3]), tzinfo=UTC).timestamp()
+        except ValueError:
+            continue  # "22-45", a range or a score rather than a day
+        days.add(f"{m[2]}-{m[3]}")
+        ahead = ahead or (y is not None and written > 0 and stamp > written)
+        if m[1]:
+            full.append(stamp)
+    if not ahead and full:
+        happened = set(event_dates(text))
+        ahead = any(stamp not in happened for stamp in full)
+    return frozenset(days), ahead
+
+
+def _own_date(path: str, line: str, written: float | None) -> float | None:
+    """When a line was written, where it says so: its message's time, its dated note's date, a date it opens
+    with ("- 2026-05-01: kickoff"); None for an undated note's line (an mtime says when the note last changed)."""
+    if written is not None:
+        return written
+    dated = file_date(path)
+    if dated is not None:
+        return dated
+    lead = LEADING_DATE_RE.match(line)
+    return parse_date(lead[1]) if lead else None
+
+
+def rescheduled(a: Line, b: Line) -> bool:
+    """True when older line ``a`` and newer line ``b`` both give a plan's day (:func:`calendar_days`) and
+    ``b`` names none of ``a``'s days: the same kind of value (a day) changed, like 09:45 becoming 10:00.
+
+    Lines about different events name different days without either changing the other, and a line that
+    records a day as past ("the school year started on 2026-08-31") moves no plan; a plan's day is what a
+    later plan for the same thing moves ("visit from 2026-09-10", then "is visiting from 2026-10-02").
+    """
+    return a.ahead and b.ahead and a.days.isdisjoint(b.days)
+
+
 @attrs.frozen
 class Line:
     """One line of a chunk, with what same-thing detection needs."""
@@ -237,6 +315,8 @@ class Line:
     values: frozenset[str] = frozenset()
     dates: tuple[float, ...] = ()
     quantities: Mapping[str, frozenset[str]] = attrs.field(factory=dict, eq=False, hash=False)
+    days: frozenset[str] = frozenset()
+    ahead: bool = False
 
 
 def split_lines(path: str, start_line: int, text: str, mtime: float | None,
@@ -269,12 +349,12 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
             continue
         n = start_line + offset
         tokens = TOKEN_RE.findall(stripped)
-        out.append(Line(path=path, line_no=n, text=stripped, terms=_salient_of(tokens),
-                        moment=line_moment(path, n, stripped, heading=heading, mtime=mtime,
-                                           written=written),
+        moment = line_moment(path, n, stripped, heading=heading, mtime=mtime, written=written)
+        days, ahead = calendar_days(stripped, _own_date(path, stripped, written) or 0.0)
+        out.append(Line(path=path, line_no=n, text=stripped, terms=_salient_of(tokens), moment=moment,
                         historical=is_historical(stripped, None), change=states_change(stripped),
                         values=_values_of(tokens), dates=tuple(line_dates(stripped)),
-                        quantities=quantities(stripped)))
+                        quantities=quantities(stripped), days=days, ahead=ahead))
     return out
 
 
@@ -404,12 +484,17 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     """
     # Each True below needs a past-state line, a stated change, or a quantity of one kind in both lines:
     # without any of these, say no before the set work (most pairs a search looks at end here).
-    if not (a.historical or b.change or (a.quantities and b.quantities and not a.quantities.keys().isdisjoint(
-            b.quantities))):
+    moved = rescheduled(a, b)
+    if not (a.historical or b.change or moved or (a.quantities and b.quantities
+                                                   and not a.quantities.keys().isdisjoint(b.quantities))):
         return False
+    conflict = conflicting(a.quantities, b.quantities)
+    loose = False  # lines only as close as a moved day needs (``moved_line_vector``)
     if line_cos is not None:
-        floor = t.conflict_line_vector if conflicting(a.quantities, b.quantities) else t.line_vector
-        if line_cos < floor or (chunk_cos is not None and chunk_cos < t.chunk_vector_lines):
+        floor = t.conflict_line_vector if conflict else t.line_vector
+        moved = moved and line_cos >= t.moved_line_vector
+        loose = line_cos < floor
+        if (loose and not moved) or (chunk_cos is not None and chunk_cos < t.chunk_vector_lines):
             return False
     elif chunk_cos is None or chunk_cos < t.chunk_vector:
         return False
@@ -422,15 +507,22 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
         if any(_identifier(term) for term in (a.terms - b.terms) & weights.keys()):
             return False  # the older line has the exact identifier asked for, the newer one does not
         covers = query_score(b, weights) / (query_score(a, weights) or 1.0)
-        if covers >= t.conflict_cover and conflicting(a.quantities, b.quantities):
+        if (covers >= t.conflict_cover and conflict and not loose) or (moved and (
+                covers >= t.moved_cover - 1e-9 or _shares_quantity(a, b))):
             return True
-    if share < t.line_overlap:
+    if loose or share < t.line_overlap:
         return False
     if a.historical:
         return True
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
     return b.change and bool(_new_values(a, b))
+
+
+def _shares_quantity(a: Line, b: Line) -> bool:
+    """True when the two lines give the same value of a quantity kind ("10% of carriers" in both): what pins
+    two plans with different days to one thing, when the newer line words the subject differently."""
+    return any(vals & b.quantities[kind] for kind, vals in a.quantities.items() if kind in b.quantities)
 
 
 def _new_values(a: Line, b: Line) -> set[str]:

@@ -25,6 +25,7 @@ from symi_memory.supersession import (
     conflicting,
     cosine,
     focus_lines,
+    rescheduled,
     salient,
     same_thing,
     split_lines,
@@ -74,6 +75,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     idx = list(focus)
     scores = [c.score for c in candidates]
     places = [(c.path, c.start_line) for c in candidates]
+    # The lines a weaker newer hit could demote with (saying a value changed), and those of an older hit such a
+    # line could change (a quantity or a plan's day): most hits have none, and their pairs end here.
+    changers = {j: [b for b in focus[j] if b.change and (b.quantities or b.days)] for j in idx}
+    valued: dict[int, list[Line]] = {}
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
@@ -82,8 +87,13 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         for j in [j for j in idx if newest[j] > new_i]:  # never i itself
             if places[j] == place_i:
                 continue
-            if scores[j] < strong and not (scores[j] >= weak and _says_measure_changed(all_lines[i], focus[j])):
-                continue
+            if scores[j] < strong:
+                if scores[j] < weak or not changers[j]:
+                    continue
+                if i not in valued:
+                    valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
+                if not _says_measure_changed(valued[i], changers[j]):
+                    continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
                 continue
@@ -116,8 +126,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
                     if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                            b.change and conflicting(a.quantities, b.quantities, measured=True)
-                            and (lc is None or lc >= t.line_vector)):
+                            b.change and (conflicting(a.quantities, b.quantities, measured=True)
+                                          or rescheduled(a, b)) and (lc is None or lc >= t.line_vector)):
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
                     if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:
@@ -129,9 +139,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
 
 def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
     """True when a line of ``newer`` says something changed and gives a measured quantity (with a unit) that a
-    line of ``older`` gives another value of: what lets a weaker newer hit demote an older one."""
-    return any(b.change and b.quantities and any(conflicting(a.quantities, b.quantities, measured=True)
-                                                 for a in older) for b in newer)
+    line of ``older`` gives another value of, or moves a plan's day that it gives (:func:`rescheduled`): what
+    lets a weaker newer hit demote an older one."""
+    return any(b.change and (b.quantities or b.days) and any(
+        conflicting(a.quantities, b.quantities, measured=True) or rescheduled(a, b) for a in older) for b in newer)
 
 
 @attrs.frozen
