@@ -481,19 +481,83 @@ def test_a_graph_without_the_exported_attention_is_left_alone():
     onnx.checker.check_model(model)
 
 
-def test_a_cached_graph_whose_weights_were_lost_is_rebuilt(tmp_path):
-    """A crash can leave the saved graph's weights file its full size but zeroed: it loads, yet every vector
-    comes out NaN. Such an entry is rebuilt, never served."""
+def test_a_cached_graph_reaches_the_disk_before_it_is_renamed_into_place(tmp_path, monkeypatch):
+    """The saved graph is read by later processes without checking its weights, so a crash must not leave an
+    entry whose files have their size but not their data: its files and folder are flushed to the disk
+    before the folder is renamed into place, and the rename after it."""
+    import os
+
+    cache = tmp_path / "graphs"
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def rename(src, dst) -> None:
+        events.append(("rename", str(src)))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                       threads=1, graph_cache=cache)
+    monkeypatch.undo()
+    (entry,) = cache.iterdir()
+    renames = [k for k, (what, _) in enumerate(events) if what == "rename"]
+    assert len(renames) == 1
+    tmp = events[renames[0]][1]
+    synced_before = {path for what, path in events[: renames[0]] if what == "fsync"}
+    assert {f"{tmp}/model.onnx", f"{tmp}/model.data", tmp} <= synced_before
+    assert ("fsync", str(cache)) in events[renames[0]:]
+    assert sorted(p.name for p in entry.iterdir()) == ["model.data", "model.onnx"]
+
+
+def test_a_cached_graph_saved_without_flushing_is_checked_once(tmp_path):
+    """Earlier versions renamed the saved graph into place without flushing it, so a crash could leave its
+    weights file its full size but zeroed (it loads, and every vector comes out NaN). Such an entry is checked
+    on a probe batch once: a zeroed one is rebuilt; a good one is flushed and kept under the new name, where
+    later processes load it unchecked."""
     cache = tmp_path / "graphs"
     plain = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
                                threads=1, fuse=False)
+    expected = plain.embed_documents([VOLCANO])[0]
     load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
                        threads=1, graph_cache=cache)
     (entry,) = cache.iterdir()
-    weights = entry / "model.data"
+    old = entry.with_name(entry.name.replace("-synced", ""))  # the name an earlier version saved it under
+    assert old != entry
+    entry.rename(old)
+    inode = (old / "model.data").stat().st_ino
+    kept = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                              threads=1, graph_cache=cache)
+    assert [p.name for p in cache.iterdir()] == [entry.name]  # adopted, not rebuilt
+    assert (entry / "model.data").stat().st_ino == inode
+    assert cos(kept.embed_documents([VOLCANO])[0], expected) >= 0.99999
+
+    entry.rename(old)
+    weights = old / "model.data"
     weights.write_bytes(b"\0" * weights.stat().st_size)
     again = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
                                threads=1, graph_cache=cache)
     (vector,) = again.embed_documents([VOLCANO])
     assert np.isfinite(vector).all()
-    assert cos(vector, plain.embed_documents([VOLCANO])[0]) >= 0.99999
+    assert cos(vector, expected) >= 0.99999
+    assert [p.name for p in cache.iterdir()] == [entry.name]  # the zeroed one is gone, built again
+
+def test_a_truncated_cached_graph_is_rebuilt(tmp_path):
+    """A cached entry whose weights file lost its tail (a full disk, a copy cut short) does not load: it is
+    rebuilt, and the vectors are right."""
+    cache = tmp_path / "graphs"
+    first = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    (entry,) = cache.iterdir()
+    weights = entry / "model.data"
+    size = weights.stat().st_size
+    with weights.open("r+b") as fh:
+        fh.truncate(size // 2)
+    again = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    assert again.embed_documents([VOLCANO]) == first.embed_documents([VOLCANO])
+    assert (entry / "model.data").stat().st_size == size
