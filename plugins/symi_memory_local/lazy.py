@@ -9,6 +9,7 @@ loading; the file is still verified when it is loaded.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +20,8 @@ from symi_memory.errors import EmbeddingError
 from symi_memory.specs import ProviderUnavailable
 
 __all__ = ["LazyEmbedder"]
+
+log = logging.getLogger("symi_memory.local")
 
 
 @attrs.define
@@ -64,6 +67,17 @@ class LazyEmbedder:
                     raise EmbeddingError(self._error, provider=self.id)
                 self._inner = inner
             return self._inner
+
+    def warm(self) -> None:
+        """Load the model now, in this thread (:class:`~symi_memory.specs.WarmsUp`); never raises.
+
+        A load that fails is reported by the embedding call that needs the model (a load refused as
+        unavailable is remembered, so that call does not try again).
+        """
+        try:
+            self.embedder()
+        except Exception as exc:
+            log.debug("loading the local model ahead of its first use failed: %s", exc)
 
     @property
     def session(self) -> Any:

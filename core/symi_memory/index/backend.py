@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import BackendError, EmbeddingError
-from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
+from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide, WarmsUp
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
@@ -142,6 +142,8 @@ class IndexedBackend:
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
                                                generation=generation)
+        if pending is not None:
+            self._prepare_vectors()  # while the query is embedded: the scan copy does not depend on it
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
@@ -213,6 +215,19 @@ class IndexedBackend:
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
+    def prepare_query(self) -> None:
+        """Load the provider's model on the query-embedding worker (:class:`~symi_memory.specs.PreparesQueries`).
+
+        The next search's embedding runs on the same worker, after the load; meanwhile the calling thread
+        goes on (a one-shot search: the staleness check, then the keyword side).
+        """
+        provider = self.choice.provider
+        if not isinstance(provider, WarmsUp) or self._closing:
+            return
+        if self._query_worker is None:
+            self._query_worker = _Worker("symi-query-embed")
+        self._query_worker.submit(provider.warm)
+
     def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
         hung = self._hung_query
@@ -235,6 +250,17 @@ class IndexedBackend:
         box["started"] = time.monotonic()
         self._query_worker.submit(run)
         return done, box
+
+    def _prepare_vectors(self) -> None:
+        """Bring the vector side up to date (a one-shot search loads its scan copy here) before the query
+        vector is there, so the loading overlaps the embedding; a failure is left to the vector search."""
+        ready = getattr(self.vectors, "ready", None)
+        if ready is None or self.indexer.needs_full():
+            return
+        try:
+            ready()
+        except Exception as exc:
+            log.debug("loading the vectors ahead of the query vector failed: %s", exc)
 
     def _finish_query_embedding(self, provider: Any, pending: tuple[threading.Event, dict[str, Any]] | None,
                                 ) -> tuple[list[float] | None, str | None]:
