@@ -106,6 +106,13 @@ def test_search_loads_the_model_and_answers_by_meaning(tmp_path, workspace):
     assert data["mode"] == "hybrid"
     assert data["results"][0]["path"] == "MEMORY.md"
     assert "onnxruntime" in heavy
+    # The index run saved the bundled tokenizer's vocabulary: a plain query is encoded without `tokenizers`;
+    # one with other characters loads it, and answers the same way.
+    assert "tokenizers" not in heavy
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0",
+                                          "which city does the user live in – Utrecht?")
+    assert json.loads(out)["results"][0]["path"] == "MEMORY.md"
+    assert "tokenizers" in heavy
 
 
 def test_lazy_embedder_reports_a_load_failure_as_an_embedding_error_once():

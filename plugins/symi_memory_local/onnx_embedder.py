@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from .integrity import onnx_fingerprint
+from .wordpiece import WordPiece
 
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
@@ -48,8 +49,13 @@ class OnnxEmbedder:
     model: str
     fingerprint: str
     session: Any
-    tokenizer: Any
+    #: The ``tokenizers`` tokenizer; None until ``load_tokenizer`` has made it (see :attr:`tokenizer`).
+    _tokenizer: Any = attrs.field(default=None, alias="tokenizer")
+    _load_tokenizer: Callable[[], Any] | None = attrs.field(default=None, alias="load_tokenizer")
     windowed: bool = True
+    #: Token ids of plain ASCII text without the ``tokenizers`` package (the bundled tokenizer only).
+    wordpiece: WordPiece | None = None
+    _tokenizer_lock: threading.Lock = attrs.field(factory=threading.Lock)
     id: str = "local"
     max_input_bytes: int = 65536
     _feeds: tuple[str, ...] = ()
@@ -63,6 +69,23 @@ class OnnxEmbedder:
     batch_tokens: int = BATCH_TOKENS
     #: Inference batches run at once (``local.threads``); the session runs each on one thread.
     threads: int = 1
+
+    @property
+    def tokenizer(self) -> Any:
+        """The ``tokenizers`` tokenizer, loaded on first use when the embedder was made without it."""
+        if self._tokenizer is None and self._load_tokenizer is not None:
+            with self._tokenizer_lock:
+                if self._tokenizer is None:
+                    self._tokenizer = self._load_tokenizer()
+        return self._tokenizer
+
+    def _encode(self, texts: Sequence[str]) -> list[Any]:
+        """Each text's encoding: by :attr:`wordpiece` when it takes every text (the same ids), else the tokenizer."""
+        if self.wordpiece is not None:
+            encoded = [self.wordpiece.encode(t) for t in texts]
+            if all(e is not None for e in encoded):
+                return encoded
+        return list(self.tokenizer.encode_batch(list(texts)))
 
     def embed_query(self, text: str) -> list[float]:
         """One unit vector for a search query."""
@@ -116,7 +139,7 @@ class OnnxEmbedder:
         if not texts:
             return []
         windows, owners = [], []
-        for i, enc in enumerate(self.tokenizer.encode_batch(list(texts))):
+        for i, enc in enumerate(self._encode(texts)):
             for w in [enc, *enc.overflowing] if self.windowed else [enc]:
                 windows.append(w)
                 owners.append(i)
@@ -201,6 +224,7 @@ def load_onnx_embedder(
     fast_start: bool = False,
     graph_cache: Path | None = None,
     fuse: bool = True,
+    wordpiece_cache: Path | None = None,
 ) -> OnnxEmbedder:
     """Open the model and tokenizer (already verified by the caller) and return a ready embedder.
 
@@ -215,6 +239,10 @@ def load_onnx_embedder(
     ``fuse``: the optimised session runs the model rewritten with ONNX Runtime's fused attention, GELU
     and elementwise layer normalisation (:mod:`.fusion`; needs the ``onnx`` package), once the rewritten
     graph has given the plain graph's vectors on a probe batch; otherwise the plain graph.
+
+    ``wordpiece_cache`` (a folder; only for the bundled tokenizer, whose rules :mod:`.wordpiece` follows):
+    where its vocabulary is saved once the tokenizer is loaded. When it is there, plain ASCII texts are
+    encoded from it and ``tokenizers`` is loaded only for another text.
     """
     fuse = fuse and _fusion_available()
     cache = _graph_dir(graph_cache, model_sha256, fused=fuse) if graph_cache is not None else None
@@ -241,10 +269,23 @@ def load_onnx_embedder(
         except BaseException as exc:  # handed to the loading thread below
             opened["error"] = exc
 
+    def load_tokenizer() -> Any:
+        tok = _tokenizer(tokenizer_file, max_tokens=max_tokens, stride=stride)
+        if wordpiece_cache is not None:
+            from .wordpiece import save_wordpiece
+
+            save_wordpiece(wordpiece_cache, tok)
+        return tok
+
     opener = threading.Thread(target=open_in_background, name="symi-local-session")
     opener.start()
     try:
-        tok = _tokenizer(tokenizer_file, max_tokens=max_tokens, stride=stride)
+        wordpiece = None
+        if wordpiece_cache is not None:
+            from .wordpiece import load_wordpiece
+
+            wordpiece = load_wordpiece(wordpiece_cache, max_tokens=max_tokens)
+        tok = None if wordpiece is not None else load_tokenizer()
     finally:
         opener.join()  # never left running: a process that exits under a session being built aborts
     if "error" in opened:
@@ -269,6 +310,8 @@ def load_onnx_embedder(
         fingerprint=fingerprint,
         session=session,
         tokenizer=tok,
+        load_tokenizer=load_tokenizer,
+        wordpiece=wordpiece,
         windowed=windowed,
         feeds=feeds,
         output=index,
