@@ -192,6 +192,7 @@ def test_lazy_embedder_warms_up_without_raising_and_reports_a_failure_when_used(
 
     lazy = LazyEmbedder(model="m", fingerprint="fp", load=load)
     lazy.warm()  # a failed load ahead of use is not an error yet
+    lazy._warming.join(30)
     assert lazy.loaded is False
     with pytest.raises(EmbeddingError, match="damaged"):
         lazy.embed_query("hello")
@@ -212,7 +213,7 @@ def test_a_prepared_search_loads_the_model_in_the_background_before_the_query(tm
         manager.status()
         assert provider.loaded is False
         manager.prepare_search()
-        manager.backend._query_worker.stop(120)  # the load was handed to the query worker: wait for it
+        provider._warming.join(120)  # the load goes on in the background: wait for it
         assert provider.loaded is True
     with open_memory(cfg, workspace=workspace, state_dir=tmp_path / "state", start=False) as manager:
         manager.prepare_search()

@@ -381,8 +381,9 @@ class StalenessAware(Protocol):
 class WarmsUp(Protocol):
     """An embedding provider that can load what it needs (a local model) before its first call.
 
-    ``warm()`` loads it in the calling thread and never raises: a failure is reported by the
-    embedding call that needs the model. Without it, the first call loads the model.
+    ``warm()`` starts loading it and returns without waiting for the load (it may do part of the work,
+    such as imports, in the calling thread); it never raises: a failure is reported by the embedding
+    call that needs the model. Without it, the first call loads the model.
     """
 
     def warm(self) -> None: ...
@@ -393,8 +394,8 @@ class PreparesQueries(Protocol):
     """A backend that can start, in the background, what embedding a query needs (loading a local model).
 
     The one-shot ``search`` command calls ``prepare_query()`` as soon as the manager is open, so the model
-    loads while the rest of the search starts (the staleness check, the keyword side). It must return at
-    once and never raise.
+    loads while the rest of the search starts (the staleness check, the keyword side). It returns without
+    waiting for the load and never raises.
     """
 
     def prepare_query(self) -> None: ...

@@ -86,14 +86,19 @@ def create_local_provider(ctx: ProviderContext) -> EmbeddingProvider:
         from .lazy import LazyEmbedder
 
         return LazyEmbedder(model=choice.label, fingerprint=onnx_fingerprint(MINILM_ONNX_SHA256, pooled=False),
-                            load=lambda: _load_onnx(choice, s, fast_start=True))
+                            load=lambda: _load_onnx(choice, s, fast_start=True), prepare=_import_runtime)
     return _load_onnx(choice, s)
+
+
+def _import_runtime() -> None:
+    """Import what opening an ONNX model needs (tokenizers is imported when a text needs it)."""
+    import numpy  # noqa: F401
+    import onnxruntime  # noqa: F401
 
 
 def _load_onnx(choice: ModelChoice, s: LocalSettings, *, fast_start: bool = False) -> EmbeddingProvider:
     try:
-        import numpy  # noqa: F401
-        import onnxruntime  # noqa: F401
+        _import_runtime()
     except ImportError as exc:
         raise ProviderUnavailable(MISSING_EXTRA) from exc
     if not _importable("tokenizers"):  # imported when a text needs it (see wordpiece.py)

@@ -216,17 +216,14 @@ class IndexedBackend:
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
     def prepare_query(self) -> None:
-        """Load the provider's model on the query-embedding worker (:class:`~symi_memory.specs.PreparesQueries`).
+        """Start loading the provider's model (:class:`~symi_memory.specs.PreparesQueries`).
 
-        The next search's embedding runs on the same worker, after the load; meanwhile the calling thread
-        goes on (a one-shot search: the staleness check, then the keyword side).
+        The provider imports its libraries here and builds the rest in the background, while the calling
+        thread goes on (a one-shot search: the staleness check, the pipeline, the keyword side).
         """
         provider = self.choice.provider
-        if not isinstance(provider, WarmsUp) or self._closing:
-            return
-        if self._query_worker is None:
-            self._query_worker = _Worker("symi-query-embed")
-        self._query_worker.submit(provider.warm)
+        if isinstance(provider, WarmsUp) and not self._closing:
+            provider.warm()
 
     def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
