@@ -20,14 +20,15 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .integrity import onnx_fingerprint
-from .wordpiece import WordPiece
+
+if TYPE_CHECKING:
+    from .wordpiece import WordPiece
 
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
@@ -152,6 +153,8 @@ class OnnxEmbedder:
         workers = min(self.threads, len(batches))
         run = lambda batch: self._run([windows[k] for k in batch])  # noqa: E731
         if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
             # ONNX Runtime releases the GIL while it runs: whole batches in parallel, each on one thread, keep
             # both cores busy without the per-operator hand-offs of intra-op threading (which, without
             # spinning workers, left cores idle between the many small operators of a small batch).

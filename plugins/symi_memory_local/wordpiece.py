@@ -11,13 +11,12 @@ to the real tokenizer. tests/test_local_provider.py checks the ids against ``tok
 benchmark corpora and generated text.
 
 The vocabulary comes from a file written the first time the real tokenizer is loaded (an index run), in
-``memorySearch.local.modelCacheDir``: one piece per line in id order, named after the sha256 of its
-bytes, which is checked when it is read.
+``memorySearch.local.modelCacheDir``: one piece per line in id order, named after the CRC-32 and size of
+its bytes, which are checked when it is read.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -88,7 +87,11 @@ class WordPiece:
 
 
 def _name(data: bytes) -> str:
-    return f"vocab-{hashlib.sha256(data).hexdigest()[:32]}.txt"
+    # A checksum of the contents against damage (a file cut short or zeroed), not against tampering: the
+    # folder is this user's own cache. zlib is cheap to import, hashlib is not (OpenSSL: ~7 ms).
+    import zlib
+
+    return f"vocab-{zlib.crc32(data):08x}-{len(data)}.txt"
 
 
 def load_wordpiece(folder: Path, *, max_tokens: int) -> WordPiece | None:
@@ -117,7 +120,7 @@ def save_wordpiece(folder: Path, tokenizer: Any) -> None:
     """Save the vocabulary of ``tokenizer`` (the bundled one) for :func:`load_wordpiece`; best effort.
 
     Written to a private file, flushed to the disk and renamed into place, so a reader finds the whole
-    file or none (and its name is the sha256 of what it must hold).
+    file or none (and its name is the checksum of what it must hold).
     """
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     pieces = sorted(vocab, key=vocab.__getitem__)
