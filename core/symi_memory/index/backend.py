@@ -142,7 +142,9 @@ class IndexedBackend:
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
                                                generation=generation)
-        if pending is not None:
+        # Read once, before the wait: vectors built by another provider/model are not comparable.
+        full = pending is None or self.indexer.needs_full()
+        if not full:
             self._prepare_vectors()  # while the query is embedded: the scan copy does not depend on it
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
@@ -151,7 +153,7 @@ class IndexedBackend:
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
-        use_vec = qvec is not None and not self.indexer.needs_full()
+        use_vec = qvec is not None and not full
         use_text = hybrid["enabled"] or not use_vec
         if ranked is None:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=qa,
@@ -252,7 +254,7 @@ class IndexedBackend:
         """Bring the vector side up to date (a one-shot search loads its scan copy here) before the query
         vector is there, so the loading overlaps the embedding; a failure is left to the vector search."""
         ready = getattr(self.vectors, "ready", None)
-        if ready is None or self.indexer.needs_full():
+        if ready is None:
             return
         try:
             ready()
