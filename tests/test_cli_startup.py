@@ -101,11 +101,21 @@ def test_status_and_get_skip_discovery_metadata_the_search_tail_and_the_query_si
 
 def test_search_loads_the_model_and_answers_by_meaning(tmp_path, workspace):
     run_cli_and_list_modules(tmp_path, workspace, "index")
-    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0", "which city does the user live in")
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0",
+                                          "which city does the user live in",
+                                          heavy=(*HEAVY, "hashlib", "concurrent.futures"))
     data = json.loads(out)
     assert data["mode"] == "hybrid"
     assert data["results"][0]["path"] == "MEMORY.md"
     assert "onnxruntime" in heavy
+    # The index run saved the bundled tokenizer's vocabulary: a plain query is encoded without `tokenizers`
+    # (nor hashlib: OpenSSL's start-up; nor a thread pool for one query); one with other characters loads
+    # the tokenizer, and answers the same way.
+    assert not {"tokenizers", "hashlib", "concurrent.futures"} & set(heavy)
+    out, heavy = run_cli_and_list_modules(tmp_path, workspace, "search", "--json", "--min-score", "0",
+                                          "which city does the user live in – Utrecht?")
+    assert json.loads(out)["results"][0]["path"] == "MEMORY.md"
+    assert "tokenizers" in heavy
 
 
 def test_lazy_embedder_reports_a_load_failure_as_an_embedding_error_once():
@@ -174,3 +184,42 @@ def test_one_shot_search_runs_openblas_on_one_thread_unless_told_otherwise(tmp_p
         assert seen[preset]["rc"] == 0
     assert seen[None]["env"] is None and seen["2"]["env"] == "2"
     assert seen[None]["threads"] < seen["2"]["threads"], seen
+
+
+def test_lazy_embedder_warms_up_without_raising_and_reports_a_failure_when_used():
+    calls = []
+
+    def load():
+        calls.append(1)
+        raise ProviderUnavailable("model file is damaged; reinstall it")
+
+    lazy = LazyEmbedder(model="m", fingerprint="fp", load=load)
+    lazy.warm()  # a failed load ahead of use is not an error yet
+    lazy._warming.join(30)
+    assert lazy.loaded is False
+    with pytest.raises(EmbeddingError, match="damaged"):
+        lazy.embed_query("hello")
+    assert calls == [1]  # the failure found while warming up is the one reported, not a second load
+
+
+def test_a_prepared_search_loads_the_model_in_the_background_before_the_query(tmp_path, workspace):
+    # A one-shot `search` asks for the model as soon as the manager is open, so it loads while the index is
+    # checked and the keyword side runs; opening the manager alone (status, get) loads nothing.
+    from symi_memory.manager import open_memory
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[agents.defaults.memorySearch]\nprovider = "local"\n', encoding="utf-8")
+    with open_memory(cfg, workspace=workspace, state_dir=tmp_path / "state", start=False) as manager:
+        manager.sync()
+    with open_memory(cfg, workspace=workspace, state_dir=tmp_path / "state", start=False) as manager:
+        provider = manager.backend.choice.provider
+        manager.status()
+        assert provider.loaded is False
+        manager.prepare_search()
+        provider._warming.join(120)  # the load goes on in the background: wait for it
+        assert provider.loaded is True
+    with open_memory(cfg, workspace=workspace, state_dir=tmp_path / "state", start=False) as manager:
+        manager.prepare_search()
+        response = manager.search("which city does the user live in", min_score=0)
+        assert (response.mode, response.fallback) == ("hybrid", None)
+        assert response.results[0].path == "MEMORY.md"

@@ -481,19 +481,184 @@ def test_a_graph_without_the_exported_attention_is_left_alone():
     onnx.checker.check_model(model)
 
 
-def test_a_cached_graph_whose_weights_were_lost_is_rebuilt(tmp_path):
-    """A crash can leave the saved graph's weights file its full size but zeroed: it loads, yet every vector
-    comes out NaN. Such an entry is rebuilt, never served."""
+def test_a_cached_graph_reaches_the_disk_before_it_is_renamed_into_place(tmp_path, monkeypatch):
+    """The saved graph is read by later processes without checking its weights, so a crash must not leave an
+    entry whose files have their size but not their data: its files and folder are flushed to the disk
+    before the folder is renamed into place, and the rename after it."""
+    import os
+
+    cache = tmp_path / "graphs"
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def rename(src, dst) -> None:
+        events.append(("rename", str(src)))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                       threads=1, graph_cache=cache)
+    monkeypatch.undo()
+    (entry,) = cache.iterdir()
+    renames = [k for k, (what, _) in enumerate(events) if what == "rename"]
+    assert len(renames) == 1
+    tmp = events[renames[0]][1]
+    synced_before = {path for what, path in events[: renames[0]] if what == "fsync"}
+    assert {f"{tmp}/model.onnx", f"{tmp}/model.data", tmp} <= synced_before
+    assert ("fsync", str(cache)) in events[renames[0]:]
+    assert sorted(p.name for p in entry.iterdir()) == ["model.data", "model.onnx"]
+
+
+def test_a_cached_graph_saved_without_flushing_is_checked_once(tmp_path):
+    """Earlier versions renamed the saved graph into place without flushing it, so a crash could leave its
+    weights file its full size but zeroed (it loads, and every vector comes out NaN). Such an entry is checked
+    on a probe batch once: a zeroed one is rebuilt; a good one is flushed and kept under the new name, where
+    later processes load it unchecked."""
     cache = tmp_path / "graphs"
     plain = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
                                threads=1, fuse=False)
+    expected = plain.embed_documents([VOLCANO])[0]
     load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
                        threads=1, graph_cache=cache)
     (entry,) = cache.iterdir()
-    weights = entry / "model.data"
+    old = entry.with_name(entry.name.replace("-synced", ""))  # the name an earlier version saved it under
+    assert old != entry
+    entry.rename(old)
+    inode = (old / "model.data").stat().st_ino
+    kept = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                              threads=1, graph_cache=cache)
+    assert [p.name for p in cache.iterdir()] == [entry.name]  # adopted, not rebuilt
+    assert (entry / "model.data").stat().st_ino == inode
+    assert cos(kept.embed_documents([VOLCANO])[0], expected) >= 0.99999
+
+    entry.rename(old)
+    weights = old / "model.data"
     weights.write_bytes(b"\0" * weights.stat().st_size)
     again = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
                                threads=1, graph_cache=cache)
     (vector,) = again.embed_documents([VOLCANO])
     assert np.isfinite(vector).all()
-    assert cos(vector, plain.embed_documents([VOLCANO])[0]) >= 0.99999
+    assert cos(vector, expected) >= 0.99999
+    assert [p.name for p in cache.iterdir()] == [entry.name]  # the zeroed one is gone, built again
+
+def test_a_truncated_cached_graph_is_rebuilt(tmp_path):
+    """A cached entry whose weights file lost its tail (a full disk, a copy cut short) does not load: it is
+    rebuilt, and the vectors are right."""
+    cache = tmp_path / "graphs"
+    first = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    (entry,) = cache.iterdir()
+    weights = entry / "model.data"
+    size = weights.stat().st_size
+    with weights.open("r+b") as fh:
+        fh.truncate(size // 2)
+    again = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), model="m", model_sha256=MINILM_ONNX_SHA256,
+                               threads=1, graph_cache=cache)
+    assert again.embed_documents([VOLCANO]) == first.embed_documents([VOLCANO])
+    assert (entry / "model.data").stat().st_size == size
+
+
+def _corpus_texts() -> list[str]:
+    """Queries and lines of the benchmark datasets, whole notes, and generated ASCII text with every kind of
+    character the plain path takes (punctuation runs, digits, long and unknown words, tabs, line ends)."""
+    import json
+    import random
+
+    root = Path(__file__).resolve().parent.parent / "bench" / "datasets"
+    texts: list[str] = []
+    for queries in sorted(root.glob("*/*.jsonl")):
+        for line in queries.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            texts.extend(v for k, v in row.items() if isinstance(v, str) and k in ("query", "question", "text"))
+    for note in sorted(root.glob("*/workspace/**/*.md")):
+        body = note.read_text(encoding="utf-8")
+        texts.append(body[:1500])
+        texts.extend(body.splitlines())
+    rng = random.Random(13)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" + " " * 12 + "\t\n\r" + \
+        "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+    for _ in range(3000):
+        texts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120))))
+    words = ["deploy", "staging", "unaffable", "xylophonequartz", "Kubernetes", "v0.4.2", "09:45", "13.6kg",
+             "a" * 100, "b" * 101, "##ing", "[cls]", "[CLS", "SEP]", "don't", "e-mail", "C++", "foo_bar", "1e-9"]
+    for _ in range(2000):
+        texts.append(rng.choice([" ", "  ", "\n", ", ", "-", ""]).join(rng.choice(words) for _ in range(rng.randint(1, 9))))
+    return texts
+
+
+def test_plain_text_token_ids_are_the_tokenizers(tmp_path):
+    """The embedder encodes plain ASCII text from the saved vocabulary without loading ``tokenizers``: every
+    text it takes gets exactly the ids (one window, no overflow) the bundled tokenizer gives, and every other
+    text (accents, CJK, emoji, control characters, a special token's literal, more than one window) is left
+    to the tokenizer."""
+    from symi_memory_local.onnx_embedder import _tokenizer
+    from symi_memory_local.wordpiece import load_wordpiece, save_wordpiece
+
+    tok = _tokenizer(bundled_tokenizer(), max_tokens=256, stride=32)
+    assert load_wordpiece(tmp_path, max_tokens=256) is None
+    save_wordpiece(tmp_path, tok)
+    wp = load_wordpiece(tmp_path, max_tokens=256)
+    assert wp is not None
+    texts = _corpus_texts()
+    taken = 0
+    for text, ref in zip(texts, tok.encode_batch(texts), strict=True):
+        enc = wp.encode(text)
+        if enc is None:
+            continue
+        taken += 1
+        assert (enc.ids, enc.type_ids, enc.attention_mask) == (ref.ids, ref.type_ids, ref.attention_mask), text
+        assert not ref.overflowing, text
+    assert taken > 0.8 * len(texts)
+    for declined in ("café au lait", "東京 meeting", "party 🎉", "tab\x0bstop", "null\x00byte", "[CLS] hello",
+                     "a [MASK] b", "deploy " * 300):
+        assert wp.encode(declined) is None, declined
+        assert tok.encode(declined).ids  # the tokenizer serves them
+
+
+def test_a_damaged_saved_vocabulary_is_not_used(tmp_path):
+    from symi_memory_local.onnx_embedder import _tokenizer
+    from symi_memory_local.wordpiece import load_wordpiece, save_wordpiece
+
+    save_wordpiece(tmp_path, _tokenizer(bundled_tokenizer(), max_tokens=256, stride=32))
+    (saved,) = tmp_path.iterdir()
+    data = saved.read_bytes()
+    saved.write_bytes(data.replace(b"\ndeploy\n", b"\ndeplyo\n"))
+    assert load_wordpiece(tmp_path, max_tokens=256) is None
+    assert list(tmp_path.iterdir()) == []  # removed: the next load of the tokenizer saves it again
+
+
+def test_a_one_shot_query_vector_is_the_same_without_the_tokenizers_package(tmp_path):
+    """With the vocabulary saved (by the first load), a plain query is embedded without importing
+    ``tokenizers``, and its vector is bit for bit the one the tokenizer's ids give; a query with other
+    characters loads the tokenizer and is embedded as before."""
+    cache = tmp_path / "cache"
+    kw = dict(model="m", model_sha256=MINILM_ONNX_SHA256, threads=1, graph_cache=cache / "optimised")
+    first = load_onnx_embedder(MODEL_FILE, bundled_tokenizer(), wordpiece_cache=cache / "wordpiece", **kw)
+    queries = ["how do we deploy the staging server", "What's the RTO for db-2? (v0.4.2, 09:45)", "café 東京"]
+    reference = [first.embed_query(q) for q in queries]
+    assert first.wordpiece is None  # nothing was saved yet: the tokenizer served, and its vocabulary was saved
+    script = tmp_path / "embed.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from symi_memory_local.integrity import MINILM_ONNX_SHA256, bundled_tokenizer
+        from symi_memory_local.onnx_embedder import load_onnx_embedder
+        cache = Path({str(cache)!r})
+        e = load_onnx_embedder(Path({str(MODEL_FILE)!r}), bundled_tokenizer(), model="m",
+                               model_sha256=MINILM_ONNX_SHA256, threads=1, graph_cache=cache / "optimised",
+                               wordpiece_cache=cache / "wordpiece")
+        out = []
+        for q in {queries!r}:
+            out.append({{"vector": e.embed_query(q), "tokenizers": "tokenizers" in sys.modules}})
+        print(json.dumps(out))
+    """), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    got = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
+    assert [g["tokenizers"] for g in got] == [False, False, True]
+    assert [g["vector"] for g in got] == reference

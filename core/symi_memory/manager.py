@@ -20,6 +20,7 @@ from .presentation import present
 from .specs import (
     BackendContext,
     MemoryBackend,
+    PreparesQueries,
     ProviderUnavailable,
     RerankerContext,
     StartableBackend,
@@ -150,6 +151,16 @@ class MemoryManager:
             )
         return self.backend
 
+    def prepare_search(self) -> None:
+        """Start loading what searching needs (a local embedding model) in the background, if the backend can.
+
+        For a process that searches once (the CLI's ``search``): the model then loads while the rest of
+        the search starts. Returns at once; a load that fails is reported by the search.
+        """
+        backend = self.backend
+        if backend is not None and not self._closed and isinstance(backend, PreparesQueries):
+            backend.prepare_query()
+
     def search(self, query: str, *, max_results: int | None = None, min_score: float | None = None,
                session_key: str | None = None, now: float | None = None,
                as_of: str | float | date | datetime | None = None) -> SearchResponse:
@@ -210,9 +221,10 @@ class MemoryManager:
         limit = min(200, max(1, n * mult * (2 if cutoff is not None else 1)))
         sq = SearchQuery(text=query, max_results=n, min_score=ms, candidate_limit=limit,
                          session_key=session_key, sources=sources)
-        result = backend.search(sq)
+        # Built first (once per manager): a one-shot search builds it while its query is being embedded.
         pipeline = self.pipeline
         assert pipeline is not None
+        result = backend.search(sq)
         floor = ms if result.calibrated else 0.0
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)

@@ -31,6 +31,8 @@ __all__ = [
     "EmbeddingProvider",
     "MemoryBackend",
     "NotifiesSyncs",
+    "PreparesQueries",
+    "WarmsUp",
     "PostProcessContext",
     "PostProcessor",
     "PostProcessorSpec",
@@ -373,6 +375,30 @@ class StalenessAware(Protocol):
     """
 
     def is_stale(self, *, retry_pending: bool = True) -> bool: ...
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """An embedding provider that can load what it needs (a local model) before its first call.
+
+    ``warm()`` starts loading it and returns without waiting for the load (it may do part of the work,
+    such as imports, in the calling thread); it never raises: a failure is reported by the embedding
+    call that needs the model. Without it, the first call loads the model.
+    """
+
+    def warm(self) -> None: ...
+
+
+@runtime_checkable
+class PreparesQueries(Protocol):
+    """A backend that can start, in the background, what embedding a query needs (loading a local model).
+
+    The one-shot ``search`` command calls ``prepare_query()`` as soon as the manager is open, so the model
+    loads while the rest of the search starts (the staleness check, the keyword side). It returns without
+    waiting for the load and never raises.
+    """
+
+    def prepare_query(self) -> None: ...
 
 
 @runtime_checkable

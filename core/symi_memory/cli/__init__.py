@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "console", "main"]
 
 #: One-shot commands that embed one query and scan the vectors once: OpenBLAS runs them on one thread
 #: (other commands, long-running ones such as ``serve`` or ``eval`` included, keep its own thread count).
@@ -152,5 +152,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ.pop(BLAS_THREADS_ENV, None)
 
 
+def console() -> None:
+    """The ``symi-memory`` command: :func:`main`, then exit without tearing the interpreter down.
+
+    When :func:`main` returns, the command is done and everything it opened is closed (``App.close``
+    joins the threads it started and closes the index). Python's own shutdown would then free every
+    module and object one by one, numpy's and ONNX Runtime's included: ~0.1 s of a one-shot `search`'s
+    wall time on the 2-core VM. Output and logging are flushed first. An exception (including argparse's
+    ``SystemExit``) leaves the normal way.
+    """
+    code = main()
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the reader went away, or the stream is closed: nothing more to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()

@@ -176,6 +176,8 @@ def _ensure_fresh(app: App) -> None:
 
 
 def run_search(args: argparse.Namespace, app: App) -> int:
+    # The query's embedding model (a local one) loads in the background while the index is checked.
+    app.manager().prepare_search()
     _ensure_fresh(app)
     params: dict[str, Any] = {"query": args.query}
     if args.max_results is not None:

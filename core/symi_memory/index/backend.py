@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import BackendError, EmbeddingError
-from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide
+from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide, WarmsUp
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
@@ -149,6 +149,10 @@ class IndexedBackend:
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation)
+        # Read once, before the wait: vectors built by another provider/model are not comparable.
+        full = pending is None or self.indexer.needs_full()
+        if not full:
+            self._prepare_vectors()  # while the query is embedded: the scan copy does not depend on it
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
@@ -156,7 +160,7 @@ class IndexedBackend:
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
-        use_vec = qvec is not None and not self.indexer.needs_full()
+        use_vec = qvec is not None and not full
         use_text = hybrid["enabled"] or not use_vec
         if ranked is None:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
@@ -263,6 +267,16 @@ class IndexedBackend:
             log.warning("local synonyms skipped: %s", exc)
             return None
 
+    def prepare_query(self) -> None:
+        """Start loading the provider's model (:class:`~symi_memory.specs.PreparesQueries`).
+
+        The provider imports its libraries here and builds the rest in the background, while the calling
+        thread goes on (a one-shot search: the staleness check, the pipeline, the keyword side).
+        """
+        provider = self.choice.provider
+        if isinstance(provider, WarmsUp) and not self._closing:
+            provider.warm()
+
     def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
         hung = self._hung_query
@@ -285,6 +299,17 @@ class IndexedBackend:
         box["started"] = time.monotonic()
         self._query_worker.submit(run)
         return done, box
+
+    def _prepare_vectors(self) -> None:
+        """Bring the vector side up to date (a one-shot search loads its scan copy here) before the query
+        vector is there, so the loading overlaps the embedding; a failure is left to the vector search."""
+        ready = getattr(self.vectors, "ready", None)
+        if ready is None:
+            return
+        try:
+            ready()
+        except Exception as exc:
+            log.debug("loading the vectors ahead of the query vector failed: %s", exc)
 
     def _finish_query_embedding(self, provider: Any, pending: tuple[threading.Event, dict[str, Any]] | None,
                                 ) -> tuple[list[float] | None, str | None]:
