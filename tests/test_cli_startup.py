@@ -223,3 +223,38 @@ def test_a_prepared_search_loads_the_model_in_the_background_before_the_query(tm
         response = manager.search("which city does the user live in", min_score=0)
         assert (response.mode, response.fallback) == ("hybrid", None)
         assert response.results[0].path == "MEMORY.md"
+
+
+def _console(tmp_path: Path, workspace: Path, prelude: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``symi_memory.cli.console`` (the installed command's entry point) in a fresh interpreter."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[agents.defaults.memorySearch]\nprovider = "none"\n', encoding="utf-8")
+    argv = ["symi-memory", "--config", str(cfg), "--workspace", str(workspace), *args]
+    code = textwrap.dedent(prelude) + f"\nimport sys\nsys.argv = {argv!r}\nfrom symi_memory.cli import console\nconsole()\n"
+    env = {**os.environ, "SYMI_STATE_DIR": str(tmp_path / "state")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_command_s_fast_exit_keeps_output_exit_handlers_and_running_threads(tmp_path, workspace):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # Output is flushed whole, a plugin's exit handler still runs, and the exit code is main()'s.
+    done = _console(tmp_path, workspace, f"""
+        import atexit, pathlib
+        atexit.register(lambda: pathlib.Path({str(marks / "atexit")!r}).write_text("ran"))
+        """, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["provider"] == "none"
+    assert (marks / "atexit").read_text() == "ran"
+    done = _console(tmp_path, workspace, "", "get", "no/such/file.md")
+    assert done.returncode != 0 and done.stderr
+    # A non-daemon thread a plugin left running is waited for, as the interpreter's own shutdown does.
+    done = _console(tmp_path, workspace, f"""
+        import pathlib, threading, time
+        def late():
+            time.sleep(0.5)
+            pathlib.Path({str(marks / "thread")!r}).write_text("done")
+        threading.Thread(target=late).start()
+        """, "status")
+    assert done.returncode == 0, done.stderr
+    assert (marks / "thread").read_text() == "done"

@@ -159,11 +159,19 @@ def console() -> None:
     joins the threads it started and closes the index). Python's own shutdown would then free every
     module and object one by one, numpy's and ONNX Runtime's included: ~0.1 s of a one-shot `search`'s
     wall time on the 2-core VM. Output and logging are flushed first. An exception (including argparse's
-    ``SystemExit``) leaves the normal way.
+    ``SystemExit``) leaves the normal way, and so does a run that leaves a non-daemon thread behind (a
+    third party's plugin still writing): the interpreter's shutdown waits for it. Exit handlers that a
+    plugin registered with :mod:`atexit` still run.
     """
     code = main()
+    import atexit
     import logging
+    import threading
 
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
