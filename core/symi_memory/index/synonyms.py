@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .keyword import CJK_RUN_RE
-
 if TYPE_CHECKING:
     from .analysis import QueryAnalysis
 
@@ -65,6 +63,7 @@ def vocabulary_words(texts: Iterable[str]) -> Counter[str]:
     """The distinct words of ``texts`` worth a vector (folded, letters only, two or more, not stop words),
     each with how many of the texts hold it."""
     from .analysis import STOP_WORDS
+    from .keyword import CJK_RUN_RE
 
     out: Counter[str] = Counter()
     for text in texts:
@@ -235,6 +234,7 @@ class Vocabulary:
         query is in the index.
         """
         from .analysis import STOP_WORDS, stem
+        from .keyword import CJK_RUN_RE
 
         unknown: dict[str, str] = {}
         for w in words:
