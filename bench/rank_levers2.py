@@ -30,6 +30,7 @@ here against 0.645 / 0.907 end to end). Levers:
   weight with its vector calibration refitted.
 
     python bench/rank_levers2.py [--datasets devmem,convmem] [--models use,e5] [--cache DIR]
+    python bench/rank_levers2.py --narrow [--model multilingual-e5-small] [--thetas 0.85,0.9] [--built-only]
 
 ``--cache DIR`` keeps the dumps and embeddings between runs.
 """
@@ -365,7 +366,8 @@ class Keywords:
 
 
 def narrowed(data: list[dict[str, Any]], names: list[str], kws: list[Keywords], words: list[dict[str, Any]],
-             p_base: list[np.ndarray], thetas: tuple[float, ...] = (0.4, 0.45, 0.5, 0.55, 0.6)) -> None:
+             p_base: list[np.ndarray], thetas: tuple[float, ...] = (0.4, 0.45, 0.5, 0.55, 0.6),
+             built_only: bool = False) -> None:
     """Third round: local synonyms narrowed to the vocabulary-mismatch case, so that the paraphrase gain
     comes without the hit@1 loss of expanding every word.
 
@@ -397,6 +399,11 @@ def narrowed(data: list[dict[str, Any]], names: list[str], kws: list[Keywords], 
         f"{n} {share(k):.2f}" for k, n in enumerate(names)))
     print()
     row("default (no synonyms)", None)
+    if built_only:  # the built form (unknown words only, gamma 0.8, top 5) at each theta
+        for theta in thetas:
+            row(f"unknown words only, theta {theta}, gamma 0.8, top 5",
+                [kw.expanded(w, theta, 0.8, 5, True) for kw, w in zip(kws, words, strict=True)])
+        return
     for theta, gamma in ((0.5, 0.5), (0.5, 0.3)):
         row(f"every word, theta {theta}, gamma {gamma}",
             [kw.expanded(w, theta, gamma, 5, False) for kw, w in zip(kws, words, strict=True)])
@@ -424,6 +431,8 @@ def main() -> int:
                     help="with --narrow: the index's model (vector side and word vectors; e5 with the product's "
                          "calibration)")
     ap.add_argument("--thetas", default="0.4,0.45,0.5,0.55,0.6", help="with --narrow: the least cosines tried")
+    ap.add_argument("--built-only", action="store_true",
+                    help="with --narrow: only the built form (unknown words, gamma 0.8, top 5) at each theta")
     args = ap.parse_args()
     if args.narrow:
         args.models = ""
@@ -483,7 +492,8 @@ def main() -> int:
         es = [cached(f"{n}-e5", lambda d=d: embed_second(d, "e5")) for d, n in zip(data, names, strict=True)]
         p_base = [rl.sig(np.clip(blended(d, e), 0, 1), cal.slope, cal.midpoint) for d, e in zip(data, es, strict=True)]
     if args.narrow:
-        narrowed(data, names, kws, words, p_base, tuple(float(t) for t in args.thetas.split(",")))
+        narrowed(data, names, kws, words, p_base, tuple(float(t) for t in args.thetas.split(",")),
+                 built_only=args.built_only)
         return 0
     row("default (log-odds 0.45/0.55, MiniLM)", [fused(p) for p in p_base])
 

@@ -120,7 +120,8 @@ class Synonyms:
     max_words: int = opt("maxWords", 50_000, lo=0, hi=10_000_000,
                          doc="At most this many word vectors are kept (1.5 KB each at 384 dimensions, all loaded "
                              "by every searching process). A full vocabulary takes no new words; the words held "
-                             "by the most chunks go in first. Lowered, the words added last are dropped at the next sync that indexes a change.")
+                             "by the most chunks go in first. Lowered, the words added last are dropped at the "
+                             "next sync that indexes a change; 0: no word vectors.")
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)

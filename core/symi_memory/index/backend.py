@@ -492,7 +492,8 @@ class IndexedBackend:
         if theta is not None and not settings["enabled"]:
             reason = "keyword search is off (query.hybrid.enabled = false)"
         elif theta is not None and not words:
-            reason = "no word vectors yet (the next sync makes them)"
+            reason = ("maxWords is 0" if not settings["synonyms"]["maxWords"]
+                      else "no word vectors yet (the next sync makes them)")
         return {"enabled": bool(settings["synonyms"]["enabled"]), "active": reason is None,
                 "minCosine": theta, "minCosineSource": source if theta is not None else None,
                 "words": words, "maxWords": int(settings["synonyms"]["maxWords"]), "reason": reason}
