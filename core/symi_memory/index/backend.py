@@ -144,7 +144,7 @@ class IndexedBackend:
         # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
         generation = self.store.generation()
         # Local synonyms: query words no chunk holds, matched through index words of like meaning.
-        syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] and hybrid["synonyms"]["enabled"] else None
+        syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] else None
         match = syn.match if syn is not None else qa
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
@@ -226,8 +226,12 @@ class IndexedBackend:
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
     def synonyms_for(self, provider: Any, qa: Any, generation: int) -> QuerySynonyms | None:
-        """The local synonyms of this query (:mod:`.synonyms`), or None (no provider, or vectors of another model)."""
-        if provider is None or self.indexer.needs_full():
+        """The local synonyms of this query (:mod:`.synonyms`), or None (switched off, no provider, no threshold
+        known for its model, or vectors of another model)."""
+        from .synonyms import min_cosine
+
+        theta, _ = min_cosine(provider, self.agent.memory_search["query"]["hybrid"]["synonyms"])
+        if theta is None or self.indexer.needs_full():
             return None
         hung = self._hung_words
         if hung is not None and not hung.is_set():
@@ -262,7 +266,7 @@ class IndexedBackend:
             return box["vectors"]  # type: ignore[no-any-return]
 
         try:
-            return self._vocabulary.for_query(provider, qa, generation, embed=embed)
+            return self._vocabulary.for_query(provider, qa, generation, embed=embed, theta=theta)
         except EmbeddingError as exc:  # the search still answers: without stand-ins for unknown words
             log.warning("local synonyms skipped: %s", exc)
             return None
@@ -497,8 +501,27 @@ class IndexedBackend:
             },
             "fallback": fallback,
             "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
+            "synonyms": self._synonyms_status(),
             "lastError": last_error,
         }
+
+    def _synonyms_status(self) -> dict[str, Any]:
+        """Whether local synonyms expand queries on this index, with how many word vectors, or why not."""
+        from .synonyms import Vocabulary, min_cosine
+
+        settings = self.agent.memory_search["query"]["hybrid"]
+        p = self.choice.provider
+        theta, source = min_cosine(p, settings["synonyms"])
+        words = Vocabulary(self.store).words(p) if p is not None else 0
+        reason = None if theta is not None else source
+        if theta is not None and not settings["enabled"]:
+            reason = "keyword search is off (query.hybrid.enabled = false)"
+        elif theta is not None and not words:
+            reason = ("maxWords is 0" if not settings["synonyms"]["maxWords"]
+                      else "no word vectors yet (the next sync makes them)")
+        return {"enabled": bool(settings["synonyms"]["enabled"]), "active": reason is None,
+                "minCosine": theta, "minCosineSource": source if theta is not None else None,
+                "words": words, "maxWords": int(settings["synonyms"]["maxWords"]), "reason": reason}
 
     def _index_identity(self) -> dict[str, Any]:
         """Which provider and model built the vectors in the index (empty before the first sync)."""

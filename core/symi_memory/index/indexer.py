@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +168,7 @@ class Indexer:
     _run_dims: int | None = None
     synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
     # Words of the chunks written in this sync, for the local-synonym vocabulary (None: not collected).
-    _new_words: set[str] | None = None
+    _new_words: Counter[str] | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -311,7 +312,7 @@ class Indexer:
             # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
             todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
-        self._new_words = set() if self._keeps_vocabulary() else None
+        self._new_words = Counter() if self._keeps_vocabulary() else None
         try:
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
             if full:
@@ -351,11 +352,13 @@ class Indexer:
         )
 
     def _keeps_vocabulary(self) -> bool:
-        """Whether this index keeps word vectors for local synonyms (the SQLite index, a provider, the switch on)."""
+        """Whether this index keeps word vectors for local synonyms: the SQLite index, a provider, the switch
+        on and a threshold known for the provider's model (:func:`.synonyms.min_cosine`); else none are made."""
         from .store import IndexStore
+        from .synonyms import min_cosine
 
-        return (self.choice.provider is not None and isinstance(self.store, IndexStore)
-                and bool(self.agent.memory_search["query"]["hybrid"]["synonyms"]["enabled"]))
+        theta, _ = min_cosine(self.choice.provider, self.agent.memory_search["query"]["hybrid"]["synonyms"])
+        return theta is not None and isinstance(self.store, IndexStore)
 
     def _update_vocabulary(self) -> None:
         """Give the words of the chunks just written their vectors (:mod:`.synonyms`).
@@ -370,8 +373,9 @@ class Indexer:
 
         vocab = Vocabulary(self.store)
         if not vocab.current(self.choice.provider):
-            words |= vocabulary_words(vocab.chunk_texts())
-        vocab.update(self.choice.provider, words, cancel=self.cancel)
+            words = vocabulary_words(vocab.chunk_texts())  # the whole index (the new chunks among it)
+        vocab.update(self.choice.provider, words, cancel=self.cancel,
+                     max_words=int(self.agent.memory_search["query"]["hybrid"]["synonyms"]["maxWords"]))
 
     def _record(self, reason: str) -> None:
         """Keep what this sync learnt in the index's meta table, for ``status`` in any later process."""
@@ -516,7 +520,7 @@ class Indexer:
         if self._new_words is not None:
             from .synonyms import vocabulary_words
 
-            self._new_words |= vocabulary_words(texts)
+            self._new_words.update(vocabulary_words(texts))
         for loaded, pieces in pending:
             rows = []
             for start, end, text, units in pieces:

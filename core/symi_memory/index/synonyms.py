@@ -22,22 +22,26 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .keyword import CJK_RUN_RE
-
 if TYPE_CHECKING:
     from .analysis import QueryAnalysis
 
-__all__ = ["GAMMA", "THETA", "TOP", "QuerySynonyms", "Vocabulary", "vocabulary_words"]
+__all__ = ["GAMMA", "MEASURED", "THETA", "TOP", "QuerySynonyms", "Vocabulary", "min_cosine", "vocabulary_words"]
 
 log = logging.getLogger("symi_memory.index")
 
 #: Least cosine (all-MiniLM-L6-v2, word against word) for an index word to stand in for a query word.
 THETA = 0.45
+#: Least cosines measured per ``(provider id, model)`` (``bench/rank_levers2.py --narrow``). A raw
+#: cosine means something else under another model (multilingual-e5-small puts nearly every pair of
+#: words above 0.7): a model not listed here gets no word vectors and no expansion unless the
+#: operator sets ``query.hybrid.synonyms.minCosine``.
+MEASURED: Mapping[tuple[str, str], float] = {("local", "all-MiniLM-L6-v2"): THETA}
 #: An index word standing in for a query word counts this times its cosine (below the word itself).
 GAMMA = 0.8
 #: At most this many index words (distinct index terms) per query word.
@@ -55,14 +59,34 @@ WORD_CACHE_MAX = 4096
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
 
 
-def vocabulary_words(texts: Iterable[str]) -> set[str]:
-    """The distinct words of ``texts`` worth a vector: folded, letters only, two or more, not stop words."""
+def vocabulary_words(texts: Iterable[str]) -> Counter[str]:
+    """The distinct words of ``texts`` worth a vector (folded, letters only, two or more, not stop words),
+    each with how many of the texts hold it."""
     from .analysis import STOP_WORDS
+    from .keyword import CJK_RUN_RE
 
-    out: set[str] = set()
+    out: Counter[str] = Counter()
     for text in texts:
-        out.update(w.lower() for w in WORD.findall(text))
-    return {w for w in out if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w)}
+        out.update({w.lower() for w in WORD.findall(text)})
+    return Counter({w: n for w, n in out.items()
+                    if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w)})
+
+
+def min_cosine(provider: Any, settings: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The least cosine for a stand-in under this provider and ``query.hybrid.synonyms`` settings, and where it
+    comes from (``"config"``, ``"measured"``), or ``(None, why not)``: then no word vectors, no expansion."""
+    if not settings.get("enabled", True):
+        return None, "disabled (query.hybrid.synonyms.enabled = false)"
+    if provider is None:
+        return None, "no embedding provider"
+    configured = settings.get("minCosine")
+    if configured is not None:
+        return float(configured), "config"
+    known = MEASURED.get((str(provider.id), str(provider.model)))
+    if known is None:
+        return None, (f"no measured threshold for {provider.id}/{provider.model} "
+                      "(set query.hybrid.synonyms.minCosine to enable)")
+    return known, "measured"
 
 
 def _embedder_key(provider: Any) -> str:
@@ -99,12 +123,28 @@ class Vocabulary:
         for row in self.store._read("SELECT text FROM chunks"):
             yield row[0]
 
-    def update(self, provider: Any, words: set[str], *, cancel: threading.Event | None = None) -> int:
+    def words(self, provider: Any) -> int:
+        """How many word vectors made by this provider the vocabulary holds (0: none, or another model's)."""
+        import apsw
+
+        try:
+            row = self.store._read("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
+            if row is None or row[0] != _embedder_key(provider):
+                return 0
+            return int(self.store._read(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
+        except apsw.SQLError:
+            return 0
+
+    def update(self, provider: Any, words: Mapping[str, int], *, max_words: int,
+               cancel: threading.Event | None = None) -> int:
         """Embed and store the ``words`` the vocabulary does not hold yet; returns how many were added.
 
-        Called by the indexer with the words of the chunks it just wrote. Vectors made by another
-        provider or model are dropped first. A failure is logged and leaves the vocabulary as it was
-        (synonyms are a help to the keyword side, never a reason for a sync to fail).
+        Called by the indexer with the words of the chunks it just wrote, each with how many chunks
+        hold it. Vectors made by another provider or model are dropped first. At most ``max_words``
+        are kept: once full, new words are left out (the most widely held go in first, so an index
+        larger than the cap keeps its common words, not the first letters of the alphabet). A failure
+        is logged and leaves the vocabulary as it was (synonyms are a help to the keyword side, never a
+        reason for a sync to fail).
         """
         if provider is None or not words:
             return 0
@@ -120,7 +160,19 @@ class Vocabulary:
                     self.store.conn.execute(f"DELETE FROM {TABLE}")
                     self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EMBEDDER_META, key))
             have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
-            todo = sorted(words - have)
+            if len(have) > max_words:  # the cap was lowered: the words added last go first
+                with self.store.write():
+                    self.store.conn.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rowid FROM {TABLE} "
+                                            "ORDER BY rowid DESC LIMIT ?)", (len(have) - max_words,))
+                have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
+            todo = sorted((w for w in words if w not in have), key=lambda w: (-words[w], w))
+            room = max(0, max_words - len(have))
+            if len(todo) > room:
+                if room:  # the sync that fills it says so; later ones leave new words out quietly
+                    log.info("local synonyms: the word vocabulary is full (%d words, "
+                             "query.hybrid.synonyms.maxWords); %d less widely held words left out",
+                             max_words, len(todo) - room)
+                todo = todo[:room]
             added = 0
             for i in range(0, len(todo), EMBED_BATCH):
                 if cancel is not None and cancel.is_set():
@@ -172,15 +224,17 @@ class Vocabulary:
 
     def expand(self, provider: Any, words: Sequence[str], query_terms: Sequence[str],
                doc_freqs: Callable[[list[str]], Mapping[str, int]],
-               embed: Callable[[list[str]], list[list[float]]] | None = None,
+               embed: Callable[[list[str]], list[list[float]]] | None = None, *, theta: float = THETA,
                ) -> dict[str, tuple[tuple[str, str, float], ...]]:
         """For each query word the index does not hold: ``{its term: ((word, term, weight), ...)}``.
 
         ``words``: the query's content words; ``query_terms``: its index terms (never added as
-        neighbours); ``doc_freqs(terms)``: how many chunks hold each index term. Empty (and no
-        embedding) when every word of the query is in the index.
+        neighbours); ``doc_freqs(terms)``: how many chunks hold each index term; ``theta``: the least
+        cosine of a stand-in (:func:`min_cosine`). Empty (and no embedding) when every word of the
+        query is in the index.
         """
         from .analysis import STOP_WORDS, stem
+        from .keyword import CJK_RUN_RE
 
         unknown: dict[str, str] = {}
         for w in words:
@@ -211,7 +265,7 @@ class Vocabulary:
             best = np.argpartition(-row, k - 1)[:k]
             for j in best[np.argsort(-row[best])]:
                 cos = float(row[j])
-                if cos < THETA or len(picks) >= TOP:
+                if cos < theta or len(picks) >= TOP:
                     break
                 t = terms[j]
                 if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks):
@@ -248,14 +302,15 @@ class Vocabulary:
         return out
 
     def for_query(self, provider: Any, qa: QueryAnalysis, generation: int,
-                  embed: Callable[[list[str]], list[list[float]]] | None = None) -> QuerySynonyms:
+                  embed: Callable[[list[str]], list[list[float]]] | None = None, *,
+                  theta: float = THETA) -> QuerySynonyms:
         """What one search needs: the words to add to the keyword match, the terms to count, the weights.
 
         ``embed``: how to embed the query's unknown words (the backend bounds it by the query's deadline);
         ``provider.embed_documents`` by default.
         """
         found = self.expand(provider, qa.words, qa.terms,
-                            lambda terms: self.store._doc_freqs(terms, generation), embed=embed)
+                            lambda terms: self.store._doc_freqs(terms, generation), embed=embed, theta=theta)
         if not found:
             return QuerySynonyms(qa, (), {})
         words = tuple(dict.fromkeys(p[0] for ps in found.values() for p in ps))
