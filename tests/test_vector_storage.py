@@ -220,7 +220,7 @@ def test_int8_scan_stays_exact_when_later_rows_exceed_its_codes(tmp_path: Path, 
             a, b = quant.search(q.tolist(), 10), full.search(q.tolist(), 10)
             assert {r for r, _ in a} == {r for r, _ in b}
             assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True))
-        assert quant._err_dim.max() > 0.05, "rows were clipped"
+        assert quant._quant.err_dim.max() > 0.05, "rows were clipped"
     finally:
         store.close()
 

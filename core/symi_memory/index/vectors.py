@@ -116,6 +116,23 @@ def faiss_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
+@attrs.frozen
+class _Quantized:
+    """A quantized scan copy and what its rescoring needs, swapped in as one piece (a search holds one)."""
+
+    index: Any  # faiss IndexScalarQuantizer
+    kind: str  # int8 or float16
+    generation: int  # of the index the copy was loaded from: the stored ids below are valid for it
+    ids: Any  # the chunk rowid of each scan row
+    offsets: Any  # where each chunk's rows start, when the scan holds units (else None)
+    chunk_ids: Any  # the chunk rowid of each chunk (segment)
+    vids: Any  # the stored vector id (embedding_cache) of each scan row
+    scale: Any  # int8: per-dimension scale of the codes (code = round(x * scale)); float16: None
+    err_dim: Any  # largest |stored - scan copy| of each dimension over all rows (normalised vectors)
+    err_row: float  # largest norm of a row's (stored x scale - code): code units for int8
+    code_row: float  # int8: largest norm of a row's codes (bounds what rounding the query costs)
+
+
 @attrs.define
 class ExactVectors:
     """Exact cosine top-k over the index's chunk vectors."""
@@ -128,13 +145,7 @@ class ExactVectors:
     _offsets: Any = None  # where each chunk's rows start (chunk row first), when the scan holds units
     _chunk_ids: Any = None  # the chunk rowid of each segment, when the scan holds units
     _matrix: Any = None
-    _quant: Any = None  # faiss IndexScalarQuantizer (int8 or float16) when the scan copy is quantized
-    _kind: str = "float32"  # what the loaded copy is: float32, int8 or float16
-    _vids: Any = None  # the stored vector id (embedding_cache) of each scan row, for the rescoring reads
-    _scale: Any = None  # int8: per-dimension scale of the codes (code = round(x * scale)); float16: None
-    _err_dim: Any = None  # largest |stored - scan copy| of each dimension over all rows (normalised vectors)
-    _err_row: float = 0.0  # largest norm of a row's (stored x scale - code): code units for int8
-    _code_row: float = 0.0  # int8: largest norm of a row's codes (bounds what rounding the query costs)
+    _quant: _Quantized | None = None  # when the scan copy is quantized
     _generation: int = -1
     _loading: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -244,18 +255,17 @@ class ExactVectors:
         ids = np.asarray(ids_list, dtype=np.int64)
         offsets = np.asarray(starts, dtype=np.int64)
         has_units = len(offsets) < len(ids)
+        quant = None if index is None else _Quantized(
+            index=index, kind=kind, generation=generation, ids=ids, offsets=offsets if has_units else None,
+            chunk_ids=ids[offsets], vids=np.asarray(vids_list, dtype=np.int64), scale=scale,
+            err_dim=np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim, err_row=err_row,
+            code_row=code_row)
         with self._lock:
             self._ids = ids
             self._offsets = offsets if has_units else None
             self._chunk_ids = ids[offsets] if has_units else None
             self._matrix = matrix
-            self._quant = index
-            self._kind = kind
-            self._vids = np.asarray(vids_list, dtype=np.int64) if index is not None else None
-            self._scale = scale
-            self._err_dim = err_dim
-            self._err_row = err_row
-            self._code_row = code_row
+            self._quant = quant
             self._generation = generation
             self._loading = False
 
@@ -314,7 +324,7 @@ class ExactVectors:
             offsets, chunk_ids = self._offsets, self._chunk_ids
         q = np.asarray(query, dtype=np.float32)
         if quant is not None:
-            rows, dims = int(quant.ntotal), int(quant.d)
+            rows, dims = int(quant.index.ntotal), int(quant.index.d)
         elif matrix is not None:
             rows, dims = int(matrix.shape[0]), int(matrix.shape[1]) if matrix.ndim == 2 else 0
         else:
@@ -329,7 +339,7 @@ class ExactVectors:
             return []
         q = q / norm
         if quant is not None:
-            return self._search_quantized(q, k)
+            return self._search_quantized(quant, q, k)
         scores = np.einsum("ij,j->i", matrix, q) if matrix.shape[0] < SMALL_SCAN_ROWS else matrix @ q
         if offsets is not None:
             # Each chunk's rows are contiguous, its own vector first: the best of the segment is
@@ -384,7 +394,7 @@ class ExactVectors:
                 return out
         return combined_cosines(self.store, query, rowids, self.unit_weight, units=units)
 
-    def _segments(self, segs: Any, q: Any) -> Any:
+    def _segments(self, copy: _Quantized, segs: Any, q: Any) -> Any:
         """Exact scores of these scan segments (chunk indexes into the scan) from their stored float32 vectors.
 
         Computed as :func:`combined_cosines` (with units) or :meth:`cosine` (without) compute them;
@@ -392,7 +402,7 @@ class ExactVectors:
         """
         import numpy as np
 
-        offsets, vids, generation = self._offsets, self._vids, self._generation
+        offsets, vids, generation = copy.offsets, copy.vids, copy.generation
         segs = np.asarray(segs, dtype=np.int64)
         if offsets is None:
             m = self.store.vector_rows(vids[segs], q.shape[0], generation)
@@ -419,21 +429,23 @@ class ExactVectors:
         """Exact scores of these chunk rowids that the current scan copy holds, read by stored id."""
         import numpy as np
 
-        chunk_ids = self._ids if self._offsets is None else self._chunk_ids
-        if chunk_ids is None or self._vids is None or not len(rowids):
+        with self._lock:
+            copy = self._quant
+        if copy is None or not len(rowids):
             return None
+        chunk_ids = copy.chunk_ids
         wanted = np.asarray(list(rowids), dtype=np.int64)
         pos = np.searchsorted(chunk_ids, wanted)
         pos[pos >= len(chunk_ids)] = 0
         found = chunk_ids[pos] == wanted
         if not found.any():
             return {}
-        scores = self._segments(pos[found], q)
+        scores = self._segments(copy, pos[found], q)
         if scores is None:
             return None
         return {int(r): float(s) for r, s in zip(wanted[found], scores, strict=True)}
 
-    def _search_quantized(self, q: Any, k: int) -> list[tuple[int, float]]:
+    def _search_quantized(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
         """Quantized scan for candidates, then their exact float32 scores from the stored vectors.
 
         ``bound`` is the most any row's scan score can differ from its float32 cosine for this query
@@ -444,18 +456,15 @@ class ExactVectors:
         """
         import numpy as np
 
-        with self._lock:
-            quant, ids, offsets, vids = self._quant, self._ids, self._offsets, self._vids
-            current = self._last.current
+        quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
         ntotal = int(quant.ntotal)
-        chunks = len(ids) if offsets is None else len(offsets)
-        chunk_ids = ids if offsets is None else ids[offsets]
-        probe, unit, bound = self._probe(q)
+        chunks = len(chunk_ids)
+        probe, unit, bound = self._probe(copy, q)
         spread = min(4.0, ntotal / max(1, chunks))
-        factor, least = RESCORE_WIDE[self._kind]
+        factor, least = RESCORE_WIDE[copy.kind]
         wide = min(ntotal, int(max(k * factor, least) * spread))
         exact: dict[int, float] = {}  # segment -> exact score
-        ok = current and vids is not None
+        ok = bool(getattr(self._last, "current", False))  # else the stored ids may be stale: read by chunk
         while True:
             dist, pos = quant.search(probe, wide)
             pos, dist = pos[0], dist[0] * unit
@@ -465,9 +474,9 @@ class ExactVectors:
             order = list(dict.fromkeys(int(s) for s in segs))
             first = [s for s in order[:k] if s not in exact]
             if first:
-                got = self._segments(first, q) if ok else None
+                got = self._segments(copy, first, q) if ok else None
                 if got is None:
-                    return self._fallback(q, k, [int(chunk_ids[s]) for s in order])
+                    return self._fallback(copy, q, k, [int(chunk_ids[s]) for s in order])
                 exact.update(zip(first, (float(v) for v in got), strict=True))
             best = sorted((exact[s] for s in order[:k]), reverse=True)
             floor = best[-1] if len(best) >= min(k, chunks) else -np.inf
@@ -478,9 +487,9 @@ class ExactVectors:
             band = list(dict.fromkeys(int(s) for s in segs[dist >= cut]))
             rest = [s for s in band if s not in exact]
             if rest:
-                got = self._segments(rest, q)
+                got = self._segments(copy, rest, q)
                 if got is None:
-                    return self._fallback(q, k, [int(chunk_ids[s]) for s in order])
+                    return self._fallback(copy, q, k, [int(chunk_ids[s]) for s in order])
                 exact.update(zip(rest, (float(v) for v in got), strict=True))
             break
         scored = {int(chunk_ids[s]): v for s, v in exact.items()}
@@ -488,7 +497,7 @@ class ExactVectors:
         ordered = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
         return ordered[:k]
 
-    def _probe(self, q: Any) -> tuple[Any, float, float]:
+    def _probe(self, copy: _Quantized, q: Any) -> tuple[Any, float, float]:
         """(what faiss searches with, the factor that turns its scores into cosines, the error bound).
 
         int8: faiss multiplies int8 codes by an int8 query, so the query is divided by the codes'
@@ -500,7 +509,7 @@ class ExactVectors:
         """
         import numpy as np
 
-        err_dim, err_row, scale, code_row = self._err_dim, self._err_row, self._scale, self._code_row
+        err_dim, err_row, scale, code_row = copy.err_dim, copy.err_row, copy.scale, copy.code_row
         first = float(np.abs(q) @ err_dim)
         if scale is None:
             return (np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32), 1.0,
@@ -513,9 +522,9 @@ class ExactVectors:
         bound = min(first, float(np.linalg.norm(r)) * err_row) + rounding + BOUND_SLACK
         return np.ascontiguousarray(p.reshape(1, -1), dtype=np.float32), 1.0 / t, bound
 
-    def _fallback(self, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
+    def _fallback(self, copy: _Quantized, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
         """The index changed since the scan copy loaded: rescore its candidates by chunk rowid from SQLite."""
-        if self._offsets is not None:
+        if copy.offsets is not None:
             exact = combined_cosines(self.store, q, rowids, self.unit_weight)
         else:
             exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
@@ -545,7 +554,8 @@ class ExactVectors:
             return {"loaded": loaded,
                     "rows": 0 if self._ids is None else int(len(self._ids)),
                     "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
-                    "scan": QUANTIZED.get(self._kind, self._kind) if loaded else "none"}
+                    "scan": QUANTIZED[self._quant.kind] if self._quant is not None and loaded
+                    else "float32" if loaded else "none"}
 
 
 def _normalise(rows: Any) -> None:
