@@ -197,19 +197,24 @@ class ExactVectors:
                 top = np.abs(rows).max(axis=0) * INT8_HEADROOM
                 top[top == 0] = 1.0
                 scale = (INT8_MAX / top).astype(np.float32)
+            # Two block-sized temporaries at most (the load's peak is the copy plus a few blocks).
             if kind == "int8":
-                scaled = rows * scale
-                x = np.clip(np.rint(scaled), -INT8_MAX, INT8_MAX)
-                err_dim_block = np.abs(rows - x / scale).max(axis=0)
-                err = scaled - x
-                code_row = max(code_row, float(np.sqrt((x.astype(np.float64) ** 2).sum(axis=1)).max()))
+                x = rows * scale
+                np.rint(x, out=x)
+                np.clip(x, -INT8_MAX, INT8_MAX, out=x)
+                err = rows * scale
+                err -= x  # the code error, in code units
+                err_dim_block = np.abs(err).max(axis=0) / scale
+                code_row = max(code_row, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
             else:
                 x = rows
-                err = rows - index.sa_decode(index.sa_encode(rows))
+                err = index.sa_decode(index.sa_encode(rows))
+                np.subtract(rows, err, out=err)
                 err_dim_block = np.abs(err).max(axis=0)
             err_dim = err_dim_block if err_dim is None else np.maximum(err_dim, err_dim_block)
-            err_row = max(err_row, float(np.sqrt((err.astype(np.float64) ** 2).sum(axis=1)).max()))
-            index.add(np.ascontiguousarray(x, dtype=np.float32))
+            err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
+            del err
+            index.add(x)
 
         for rowid, is_unit, vid, blob in self.store.iter_scan_rows(with_units):
             if buf is None:
