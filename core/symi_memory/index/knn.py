@@ -124,9 +124,9 @@ class VectorReads(StoreParts):
                 return None
             try:
                 view = out.data.cast("B")
-                for i, vid in enumerate(vector_ids):
+                for i, vid in enumerate(vector_ids.tolist() if hasattr(vector_ids, "tolist") else vector_ids):
                     if i:
-                        blob.reopen(int(vid))
+                        blob.reopen(vid)
                     if blob.length() != width:
                         return None
                     blob.read_into(view, i * width, width)

@@ -475,32 +475,33 @@ class ExactVectors:
             pos, dist = pos[0], dist[0] * unit
             keep = pos >= 0
             pos, dist = pos[keep], dist[keep]
-            segs = pos if offsets is None else np.searchsorted(offsets, pos, side="right") - 1
-            order = list(dict.fromkeys(int(s) for s in segs))
+            segs = (pos if offsets is None else np.searchsorted(offsets, pos, side="right") - 1).tolist()
+            order = list(dict.fromkeys(segs))  # chunks by their best row's scan score
             first = [s for s in order[:k] if s not in exact]
             if first:
                 got = self._segments(copy, first, q) if ok else None
                 if got is None:
-                    return self._fallback(copy, q, k, [int(chunk_ids[s]) for s in order])
-                exact.update(zip(first, (float(v) for v in got), strict=True))
+                    return self._fallback(copy, q, k, chunk_ids[order].tolist())
+                exact.update(zip(first, got.tolist(), strict=True))
             best = sorted((exact[s] for s in order[:k]), reverse=True)
             floor = best[-1] if len(best) >= min(k, chunks) else -np.inf
             cut = floor - bound
             if len(dist) and dist[-1] >= cut and wide < ntotal:
                 wide = min(ntotal, wide * 4)  # the band reaches past the rows asked for: look further
                 continue
-            band = list(dict.fromkeys(int(s) for s in segs[dist >= cut]))
-            rest = [s for s in band if s not in exact]
+            reach = int(np.count_nonzero(dist >= cut))  # scan scores are in descending order
+            rest = [s for s in dict.fromkeys(segs[:reach]) if s not in exact]
             if rest:
                 got = self._segments(copy, rest, q)
                 if got is None:
-                    return self._fallback(copy, q, k, [int(chunk_ids[s]) for s in order])
-                exact.update(zip(rest, (float(v) for v in got), strict=True))
+                    return self._fallback(copy, q, k, chunk_ids[order].tolist())
+                exact.update(zip(rest, got.tolist(), strict=True))
             break
-        scored = {int(chunk_ids[s]): v for s, v in exact.items()}
-        self._last.exact = (q, scored)  # rescoring keyword candidates reads these
-        ordered = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))
-        return ordered[:k]
+        rowids = chunk_ids[list(exact)]
+        values = np.fromiter(exact.values(), dtype=np.float64, count=len(exact))
+        self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
+        top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
+        return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
 
     def _probe(self, copy: _Quantized, q: Any) -> tuple[Any, float, float]:
         """(what faiss searches with, the factor that turns its scores into cosines, the error bound).
