@@ -287,3 +287,23 @@ def test_compaction_waits_for_a_later_open_when_another_process_holds_the_file(t
         other.close()
     with open_mem(tmp_path, ws) as mem:
         assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]
+
+
+def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("faiss")
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, _ = _random_store(tmp_path / "i.sqlite", 600)
+    try:
+        small = ExactVectors(store)  # 600 vectors: below the threshold, float32
+        small.search(vecs[3].tolist(), 5)
+        assert small.status()["scan"] == "float32"
+        monkeypatch.setattr(vectors_mod, "HALF_AUTO_MIN", 500)  # as if the index held 50,000
+        large = ExactVectors(store)
+        top = large.search(vecs[3].tolist(), 5)
+        assert large.status()["scan"] == "int8+float32-rescoring"
+        assert top == small.search(vecs[3].tolist(), 5) or {r for r, _ in top} == {
+            r for r, _ in small.search(vecs[3].tolist(), 5)}
+    finally:
+        store.close()
