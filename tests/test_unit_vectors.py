@@ -66,10 +66,11 @@ def test_one_line_of_a_long_chunk_ranks_first_with_unit_vectors(tmp_path: Path, 
         mem.sync()
         assert rows(mem, "SELECT COUNT(*) FROM chunks WHERE path='memory/long.md'") == [(1,)], "one multi-topic chunk"
         assert top_paths(mem, NEEDLE)[0] == "memory/lisbon.md", "chunk vectors alone miss the line"
-    for scan in ("float32", "float16"):
+    for scan in ("float32", "float16", "int8"):
         with open_mem(tmp_path / scan, ws, {**VECTOR_ONLY, "store": {"vector": {"scan": scan}}}) as mem:
             mem.sync()
-            assert mem.status()["vector"]["exactScan"] in ("none", "float32", "float16+float32-rescoring")
+            assert mem.status()["vector"]["exactScan"] in ("none", "float32", "float16+float32-rescoring",
+                                                           "int8+float32-rescoring")
             hits = mem.search(NEEDLE, min_score=0).results
             assert hits[0].path == "memory/long.md", scan
             assert mem.status()["vector"]["exactUnits"] >= len(TOPICS)

@@ -177,29 +177,56 @@ def _random_store(path: Path, n: int, dims: int = 64):  # type: ignore[no-untype
     return store, vecs, rng
 
 
-def test_float16_scan_answers_exactly_what_float32_answers(tmp_path: Path) -> None:
+QUANTIZED_SCANS = {"float16": "float16+float32-rescoring", "int8": "int8+float32-rescoring"}
+
+
+@pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
+def test_quantized_scan_answers_exactly_what_float32_answers(tmp_path: Path, scan: str) -> None:
     pytest.importorskip("faiss")
     from symi_memory.index.vectors import ExactVectors
 
     store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3000)
     try:
-        half, full = ExactVectors(store, scan="float16"), ExactVectors(store, scan="float32")
-        assert half.status()["scan"] == "none"
+        quant, full = ExactVectors(store, scan=scan), ExactVectors(store, scan="float32")
+        assert quant.status()["scan"] == "none"
         queries = vecs[rng.integers(0, len(vecs), 40)] + 0.02 * rng.normal(size=(40, vecs.shape[1]))
-        agree = 0
-        for q in queries:
-            a, b = half.search(q.tolist(), 10), full.search(q.tolist(), 10)
-            assert [r for r, _ in a] == [r for r, _ in b] or {r for r, _ in a} == {r for r, _ in b}
-            agree += len({r for r, _ in a} & {r for r, _ in b})
-            assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True)), "rescored: float32 scores"
-        assert agree == 400
-        assert half.status()["scan"] == "float16+float32-rescoring"
+        for k in (1, 10, 80):
+            for q in queries:
+                a, b = quant.search(q.tolist(), k), full.search(q.tolist(), k)
+                assert {r for r, _ in a} == {r for r, _ in b}, (scan, k)
+                assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True)), "rescored: float32 scores"
+            # Keyword candidates beyond the scan's: their float32 scores, read by stored id.
+            others = [int(r) for r in rng.integers(1, len(vecs), 20)]
+            got, want = quant.rescore(q.tolist(), others), full.rescore(q.tolist(), others)
+            assert got.keys() == want.keys() and all(abs(got[r] - want[r]) < 1e-5 for r in want)
+        assert quant.status()["scan"] == QUANTIZED_SCANS[scan]
         assert full.status()["scan"] == "float32"
     finally:
         store.close()
 
 
-def test_float16_scan_follows_deletes_and_writes(tmp_path: Path) -> None:
+def test_int8_scan_stays_exact_when_later_rows_exceed_its_codes(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The int8 codes' range comes from the first block of rows: with blocks of 16 rows, most later rows
+    # reach beyond it and are clipped. Clipping must widen the rescoring, never change the answer.
+    pytest.importorskip("faiss")
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "HALF_BLOCK", 16)
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 1500)
+    try:
+        quant, full = ExactVectors(store, scan="int8"), ExactVectors(store, scan="float32")
+        for q in vecs[rng.integers(0, len(vecs), 30)] + 0.02 * rng.normal(size=(30, vecs.shape[1])):
+            a, b = quant.search(q.tolist(), 10), full.search(q.tolist(), 10)
+            assert {r for r, _ in a} == {r for r, _ in b}
+            assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True))
+        assert quant._quant.err_dim.max() > 0.05, "rows were clipped"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
+def test_quantized_scan_follows_deletes_and_writes(tmp_path: Path, scan: str) -> None:
     pytest.importorskip("faiss")
     import json
 
@@ -207,12 +234,12 @@ def test_float16_scan_follows_deletes_and_writes(tmp_path: Path) -> None:
 
     store, vecs, _ = _random_store(tmp_path / "i.sqlite", 500)
     try:
-        half = ExactVectors(store, scan="float16")
+        quant = ExactVectors(store, scan=scan)
         target = vecs[42].tolist()
-        first = half.search(target, 3)[0]
+        first = quant.search(target, 3)[0]
         store.replace_files([], remove=["memory/0.md"], meta={"identity": json.dumps(
             {"provider": "test", "model": "m", "fingerprint": "f"})})
-        after = half.search(target, 3)
+        after = quant.search(target, 3)
         assert first[0] not in {r for r, _ in after} and len(after) == 3
     finally:
         store.close()
@@ -260,3 +287,23 @@ def test_compaction_waits_for_a_later_open_when_another_process_holds_the_file(t
         other.close()
     with open_mem(tmp_path, ws) as mem:
         assert rows(mem, "SELECT COUNT(*) FROM meta WHERE key='compact_pending'") == [(0,)]
+
+
+def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("faiss")
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, _ = _random_store(tmp_path / "i.sqlite", 600)
+    try:
+        small = ExactVectors(store)  # 600 vectors: below the threshold, float32
+        small.search(vecs[3].tolist(), 5)
+        assert small.status()["scan"] == "float32"
+        monkeypatch.setattr(vectors_mod, "HALF_AUTO_MIN", 500)  # as if the index held 50,000
+        large = ExactVectors(store)
+        top = large.search(vecs[3].tolist(), 5)
+        assert large.status()["scan"] == "int8+float32-rescoring"
+        assert top == small.search(vecs[3].tolist(), 5) or {r for r, _ in top} == {
+            r for r, _ in small.search(vecs[3].tolist(), 5)}
+    finally:
+        store.close()

@@ -40,10 +40,11 @@ __all__ = [
 class StoreVector:
     enabled: bool = opt("enabled", True, doc="Use sqlite-vec for vectors; false: exact in-process cosine.")
     extension_path: str | None = opt("extensionPath", None, kind="str", doc="Load sqlite-vec from this file instead of the bundled one.")
-    scan: str = opt("scan", "auto", choices=("auto", "float32", "float16"),
-                    doc="Exact scan copy in memory: float16 (half the memory and bandwidth, needs faiss; the top "
-                        "candidates are rescored against the stored float32 vectors), float32, or auto (float16 "
-                        "from 50,000 vectors when faiss is installed).")
+    scan: str = opt("scan", "auto", choices=("auto", "float32", "float16", "int8"),
+                    doc="Exact scan copy in memory: int8 (a quarter of the memory and bandwidth, needs faiss) or "
+                        "float16 (half, needs faiss), whose candidates are rescored against the stored float32 "
+                        "vectors (every chunk the rounding could have misplaced, so results are the float32 "
+                        "scan's), float32, or auto (int8 from 50,000 vectors when faiss is installed).")
     unit_weight: float = opt("unitWeight", 0.7, lo=0.0, hi=1.0, clamp=True,
                              doc="How much a chunk's best line (chunking.units) counts in its vector score: "
                                  "(1 - w) x chunk cosine + w x max(chunk cosine, best unit cosine); 0 uses chunk "

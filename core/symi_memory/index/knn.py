@@ -73,29 +73,68 @@ class VectorReads(StoreParts):
         """How many unit vectors the index holds (of chunks that have a vector)."""
         return int(self._read("SELECT COUNT(*) FROM chunk_units").fetchone()[0])
 
-    def iter_scan_rows(self, with_units: bool) -> Iterator[tuple[int, bool, bytes]]:
-        """``(chunk rowid, is_unit, blob)``: each chunk's vector, then its units' (``with_units``), by rowid.
+    def iter_scan_rows(self, with_units: bool) -> Iterator[tuple[int, bool, int, bytes]]:
+        """``(chunk rowid, is_unit, vector id, blob)``: each chunk's vector, then its units' (``with_units``), by rowid.
 
         Two cursors of this thread's connection (one read transaction while both are open), merged in
-        rowid order, so nothing is sorted or held in SQLite.
+        rowid order, so nothing is sorted or held in SQLite. The vector id is the stored vector's
+        ``embedding_cache`` row, which :meth:`vector_rows` reads back directly.
         """
-        chunks = self._read("SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.id = c.vector "
-                            "ORDER BY c.rowid")
+        chunks = self._read("SELECT c.rowid, v.id, v.embedding FROM chunks c JOIN embedding_cache v "
+                            "ON v.id = c.vector ORDER BY c.rowid")
         if not with_units:
-            for rowid, blob in chunks:
-                yield rowid, False, blob
+            for rowid, vid, blob in chunks:
+                yield rowid, False, vid, blob
             return
         units = self.reader().cursor().execute(
-            "SELECT u.chunk, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
+            "SELECT u.chunk, v.id, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
             "ORDER BY u.chunk, u.start_line, u.end_line")
         pending = next(units, None)
-        for rowid, blob in chunks:
-            yield rowid, False, blob
+        for rowid, vid, blob in chunks:
+            yield rowid, False, vid, blob
             while pending is not None and pending[0] < rowid:
                 pending = next(units, None)  # units of a chunk without a vector
             while pending is not None and pending[0] == rowid:
-                yield rowid, True, pending[1]
+                yield rowid, True, pending[1], pending[2]
                 pending = next(units, None)
+
+    def vector_rows(self, vector_ids: Sequence[int], dims: int, generation: int) -> Any:
+        """The stored float32 vectors with these ``embedding_cache`` ids, as an ``(n, dims)`` matrix in that order.
+
+        Read as blobs (``sqlite3_blob_reopen``: no statement per row, no row objects), about twice as
+        fast as selecting them, in one read transaction that first checks the index is still at
+        ``generation`` (the ids come from a scan copy of that generation). None when it is not, or
+        when a vector is gone or of another width: the caller then reads by chunk.
+        """
+        import apsw
+        import numpy as np
+
+        out = np.empty((len(vector_ids), dims), dtype=np.float32)
+        if not len(vector_ids):
+            return out
+        width = dims * 4
+        conn = self.reader()
+        with conn:  # one read transaction: the generation and the vectors are of the same index state
+            row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+            if (int(row[0]) if row else 0) != generation:
+                return None
+            try:
+                blob = conn.blob_open("main", "embedding_cache", "embedding", int(vector_ids[0]), False)
+            except apsw.Error:
+                return None
+            try:
+                view = out.data.cast("B")
+                for i, vid in enumerate(vector_ids.tolist() if hasattr(vector_ids, "tolist") else vector_ids):
+                    if i:
+                        blob.reopen(vid)
+                    if blob.length() != width:
+                        return None
+                    blob.read_into(view, i * width, width)
+            except apsw.Error:
+                return None
+            finally:
+                blob.close()
+        return out
 
     def vectors_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
         """Stored embeddings (packed float32) of the chunks with these ``Candidate.id`` values; chunks without one are left out."""

@@ -5,11 +5,14 @@ matrix product at 100k chunks, so searches scan an in-memory copy of the
 vectors. While a large matrix (re)loads in the background, searches use the
 sqlite-vec KNN query, so no search waits for the load.
 
-The copy is float32 (numpy), or float16 (faiss's scalar quantizer, when
-faiss is installed): half the memory and half the bytes read per query. A
-float16 scan ranks ``RESCORE_FACTOR`` times more candidates than asked
-for and rescores them against the stored float32 vectors, so the answer
-and its scores are the float32 ones.
+The copy is float32 (numpy), or, when faiss is installed, int8 (faiss's
+scalar quantizer, a quarter of the memory and bytes read per query) or
+float16. A quantized scan only picks candidates: the load records how far
+the copy is from the stored vectors (per dimension), which bounds how far any
+row's scan score can be from its float32 one for a given query. Every chunk
+whose scan score comes within twice that bound of the k-th best is rescored
+against the stored float32 vectors (read as blobs by their stored id), so the
+answer and its scores are the float32 scan's, not an approximation.
 
 With unit vectors (``chunking.units``, ``store.vector.unitWeight`` above 0)
 the scan copy holds each chunk's vector followed by its units' vectors; a
@@ -18,6 +21,7 @@ chunk scores :func:`combine_unit` of its own cosine and its best unit's.
 
 from __future__ import annotations
 
+import array
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -32,14 +36,26 @@ __all__ = ["ExactVectors", "SYNC_LOAD_LIMIT", "combine_unit", "combined_cosines"
 log = logging.getLogger("symi_memory.index")
 
 SYNC_LOAD_LIMIT = 20_000
-HALF_AUTO_MIN = 50_000  # scan: auto uses float16 from this many vectors (below, the float32 scan is cheap anyway)
-RESCORE_FACTOR = 4  # a float16 scan rescores this many times k candidates (at least RESCORE_MIN)
-RESCORE_MIN = 64
+HALF_AUTO_MIN = 50_000  # scan: auto uses int8 from this many vectors (below, the float32 scan is cheap anyway)
+# A quantized scan first asks faiss for this many times k rows (at least this many), and looks 4x further
+# (another scan) while the rescoring band reaches past them. int8's band is wider (its error bound is about
+# 40x float16's): at 100k, about 200 rows for k = 10 and 350 for k = 80; asking faiss for 1,024 rows
+# instead of 64 costs about 0.8 ms, a second scan 7 ms.
+RESCORE_WIDE = {"float16": (4, 64), "int8": (8, 512)}
+# Added to the quantization bound: float32 rounding of the scan's and the rescoring's dot products
+# (384 terms: under 3e-5 each) and of the scan copy's normalisation.
+BOUND_SLACK = 1e-4
+INT8_MAX = 127.0
+# int8 codes span this many times the first block's largest value of each dimension: 8k rows of 384-d
+# vectors miss the largest of 100k by up to 1.36x (synthetic clusters; p99 1.3x), and clipped rows widen
+# the rescoring band for every query.
+INT8_HEADROOM = 1.5
+QUANTIZED = {"int8": "int8+float32-rescoring", "float16": "float16+float32-rescoring"}
 LOAD_BLOCK = 65_536
 # Below this many scan rows the product runs in numpy's own loop (einsum): BLAS splits a product this small
 # across threads, and on a busy machine waking them cost 5-30 ms against about 1 ms for the product itself.
 SMALL_SCAN_ROWS = 32_768
-HALF_BLOCK = 8_192  # rows converted to float16 at a time (12 MB at 384-d): the load peaks near the half copy
+HALF_BLOCK = 8_192  # rows quantized at a time (12 MB at 384-d): the load peaks near the quantized copy
 
 
 def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
@@ -101,6 +117,23 @@ def faiss_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
+@attrs.frozen
+class _Quantized:
+    """A quantized scan copy and what its rescoring needs, swapped in as one piece (a search holds one)."""
+
+    index: Any  # faiss IndexScalarQuantizer
+    kind: str  # int8 or float16
+    generation: int  # of the index the copy was loaded from: the stored ids below are valid for it
+    ids: Any  # the chunk rowid of each scan row
+    offsets: Any  # where each chunk's rows start, when the scan holds units (else None)
+    chunk_ids: Any  # the chunk rowid of each chunk (segment)
+    vids: Any  # the stored vector id (embedding_cache) of each scan row
+    scale: Any  # int8: per-dimension scale of the codes (code = round(x * scale)); float16: None
+    err_dim: Any  # largest |stored - scan copy| of each dimension over all rows (normalised vectors)
+    err_row: float  # largest norm of a row's (stored x scale - code): code units for int8
+    code_row: float  # int8: largest norm of a row's codes (bounds what rounding the query costs)
+
+
 @attrs.define
 class ExactVectors:
     """Exact cosine top-k over the index's chunk vectors."""
@@ -113,48 +146,92 @@ class ExactVectors:
     _offsets: Any = None  # where each chunk's rows start (chunk row first), when the scan holds units
     _chunk_ids: Any = None  # the chunk rowid of each segment, when the scan holds units
     _matrix: Any = None
-    _half: Any = None  # faiss IndexScalarQuantizer (fp16) when the scan copy is float16
+    _quant: _Quantized | None = None  # when the scan copy is quantized
     _generation: int = -1
     _loading: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _thread: threading.Thread | None = None
+    # Rows the last quantized search's band reached (per k): the next one asks faiss for 1.5x that at once,
+    # since a band reaching past the rows asked for costs a second scan (60 ms at 1M rows).
+    _reach: dict[int, int] = attrs.field(factory=dict)
     # This thread's last scan: (query, chunk rowids, their scores), so rescoring a search's keyword
     # candidates reads the scores just computed instead of their vectors from SQLite.
     _last: threading.local = attrs.field(factory=threading.local)
 
-    def _wants_half(self, n: int) -> bool:
-        if self.scan == "float32" or not faiss_available():
-            if self.scan == "float16" and not faiss_available():
-                log.warning("store.vector.scan = float16 needs faiss (pip install symi-memory[faiss]); scanning float32")
-            return False
-        return self.scan == "float16" or n >= HALF_AUTO_MIN
+    def _quantized_kind(self, n: int) -> str | None:
+        """int8 or float16 when the scan copy of ``n`` rows is quantized, None for float32."""
+        if self.scan == "float32":
+            return None
+        if not faiss_available():
+            if self.scan in QUANTIZED:
+                log.warning("store.vector.scan = %s needs faiss (pip install symi-memory[faiss]); scanning float32",
+                            self.scan)
+            return None
+        if self.scan in QUANTIZED:
+            return self.scan
+        return "int8" if n >= HALF_AUTO_MIN else None
 
     def _load(self, generation: int) -> None:
         import numpy as np
 
-        # Rows go straight into the scan copy (a preallocated float32 matrix, or the float16 index
+        # Rows go straight into the scan copy (a preallocated float32 matrix, or the quantized index
         # a block at a time): peak memory is the copy (plus one block), not the copy plus every
         # blob plus their concatenation.
         with_units = self.unit_weight > 0
         expected = self.store.vector_count() + (self.store.unit_count() if with_units else 0)
         index: Any = None
-        buf: Any = None  # the float32 matrix, or the float16 path's block
+        kind = "float32"
+        buf: Any = None  # the float32 matrix, or the quantized path's block
         extra: list[Any] = []
-        ids_list: list[int] = []
-        starts: list[int] = []
+        # 8 bytes a row (a list of ints takes about 36: 70 MB more at the peak of a 1M-row load)
+        ids_list = array.array("q")
+        vids_list = array.array("q")
+        starts = array.array("q")
         fill = dims = 0
+        scale: Any = None
+        err_dim: Any = None
+        err_row = code_row = 0.0
 
         def add_block(rows: Any) -> None:
+            nonlocal scale, err_dim, err_row, code_row
             _normalise(rows)
-            index.add(rows)
+            if kind == "int8" and scale is None:
+                # Per-dimension scale from the first block, with headroom for later rows; a row beyond
+                # it is clipped, and the error recorded below (what the rescoring bound uses) includes
+                # that, so clipping widens the rescoring, never the answer.
+                top = np.abs(rows).max(axis=0) * INT8_HEADROOM
+                top[top == 0] = 1.0
+                scale = (INT8_MAX / top).astype(np.float32)
+            # Two block-sized temporaries at most (the load's peak is the copy plus a few blocks).
+            if kind == "int8":
+                x = rows * scale
+                np.rint(x, out=x)
+                np.clip(x, -INT8_MAX, INT8_MAX, out=x)
+                err = rows * scale
+                err -= x  # the code error, in code units
+                err_dim_block = np.abs(err).max(axis=0) / scale
+                code_row = max(code_row, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
+            else:
+                x = rows
+                err = index.sa_decode(index.sa_encode(rows))
+                np.subtract(rows, err, out=err)
+                err_dim_block = np.abs(err).max(axis=0)
+            err_dim = err_dim_block if err_dim is None else np.maximum(err_dim, err_dim_block)
+            err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
+            del err
+            index.add(x)
 
-        for rowid, is_unit, blob in self.store.iter_scan_rows(with_units):
+        for rowid, is_unit, vid, blob in self.store.iter_scan_rows(with_units):
             if buf is None:
                 dims = len(blob) // 4
-                if self._wants_half(expected):
+                wanted = self._quantized_kind(expected)
+                if wanted is not None:
                     import faiss
 
-                    index = faiss.IndexScalarQuantizer(dims, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+                    kind = wanted
+                    qtype = (faiss.ScalarQuantizer.QT_8bit_direct_signed if kind == "int8"
+                             else faiss.ScalarQuantizer.QT_fp16)
+                    index = faiss.IndexScalarQuantizer(dims, qtype, faiss.METRIC_INNER_PRODUCT)
                     buf = np.empty((min(max(expected, 1), HALF_BLOCK), dims), dtype=np.float32)
                 else:
                     buf = np.empty((max(expected, 1), dims), dtype=np.float32)
@@ -166,6 +243,7 @@ class ExactVectors:
             if not is_unit:
                 starts.append(len(ids_list))
             ids_list.append(rowid)
+            vids_list.append(vid)
             if fill < buf.shape[0]:
                 buf[fill] = row
                 fill += 1
@@ -184,15 +262,20 @@ class ExactVectors:
             matrix = np.vstack([buf, np.stack(extra)]) if extra else buf[:fill]
             for start in range(0, matrix.shape[0], LOAD_BLOCK):  # normalise in place, a block at a time
                 _normalise(matrix[start : start + LOAD_BLOCK])
-        ids = np.asarray(ids_list, dtype=np.int64)
+        ids = np.frombuffer(ids_list, dtype=np.int64) if ids_list else np.empty(0, dtype=np.int64)
         offsets = np.asarray(starts, dtype=np.int64)
         has_units = len(offsets) < len(ids)
+        quant = None if index is None else _Quantized(
+            index=index, kind=kind, generation=generation, ids=ids, offsets=offsets if has_units else None,
+            chunk_ids=ids[offsets], vids=np.frombuffer(vids_list, dtype=np.int64), scale=scale,
+            err_dim=np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim, err_row=err_row,
+            code_row=code_row)
         with self._lock:
             self._ids = ids
             self._offsets = offsets if has_units else None
             self._chunk_ids = ids[offsets] if has_units else None
             self._matrix = matrix
-            self._half = index
+            self._quant = quant
             self._generation = generation
             self._loading = False
 
@@ -218,7 +301,7 @@ class ExactVectors:
             self._last.current = self._generation == generation
             if self._last.current:
                 return True
-            have_old = self._matrix is not None or self._half is not None
+            have_old = self._matrix is not None or self._quant is not None
             if self._loading:
                 return have_old or not self.store.vec_dims
             count = self._chunk_count()  # the index's size now, not the old matrix's
@@ -247,11 +330,11 @@ class ExactVectors:
         if not self.ready():
             return self.store.vec_knn(pack_vector(query), k, self.unit_weight)
         with self._lock:
-            ids, matrix, half = self._ids, self._matrix, self._half
+            ids, matrix, quant = self._ids, self._matrix, self._quant
             offsets, chunk_ids = self._offsets, self._chunk_ids
         q = np.asarray(query, dtype=np.float32)
-        if half is not None:
-            rows, dims = int(half.ntotal), int(half.d)
+        if quant is not None:
+            rows, dims = int(quant.index.ntotal), int(quant.index.d)
         elif matrix is not None:
             rows, dims = int(matrix.shape[0]), int(matrix.shape[1]) if matrix.ndim == 2 else 0
         else:
@@ -265,8 +348,8 @@ class ExactVectors:
         if norm == 0.0:
             return []
         q = q / norm
-        if half is not None:
-            return self._search_half(half, ids, q, k, chunks=None if offsets is None else len(offsets))
+        if quant is not None:
+            return self._search_quantized(quant, q, k)
         scores = np.einsum("ij,j->i", matrix, q) if matrix.shape[0] < SMALL_SCAN_ROWS else matrix @ q
         if offsets is not None:
             # Each chunk's rows are contiguous, its own vector first: the best of the segment is
@@ -283,7 +366,7 @@ class ExactVectors:
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
-        Chunks this thread's last scan scored (or, after a float16 scan, rescored) take that score;
+        Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score;
         the others are computed from their stored vectors; chunks without a vector are left out.
         """
         import numpy as np
@@ -302,6 +385,12 @@ class ExactVectors:
                     known = exact[1]
                     out = {r: known[r] for r in rowids if r in known}
                     missing = [r for r in rowids if r not in known]
+                    if missing and getattr(self._last, "current", False):
+                        # Beyond the quantized scan's candidates: read by stored id, as the rescoring does.
+                        got = self._exact_chunks(q, missing)
+                        if got is not None:
+                            out.update(got)
+                            missing = [r for r in missing if r not in got]
                 else:
                     ids, scores = last[1], last[2]
                     wanted = np.asarray(list(rowids), dtype=np.int64)
@@ -310,29 +399,149 @@ class ExactVectors:
                     found = ids[pos] == wanted
                     out = {int(r): float(scores[p]) for r, p, ok in zip(wanted, pos, found, strict=True) if ok}
                     missing = [int(r) for r, ok in zip(wanted, found, strict=True) if not ok]
-                if missing:  # written since the scan copy loaded, or beyond the float16 scan's candidates
+                if missing:  # written since the scan copy loaded
                     out.update(combined_cosines(self.store, query, missing, self.unit_weight, units=units))
                 return out
         return combined_cosines(self.store, query, rowids, self.unit_weight, units=units)
 
-    def _search_half(self, half: Any, ids: Any, q: Any, k: int, *, chunks: int | None = None,
-                     ) -> list[tuple[int, float]]:
-        """float16 scan for candidates, then their exact float32 cosine from the stored vectors.
+    def _segments(self, copy: _Quantized, segs: Any, q: Any) -> Any:
+        """Exact scores of these scan segments (chunk indexes into the scan) from their stored float32 vectors.
 
-        With units (``chunks``: how many chunks the scan's rows belong to) a chunk can take several of
-        the scan's places, so the scan looks further (up to 4x) and the rescoring takes units too.
+        Computed as :func:`combined_cosines` (with units) or :meth:`cosine` (without) compute them;
+        None when the stored vectors are no longer those of the scan copy (the caller reads by chunk).
         """
-        spread = min(4.0, int(half.ntotal) / max(1, chunks)) if chunks else 1.0
-        wide = min(int(half.ntotal), int(max(k * RESCORE_FACTOR, RESCORE_MIN) * spread))
-        _, pos = half.search(q.reshape(1, -1), wide)
-        rowids = list(dict.fromkeys(int(ids[p]) for p in pos[0] if p >= 0))
-        if chunks:
+        import numpy as np
+
+        offsets, vids, generation = copy.offsets, copy.vids, copy.generation
+        segs = np.asarray(segs, dtype=np.int64)
+        if offsets is None:
+            m = self.store.vector_rows(vids[segs], q.shape[0], generation)
+            if m is None:
+                return None
+            qn = float(np.linalg.norm(q))
+            norms = np.linalg.norm(m, axis=1)
+            norms[norms == 0] = np.inf  # a zero vector scores 0
+            return (m @ q) / (norms * qn)
+        ends = np.append(offsets[1:], len(vids))
+        lengths = ends[segs] - offsets[segs]
+        rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        m = self.store.vector_rows(vids[rows], q.shape[0], generation)
+        if m is None:
+            return None
+        qq = q / float(np.linalg.norm(q))
+        norms = np.linalg.norm(m, axis=1)
+        norms[norms == 0] = np.inf
+        cos = (m @ qq) / norms
+        starts = np.cumsum(lengths) - lengths
+        return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+
+    def _exact_chunks(self, q: Any, rowids: Sequence[int]) -> dict[int, float] | None:
+        """Exact scores of these chunk rowids that the current scan copy holds, read by stored id."""
+        import numpy as np
+
+        with self._lock:
+            copy = self._quant
+        if copy is None or not len(rowids):
+            return None
+        chunk_ids = copy.chunk_ids
+        wanted = np.asarray(list(rowids), dtype=np.int64)
+        pos = np.searchsorted(chunk_ids, wanted)
+        pos[pos >= len(chunk_ids)] = 0
+        found = chunk_ids[pos] == wanted
+        if not found.any():
+            return {}
+        scores = self._segments(copy, pos[found], q)
+        if scores is None:
+            return None
+        return {int(r): float(s) for r, s in zip(wanted[found], scores, strict=True)}
+
+    def _search_quantized(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
+        """Quantized scan for candidates, then their exact float32 scores from the stored vectors.
+
+        ``bound`` is the most any row's scan score can differ from its float32 cosine for this query
+        (:meth:`_bound`). The first k chunks by scan score are
+        rescored; the k-th best of them, ``floor``, is a lower bound of the true k-th best, so every
+        chunk that can beat it has a row scoring at least ``floor - bound`` in the scan, and those are
+        rescored too. The answer is the float32 scan's.
+        """
+        import numpy as np
+
+        quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
+        ntotal = int(quant.ntotal)
+        chunks = len(chunk_ids)
+        probe, unit, bound = self._probe(copy, q)
+        spread = min(4.0, ntotal / max(1, chunks))
+        factor, least = RESCORE_WIDE[copy.kind]
+        wide = min(ntotal, max(int(max(k * factor, least) * spread), self._reach.get(k, 0) * 3 // 2))
+        exact: dict[int, float] = {}  # segment -> exact score
+        ok = bool(getattr(self._last, "current", False))  # else the stored ids may be stale: read by chunk
+        while True:
+            dist, pos = quant.search(probe, wide)
+            pos, dist = pos[0], dist[0] * unit
+            keep = pos >= 0
+            pos, dist = pos[keep], dist[keep]
+            segs = (pos if offsets is None else np.searchsorted(offsets, pos, side="right") - 1).tolist()
+            order = list(dict.fromkeys(segs))  # chunks by their best row's scan score
+            first = [s for s in order[:k] if s not in exact]
+            if first:
+                got = self._segments(copy, first, q) if ok else None
+                if got is None:
+                    return self._fallback(copy, q, k, chunk_ids[order].tolist())
+                exact.update(zip(first, got.tolist(), strict=True))
+            best = sorted((exact[s] for s in order[:k]), reverse=True)
+            floor = best[-1] if len(best) >= min(k, chunks) else -np.inf
+            cut = floor - bound
+            if len(dist) and dist[-1] >= cut and wide < ntotal:
+                wide = min(ntotal, wide * 4)  # the band reaches past the rows asked for: look further
+                continue
+            reach = int(np.count_nonzero(dist >= cut))  # scan scores are in descending order
+            self._reach[k] = reach
+            rest = [s for s in dict.fromkeys(segs[:reach]) if s not in exact]
+            if rest:
+                got = self._segments(copy, rest, q)
+                if got is None:
+                    return self._fallback(copy, q, k, chunk_ids[order].tolist())
+                exact.update(zip(rest, got.tolist(), strict=True))
+            break
+        rowids = chunk_ids[list(exact)]
+        values = np.fromiter(exact.values(), dtype=np.float64, count=len(exact))
+        self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
+        top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
+        return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
+
+    def _probe(self, copy: _Quantized, q: Any) -> tuple[Any, float, float]:
+        """(what faiss searches with, the factor that turns its scores into cosines, the error bound).
+
+        int8: faiss multiplies int8 codes by an int8 query, so the query is divided by the codes'
+        per-dimension scale and rounded onto [-127, 127] (factor ``1/t``). For any row i, its scan
+        score minus its float32 cosine is ``sum_j r_j e_ij + sum_j d_j x_ij`` with ``r = q / scale``,
+        ``e`` the row's code error (``x - v * scale``), ``d`` the query's rounding and ``x`` the codes,
+        so it is at most ``|r| |e_i| + |d| |x_i|`` (Cauchy-Schwarz; ``|q| . err_dim`` bounds the first
+        term too). float16: only the rows are rounded.
+        """
+        import numpy as np
+
+        err_dim, err_row, scale, code_row = copy.err_dim, copy.err_row, copy.scale, copy.code_row
+        first = float(np.abs(q) @ err_dim)
+        if scale is None:
+            return (np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32), 1.0,
+                    min(first, err_row) + BOUND_SLACK)
+        r = (q / scale).astype(np.float64)
+        top = float(np.abs(r).max())
+        t = INT8_MAX / top if top > 0 else 1.0
+        p = np.rint(r * t)
+        rounding = float(np.linalg.norm(p / t - r)) * code_row
+        bound = min(first, float(np.linalg.norm(r)) * err_row) + rounding + BOUND_SLACK
+        return np.ascontiguousarray(p.reshape(1, -1), dtype=np.float32), 1.0 / t, bound
+
+    def _fallback(self, copy: _Quantized, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
+        """The index changed since the scan copy loaded: rescore its candidates by chunk rowid from SQLite."""
+        if copy.offsets is not None:
             exact = combined_cosines(self.store, q, rowids, self.unit_weight)
         else:
             exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
-        self._last.exact = (q, exact)  # rescoring keyword candidates reads these (without units: the cosine)
-        ordered = sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))
-        return ordered[:k]
+        self._last.exact = (q, exact)
+        return sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]:
         """Exact cosine of the query with the given stored vectors (one matrix product)."""
@@ -350,13 +559,15 @@ class ExactVectors:
         return {r: float(s) for r, s in zip(keep, scores, strict=True)}
 
     def status(self) -> dict[str, Any]:
-        """What the scan uses: ``scan`` is float32, float16+float32-rescoring, or none (nothing loaded yet)."""
+        """What the scan uses: ``scan`` is float32, int8+float32-rescoring, float16+float32-rescoring, or none
+        (nothing loaded yet)."""
         with self._lock:
-            loaded = (self._matrix is not None or self._half is not None) and self._generation >= 0
+            loaded = (self._matrix is not None or self._quant is not None) and self._generation >= 0
             return {"loaded": loaded,
                     "rows": 0 if self._ids is None else int(len(self._ids)),
                     "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
-                    "scan": ("float16+float32-rescoring" if self._half is not None else "float32") if loaded else "none"}
+                    "scan": QUANTIZED[self._quant.kind] if self._quant is not None and loaded
+                    else "float32" if loaded else "none"}
 
 
 def _normalise(rows: Any) -> None:
