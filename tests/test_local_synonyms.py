@@ -233,3 +233,38 @@ def test_status_says_whether_local_synonyms_are_active(cli, tmp_path: Path) -> N
     assert cli(*base, "config", "set", "agents.defaults.memorySearch.query.hybrid.synonyms.enabled", "false")[0] == 0
     code, out, err = cli(*base, "status")
     assert code == 0 and "synonyms  not active: disabled" in out
+
+
+@attrs.define
+class _FailingDocs(HashEmbedder):
+    """A third-party provider whose endpoint fails requests of single words while ``down`` is set (a
+    transient outage between a sync's chunk batch and its word batch)."""
+
+    down: bool = False
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.down and all(" " not in t for t in texts):
+            from symi_memory.errors import EmbeddingError
+
+            raise EmbeddingError("endpoint down", provider=self.id, retryable=True)
+        return super().embed_documents(texts)
+
+
+def test_words_whose_vectors_failed_get_them_on_a_later_sync(tmp_path: Path) -> None:
+    plugin = _StallingPlugin()
+    plugin.provider = _FailingDocs(id="stall", model="stall-1")  # type: ignore[assignment]
+    ws = _workspace(tmp_path)
+    ms = {"provider": "stall", "query": {"hybrid": {"synonyms": {"minCosine": 0.3}}}}
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": ms}}})
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("stall-test", plugin)]) as mem:
+        mem.sync()
+        words = lambda: {r[0] for r in mem.backend.store._read("SELECT word FROM vocab_vectors")}  # noqa: E731
+        assert "lisbon" in words()
+        plugin.provider.down = True  # type: ignore[attr-defined]
+        (ws / "memory" / "2026-03-21.md").write_text("# 2026-03-21\n\n- Snorkelling off Zanzibar.\n", encoding="utf-8")
+        mem.sync()  # the note's chunk gets its vector, its words do not
+        assert "zanzibar" not in words()
+        plugin.provider.down = False  # type: ignore[attr-defined]
+        mem.sync()  # nothing new on disk: the words the failed sync left out are caught up
+        assert {"zanzibar", "snorkelling"} <= words()
+        assert mem.status()["synonyms"]["active"]

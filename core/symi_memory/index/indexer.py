@@ -367,11 +367,16 @@ class Indexer:
         index, so an index built before local synonyms gets them on its next sync.
         """
         words, self._new_words = self._new_words, None
-        if words is None or self.cancel.is_set():
+        if words is None:
             return
         from .synonyms import Vocabulary, vocabulary_words
 
         vocab = Vocabulary(self.store)
+        if self.cancel.is_set() or self._down_in_this_sync is not None:
+            # Not now (closing, or the provider failed this sync: no second wait on it); the next sync catches up.
+            if words:
+                vocab.mark_incomplete()
+            return
         if not vocab.current(self.choice.provider):
             words = vocabulary_words(vocab.chunk_texts())  # the whole index (the new chunks among it)
         vocab.update(self.choice.provider, words, cancel=self.cancel,

@@ -51,6 +51,8 @@ TABLE = "vocab_vectors"
 SCHEMA = f"CREATE TABLE IF NOT EXISTS {TABLE} (word TEXT PRIMARY KEY, term TEXT NOT NULL, embedding BLOB NOT NULL)"
 #: meta key: the provider, model and fingerprint the stored word vectors were made with.
 EMBEDDER_META = "vocab_embedder"
+#: meta key, present while words of the index may lack vectors (an update failed, was cancelled or skipped).
+INCOMPLETE_META = "vocab_incomplete"
 EMBED_BATCH = 256
 #: Query words whose vectors a process keeps (1.5 KB each at 384 dimensions).
 WORD_CACHE_MAX = 4096
@@ -113,10 +115,20 @@ class Vocabulary:
 
         try:
             row = self.store._read("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
+            if self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is not None:
+                return False  # an update failed or was cut short: the next one looks at every chunk's words
             return row is not None and row[0] == _embedder_key(provider) and \
                 self.store._read(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None
         except apsw.SQLError:
             return False
+
+    def mark_incomplete(self) -> None:
+        """Words of this sync got no vectors (the provider is down): the next update looks at every chunk's words."""
+        try:
+            with self.store.write():
+                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
+        except Exception as exc:  # a locked index: at worst some words wait for a rebuild
+            log.warning("could not mark the synonym vocabulary incomplete (%s)", exc)
 
     def chunk_texts(self) -> Iterator[str]:
         """The text of every chunk of the index (to fill an empty vocabulary)."""
@@ -143,8 +155,9 @@ class Vocabulary:
         hold it. Vectors made by another provider or model are dropped first. At most ``max_words``
         are kept: once full, new words are left out (the most widely held go in first, so an index
         larger than the cap keeps its common words, not the first letters of the alphabet). A failure
-        is logged and leaves the vocabulary as it was (synonyms are a help to the keyword side, never a
-        reason for a sync to fail).
+        is logged and keeps what was stored (synonyms are a help to the keyword side, never a reason
+        for a sync to fail); the vocabulary stays marked incomplete until an update gets every word in,
+        so the next sync looks at the words of every chunk, not only its own.
         """
         if provider is None or not words:
             return 0
@@ -159,6 +172,8 @@ class Vocabulary:
                 if row is None or row[0] != key:
                     self.store.conn.execute(f"DELETE FROM {TABLE}")
                     self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EMBEDDER_META, key))
+                # Cleared once every word is in: a crash, a cancel or an outage midway leaves it for the next sync.
+                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
             have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
             if len(have) > max_words:  # the cap was lowered: the words added last go first
                 with self.store.write():
@@ -186,8 +201,11 @@ class Vocabulary:
                     self.store.conn.executemany(f"INSERT OR REPLACE INTO {TABLE}(word, term, embedding) VALUES (?,?,?)",
                                                 rows)
                 added += len(rows)
+            if cancel is None or not cancel.is_set():
+                with self.store.write():
+                    self.store.conn.execute("DELETE FROM meta WHERE key=?", (INCOMPLETE_META,))
             return added
-        except Exception as exc:  # an embedding outage, a locked index: the next sync tries again
+        except Exception as exc:  # an embedding outage, a locked index: the next sync looks at every chunk's words
             log.warning("could not update the synonym vocabulary (%s); keyword search goes on without it", exc)
             return 0
 
