@@ -158,3 +158,42 @@ def test_a_hung_endpoint_does_not_hold_a_search_with_an_unknown_word(tmp_path: P
             assert time.monotonic() - started < 1.5
         finally:
             plugin.provider.release.set()
+
+
+@attrs.define
+class _StallingEndpoint(HashEmbedder):
+    """A third-party provider whose endpoint stops answering altogether (queries and documents)."""
+
+    stall: threading.Event = attrs.field(factory=threading.Event)
+    release: threading.Event = attrs.field(factory=threading.Event)
+
+    def embed_query(self, text: str) -> list[float]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return super().embed_query(text)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return super().embed_documents(texts)
+
+
+def test_a_search_with_an_unknown_word_does_not_wait_on_an_endpoint_already_known_to_hang(tmp_path: Path) -> None:
+    plugin = _StallingPlugin()
+    plugin.provider = _StallingEndpoint(id="stall", model="stall-1")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "stall"}}}})
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("stall-test", plugin)]) as mem:
+        mem.sync()
+        plugin.provider.stall.set()
+        try:
+            # Every word is in the index: only the query embedding is asked for, and it misses its deadline.
+            assert mem.search("Lisbon flights", min_score=0).results
+            # The endpoint is known to hang: the next search answers by keyword at once, unknown word or not.
+            started = time.monotonic()
+            results = mem.search("Lisbon flights to Portugal", min_score=0).results
+            assert results and results[0].path == "memory/2026-03-02.md"
+            assert time.monotonic() - started < 1.5
+        finally:
+            plugin.provider.release.set()
