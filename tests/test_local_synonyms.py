@@ -197,3 +197,40 @@ def test_a_search_with_an_unknown_word_does_not_wait_on_an_endpoint_already_know
             assert time.monotonic() - started < 1.5
         finally:
             plugin.provider.release.set()
+
+
+@attrs.define
+class _RefusingWords(HashEmbedder):
+    """A third-party provider whose endpoint turns down requests made of single words while ``refuse`` is set
+    (a rate limit hit by the vocabulary's batch after the chunks' own)."""
+
+    refuse: bool = False
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.refuse and all(" " not in t for t in texts):
+            from symi_memory.errors import EmbeddingError
+
+            raise EmbeddingError("429 too many requests", provider=self.id)
+        return super().embed_documents(texts)
+
+
+def test_words_whose_vectors_failed_once_get_them_on_the_next_sync(tmp_path: Path) -> None:
+    plugin = _StallingPlugin()
+    provider = plugin.provider = _RefusingWords(id="refusing", model="refusing-1")
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Allergic to peanuts.\n", encoding="utf-8")
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "stall"}}}})
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("refusing-test", plugin)]) as mem:
+        mem.sync()
+        provider.refuse = True  # the note's chunk is embedded, its words' vectors are turned down
+        (ws / "memory" / "2026-03-02.md").write_text("# 2026-03-02\n\n- Booked flights to Lisbon for May.\n",
+                                                     encoding="utf-8")
+        mem.sync()
+        provider.refuse = False
+        (ws / "memory" / "2026-03-20.md").write_text("# 2026-03-20\n\n- Dentist on Tuesday.\n", encoding="utf-8")
+        mem.sync()
+        # "Lisbonne" is in no chunk; "lisbon" stands in for it only if it got its vector.
+        hit = _top(mem, "Lisbonne")
+        assert hit.path == "memory/2026-03-02.md" and hit.text_score

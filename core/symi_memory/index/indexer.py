@@ -364,11 +364,14 @@ class Indexer:
         index, so an index built before local synonyms gets them on its next sync.
         """
         words, self._new_words = self._new_words, None
-        if words is None or self.cancel.is_set():
+        if words is None:
             return
         from .synonyms import Vocabulary, vocabulary_words
 
         vocab = Vocabulary(self.store)
+        if self.cancel.is_set():
+            vocab.skipped(words)  # the next sync gives them their vectors
+            return
         if not vocab.current(self.choice.provider):
             words |= vocabulary_words(vocab.chunk_texts())
         vocab.update(self.choice.provider, words, cancel=self.cancel)

@@ -47,6 +47,9 @@ TABLE = "vocab_vectors"
 SCHEMA = f"CREATE TABLE IF NOT EXISTS {TABLE} (word TEXT PRIMARY KEY, term TEXT NOT NULL, embedding BLOB NOT NULL)"
 #: meta key: the provider, model and fingerprint the stored word vectors were made with.
 EMBEDDER_META = "vocab_embedder"
+#: meta key, set while words of the index may lack their vectors (an update that failed or was cancelled):
+#: the next sync then looks at every chunk's words, not only its own new ones.
+INCOMPLETE_META = "vocab_incomplete"
 EMBED_BATCH = 256
 #: Query words whose vectors a process keeps (1.5 KB each at 384 dimensions).
 WORD_CACHE_MAX = 4096
@@ -90,7 +93,8 @@ class Vocabulary:
         try:
             row = self.store._read("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
             return row is not None and row[0] == _embedder_key(provider) and \
-                self.store._read(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None
+                self.store._read(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None and \
+                self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is None
         except apsw.SQLError:
             return False
 
@@ -122,9 +126,11 @@ class Vocabulary:
             have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
             todo = sorted(words - have)
             added = 0
+            if todo:  # cleared once every word has its vector: a failure or a cancel on the way leaves it set
+                self._mark_incomplete(True)
             for i in range(0, len(todo), EMBED_BATCH):
                 if cancel is not None and cancel.is_set():
-                    break
+                    return added
                 part = todo[i:i + EMBED_BATCH]
                 vecs = provider.embed_documents(part)
                 if len(vecs) != len(part):
@@ -134,10 +140,31 @@ class Vocabulary:
                     self.store.conn.executemany(f"INSERT OR REPLACE INTO {TABLE}(word, term, embedding) VALUES (?,?,?)",
                                                 rows)
                 added += len(rows)
+            self._mark_incomplete(False)
             return added
-        except Exception as exc:  # an embedding outage, a locked index: the next sync tries again
+        except Exception as exc:  # an embedding outage, a locked index: the next sync tries again (INCOMPLETE_META)
             log.warning("could not update the synonym vocabulary (%s); keyword search goes on without it", exc)
             return 0
+
+    def _mark_incomplete(self, incomplete: bool) -> None:
+        """Set or clear :data:`INCOMPLETE_META` (clearing writes nothing when it is not set)."""
+        if not incomplete and self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is None:
+            return
+        with self.store.write():
+            if incomplete:
+                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
+            else:
+                self.store.conn.execute("DELETE FROM meta WHERE key=?", (INCOMPLETE_META,))
+
+    def skipped(self, words: set[str]) -> None:
+        """The indexer wrote chunks with these ``words`` but did not update the vocabulary (a cancelled sync):
+        the next sync looks at every chunk's words. Best effort."""
+        if not words:
+            return
+        try:
+            self._mark_incomplete(True)
+        except Exception as exc:  # a closing or locked index: those words wait for a full refill
+            log.debug("could not mark the synonym vocabulary incomplete (%s)", exc)
 
     # ------------------------------------------------------------ search side
 
