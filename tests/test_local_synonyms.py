@@ -234,3 +234,21 @@ def test_words_whose_vectors_failed_once_get_them_on_the_next_sync(tmp_path: Pat
         # "Lisbonne" is in no chunk; "lisbon" stands in for it only if it got its vector.
         hit = _top(mem, "Lisbonne")
         assert hit.path == "memory/2026-03-02.md" and hit.text_score
+
+
+def test_an_identifier_memory_does_not_hold_gets_no_stand_in(tmp_path: Path) -> None:
+    # A ticket or a commit memory never saw is not "like" one it did: PROJ4822 is not PROJ4821.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Allergic to peanuts.\n- Plays the cello on Sundays.\n",
+                                  encoding="utf-8")
+    (ws / "memory" / "2026-03-02.md").write_text(
+        "# 2026-03-02\n\n- Deploy of build a3f9c21 failed, rolled back to a3f9c20.\n"
+        "- Ticket PROJ4821 is about the login page.\n", encoding="utf-8")
+    scores = []
+    for state, on in (("off", False), ("on", True)):
+        with _mem(tmp_path, ws, synonyms=on, state=state) as mem:
+            mem.sync()
+            scores.append([[(r.path, r.start_line, round(r.score, 9)) for r in mem.search(q, min_score=0).results]
+                           for q in ("PROJ4822", "build a3f9c22", "b7e1d09")])
+    assert scores[0] == scores[1]

@@ -56,6 +56,13 @@ WORD_CACHE_MAX = 4096
 
 # A word of letters (inner apostrophes and hyphens allowed): numbers, hashes and identifiers are never expanded.
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
+_DIGIT = re.compile(r"\d")
+
+
+def _plain_word(word: str) -> bool:
+    """A word that may stand in or be stood in for: letters only, no digit (a ticket "PROJ4822" or a hash
+    "a3f9c22" that memory does not hold is not "like" PROJ4821 or a3f9c21, which embeddings rate close)."""
+    return _DIGIT.search(word) is None
 
 
 def vocabulary_words(texts: Iterable[str]) -> set[str]:
@@ -65,7 +72,7 @@ def vocabulary_words(texts: Iterable[str]) -> set[str]:
     out: set[str] = set()
     for text in texts:
         out.update(w.lower() for w in WORD.findall(text))
-    return {w for w in out if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w)}
+    return {w for w in out if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w) and _plain_word(w)}
 
 
 def _embedder_key(provider: Any) -> str:
@@ -211,7 +218,7 @@ class Vocabulary:
 
         unknown: dict[str, str] = {}
         for w in words:
-            if not WORD.fullmatch(w) or len(w) < 2 or CJK_RUN_RE.search(w):
+            if not WORD.fullmatch(w) or len(w) < 2 or CJK_RUN_RE.search(w) or not _plain_word(w):
                 continue
             unknown.setdefault(stem(w), w.lower())
         if not unknown:
@@ -241,7 +248,8 @@ class Vocabulary:
                 if cos < THETA or len(picks) >= TOP:
                     break
                 t = terms[j]
-                if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks):
+                # (a vocabulary filled before identifiers were left out may hold some)
+                if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks) or not _plain_word(t):
                     continue
                 picks.append((vocab_words[j], t, GAMMA * cos))
             if picks:
