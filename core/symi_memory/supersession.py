@@ -264,7 +264,10 @@ def calendar_days(text: str, written: float) -> tuple[frozenset[str], bool]:
     days: set[str] = set()
     ahead = False
     full: list[float] = []
-    year = datetime.fromtimestamp(written, UTC).year if written > 0 else None
+    try:
+        year = datetime.fromtimestamp(written, UTC).year if written > 0 else None
+    except (ValueError, OverflowError, OSError):  # a time no calendar holds (epoch microseconds read as ms)
+        year, written = None, 0.0
     for m in CALENDAR_DAY_RE.finditer(text):
         y = int(m[1]) if m[1] else year
         try:
