@@ -252,3 +252,19 @@ def test_an_identifier_memory_does_not_hold_gets_no_stand_in(tmp_path: Path) -> 
             scores.append([[(r.path, r.start_line, round(r.score, 9)) for r in mem.search(q, min_score=0).results]
                            for q in ("PROJ4822", "build a3f9c22", "b7e1d09")])
     assert scores[0] == scores[1]
+
+
+
+def test_a_hyphenated_word_does_not_stand_in_through_its_first_letter(tmp_path: Path) -> None:
+    # The index splits "e-mail" into "e" and "mail". A query word memory does not hold ("emails") must not
+    # count every "e" of the index (vitamin E) as if it were the e-mail.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Takes vitamin E with breakfast.\n", encoding="utf-8")
+    (ws / "memory" / "2026-03-02.md").write_text("# 2026-03-02\n\n- Sent the e-mail to the landlord.\n",
+                                                 encoding="utf-8")
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        cands = mem.backend.search(SearchQuery(text="emails", max_results=10, min_score=0.0,
+                                               candidate_limit=40)).candidates
+        assert not any(c.text_score for c in cands if c.path == "MEMORY.md")

@@ -56,13 +56,18 @@ WORD_CACHE_MAX = 4096
 
 # A word of letters (inner apostrophes and hyphens allowed): numbers, hashes and identifiers are never expanded.
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
-_DIGIT = re.compile(r"\d")
+# Letters only: one index term each (the index splits "e-mail" into "e" and "mail", "don't" into "don" and
+# "t"), and no digit.
+LETTERS = re.compile(r"[^\W\d_]+", re.U)
+# A token as the index reads it: a run of letters and digits.
+_TOKEN = re.compile(r"[^\W_]+", re.U)
 
 
 def _plain_word(word: str) -> bool:
-    """A word that may stand in or be stood in for: letters only, no digit (a ticket "PROJ4822" or a hash
-    "a3f9c22" that memory does not hold is not "like" PROJ4821 or a3f9c21, which embeddings rate close)."""
-    return _DIGIT.search(word) is None
+    """A word that may stand in or be stood in for: letters only. Not one with a digit (a ticket "PROJ4822"
+    or a hash "a3f9c22" that memory does not hold is not "like" PROJ4821 or a3f9c21, which embeddings rate
+    close), nor one the index splits ("e-mail" would stand in as its term "e": every vitamin E)."""
+    return LETTERS.fullmatch(word) is not None
 
 
 def vocabulary_words(texts: Iterable[str]) -> set[str]:
@@ -71,7 +76,7 @@ def vocabulary_words(texts: Iterable[str]) -> set[str]:
 
     out: set[str] = set()
     for text in texts:
-        out.update(w.lower() for w in WORD.findall(text))
+        out.update(w.lower() for w in _TOKEN.findall(text))
     return {w for w in out if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w) and _plain_word(w)}
 
 
@@ -249,7 +254,8 @@ class Vocabulary:
                     break
                 t = terms[j]
                 # (a vocabulary filled before identifiers were left out may hold some)
-                if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks) or not _plain_word(t):
+                if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks) \
+                        or not _plain_word(vocab_words[j]):
                     continue
                 picks.append((vocab_words[j], t, GAMMA * cos))
             if picks:
