@@ -268,3 +268,76 @@ def test_words_whose_vectors_failed_get_them_on_a_later_sync(tmp_path: Path) -> 
         mem.sync()  # nothing new on disk: the words the failed sync left out are caught up
         assert {"zanzibar", "snorkelling"} <= words()
         assert mem.status()["synonyms"]["active"]
+
+
+@attrs.define
+class _StallingEndpoint(HashEmbedder):
+    """A third-party provider whose endpoint stops answering altogether (queries and documents)."""
+
+    stall: threading.Event = attrs.field(factory=threading.Event)
+    release: threading.Event = attrs.field(factory=threading.Event)
+
+    def embed_query(self, text: str) -> list[float]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return super().embed_query(text)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return super().embed_documents(texts)
+
+
+def test_a_search_with_an_unknown_word_does_not_wait_on_an_endpoint_already_known_to_hang(tmp_path: Path) -> None:
+    plugin = _StallingPlugin()
+    plugin.provider = _StallingEndpoint(id="stall", model="stall-1")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "stall"}}}})
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("stall-test", plugin)]) as mem:
+        mem.sync()
+        plugin.provider.stall.set()
+        try:
+            # Every word is in the index: only the query embedding is asked for, and it misses its deadline.
+            assert mem.search("Lisbon flights", min_score=0).results
+            # The endpoint is known to hang: the next search answers by keyword at once, unknown word or not.
+            started = time.monotonic()
+            results = mem.search("Lisbon flights to Portugal", min_score=0).results
+            assert results and results[0].path == "memory/2026-03-02.md"
+            assert time.monotonic() - started < 1.5
+        finally:
+            plugin.provider.release.set()
+
+
+def test_an_identifier_memory_does_not_hold_gets_no_stand_in(tmp_path: Path) -> None:
+    # A ticket or a commit memory never saw is not "like" one it did: PROJ4822 is not PROJ4821.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Allergic to peanuts.\n- Plays the cello on Sundays.\n",
+                                  encoding="utf-8")
+    (ws / "memory" / "2026-03-02.md").write_text(
+        "# 2026-03-02\n\n- Deploy of build a3f9c21 failed, rolled back to a3f9c20.\n"
+        "- Ticket PROJ4821 is about the login page.\n", encoding="utf-8")
+    scores = []
+    for state, on in (("off", False), ("on", True)):
+        with _mem(tmp_path, ws, synonyms=on, state=state) as mem:
+            mem.sync()
+            scores.append([[(r.path, r.start_line, round(r.score, 9)) for r in mem.search(q, min_score=0).results]
+                           for q in ("PROJ4822", "build a3f9c22", "b7e1d09")])
+    assert scores[0] == scores[1]
+
+
+
+def test_a_hyphenated_word_does_not_stand_in_through_its_first_letter(tmp_path: Path) -> None:
+    # The index splits "e-mail" into "e" and "mail". A query word memory does not hold ("emails") must not
+    # count every "e" of the index (vitamin E) as if it were the e-mail.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Takes vitamin E with breakfast.\n", encoding="utf-8")
+    (ws / "memory" / "2026-03-02.md").write_text("# 2026-03-02\n\n- Sent the e-mail to the landlord.\n",
+                                                 encoding="utf-8")
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        cands = mem.backend.search(SearchQuery(text="emails", max_results=10, min_score=0.0,
+                                               candidate_limit=40)).candidates
+        assert not any(c.text_score for c in cands if c.path == "MEMORY.md")

@@ -65,3 +65,34 @@ def test_moved_days_with_the_same_other_values_are_one_plan_worded_differently()
     assert same_thing(draft, confirmed, 0.7, THRESHOLDS, w, line_cos=0.5)
     # Other days of the same app, with nothing else in common, move nothing.
     assert not same_thing(draft, other, 0.7, THRESHOLDS, w, line_cos=0.5)
+
+
+def test_a_day_without_a_year_early_in_the_next_year_is_a_plan_in_a_december_note() -> None:
+    from symi_memory.supersession import rescheduled
+
+    # Written in December, "01-05" is next January's day, not one eleven months back.
+    first = split_lines("memory/2026-12-10.md", 3, "- Grandpa Tomasz plans to stay with us from 01-05 "
+                        "for two weeks.", None)[0]
+    moved = split_lines("memory/2026-12-20.md", 3, "- Grandpa Tomasz is staying with us from 01-12, "
+                        "for two weeks.", None)[0]
+    assert first.ahead and moved.ahead and rescheduled(first, moved)
+    # A day a few weeks back is still past, and a day later in the same year still ahead.
+    assert not split_lines("memory/2026-12-10.md", 3, "- The school concert was on 11-20.", None)[0].ahead
+    assert split_lines("memory/2026-06-10.md", 3, "- The school concert is on 11-20.", None)[0].ahead
+
+
+def test_a_transcript_with_microsecond_timestamps_still_splits_into_lines(tmp_path) -> None:
+    import json
+
+    from symi_memory.sessions import message_times
+
+    # Some exporters write epoch microseconds: read as milliseconds, they land ~55,000 years ahead.
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    (sessions / "a.jsonl").write_text(json.dumps({"type": "message", "timestamp": 1_796_000_000_000_000,
+                                                  "message": {"role": "user", "content": "The visit is on 07-15."}})
+                                      + "\n", encoding="utf-8")
+    written = message_times(sessions, "sessions/a.jsonl", 1, 1)
+    assert written is not None
+    lines = split_lines("sessions/a.jsonl", 1, "User: The visit is on 07-15.", None, written)
+    assert [ln.days for ln in lines] == [frozenset({"07-15"})]

@@ -246,7 +246,10 @@ def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]
     return any(kind in b and not (vals & b[kind]) and (not measured or " " in kind) for kind, vals in a.items())
 
 
-# A calendar day: "2026-07-28", or "07-28" (the year of the line's own date).
+#: A day without its year this far before the line that names it is read as next year's.
+HALF_YEAR_S = 183 * DAY
+# A calendar day: "2026-07-28", or "07-28" (the year of the line's own date; the next year's when that is half a year
+# or more before the line).
 CALENDAR_DAY_RE = re.compile(r"(?<![\d-])(?:(\d{4})-)?(\d{2})-(\d{2})(?![\d-])")
 
 
@@ -261,11 +264,18 @@ def calendar_days(text: str, written: float) -> tuple[frozenset[str], bool]:
     days: set[str] = set()
     ahead = False
     full: list[float] = []
-    year = datetime.fromtimestamp(written, UTC).year if written > 0 else None
+    try:
+        year = datetime.fromtimestamp(written, UTC).year if written > 0 else None
+    except (ValueError, OverflowError, OSError):  # a time no calendar holds (epoch microseconds read as ms)
+        year, written = None, 0.0
     for m in CALENDAR_DAY_RE.finditer(text):
         y = int(m[1]) if m[1] else year
         try:
             stamp = datetime(y or 2000, int(m[2]), int(m[3]), tzinfo=UTC).timestamp()
+            if y is not None and not m[1] and stamp < written - HALF_YEAR_S:
+                # A day without its year, half a year or more before the line: next year's ("01-05" in December).
+                y += 1
+                stamp = datetime(y, int(m[2]), int(m[3]), tzinfo=UTC).timestamp()
         except ValueError:
             continue  # "22-45", a range or a score rather than a day
         days.add(f"{m[2]}-{m[3]}")

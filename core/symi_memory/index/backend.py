@@ -233,9 +233,10 @@ class IndexedBackend:
         theta, _ = min_cosine(provider, self.agent.memory_search["query"]["hybrid"]["synonyms"])
         if theta is None or self.indexer.needs_full():
             return None
-        hung = self._hung_words
-        if hung is not None and not hung.is_set():
-            return None  # an earlier word embedding has not returned (a hung endpoint): not again meanwhile
+        # An earlier word or query embedding has not returned (a hung endpoint): not again meanwhile (the
+        # query side answers by keyword at once then, and so must this).
+        if any(hung is not None and not hung.is_set() for hung in (self._hung_words, self._hung_query)):
+            return None
         if self._vocabulary is None:
             from .synonyms import Vocabulary
 

@@ -374,8 +374,7 @@ class Indexer:
         vocab = Vocabulary(self.store)
         if self.cancel.is_set() or self._down_in_this_sync is not None:
             # Not now (closing, or the provider failed this sync: no second wait on it); the next sync catches up.
-            if words:
-                vocab.mark_incomplete()
+            vocab.skipped(words)
             return
         if not vocab.current(self.choice.provider):
             words = vocabulary_words(vocab.chunk_texts())  # the whole index (the new chunks among it)

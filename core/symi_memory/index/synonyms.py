@@ -23,7 +23,7 @@ import logging
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -51,7 +51,8 @@ TABLE = "vocab_vectors"
 SCHEMA = f"CREATE TABLE IF NOT EXISTS {TABLE} (word TEXT PRIMARY KEY, term TEXT NOT NULL, embedding BLOB NOT NULL)"
 #: meta key: the provider, model and fingerprint the stored word vectors were made with.
 EMBEDDER_META = "vocab_embedder"
-#: meta key, present while words of the index may lack vectors (an update failed, was cancelled or skipped).
+#: meta key, set while words of the index may lack their vectors (an update that failed or was cancelled):
+#: the next sync then looks at every chunk's words, not only its own new ones.
 INCOMPLETE_META = "vocab_incomplete"
 EMBED_BATCH = 256
 #: Query words whose vectors a process keeps (1.5 KB each at 384 dimensions).
@@ -59,6 +60,18 @@ WORD_CACHE_MAX = 4096
 
 # A word of letters (inner apostrophes and hyphens allowed): numbers, hashes and identifiers are never expanded.
 WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
+# Letters only: one index term each (the index splits "e-mail" into "e" and "mail", "don't" into "don" and
+# "t"), and no digit.
+LETTERS = re.compile(r"[^\W\d_]+", re.U)
+# A token as the index reads it: a run of letters and digits.
+_TOKEN = re.compile(r"[^\W_]+", re.U)
+
+
+def _plain_word(word: str) -> bool:
+    """A word that may stand in or be stood in for: letters only. Not one with a digit (a ticket "PROJ4822"
+    or a hash "a3f9c22" that memory does not hold is not "like" PROJ4821 or a3f9c21, which embeddings rate
+    close), nor one the index splits ("e-mail" would stand in as its term "e": every vitamin E)."""
+    return LETTERS.fullmatch(word) is not None
 
 
 def vocabulary_words(texts: Iterable[str]) -> Counter[str]:
@@ -69,9 +82,9 @@ def vocabulary_words(texts: Iterable[str]) -> Counter[str]:
 
     out: Counter[str] = Counter()
     for text in texts:
-        out.update({w.lower() for w in WORD.findall(text)})
+        out.update({w.lower() for w in _TOKEN.findall(text)})
     return Counter({w: n for w, n in out.items()
-                    if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w)})
+                    if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w) and _plain_word(w)})
 
 
 def min_cosine(provider: Any, settings: Mapping[str, Any]) -> tuple[float | None, str]:
@@ -115,20 +128,11 @@ class Vocabulary:
 
         try:
             row = self.store._read("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
-            if self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is not None:
-                return False  # an update failed or was cut short: the next one looks at every chunk's words
             return row is not None and row[0] == _embedder_key(provider) and \
-                self.store._read(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None
+                self.store._read(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None and \
+                self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is None
         except apsw.SQLError:
             return False
-
-    def mark_incomplete(self) -> None:
-        """Words of this sync got no vectors (the provider is down): the next update looks at every chunk's words."""
-        try:
-            with self.store.write():
-                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
-        except Exception as exc:  # a locked index: at worst some words wait for a rebuild
-            log.warning("could not mark the synonym vocabulary incomplete (%s)", exc)
 
     def chunk_texts(self) -> Iterator[str]:
         """The text of every chunk of the index (to fill an empty vocabulary)."""
@@ -172,8 +176,6 @@ class Vocabulary:
                 if row is None or row[0] != key:
                     self.store.conn.execute(f"DELETE FROM {TABLE}")
                     self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EMBEDDER_META, key))
-                # Cleared once every word is in: a crash, a cancel or an outage midway leaves it for the next sync.
-                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
             have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
             if len(have) > max_words:  # the cap was lowered: the words added last go first
                 with self.store.write():
@@ -189,9 +191,11 @@ class Vocabulary:
                              max_words, len(todo) - room)
                 todo = todo[:room]
             added = 0
+            if todo:  # cleared once every word has its vector: a failure or a cancel on the way leaves it set
+                self._mark_incomplete(True)
             for i in range(0, len(todo), EMBED_BATCH):
                 if cancel is not None and cancel.is_set():
-                    break
+                    return added
                 part = todo[i:i + EMBED_BATCH]
                 vecs = provider.embed_documents(part)
                 if len(vecs) != len(part):
@@ -201,13 +205,32 @@ class Vocabulary:
                     self.store.conn.executemany(f"INSERT OR REPLACE INTO {TABLE}(word, term, embedding) VALUES (?,?,?)",
                                                 rows)
                 added += len(rows)
-            if cancel is None or not cancel.is_set():
-                with self.store.write():
-                    self.store.conn.execute("DELETE FROM meta WHERE key=?", (INCOMPLETE_META,))
+            self._mark_incomplete(False)
             return added
-        except Exception as exc:  # an embedding outage, a locked index: the next sync looks at every chunk's words
+        except Exception as exc:  # an embedding outage, a locked index: the next sync tries again (INCOMPLETE_META)
             log.warning("could not update the synonym vocabulary (%s); keyword search goes on without it", exc)
             return 0
+
+    def _mark_incomplete(self, incomplete: bool) -> None:
+        """Set or clear :data:`INCOMPLETE_META` (clearing writes nothing when it is not set)."""
+        if not incomplete and self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is None:
+            return
+        with self.store.write():
+            if incomplete:
+                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
+            else:
+                self.store.conn.execute("DELETE FROM meta WHERE key=?", (INCOMPLETE_META,))
+
+    def skipped(self, words: Collection[str]) -> None:
+        """The indexer wrote chunks with these ``words`` but did not update the vocabulary (a cancelled sync,
+        or one whose provider already failed):
+        the next sync looks at every chunk's words. Best effort."""
+        if not words:
+            return
+        try:
+            self._mark_incomplete(True)
+        except Exception as exc:  # a closing or locked index: those words wait for a full refill
+            log.debug("could not mark the synonym vocabulary incomplete (%s)", exc)
 
     # ------------------------------------------------------------ search side
 
@@ -256,7 +279,7 @@ class Vocabulary:
 
         unknown: dict[str, str] = {}
         for w in words:
-            if not WORD.fullmatch(w) or len(w) < 2 or CJK_RUN_RE.search(w):
+            if not WORD.fullmatch(w) or len(w) < 2 or CJK_RUN_RE.search(w) or not _plain_word(w):
                 continue
             unknown.setdefault(stem(w), w.lower())
         if not unknown:
@@ -286,7 +309,9 @@ class Vocabulary:
                 if cos < theta or len(picks) >= TOP:
                     break
                 t = terms[j]
-                if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks):
+                # (a vocabulary filled before identifiers were left out may hold some)
+                if t in taken or t in STOP_WORDS or any(t == p[1] for p in picks) \
+                        or not _plain_word(vocab_words[j]):
                     continue
                 picks.append((vocab_words[j], t, GAMMA * cos))
             if picks:
