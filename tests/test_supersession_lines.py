@@ -96,3 +96,18 @@ def test_a_transcript_with_microsecond_timestamps_still_splits_into_lines(tmp_pa
     assert written is not None
     lines = split_lines("sessions/a.jsonl", 1, "User: The visit is on 07-15.", None, written)
     assert [ln.days for ln in lines] == [frozenset({"07-15"})]
+
+
+def test_transcript_stamps_in_any_epoch_unit_give_the_same_time(tmp_path) -> None:
+    import json
+
+    from symi_memory.sessions import message_times
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    seconds = 1_796_000_000  # 2026-11-30
+    for name, stamp in [("s", seconds), ("ms", seconds * 1000), ("us", seconds * 1_000_000),
+                        ("ns", seconds * 1_000_000_000), ("iso", "2026-11-30T00:53:20Z")]:
+        (sessions / f"{name}.jsonl").write_text(json.dumps({"type": "message", "timestamp": stamp}) + "\n",
+                                                encoding="utf-8")
+        assert message_times(sessions, f"sessions/{name}.jsonl", 1, 1) == (seconds, seconds), name

@@ -167,11 +167,27 @@ def parse_session_file(path: str | Path) -> SessionDocument:
     return parse_session_bytes(p.read_bytes(), p.name)
 
 
+def epoch_seconds(value: float) -> float:
+    """An epoch timestamp in seconds, from seconds, milliseconds, microseconds or nanoseconds.
+
+    The unit is told by the size (any date from 1973 to 5138 reads right): above 1e17 nanoseconds,
+    above 1e14 microseconds, above 1e11 milliseconds, else seconds.
+    """
+    if value > 1e17:
+        return value / 1e9
+    if value > 1e14:
+        return value / 1e6
+    if value > 1e11:
+        return value / 1e3
+    return float(value)
+
+
 def message_times(directory: str | Path, path: str, start_line: int, end_line: int) -> tuple[float, float] | None:
     """``(first, last)`` ``timestamp`` of the transcript records on JSONL lines ``start_line..end_line``.
 
     ``path`` is the stored ``sessions/<file>.jsonl``. Timestamps are ISO
-    datetimes (``2026-03-01T10:00:00Z``) or epoch seconds/milliseconds;
+    datetimes (``2026-03-01T10:00:00Z``) or epoch seconds, milliseconds, microseconds or
+    nanoseconds (:func:`epoch_seconds`);
     None when no record in the range has one.
     """
     from datetime import UTC, datetime
@@ -192,7 +208,7 @@ def message_times(directory: str | Path, path: str, start_line: int, end_line: i
                 except (ValueError, AttributeError):
                     continue
                 if isinstance(value, int | float) and not isinstance(value, bool):
-                    stamps.append(value / 1000.0 if value > 1e11 else float(value))
+                    stamps.append(epoch_seconds(value))
                 elif isinstance(value, str):
                     try:
                         stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
