@@ -662,3 +662,12 @@ def test_a_one_shot_query_vector_is_the_same_without_the_tokenizers_package(tmp_
     got = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
     assert [g["tokenizers"] for g in got] == [False, False, True]
     assert [g["vector"] for g in got] == reference
+
+
+def test_the_saved_vocabulary_belongs_to_one_model_and_tokenizer(tmp_path):
+    """A vocabulary saved by another version of the bundled model (its own folder) is never read: the
+    folder is named after the model's checksum and the tokenizer file's size."""
+    p = hooks.create(make_ctx(tmp_path, modelCacheDir=str(tmp_path / "models")))
+    p.embed_documents(["how do we deploy the staging server"])  # the first load saves the vocabulary
+    saved = sorted((tmp_path / "models" / "wordpiece").glob("*/vocab-*.txt"))
+    assert [f.parent.name for f in saved] == [f"{MINILM_ONNX_SHA256[:16]}-{bundled_tokenizer().stat().st_size}"]

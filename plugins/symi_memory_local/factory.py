@@ -111,7 +111,9 @@ def _load_onnx(choice: ModelChoice, s: LocalSettings, *, fast_start: bool = Fals
             model_file, tokenizer_file, model=choice.label, model_sha256=sha, threads=s.threads,
             fast_start=fast_start, graph_cache=s.cache_dir / GRAPH_CACHE,
             # The bundled tokenizer (verified by _resolve_onnx): its rules are the ones wordpiece.py follows.
-            wordpiece_cache=s.cache_dir / WORDPIECE_CACHE if tokenizer_file == bundled_tokenizer() else None,
+            # One folder per model and tokenizer, so a vocabulary saved for an earlier version is never read.
+            wordpiece_cache=(s.cache_dir / WORDPIECE_CACHE / f"{sha[:16]}-{Path(tokenizer_file).stat().st_size}"
+                             if tokenizer_file == bundled_tokenizer() else None),
         )
     except (RuntimeError, ValueError, OSError) as exc:
         # onnxruntime/tokenizers raise these for unreadable or foreign files.
