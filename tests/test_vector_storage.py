@@ -226,6 +226,34 @@ def test_int8_scan_stays_exact_when_later_rows_exceed_its_codes(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
+def test_quantized_scan_stays_exact_when_a_stored_vector_is_not_finite(tmp_path: Path, scan: str) -> None:
+    # A provider's NaN or inf output is stored as is. The float32 scan never ranks it; in a quantized copy it
+    # made the recorded error NaN, so no band was rescored and every search answered from the scan's order.
+    pytest.importorskip("faiss")
+    import json
+
+    import numpy as np
+
+    from symi_memory.index.store import ChunkRow, FileRow
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 1500)
+    try:
+        bad = np.full(vecs.shape[1], np.nan, dtype=np.float32), np.full(vecs.shape[1], np.inf, dtype=np.float32)
+        rows = [ChunkRow(id=f"bad{i}", path="memory/bad.md", source="memory", start_line=i, end_line=i,
+                         hash=f"bad{i}", text="bad", embedding=v.tobytes()) for i, v in enumerate(bad)]
+        store.replace_files([(FileRow(path="memory/bad.md", source="memory", hash="b", mtime=0.0, size=0), rows)],
+                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})})
+        quant, full = ExactVectors(store, scan=scan), ExactVectors(store, scan="float32")
+        for q in vecs[rng.integers(0, len(vecs), 20)] + 0.02 * rng.normal(size=(20, vecs.shape[1])):
+            for k in (1, 10):
+                a, b = quant.search(q.tolist(), k), full.search(q.tolist(), k)
+                assert [r for r, _ in a] == [r for r, _ in b], (scan, k)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
 def test_quantized_scan_follows_deletes_and_writes(tmp_path: Path, scan: str) -> None:
     pytest.importorskip("faiss")
     import json

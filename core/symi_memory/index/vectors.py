@@ -195,6 +195,12 @@ class ExactVectors:
         def add_block(rows: Any) -> None:
             nonlocal scale, err_dim, err_row, code_row
             _normalise(rows)
+            # A stored vector with NaN or inf (a provider's bad output) scores NaN in the float32 scan, so it
+            # never ranks; in the copy it would make the codes' scale and the recorded error NaN, and a NaN
+            # bound rescored no more than the first k chunks of every search. It scans as a zero row.
+            bad = ~np.isfinite(rows).all(axis=1)
+            if bad.any():
+                rows[bad] = 0.0
             if kind == "int8" and scale is None:
                 # Per-dimension scale from the first block, with headroom for later rows; a row beyond
                 # it is clipped, and the error recorded below (what the rescoring bound uses) includes
@@ -421,7 +427,7 @@ class ExactVectors:
             qn = float(np.linalg.norm(q))
             norms = np.linalg.norm(m, axis=1)
             norms[norms == 0] = np.inf  # a zero vector scores 0
-            return (m @ q) / (norms * qn)
+            return _nan_last((m @ q) / (norms * qn))
         ends = np.append(offsets[1:], len(vids))
         lengths = ends[segs] - offsets[segs]
         rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
@@ -433,7 +439,7 @@ class ExactVectors:
         norms[norms == 0] = np.inf
         cos = (m @ qq) / norms
         starts = np.cumsum(lengths) - lengths
-        return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+        return _nan_last(combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight))
 
     def _exact_chunks(self, q: Any, rowids: Sequence[int]) -> dict[int, float] | None:
         """Exact scores of these chunk rowids that the current scan copy holds, read by stored id."""
@@ -577,3 +583,11 @@ def _normalise(rows: Any) -> None:
     norms = np.linalg.norm(rows, axis=1)
     norms[norms == 0] = 1.0
     rows /= norms[:, None]
+
+
+def _nan_last(scores: Any) -> Any:
+    """Rescored scores with NaN (a stored vector with NaN) as -inf: ranked last, as the float32 scan ranks NaN."""
+    import numpy as np
+
+    scores[np.isnan(scores)] = -np.inf
+    return scores
