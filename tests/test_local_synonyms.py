@@ -356,3 +356,17 @@ def test_raising_max_words_fills_in_the_words_a_full_vocabulary_left_out(tmp_pat
         mem.sync()
         assert _word_vectors(mem) >= everything
         assert mem.status()["synonyms"]["words"] == _word_vectors(mem)
+
+
+def test_max_words_zero_turns_local_synonyms_off_at_once(tmp_path: Path) -> None:
+    # "0: no word vectors": a vocabulary made before stands in for nothing, and status says why, without
+    # waiting for a sync that indexes a change (the one that empties the table).
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert _top(mem, "trip to Portugal").text_score
+    with _mem(tmp_path, ws, maxWords=0) as mem:
+        mem.sync()
+        assert not _top(mem, "trip to Portugal").text_score
+        st = mem.status()["synonyms"]
+        assert not st["active"] and st["reason"] == "maxWords is 0"
