@@ -341,3 +341,32 @@ def test_a_hyphenated_word_does_not_stand_in_through_its_first_letter(tmp_path: 
         cands = mem.backend.search(SearchQuery(text="emails", max_results=10, min_score=0.0,
                                                candidate_limit=40)).candidates
         assert not any(c.text_score for c in cands if c.path == "MEMORY.md")
+
+
+def test_raising_max_words_fills_in_the_words_a_full_vocabulary_left_out(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws, state="all") as mem:
+        mem.sync()
+        everything = _word_vectors(mem)
+    with _mem(tmp_path, ws, maxWords=12) as mem:
+        mem.sync()
+        assert everything > 12 and _word_vectors(mem) == 12
+    with _mem(tmp_path, ws) as mem:  # the cap raised (to the default): the next sync takes the words left out
+        (ws / "memory" / "2026-03-21.md").write_text("# 2026-03-21\n\n- Bought a bicycle.\n", encoding="utf-8")
+        mem.sync()
+        assert _word_vectors(mem) >= everything
+        assert mem.status()["synonyms"]["words"] == _word_vectors(mem)
+
+
+def test_max_words_zero_turns_local_synonyms_off_at_once(tmp_path: Path) -> None:
+    # "0: no word vectors": a vocabulary made before stands in for nothing, and status says why, without
+    # waiting for a sync that indexes a change (the one that empties the table).
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert _top(mem, "trip to Portugal").text_score
+    with _mem(tmp_path, ws, maxWords=0) as mem:
+        mem.sync()
+        assert not _top(mem, "trip to Portugal").text_score
+        st = mem.status()["synonyms"]
+        assert not st["active"] and st["reason"] == "maxWords is 0"

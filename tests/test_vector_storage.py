@@ -157,15 +157,21 @@ def test_plugins_reach_the_index_only_through_the_store_api() -> None:
 
 def _random_store(path: Path, n: int, dims: int = 64):  # type: ignore[no-untyped-def]
     """A real IndexStore holding ``n`` clustered vectors (close neighbours, so float16 rounding matters)."""
-    import json
-
     import numpy as np
-
-    from symi_memory.index.store import ChunkRow, FileRow, IndexStore
 
     rng = np.random.default_rng(7)
     centres = rng.normal(size=(20, dims)).astype(np.float32)
     vecs = centres[rng.integers(0, 20, n)] + 0.05 * rng.normal(size=(n, dims)).astype(np.float32)
+    return _store_of(path, vecs), vecs, rng
+
+
+def _store_of(path: Path, vecs):  # type: ignore[no-untyped-def]
+    """A real IndexStore holding these vectors, a chunk each, in rowid order."""
+    import json
+
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore
+
+    n = len(vecs)
     store = IndexStore.open(path)
     ident = json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})
     files = []
@@ -174,7 +180,7 @@ def _random_store(path: Path, n: int, dims: int = 64):  # type: ignore[no-untype
                          text=f"chunk {i}", embedding=vecs[i].tobytes()) for i in range(f, min(n, f + 100))]
         files.append((FileRow(path=f"memory/{f}.md", source="memory", hash=str(f), mtime=0.0, size=0), rows))
     store.replace_files(files, meta={"identity": ident})
-    return store, vecs, rng
+    return store
 
 
 QUANTIZED_SCANS = {"float16": "float16+float32-rescoring", "int8": "int8+float32-rescoring"}
@@ -221,6 +227,79 @@ def test_int8_scan_stays_exact_when_later_rows_exceed_its_codes(tmp_path: Path, 
             assert {r for r, _ in a} == {r for r, _ in b}
             assert all(abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b, strict=True))
         assert quant._quant.err_dim.max() > 0.05, "rows were clipped"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
+def test_the_first_search_after_a_load_is_exact(tmp_path: Path, scan: str) -> None:
+    # Near-identical vectors: the scan's order says little, the rescoring band decides. The search that
+    # loaded the copy took the stale-copy path (its candidates rescored by chunk, no band) and missed the best.
+    pytest.importorskip("faiss")
+    import numpy as np
+
+    from symi_memory.index.vectors import ExactVectors
+
+    rng = np.random.default_rng(1)
+    centre = rng.normal(size=64).astype(np.float32)
+    store = _store_of(tmp_path / "n.sqlite", centre + 1e-4 * rng.normal(size=(3000, 64)).astype(np.float32))
+    try:
+        full = ExactVectors(store, scan="float32")
+        for q in centre + 0.5 * rng.normal(size=(20, 64)):
+            for k in (1, 10):
+                got = ExactVectors(store, scan=scan).search(q.tolist(), k)  # loads, then searches
+                assert got == full.search(q.tolist(), k), (scan, k)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
+def test_ties_go_to_the_lower_rowid_in_every_scan(tmp_path: Path, scan: str) -> None:
+    # Duplicated notes hold the same vector: the float32 scan answered with whichever copy argpartition put
+    # first, the quantized scans (auto from 50k vectors) with the first by rowid.
+    pytest.importorskip("faiss")
+    import numpy as np
+
+    from symi_memory.index.vectors import ExactVectors
+
+    rng = np.random.default_rng(1)
+    centres = rng.normal(size=(30, 64)).astype(np.float32)
+    store = _store_of(tmp_path / "d.sqlite", centres[rng.integers(0, 30, 3000)])
+    try:
+        quant, full = ExactVectors(store, scan=scan), ExactVectors(store, scan="float32")
+        for q in centres[rng.integers(0, 30, 10)] + 0.3 * rng.normal(size=(10, 64)):
+            for k in (1, 10, 80):
+                a, b = quant.search(q.tolist(), k), full.search(q.tolist(), k)
+                assert [r for r, _ in a] == [r for r, _ in b], (scan, k)
+                assert all(x[0] < y[0] for x, y in zip(b, b[1:], strict=False) if x[1] == y[1]), "ties by rowid"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("scan", sorted(QUANTIZED_SCANS))
+def test_quantized_scan_stays_exact_when_a_stored_vector_is_not_finite(tmp_path: Path, scan: str) -> None:
+    # A provider's NaN or inf output is stored as is. The float32 scan never ranks it; in a quantized copy it
+    # made the recorded error NaN, so no band was rescored and every search answered from the scan's order.
+    pytest.importorskip("faiss")
+    import json
+
+    import numpy as np
+
+    from symi_memory.index.store import ChunkRow, FileRow
+    from symi_memory.index.vectors import ExactVectors
+
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 1500)
+    try:
+        bad = np.full(vecs.shape[1], np.nan, dtype=np.float32), np.full(vecs.shape[1], np.inf, dtype=np.float32)
+        rows = [ChunkRow(id=f"bad{i}", path="memory/bad.md", source="memory", start_line=i, end_line=i,
+                         hash=f"bad{i}", text="bad", embedding=v.tobytes()) for i, v in enumerate(bad)]
+        store.replace_files([(FileRow(path="memory/bad.md", source="memory", hash="b", mtime=0.0, size=0), rows)],
+                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})})
+        quant, full = ExactVectors(store, scan=scan), ExactVectors(store, scan="float32")
+        for q in vecs[rng.integers(0, len(vecs), 20)] + 0.02 * rng.normal(size=(20, vecs.shape[1])):
+            for k in (1, 10):
+                a, b = quant.search(q.tolist(), k), full.search(q.tolist(), k)
+                assert [r for r, _ in a] == [r for r, _ in b], (scan, k)
     finally:
         store.close()
 

@@ -122,7 +122,8 @@ class Synonyms:
                          doc="At most this many word vectors are kept (1.5 KB each at 384 dimensions, all loaded "
                              "by every searching process). A full vocabulary takes no new words; the words held "
                              "by the most chunks go in first. Lowered, the words added last are dropped at the "
-                             "next sync that indexes a change; 0: no word vectors.")
+                             "next sync that indexes a change; raised, the next sync adds the words left out; "
+                             "0: no word vectors.")
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)

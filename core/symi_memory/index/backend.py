@@ -230,8 +230,10 @@ class IndexedBackend:
         known for its model, or vectors of another model)."""
         from .synonyms import min_cosine
 
-        theta, _ = min_cosine(provider, self.agent.memory_search["query"]["hybrid"]["synonyms"])
-        if theta is None or self.indexer.needs_full():
+        settings = self.agent.memory_search["query"]["hybrid"]["synonyms"]
+        theta, _ = min_cosine(provider, settings)
+        # maxWords 0: no word vectors, so none stand in (a vocabulary made before is emptied by the next sync).
+        if theta is None or not settings["maxWords"] or self.indexer.needs_full():
             return None
         # An earlier word or query embedding has not returned (a hung endpoint): not again meanwhile (the
         # query side answers by keyword at once then, and so must this).
@@ -517,9 +519,10 @@ class IndexedBackend:
         reason = None if theta is not None else source
         if theta is not None and not settings["enabled"]:
             reason = "keyword search is off (query.hybrid.enabled = false)"
+        elif theta is not None and not settings["synonyms"]["maxWords"]:
+            reason = "maxWords is 0"
         elif theta is not None and not words:
-            reason = ("maxWords is 0" if not settings["synonyms"]["maxWords"]
-                      else "no word vectors yet (the next sync makes them)")
+            reason = "no word vectors yet (the next sync makes them)"
         return {"enabled": bool(settings["synonyms"]["enabled"]), "active": reason is None,
                 "minCosine": theta, "minCosineSource": source if theta is not None else None,
                 "words": words, "maxWords": int(settings["synonyms"]["maxWords"]), "reason": reason}

@@ -376,10 +376,10 @@ class Indexer:
             # Not now (closing, or the provider failed this sync: no second wait on it); the next sync catches up.
             vocab.skipped(words)
             return
-        if not vocab.current(self.choice.provider):
+        max_words = int(self.agent.memory_search["query"]["hybrid"]["synonyms"]["maxWords"])
+        if not vocab.current(self.choice.provider, max_words):
             words = vocabulary_words(vocab.chunk_texts())  # the whole index (the new chunks among it)
-        vocab.update(self.choice.provider, words, cancel=self.cancel,
-                     max_words=int(self.agent.memory_search["query"]["hybrid"]["synonyms"]["maxWords"]))
+        vocab.update(self.choice.provider, words, cancel=self.cancel, max_words=max_words)
 
     def _record(self, reason: str) -> None:
         """Keep what this sync learnt in the index's meta table, for ``status`` in any later process."""

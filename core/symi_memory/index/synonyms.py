@@ -54,6 +54,9 @@ EMBEDDER_META = "vocab_embedder"
 #: meta key, set while words of the index may lack their vectors (an update that failed or was cancelled):
 #: the next sync then looks at every chunk's words, not only its own new ones.
 INCOMPLETE_META = "vocab_incomplete"
+#: meta key: the ``maxWords`` at which an update left words out for lack of room. A larger cap makes the
+#: vocabulary not :meth:`Vocabulary.current`, so the next sync offers it the words of every chunk again.
+CAPPED_META = "vocab_capped"
 EMBED_BATCH = 256
 #: Query words whose vectors a process keeps (1.5 KB each at 384 dimensions).
 WORD_CACHE_MAX = 4096
@@ -122,15 +125,18 @@ class Vocabulary:
 
     # ------------------------------------------------------------ indexer side
 
-    def current(self, provider: Any) -> bool:
-        """Whether the vocabulary holds vectors made by this provider (else it is refilled from the whole index)."""
+    def current(self, provider: Any, max_words: int | None = None) -> bool:
+        """Whether the vocabulary holds vectors made by this provider, with no word missing that ``max_words``
+        has room for (else it is refilled from the whole index)."""
         import apsw
 
         try:
             row = self.store._read("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
+            capped = self.store._read("SELECT value FROM meta WHERE key=?", (CAPPED_META,)).fetchone()
             return row is not None and row[0] == _embedder_key(provider) and \
                 self.store._read(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None and \
-                self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is None
+                self.store._read("SELECT 1 FROM meta WHERE key=?", (INCOMPLETE_META,)).fetchone() is None and \
+                not (max_words is not None and capped is not None and int(capped[0]) < max_words)
         except apsw.SQLError:
             return False
 
@@ -175,6 +181,7 @@ class Vocabulary:
                 row = self.store.conn.execute("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
                 if row is None or row[0] != key:
                     self.store.conn.execute(f"DELETE FROM {TABLE}")
+                    self.store.conn.execute("DELETE FROM meta WHERE key=?", (CAPPED_META,))
                     self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EMBEDDER_META, key))
             have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
             if len(have) > max_words:  # the cap was lowered: the words added last go first
@@ -182,7 +189,7 @@ class Vocabulary:
                     self.store.conn.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rowid FROM {TABLE} "
                                             "ORDER BY rowid DESC LIMIT ?)", (len(have) - max_words,))
                 have = {r[0] for r in self.store._read(f"SELECT word FROM {TABLE}").fetchall()}
-            todo = sorted((w for w in words if w not in have), key=lambda w: (-words[w], w))
+            todo = wanted = sorted((w for w in words if w not in have), key=lambda w: (-words[w], w))
             room = max(0, max_words - len(have))
             if len(todo) > room:
                 if room:  # the sync that fills it says so; later ones leave new words out quietly
@@ -190,6 +197,7 @@ class Vocabulary:
                              "query.hybrid.synonyms.maxWords); %d less widely held words left out",
                              max_words, len(todo) - room)
                 todo = todo[:room]
+            self._mark_capped(max_words if len(todo) < len(wanted) else None)
             added = 0
             if todo:  # cleared once every word has its vector: a failure or a cancel on the way leaves it set
                 self._mark_incomplete(True)
@@ -220,6 +228,18 @@ class Vocabulary:
                 self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (INCOMPLETE_META,))
             else:
                 self.store.conn.execute("DELETE FROM meta WHERE key=?", (INCOMPLETE_META,))
+
+    def _mark_capped(self, max_words: int | None) -> None:
+        """Record the cap at which words were left out (:data:`CAPPED_META`); None: every word offered got in,
+        which clears a record of a smaller cap (the refill after the cap was raised)."""
+        row = self.store._read("SELECT value FROM meta WHERE key=?", (CAPPED_META,)).fetchone()
+        if max_words is not None and (row is None or int(row[0]) != max_words):
+            with self.store.write():
+                self.store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                                        (CAPPED_META, str(max_words)))
+        elif max_words is None and row is not None:
+            with self.store.write():
+                self.store.conn.execute("DELETE FROM meta WHERE key=?", (CAPPED_META,))
 
     def skipped(self, words: Collection[str]) -> None:
         """The indexer wrote chunks with these ``words`` but did not update the vocabulary (a cancelled sync,

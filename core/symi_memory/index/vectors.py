@@ -195,6 +195,12 @@ class ExactVectors:
         def add_block(rows: Any) -> None:
             nonlocal scale, err_dim, err_row, code_row
             _normalise(rows)
+            # A stored vector with NaN or inf (a provider's bad output) scores NaN in the float32 scan, so it
+            # never ranks; in the copy it would make the codes' scale and the recorded error NaN, and a NaN
+            # bound rescored no more than the first k chunks of every search. It scans as a zero row.
+            bad = ~np.isfinite(rows).all(axis=1)
+            if bad.any():
+                rows[bad] = 0.0
             if kind == "int8" and scale is None:
                 # Per-dimension scale from the first block, with headroom for later rows; a row beyond
                 # it is clipped, and the error recorded below (what the rescoring bound uses) includes
@@ -317,6 +323,9 @@ class ExactVectors:
             with self._lock:
                 self._loading = False
             raise
+        # The copy just loaded is this generation's: its stored ids serve this search (else the first search
+        # after every synchronous load was rescored by chunk, its candidates alone, without the band).
+        self._last.current = True
         return True
 
     def _chunk_count(self) -> int:
@@ -359,8 +368,14 @@ class ExactVectors:
         # Without units a chunk's score is its own cosine (combine_unit of it with itself), as rescoring computes it.
         self._last.scan = (q, ids, scores)
         k = min(k, scores.shape[0])
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
+        part = np.argpartition(-scores, k - 1)
+        # Ties by rowid, as the quantized scan breaks them (the scan's rows are in rowid order): every row
+        # scoring the k-th best score takes part, not those argpartition happened to put first (two copies
+        # of a note answered with the later one, and a different one once the index grew to the int8 scan).
+        top = np.flatnonzero(scores >= scores[part[k - 1]])
+        if len(top) < k:  # NaN scores (a stored vector with NaN) among the k
+            top = part[:k]
+        top = top[np.argsort(-scores[top], kind="stable")][:k]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
@@ -407,31 +422,29 @@ class ExactVectors:
     def _segments(self, copy: _Quantized, segs: Any, q: Any) -> Any:
         """Exact scores of these scan segments (chunk indexes into the scan) from their stored float32 vectors.
 
-        Computed as :func:`combined_cosines` (with units) or :meth:`cosine` (without) compute them;
-        None when the stored vectors are no longer those of the scan copy (the caller reads by chunk).
+        Computed as the float32 scan computes them (bit for bit while its product runs in einsum, below
+        ``SMALL_SCAN_ROWS``); None when the stored vectors are no longer those of the scan copy (the caller reads by chunk).
         """
         import numpy as np
 
         offsets, vids, generation = copy.offsets, copy.vids, copy.generation
         segs = np.asarray(segs, dtype=np.int64)
         if offsets is None:
-            m = self.store.vector_rows(vids[segs], q.shape[0], generation)
-            if m is None:
-                return None
-            qn = float(np.linalg.norm(q))
-            norms = np.linalg.norm(m, axis=1)
-            norms[norms == 0] = np.inf  # a zero vector scores 0
-            return (m @ q) / (norms * qn)
-        ends = np.append(offsets[1:], len(vids))
-        lengths = ends[segs] - offsets[segs]
-        rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            rows = segs
+        else:
+            ends = np.append(offsets[1:], len(vids))
+            lengths = ends[segs] - offsets[segs]
+            rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
         m = self.store.vector_rows(vids[rows], q.shape[0], generation)
         if m is None:
             return None
-        qq = q / float(np.linalg.norm(q))
-        norms = np.linalg.norm(m, axis=1)
-        norms[norms == 0] = np.inf
-        cos = (m @ qq) / norms
+        # As the float32 scan computes a score (rows normalised, then one loop per row): the same bits, so a
+        # float32 and a quantized scan order near-ties alike, and copies of one vector tie wherever they sit
+        # in the batch (a matrix product gave them scores a few ulps apart, by position).
+        _normalise(m)
+        cos = _nan_last(np.einsum("ij,j->i", m, q))
+        if offsets is None:
+            return cos
         starts = np.cumsum(lengths) - lengths
         return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
 
@@ -577,3 +590,11 @@ def _normalise(rows: Any) -> None:
     norms = np.linalg.norm(rows, axis=1)
     norms[norms == 0] = 1.0
     rows /= norms[:, None]
+
+
+def _nan_last(scores: Any) -> Any:
+    """Rescored scores with NaN (a stored vector with NaN) as -inf: ranked last, as the float32 scan ranks NaN."""
+    import numpy as np
+
+    scores[np.isnan(scores)] = -np.inf
+    return scores
