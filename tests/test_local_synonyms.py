@@ -370,3 +370,12 @@ def test_max_words_zero_turns_local_synonyms_off_at_once(tmp_path: Path) -> None
         assert not _top(mem, "trip to Portugal").text_score
         st = mem.status()["synonyms"]
         assert not st["active"] and st["reason"] == "maxWords is 0"
+
+
+def test_a_negative_min_cosine_is_refused_with_the_key_named() -> None:
+    # -1 would let any index word stand in for every unknown word.
+    from symi_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"synonyms\.minCosine: -0\.5 is out of range"):
+        load_config(None, overrides={"agents": {"defaults": {"memorySearch": {
+            "query": {"hybrid": {"synonyms": {"minCosine": -0.5}}}}}}})

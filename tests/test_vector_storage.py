@@ -386,3 +386,11 @@ def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, 
             r for r, _ in small.search(vecs[3].tolist(), 5)}
     finally:
         store.close()
+
+
+def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
+    # A d-term float32 dot product can be off by about d * 2**-24 on each side: 1e-4 is not enough at 1,536-d.
+    from symi_memory.index.vectors import BOUND_SLACK, slack
+
+    assert slack(384) == BOUND_SLACK
+    assert slack(1536) >= 2 * 1536 * 2.0 ** -24 > BOUND_SLACK

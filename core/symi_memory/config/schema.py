@@ -112,7 +112,7 @@ class Synonyms:
                             "provider), only for a model whose threshold is known (measured: local "
                             "all-MiniLM-L6-v2) or set in minCosine; false: no word vectors, no expansion. "
                             "See docs/search-scores.md.")
-    min_cosine: float | None = opt("minCosine", None, kind="float", lo=-1.0, hi=1.0,
+    min_cosine: float | None = opt("minCosine", None, kind="float", lo=0.0, hi=1.0,
                                    doc="Least word-to-word cosine for an index word to stand in for a query word. "
                                        "Unset: the threshold measured for the provider's model (0.45 for local "
                                        "all-MiniLM-L6-v2); a model without one (other local models, remote "

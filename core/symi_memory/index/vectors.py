@@ -43,8 +43,16 @@ HALF_AUTO_MIN = 50_000  # scan: auto uses int8 from this many vectors (below, th
 # instead of 64 costs about 0.8 ms, a second scan 7 ms.
 RESCORE_WIDE = {"float16": (4, 64), "int8": (8, 512)}
 # Added to the quantization bound: float32 rounding of the scan's and the rescoring's dot products
-# (384 terms: under 3e-5 each) and of the scan copy's normalisation.
+# (384 terms: under 3e-5 each) and of the scan copy's normalisation. At least this; for wide vectors
+# the worst case of a d-term float32 dot product on each side (see slack()).
 BOUND_SLACK = 1e-4
+
+
+def slack(dims: int) -> float:
+    """The rounding margin of the bound for ``dims``-dimensional vectors: the worst-case error of a
+    float32 dot product of ``dims`` terms (about ``dims * 2**-24``) on each of the two sides, three
+    times over (scan, rescoring, normalisation), and never under :data:`BOUND_SLACK`."""
+    return max(BOUND_SLACK, 3 * dims * 2.0 ** -24)
 INT8_MAX = 127.0
 # int8 codes span this many times the first block's largest value of each dimension: 8k rows of 384-d
 # vectors miss the largest of 100k by up to 1.36x (synthetic clusters; p99 1.3x), and clipped rows widen
@@ -538,13 +546,13 @@ class ExactVectors:
         first = float(np.abs(q) @ err_dim)
         if scale is None:
             return (np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32), 1.0,
-                    min(first, err_row) + BOUND_SLACK)
+                    min(first, err_row) + slack(q.shape[-1]))
         r = (q / scale).astype(np.float64)
         top = float(np.abs(r).max())
         t = INT8_MAX / top if top > 0 else 1.0
         p = np.rint(r * t)
         rounding = float(np.linalg.norm(p / t - r)) * code_row
-        bound = min(first, float(np.linalg.norm(r)) * err_row) + rounding + BOUND_SLACK
+        bound = min(first, float(np.linalg.norm(r)) * err_row) + rounding + slack(q.shape[-1])
         return np.ascontiguousarray(p.reshape(1, -1), dtype=np.float32), 1.0 / t, bound
 
     def _fallback(self, copy: _Quantized, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
