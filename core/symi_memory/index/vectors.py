@@ -597,7 +597,8 @@ def _normalise(rows: Any) -> None:
 
     norms = np.linalg.norm(rows, axis=1)
     norms[norms == 0] = 1.0
-    rows /= norms[:, None]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a non-finite row stays NaN: _nan_last
+        rows /= norms[:, None]
 
 
 def _nan_last(scores: Any) -> Any:
