@@ -246,27 +246,16 @@ class IndexedBackend:
 
         def embed(words: list[str]) -> list[list[float]]:
             # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
-            box: dict[str, Any] = {}
-            done = threading.Event()
-
-            def run() -> None:
-                try:
-                    box["vectors"] = provider.embed_documents(words)
-                except BaseException as exc:  # handed to the searching thread
-                    box["error"] = exc
-                finally:
-                    done.set()
-
             if self._words_worker is None:
                 self._words_worker = _Worker("symi-synonym-embed")
-            self._words_worker.submit(run)
+            done, box = self._words_worker.call(lambda: provider.embed_documents(words))
             if not done.wait(QUERY_EMBED_DEADLINE_S):
                 self._hung_words = done
                 raise EmbeddingError(f"word embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s",
                                      provider=provider.id)
             if "error" in box:
                 raise box["error"]
-            return box["vectors"]  # type: ignore[no-any-return]
+            return box["value"]  # type: ignore[no-any-return]
 
         try:
             return self._vocabulary.for_query(provider, qa, generation, embed=embed, theta=theta)
@@ -289,22 +278,12 @@ class IndexedBackend:
         hung = self._hung_query
         if hung is not None and not hung.is_set():
             return None
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["vector"] = provider.embed_query(text)
-            except BaseException as exc:  # handed to the searching thread
-                box["error"] = exc
-            finally:
-                done.set()
-
         # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
         if self._query_worker is None:
             self._query_worker = _Worker("symi-query-embed")
-        box["started"] = time.monotonic()
-        self._query_worker.submit(run)
+        started = time.monotonic()
+        done, box = self._query_worker.call(lambda: provider.embed_query(text))
+        box["started"] = started
         return done, box
 
     def _prepare_vectors(self) -> None:
@@ -341,7 +320,7 @@ class IndexedBackend:
             return None, f"query embedding failed ({error}); keyword results only"
         if error is not None:
             raise error
-        return box["vector"], None
+        return box["value"], None
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
@@ -574,6 +553,23 @@ class _Worker:
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
+
+    def call(self, fn: Callable[[], Any]) -> tuple[threading.Event, dict[str, Any]]:
+        """Run ``fn`` on this thread; the event is set once it has returned, with its result in the dict
+        under ``"value"``, or what it raised under ``"error"`` (for the waiting thread to raise)."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        self.submit(run)
+        return done, box
 
     def stop(self, timeout: float) -> None:
         """End the thread once the jobs already submitted are done, waiting up to ``timeout`` for it.
