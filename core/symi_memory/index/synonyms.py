@@ -61,8 +61,6 @@ EMBED_BATCH = 256
 #: Query words whose vectors a process keeps (1.5 KB each at 384 dimensions).
 WORD_CACHE_MAX = 4096
 
-# A word of letters (inner apostrophes and hyphens allowed): numbers, hashes and identifiers are never expanded.
-WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.U)
 # Letters only: one index term each (the index splits "e-mail" into "e" and "mail", "don't" into "don" and
 # "t"), and no digit.
 LETTERS = re.compile(r"[^\W\d_]+", re.U)
@@ -71,23 +69,24 @@ _TOKEN = re.compile(r"[^\W_]+", re.U)
 
 
 def _plain_word(word: str) -> bool:
-    """A word that may stand in or be stood in for: letters only. Not one with a digit (a ticket "PROJ4822"
-    or a hash "a3f9c22" that memory does not hold is not "like" PROJ4821 or a3f9c21, which embeddings rate
-    close), nor one the index splits ("e-mail" would stand in as its term "e": every vitamin E)."""
-    return LETTERS.fullmatch(word) is not None
+    """A word that may stand in or be stood in for: two or more letters and nothing else, no CJK run (the
+    index reads those as bigrams). Not one with a digit (a ticket "PROJ4822" or a hash "a3f9c22" that
+    memory does not hold is not "like" PROJ4821 or a3f9c21, which embeddings rate close), nor one the index
+    splits ("e-mail" would stand in as its term "e": every vitamin E)."""
+    from .keyword import CJK_RUN_RE
+
+    return len(word) > 1 and LETTERS.fullmatch(word) is not None and not CJK_RUN_RE.search(word)
 
 
 def vocabulary_words(texts: Iterable[str]) -> Counter[str]:
     """The distinct words of ``texts`` worth a vector (folded, letters only, two or more, not stop words),
     each with how many of the texts hold it."""
     from .analysis import STOP_WORDS
-    from .keyword import CJK_RUN_RE
 
     out: Counter[str] = Counter()
     for text in texts:
         out.update({w.lower() for w in _TOKEN.findall(text)})
-    return Counter({w: n for w, n in out.items()
-                    if len(w) > 1 and w not in STOP_WORDS and not CJK_RUN_RE.search(w) and _plain_word(w)})
+    return Counter({w: n for w, n in out.items() if w not in STOP_WORDS and _plain_word(w)})
 
 
 def min_cosine(provider: Any, settings: Mapping[str, Any]) -> tuple[float | None, str]:
@@ -295,11 +294,10 @@ class Vocabulary:
         query is in the index.
         """
         from .analysis import STOP_WORDS, stem
-        from .keyword import CJK_RUN_RE
 
         unknown: dict[str, str] = {}
         for w in words:
-            if not WORD.fullmatch(w) or len(w) < 2 or CJK_RUN_RE.search(w) or not _plain_word(w):
+            if not _plain_word(w):
                 continue
             unknown.setdefault(stem(w), w.lower())
         if not unknown:
