@@ -111,3 +111,28 @@ def test_questions_whose_words_are_in_the_answer_find_it_first_with_the_default_
             assert res.mode == "hybrid"
             got[question] = res.results[0].path if res.results else None
         assert got == QUESTIONS
+
+
+def test_score_hits_keyword_side_is_keyword_evidence_bit_for_bit() -> None:
+    # score_hits writes keyword_evidence/keyword_probability out inline for speed: the two must not drift,
+    # with or without stand-ins for a query word no chunk holds.
+    import random
+
+    from symi_memory.fusion import score_hits
+    from symi_memory.index.analysis import keyword_evidence, keyword_probability
+
+    rng = random.Random(7)
+    weights = {"deploy": 2.1, "stag": 1.3, "server": 0.7, "portug": 3.0}
+    synonyms = {"portug": (("lisbon", 0.62), ("madrid", 0.48))}
+    vocab = [*weights, "lisbon", "madrid", "other"]
+    counts = {i: {t: rng.randint(1, 4) for t in rng.sample(vocab, rng.randint(1, 5))} for i in range(200)}
+    lengths = {i: rng.randint(20, 1600) for i in range(200)}
+    for syn in (None, synonyms):
+        hits = score_hits("deploy staging server portugal", {"enabled": True}, texts={i: "" for i in counts},
+                          keyword_ids=list(counts), vector_hits={}, term_weights=weights,
+                          term_counts=lambda i: (counts[i], lengths[i]), chunk_chars=1600,
+                          calibration=None, use_vector=False, synonyms=syn)
+        for i, c in counts.items():
+            evidence = keyword_evidence(c, lengths[i] / 1600, weights, syn)
+            exact = all(t in c for t in weights)
+            assert hits.text_scores.get(i, 0.0) == keyword_probability(evidence, exact=exact), (syn, i)
