@@ -449,12 +449,27 @@ def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None
     return dot / (na * nb) if na and nb else None
 
 
+# Where a question asks a second one: "..., and when is she coming?", "...; who ...".
+CLAUSE_SPLIT_RE = re.compile(
+    r"[;?]|,?\s+\b(?:and|but|or)\s+(?=(?:when|what|where|who|whom|which|why|how|is|are|does|do|has|have|will|can)\b)",
+    re.IGNORECASE)
+# A clause in the present or future: a present-tense or modal auxiliary, or "now".
+PRESENT_CLAUSE_RE = re.compile(
+    r"\b(?:is|are|am|does|do|has|have|will|shall|should|can|now|currently|these days|still)\b", re.IGNORECASE)
+
+
 def asks_about_past(query: str) -> bool:
     """True for a question about a past event ("what did ... suggest", "back in May").
 
-    Such a query wants the old memory, so supersession leaves its ranking alone.
+    Such a query wants the old memory, so supersession leaves its ranking alone. A question that also asks
+    about now in a clause of its own ("What did Wei's mother buy in July, and when is she coming to visit?")
+    is not one: its present clause wants the current version. A clause with no tense of its own ("..., and
+    where?", "who picked up the bill?") goes with the past.
     """
-    return bool(PAST_QUERY_RE.search(query))
+    if not PAST_QUERY_RE.search(query):
+        return False
+    return not any(PRESENT_CLAUSE_RE.search(clause) and not PAST_QUERY_RE.search(clause)
+                   for clause in CLAUSE_SPLIT_RE.split(query) if clause)
 
 
 def states_change(line: str) -> bool:
