@@ -117,11 +117,14 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     valued_best: dict[int, list[Line]] = {}
     for i in pairs:
         answer = lv.answer_lines(i, t.answer_margin) if lv is not None and lv.to_query is not None else []
-        by_terms = best_lines(all_lines[i], weights, share=t.best_share)
-        best[i] = answer or by_terms
-        if answer:
+        if not answer:
+            best[i] = best_lines(all_lines[i], weights, share=t.best_share)
+            continue
+        best[i] = answer
+        if any(b.quantities for j, _ in pairs[i] for b in focus[j]):  # else no newer line gives another value
             floor = max(query_score(a, weights) for a in answer) + 1e-9
-            valued_best[i] = [a for a in by_terms if a.quantities and query_score(a, weights) > floor]
+            valued_best[i] = [a for a in best_lines(all_lines[i], weights, share=t.best_share)
+                              if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     for i, js in pairs.items():
