@@ -240,3 +240,25 @@ def test_the_last_representable_day_is_refused_as_an_argument_error(tmp_path: Pa
         mem.sync()
         out = tools.memory_search(mem, {"query": "tomatoes", "asOf": "9999-12-31"})
         assert out["error"].startswith("asOf must be"), out
+
+
+def test_a_line_near_the_query_by_a_name_alone_does_not_keep_an_undated_hit_in_an_as_of_search() -> None:
+    from symi_memory.chronology import parse_date
+    from symi_memory.supersession import salient, written_after
+    from symi_memory.types import Candidate
+
+    query = "Where does Nadia's promotion case stand?"
+    weights = {t: {"nadia": 0.2}.get(t, 2.0) for t in salient(query)}  # a name on every note weighs little
+    case = "- Pieter: Flow's manager until 2026-07-03, now in the Platform group; sponsor of Nadia's promotion case."
+
+    def left_out(first: str) -> bool:
+        c = Candidate(id="p", path="memory/people.md", start_line=3, end_line=4, score=0.5, text=first + "\n" + case,
+                      mtime=parse_date("2026-09-01"))
+        lines = split_lines(c.path, c.start_line, c.text, c.mtime)
+        return written_after(c, parse_date("2026-07-01") or 0.0, salient(query), weights=weights, answer=lines)
+
+    # The line about the case was written after 2026-07-03 ("until ..., now"); the one naming only Nadia (a
+    # retired teacher: a past state, but not of the case) says nothing about when the answer was written.
+    assert left_out("- Brigitte: Nadia's mother in Hamburg, a retired teacher; calls on Sundays.")
+    # A line near the query by meaning alone (no query word) may be the answer in other words: the hit stays.
+    assert not left_out("- The review board meets in the autumn round.")

@@ -111,3 +111,40 @@ def test_transcript_stamps_in_any_epoch_unit_give_the_same_time(tmp_path) -> Non
         (sessions / f"{name}.jsonl").write_text(json.dumps({"type": "message", "timestamp": stamp}) + "\n",
                                                 encoding="utf-8")
         assert message_times(sessions, f"sessions/{name}.jsonl", 1, 1) == (seconds, seconds), name
+
+
+def test_a_question_that_also_asks_about_now_is_not_about_the_past() -> None:
+    from symi_memory.supersession import asks_about_past
+
+    assert not asks_about_past("What did Wei's mother buy in July, and when is she coming to visit?")
+    assert not asks_about_past("How heavy was the beagle at his check-up, and how heavy should he be?")
+    # A clause with no tense of its own goes with the past one.
+    assert asks_about_past("How much gold did Wei's mother buy in July, and where?")
+    assert asks_about_past("Where did the team eat in Berlin and who picked up the bill?")
+    assert asks_about_past("When did Tidewater start taking real production traffic?")
+
+
+def _lesson(older_text: str, newer_text: str) -> dict:  # type: ignore[type-arg]
+    from symi_memory.types import Candidate
+    from symi_memory_postprocess.supersede import find_supersessions
+
+    # The older note's second line is closest to the query by meaning (a gift idea naming "Japanese"); its first
+    # line, about the lesson, holds more of the query's words and is close to the newer note's line.
+    old = Candidate(id="a", path="memory/2026-05-27.md", start_line=3, end_line=4, score=0.7, text=older_text)
+    new = Candidate(id="b", path="memory/2026-08-31.md", start_line=3, end_line=3, score=0.6, text=newer_text)
+    lesson, gift, moved, query = [0.6, 0.8, 0.0], [0.9, 0.436, 0.0], [0.5, 0.866, 0.0], [1.0, 0.0, 0.0]
+    return find_supersessions([old, new], {"a": [0.8, 0.6, 0.0], "b": [0.6, 0.8, 0.0]},
+                              "When is the Japanese lesson now?",
+                              line_vectors={"a": [(3, 3, lesson), (4, 4, gift)], "b": [(3, 3, moved)]},
+                              query_vector=query)
+
+
+def test_a_line_about_the_query_that_a_newer_line_gives_another_value_of_is_superseded() -> None:
+    gift = "- Gift idea for Wei: a Japanese woodblock printing course."
+    found = _lesson("- Japanese lesson at 20:00 with Yumiko: counters.\n" + gift,
+                    "- Japanese lessons with Yumiko resume on a new slot: Tuesdays at 20:30.")
+    assert list(found) == [0] and found[0][1].line_no == 3 and found[0][0] == 1
+    # Through a change word alone (no other value of its quantity), such a line is not superseded: it may state
+    # something else that did not change.
+    assert _lesson("- Japanese lesson at 20:00 with Yumiko, who lives in Osaka.\n" + gift,
+                   "- Japanese lessons with Yumiko now on Tuesdays, same time 20:00.") == {}

@@ -84,7 +84,10 @@ class Thresholds:
     carriers on 07-15", then "go-live ... with 10% of carriers" on 07-28). 0.45: the draft and confirmed
     cutover lines are 0.58 apart by meaning; 0.45 and 0.6 gave the same figures otherwise.
     ``as_of_undated``: in an "as of" search, the score factor of hits from
-    undated notes changed after the as-of date (their lines' dates are unknown).
+    undated notes changed after the as-of date (their lines' dates are unknown). ``as_of_answer_share``: in
+    an "as of" search, a line of an undated note closest to the query by meaning counts among the lines the hit
+    answers with (whose dates say whether it existed then) only when its weighted query terms reach this share
+    of those of the note's line holding most of them.
     ``dup_*``: dedup on write: how many hits are looked at, the least
     calibrated 0..1 search score of a hit worth comparing, and how close
     (cosine of the new text and a stored line, and their term overlap) a
@@ -116,6 +119,7 @@ class Thresholds:
     promote: bool = False
     window: int = 20
     as_of_undated: float = 0.6
+    as_of_answer_share: float = 0.5
     dup_hits: int = 5
     dup_min_score: float = 0.02
     dup_lines: int = 12
@@ -449,12 +453,27 @@ def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None
     return dot / (na * nb) if na and nb else None
 
 
+# Where a question asks a second one: "..., and when is she coming?", "...; who ...".
+CLAUSE_SPLIT_RE = re.compile(
+    r"[;?]|,?\s+\b(?:and|but|or)\s+(?=(?:when|what|where|who|whom|which|why|how|is|are|does|do|has|have|will|can)\b)",
+    re.IGNORECASE)
+# A clause in the present or future: a present-tense or modal auxiliary, or "now".
+PRESENT_CLAUSE_RE = re.compile(
+    r"\b(?:is|are|am|does|do|has|have|will|shall|should|can|now|currently|these days|still)\b", re.IGNORECASE)
+
+
 def asks_about_past(query: str) -> bool:
     """True for a question about a past event ("what did ... suggest", "back in May").
 
-    Such a query wants the old memory, so supersession leaves its ranking alone.
+    Such a query wants the old memory, so supersession leaves its ranking alone. A question that also asks
+    about now in a clause of its own ("What did Wei's mother buy in July, and when is she coming to visit?")
+    is not one: its present clause wants the current version. A clause with no tense of its own ("..., and
+    where?", "who picked up the bill?") goes with the past.
     """
-    return bool(PAST_QUERY_RE.search(query))
+    if not PAST_QUERY_RE.search(query):
+        return False
+    return not any(PRESENT_CLAUSE_RE.search(clause) and not PAST_QUERY_RE.search(clause)
+                   for clause in CLAUSE_SPLIT_RE.split(query) if clause)
 
 
 def states_change(line: str) -> bool:
@@ -627,16 +646,37 @@ def value_starts(dated: Sequence[tuple[Line, float]]) -> dict[str, float]:
     return out
 
 
+def _about_query(ln: Line, others: Sequence[Line], weights: Mapping[str, float], zero: bool = False) -> bool:
+    """True unless ``ln`` holds some of the query's weighted words but under ``as_of_answer_share`` of what the
+    line of ``others`` holding most of them does (``zero``: a line holding none counts as about the query)."""
+    score = query_score(ln, weights)
+    if zero and score == 0:
+        return True
+    top = max((query_score(o, weights) for o in others), default=0.0)
+    return score >= THRESHOLDS.as_of_answer_share * top
+
+
 def _answer_lines(c: Any, inherited: Mapping[int, float] | None, weights: Mapping[str, float] | None,
                   query_terms: frozenset[str], answer: Sequence[Line] | None = None,
-                  starts: Mapping[str, float] | None = None) -> list[tuple[Line, float | None]]:
+                  starts: Mapping[str, float] | None = None, strict: bool = False) -> list[tuple[Line, float | None]]:
     """The lines of undated candidate ``c`` most about the query (``answer`` when known, by meaning), each
     with the earliest it can have been written: its own or its heading's date, else the latest of the
-    dates its identifiers are first known from (``starts``, :func:`value_starts`)."""
+    dates its identifiers are first known from (``starts``, :func:`value_starts`).
+
+    ``strict``: a line close by meaning counts only when it is about the query by its words too
+    (:func:`_about_query`); what leaves a hit out of an "as of" search uses this, while what vouches that a
+    hit held on the date keeps every close line."""
     lines = split_lines(c.path, c.start_line, c.text, c.mtime)
     focus = best_lines(lines, weights) if weights is not None else (
         focus_lines(lines, query_terms) if query_terms else lines)
     if answer:
+        if weights and strict:
+            # A line close to the query by meaning that shares only a little of the query's weighted words (a
+            # name on every note) is near it through that word, not as an answer: "Dentist: same practice as
+            # Nadia since July 2026" beside "Knee: physio with Martijn ... discharged on 2026-08-05" for "How
+            # often does Nadia see the physio for her knee?". Its date says nothing about when the answer was
+            # written. A line sharing no query word is close by meaning alone (a paraphrase) and stays.
+            answer = [ln for ln in answer if _about_query(ln, focus, weights, zero=True)]
         focus = list(answer) + [ln for ln in focus if ln not in answer]
     out = []
     for ln in focus:
@@ -670,13 +710,14 @@ def written_after(c: Any, cutoff: float, query_terms: frozenset[str],
     dated = file_date(c.path)
     if dated is not None:
         return dated >= cutoff
-    focus = _answer_lines(c, inherited, weights, query_terms, answer, starts)
+    focus = _answer_lines(c, inherited, weights, query_terms, answer, starts, strict=True)
     if not focus or not all(since is not None and since >= cutoff for _, since in focus):
         return False
+    focus_lines_ = [ln for ln, _ in focus]
     # A past state of the subject ("Until 2026-06-20 the router was ...", under "## History") is what an
     # "as of" search asks for: the hit stays while such a line of it may still have held then.
     for ln in split_lines(c.path, c.start_line, c.text, c.mtime):
-        if (ln.historical and (weights is None or query_score(ln, weights) > 0)
+        if (ln.historical and (weights is None or (query_score(ln, weights) > 0 and _about_query(ln, focus_lines_, weights)))
                 and line_since(ln.text, None) is None and not (ln.dates and min(ln.dates) < cutoff - DAY)):
             return False
     return True

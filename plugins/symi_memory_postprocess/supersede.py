@@ -25,6 +25,7 @@ from symi_memory.supersession import (
     conflicting,
     cosine,
     focus_lines,
+    query_score,
     rescheduled,
     salient,
     same_thing,
@@ -108,16 +109,33 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         lv = _LineVectors.of(candidates, all_lines, {k: focus[k] for k in later}, set(pairs), weights,
                              vectors, stored, query_vector)
     best: dict[int, list[Line]] = {}
+    # An older hit's lines holding more of the query's weighted terms than any of its answer lines by meaning
+    # ("Japanese lesson at 20:00" against a gift idea naming "Japanese" that is closer to the query by meaning):
+    # such a line is superseded only when a newer line gives another value of one of its quantities and holds
+    # all of its query terms ("Japanese lessons ... Tuesdays at 20:30"), not through a change word alone (a
+    # line stating a tutor's home town and her lesson days keeps the part that did not change).
+    valued_best: dict[int, list[Line]] = {}
     for i in pairs:
         answer = lv.answer_lines(i, t.answer_margin) if lv is not None and lv.to_query is not None else []
-        best[i] = answer or best_lines(all_lines[i], weights, share=t.best_share)
+        if not answer:
+            best[i] = best_lines(all_lines[i], weights, share=t.best_share)
+            continue
+        best[i] = answer
+        if any(b.quantities for j, _ in pairs[i] for b in focus[j]):  # else no newer line gives another value
+            floor = max(query_score(a, weights) for a in answer) + 1e-9
+            valued_best[i] = [a for a in best_lines(all_lines[i], weights, share=t.best_share)
+                              if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
         for j, cos in js:
-            for a in best[i]:  # only a line the hit is returned for makes the whole hit superseded
+            for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
+                by_value = a not in best[i]
                 for b in focus[j]:
+                    if by_value and not (conflicting(a.quantities, b.quantities)
+                                         and query_score(b, weights) >= query_score(a, weights) - 1e-9):
+                        continue
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
                     if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
