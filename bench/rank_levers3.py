@@ -140,7 +140,9 @@ class Side:
 
 
 def fused(p: np.ndarray, evs: list[np.ndarray], kcal: tuple[float, float] | None = None,
-          bias: list[np.ndarray] | None = None, vw: float = rl2.VW) -> rl2.Scorer:
+          bias: list[np.ndarray] | None = None, vw: float = rl2.VW, post: list[np.ndarray] | None = None) -> rl2.Scorer:
+    """The default fusion; ``bias`` is added to the fused log-odds (before the rules for chunks holding no query
+    word or every one), ``post`` to the log-odds of the final score (what a post-processor does)."""
     from symi_memory.index.analysis import EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
 
     slope, mid = kcal or KEYWORD_CALIBRATION
@@ -158,7 +160,11 @@ def fused(p: np.ndarray, evs: list[np.ndarray], kcal: tuple[float, float] | None
                 z = z + bias[i]
             s = 1 / (1 + np.exp(-z))
             s = np.where(ev > 0, s, vw * pv)
-        return np.where(qq["exact"], np.maximum(s, pt), s)
+        s = np.where(qq["exact"], np.maximum(s, pt), s)
+        if post is not None:
+            x = np.clip(s, 1e-12, 1 - 1e-12)
+            s = np.where(s > 0, 1 / (1 + np.exp(-(np.log(x / (1 - x)) + post[i]))), s)
+        return s
     return fn
 
 
@@ -236,11 +242,11 @@ def main() -> int:
     print("|---|" + "---|" * len(names))
 
     def row(name: str, ps: list[np.ndarray], evss: list[list[np.ndarray]], kcal: tuple[float, float] | None = None,
-            biases: list[list[np.ndarray]] | None = None) -> None:
+            biases: list[list[np.ndarray]] | None = None, post: list[list[np.ndarray]] | None = None) -> None:
         cells = []
         for k, s in enumerate(sides):
             evs = evss[k]
-            fn = fused(ps[k], evs, kcal, biases[k] if biases else None)
+            fn = fused(ps[k], evs, kcal, biases[k] if biases else None, post=post[k] if post else None)
             cells.append(rl2.evaluate(s.d, fn, lambda i, qq, e=evs: e[i], mrr=True)[:4])
         print(f"| {name} | " + " | ".join(" / ".join(f"{x:.3f}" for x in c) for c in cells) + " |", flush=True)
 
@@ -312,6 +318,9 @@ def main() -> int:
         for delta in (0.3, 0.6, 1.0):
             row(f"month cue: dated notes of a month the query names +{delta} log-odds", p_base, ev_base,
                 biases=[[month_bias(s, qq, delta) for qq in s.d["qs"]] for s in sides])
+        for delta in (0.2, 0.3, 0.4, 0.5, 0.7):
+            row(f"month cue after fusion (the built post-processor), +{delta} log-odds of the final score", p_base,
+                ev_base, post=[[month_bias(s, qq, delta) for qq in s.d["qs"]] for s in sides])
 
     if not only or "combo" in only:
         for beta, dm, dp in ((0.3, 0.3, 0.5), (0.3, 0.3, 0.0), (0.3, 0.0, 0.5), (0.0, 0.3, 0.5), (0.2, 0.3, 0.5),
