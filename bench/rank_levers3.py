@@ -26,7 +26,11 @@ hit@1 / hit@5 / paraphrase hit@5 / MRR@10. Levers:
   capitalised word after the first, held by the index) has its fused log-odds
   lowered by ``delta``;
 * **month cues**: a query naming a month favours dated notes (``YYYY-MM-DD``
-  in the file name) of that month by ``delta`` in log-odds.
+  in the file name) of that month by ``delta`` in log-odds (inside the fusion,
+  and after it as the built ``month-cue`` post-processor does);
+* **answer type**: a "how much / how many" question favours chunks whose best
+  line holds a number, a "when" question one whose best line holds a date or
+  time.
 
     python bench/rank_levers3.py --cache DIR [--datasets devmem,convmem]
 """
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -204,6 +209,34 @@ def month_bias(s: Side, qq: dict[str, Any], delta: float) -> np.ndarray:
                      for m, yr in zip(s.months, s.years, strict=True)])
 
 
+NUM_Q = re.compile(r"^\s*(how (much|many|long|far|old|heavy|often)|what (amount|share|percentage))\b", re.I)
+DATE_Q = re.compile(r"^\s*(when|what (time|date|day))\b", re.I)
+NUM_L = re.compile(r"\d")
+DATE_L = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|\b\d{2}-\d{2}\b|\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b("
+                    + "|".join(MONTHS) + r")\b", re.I)
+
+
+def answer_type_bias(s: Side, i: int, qq: dict[str, Any], delta: float) -> np.ndarray:
+    """+delta for a chunk whose best line (by the query's cosine) holds what the question asks for: a number for
+    "how much / many / long ...", a date or time for "when / what time ..."."""
+    q = qq["q"]["query"]
+    pat = NUM_L if NUM_Q.search(q) else DATE_L if DATE_Q.search(q) else None
+    out = np.zeros(s.kw.n)
+    if pat is None or not delta:
+        return out
+    u = s.d["units"]["lines"]
+    cos = s.cos_lines[i]
+    best: dict[int, int] = {}
+    for j, c in enumerate(u["chunk"]):
+        if c not in best or cos[j] > cos[best[c]]:
+            best[c] = j
+    texts = rl2._line_texts(s.d)
+    for c, j in best.items():
+        if pat.search(texts[j]):
+            out[c] = delta
+    return out
+
+
 def person_bias(s: Side, qq: dict[str, Any], delta: float) -> np.ndarray:
     """-delta for the chunks holding none of the query's names (a capitalised word after the first)."""
     people = names_of(qq["q"]["query"], s.kw.df)
@@ -321,6 +354,12 @@ def main() -> int:
         for delta in (0.2, 0.3, 0.4, 0.5, 0.7):
             row(f"month cue after fusion (the built post-processor), +{delta} log-odds of the final score", p_base,
                 ev_base, post=[[month_bias(s, qq, delta) for qq in s.d["qs"]] for s in sides])
+
+    if not only or "atype" in only:
+        for delta in (0.2, 0.4, 0.7):
+            row(f"answer type: best line holds a number (how much/many) or a date (when) +{delta}, with the month cue",
+                p_base, ev_base, post=[[answer_type_bias(s, i, qq, delta) + month_bias(s, qq, 0.4)
+                                        for i, qq in enumerate(s.d["qs"])] for s in sides])
 
     if not only or "combo" in only:
         for beta, dm, dp in ((0.3, 0.3, 0.5), (0.3, 0.3, 0.0), (0.3, 0.0, 0.5), (0.0, 0.3, 0.5), (0.2, 0.3, 0.5),
