@@ -237,6 +237,19 @@ def answer_type_bias(s: Side, i: int, qq: dict[str, Any], delta: float) -> np.nd
     return out
 
 
+FOREIGN_FUNCTION_WORDS = frozenset("""
+der das dem den des ein eine einer einem einen und oder ist sind wurde wurden hat hatte haben wie wann wer wo was warum
+welche welcher welches von zu zum zur mit auf aus bei nach für über unter vor nicht auch noch sich sie er es ich du wir
+ihr ihre sein seine im ins am vom
+het een en of zijn werd wordt heeft had hoe wanneer wie waar wat waarom welke voor met op uit bij naar niet ook nog zich
+ze hij ik jij wij jullie haar hun mijn je te ter
+el la los las un una unos unas y o es son fue era ha han había cómo cuándo quién quiénes dónde qué por para con sin
+sobre entre se su sus mi tu del al lo le les mientras está están
+le les une et ou est sont était été avait comment quand qui où quoi pourquoi quel quelle pour avec sans sur dans du au
+aux ce cette ces il elle ils elles nous vous leur
+""".split())
+
+
 def person_bias(s: Side, qq: dict[str, Any], delta: float) -> np.ndarray:
     """-delta for the chunks holding none of the query's names (a capitalised word after the first)."""
     people = names_of(qq["q"]["query"], s.kw.df)
@@ -360,6 +373,28 @@ def main() -> int:
             row(f"answer type: best line holds a number (how much/many) or a date (when) +{delta}, with the month cue",
                 p_base, ev_base, post=[[answer_type_bias(s, i, qq, delta) + month_bias(s, qq, 0.4)
                                         for i, qq in enumerate(s.d["qs"])] for s in sides])
+
+    if not only or "stopml" in only:
+        from symi_memory.index import analysis
+
+        old = analysis.STOP_WORDS
+        analysis.STOP_WORDS = frozenset(old | FOREIGN_FUNCTION_WORDS)  # what QueryAnalysis leaves out
+        try:
+            cells = []
+            for s in [Side(d, n, w) for d, n, w in zip(data, names, words, strict=True)]:
+                qs = []
+                for i, qq in enumerate(s.d["qs"]):
+                    terms = s.kw.analyses[i].terms
+                    every = np.array([bool(terms) and all(t in tc for t in terms) for tc in s.kw.counts])
+                    qs.append(dict(qq, exact=qq["ident"] | every, terms=terms or qq["terms"]))
+                evs = [s.evidence(i) for i in range(len(qs))]
+                fn = fused(rl.sig(np.clip(s.vector_cos(), 0, 1), *rl.VCAL), evs,
+                           post=[month_bias(s, qq, 0.4) for qq in qs])
+                cells.append(rl2.evaluate(dict(s.d, qs=qs), fn, lambda i, qq, e=evs: e[i], mrr=True)[:4])
+        finally:
+            analysis.STOP_WORDS = old
+        print(f"| German, Dutch, Spanish and French function words ({len(FOREIGN_FUNCTION_WORDS)}) as stop words, "
+              "with the month cue | " + " | ".join(" / ".join(f"{x:.3f}" for x in c) for c in cells) + " |", flush=True)
 
     if not only or "combo" in only:
         for beta, dm, dp in ((0.3, 0.3, 0.5), (0.3, 0.3, 0.0), (0.3, 0.0, 0.5), (0.0, 0.3, 0.5), (0.2, 0.3, 0.5),
