@@ -30,9 +30,12 @@ hit@1 / hit@5 / paraphrase hit@5 / MRR@10. Levers:
   and after it as the built ``month-cue`` post-processor does);
 * **answer type**: a "how much / how many" question favours chunks whose best
   line holds a number, a "when" question one whose best line holds a date or
-  time.
+  time;
+* **other languages' function words** (German, Dutch, Spanish, French) left
+  out of the query like English stop words.
 
-    python bench/rank_levers3.py --cache DIR [--datasets devmem,convmem]
+    python bench/rank_levers2.py --narrow --built-only --thetas 0.45 --cache DIR   # makes the dumps once
+    python bench/rank_levers3.py --cache DIR [--datasets devmem,convmem] [--only month,combo]
 """
 
 from __future__ import annotations
@@ -263,7 +266,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="devmem,convmem")
     ap.add_argument("--cache", type=Path, required=True, help="the dumps of bench/rank_levers2.py --cache")
-    ap.add_argument("--only", default="", help="comma-separated lever groups: bm25,prox,lines,prf,unknown,person,month")
+    ap.add_argument("--only", default="", help="comma-separated lever groups: bm25,prox,lines,prf,unknown,person,month,atype,stopml,combo")
     args = ap.parse_args()
     names = args.datasets.split(",")
     only = {x for x in args.only.split(",") if x}
