@@ -32,7 +32,10 @@ hit@1 / hit@5 / paraphrase hit@5 / MRR@10. Levers:
   line holds a number, a "when" question one whose best line holds a date or
   time;
 * **other languages' function words** (German, Dutch, Spanish, French) left
-  out of the query like English stop words.
+  out of the query like English stop words;
+* **weights that adapt to the query**: the vector weight moves with the IDF
+  share of the query's words that no chunk holds, or with the number of its
+  content terms.
 
     python bench/rank_levers2.py --narrow --built-only --thetas 0.45 --cache DIR   # makes the dumps once
     python bench/rank_levers3.py --cache DIR [--datasets devmem,convmem] [--only month,combo]
@@ -266,7 +269,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="devmem,convmem")
     ap.add_argument("--cache", type=Path, required=True, help="the dumps of bench/rank_levers2.py --cache")
-    ap.add_argument("--only", default="", help="comma-separated lever groups: bm25,prox,lines,prf,unknown,person,month,atype,stopml,combo")
+    ap.add_argument("--only", default="", help="comma-separated lever groups: bm25,prox,lines,prf,unknown,person,month,atype,stopml,adapt,combo")
     args = ap.parse_args()
     names = args.datasets.split(",")
     only = {x for x in args.only.split(",") if x}
@@ -398,6 +401,26 @@ def main() -> int:
             analysis.STOP_WORDS = old
         print(f"| German, Dutch, Spanish and French function words ({len(FOREIGN_FUNCTION_WORDS)}) as stop words, "
               "with the month cue | " + " | ".join(" / ".join(f"{x:.3f}" for x in c) for c in cells) + " |", flush=True)
+
+    if not only or "adapt" in only:
+        def feature(s: Side, i: int, kind: str) -> float:
+            w = s.kw.weights(i)
+            if kind == "unknown":  # the share of the query's IDF that no chunk holds, around 0.2
+                return sum(v for t, v in w.items() if s.kw.df.get(t, 0) == 0) / (sum(w.values()) or 1.0) - 0.2
+            return min(len(w), 10) / 10 - 0.5  # the number of content terms, around 5
+        for kind in ("unknown", "nterms"):
+            for a in (-0.2, -0.1, 0.1, 0.2):
+                cells = []
+                for s, p, evs in zip(sides, p_base, ev_base, strict=True):
+                    post = [month_bias(s, qq, 0.4) for qq in s.d["qs"]]
+                    fns = [fused(p, evs, post=post,
+                                 vw=float(np.clip(rl2.VW + a * feature(s, i, kind), 0.1, 0.9)))
+                           for i in range(len(s.d["qs"]))]
+                    cells.append(rl2.evaluate(s.d, lambda i, qq, fns=fns: fns[i](i, qq),
+                                              lambda i, qq, e=evs: e[i], mrr=True)[:4])
+                what = "unknown words' IDF share" if kind == "unknown" else "number of content terms"
+                print(f"| vector weight 0.45 {a:+} x ({what} - its middle), with the month cue | "
+                      + " | ".join(" / ".join(f"{x:.3f}" for x in c) for c in cells) + " |", flush=True)
 
     if not only or "combo" in only:
         for beta, dm, dp in ((0.3, 0.3, 0.5), (0.3, 0.3, 0.0), (0.3, 0.0, 0.5), (0.0, 0.3, 0.5), (0.2, 0.3, 0.5),
