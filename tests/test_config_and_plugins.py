@@ -27,7 +27,8 @@ def test_plugins_json_lists_builtins(cli) -> None:
     assert by_id["builtin-sqlite"]["registers"]["backends"] == ["builtin-sqlite"]
     assert by_id["builtin-sqlite"]["distribution"] == "symi-memory"
     assert set(by_id["remote-embeddings"]["registers"]["embeddingProviders"]) == {"openai", "gemini", "voyage"}
-    assert set(by_id["postprocessors"]["registers"]["postprocessors"]) == {"mmr", "temporal-decay", "supersession"}
+    assert set(by_id["postprocessors"]["registers"]["postprocessors"]) == {"mmr", "temporal-decay", "supersession",
+                                                                          "month-cue"}
 
 
 def test_disabled_plugins_are_not_loaded(cli, tmp_path: Path) -> None:

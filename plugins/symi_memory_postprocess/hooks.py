@@ -1,4 +1,4 @@
-"""Registers the builtin post-processors: temporal decay (100), supersession (450) and MMR (600)."""
+"""Registers the builtin post-processors: month cue (50), temporal decay (100), supersession (450) and MMR (600)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ def _mmr(hybrid: Any) -> Any:
     return Mmr.from_config(hybrid)
 
 
+def _month_cue(hybrid: Any) -> Any:
+    from .monthcue import MonthCue
+
+    return MonthCue.from_config(hybrid)
+
+
 def _supersession(hybrid: Any) -> Any:
     from .supersede import Supersession
 
@@ -29,6 +35,8 @@ def _supersession(hybrid: Any) -> Any:
 
 @hookimpl
 def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
+    register(PostProcessorSpec(name="month-cue", factory=_month_cue, order=50,
+                               description="A query naming a month favours the dated notes of that month."))
     register(PostProcessorSpec(name="temporal-decay", factory=_decay, order=100,
                                description="Exponential score decay by the age of dated notes."))
     register(PostProcessorSpec(name="supersession", factory=_supersession, order=450,

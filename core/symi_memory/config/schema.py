@@ -98,6 +98,15 @@ class TemporalDecay:
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)
+class MonthCue:
+    enabled: bool = opt("enabled", True, doc="A query naming a month (\"in May\", \"early June 2026\") favours the "
+                                             "dated notes (memory/YYYY-MM-DD*.md) of that month. See "
+                                             "docs/search-scores.md.")
+    boost: float = opt("boost", 0.4, lo=0.0, hi=5.0, clamp=True,
+                       doc="Added to the log-odds of such a note's score (0.4: 0.10 becomes 0.14); 0 turns it off.")
+
+
+@attrs.define(kw_only=True, eq=False, repr=False)
 class Supersession:
     enabled: bool = opt("enabled", True, doc="Demote a hit that a newer memory restates or changes, and mark it supersededBy.")
     window: int = opt("window", 20, lo=2, hi=200, clamp=True, doc="How many of the best candidates are compared.")
@@ -137,6 +146,7 @@ class Hybrid:
     mmr: Mmr = section(Mmr, "mmr")
     temporal_decay: TemporalDecay = section(TemporalDecay, "temporalDecay")
     supersession: Supersession = section(Supersession, "supersession")
+    month_cue: MonthCue = section(MonthCue, "monthCue")
     synonyms: Synonyms = section(Synonyms, "synonyms")
 
 

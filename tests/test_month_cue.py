@@ -1,0 +1,93 @@
+"""A question that names a month favours the dated notes of that month (docs/search-scores.md, "Month cue")."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from symi_memory import load_config, open_memory
+from symi_memory_postprocess.monthcue import MonthCue, months_named
+
+
+def _mem(tmp_path: Path, ws: Path, **ms: Any):
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": ms}}})
+    return open_memory(cfg, workspace=ws, start=False)
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    # Both notes hold the question's words; July's says them more often, so the keyword side prefers it.
+    (ws / "memory" / "2026-05-04.md").write_text(
+        "# 2026-05-04\n\n- Wei sold four prints at the art fair in the old church.\n"
+        "- Booked the car for the weekend.\n", encoding="utf-8")
+    (ws / "memory" / "2026-07-12.md").write_text(
+        "# 2026-07-12\n\n- Wei sold prints at the summer art fair; the art fair prints sold well, Wei sold more "
+        "prints than planned.\n- Watered the garden.\n", encoding="utf-8")
+    (ws / "MEMORY.md").write_text("# Memory\n\n- Wei is an illustrator.\n",
+                                  encoding="utf-8")
+    return ws
+
+
+def _paths(mem: Any, query: str) -> list[str]:
+    return [r.path for r in mem.search(query, min_score=0, max_results=10).results]
+
+
+def test_a_question_naming_a_month_puts_that_months_note_first(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _mem(tmp_path / "on", ws, provider="none") as mem:
+        mem.sync()
+        # Without a month the July note, which says it most, comes first ...
+        assert _paths(mem, "How many prints did Wei sell at the art fair?")[0] == "memory/2026-07-12.md"
+        # ... and naming May brings May's note first, with the default config.
+        assert _paths(mem, "How many prints did Wei sell at the art fair in May?")[0] == "memory/2026-05-04.md"
+        assert mem.search("How many prints did Wei sell at the art fair in early May?").results[0].path == \
+            "memory/2026-05-04.md"
+        # "may" the verb is not a month.
+        assert _paths(mem, "Which prints may Wei sell at the art fair?")[0] == "memory/2026-07-12.md"
+        # Another year's May is not this one.
+        assert _paths(mem, "How many prints did Wei sell at the art fair in May 2025?")[0] == "memory/2026-07-12.md"
+    with _mem(tmp_path / "off", ws, provider="none", query={"hybrid": {"monthCue": {"enabled": False}}}) as mem:
+        mem.sync()
+        assert _paths(mem, "How many prints did Wei sell at the art fair in May?")[0] == "memory/2026-07-12.md"
+
+
+def test_the_boost_is_in_log_odds_and_leaves_other_notes_and_identifier_lookups_alone(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    (ws / "memory" / "2026-05-20.md").write_text("# 2026-05-20\n\n- Deployed build 7f3a9c21 to staging.\n",
+                                                  encoding="utf-8")
+    with _mem(tmp_path / "on", ws, provider="none") as on, \
+            _mem(tmp_path / "off", ws, provider="none", query={"hybrid": {"monthCue": {"enabled": False}}}) as off:
+        on.sync()
+        off.sync()
+        q = "How many prints did Wei sell at the art fair in May?"
+        a = {r.path: r.score for r in on.search(q, min_score=0, max_results=10).results}
+        b = {r.path: r.score for r in off.search(q, min_score=0, max_results=10).results}
+        logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+        assert logit(a["memory/2026-05-04.md"]) - logit(b["memory/2026-05-04.md"]) == pytest.approx(0.4)
+        assert a["memory/2026-07-12.md"] == b["memory/2026-07-12.md"]
+        assert a["MEMORY.md"] == b["MEMORY.md"]  # undated
+        ident = "What did 7f3a9c21 change in May?"
+        assert [(r.path, r.score) for r in on.search(ident, min_score=0).results] == \
+            [(r.path, r.score) for r in off.search(ident, min_score=0).results]
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("What happened in early May?", {(5, None)}),
+    ("the mid-May outage", {(5, None)}),
+    ("Plans for June 2026 and July", {(6, 2026), (7, None)}),
+    ("May I ask what Nadia said?", set()),
+    ("What may have caused it?", set()),
+    ("What did Priya say about her marchers?", set()),
+])
+def test_months_named(query: str, named: set[tuple[int, int | None]]) -> None:
+    assert months_named(query) == named
+
+
+def test_month_cue_config() -> None:
+    assert MonthCue.from_config({}) == MonthCue(0.4)
+    assert MonthCue.from_config({"monthCue": {"enabled": False}}) is None
+    assert MonthCue.from_config({"monthCue": {"enabled": True, "boost": 0}}) is None
