@@ -38,7 +38,7 @@ FTS_COUNT_CHARS_PER_TERM = 1_500
 FTS_COUNT_FIXED_CHARS = 4_000
 # Counting the query's terms in a chunk's cached term string costs about as much as tokenizing this much text.
 FTS_COUNT_CACHED_CHARS = 150
-# FTS5 cuts longer tokens to this many bytes: a chunk this long might hold one, so it is tokenized.
+# FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
@@ -412,13 +412,19 @@ class IndexedBackend:
         ones the term cache does not hold and counting in the others (rare terms); the chunks left out of
         the answer are counted by the caller.
 
-        Only chunks of ASCII text shorter than FTS5's longest token are read this way: there the index holds
-        exactly the tokens :func:`~.analysis.term_string` makes (no CJK bigrams, no token cut short). The
-        counts are kept only when the index generation is still the one the candidate rows were read at.
+        Only chunks without a CJK run, too short to hold a token FTS5 cuts, are read this way: the ``text``
+        column holds exactly the tokens :func:`~.analysis.term_string` makes of them (it adds CJK bigrams,
+        which the index keeps in another column). The counts are kept only when the index generation is
+        still the one the candidate rows were read at.
         """
         if not terms:
             return {}
-        eligible = [k for k, r in rows.items() if len(text := r.text) < FTS_MAX_TOKEN_BYTES and text.isascii()]
+        from .keyword import CJK_RUN_RE
+
+        cjk = CJK_RUN_RE.search
+        eligible = [k for k, r in rows.items()
+                    if (len(text := r.text) < FTS_MAX_TOKEN_BYTES and text.isascii())
+                    or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
         if not eligible:
             return {}
         occurrences = self.store.term_occurrences(terms, generation)

@@ -142,9 +142,9 @@ class KeywordSearch(StoreParts):
         """``{rowid: {term: count}}``: how often each index term occurs in the ``text`` column of these chunks,
         read from FTS5's own index (``fts5vocab`` instance rows of each term), chunks holding none left out.
 
-        The index tokenized each chunk with the tokenizer :func:`~.analysis.term_string` uses, so for a
-        chunk without CJK bigrams these are the counts its terms give (the caller checks that the
-        generation did not change meanwhile). Costs about one microsecond per occurrence of the terms
+        The index tokenized each chunk's text with the tokenizer :func:`~.analysis.term_string` uses, so for
+        a chunk without CJK runs (whose bigrams term_string adds) these are the counts its terms give (the
+        caller checks that the generation did not change meanwhile). Costs about one microsecond per occurrence of the terms
         in the whole index (:meth:`term_occurrences`). None when FTS5 cannot answer.
         """
         conn = self.reader()
