@@ -148,14 +148,14 @@ class KeywordSearch(StoreParts):
         in the whole index (:meth:`term_occurrences`). None when FTS5 cannot answer.
         """
         conn = self.reader()
-        if not getattr(self._local, "instances", False):
+        if getattr(self._local, "instances", None) is not conn:  # made once in each reading connection
             try:
                 conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances "
                              "USING fts5vocab(main, chunks_fts, 'instance')")
             except apsw.Error as exc:
                 log.info("fts5vocab instance table unavailable (%s); term counts come from the chunk text", exc)
                 return None
-            self._local.instances = True
+            self._local.instances = conn
         wanted = rowids if isinstance(rowids, (set, frozenset, dict)) else set(rowids)
         out: dict[int, dict[str, int]] = {}
         try:
