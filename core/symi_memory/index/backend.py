@@ -30,6 +30,16 @@ __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backen
 
 KEYWORD_OVERFETCH = 3
 TERMS_CACHE_MAX = 50_000
+# Term counts of candidates not in the term cache are read from FTS5's index when that costs less than
+# tokenizing their text. Measured costs, in characters of chunk text tokenized in the same time: reading one
+# occurrence of a query term, looking one term up, and the read itself.
+FTS_COUNT_CHARS_PER_OCCURRENCE = 20
+FTS_COUNT_CHARS_PER_TERM = 1_500
+FTS_COUNT_FIXED_CHARS = 4_000
+# Counting the query's terms in a chunk's cached term string costs about as much as tokenizing this much text.
+FTS_COUNT_CACHED_CHARS = 150
+# FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
+FTS_MAX_TOKEN_BYTES = 32_768
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
@@ -382,7 +392,11 @@ class IndexedBackend:
         cache = self._terms_cache
         wanted = needles(terms)
         out = {}
+        for k, found in self._indexed_term_counts(rows, terms, gen).items():
+            out[k] = (found, len(rows[k].text))
         for k, row in rows.items():
+            if k in out:
+                continue
             got = cache.get(k)
             if got is None:
                 got = (term_string(row.text), len(row.text))
@@ -391,6 +405,42 @@ class IndexedBackend:
                 cache[k] = got
             out[k] = (counts_in(got[0], wanted), got[1])
         return out
+
+    def _indexed_term_counts(self, rows: dict[int, CandidateRow], terms: Sequence[str],
+                             generation: int) -> dict[int, dict[str, int]]:
+        """Counts of ``terms`` in candidates read from FTS5's index, when that costs less than tokenizing the
+        ones the term cache does not hold and counting in the others (rare terms); the chunks left out of
+        the answer are counted by the caller.
+
+        Only chunks without a CJK run, too short to hold a token FTS5 cuts, are read this way: the ``text``
+        column holds exactly the tokens :func:`~.analysis.term_string` makes of them (it adds CJK bigrams,
+        which the index keeps in another column). The counts are kept only when the index generation is
+        still the one the candidate rows were read at.
+        """
+        if not terms:
+            return {}
+        from .keyword import CJK_RUN_RE
+
+        cjk = CJK_RUN_RE.search
+        eligible = [k for k, r in rows.items()
+                    if (len(text := r.text) < FTS_MAX_TOKEN_BYTES and text.isascii())
+                    or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
+        if not eligible:
+            return {}
+        occurrences = self.store.term_occurrences(terms, generation)
+        if occurrences is None:
+            return {}
+        present = [t for t, n in occurrences.items() if n]  # a term no chunk holds needs no read
+        cost = FTS_COUNT_FIXED_CHARS + (sum(occurrences.values()) * FTS_COUNT_CHARS_PER_OCCURRENCE
+                                        + len(present) * FTS_COUNT_CHARS_PER_TERM if present else 0)
+        cache = self._terms_cache
+        saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
+        if cost > saved:
+            return {}  # common terms: counting in the candidates' text costs less
+        found = self.store.term_counts(present, rows) if present else {}
+        if found is None or self.store.generation() != generation:
+            return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
+        return {k: found.get(k, {}) for k in eligible}
 
     def calibration(self) -> ScoreCalibration:
         """The active provider's declared cosine calibration (the documented default when it declares none).

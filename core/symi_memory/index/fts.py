@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import apsw
@@ -107,18 +107,82 @@ class KeywordSearch(StoreParts):
         One search asks twice (pruning the MATCH, then weighing the terms), and the same words
         come back query after query: only terms not seen since the last write are read.
         """
+        known = self._term_stats(terms, generation)
+        return {t: known[t][0] for t in terms}
+
+    def _term_stats(self, terms: Sequence[str], generation: int) -> dict[str, tuple[int, int]]:
+        """``(chunks holding it, occurrences)`` of each index term, remembered for this generation of the index."""
         cached = getattr(self._local, "df", None)
         if cached is None or cached[0] != generation or len(cached[1]) > DF_CACHE_MAX:
             cached = (generation, {})
             self._local.df = cached
-        known: dict[str, int] = cached[1]
+        known: dict[str, tuple[int, int]] = cached[1]
         missing = sorted({t for t in terms if t not in known})
         if missing:
             marks = ",".join("?" * len(missing))
-            found = dict(self._read(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", missing).fetchall())
+            found = {term: (int(doc), int(cnt)) for term, doc, cnt in self._read(
+                f"SELECT term, doc, cnt FROM chunks_vocab WHERE term IN ({marks})", missing)}
             for t in missing:
-                known[t] = int(found.get(t, 0))
-        return {t: known[t] for t in terms}
+                known[t] = found.get(t, (0, 0))
+        return known
+
+    def term_occurrences(self, terms: Sequence[str], generation: int) -> dict[str, int] | None:
+        """How often each of these index terms occurs in the whole index (what :meth:`term_counts` reads),
+        or None when FTS5 cannot tell (unavailable, or the keyword table predates this tokenizer)."""
+        if self.fts_error is not None or not self._fts_current(generation):
+            return None
+        wanted = [t for t in terms if t]
+        try:
+            stats = self._term_stats(wanted, generation)
+        except apsw.SQLError:
+            return None
+        return {t: stats[t][1] for t in wanted}
+
+    def term_counts(self, terms: Sequence[str], rowids: Collection[int]) -> dict[int, dict[str, int]] | None:
+        """``{rowid: {term: count}}``: how often each index term occurs in the ``text`` column of these chunks,
+        read from FTS5's own index (``fts5vocab`` instance rows of each term), chunks holding none left out.
+
+        The index tokenized each chunk's text with the tokenizer :func:`~.analysis.term_string` uses, so for
+        a chunk without CJK runs (whose bigrams term_string adds) these are the counts its terms give (the
+        caller checks that the generation did not change meanwhile). Costs about one microsecond per occurrence of the terms
+        in the whole index (:meth:`term_occurrences`). None when FTS5 cannot answer.
+        """
+        conn = self.reader()
+        if getattr(self._local, "instances", None) is not conn:  # made once in each reading connection
+            try:
+                conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_instances "
+                             "USING fts5vocab(main, chunks_fts, 'instance')")
+            except apsw.Error as exc:
+                log.info("fts5vocab instance table unavailable (%s); term counts come from the chunk text", exc)
+                return None
+            self._local.instances = conn
+        wanted = rowids if isinstance(rowids, (set, frozenset, dict)) else set(rowids)
+        out: dict[int, dict[str, int]] = {}
+        try:
+            for term in dict.fromkeys(t for t in terms if t):
+                for (doc,) in conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text'",
+                                           (term,)):
+                    if doc in wanted:
+                        got = out.get(doc)
+                        if got is None:
+                            out[doc] = {term: 1}
+                        else:
+                            got[term] = got.get(term, 0) + 1
+        except apsw.Error as exc:
+            log.info("reading term counts from FTS5 failed (%s); they come from the chunk text", exc)
+            return None
+        return out
+
+    def _fts_current(self, generation: int) -> bool:
+        """Whether ``chunks_fts`` uses this version's tokenizer (checked once per generation and thread)."""
+        cached = getattr(self._local, "fts_current", None)
+        if cached is None or cached[0] != generation:
+            from .db import FTS_TOKENIZER
+
+            row = self._read("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
+            cached = (generation, row is not None and FTS_TOKENIZER in (row[0] or ""))
+            self._local.fts_current = cached
+        return bool(cached[1])
 
     def _index_size(self, generation: int | None = None) -> tuple[int, int]:
         """``(generation, chunk count)``: the generation read once (unless given), the count cached per generation."""
