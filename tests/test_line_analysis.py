@@ -102,8 +102,11 @@ def test_the_index_stores_each_chunks_analysis_and_search_reads_it(tmp_path: Pat
     ws = _car_ws(tmp_path)
     with open_mem(tmp_path, ws, ON) as mem:
         mem.sync()
+        # A file written after the first (full) build goes in incrementally, with its analysis too.
+        write(ws, "memory/2026-07-01.md", "# 2026-07-01\n\n- Washed the red SUV.\n")
+        assert mem.sync().files_indexed == 1
         stored = _rows(mem, "SELECT path, start_line, text, lines FROM chunks")
-        assert stored and all(blob == line_analysis(p, s, t) for p, s, t, blob in stored)
+        assert len(stored) == 4 and all(blob == line_analysis(p, s, t) for p, s, t, blob in stored)
         with_stored = _answers(mem)
         march = next(h for h in with_stored[0] if h["path"] == "memory/2026-03-01.md")
         assert march["supersededBy"] == {"path": "memory/2026-06-01.md", "startLine": 3, "endLine": 3}
