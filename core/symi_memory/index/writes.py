@@ -170,7 +170,7 @@ class FileWrites(StoreParts):
         those chunks' text themselves, with the same result."""
         from ..supersession import line_analysis
 
-        if self.conn.execute("SELECT 1 FROM meta WHERE key = 'lines_pending'").fetchone() is None:
+        if self._read("SELECT 1 FROM meta WHERE key = 'lines_pending'").fetchone() is None:
             return 0  # every chunk written since the column exists has its analysis
         filled, after = 0, -1
         while should_stop is None or not should_stop():
