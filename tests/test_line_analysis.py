@@ -70,8 +70,12 @@ def test_every_devmem_chunk_reads_back_as_analysed() -> None:
 def test_an_analysis_of_another_version_or_text_is_not_read() -> None:
     path, start, text = TEXTS[0]
     stored = line_analysis(path, start, text)
-    assert lines_from_analysis(stored.replace(b"[[1]", b"[[999]", 1), path, start, text, None) is None
+    assert lines_from_analysis(stored.replace(b"[[1,", b"[[999,", 1), path, start, text, None) is None
     assert lines_from_analysis(stored, path, start, text + "\n- One more line.", None) is None
+    # Made for another text with the same lines, another path (a dated note's date) or start line: not read.
+    assert lines_from_analysis(stored, path, start, text.replace("blue", "green"), None) is None
+    assert lines_from_analysis(stored, "memory/2026-03-02.md", start, text, None) is None
+    assert lines_from_analysis(stored, path, start + 1, text, None) is None
     assert lines_from_analysis(b"not json", path, start, text, None) is None
     _LINES.clear()
     # split_lines then analyses the text itself.

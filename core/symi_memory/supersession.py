@@ -17,6 +17,7 @@ import json
 import math
 import re
 import sys
+import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -407,7 +408,7 @@ def line_analysis(path: str, start_line: int, text: str) -> bytes:
     and ``start_line`` are part of it (a dated note's date; line numbers): a chunk moved or renumbered is
     analysed again, as the index does when it rewrites its rows.
     """
-    rows: list[list[Any]] = [[LINE_ANALYSIS_VERSION]]
+    rows: list[list[Any]] = [[LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]]
     heading: str | None = None
     for offset, raw in enumerate(text.split("\n")):
         stripped = raw.strip()
@@ -425,16 +426,22 @@ def line_analysis(path: str, start_line: int, text: str) -> bytes:
     return json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def _chunk_key(path: str, start_line: int, text: str) -> int:
+    """A checksum of what an analysis depends on besides mtimes: one stored for another chunk is not read."""
+    return zlib.crc32(f"{path}\0{start_line}\0{text}".encode("utf-8", "surrogatepass"))
+
+
 def lines_from_analysis(data: bytes, path: str, start_line: int, text: str, mtime: float | None,
                         written: tuple[float, float] | None = None) -> list[Line] | None:
     """The lines :func:`split_lines` gives for a chunk, from its stored :func:`line_analysis` and the
-    chunk's ``mtime`` and ``written`` times; None when ``data`` is of another version or does not fit ``text``."""
+    chunk's ``mtime`` and ``written`` times; None when ``data`` is of another version or was made for another
+    ``path``, ``start_line`` or ``text`` (a checksum of them is stored with it)."""
     try:
         rows = json.loads(data)
     except ValueError:
         return None
-    if not isinstance(rows, list) or not rows or rows[0] != [LINE_ANALYSIS_VERSION]:
-        return None
+    if not isinstance(rows, list) or not rows or rows[0] != [LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]:
+        return None  # another version, or the analysis of another chunk (path, start line or text)
     rows = rows[1:]
     parts = text.split("\n")
     out = []
