@@ -1,9 +1,10 @@
 """Where one hybrid search spends its time and how many SQLite statements it runs, with a baseline beside.
 
-Builds bench/scale.py's synthetic store (N chunks, d = 384) once, then runs the
-same precomputed queries through ``MemoryManager.search`` in one child process
-per interpreter (this checkout, and ``--baseline-python`` for a baseline
-checkout), alternating them ``--rounds`` times so machine load hits both alike:
+Builds bench/scale.py's synthetic store (N chunks, d = 384) once per interpreter, each with its
+own code (a checkout reads only the index schema it writes: one opening another's would rebuild
+it empty), then runs the same precomputed queries through ``MemoryManager.search`` in one child
+process per interpreter (this checkout, and ``--baseline-python`` for a baseline checkout),
+alternating them ``--rounds`` times so machine load hits both alike:
 
 - wall and CPU (searching thread) p50 of the whole search;
 - SQLite statements per search, counted by an exec tracer on the reading
@@ -120,21 +121,30 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline-python", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--build", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.build:
+        scale.build_store(Path(args.build), args.n)
+        return 0
     if args.child:
         print(json.dumps(child(Path(args.child), args.queries)))
         return 0
     work = Path(tempfile.mkdtemp(prefix="symi-steps-"))
-    db = work / "steps.sqlite"
-    scale.build_store(db, args.n)
     sides = [("this checkout", sys.executable)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                SEARCH_STEPS_N=str(args.n))
+    built: dict[str, bytes] = {}
+    for label, python in sides:
+        db = work / f"{label.replace(' ', '-')}-built.sqlite"
+        subprocess.run([python, __file__, "--build", str(db), "--n", str(args.n)], check=True, env=env)
+        built[label] = db.read_bytes()
+        for p in work.glob(db.name + "*"):
+            p.unlink()
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in sides}
     for _ in range(args.rounds):
         for label, python in sides:
             copy = work / f"{label.replace(' ', '-')}.sqlite"  # each side opens its own copy (WAL, caches)
-            copy.write_bytes(db.read_bytes())
+            copy.write_bytes(built[label])
             proc = subprocess.run([python, __file__, "--child", str(copy), "--queries", str(args.queries)],
                                   capture_output=True, text=True, env=env)
             if proc.returncode != 0:

@@ -22,6 +22,7 @@ __all__ = [
     "line_dates",
     "line_moment",
     "mentions_after",
+    "own_moment",
     "parse_date",
 ]
 
@@ -104,18 +105,23 @@ def line_moment(path: str, line_no: int, line: str, *, heading: str | None, mtim
     """
     if written is not None:
         return (written, line_no)
+    fixed = own_moment(path, line, heading=heading)
+    return (fixed if fixed is not None else (mtime if mtime is not None else 0.0), line_no)
+
+
+def own_moment(path: str, line: str, *, heading: str | None) -> float | None:
+    """The seconds of :func:`line_moment` that the path and the line give (a dated note's date, a past
+    state's, a date the line opens with); None when only the file's mtime (or a write time) can date it."""
     dated = file_date(path)
     if dated is not None:
-        return (dated, line_no)
+        return dated
     if is_historical(line, heading):
         dates = line_dates(line)
-        return ((min(dates) - DAY) if dates else 0.0, line_no)
+        return (min(dates) - DAY) if dates else 0.0
     lead = LEADING_DATE_RE.match(line)
     if lead:
-        stamp = parse_date(lead[1])
-        if stamp is not None:
-            return (stamp, line_no)
-    return (mtime if mtime is not None else 0.0, line_no)
+        return parse_date(lead[1])
+    return None
 
 
 MONTHS = {name: k for k, names in enumerate((

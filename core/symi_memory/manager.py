@@ -24,6 +24,7 @@ from .specs import (
     ProviderUnavailable,
     RerankerContext,
     StartableBackend,
+    StoredLineAnalysis,
     StoredLineVectors,
     StoredVectors,
 )
@@ -230,11 +231,13 @@ class MemoryManager:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
         line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
+        analysis = backend.candidate_line_analysis if isinstance(backend, StoredLineAnalysis) else None
         final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
                                   line_vectors=line_vectors, query_vector=result.query_vector,
-                                  section_dates=self._section_dates if cutoff is not None else None)
+                                  section_dates=self._section_dates if cutoff is not None else None,
+                                  line_analysis=analysis)
         citations = self.config.data["memory"]["citations"]
         hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
@@ -261,10 +264,12 @@ class MemoryManager:
         assert self.pipeline is not None
         vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
         line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
+        analysis = backend.candidate_line_analysis if isinstance(backend, StoredLineAnalysis) else None
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
                                   now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
                                   line_vectors=line_vectors, query_vector=result.query_vector,
-                                  section_dates=self._section_dates if cutoff is not None else None)
+                                  section_dates=self._section_dates if cutoff is not None else None,
+                                  line_analysis=analysis)
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):

@@ -101,6 +101,7 @@ class Pipeline:
             line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
             query_vector: Sequence[float] | None = None,
             section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None,
+            line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
             ) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
 
@@ -116,7 +117,8 @@ class Pipeline:
         if trace is not None:
             _trace_stage(trace, "fused", items)
         if as_of is not None:
-            items = exclude_written_after(query, items, as_of, written_at, section_dates, line_vectors, query_vector)
+            items = exclude_written_after(query, items, as_of, written_at, section_dates, line_vectors, query_vector,
+                                          line_analysis)
             if trace is not None:
                 _trace_stage(trace, "asOf", items)
                 kept_ids = {c.id for c in items}
@@ -128,7 +130,7 @@ class Pipeline:
             _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
-                                 query_vector=query_vector)
+                                 query_vector=query_vector, line_analysis=line_analysis)
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
@@ -178,7 +180,9 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
                           section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]]
                           | None = None,
                           line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
-                          query_vector: Sequence[float] | None = None) -> list[Candidate]:
+                          query_vector: Sequence[float] | None = None,
+                          line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
+                          ) -> list[Candidate]:
     """``candidates`` minus those written at or after ``cutoff``.
 
     A hit from an undated note is judged by its lines most about the query
@@ -198,6 +202,7 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
         Line,
         as_of_state,
         closest_lines,
+        remembered_lines,
         salient,
         split_lines,
         term_weights,
@@ -209,7 +214,10 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
     undated = [c for c in candidates if c.id not in known and file_date(c.path) is None]
     dates = section_dates(undated) if section_dates is not None and undated else {}
     terms = salient(query)
-    lines = {c.id: split_lines(c.path, c.start_line, c.text, c.mtime) for c in candidates}
+    # Stored line analyses (one read, for the candidates not remembered from an earlier search) save analysing.
+    unknown = [c.id for c in candidates if not remembered_lines(c.path, c.start_line, c.text, c.mtime)]
+    stored = line_analysis(unknown) if line_analysis is not None and unknown else {}
+    lines = {c.id: split_lines(c.path, c.start_line, c.text, c.mtime, None, stored.get(c.id)) for c in candidates}
     weights = term_weights(terms, list(lines.values()))
     units = line_vectors([c.id for c in undated]) if line_vectors is not None and undated and query_vector else {}
     # When each identifier is first known to hold: a dated note's date, an undated line's own or heading date.

@@ -47,6 +47,7 @@ __all__ = [
     "EmbedsTexts",
     "StalenessAware",
     "StartableBackend",
+    "StoredLineAnalysis",
     "StoredLineVectors",
     "StoredVectors",
     "LineVector",
@@ -253,6 +254,13 @@ class PostProcessContext:
     (``written_at(candidates) -> {id: (first, last)}`` in epoch seconds),
     today transcript chunks whose messages carry a ``timestamp``; other
     memory is dated from its file (:mod:`symi_memory.chronology`).
+
+    ``line_analysis`` fetches the stored line analyses of candidates by id
+    (``line_analysis(ids) -> {id: bytes}``, what
+    :func:`symi_memory.supersession.line_analysis` gave when the chunk was
+    indexed). It is None when the backend keeps none (see
+    :class:`StoredLineAnalysis`); a processor then analyses the candidates'
+    text itself, with the same result. Call it once per search.
     """
 
     query: str
@@ -262,6 +270,7 @@ class PostProcessContext:
     written_at: Callable[[Sequence[Candidate]], Mapping[str, tuple[float, float]]] | None = None
     line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None
     query_vector: Sequence[float] | None = None
+    line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None
 
 
 @runtime_checkable
@@ -451,6 +460,29 @@ class StoredLineVectors(Protocol):
     """
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> Mapping[str, Sequence[LineVector]]: ...
+
+
+@runtime_checkable
+class StoredLineAnalysis(Protocol):
+    """Optional backend capability: hand out the line analyses stored when candidates were indexed.
+
+    Supersession reads each candidate's lines for their salient terms, values,
+    quantities, dates and the moments their path and text give them, all
+    independent of the query. A backend that stores chunks may store, beside
+    each one, ``symi_memory.supersession.line_analysis(path, start_line,
+    text)`` (bytes) when it indexes the chunk, and implement
+    ``candidate_line_analysis(ids) -> {id: bytes}`` reading those of its own
+    results in one go; a chunk left out (not analysed yet, say an index from
+    before it stored them) is analysed at query time. The analysis holds
+    nothing that a file's mtime or a transcript's write times change: those
+    are applied when it is read. Store it again when the chunk's path, start
+    line or text changes, and when ``supersession.LINE_ANALYSIS_VERSION``
+    does (an analysis of another version is ignored, never misread). Results
+    are the same with or without it; a search costs less with it (builtin-sqlite
+    and faiss have it through the shared index).
+    """
+
+    def candidate_line_analysis(self, ids: Sequence[str]) -> Mapping[str, bytes]: ...
 
 
 @runtime_checkable

@@ -13,9 +13,11 @@ module, and every threshold lives in :data:`THRESHOLDS`.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import sys
+import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -31,10 +33,11 @@ from .chronology import (
     line_dates,
     line_moment,
     line_since,
+    own_moment,
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -334,21 +337,38 @@ class Line:
 
 
 def split_lines(path: str, start_line: int, text: str, mtime: float | None,
-                written: tuple[float, float] | None = None) -> list[Line]:
+                written: tuple[float, float] | None = None, stored: bytes | None = None) -> list[Line]:
     """The non-empty, non-heading lines of a chunk with their terms and moments.
 
     ``written`` is the chunk's known ``(first, last)`` write time (a
     transcript's message timestamps); lines then share the last one.
+    ``stored`` is the chunk's :func:`line_analysis` as its index keeps it: read instead of analysing
+    the text again (when it is of another version or does not fit the text, the text is analysed).
     """
+    key = (path, start_line, text, mtime)
     if not written:
-        return _split_cached(path, start_line, text, mtime)
-    return _split(path, start_line, text, mtime, written[1])
+        got = _LINES.get(key)
+        if got is not None:
+            return got
+    lines = lines_from_analysis(stored, path, start_line, text, mtime, written) if stored is not None else None
+    if lines is None:
+        lines = _split(path, start_line, text, mtime, written[1] if written else None)
+    if not written:
+        # Chunks come back search after search; their lines' terms and moments do not change.
+        if len(_LINES) >= _LINES_MAX:
+            _LINES.clear()
+        _LINES[key] = lines
+    return lines
 
 
-@functools.lru_cache(maxsize=4096)
-def _split_cached(path: str, start_line: int, text: str, mtime: float | None) -> list[Line]:
-    # Chunks come back search after search; their lines' terms and moments do not change.
-    return _split(path, start_line, text, mtime, None)
+def remembered_lines(path: str, start_line: int, text: str, mtime: float | None) -> bool:
+    """True when :func:`split_lines` of this chunk (without a write time) needs no analysis: it is remembered."""
+    return (path, start_line, text, mtime) in _LINES
+
+
+# split_lines' answers by (path, start line, text, mtime): the same list each time (see _chunk_terms).
+_LINES: dict[tuple[str, int, str, float | None], list[Line]] = {}
+_LINES_MAX = 4096
 
 
 def _split(path: str, start_line: int, text: str, mtime: float | None, written: float | None) -> list[Line]:
@@ -370,6 +390,87 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
                         values=_values_of(tokens), dates=tuple(line_dates(stripped)),
                         quantities=quantities(stripped), days=days, ahead=ahead))
     return out
+
+
+#: The encoding of :func:`line_analysis`; an index keeps analyses of this version (a stored one of another
+#: version is not read: the text is analysed at query time instead). Change it with the index schema.
+LINE_ANALYSIS_VERSION = 1
+_NONE: frozenset[str] = frozenset()
+
+
+def line_analysis(path: str, start_line: int, text: str) -> bytes:
+    """What :func:`split_lines` finds in a chunk's lines that no query, mtime or write time changes, encoded
+    (compact JSON) for an index to store beside the chunk when it indexes it (see ``StoredLineAnalysis``).
+
+    Per line: its offset in the chunk, its salient terms, the moment its path and text give it (None: the
+    file's mtime dates it, read at query time), whether it is a past state and states a change, its values
+    and dates, its quantities, and the calendar days it names and whether one is a plan's. Chunk ``path``
+    and ``start_line`` are part of it (a dated note's date; line numbers): a chunk moved or renumbered is
+    analysed again, as the index does when it rewrites its rows.
+    """
+    rows: list[list[Any]] = [[LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]]
+    heading: str | None = None
+    for offset, raw in enumerate(text.split("\n")):
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            heading = stripped
+            continue
+        tokens = TOKEN_RE.findall(stripped)
+        days, ahead = calendar_days(stripped, _own_date(path, stripped, None) or 0.0)
+        flags = (1 if is_historical(stripped, None) else 0) | (2 if states_change(stripped) else 0) | (4 if ahead else 0)
+        rows.append([offset, " ".join(_salient_of(tokens)), own_moment(path, stripped, heading=heading), flags,
+                     " ".join(_values_of(tokens)), line_dates(stripped),
+                     {kind: " ".join(vals) for kind, vals in quantities(stripped).items()}, " ".join(days)])
+    return json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _chunk_key(path: str, start_line: int, text: str) -> int:
+    """A checksum of what an analysis depends on besides mtimes: one stored for another chunk is not read."""
+    return zlib.crc32(f"{path}\0{start_line}\0{text}".encode("utf-8", "surrogatepass"))
+
+
+def lines_from_analysis(data: bytes, path: str, start_line: int, text: str, mtime: float | None,
+                        written: tuple[float, float] | None = None) -> list[Line] | None:
+    """The lines :func:`split_lines` gives for a chunk, from its stored :func:`line_analysis` and the
+    chunk's ``mtime`` and ``written`` times; None when ``data`` is of another version or was made for another
+    ``path``, ``start_line`` or ``text`` (a checksum of them is stored with it)."""
+    try:
+        rows = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(rows, list) or not rows or rows[0] != [LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]:
+        return None  # another version, or the analysis of another chunk (path, start line or text)
+    rows = rows[1:]
+    parts = text.split("\n")
+    out = []
+    at = 0
+    undated = mtime if mtime is not None else 0.0
+    try:
+        for offset, raw in enumerate(parts):
+            stripped = raw.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            offset_, terms, own, flags, vals, dates, quants, days = rows[at]
+            if offset_ != offset:
+                return None
+            at += 1
+            n = start_line + offset
+            if written:
+                moment = (written[1], n)
+                day_set, ahead = calendar_days(stripped, written[1])
+            else:
+                moment = (own if own is not None else undated, n)
+                day_set, ahead = (frozenset(days.split()) if days else _NONE), bool(flags & 4)
+            out.append(Line(path=path, line_no=n, text=stripped, terms=frozenset(terms.split()) if terms else _NONE,
+                            moment=moment, historical=bool(flags & 1), change=bool(flags & 2),
+                            values=frozenset(vals.split()) if vals else _NONE, dates=tuple(dates),
+                            quantities={kind: frozenset(v.split()) for kind, v in quants.items()} if quants else {},
+                            days=day_set, ahead=ahead))
+    except (IndexError, TypeError, ValueError, AttributeError):
+        return None
+    return out if at == len(rows) else None
 
 
 _TERMS: dict[int, tuple[Sequence[Line], frozenset[str]]] = {}

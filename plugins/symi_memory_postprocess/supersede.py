@@ -26,6 +26,7 @@ from symi_memory.supersession import (
     cosine,
     focus_lines,
     query_score,
+    remembered_lines,
     rescheduled,
     salient,
     same_thing,
@@ -45,6 +46,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                        line_vectors: Mapping[str, Sequence[LineVector]]
                        | Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
                        query_vector: Sequence[float] | None = None,
+                       analysis: Mapping[str, bytes] | None = None,
                        ) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
@@ -56,12 +58,15 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     own vectors where both have one, else by their chunks'; with the
     ``query_vector`` too, a hit is superseded only through the lines that
     answer the query (their vectors closest to the query's), not through a
-    side remark that a newer note changes.
+    side remark that a newer note changes. ``analysis``: the candidates' stored line analyses by id
+    (:func:`symi_memory.supersession.line_analysis`), read instead of analysing their text again.
     """
     qterms = salient(query)
     if asks_about_past(query):
         return {}
-    all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id)) for c in candidates]
+    analysed = analysis or {}
+    all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id), analysed.get(c.id))
+                 for c in candidates]
     weights = term_weights(qterms, all_lines)
     focus: dict[int, list[Line]] = {}
     for i, lines in enumerate(all_lines):
@@ -79,14 +84,21 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # The lines a weaker newer hit could demote with (saying a value changed), and those of an older hit such a
     # line could change (a quantity or a plan's day): most hits have none, and their pairs end here.
     changers = {j: [b for b in focus[j] if b.change and (b.quantities or b.days)] for j in idx}
+    # What same_thing needs first (a past state, a stated change, a plan's day or a quantity in both), per hit:
+    # a pair whose lines cannot have it is never the same thing, so it is not looked at (most pairs end here).
+    past = {i: any(a.historical for a in all_lines[i]) for i in idx}
+    older_valued = {i: any(a.quantities or a.ahead for a in all_lines[i]) for i in idx}
+    says_change = {j: any(b.change for b in focus[j]) for j in idx}
+    newer_valued = {j: any(b.quantities or b.ahead for b in focus[j]) for j in idx}
     valued: dict[int, list[Line]] = {}
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
         new_i, place_i, strong, weak = newest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
+        past_i, valued_i = past[i], older_valued[i]
         for j in [j for j in idx if newest[j] > new_i]:  # never i itself
-            if places[j] == place_i:
+            if places[j] == place_i or not (past_i or says_change[j] or (valued_i and newer_valued[j])):
                 continue
             if scores[j] < strong:
                 if scores[j] < weak or not changers[j]:
@@ -138,6 +150,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                         continue
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
+                    if not (a.historical or b.change or (a.ahead and b.ahead) or (a.quantities and b.quantities)):
+                        continue  # same_thing's first refusal, before any set work
                     if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
                         continue  # cheap refusals first: same_thing would say no before any vector
                     lc = line_cos(i, a, j, b) if line_cos else None
@@ -302,8 +316,14 @@ class Supersession:
         head = [candidates[i] for i in top]
         vectors = ctx.vectors([c.id for c in head])
         written = ctx.written_at(head) if ctx.written_at is not None else None
+        analysis = None
+        if ctx.line_analysis is not None and not asks_about_past(ctx.query):
+            # One read for the candidates whose lines are not remembered from an earlier search.
+            wanted = [c.id for c in head if (written and c.id in written)
+                      or not remembered_lines(c.path, c.start_line, c.text, c.mtime)]
+            analysis = ctx.line_analysis(wanted) if wanted else None
         found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of,
-                                   ctx.line_vectors, ctx.query_vector)
+                                   ctx.line_vectors, ctx.query_vector, analysis)
         if not found:
             return list(candidates)
         # The current version takes the best place its older versions held, and each older version

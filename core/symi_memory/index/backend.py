@@ -368,6 +368,10 @@ class IndexedBackend:
                     cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
         return {cid: cache[cid] for cid in ids if cache.get(cid)}
 
+    def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read."""
+        return self.store.line_analysis_by_id(ids)
+
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
         provider = self.choice.provider

@@ -63,3 +63,15 @@ class ChunkReads(StoreParts):
             ):
                 out[row[0]] = make(row)
         return out
+
+    def line_analysis_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """``{Candidate.id: stored line analysis}`` (:func:`symi_memory.supersession.line_analysis`) of these
+        chunks, 500 ids per statement; chunks not analysed yet (an index from before the column) are left out."""
+        out: dict[str, bytes] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for cid, blob in self._read(f"SELECT id, lines FROM chunks WHERE id IN ({marks}) AND lines IS NOT NULL",
+                                        part):
+                out[cid] = blob
+        return out

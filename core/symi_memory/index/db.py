@@ -31,7 +31,7 @@ __all__ = [
 
 log = logging.getLogger("symi_memory.index")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Versions whose tables hold a copy of each vector in ``chunks.embedding`` (and ``chunks_vec``): opening
 # one moves the vectors into ``embedding_cache`` in place (``migrate_vectors``), keeping every row
 # and rowid, so the index stays searchable. Any other version is dropped and rebuilt.
@@ -40,6 +40,10 @@ MIGRATES_VECTORS_FROM = {"3", "4"}
 # every row, so the index stays searchable (chunk vectors only); the next sync sees the index has no
 # unit vectors (meta ``units``) and rebuilds it in the background, taking chunk vectors from the cache.
 ADDS_UNITS_FROM = {"5"}
+# Versions whose chunks lack ``lines`` (each chunk's supersession line analysis, stored when it is
+# indexed): opening one adds the column in place, every row kept; a chunk without one is analysed at
+# query time (same answers) until the next sync fills the column in (``IndexStore.fill_line_analysis``).
+ADDS_LINES_FROM = {"5", "6"}
 # An FTS table built with another tokenizer (schema 3 had no stemming) stays searchable; the index
 # forgets its identity, so the indexer rebuilds it in the background (build_full), which recreates
 # the FTS table with this tokenizer.
@@ -68,7 +72,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     end_line INTEGER NOT NULL,
     hash TEXT NOT NULL,
     text TEXT NOT NULL,
-    vector INTEGER
+    vector INTEGER,
+    lines BLOB
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS chunks_vector ON chunks(vector);
@@ -326,18 +331,22 @@ def _create_locked(conn: apsw.Connection) -> str | None:
             conn.execute("DROP INDEX IF EXISTS chunks_path")
             conn.execute("DROP INDEX IF EXISTS embedding_cache_used")
             migrate = True
-        elif row is not None and row[0] in ADDS_UNITS_FROM:
-            log.info("index schema %s -> %s: adding unit vectors (filled by the next sync, in the background)",
-                     row[0], SCHEMA_VERSION)
+        elif row is not None and row[0] in ADDS_UNITS_FROM | ADDS_LINES_FROM:
+            log.info("index schema %s -> %s: adding %s (filled by the next sync, in the background)", row[0],
+                     SCHEMA_VERSION, "unit vectors and line analyses" if row[0] in ADDS_UNITS_FROM else "line analyses")
         elif row is None or row[0] != str(SCHEMA_VERSION):
             log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
             _drop_all(conn)
     conn.execute(SCHEMA)
+    if not _has_column(conn, "chunks", "lines"):
+        conn.execute("ALTER TABLE chunks ADD COLUMN lines BLOB")
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
     if "meta" in have and "chunk_units" not in have:
         # An index from before unit vectors: whatever its meta says, no chunk has units yet.
         conn.execute("DELETE FROM meta WHERE key = 'units'")
     if migrate:
         migrate_vectors(conn)
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compact_pending', '1')")
     if "chunks_fts" in have and not fts_current(conn):
         log.info("index keyword table predates the %s tokenizer: rebuilding the index in the background",

@@ -339,6 +339,9 @@ class Indexer:
             self.last_error = None
             self._pending_failures, self._retry_at = 0, 0.0
         self._update_vocabulary()
+        fill = getattr(self.store, "fill_line_analysis", None)
+        if fill is not None:  # chunks of an index from before stored line analyses (each filled once)
+            fill(should_stop=self.cancel.is_set)
         self._record(reason)
         cache = self.agent.memory_search["cache"]
         # The index's own vectors are never pruned; without the cache nothing else is kept.

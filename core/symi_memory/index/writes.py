@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
@@ -128,6 +129,7 @@ class FileWrites(StoreParts):
         return rowids
 
     def _insert_chunk(self, c: ChunkRow, embedder: int | None) -> int:
+        from ..supersession import line_analysis
         from .keyword import cjk_bigrams
 
         vector = None
@@ -139,9 +141,10 @@ class FileWrites(StoreParts):
             ).fetchone()[0]  # type: ignore[index]
             self._note_dims(len(c.embedding) // 4)
         self.conn.execute(
-            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector) "
-            "VALUES (?,?,?,?,?,?,?,?)",
-            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector),
+            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector, lines) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector,
+             line_analysis(c.path, c.start_line, c.text)),
         )
         rowid = self.conn.last_insert_rowid()
         if vector is not None and embedder is not None and c.units:
@@ -160,6 +163,33 @@ class FileWrites(StoreParts):
         if self.fts_error is None:
             self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", (rowid, c.text, cjk_bigrams(c.text)))
         return rowid
+
+    def fill_line_analysis(self, batch: int = 500, should_stop: Callable[[], bool] | None = None) -> int:
+        """Store the line analysis of every chunk that has none (an index from before ``chunks.lines``), in
+        short transactions of ``batch`` chunks; returns how many were filled. Searches meanwhile analyse
+        those chunks' text themselves, with the same result."""
+        from ..supersession import line_analysis
+
+        if self._read("SELECT 1 FROM meta WHERE key = 'lines_pending'").fetchone() is None:
+            return 0  # every chunk written since the column exists has its analysis
+        filled, after = 0, -1
+        while should_stop is None or not should_stop():
+            with self.write():
+                rows: list[Any] = self.conn.execute("SELECT rowid, path, start_line, text FROM chunks WHERE rowid > ? "
+                                                    "AND lines IS NULL ORDER BY rowid LIMIT ?", (after, batch)).fetchall()
+                if rows:
+                    after = rows[-1][0]
+                    self.conn.executemany("UPDATE chunks SET lines = ? WHERE rowid = ?",
+                                          [(line_analysis(path, start, text), rowid)
+                                           for rowid, path, start, text in rows])
+                if len(rows) < batch:
+                    self.conn.execute("DELETE FROM meta WHERE key = 'lines_pending'")
+            filled += len(rows)
+            if len(rows) < batch:
+                break
+        if filled:
+            log.info("stored the line analysis of %d chunks", filled)
+        return filled
 
     def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:
         """Record a new mtime/size for a file whose content hash did not change."""

@@ -191,6 +191,28 @@ def test_embedded_texts_compare_with_the_stored_vectors(conformance_workspace: P
     assert _cosine(fresh[0], stored) > 0.99
 
 
+def test_stored_line_analyses_give_the_lines_of_a_fresh_analysis(conformance_workspace: Path,
+                                                                  open_conformance_memory) -> None:
+    """``candidate_line_analysis`` (backends that store supersession's line analysis) gives, for every
+    candidate, what analysing its text at query time gives (terms, values, quantities, moments, days)."""
+    from symi_memory.specs import StoredLineAnalysis
+    from symi_memory.supersession import _split, lines_from_analysis
+
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    if not isinstance(mem.backend, StoredLineAnalysis):
+        pytest.skip("this backend stores no line analyses (supersession analyses candidates at query time)")
+    backend: Any = mem.backend
+    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
+                                       candidate_limit=24)).candidates
+    got = backend.candidate_line_analysis([c.id for c in cands])
+    assert set(got) == {c.id for c in cands}
+    for c in cands:
+        lines = lines_from_analysis(got[c.id], c.path, c.start_line, c.text, c.mtime)
+        fresh = _split(c.path, c.start_line, c.text, c.mtime, None)
+        assert lines == fresh and [ln.quantities for ln in lines] == [ln.quantities for ln in fresh]
+
+
 def test_stored_line_vectors_are_the_lines_own(conformance_workspace: Path, open_conformance_memory) -> None:
     """``candidate_line_vectors`` (backends that store line vectors) gives, per candidate, vectors of lines
     inside the chunk, in line order, each the same direction as that line's text embedded now."""
