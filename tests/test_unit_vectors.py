@@ -165,3 +165,24 @@ def test_which_lines_get_a_vector() -> None:
     assert chunk_units(text, lines, "off") == []
     assert chunk_units("Renew the passport before May", (3,), "lines") == [], "a one-line chunk is its own unit"
     assert [u[:2] for u in chunk_units("金银价格今年上涨了很多很多\n好", (1, 2), "lines")] == [(1, 1)]
+
+
+def test_auto_int8_with_kept_rows_answers_as_float32_with_units(tmp_path: Path, ws: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A mid-sized index (KEPT_INT8_MIN to 50,000 vectors) scans int8 and rescores chunk and unit rows from the
+    # float32 rows it keeps: every search answers exactly as the float32 scan does, scores included.
+    pytest.importorskip("faiss")
+    from symi_memory.index import vectors as vectors_mod
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1)  # as if the index held 8,192 vectors
+    questions = [NEEDLE, "Lisbon photos", *TOPICS[:6]]
+    answers = {}
+    for scan in ("auto", "float32"):
+        with open_mem(tmp_path / scan, ws, {"store": {"vector": {"scan": scan}}}) as mem:
+            mem.sync()
+            answers[scan] = [mem.search(q, min_score=0).to_dict() for q in questions]
+            status = mem.status()["vector"]
+            assert status["exactUnits"] >= len(TOPICS)
+            if scan == "auto":
+                assert status["exactScan"] == "int8+float32-rescoring"
+                assert mem.backend.vectors._quant.rows is not None
+    assert answers["auto"] == answers["float32"]

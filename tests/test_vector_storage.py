@@ -388,6 +388,35 @@ def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, 
         store.close()
 
 
+def test_auto_scan_of_a_mid_sized_index_is_int8_rescored_from_memory_with_float32_answers(tmp_path: Path,
+                                                                                          monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # From KEPT_INT8_MIN (8,192) to HALF_AUTO_MIN vectors the int8 copy keeps the float32 rows beside it and
+    # rescores from them: the same answers, bit for bit, as the float32 scan, and no vector read from SQLite.
+    pytest.importorskip("faiss")
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3000)
+    try:
+        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
+        auto.search(vecs[0].tolist(), 1)
+        assert auto.status()["scan"] == "int8+float32-rescoring"
+        assert auto._quant is not None and auto._quant.rows is not None and auto._quant.rows.shape == (3000, 64)
+        reads = []
+        real = type(store).vector_rows
+        monkeypatch.setattr(type(store), "vector_rows", lambda self, *a: reads.append(a) or real(self, *a))
+        queries = vecs[rng.integers(0, len(vecs), 30)] + 0.02 * rng.normal(size=(30, vecs.shape[1]))
+        for q in queries:
+            for k in (1, 10, 80):
+                assert auto.search(q.tolist(), k) == full.search(q.tolist(), k), k
+            others = [int(r) for r in rng.integers(1, len(vecs), 20)]
+            assert auto.rescore(q.tolist(), others) == full.rescore(q.tolist(), others)
+        assert reads == []
+    finally:
+        store.close()
+
+
 def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
     # A d-term float32 dot product can be off by about d * 2**-24 on each side: 1e-4 is not enough at 1,536-d.
     from symi_memory.index.vectors import BOUND_SLACK, slack

@@ -44,7 +44,8 @@ class StoreVector:
                     doc="Exact scan copy in memory: int8 (a quarter of the memory and bandwidth, needs faiss) or "
                         "float16 (half, needs faiss), whose candidates are rescored against the stored float32 "
                         "vectors (every chunk the rounding could have misplaced, so results are the float32 "
-                        "scan's), float32, or auto (int8 from 50,000 vectors when faiss is installed).")
+                        "scan's), float32, or auto (int8 from 8,192 vectors when faiss is installed; below "
+                        "50,000 it also keeps the float32 rows in memory and rescores from them).")
     unit_weight: float = opt("unitWeight", 0.7, lo=0.0, hi=1.0, clamp=True,
                              doc="How much a chunk's best line (chunking.units) counts in its vector score: "
                                  "(1 - w) x chunk cosine + w x max(chunk cosine, best unit cosine); 0 uses chunk "

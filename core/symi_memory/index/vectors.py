@@ -36,12 +36,20 @@ __all__ = ["ExactVectors", "SYNC_LOAD_LIMIT", "combine_unit", "combined_cosines"
 log = logging.getLogger("symi_memory.index")
 
 SYNC_LOAD_LIMIT = 20_000
-HALF_AUTO_MIN = 50_000  # scan: auto uses int8 from this many vectors (below, the float32 scan is cheap anyway)
+HALF_AUTO_MIN = 50_000  # scan: auto uses int8 from this many vectors, rescored from the stored vectors
+# scan: auto uses int8 from this many vectors up to HALF_AUTO_MIN too, rescored from a float32 copy it keeps in
+# memory beside the codes (1.25x the float32 scan's memory; a 10k-row 384-d index: 15 MB + 4 MB). At 10k rows
+# faiss's int8 scan takes about 0.5 ms against 2-2.5 ms for the float32 einsum, and the band's rows are then
+# gathered from memory (about 0.05 ms for 150 rows) instead of read from SQLite (which made the int8 path
+# slower than the float32 scan there). Below this, the float32 scan costs under a millisecond.
+KEPT_INT8_MIN = 8_192
 # A quantized scan first asks faiss for this many times k rows (at least this many), and looks 4x further
 # (another scan) while the rescoring band reaches past them. int8's band is wider (its error bound is about
 # 40x float16's): at 100k, about 200 rows for k = 10 and 350 for k = 80; asking faiss for 1,024 rows
-# instead of 64 costs about 0.8 ms, a second scan 7 ms.
-RESCORE_WIDE = {"float16": (4, 64), "int8": (8, 512)}
+# instead of 64 costs about 0.8 ms, a second scan 7 ms. An int8 copy whose float32 rows are kept in memory
+# ("kept", under HALF_AUTO_MIN) asks for less: its band (about 140 rows at 10k for k = 80) is remembered in
+# _reach, and a second scan of 10k rows costs about 0.5 ms (vectors.search 1.9 -> 1.55 ms at 10k, k = 80).
+RESCORE_WIDE = {"float16": (4, 64), "int8": (8, 512), "kept": (2, 128)}
 # Added to the quantization bound: float32 rounding of the scan's and the rescoring's dot products
 # (384 terms: under 3e-5 each) and of the scan copy's normalisation. At least this; for wide vectors
 # the worst case of a d-term float32 dot product on each side (see slack()).
@@ -140,6 +148,9 @@ class _Quantized:
     err_dim: Any  # largest |stored - scan copy| of each dimension over all rows (normalised vectors)
     err_row: float  # largest norm of a row's (stored x scale - code): code units for int8
     code_row: float  # int8: largest norm of a row's codes (bounds what rounding the query costs)
+    #: The normalised float32 rows of the scan (in scan order) when kept in memory for the rescoring
+    #: (below ``HALF_AUTO_MIN``); None: the rescoring reads the stored vectors.
+    rows: Any = None
 
 
 @attrs.define
@@ -177,7 +188,11 @@ class ExactVectors:
             return None
         if self.scan in QUANTIZED:
             return self.scan
-        return "int8" if n >= HALF_AUTO_MIN else None
+        return "int8" if n >= min(KEPT_INT8_MIN, HALF_AUTO_MIN) else None
+
+    def _keeps_rows(self, n: int) -> bool:
+        """True when the int8 copy of ``n`` rows keeps the float32 rows in memory for its rescoring."""
+        return self.scan == "auto" and n < HALF_AUTO_MIN
 
     def _load(self, generation: int) -> None:
         import numpy as np
@@ -200,9 +215,19 @@ class ExactVectors:
         err_dim: Any = None
         err_row = code_row = 0.0
 
+        kept: Any = None  # the float32 rows kept for the rescoring (below HALF_AUTO_MIN)
+        kept_fill = 0
+
         def add_block(rows: Any) -> None:
-            nonlocal scale, err_dim, err_row, code_row
+            nonlocal scale, err_dim, err_row, code_row, kept, kept_fill
             _normalise(rows)
+            if kept is not None:
+                # As the float32 scan holds them (a non-finite row stays NaN there, and ranks last when rescored).
+                if kept_fill + len(rows) > kept.shape[0]:  # rows written since the count
+                    kept = np.concatenate([kept[:kept_fill], rows])
+                else:
+                    kept[kept_fill : kept_fill + len(rows)] = rows
+                kept_fill += len(rows)
             # A stored vector with NaN or inf (a provider's bad output) scores NaN in the float32 scan, so it
             # never ranks; in the copy it would make the codes' scale and the recorded error NaN, and a NaN
             # bound rescored no more than the first k chunks of every search. It scans as a zero row.
@@ -247,6 +272,8 @@ class ExactVectors:
                              else faiss.ScalarQuantizer.QT_fp16)
                     index = faiss.IndexScalarQuantizer(dims, qtype, faiss.METRIC_INNER_PRODUCT)
                     buf = np.empty((min(max(expected, 1), HALF_BLOCK), dims), dtype=np.float32)
+                    if kind == "int8" and self._keeps_rows(expected):
+                        kept = np.empty((max(expected, 1), dims), dtype=np.float32)
                 else:
                     buf = np.empty((max(expected, 1), dims), dtype=np.float32)
             if len(blob) != dims * 4:
@@ -283,7 +310,7 @@ class ExactVectors:
             index=index, kind=kind, generation=generation, ids=ids, offsets=offsets if has_units else None,
             chunk_ids=ids[offsets], vids=np.frombuffer(vids_list, dtype=np.int64), scale=scale,
             err_dim=np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim, err_row=err_row,
-            code_row=code_row)
+            code_row=code_row, rows=None if kept is None else kept[:kept_fill])
         with self._lock:
             self._ids = ids
             self._offsets = offsets if has_units else None
@@ -443,13 +470,16 @@ class ExactVectors:
             ends = np.append(offsets[1:], len(vids))
             lengths = ends[segs] - offsets[segs]
             rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        m = self.store.vector_rows(vids[rows], q.shape[0], generation)
-        if m is None:
-            return None
+        if copy.rows is not None:
+            m = copy.rows[rows]  # the rows as the float32 scan holds them: normalised already
+        else:
+            m = self.store.vector_rows(vids[rows], q.shape[0], generation)
+            if m is None:
+                return None
+            _normalise(m)
         # As the float32 scan computes a score (rows normalised, then one loop per row): the same bits, so a
         # float32 and a quantized scan order near-ties alike, and copies of one vector tie wherever they sit
         # in the batch (a matrix product gave them scores a few ulps apart, by position).
-        _normalise(m)
         cos = _nan_last(np.einsum("ij,j->i", m, q))
         if offsets is None:
             return cos
@@ -492,12 +522,12 @@ class ExactVectors:
         chunks = len(chunk_ids)
         probe, unit, bound = self._probe(copy, q)
         spread = min(4.0, ntotal / max(1, chunks))
-        factor, least = RESCORE_WIDE[copy.kind]
+        factor, least = RESCORE_WIDE["kept" if copy.rows is not None else copy.kind]
         wide = min(ntotal, max(int(max(k * factor, least) * spread), self._reach.get(k, 0) * 3 // 2))
         exact: dict[int, float] = {}  # segment -> exact score
         ok = bool(getattr(self._last, "current", False))  # else the stored ids may be stale: read by chunk
         while True:
-            dist, pos = quant.search(probe, wide)
+            dist, pos = _one_thread_search(quant, probe, wide) if copy.rows is not None else quant.search(probe, wide)
             pos, dist = pos[0], dist[0] * unit
             keep = pos >= 0
             pos, dist = pos[keep], dist[keep]
@@ -589,6 +619,24 @@ class ExactVectors:
                     "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
                     "scan": QUANTIZED[self._quant.kind] if self._quant is not None and loaded
                     else "float32" if loaded else "none"}
+
+
+def _one_thread_search(index: Any, probe: Any, k: int) -> Any:
+    """``index.search(probe, k)`` on the calling thread alone (OpenMP's thread count restored after).
+
+    One query over a copy under 50,000 rows: waking OpenMP's other threads cost more than the scan (10k rows:
+    about 5.6 ms of CPU a search against 1.6 with one thread, when OMP_NUM_THREADS is not set).
+    """
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    if threads == 1:
+        return index.search(probe, k)
+    faiss.omp_set_num_threads(1)
+    try:
+        return index.search(probe, k)
+    finally:
+        faiss.omp_set_num_threads(threads)
 
 
 def _normalise(rows: Any) -> None:
