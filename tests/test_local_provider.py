@@ -620,6 +620,37 @@ def test_plain_text_token_ids_are_the_tokenizers(tmp_path):
         assert tok.encode(declined).ids  # the tokenizer serves them
 
 
+def test_the_saved_vocabulary_is_searched_in_place_with_the_same_ids(tmp_path):
+    """A loaded vocabulary looks pieces up in the file's bytes (no dict of 30,522 pieces built for a few
+    lookups), and switches to a dict after MAX_SEARCHES lookups (long unknown words): the ids are the
+    tokenizer's both ways."""
+    from symi_memory_local.onnx_embedder import _tokenizer
+    from symi_memory_local.wordpiece import Vocabulary, WordPiece, load_wordpiece, save_wordpiece
+
+    tok = _tokenizer(bundled_tokenizer(), max_tokens=256, stride=32)
+    save_wordpiece(tmp_path, tok)
+    (saved,) = tmp_path.iterdir()
+
+    class SearchOnly(Vocabulary):
+        MAX_SEARCHES = 10**9
+
+    in_place = WordPiece(SearchOnly(saved.read_bytes()), max_tokens=256)
+    texts = _corpus_texts()[:1500] + ["how do we deploy the staging server", "zqxjkvbw" * 12, "0x1f2e3d4c5b6a"]
+    for text, ref in zip(texts, tok.encode_batch(texts), strict=True):
+        enc = in_place.encode(text)
+        if enc is not None:
+            assert enc.ids == ref.ids, text
+    assert in_place.vocab._ids is None  # every lookup was a search of the bytes
+    loaded = load_wordpiece(tmp_path, max_tokens=256)
+    assert loaded is not None and loaded.vocab._ids is None
+    query = loaded.encode("how do we deploy the staging server")
+    assert query is not None and loaded.vocab._searches < 30 and loaded.vocab._ids is None
+    long_word = "zqxjkvbw" * 12  # cut into many pieces, each found after many misses: the dict takes over
+    assert loaded.encode(long_word).ids == tok.encode(long_word).ids
+    assert loaded.vocab._ids is not None and loaded.vocab._searches > Vocabulary.MAX_SEARCHES
+    assert "[CLS]" in loaded.vocab and "no such piece\n" not in loaded.vocab
+
+
 def test_a_damaged_saved_vocabulary_is_not_used(tmp_path):
     from symi_memory_local.onnx_embedder import _tokenizer
     from symi_memory_local.wordpiece import load_wordpiece, save_wordpiece

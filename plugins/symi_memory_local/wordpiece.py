@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WordPiece", "load_wordpiece", "save_wordpiece"]
+__all__ = ["Vocabulary", "WordPiece", "load_wordpiece", "save_wordpiece"]
 
 log = logging.getLogger("symi_memory.local")
 
@@ -48,10 +49,52 @@ class Encoding:
         self.overflowing: list[Any] = []
 
 
+class Vocabulary:
+    """Piece -> id over the saved file's bytes (one piece a line, in id order), looked up in place.
+
+    Building a dict of the 30,522 pieces took a one-shot query ~10 ms of CPU holding the GIL (beside the
+    main thread's work); a query looks up a few dozen pieces, each a search of the bytes (tens of
+    microseconds). The file's lines are distinct: it is written from the tokenizer's vocabulary (a mapping)
+    and checked against its checksum when read.
+    """
+
+    __slots__ = ("_ids", "_lines", "_searches")
+
+    #: Searches of the bytes before the dict is built after all (long unknown words try many pieces).
+    MAX_SEARCHES = 200
+
+    def __init__(self, data: bytes) -> None:
+        self._lines = b"\n" + data + b"\n"
+        self._searches = 0
+        self._ids: dict[str, int] | None = None
+
+    def get(self, piece: str) -> int | None:
+        if self._ids is not None:
+            return self._ids.get(piece)
+        if "\n" in piece or "\r" in piece or not piece.isascii():
+            return None  # never a line of the file (pieces of plain text are ASCII without line breaks)
+        self._searches += 1
+        if self._searches > self.MAX_SEARCHES:
+            pieces = self._lines[1:-1].decode("utf-8").split("\n")
+            self._ids = dict(zip(pieces, range(len(pieces)), strict=True))
+            return self._ids.get(piece)
+        at = self._lines.find(b"\n" + piece.encode("ascii") + b"\n")
+        return None if at < 0 else self._lines.count(b"\n", 0, at)
+
+    def __getitem__(self, piece: str) -> int:
+        found = self.get(piece)
+        if found is None:
+            raise KeyError(piece)
+        return found
+
+    def __contains__(self, piece: object) -> bool:
+        return isinstance(piece, str) and self.get(piece) is not None
+
+
 class WordPiece:
     """:meth:`encode` gives the bundled tokenizer's ids for plain ASCII text, or None for any other text."""
 
-    def __init__(self, vocab: dict[str, int], *, max_tokens: int) -> None:
+    def __init__(self, vocab: Mapping[str, int] | Vocabulary, *, max_tokens: int) -> None:
         self.vocab = vocab
         self.max_tokens = max_tokens
         self.cls, self.sep, self.unk = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
@@ -109,9 +152,8 @@ def load_wordpiece(folder: Path, *, max_tokens: int) -> WordPiece | None:
             log.warning("the saved tokenizer vocabulary %s is damaged; removing it", folder / name)
             (folder / name).unlink(missing_ok=True)
             continue
-        pieces = data.decode("utf-8").split("\n")
-        vocab = dict(zip(pieces, range(len(pieces)), strict=True))
-        if len(vocab) == len(pieces) and all(s in vocab for s in SPECIAL):
+        vocab = Vocabulary(data)
+        if all(s in vocab for s in SPECIAL):
             return WordPiece(vocab, max_tokens=max_tokens)
     return None
 
