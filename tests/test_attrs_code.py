@@ -4,6 +4,7 @@ builds from the saved code are the ones attrs builds itself."""
 from __future__ import annotations
 import __future__
 
+import linecache
 import random
 import re
 import subprocess
@@ -78,6 +79,28 @@ def test_classes_from_saved_code_behave_alike(tmp_path):
     assert mutable(3) == mutable(3) and repr(mutable(3)) == repr(plain_mutable(3))
     for method in ("__init__", "__eq__", "__hash__", "__repr__"):
         assert _same_code(getattr(frozen, method).__code__, getattr(plain_frozen, method).__code__)
+
+
+def test_a_class_whose_fields_changed_keeps_only_its_current_code(tmp_path):
+    """After an upgrade changes a class, its old script's entries are dropped when the new one is saved;
+    other classes' entries stay (another command may build them)."""
+    path = str(tmp_path / "cache.marshal")
+    for fields in ({"a": "int"}, {"a": "int", "c": "float"}):
+        # As in a new process: attrs names a script registered already under another file name ("-1").
+        for name in [n for n in linecache.cache if n.endswith(".Changing>")]:
+            del linecache.cache[name]
+        uninstall = attrs_code.install(path, write=True)
+        try:
+            attrs.define(type("Changing", (), {"__annotations__": fields, "__module__": __name__,
+                                                "__qualname__": "Changing"}))
+            if len(fields) == 1:
+                _define("Other")
+        finally:
+            uninstall()
+    saved = attrs_code.AttrsCodeCache(path).entries
+    changing = [script for name, script in saved if name.endswith(".Changing>")]
+    assert len(changing) == 1 and "self.c" in changing[0]
+    assert sum(name.endswith((".Other>", ".OtherM>")) for name, _ in saved) == 2
 
 
 def test_a_damaged_file_is_compiled_over(tmp_path):

@@ -32,8 +32,13 @@ __all__ = ["AttrsCodeCache", "install"]
 _HASH_LITERAL = re.compile(r"(hash\(\(\n[ ]+)(-?)(\d+)(,\n)")
 #: In the file's name: what its entries hold ({(file name, keyed source): (code, number or None)}).
 FORMAT = "v1"
-#: Beyond this many saved entries (scripts of classes since changed), the file keeps only this run's.
-MAX_ENTRIES = 2000
+#: Beyond this many saved entries, the file keeps only this run's (a backstop: see AttrsCodeCache.save).
+MAX_ENTRIES = 1000
+
+
+def _shape(key_script: str) -> str:
+    """A saved script without its hash placeholder: the same for all of one class's entries."""
+    return _HASH_LITERAL.sub(lambda m: f"{m.group(1)}#{m.group(4)}", key_script)
 
 
 def _swap_constant(code: CodeType, old: int | None, new: int) -> tuple[CodeType, int]:
@@ -117,7 +122,11 @@ class AttrsCodeCache:
         """Write the entries out (when this run compiled new ones); best effort, never raises."""
         if self.path is None or not self.added:
             return
-        entries = self.entries
+        # A class this run built whose saved script is another one (an upgrade changed its fields) keeps only
+        # the current script's entries (one per sign and width of its hash number).
+        shapes = {(name, _shape(script)) for name, script in self.used}
+        names = {name for name, _ in shapes}
+        entries = {k: v for k, v in self.entries.items() if k[0] not in names or (k[0], _shape(k[1])) in shapes}
         if len(entries) > MAX_ENTRIES:
             entries = {k: v for k, v in entries.items() if k in self.used}
         tmp = f"{self.path}.{os.getpid()}.tmp"
