@@ -78,8 +78,9 @@ class AttrsCodeCache:
             try:
                 with open(path, "rb") as fh:
                     loaded = marshal.loads(fh.read())
-                if isinstance(loaded, dict):
-                    self.entries = loaded
+                if isinstance(loaded, dict):  # what this version writes; anything else in it is left out
+                    self.entries = {k: v for k, v in loaded.items() if type(k) is tuple and len(k) == 2
+                                    and type(k[0]) is str and type(k[1]) is str}
             except (OSError, ValueError, EOFError, TypeError):
                 self.entries = {}
 
