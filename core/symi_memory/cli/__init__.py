@@ -93,6 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     served = try_server(argv)
     if served is not None:
         return served
+    # attrs compiles the methods of every class the command defines (~105 for a search): their code is kept
+    # between runs (attrs_code.py). Installed for this call only; in-process callers get attrs unchanged after.
+    from .attrs_code import install
+
+    uninstall = install()
+    try:
+        return _main(argv)
+    finally:
+        uninstall()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     import logging
 
     import apsw
