@@ -48,7 +48,9 @@ def test_a_question_naming_a_month_puts_that_months_note_first(tmp_path: Path) -
             "memory/2026-05-04.md"
         # "may" the verb is not a month.
         assert _paths(mem, "Which prints may Wei sell at the art fair?")[0] == "memory/2026-07-12.md"
-        # Another year's May is not this one.
+        # Naming the year asks for that year's May (the year is not an identifier look-up) ...
+        assert _paths(mem, "How many prints did Wei sell at the art fair in May 2026?")[0] == "memory/2026-05-04.md"
+        # ... and another year's May is not this one.
         assert _paths(mem, "How many prints did Wei sell at the art fair in May 2025?")[0] == "memory/2026-07-12.md"
     with _mem(tmp_path / "off", ws, provider="none", query={"hybrid": {"monthCue": {"enabled": False}}}) as mem:
         mem.sync()

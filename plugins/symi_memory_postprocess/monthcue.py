@@ -34,6 +34,7 @@ __all__ = ["MonthCue", "months_named"]
 MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
                "november", "december")
 _MONTH_RE = re.compile(r"(?<!\w)(" + "|".join(MONTH_NAMES) + r")(?:\s+(\d{4}))?(?!\w)", re.IGNORECASE)
+_YEAR_RE = re.compile(r"^(?:19|20)\d\d$")
 # "may" the verb is far commoner than the month: lower-case, it is the month only after these or before a year.
 _MAY_BEFORE_RE = re.compile(r"(?:\b(?:in|of|early|mid|late|during|since|until|from|by|end of)[\s-]+)$", re.IGNORECASE)
 
@@ -65,7 +66,8 @@ class MonthCue:
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
         named = months_named(ctx.query)
-        if not named or identifier_tokens(ctx.query):
+        # A year ("May 2026") is a token with digits like an identifier, but it is part of the month named.
+        if not named or any(not _YEAR_RE.match(t) for t in identifier_tokens(ctx.query)):
             return list(candidates)
         out = []
         for c in candidates:
