@@ -57,6 +57,7 @@ _SURNAME_RE = re.compile(r"\s+(?-i:[A-Z][a-z])")
 # ... and so is one that is the subject of a question's verb ("What did June say?").
 _AUXILIARY_BEFORE_RE = re.compile(r"\b(?:did|does|do|will|would|can|could|should|has|had)\s+$", re.IGNORECASE)
 _LOWER_WORD_RE = re.compile(r"\s+(?-i:[a-z])")
+_WINDOW = 40  # characters before a month word that these look at
 
 
 def months_named(query: str) -> set[tuple[int, int | None]]:
@@ -65,14 +66,18 @@ def months_named(query: str) -> set[tuple[int, int | None]]:
     for m in _MONTH_RE.finditer(query):
         word, day, year = m.group(1), m.group(2), m.group(3)
         low = word.lower()
-        before, after = query[:m.start()], query[m.end():]
-        if not (day or year or _MONTH_BEFORE_RE.search(before)):
+        # The words around it, within a bounded window (a long query with many month words stays linear).
+        start, end = m.start(), m.end()
+        lo = max(0, start - _WINDOW)
+        if not (day or year or _MONTH_BEFORE_RE.search(query, lo, start)):
             if low in ABBREVIATIONS or (word.islower() and low in _WORDS_TOO):
                 continue
-            if low == "may" and _SENTENCE_START_RE.search(before):  # "May I ...", "Thanks! May we ..."
+            if low == "may" and _SENTENCE_START_RE.search(query, lo, start):  # "May I ...", "Thanks! May we ..."
                 continue
-            if word[0].isupper() and (_SURNAME_RE.match(after) and not _MONTH_RE.match(after.lstrip())
-                                      or _AUXILIARY_BEFORE_RE.search(before) and _LOWER_WORD_RE.match(after)):
+            surname = _SURNAME_RE.match(query, end)
+            if word[0].isupper() and (surname and not _MONTH_RE.match(query, surname.end() - 2)
+                                      or _AUXILIARY_BEFORE_RE.search(query, lo, start)
+                                      and _LOWER_WORD_RE.match(query, end)):
                 continue
         month = ABBREVIATIONS[low] if low in ABBREVIATIONS else MONTH_NAMES.index(low) + 1
         out.add((month, int(year) if year else None))
