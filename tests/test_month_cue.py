@@ -49,6 +49,8 @@ def test_a_question_naming_a_month_puts_that_months_note_first(tmp_path: Path) -
         # "may" the verb is not a month, nor is May the person.
         assert _paths(mem, "Which prints may Wei sell at the art fair?")[0] == "memory/2026-07-12.md"
         assert _paths(mem, "How many prints did May Chen sell at the art fair?")[0] == "memory/2026-07-12.md"
+        # "after May" asks about the months after it.
+        assert _paths(mem, "How many prints did Wei sell at the art fair after May?")[0] == "memory/2026-07-12.md"
         # Naming the year asks for that year's May (the year is not an identifier look-up) ...
         assert _paths(mem, "How many prints did Wei sell at the art fair in May 2026?")[0] == "memory/2026-05-04.md"
         # ... and another year's May is not this one.
@@ -92,6 +94,7 @@ def test_the_boost_is_in_log_odds_and_leaves_other_notes_and_identifier_lookups_
     ("an august gathering", set()),
     ("Thanks! May I ask what Nadia said?", set()),
     ("What did Jan say about the roof?", set()),
+    ("What changed after June and before September?", set()),
     # ... while a day, a year, a short form after a preposition and lower-case months in a range are.
     ("May 5, 2026 meeting notes", {(5, 2026)}),
     ("What did we spend in Sept?", {(9, None)}),

@@ -12,7 +12,8 @@ and a short form ("Sept") are a month only after a word such as in, of,
 mid, from, between or last ("in May", "mid-May"), or before a day or a
 year; a capitalised one is not a month when it opens a sentence ("May I
 ..."), is followed by a surname ("May Chen") or is the subject of a
-question's verb ("What did June say?"). Undated notes, a query naming no
+question's verb ("What did June say?"). "after June" and "before May" do not
+name the month asked about. Undated notes, a query naming no
 month and an identifier look-up (a hash, ticket or env var, where only the
 needle counts; a year is not one) are left as they were.
 """
@@ -57,6 +58,8 @@ _SURNAME_RE = re.compile(r"\s+(?-i:[A-Z][a-z])")
 # ... and so is one that is the subject of a question's verb ("What did June say?").
 _AUXILIARY_BEFORE_RE = re.compile(r"\b(?:did|does|do|will|would|can|could|should|has|had)\s+$", re.IGNORECASE)
 _LOWER_WORD_RE = re.compile(r"\s+(?-i:[a-z])")
+# "after June", "before May": the month bounds the time asked about and is not part of it.
+_BOUNDARY_BEFORE_RE = re.compile(r"\b(?:after|before)\s+$", re.IGNORECASE)
 _WINDOW = 40  # characters before a month word that these look at
 
 
@@ -69,6 +72,8 @@ def months_named(query: str) -> set[tuple[int, int | None]]:
         # The words around it, within a bounded window (a long query with many month words stays linear).
         start, end = m.start(), m.end()
         lo = max(0, start - _WINDOW)
+        if _BOUNDARY_BEFORE_RE.search(query, lo, start):
+            continue
         if not (day or year or _MONTH_BEFORE_RE.search(query, lo, start)):
             if low in ABBREVIATIONS or (word.islower() and low in _WORDS_TOO):
                 continue
