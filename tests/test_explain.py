@@ -30,7 +30,7 @@ def test_explain_returns_the_search_answer_and_why_each_candidate_ranked(tmp_pat
         plain = mem.search("tea biscuits", now=now)
         out = mem.explain("tea biscuits", now=now)
         assert out["response"] == plain.to_dict()  # explain changes nothing in the answer
-        assert out["stages"] == ["fused", "month-cue", "temporal-decay", "supersession", "mmr", "final"]
+        assert out["stages"] == ["fused", "temporal-decay", "supersession", "month-cue", "mmr", "final"]
         rows = out["candidates"]
         returned = [r for r in rows if r["outcome"] == "returned"]
         assert [(r["path"], r["startLine"]) for r in returned] == [(h.path, h.start_line) for h in plain.results]

@@ -46,9 +46,14 @@ def test_a_question_naming_a_month_puts_that_months_note_first(tmp_path: Path) -
         assert _paths(mem, "How many prints did Wei sell at the art fair in May?")[0] == "memory/2026-05-04.md"
         assert mem.search("How many prints did Wei sell at the art fair in early May?").results[0].path == \
             "memory/2026-05-04.md"
-        # "may" the verb is not a month.
+        # "may" the verb is not a month, nor is May the person.
         assert _paths(mem, "Which prints may Wei sell at the art fair?")[0] == "memory/2026-07-12.md"
-        # Another year's May is not this one.
+        assert _paths(mem, "How many prints did May Chen sell at the art fair?")[0] == "memory/2026-07-12.md"
+        # "after May" asks about the months after it.
+        assert _paths(mem, "How many prints did Wei sell at the art fair after May?")[0] == "memory/2026-07-12.md"
+        # Naming the year asks for that year's May (the year is not an identifier look-up) ...
+        assert _paths(mem, "How many prints did Wei sell at the art fair in May 2026?")[0] == "memory/2026-05-04.md"
+        # ... and another year's May is not this one.
         assert _paths(mem, "How many prints did Wei sell at the art fair in May 2025?")[0] == "memory/2026-07-12.md"
     with _mem(tmp_path / "off", ws, provider="none", query={"hybrid": {"monthCue": {"enabled": False}}}) as mem:
         mem.sync()
@@ -82,6 +87,21 @@ def test_the_boost_is_in_log_odds_and_leaves_other_notes_and_identifier_lookups_
     ("May I ask what Nadia said?", set()),
     ("What may have caused it?", set()),
     ("What did Priya say about her marchers?", set()),
+    # Names, verbs and sentence openings are not months ...
+    ("When did May Chen move to Berlin?", set()),
+    ("What did June say about the garden?", set()),
+    ("Where did we march last week?", set()),
+    ("an august gathering", set()),
+    ("Thanks! May I ask what Nadia said?", set()),
+    ("What did Jan say about the roof?", set()),
+    ("What changed after June and before September?", set()),
+    # ... while a day, a year, a short form after a preposition and lower-case months in a range are.
+    ("May 5, 2026 meeting notes", {(5, 2026)}),
+    ("What did we spend in Sept?", {(9, None)}),
+    ("the Oct. 3rd release", {(10, None)}),
+    ("budget for Jan 2026", {(1, 2026)}),
+    ("what happened between march and may", {(3, None), (5, None)}),
+    ("in may of 2025", {(5, 2025)}),
 ])
 def test_months_named(query: str, named: set[tuple[int, int | None]]) -> None:
     assert months_named(query) == named

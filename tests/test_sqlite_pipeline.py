@@ -170,7 +170,7 @@ def test_pipeline_runs_decay_then_sort_then_mmr_then_min_score() -> None:
     hybrid = {"temporalDecay": {"enabled": True, "halfLifeDays": 30}, "mmr": {"enabled": True, "lambda": 0.3}}
     ms = {"query": {"hybrid": hybrid, "rerank": {"topN": 20}}}
     pipe = Pipeline.from_settings(load_plugins([]), ms)
-    assert [name for _, name, _ in pipe.processors] == ["month-cue", "temporal-decay", "mmr"]
+    assert [name for _, name, _ in pipe.processors] == ["temporal-decay", "month-cue", "mmr"]
     items = [
         cand("memory/2026-01-01.md", 0.95, "alpha beta gamma"),  # top before decay; 60 days old
         cand("MEMORY.md", 0.80, "alpha beta gamma"),

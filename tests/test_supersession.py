@@ -260,3 +260,33 @@ def test_lines_are_judged_by_their_own_vectors_when_the_index_has_them(tmp_path:
             assert hits[0]["path"] == "memory/2026-05-01.md" and "supersededBy" not in older[0]
         else:
             assert older[0]["supersededBy"] == {"path": "memory/2026-08-03.md", "startLine": 4, "endLine": 4}
+
+
+@pytest.mark.parametrize("query", [
+    "What car did I have? Can you remind me?",
+    "What car did I have and do my errands with?",
+])
+def test_a_past_question_with_a_request_or_a_second_verb_keeps_the_old_memory(tmp_path: Path, car_ws: Path,
+                                                                             query: str) -> None:
+    # A request to the assistant or a verb shared with the past clause is not a question about now: the March
+    # line is what is asked for, and supersession leaves it unmarked, as for any past question.
+    with open_mem(tmp_path, car_ws, ON) as mem:
+        mem.sync()
+        march = [h for h in _hits(tools.memory_search(mem, {"query": query, "minScore": 0})) if h["path"] == MARCH]
+        assert march and "supersededBy" not in march[0]
+        # A second question about now still asks for the current car.
+        now = _hits(tools.memory_search(mem, {"query": "What car did I have, and what car do I drive now?",
+                                              "minScore": 0}))
+        assert [h["supersededBy"] for h in now if h["path"] == MARCH] == [{"path": JUNE, "startLine": 3, "endLine": 3}]
+
+
+def test_a_month_named_in_the_query_does_not_undo_the_supersession_of_its_notes(tmp_path: Path,
+                                                                                 car_ws: Path) -> None:
+    # The March note answers the first question and is lifted by the month cue, but the second asks what is
+    # true now: the March car is still marked as replaced by June's, as it is with the cue off.
+    q = {"query": "What car did I drive in March? What car do I drive now?", "minScore": 0}
+    for cue in (True, False):
+        with open_mem(tmp_path / str(cue), car_ws, deep_merge(ON, {"query": {"hybrid": {"monthCue": {"enabled": cue}}}})) as mem:
+            mem.sync()
+            march = [h for h in _hits(tools.memory_search(mem, q)) if h["path"] == MARCH]
+            assert march[0].get("supersededBy") == {"path": JUNE, "startLine": 3, "endLine": 3}, cue

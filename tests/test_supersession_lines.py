@@ -124,7 +124,8 @@ def test_a_question_that_also_asks_about_now_is_not_about_the_past() -> None:
     assert asks_about_past("When did Tidewater start taking real production traffic?")
 
 
-def _lesson(older_text: str, newer_text: str) -> dict:  # type: ignore[type-arg]
+def _lesson(older_text: str, newer_text: str,
+            query: str = "When is the Japanese lesson now?") -> dict:  # type: ignore[type-arg]
     from symi_memory.types import Candidate
     from symi_memory_postprocess.supersede import find_supersessions
 
@@ -132,11 +133,10 @@ def _lesson(older_text: str, newer_text: str) -> dict:  # type: ignore[type-arg]
     # line, about the lesson, holds more of the query's words and is close to the newer note's line.
     old = Candidate(id="a", path="memory/2026-05-27.md", start_line=3, end_line=4, score=0.7, text=older_text)
     new = Candidate(id="b", path="memory/2026-08-31.md", start_line=3, end_line=3, score=0.6, text=newer_text)
-    lesson, gift, moved, query = [0.6, 0.8, 0.0], [0.9, 0.436, 0.0], [0.5, 0.866, 0.0], [1.0, 0.0, 0.0]
-    return find_supersessions([old, new], {"a": [0.8, 0.6, 0.0], "b": [0.6, 0.8, 0.0]},
-                              "When is the Japanese lesson now?",
+    lesson, gift, moved, to_query = [0.6, 0.8, 0.0], [0.9, 0.436, 0.0], [0.5, 0.866, 0.0], [1.0, 0.0, 0.0]
+    return find_supersessions([old, new], {"a": [0.8, 0.6, 0.0], "b": [0.6, 0.8, 0.0]}, query,
                               line_vectors={"a": [(3, 3, lesson), (4, 4, gift)], "b": [(3, 3, moved)]},
-                              query_vector=query)
+                              query_vector=to_query)
 
 
 def test_a_line_about_the_query_that_a_newer_line_gives_another_value_of_is_superseded() -> None:
@@ -148,3 +148,8 @@ def test_a_line_about_the_query_that_a_newer_line_gives_another_value_of_is_supe
     # something else that did not change.
     assert _lesson("- Japanese lesson at 20:00 with Yumiko, who lives in Osaka.\n" + gift,
                    "- Japanese lessons with Yumiko now on Tuesdays, same time 20:00.") == {}
+    # Nor by a newer line about another lesson, however many other words of the query it holds: it must hold
+    # every query word of the line it replaces ("Japanese").
+    assert _lesson("- Japanese lesson at 20:00 with Yumiko: counters.\n" + gift,
+                   "- Nadia's piano lesson with Yumiko moved to Tuesdays at 20:30.",
+                   "When is Nadia's Japanese lesson with Yumiko now?") == {}

@@ -290,7 +290,7 @@ class PostProcessorSpec:
     ``plugins.entries.<id>`` of the plugin that registered it, by keyword
     (like pluggy, only the arguments a function names are passed). Processors
     run by ascending ``order``; the core sorts by score between orders below
-    500 and those at 500 or above (month cue is 50, temporal decay 100, supersession 450,
+    500 and those at 500 or above (temporal decay is 100, supersession 450, month cue 460,
     MMR 600).
     """
 

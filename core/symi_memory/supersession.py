@@ -554,13 +554,23 @@ def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None
     return dot / (na * nb) if na and nb else None
 
 
-# Where a question asks a second one: "..., and when is she coming?", "...; who ...".
+# Where a question asks a second one: "..., and when is she coming?", "...; who ...", "... and is she still
+# there?". An auxiliary starts a question only before its subject: "what did Wei say and do at the party" is one
+# question; do/does/has/have are main verbs before an article too ("... and do the dishes"), so they need a pronoun
+# or a name.
+_SUBJECT = r"(?:(?:i|you|he|she|it|we|they|there)\b|(?-i:[A-Z]))"
 CLAUSE_SPLIT_RE = re.compile(
-    r"[;?]|,?\s+\b(?:and|but|or)\s+(?=(?:when|what|where|who|whom|which|why|how|is|are|does|do|has|have|will|can)\b)",
+    r"[;?]|,?\s+\b(?:and|but|or)\s+(?=(?:when|what|where|who|whom|which|why|how)\b|"
+    r"(?:is|are|will|can)\s+(?:" + _SUBJECT + r"|(?:the|this|that|these|those|my|your|his|her|our|their)\b)|"
+    r"(?:does|do|has|have)\s+" + _SUBJECT + ")",
     re.IGNORECASE)
 # A clause in the present or future: a present-tense or modal auxiliary, or "now".
 PRESENT_CLAUSE_RE = re.compile(
     r"\b(?:is|are|am|does|do|has|have|will|shall|should|can|now|currently|these days|still)\b", re.IGNORECASE)
+# A request to the assistant opening a clause ("Can you remind me?", "and do you remember why?") has no tense of
+# the subject's.
+REQUEST_RE = re.compile(r"^\W*(?:(?:and|but|so|also)\s+)?(?:(?:can|could|will|would)\s+you|"
+                        r"do\s+you\s+(?:know|remember|recall))\b", re.IGNORECASE)
 
 
 def asks_about_past(query: str) -> bool:
@@ -573,7 +583,7 @@ def asks_about_past(query: str) -> bool:
     """
     if not PAST_QUERY_RE.search(query):
         return False
-    return not any(PRESENT_CLAUSE_RE.search(clause) and not PAST_QUERY_RE.search(clause)
+    return not any(PRESENT_CLAUSE_RE.search(REQUEST_RE.sub("", clause)) and not PAST_QUERY_RE.search(clause)
                    for clause in CLAUSE_SPLIT_RE.split(query) if clause)
 
 

@@ -1,4 +1,4 @@
-"""Registers the builtin post-processors: month cue (50), temporal decay (100), supersession (450) and MMR (600)."""
+"""Registers the builtin post-processors: temporal decay (100), supersession (450), month cue (460) and MMR (600)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ def _supersession(hybrid: Any) -> Any:
 
 @hookimpl
 def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
-    register(PostProcessorSpec(name="month-cue", factory=_month_cue, order=50,
-                               description="A query naming a month favours the dated notes of that month."))
     register(PostProcessorSpec(name="temporal-decay", factory=_decay, order=100,
                                description="Exponential score decay by the age of dated notes."))
     register(PostProcessorSpec(name="supersession", factory=_supersession, order=450,
                                description="Demote hits that newer memories restate or change (supersededBy)."))
+    # After supersession: the cue is a preference for a date, not relevance, and must not decide which newer
+    # hit is relevant enough to supersede an older one (score_ratio).
+    register(PostProcessorSpec(name="month-cue", factory=_month_cue, order=460,
+                               description="A query naming a month favours the dated notes of that month."))
     register(PostProcessorSpec(name="mmr", factory=_mmr, order=600,
                                description="Maximal Marginal Relevance re-ranking for diversity."))

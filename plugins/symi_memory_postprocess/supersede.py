@@ -146,7 +146,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 by_value = a not in best[i]
                 for b in focus[j]:
                     if by_value and not (conflicting(a.quantities, b.quantities)
-                                         and query_score(b, weights) >= query_score(a, weights) - 1e-9):
+                                         and all(t in b.terms for t in a.terms if weights.get(t))):
                         continue
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
