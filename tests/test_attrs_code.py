@@ -152,3 +152,18 @@ def test_the_cli_saves_the_code_and_a_second_run_compiles_nothing(tmp_path):
     assert used1 > 50 and added1 == used1  # the config schema, specs, types...: all compiled, then saved
     assert used2 == used1 and added2 == 0
     assert Path(cache).is_file()
+
+
+def test_overlapping_installs_leave_attrs_as_it_was(tmp_path):
+    # Two CLI calls in one process (two threads running main()) install and uninstall in any order: when both
+    # are done, attrs compiles with its own helper again, not with a finished call's cache.
+    original = attr._make._compile_and_eval
+    first = attrs_code.install(str(tmp_path / "a.marshal"), write=False)
+    second = attrs_code.install(str(tmp_path / "b.marshal"), write=False)
+    first()  # the first call returns while the second still runs
+    _define("DuringSecond")
+    assert second.cache.compiled >= 2  # the second call's cache still serves
+    second()
+    assert attr._make._compile_and_eval is original
+    _define("AfterBoth")
+    assert first.cache.compiled == 0 and second.cache.compiled == len(second.cache.used)

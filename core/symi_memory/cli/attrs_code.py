@@ -23,6 +23,7 @@ import marshal
 import os
 import re
 import sys
+import threading
 from types import CodeType
 from typing import Any
 
@@ -34,6 +35,12 @@ _HASH_LITERAL = re.compile(r"(hash\(\(\n[ ]+)(-?)(\d+)(,\n)")
 FORMAT = "v1"
 #: Beyond this many saved entries, the file keeps only this run's (a backstop: see AttrsCodeCache.save).
 MAX_ENTRIES = 1000
+# The installs in force (their compile_and_eval, oldest first) and attrs' own helper while there are any: calls
+# of main() in one process (two threads) may finish in any order, and attrs gets its own helper back when the
+# last one does (not a finished call's).
+_ACTIVE: list[Any] = []
+_ORIGINAL: list[Any] = []
+_ACTIVE_LOCK = threading.Lock()
 
 
 def _shape(key_script: str) -> str:
@@ -183,11 +190,18 @@ def install(path: str | None = None, *, write: bool | None = None) -> Any:
     def compile_and_eval(script: str, globs: dict[str, Any] | None, locs: Any = None, filename: str = "") -> None:
         eval(cache.code(script, filename), globs, locs)
 
-    setattr(make, "_compile_and_eval", compile_and_eval)  # noqa: B010 (attrs' module global, looked up per call)
+    with _ACTIVE_LOCK:
+        if not _ACTIVE:
+            _ORIGINAL[:] = [original]
+        _ACTIVE.append(compile_and_eval)
+        setattr(make, "_compile_and_eval", compile_and_eval)  # noqa: B010 (attrs' module global, looked up per call)
 
     def uninstall() -> None:
-        if make._compile_and_eval is compile_and_eval:
-            setattr(make, "_compile_and_eval", original)  # noqa: B010
+        with _ACTIVE_LOCK:
+            if compile_and_eval in _ACTIVE:
+                _ACTIVE.remove(compile_and_eval)
+                if make._compile_and_eval is compile_and_eval:  # else a later install's, or someone else's
+                    setattr(make, "_compile_and_eval", _ACTIVE[-1] if _ACTIVE else _ORIGINAL[0])  # noqa: B010
         if write if write is not None else not sys.dont_write_bytecode:
             cache.save()
 
