@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from pathlib import Path
 
 import apsw
@@ -15,6 +16,7 @@ from symi_memory import tools
 from symi_memory.index.db import SCHEMA_VERSION
 from symi_memory.supersession import (
     _LINES,
+    LINE_ANALYSIS_VERSION,
     _split,
     line_analysis,
     lines_from_analysis,
@@ -70,7 +72,9 @@ def test_every_devmem_chunk_reads_back_as_analysed() -> None:
 def test_an_analysis_of_another_version_or_text_is_not_read() -> None:
     path, start, text = TEXTS[0]
     stored = line_analysis(path, start, text)
-    assert lines_from_analysis(stored.replace(b"[[1,", b"[[999,", 1), path, start, text, None) is None
+    assert stored[0] == LINE_ANALYSIS_VERSION
+    assert lines_from_analysis(bytes((LINE_ANALYSIS_VERSION + 1,)) + stored[1:], path, start, text, None) is None
+    assert lines_from_analysis(stored[:1] + b"not zlib", path, start, text, None) is None
     assert lines_from_analysis(stored, path, start, text + "\n- One more line.", None) is None
     # Made for another text with the same lines, another path (a dated note's date) or start line: not read.
     assert lines_from_analysis(stored, path, start, text.replace("blue", "green"), None) is None
@@ -90,6 +94,14 @@ def _car_ws(tmp_path: Path) -> Path:
                                       "- Bought running shoes.\n")
     write(ws, "memory/2026-02-01.md", "# 2026-02-01\n\n- The bike is a green gravel bike.\n")
     return ws
+
+
+def _decode(blob: bytes) -> list:
+    return json.loads(zlib.decompress(blob[1:]))
+
+
+def _encode(rows: list) -> bytes:
+    return bytes((LINE_ANALYSIS_VERSION,)) + zlib.compress(json.dumps(rows).encode())
 
 
 def _rows(mem, sql: str, params: tuple = ()) -> list:  # type: ignore[no-untyped-def]
@@ -122,10 +134,10 @@ def test_the_index_stores_each_chunks_analysis_and_search_reads_it(tmp_path: Pat
         # leaves March unmarked.
         path = "memory/2026-06-01.md"
         start, text = _rows(mem, "SELECT start_line, text FROM chunks WHERE path = ?", (path,))[0]
-        rows = json.loads(line_analysis(path, start, text))
+        rows = _decode(line_analysis(path, start, text))
         assert rows[1][3] == 2  # the "Sold ...; now ..." line states a change
         rows[1][3] = 0
-        blob = json.dumps(rows).encode()
+        blob = _encode(rows)
         with mem.backend.store.write():
             mem.backend.store.conn.execute("UPDATE chunks SET lines = ? WHERE path = ?", (blob, path))
         assert all("supersededBy" not in h for h in _answers(mem)[0])
@@ -177,5 +189,30 @@ def test_a_schema_6_index_answers_at_once_and_gains_its_analyses_on_the_next_syn
         assert report.files_indexed == 0  # no rebuild: the analyses are filled in place
         stored = _rows(mem, "SELECT path, start_line, text, lines FROM chunks")
         assert all(blob == line_analysis(p, s, t) for p, s, t, blob in stored)
+        assert _rows(mem, "SELECT COUNT(*) FROM meta WHERE key='lines_pending'") == [(0,)]
+        assert _answers(mem) == before
+
+
+def test_analyses_of_an_older_version_are_refilled_by_the_next_sync(tmp_path: Path) -> None:
+    """An index filled by an older analysis (version 1 stored the bare JSON) gets this version's analyses at
+    the next sync, without a rebuild; meanwhile search analyses the text and answers the same."""
+    ws = _car_ws(tmp_path)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        before = _answers(mem)
+        with mem.backend.store.write():
+            conn = mem.backend.store.conn
+            for rowid, blob in list(conn.execute("SELECT rowid, lines FROM chunks")):
+                rows = _decode(blob)
+                rows[0][0] = 1
+                conn.execute("UPDATE chunks SET lines = ? WHERE rowid = ?",
+                             (json.dumps(rows, separators=(",", ":")).encode(), rowid))
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_version', '1')")
+        assert _answers(mem) == before  # the old analyses are not read: the text is analysed
+        report = mem.sync()
+        assert report.files_indexed == 0
+        stored = _rows(mem, "SELECT path, start_line, text, lines FROM chunks")
+        assert stored and all(blob == line_analysis(p, s, t) for p, s, t, blob in stored)
+        assert _rows(mem, "SELECT value FROM meta WHERE key='lines_version'") == [(str(LINE_ANALYSIS_VERSION),)]
         assert _rows(mem, "SELECT COUNT(*) FROM meta WHERE key='lines_pending'") == [(0,)]
         assert _answers(mem) == before

@@ -165,18 +165,29 @@ class FileWrites(StoreParts):
         return rowid
 
     def fill_line_analysis(self, batch: int = 500, should_stop: Callable[[], bool] | None = None) -> int:
-        """Store the line analysis of every chunk that has none (an index from before ``chunks.lines``), in
-        short transactions of ``batch`` chunks; returns how many were filled. Searches meanwhile analyse
+        """Store the line analysis of every chunk that has none (an index from before ``chunks.lines``) or one
+        of another ``LINE_ANALYSIS_VERSION`` (meta ``lines_version`` records the version the index was filled
+        with), in short transactions of ``batch`` chunks; returns how many were filled. Searches meanwhile analyse
         those chunks' text themselves, with the same result."""
-        from ..supersession import line_analysis
+        from ..supersession import LINE_ANALYSIS_VERSION, line_analysis
 
+        version = str(LINE_ANALYSIS_VERSION)
+        if (self._read("SELECT value FROM meta WHERE key = 'lines_version'").fetchone() or (None,))[0] != version:
+            # Analyses stored by another version of the analysis are never read (search analyses those chunks'
+            # text instead): they are refilled like missing ones.
+            with self.write():
+                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
+                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_version', ?)", (version,))
         if self._read("SELECT 1 FROM meta WHERE key = 'lines_pending'").fetchone() is None:
             return 0  # every chunk written since the column exists has its analysis
+        # line_analysis's encoding starts with its version byte.
+        prefix = bytes((LINE_ANALYSIS_VERSION,))
         filled, after = 0, -1
         while should_stop is None or not should_stop():
             with self.write():
-                rows: list[Any] = self.conn.execute("SELECT rowid, path, start_line, text FROM chunks WHERE rowid > ? "
-                                                    "AND lines IS NULL ORDER BY rowid LIMIT ?", (after, batch)).fetchall()
+                rows: list[Any] = self.conn.execute(
+                    "SELECT rowid, path, start_line, text FROM chunks WHERE rowid > ? AND (lines IS NULL OR "
+                    "substr(lines, 1, ?) != ?) ORDER BY rowid LIMIT ?", (after, len(prefix), prefix, batch)).fetchall()
                 if rows:
                     after = rows[-1][0]
                     self.conn.executemany("UPDATE chunks SET lines = ? WHERE rowid = ?",
