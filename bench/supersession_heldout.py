@@ -106,11 +106,23 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-08-19.md": "# 2026-08-19\n\n- Amira's levothyroxine dose raised to 75 mcg each morning.\n"},
      "query": "What is Amira's levothyroxine dose?", "old": "memory/2026-04-11.md"},
     {"rule": "valued", "id": "v9", "expect": True,
-     "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Biscuit: 2 scoops of food at 18:00, no treats after 20:00, "
+     "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Biscuit: 150 g of food at 18:00, no treats after 20:00, "
                                        "bowl by the back door.\n- Biscuit is always hungry and begs at dinner.\n",
-               "memory/2026-06-10.md": "# 2026-06-10\n\n- Biscuit's food: now 3 scoops at 18:00 on the vet's "
-                                       "advice.\n"},
+               "memory/2026-06-10.md": "# 2026-06-10\n\n- Biscuit now eats 200 g of food at 18:00, on the "
+                                       "vet's advice.\n"},
      "query": "What food does Biscuit eat?", "old": "memory/2026-03-04.md"},
+    {"rule": "valued", "id": "v11", "expect": True,
+     "notes": {"memory/2026-02-09.md": "# 2026-02-09\n\n- Errands: Spanish class at 19:00 with Lucia, returned the "
+                                       "library books, bought stamps, called the insurer about the dent in the car.\n"
+                                       "- Lucia recommended a Spanish evening course for beginners.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Spanish class with Lucia moved to Thursdays at 19:30.\n"},
+     "query": "When is the Spanish class with Lucia?", "old": "memory/2026-02-09.md"},
+    {"rule": "valued", "id": "v14", "expect": True,
+     "notes": {"memory/2026-02-09.md": "# 2026-02-09\n\n- Errands: Spanish class at 19:00 with Lucia, returned the "
+                                       "library books, bought stamps, called the insurer about the dent in the car.\n"
+                                       "- Lucia recommended a Spanish evening course for beginners.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Spanish class with Lucia from this week: Thursdays at 19:30.\n"},
+     "query": "When is the Spanish class with Lucia?", "old": "memory/2026-02-09.md"},
     # ---- valued: near-misses (another person, an unchanged value, a line missing a query word)
     {"rule": "valued", "id": "v5", "expect": False,
      "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Swim training for Noor at 18:30 in the Zuiderbad pool.\n"
@@ -136,11 +148,23 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-08-19.md": "# 2026-08-19\n\n- Amira's vitamin D dose raised to 2000 IU each morning.\n"},
      "query": "What is Amira's levothyroxine dose?", "old": "memory/2026-04-11.md"},
     {"rule": "valued", "id": "v10", "expect": False,
-     "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Biscuit: 2 scoops of food at 18:00, no treats after 20:00, "
+     "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Biscuit: 150 g of food at 18:00, no treats after 20:00, "
                                        "bowl by the back door.\n- Biscuit is always hungry and begs at dinner.\n",
-               "memory/2026-06-10.md": "# 2026-06-10\n\n- Pepper (Biscuit's new cat friend): now 3 scoops of food "
-                                       "at 18:00.\n"},
+               "memory/2026-06-10.md": "# 2026-06-10\n\n- Pepper, the cat Biscuit grew up with, now eats 200 g of "
+                                       "food at 18:00.\n"},
      "query": "What food does Biscuit eat?", "old": "memory/2026-03-04.md"},
+    {"rule": "valued", "id": "v12", "expect": False,
+     "notes": {"memory/2026-02-09.md": "# 2026-02-09\n\n- Errands: Spanish class at 19:00 with Lucia, returned the "
+                                       "library books, bought stamps, called the insurer about the dent in the car.\n"
+                                       "- Lucia recommended a Spanish evening course for beginners.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Spanish class with Marco, who stands in for Lucia on Fridays, at 20:00.\n"},
+     "query": "When is the Spanish class with Lucia?", "old": "memory/2026-02-09.md"},
+    {"rule": "valued", "id": "v13", "expect": False,
+     "notes": {"memory/2026-02-09.md": "# 2026-02-09\n\n- Errands: Spanish class at 19:00 with Lucia, returned the "
+                                       "library books, bought stamps, called the insurer about the dent in the car.\n"
+                                       "- Lucia recommended a Spanish evening course for beginners.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Spanish class with Lucia stays at 19:00; the exam is on 2026-06-20 at 10:00.\n"},
+     "query": "When is the Spanish class with Lucia?", "old": "memory/2026-02-09.md"},
     # ---- asof: fires (the undated note's lines about the query were written after the date)
     {"rule": "asof", "id": "a1", "expect": True, "as_of": "2026-05-01",
      "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- Jonas joined the data team as an analyst.\n",

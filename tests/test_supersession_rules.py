@@ -91,3 +91,30 @@ def test_as_of_leaves_out_a_note_whose_answer_came_later_even_beside_a_line_nami
         assert (all(h["path"] != "memory/team.md" for h in hits)) is left_out
         # Without a date the lead line is memory like the rest.
         assert any(h["path"] == "memory/team.md" for h in _ranked(mem, "What is Jonas's role on the data team?"))
+
+
+ERRANDS = ("# 2026-02-09\n\n- Errands: Spanish class at 19:00 with Lucia, returned the library books, bought stamps, called "
+           "the insurer about the dent in the car.\n- Lucia recommended a Spanish evening course for beginners.\n")
+
+
+@pytest.mark.parametrize(("newer", "replaced"), [
+    # Another value of the class's time, holding every query word: the February line is replaced.
+    ("- Spanish class with Lucia from this week: Thursdays at 19:30.", True),
+    # The class time did not change; the other time is the exam's.
+    ("- Spanish class with Lucia stays at 19:00; the exam is on 2026-06-20 at 10:00.", False),
+])
+def test_a_value_line_beside_a_closer_side_remark_is_replaced_by_a_newer_value(tmp_path: Path, newer: str,
+                                                                                replaced: bool) -> None:
+    # The line closest to the question by meaning is the course tip; the line holding the class time is the
+    # one a newer time replaces.
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-02-09.md", ERRANDS)
+    write(ws, "memory/2026-05-18.md", f"# 2026-05-18\n\n{newer}\n")
+    with _open(tmp_path, ws) as mem:
+        mem.sync()
+        hits = _ranked(mem, "When is the Spanish class with Lucia?")
+        assert hits[0]["path"] == "memory/2026-05-18.md"
+        old = [h for h in hits if h["path"] == "memory/2026-02-09.md"]
+        assert old
+        expected = {"path": "memory/2026-05-18.md", "startLine": 3, "endLine": 3} if replaced else None
+        assert old[0].get("supersededBy") == expected
