@@ -231,8 +231,13 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
         args: dict[str, Any] = {"query": case["query"], "minScore": 0}
         if case.get("as_of"):
             args["asOf"] = case["as_of"]
-        ranked = tools.memory_search(mem, args)["results"]
-        default = tools.memory_search(mem, {k: v for k, v in args.items() if k != "minScore"})["results"]
+        ranked, default = [], []
+        for _ in range(3):  # a query embedding past its deadline on a loaded host gives keyword results only
+            got = tools.memory_search(mem, args)
+            fallback = tools.memory_search(mem, {k: v for k, v in args.items() if k != "minScore"})
+            ranked, default = got["results"], fallback["results"]
+            if got["mode"] == fallback["mode"] == "hybrid":
+                break
     old = [h for h in ranked if h["path"] == case["old"]]
     if case["rule"] == "asof":
         seen = not old

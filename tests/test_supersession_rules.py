@@ -31,8 +31,14 @@ NEW = "memory/2026-07-14.md"
 
 
 def _ranked(mem, query: str, **more: str) -> list[dict]:  # type: ignore[no-untyped-def]
-    out = tools.memory_search(mem, {"query": query, "minScore": 0, **more})
-    assert "error" not in out, out
+    for _ in range(3):
+        out = tools.memory_search(mem, {"query": query, "minScore": 0, **more})
+        assert "error" not in out, out
+        # On a loaded host the first query embedding can miss its deadline (keyword results only, as a user
+        # would see it once): these tests are about the hybrid results, so ask again.
+        if out["mode"] == "hybrid":
+            break
+    assert out["mode"] == "hybrid", out
     return out["results"]
 
 
