@@ -6,7 +6,7 @@ it empty), then runs the same precomputed queries through ``MemoryManager.search
 process per interpreter (this checkout, and ``--baseline-python`` for a baseline checkout),
 alternating them ``--rounds`` times so machine load hits both alike:
 
-- wall and CPU (searching thread) p50 of the whole search;
+- wall and CPU (searching thread, and the whole process: faiss or BLAS threads) p50 of the whole search;
 - SQLite statements per search, counted by an exec tracer on the reading
   connection (the round trips);
 - a cProfile breakdown: the cumulative time per search of each step of the
@@ -78,12 +78,13 @@ def child(db: Path, count: int) -> dict[str, Any]:
         time.sleep(0.05)
     for q in queries[:20]:  # warm: thread-local connections, caches
         mem.search(q["text"], max_results=10, min_score=0)
-    wall, cpu = [], []
+    wall, cpu, proc = [], [], []
     for q in queries:
-        t, c = time.perf_counter(), time.thread_time()
+        t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
         mem.search(q["text"], max_results=10, min_score=0)
         wall.append(time.perf_counter() - t)
         cpu.append(time.thread_time() - c)
+        proc.append(time.process_time() - p)
     statements = 0
 
     def trace(cursor: Any, sql: str, bindings: Any) -> bool:
@@ -111,6 +112,7 @@ def child(db: Path, count: int) -> dict[str, Any]:
             if func == name and file.replace(os.sep, "/").endswith(suffix) and "symi_memory" in file:
                 steps[label] = steps.get(label, 0.0) + cum / len(queries) * 1000.0
     return {"wall_p50_ms": float(np.percentile(wall, 50)) * 1000.0, "cpu_p50_ms": float(np.percentile(cpu, 50)) * 1000.0,
+            "process_cpu_p50_ms": float(np.percentile(proc, 50)) * 1000.0,
             "statements_per_search": statements / len(queries), "profiled_ms": steps}
 
 
@@ -120,6 +122,9 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline-python", default=None)
+    ap.add_argument("--keep-thread-env", action="store_true",
+                    help="leave OMP_NUM_THREADS and the BLAS thread variables as they are (as a user's process runs), "
+                         "instead of one thread each")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--build", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -131,8 +136,9 @@ def main() -> int:
         return 0
     work = Path(tempfile.mkdtemp(prefix="symi-steps-"))
     sides = [("this checkout", sys.executable)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               SEARCH_STEPS_N=str(args.n))
+    env = dict(os.environ, SEARCH_STEPS_N=str(args.n))
+    if not args.keep_thread_env:
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     built: dict[str, bytes] = {}
     for label, python in sides:
         db = work / f"{label.replace(' ', '-')}-built.sqlite"
@@ -161,6 +167,8 @@ def main() -> int:
 
     print("| hybrid wall p50 (ms) | " + " | ".join(med(x, lambda r: r["wall_p50_ms"]) for x in labels) + " |")
     print("| hybrid CPU p50 (ms) | " + " | ".join(med(x, lambda r: r["cpu_p50_ms"]) for x in labels) + " |")
+    print("| hybrid process CPU p50, all threads (ms) | "
+          + " | ".join(med(x, lambda r: r.get("process_cpu_p50_ms")) for x in labels) + " |")
     print("| SQLite statements per search | " + " | ".join(med(x, lambda r: r["statements_per_search"]) for x in labels)
           + " |")
     seen: list[str] = []

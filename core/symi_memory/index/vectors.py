@@ -527,7 +527,7 @@ class ExactVectors:
         exact: dict[int, float] = {}  # segment -> exact score
         ok = bool(getattr(self._last, "current", False))  # else the stored ids may be stale: read by chunk
         while True:
-            dist, pos = _one_thread_search(quant, probe, wide) if copy.rows is not None else quant.search(probe, wide)
+            dist, pos = _one_thread_search(quant, probe, wide)
             pos, dist = pos[0], dist[0] * unit
             keep = pos >= 0
             pos, dist = pos[keep], dist[keep]
@@ -624,8 +624,9 @@ class ExactVectors:
 def _one_thread_search(index: Any, probe: Any, k: int) -> Any:
     """``index.search(probe, k)`` on the calling thread alone (OpenMP's thread count restored after).
 
-    One query over a copy under 50,000 rows: waking OpenMP's other threads cost more than the scan (10k rows:
-    about 5.6 ms of CPU a search against 1.6 with one thread, when OMP_NUM_THREADS is not set).
+    One query: waking OpenMP's other threads cost more than they save on a small shared host (10k rows: about
+    5.6 ms of CPU a search against 1.6 with one thread, when OMP_NUM_THREADS is not set; 100k rows on 2 busy
+    cores: 13-16 ms of CPU and 9-23 ms wall against 5.5-6.3 ms and 6-9 ms; 1M rows: no wall time saved).
     """
     import faiss
 
