@@ -310,3 +310,28 @@ def test_a_save_in_progress_never_holds_up_a_search(tmp_path: Path) -> None:
                     pass
             saver.join(timeout=30)
         assert not saver.is_alive()
+
+
+def test_the_configured_thread_count_holds_on_every_searching_thread(tmp_path: Path) -> None:
+    """``store.faiss.threads`` is OpenMP's per-thread setting: a search from another thread than the one that
+    opened the backend (serve's workers, an integrator's thread pool) runs with it too, not OpenMP's default."""
+    import threading
+
+    import faiss
+
+    with _open(tmp_path / "s", DEVMEM / "workspace", "faiss", units="off", index="flat", threads=3) as mem:
+        mem.sync()
+        deadline = time.monotonic() + 20
+        while not mem.backend.vectors.ready() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert mem.backend.vectors.ready()
+        seen: list[Any] = []
+
+        def search() -> None:
+            hits = mem.backend.vectors.search([1.0] * mem.backend.store.vec_dims, 3)
+            seen.append((len(hits), faiss.omp_get_max_threads()))
+
+        worker = threading.Thread(target=search)
+        worker.start()
+        worker.join(30)
+        assert seen == [(3, 3)]

@@ -184,6 +184,7 @@ class FaissVectors:
         started = time.perf_counter()
         try:
             snap = read_snapshot(self.store)
+            self._configured_threads()
             index = build_index(self.settings, snap.dims or 1, snap.rowids, snap.matrix) if snap.dims else None
         except Exception as exc:  # the next search retries; searches meanwhile get exact answers
             with self._lock:
@@ -275,7 +276,19 @@ class FaissVectors:
             norm = float(np.linalg.norm(q))
             if norm == 0.0:
                 return []
+            self._configured_threads()
             return index.search(q / norm, k)
+
+    def _configured_threads(self) -> None:
+        """Apply ``store.faiss.threads`` on the calling thread: OpenMP's thread count is per thread in the
+        wheel's libgomp, so setting it where the backend was built leaves a search on another thread (serve's
+        workers, an integrator's pool, the background build) with OpenMP's default."""
+        want = self.settings.threads
+        if want > 0:
+            import faiss
+
+            if faiss.omp_get_max_threads() != want:
+                faiss.omp_set_num_threads(want)
 
     def _exact(self, query: Sequence[float], k: int) -> list[tuple[int, float]]:
         """Exact top-k straight from the store, for while the faiss index is behind."""
