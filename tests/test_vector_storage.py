@@ -382,6 +382,8 @@ def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, 
         large = ExactVectors(store)
         top = large.search(vecs[3].tolist(), 5)
         assert large.status()["scan"] == "int8+float32-rescoring"
+        assert large.status()["bytes"] == 600 * vecs.shape[1]  # the codes alone: a quarter of float32's
+        assert small.status()["bytes"] == 600 * vecs.shape[1] * 4
         assert top == small.search(vecs[3].tolist(), 5) or {r for r, _ in top} == {
             r for r, _ in small.search(vecs[3].tolist(), 5)}
     finally:
@@ -403,6 +405,10 @@ def test_auto_scan_of_a_mid_sized_index_is_int8_rescored_from_memory_with_float3
         auto.search(vecs[0].tolist(), 1)
         assert auto.status()["scan"] == "int8+float32-rescoring"
         assert auto._quant is not None and auto._quant.rows is not None and auto._quant.rows.shape == (3000, 64)
+        # status says what the copy holds: int8 codes plus the kept float32 rows, 1.25x the float32 scan's.
+        full.search(vecs[0].tolist(), 1)
+        assert full.status()["bytes"] == 3000 * 64 * 4
+        assert auto.status()["bytes"] == 3000 * 64 * 5
         reads = []
         real = type(store).vector_rows
         monkeypatch.setattr(type(store), "vector_rows", lambda self, *a: reads.append(a) or real(self, *a))

@@ -611,14 +611,21 @@ class ExactVectors:
 
     def status(self) -> dict[str, Any]:
         """What the scan uses: ``scan`` is float32, int8+float32-rescoring, float16+float32-rescoring, or none
-        (nothing loaded yet)."""
+        (nothing loaded yet); ``bytes`` the memory the scan copy holds (codes, plus the float32 rows an int8
+        copy keeps for its rescoring below ``HALF_AUTO_MIN`` vectors)."""
         with self._lock:
             loaded = (self._matrix is not None or self._quant is not None) and self._generation >= 0
+            quant = self._quant if loaded else None
+            if quant is not None:
+                size = int(quant.index.ntotal) * int(quant.index.d) * (1 if quant.kind == "int8" else 2)
+                size += 0 if quant.rows is None else int(quant.rows.nbytes)
+            else:
+                size = int(self._matrix.nbytes) if loaded and self._matrix is not None else 0
             return {"loaded": loaded,
                     "rows": 0 if self._ids is None else int(len(self._ids)),
                     "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
-                    "scan": QUANTIZED[self._quant.kind] if self._quant is not None and loaded
-                    else "float32" if loaded else "none"}
+                    "scan": QUANTIZED[quant.kind] if quant is not None else "float32" if loaded else "none",
+                    "bytes": size}
 
 
 def _one_thread_search(index: Any, probe: Any, k: int) -> Any:
