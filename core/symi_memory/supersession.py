@@ -18,7 +18,7 @@ import math
 import re
 import sys
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -371,8 +371,10 @@ _LINES: dict[tuple[str, int, str, float | None], list[Line]] = {}
 _LINES_MAX = 4096
 
 
-def _split(path: str, start_line: int, text: str, mtime: float | None, written: float | None) -> list[Line]:
-    out = []
+def _content_lines(text: str) -> Iterator[tuple[int, str, str | None]]:
+    """``(offset in the chunk, stripped line, the heading above it)`` of each line a chunk's analysis covers:
+    not blank, not a heading. :func:`_split`, :func:`line_analysis` and :func:`lines_from_analysis` all walk
+    these, so a stored analysis lines up with the text it was made from."""
     heading: str | None = None
     for offset, raw in enumerate(text.split("\n")):
         stripped = raw.strip()
@@ -381,6 +383,12 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
         if stripped.startswith("#"):
             heading = stripped
             continue
+        yield offset, stripped, heading
+
+
+def _split(path: str, start_line: int, text: str, mtime: float | None, written: float | None) -> list[Line]:
+    out = []
+    for offset, stripped, heading in _content_lines(text):
         n = start_line + offset
         tokens = TOKEN_RE.findall(stripped)
         moment = line_moment(path, n, stripped, heading=heading, mtime=mtime, written=written)
@@ -413,14 +421,7 @@ def line_analysis(path: str, start_line: int, text: str) -> bytes:
     analysed again, as the index does when it rewrites its rows.
     """
     rows: list[list[Any]] = [[LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]]
-    heading: str | None = None
-    for offset, raw in enumerate(text.split("\n")):
-        stripped = raw.strip()
-        if not stripped:
-            continue
-        if stripped.startswith("#"):
-            heading = stripped
-            continue
+    for offset, stripped, heading in _content_lines(text):
         tokens = TOKEN_RE.findall(stripped)
         days, ahead = calendar_days(stripped, _own_date(path, stripped, None) or 0.0)
         flags = (1 if is_historical(stripped, None) else 0) | (2 if states_change(stripped) else 0) | (4 if ahead else 0)
@@ -450,15 +451,11 @@ def lines_from_analysis(data: bytes, path: str, start_line: int, text: str, mtim
     if not isinstance(rows, list) or not rows or rows[0] != [LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]:
         return None  # another version, or the analysis of another chunk (path, start line or text)
     rows = rows[1:]
-    parts = text.split("\n")
     out = []
     at = 0
     undated = mtime if mtime is not None else 0.0
     try:
-        for offset, raw in enumerate(parts):
-            stripped = raw.strip()
-            if not stripped or stripped.startswith("#"):
-                continue
+        for offset, stripped, _heading in _content_lines(text):
             offset_, terms, own, flags, vals, dates, quants, days = rows[at]
             if offset_ != offset:
                 return None
