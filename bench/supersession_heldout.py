@@ -1,4 +1,4 @@
-"""Held-out cases for three supersession / "as of" rules, in original wording (CC0, written for this file).
+"""Held-out cases for supersession / "as of" rules, in original wording (CC0, written for this file).
 
 Each case is a small workspace of dated Markdown notes (and undated ones), searched through the public API
 (``open_memory(...)`` and the ``memory_search`` tool) with the default config and the given provider. Rules:
@@ -12,9 +12,15 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
 - ``asof``: in an "as of" search, an undated note whose lines about the query were written after the date is
   left out even when its line closest by meaning shares only a name with the query; a note whose close line
   is about the query (or a paraphrase of it) stays.
+- ``held``: in an "as of" search, an undated note whose lines about the query are a past state that still held
+  on the date ("Until 2026-04-01 the boiler was ...") beside a line written after the date ("installed on
+  2026-04-02") holds then and is not scaled down as of unknown date; near-misses give the current line no date.
+- ``promote``: in an "as of" search, the version current on the date takes the place of the older version it
+  supersedes; a newer note about something else is not lifted.
 
 ``expect`` is what a user should see: for ``present``/``valued`` whether the older note carries
-``supersededBy``; for ``asof`` whether the undated note is left out. Prints one row per case and a tally.
+``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote`` whether the
+``old`` note ranks first. Prints one row per case and a tally.
 
     python bench/supersession_heldout.py [--provider local]
 """
@@ -29,6 +35,13 @@ import argparse
 import tempfile
 from pathlib import Path
 from typing import Any
+
+# Filler days for the promote cases in a fuller workspace (where scores spread out as they do in a real memory).
+FILLER = {f"memory/2026-0{1 + k % 5}-{10 + k:02d}.md": f"# Day\n\n- {text}\n" for k, text in enumerate([
+    "Paid the water bill and the school trip.", "Sofia has a cold; stayed home.", "Fixed the bike's rear light.",
+    "Dinner with Anna and Bram at the Thai place.", "Booked the dentist for Sofia.", "Renewed the passport photos.",
+    "The printer at work jams again.", "Long run along the river, 12 km.", "Planted tomatoes on the balcony.",
+    "Team retro: fewer meetings on Fridays.", "Ordered a new desk lamp.", "Called grandma about her birthday."])}
 
 CASES: list[dict[str, Any]] = [
     # ---- present: fires (the question also asks about now)
@@ -210,6 +223,107 @@ CASES: list[dict[str, Any]] = [
                "memory/people.md": "# People\n\n- Elif: coaches the under-14 football team since 2026-08-15.\n"
                                    "- On weekend mornings she trains a group of kids at the sports park.\n"},
      "query": "Which football team does Elif coach?", "old": "memory/people.md"},
+    # ---- held: fires (an undated note's past state that still held on the date, beside a line written after
+    # it in the same section: the note ranks as memory that held then, not scaled as of unknown date)
+    {"rule": "held", "id": "h1", "expect": True, "as_of": "2026-03-01",
+     "notes": {"memory/2026-02-10.md": "# 2026-02-10\n\n- The heating at home made a banging noise again; the plumber comes on Friday.\n"
+                                       "- Bought rye bread and a new kettle.\n",
+               "memory/house.md": "# House\n\n## Heating\n- The boiler is a Vaillant ecoTEC, installed on 2026-04-02.\n"
+                                  "- Until 2026-04-01 the boiler was a twenty-year-old Remeha Calenta in the attic.\n"
+                                  "- The thermostat is in the hallway.\n"},
+     "query": "Which boiler do we have at home?", "old": "memory/house.md"},
+    {"rule": "held", "id": "h2", "expect": True, "as_of": "2026-05-01",
+     "notes": {"memory/2026-04-14.md": "# 2026-04-14\n\n- Our main bank's app was down all morning; paid the "
+                                       "plumber in cash.\n- Sofia's swimming lesson at 17:00.\n",
+               "memory/money.md": "# Money\n\n## Bank\n- Main bank: Triodos, joint account opened on 2026-06-03.\n"
+                                  "- Until 2026-06-02 our main bank was ING, account ending 4471.\n"
+                                  "- Savings stay at the credit union.\n"},
+     "query": "Which bank is our main bank?", "old": "memory/money.md"},
+    {"rule": "held", "id": "h3", "expect": True, "as_of": "2026-02-15",
+     "notes": {"memory/2026-02-02.md": "# 2026-02-02\n\n- Drove to the coast; the car needs new wipers.\n"
+                                       "- Lunch with Pieter.\n",
+               "memory/garage.md": "# Garage\n\n## Car\n- Car: a grey Skoda Octavia estate, bought on 2026-03-20.\n"
+                                   "- Until 2026-03-19 the car was a red Toyota Yaris (plate 41-KLT-8).\n"
+                                   "- Winter tyres are stored at the garage.\n"},
+     "query": "What car do we drive?", "old": "memory/garage.md"},
+    # ---- held: near-misses (the current line gives no date, so the note may hold later knowledge and stays
+    # scaled; its history line still answers, so a user should see it first all the same)
+    {"rule": "held", "id": "h4", "expect": True, "as_of": "2026-03-01",
+     "notes": {"memory/2026-02-10.md": "# 2026-02-10\n\n- The heating at home made a banging noise again; the plumber comes on Friday.\n"
+                                       "- Bought rye bread and a new kettle.\n",
+               "memory/house.md": "# House\n\n## Heating\n- The boiler is a Vaillant ecoTEC, serviced every autumn.\n"
+                                  "- Until 2026-04-01 the boiler was a twenty-year-old Remeha Calenta in the attic.\n"
+                                  "- The thermostat is in the hallway.\n"},
+     "query": "Which boiler do we have at home?", "old": "memory/house.md"},
+    {"rule": "held", "id": "h5", "expect": True, "as_of": "2026-05-01",
+     "notes": {"memory/2026-04-14.md": "# 2026-04-14\n\n- Our main bank's app was down all morning; paid the "
+                                       "plumber in cash.\n- Sofia's swimming lesson at 17:00.\n",
+               "memory/money.md": "# Money\n\n## Bank\n- Main bank: Triodos, joint account with both cards.\n"
+                                  "- Until 2026-06-02 our main bank was ING, account ending 4471.\n"
+                                  "- Savings stay at the credit union.\n"},
+     "query": "Which bank is our main bank?", "old": "memory/money.md"},
+    {"rule": "held", "id": "h6", "expect": True, "as_of": "2026-02-15",
+     "notes": {"memory/2026-02-02.md": "# 2026-02-02\n\n- Drove to the coast; the car needs new wipers.\n"
+                                       "- Lunch with Pieter.\n",
+               "memory/garage.md": "# Garage\n\n## Car\n- Car: a grey Skoda Octavia estate with a tow bar.\n"
+                                   "- Until 2026-03-19 the car was a red Toyota Yaris (plate 41-KLT-8).\n"
+                                   "- Winter tyres are stored at the garage.\n"},
+     "query": "What car do we drive?", "old": "memory/garage.md"},
+    # ---- promote: fires (in an "as of" search the version current on the date takes the place of the older
+    # version it supersedes, above a note that only mentions the subject)
+    {"rule": "promote", "id": "m1", "expect": True, "as_of": "2026-04-30",
+     "notes": {"memory/2026-01-12.md": "# 2026-01-12\n\n- Team offsite in Ghent planned for 2026-05-12, two days.\n",
+               "memory/2026-03-03.md": "# 2026-03-03\n\n- Team offsite in Ghent: hotel list shared, hoodies "
+                                       "ordered for the team.\n",
+               "memory/2026-04-08.md": "# 2026-04-08\n\n- Dentist at 15:00, then the grocery run.\n- Paid the water "
+                                       "bill and the school trip.\n- The team offsite moved: now 2026-05-26, same "
+                                       "venue in Ghent.\n- Sofia has a cold.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- Team offsite moved again, to 2026-06-16.\n"},
+     "query": "When is the team offsite in Ghent?", "old": "memory/2026-04-08.md"},
+    {"rule": "promote", "id": "m2", "expect": True, "as_of": "2026-05-15",
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- Yoga class with Ines is on Mondays at 18:30.\n",
+               "memory/2026-03-20.md": "# 2026-03-20\n\n- Yoga class with Ines: she recommended a mat, ordered it.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Car MOT booked.\n- Called grandma about the birthday.\n"
+                                       "- Ines moved the yoga class to Tuesdays at 19:15 from next week.\n- Paid rent.\n",
+               "memory/2026-07-01.md": "# 2026-07-01\n\n- Yoga class with Ines moved to Thursdays at 20:00.\n"},
+     "query": "When is the yoga class with Ines?", "old": "memory/2026-04-22.md"},
+    {"rule": "promote", "id": "m3", "expect": True, "as_of": "2026-06-30",
+     "notes": {"memory/2026-02-14.md": "# 2026-02-14\n\n- Wifi password for the cabin is pinecone42.\n",
+               "memory/2026-04-02.md": "# 2026-04-02\n\n- Cabin wifi: the extender works, the password card is on "
+                                       "the fridge.\n",
+               "memory/2026-05-19.md": "# 2026-05-19\n\n- Picked up dry cleaning.\n- Booked the ferry for June.\n"
+                                       "- The cabin owner changed the wifi password: now birchwood77.\n",
+               "memory/2026-08-09.md": "# 2026-08-09\n\n- Cabin wifi password changed again, now larch19.\n"},
+     "query": "What is the cabin wifi password?", "old": "memory/2026-05-19.md"},
+    {"rule": "promote", "id": "m4", "expect": True, "as_of": "2026-05-30",
+     "notes": {**FILLER,
+               "memory/2026-01-08.md": "# 2026-01-08\n\n- Team offsite in Ghent planned for 2026-06-12, two days at "
+                                       "the old brewery.\n",
+               "memory/2026-03-03.md": "# 2026-03-03\n\n- Team offsite in Ghent: hotel list shared, hoodies ordered "
+                                       "for the team.\n",
+               "memory/2026-04-28.md": "# 2026-04-28\n\n- Dentist at 15:00, then the grocery run.\n- Moved the "
+                                       "offsite: now 2026-06-26, same brewery.\n- Sofia has a cold.\n- Paid rent "
+                                       "and the gym.\n",
+               "memory/2026-06-15.md": "# 2026-06-15\n\n- Offsite moved again, to 2026-07-10.\n"},
+     "query": "When is the team offsite in Ghent?", "old": "memory/2026-04-28.md"},
+    # ---- promote: near-miss (the newer note is about someone else's class: it supersedes nothing, so it is
+    # not lifted)
+    {"rule": "promote", "id": "m5", "expect": False, "as_of": "2026-05-15",
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- Yoga class with Ines is on Mondays at 18:30.\n",
+               "memory/2026-03-20.md": "# 2026-03-20\n\n- Yoga class with Ines: she recommended a mat, ordered it.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Pottery class with Tom changed to Tuesdays at 19:15 from "
+                                       "next week.\n- Car MOT booked.\n- Called grandma.\n- Paid rent.\n"},
+     "query": "When is the yoga class with Ines?", "old": "memory/2026-04-22.md"},
+    {"rule": "promote", "id": "m6", "expect": False, "as_of": "2026-05-30",
+     "notes": {**FILLER,
+               "memory/2026-01-08.md": "# 2026-01-08\n\n- Team offsite in Ghent planned for 2026-06-12, two days at "
+                                       "the old brewery.\n",
+               "memory/2026-03-03.md": "# 2026-03-03\n\n- Team offsite in Ghent: hotel list shared, hoodies ordered "
+                                       "for the team.\n",
+               "memory/2026-04-28.md": "# 2026-04-28\n\n- Dentist at 15:00, then the grocery run.\n- Moved the "
+                                       "school trip: now 2026-06-26, same museum.\n- Sofia has a cold.\n- Paid rent "
+                                       "and the gym.\n"},
+     "query": "When is the team offsite in Ghent?", "old": "memory/2026-04-28.md"},
 ]
 
 
@@ -241,6 +355,8 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     old = [h for h in ranked if h["path"] == case["old"]]
     if case["rule"] == "asof":
         seen = not old
+    elif case["rule"] in ("held", "promote"):
+        seen = bool(ranked) and ranked[0]["path"] == case["old"]
     else:
         seen = bool(old) and "supersededBy" in old[0]
     return {"seen": seen, "top": ranked[0]["path"] if ranked else None,
@@ -250,7 +366,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
-    ap.add_argument("--rule", choices=["present", "valued", "asof"], default=None)
+    ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:

@@ -77,8 +77,9 @@ class Thresholds:
     0.23 of the first booking, below it; 0.3 and 0.2 gave the same figures
     before moved days counted; without the unit, clock times of unrelated
     events demoted answers). ``promote``: the current version also
-    takes the score of the best older version it supersedes (off: on devmem it
-    cost hit@5 and "as of" answers more than it gained). ``demote``: a superseded hit's score becomes the
+    takes the score of the best older version it supersedes in a present search (off: on devmem and convmem it
+    cost hit@5, paraphrase MRR and stale>gold); an "as of" search always does it (it gained an answer there
+    and cost none). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
     ``moved_line_vector``/``moved_cover``: two lines that give a plan's day (:func:`rescheduled`: a visit
     from 2026-09-10, then from 2026-10-02) state the same thing when their line cosine reaches this and the
@@ -843,17 +844,20 @@ def as_of_state(c: Any, cutoff: float, inherited: Mapping[int, float] | None,
                 starts: Mapping[str, float] | None = None) -> str:
     """``"held"`` when the lines of undated ``c`` most about the query are known to hold on the day before
     ``cutoff``: dated before it, or a past state whose end date is at or after it ("Until 2026-06-20 the
-    router was ..."); else ``"unknown"``."""
+    router was ..."); else ``"unknown"``. Lines recorded as written at or after the cutoff did not exist
+    then and do not count either way, as long as one line is known to hold ("Until 2026-06-20 the router
+    was ..." beside "gatekeeper is the subnet router ... (moved from atlas on 2026-06-21)")."""
     focus = _answer_lines(c, inherited, weights, frozenset(), answer, starts)
-    if not focus:
-        return "unknown"
+    held = False
     for ln, since in focus:
         if since is not None and since < cutoff:
-            continue
-        if ln.historical and not ln.change and ln.dates and min(ln.dates) >= cutoff - DAY:
-            continue
-        return "unknown"
-    return "held"
+            held = True
+        elif ln.historical and not ln.change and ln.dates and min(ln.dates) >= cutoff - DAY:
+            held = True
+        elif since is None:
+            return "unknown"
+        # else: recorded as written at or after the cutoff, so not part of the hit as memory stood then
+    return "held" if held else "unknown"
 
 
 def versions(candidates: Sequence[Any], vectors: Mapping[str, Sequence[float]] | None, query: str,
