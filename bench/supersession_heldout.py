@@ -17,10 +17,13 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
   2026-04-02") holds then and is not scaled down as of unknown date; near-misses give the current line no date.
 - ``promote``: in an "as of" search, the version current on the date takes the place of the older version it
   supersedes; a newer note about something else is not lifted.
+- ``later``: in an "as of" search, an undated note kept through a line of unknown date whose lines closest to
+  the question by meaning were written after the date ranks below the dated note that answered then; a close
+  line without a date leaves it as it was.
 
 ``expect`` is what a user should see: for ``present``/``valued`` whether the older note carries
-``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote`` whether the
-``old`` note ranks first. Prints one row per case and a tally.
+``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
+whether the ``old`` note ranks first. Prints one row per case and a tally.
 
     python bench/supersession_heldout.py [--provider local]
 """
@@ -324,6 +327,31 @@ CASES: list[dict[str, Any]] = [
                                        "school trip: now 2026-06-26, same museum.\n- Sofia has a cold.\n- Paid rent "
                                        "and the gym.\n"},
      "query": "When is the team offsite in Ghent?", "old": "memory/2026-04-28.md"},
+    # ---- later: fires (an undated note's lines closest to the question by meaning were written after the date;
+    # a line of unknown date keeps it, scaled twice: the dated note that answered then ranks above it)
+    {"rule": "later", "id": "l1", "expect": True, "as_of": "2026-05-01",
+     "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- The old print server in the basement still does our "
+                                       "printing; cloud printing is not ready yet.\n- Lunch with Bram.\n",
+               "memory/infra.md": "# Infra\n\n## Printing\n- The old print server was switched off on 2026-06-12 "
+                                  "(ticket OPS-77).\n- Cloud printing replaces the old print server on all floors.\n"
+                                  "- Toner is ordered through facilities.\n"},
+     "query": "Is the old print server still running?", "old": "memory/2026-03-10.md"},
+    {"rule": "later", "id": "l2", "expect": True, "as_of": "2026-02-01",
+     "notes": {"memory/2026-01-20.md": "# 2026-01-20\n\n- Noor still takes the 7:42 bus to school; the new cycle "
+                                       "path is not open yet.\n",
+               "memory/family.md": "# Family\n\n## Noor\n- Noor cycles to school since 2026-03-02, when the cycle "
+                                   "path opened.\n- Noor's school is the Montessori on Parkweg.\n"
+                                   "- Noor's bus pass is in the hall drawer.\n"},
+     "query": "How does Noor get to school?", "old": "memory/2026-01-20.md"},
+    # ---- later: near-miss (the close line gives no date: the note may hold what was true then, and keeps its
+    # single scaling)
+    {"rule": "later", "id": "l3", "expect": True, "as_of": "2026-05-01",
+     "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- The old print server in the basement still does our "
+                                       "printing; cloud printing is not ready yet.\n- Lunch with Bram.\n",
+               "memory/infra.md": "# Infra\n\n## Printing\n- The old print server was switched off after the "
+                                  "cloud printing trial.\n- Cloud printing replaces the old print server on all "
+                                  "floors.\n- Toner is ordered through facilities.\n"},
+     "query": "Is the old print server still running?", "old": "memory/2026-03-10.md"},
 ]
 
 
@@ -355,7 +383,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     old = [h for h in ranked if h["path"] == case["old"]]
     if case["rule"] == "asof":
         seen = not old
-    elif case["rule"] in ("held", "promote"):
+    elif case["rule"] in ("held", "promote", "later"):
         seen = bool(ranked) and ranked[0]["path"] == case["old"]
     else:
         seen = bool(old) and "supersededBy" in old[0]
@@ -366,7 +394,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
-    ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote"], default=None)
+    ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:

@@ -200,6 +200,7 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
     from .supersession import (
         THRESHOLDS,
         Line,
+        answered_later,
         as_of_state,
         closest_lines,
         remembered_lines,
@@ -236,6 +237,9 @@ def exclude_written_after(query: str, candidates: list[Candidate], cutoff: float
             continue
         if (c.id not in known and file_date(c.path) is None and c.mtime is not None and c.mtime >= cutoff
                 and as_of_state(c, cutoff, dates.get(c.id), weights, answer, starts) != "held"):
-            c = attrs.evolve(c, score=c.score * THRESHOLDS.as_of_undated)
+            factor = THRESHOLDS.as_of_undated
+            if answer and answered_later(c, cutoff, dates.get(c.id), answer):
+                factor *= THRESHOLDS.as_of_undated  # its closeness by meaning came from lines written later
+            c = attrs.evolve(c, score=c.score * factor)
         out.append(c)
     return out

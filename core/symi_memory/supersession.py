@@ -37,7 +37,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
 
 
 @attrs.frozen(kw_only=True)
@@ -858,6 +858,21 @@ def as_of_state(c: Any, cutoff: float, inherited: Mapping[int, float] | None,
             return "unknown"
         # else: recorded as written at or after the cutoff, so not part of the hit as memory stood then
     return "held" if held else "unknown"
+
+
+def answered_later(c: Any, cutoff: float, inherited: Mapping[int, float] | None, answer: Sequence[Line]) -> bool:
+    """True when every line of undated ``c`` closest to the query by meaning (``answer``) records that it was
+    written at or after ``cutoff`` ("The legacy ingester was decommissioned on 2026-08-17" as of 2026-08-10):
+    what makes the hit look close to the question did not exist on the date."""
+    if not answer:
+        return False
+    for ln in answer:
+        if ln.historical:
+            return False
+        since = line_since(ln.text, (inherited or {}).get(ln.line_no))
+        if since is None or since < cutoff or (c.mtime is not None and since > c.mtime):
+            return False
+    return True
 
 
 def versions(candidates: Sequence[Any], vectors: Mapping[str, Sequence[float]] | None, query: str,
