@@ -88,7 +88,8 @@ class Thresholds:
     carriers on 07-15", then "go-live ... with 10% of carriers" on 07-28). 0.45: the draft and confirmed
     cutover lines are 0.58 apart by meaning; 0.45 and 0.6 gave the same figures otherwise.
     ``as_of_undated``: in an "as of" search, the score factor of hits from
-    undated notes changed after the as-of date (their lines' dates are unknown). ``as_of_answer_share``: in
+    undated notes changed after the as-of date (their lines' dates are unknown); twice (0.36) when the hit's
+    lines closest to the query by meaning all record being written after the date (:func:`answered_later`). ``as_of_answer_share``: in
     an "as of" search, a line of an undated note closest to the query by meaning counts among the lines the hit
     answers with (whose dates say whether it existed then) only when its weighted query terms reach this share
     of those of the note's line holding most of them.
