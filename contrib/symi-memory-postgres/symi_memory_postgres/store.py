@@ -118,6 +118,7 @@ def ensure_schema(conn: Any, schema: str) -> None:
 
 
 STAGE = "symi_memory_stage"
+KEPT = "symi_memory_kept"
 STAGE_COLUMNS = "owner, cid, path, source, start_line, end_line, hash, text, terms, dims, embedding, lines"
 STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, path text, source text, start_line integer, "
              "end_line integer, hash text, text text, terms text, dims integer, embedding real[], lines bytea)")
@@ -193,10 +194,15 @@ class PgStore:
     def build_full(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, skipped: dict[str, str],
                    meta: dict[str, str]) -> int:
         with self.conn.transaction():
+            # The line analyses of the rows about to go, for the chunks written again unchanged (see _write_batch).
+            self._q(f"CREATE TEMP TABLE {KEPT} ON COMMIT DROP AS SELECT path, start_line, hash, lines FROM {{s}}.chunks "
+                    "WHERE owner = %s AND substring(lines FROM 1 FOR 1) = %s",
+                    (self.owner, bytes((LINE_ANALYSIS_VERSION,))))
+            self._q(f"CREATE INDEX ON pg_temp.{KEPT} (path)")
             self._q("DELETE FROM {s}.chunks WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.chunk_units WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.files WHERE owner = %s", (self.owner,))
-            written = self._write(files)
+            written = self._write(files, kept_from=f"pg_temp.{KEPT}")
             self._finish(skipped, meta)
         self._ensure_hnsw()
         return written
@@ -228,27 +234,31 @@ class PgStore:
             self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
                     "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))
 
-    def _write(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, replace: bool = False) -> int:
+    def _write(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, replace: bool = False,
+               kept_from: str | None = None) -> int:
         written = 0
         batch: list[tuple[FileRow, list[ChunkRow]]] = []
         for item in files:
             batch.append(item)
             if sum(len(c) for _, c in batch) >= INSERT_BATCH:
-                written += self._write_batch(batch, replace)
+                written += self._write_batch(batch, replace, kept_from)
                 batch = []
         if batch:
-            written += self._write_batch(batch, replace)
+            written += self._write_batch(batch, replace, kept_from)
         return written
 
-    def _write_batch(self, batch: list[tuple[FileRow, list[ChunkRow]]], replace: bool) -> int:
-        kept: dict[tuple[str, int, str], bytes] = {}
+    def _write_batch(self, batch: list[tuple[FileRow, list[ChunkRow]]], replace: bool,
+                     kept_from: str | None = None) -> int:
+        # A chunk written again with the same path, start line and text keeps its stored line analysis (it
+        # depends on nothing else): a full reindex (a model change) or an edit further down a file analyses
+        # only the chunks that changed. ``kept_from``: a table holding the analyses of rows already deleted.
+        source = kept_from or f"{self.schema}.chunks"
+        kept = {(p, int(a), h): bytes(b) for p, a, h, b in self.conn.execute(
+            f"SELECT path, start_line, hash, lines FROM {source} WHERE {'true' if kept_from else 'owner = %s'} "
+            "AND path = ANY(%s) AND lines IS NOT NULL",
+            ([] if kept_from else [self.owner]) + [[f.path for f, _ in batch]]).fetchall()
+            if b and b[0] == LINE_ANALYSIS_VERSION} if replace or kept_from else {}
         if replace:
-            # A chunk written again with the same path, start line and text keeps its stored line analysis
-            # (it depends on nothing else): an edit further down a file analyses only the chunks it changed.
-            kept = {(p, int(a), h): bytes(b) for p, a, h, b in self._q(
-                "SELECT path, start_line, hash, lines FROM {s}.chunks WHERE owner = %s AND path = ANY(%s) "
-                "AND lines IS NOT NULL", (self.owner, [f.path for f, _ in batch])).fetchall()
-                if b and b[0] == LINE_ANALYSIS_VERSION}
             self._drop([f.path for f, _ in batch])
         for d in {len(c.embedding) // 4 for _, rows in batch for c in rows if c.embedding} - self._known_dims:
             valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",

@@ -518,7 +518,7 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
     """Supersession's line analysis of each chunk is stored at index time (``StoredLineAnalysis``) and is
     what a search reads; a schema-3 index answers at once and gains them at its next sync, without a rebuild;
-    a file rewritten further down keeps the analyses of its unchanged chunks."""
+    a full reindex, and a file rewritten further down, keep the analyses of the unchanged chunks."""
     import json
     import zlib
 
@@ -552,6 +552,9 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
             conn.execute(f"UPDATE {pg_schema}.chunks SET lines = %s WHERE path = 'memory/2026-06-01.md'", (tampered,))
         assert "supersededBy" not in _car_answer(mem)
+        # A full reindex writes every chunk again: unchanged ones keep their stored analyses (this one too).
+        assert mem.sync(force=True).full
+        assert [blob for (p, _s), (_t, blob) in stored().items() if p == "memory/2026-06-01.md"] == [tampered]
         # An edit at the end of the long note: its first chunk keeps the analysis stored for it (here one no
         # analysis gives), the edited last chunk is analysed anew.
         first = min(s for p, s in before if p == "memory/notes.md")
