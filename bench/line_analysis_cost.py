@@ -16,13 +16,18 @@ per interpreter, on four corpora:
 - ``devmem`` and ``convmem``: every chunk of the two benchmark workspaces (bench/datasets), chunked as
   the indexer does (400 tokens, 80 overlap).
 
+``--store N`` also times what the analysis adds to an index build: ``bench/scale.py``'s store of N chunks
+(precomputed vectors, so the time is the store write) written by each interpreter, in CPU seconds of the
+child (user + system), beside the same build by this checkout with the analysis left out (``lines`` NULL),
+the floor both share; what each adds is its time above that floor.
+
 The corpora are written once, so both interpreters analyse the same chunks, and both children run with
 ``PYTHONHASHSEED=0``: the stored encoding joins Python sets, whose order follows the process's string
 hashes, so only under one seed can two processes' bytes be compared. Each child reports the sha256 of all
 its analyses in order; the table says whether the baseline's (``--baseline-python``, a venv of another
 checkout) and this checkout's are identical. Each child's time is the best of ``--repeat`` passes over a
-corpus (the first pass fills per-token caches, as the first chunks of a build do). The two interpreters'
-passes alternate, so host load hits both alike.
+corpus (the first pass fills per-token caches, as the first chunks of a build do). The two interpreters' children alternate
+(``--rounds``), so host load hits both alike.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -166,6 +172,32 @@ def run_child(corpus_file: Path, repeat: int) -> None:
     print(json.dumps(out))
 
 
+# A store build without the analysis (the floor): line_analysis answers None, so chunks.lines stays NULL.
+NO_ANALYSIS = """
+import runpy, sys
+import symi_memory.supersession as s
+s.line_analysis = lambda *a: None
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def store_build(cmd: list[str], where: Path, n: int) -> dict[str, float]:
+    """CPU (user + system) and wall seconds of one child writing scale.py's store of ``n`` chunks."""
+    db = where / "store.sqlite"
+    for leftover in where.glob("store.sqlite*"):
+        leftover.unlink()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.run([*cmd, str(HERE / "scale.py"), "--build-store", str(db), "--n", str(n)],
+                          capture_output=True, text=True, cwd=tempfile.gettempdir())
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"store build failed: {proc.stderr[-3000:]}")
+    return {"cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), "wall_s": wall}
+
+
 def measure(python: str, corpus_file: Path, repeat: int) -> dict[str, Any]:
     env = dict(os.environ, PYTHONHASHSEED="0")
     proc = subprocess.run([python, __file__, "--child", str(corpus_file), "--repeat", str(repeat)],
@@ -181,6 +213,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="passes per corpus in a child (best is kept)")
     ap.add_argument("--rounds", type=int, default=2, help="children per interpreter, alternating")
     ap.add_argument("--size", type=int, default=CORPUS_SIZE, help="chunks of the scale and mixed corpora")
+    ap.add_argument("--store", type=int, default=0, help="also time scale.py's store build of this many chunks")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -212,8 +245,16 @@ def main() -> None:
             row["ratio"] = row["now_us"] / row["baseline_us"]
             row["identical"] = row["now_sha256"] == row["baseline_sha256"]
         rows.append(row)
+    builds: dict[str, list[dict[str, float]]] = {}
+    if args.store:
+        cmds = {label: [py] for label, py in pythons.items()}
+        cmds["no analysis"] = [sys.executable, "-c", NO_ANALYSIS]
+        with tempfile.TemporaryDirectory(prefix="line-analysis-store-") as tmp:
+            for _ in range(args.rounds):
+                for label, cmd in cmds.items():
+                    builds.setdefault(label, []).append(store_build(cmd, Path(tmp), args.store))
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"analysis": rows, "store": builds}, indent=2))
         return
     if "baseline" in pythons:
         print("| corpus | chunks | CPU per chunk, now (us) | baseline (us) | ratio | speed-up | bytes identical |")
@@ -226,6 +267,20 @@ def main() -> None:
         print("|---|---|---|---|")
         for r in rows:
             print(f"| {r['corpus']} | {r['chunks']:,} | {r['now_us']:.0f} | {r['now_sha256'][:12]} |")
+    if builds:
+        floor = min(b["cpu_s"] for b in builds["no analysis"])
+        print(f"\nStore build of {args.store:,} chunks (bench/scale.py's store), best of {args.rounds}:\n")
+        print("| build | CPU (s) | wall (s) | CPU above the build without analysis (s) |")
+        print("|---|---|---|---|")
+        for label, runs_ in builds.items():
+            cpu = min(b["cpu_s"] for b in runs_)
+            wall = min(b["wall_s"] for b in runs_)
+            print(f"| {label} | {cpu:.1f} | {wall:.1f} | {cpu - floor:.1f} |")
+        if "baseline" in builds:
+            now = min(b["cpu_s"] for b in builds["now"]) - floor
+            base = min(b["cpu_s"] for b in builds["baseline"]) - floor
+            print(f"\nThe analysis's share of the build: {now:.1f} s now against {base:.1f} s "
+                  f"({base / now if now > 0 else float('inf'):.2f}x less)")
     if any(r.get("identical") is False for r in rows):
         raise SystemExit(1)
 
