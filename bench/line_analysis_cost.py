@@ -172,6 +172,46 @@ def run_child(corpus_file: Path, repeat: int) -> None:
     print(json.dumps(out))
 
 
+# A keyword-only reindex (sync(force=True), provider none) of a workspace, timed in CPU seconds of the sync.
+REINDEX = """
+import json, sys, time
+from symi_memory import load_config
+from symi_memory.manager import open_memory
+ws, state = sys.argv[1], sys.argv[2]
+overrides = {"agents": {"defaults": {"memorySearch": {"provider": "none", "sync": {"watch": False}}}}}
+cfg = load_config(None, state_dir=state, overrides=overrides)
+with open_memory(cfg, workspace=ws, start=False) as mem:
+    mem.sync()
+    started = time.process_time()
+    again = mem.sync(force=True)
+    print(json.dumps({"cpu_s": time.process_time() - started, "chunks": again.chunks_written, "full": again.full}))
+"""
+
+
+def reindex(python: str, ws: Path, state: Path) -> dict[str, Any]:
+    import shutil
+
+    shutil.rmtree(state, ignore_errors=True)
+    proc = subprocess.run([python, "-c", REINDEX, str(ws), str(state)], capture_output=True, text=True,
+                          cwd=tempfile.gettempdir())
+    if proc.returncode != 0:
+        raise SystemExit(f"reindex failed: {proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def reindex_workspace(root: Path, copies: int) -> None:
+    """The devmem and convmem notes, ``copies`` times under their own folders."""
+    for name in ("devmem", "convmem"):
+        src = DATASETS / name / "workspace"
+        for f in src.rglob("*.md"):
+            for k in range(copies):
+                rel = f.relative_to(src)
+                dest = root / ("MEMORY.md" if rel.as_posix() == "MEMORY.md" and k == 0 and name == "devmem"
+                               else Path("memory") / f"{name}-{k}" / rel)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+
+
 # A store build without the analysis (the floor): line_analysis answers None, so chunks.lines stays NULL.
 NO_ANALYSIS = """
 import runpy, sys
@@ -214,6 +254,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="children per interpreter, alternating")
     ap.add_argument("--size", type=int, default=CORPUS_SIZE, help="chunks of the scale and mixed corpora")
     ap.add_argument("--store", type=int, default=0, help="also time scale.py's store build of this many chunks")
+    ap.add_argument("--reindex", type=int, default=0,
+                    help="also time a keyword-only full reindex of the devmem + convmem notes copied this many times")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -253,8 +295,16 @@ def main() -> None:
             for _ in range(args.rounds):
                 for label, cmd in cmds.items():
                     builds.setdefault(label, []).append(store_build(cmd, Path(tmp), args.store))
+    reindexes: dict[str, list[dict[str, Any]]] = {}
+    if args.reindex:
+        with tempfile.TemporaryDirectory(prefix="line-analysis-reindex-") as tmp:
+            ws = Path(tmp) / "ws"
+            reindex_workspace(ws, args.reindex)
+            for _ in range(args.rounds):
+                for label, py in pythons.items():
+                    reindexes.setdefault(label, []).append(reindex(py, ws, Path(tmp) / f"state-{label}"))
     if args.json:
-        print(json.dumps({"analysis": rows, "store": builds}, indent=2))
+        print(json.dumps({"analysis": rows, "store": builds, "reindex": reindexes}, indent=2))
         return
     if "baseline" in pythons:
         print("| corpus | chunks | CPU per chunk, now (us) | baseline (us) | ratio | speed-up | bytes identical |")
@@ -281,6 +331,14 @@ def main() -> None:
             base = min(b["cpu_s"] for b in builds["baseline"]) - floor
             print(f"\nThe analysis's share of the build: {now:.1f} s now against {base:.1f} s "
                   f"({base / now if now > 0 else float('inf'):.2f}x less)")
+    if reindexes:
+        chunks = reindexes["now"][0]["chunks"]
+        print(f"\nKeyword-only full reindex (provider none) of {chunks:,} chunks (devmem + convmem notes x "
+              f"{args.reindex}), CPU seconds of the sync, best of {args.rounds}:\n")
+        print("| checkout | reindex CPU (s) |")
+        print("|---|---|")
+        for label, runs_ in reindexes.items():
+            print(f"| {label} | {min(r['cpu_s'] for r in runs_):.2f} |")
     if any(r.get("identical") is False for r in rows):
         raise SystemExit(1)
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 import zlib
+from pathlib import Path
 
 from symi_memory.chronology import (
     _MONTH_STARTS,
@@ -123,6 +124,17 @@ def test_the_fast_analysis_stores_the_bytes_every_rule_on_every_line_gives() -> 
     assert sum(1 for r in rows if not r[3]) > 300
     assert sum(bool(r[5]) for r in rows) > 500 and sum(bool(r[6]) for r in rows) > 500
     assert any("ſ" in c[2] or "İ" in c[2] for c in chunks)
+
+
+def test_the_benchmark_notes_get_the_bytes_every_rule_on_every_line_gives() -> None:
+    from symi_memory.chunking import chunk_text
+
+    datasets = Path(__file__).resolve().parents[1] / "bench" / "datasets"
+    chunks = [(f.relative_to(root).as_posix(), c.start_line, c.text)
+              for root in (datasets / "devmem" / "workspace", datasets / "convmem" / "workspace")
+              for f in sorted(root.rglob("*.md")) for c in chunk_text(f.read_text(encoding="utf-8"), 400, 80)]
+    assert len(chunks) > 150
+    assert [line_analysis(*c) for c in chunks] == [every_rule_on_every_line(*c) for c in chunks]
 
 
 def test_what_the_analysis_stores_is_unchanged() -> None:
