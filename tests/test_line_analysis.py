@@ -216,3 +216,49 @@ def test_analyses_of_an_older_version_are_refilled_by_the_next_sync(tmp_path: Pa
         assert _rows(mem, "SELECT value FROM meta WHERE key='lines_version'") == [(str(LINE_ANALYSIS_VERSION),)]
         assert _rows(mem, "SELECT COUNT(*) FROM meta WHERE key='lines_pending'") == [(0,)]
         assert _answers(mem) == before
+
+
+def test_a_reindex_keeps_the_stored_analysis_of_every_chunk_whose_text_and_place_are_unchanged(tmp_path: Path) -> None:
+    """A full reindex (or an edit further down a file) writes unchanged chunks again: their stored analysis
+    is kept instead of analysing their lines again (what a keyword-only or cached-vector rebuild spent most of
+    its time on). Shown by a stored analysis the index could not have made: it survives the reindex, while
+    an edited chunk and one of another version get a fresh analysis."""
+    ws = _car_ws(tmp_path)
+    write(ws, "memory/notes.md", "# Notes\n\n" + "".join(f"- Item {i}: the hatchback needs {i} litres.\n"
+                                                        for i in range(120)))
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        store = mem.backend.store
+        path = "memory/2026-06-01.md"
+        (start, text), = _rows(mem, "SELECT start_line, text FROM chunks WHERE path = ?", (path,))
+        rows = _decode(line_analysis(path, start, text))
+        rows[1][3] = 0  # "Sold the hatchback; now ..." stored as stating no change
+        marked = _encode(rows)
+        with store.write():
+            store.conn.execute("UPDATE chunks SET lines = ? WHERE path = ?", (marked, path))
+            # The bike note's analysis is of another version: analysed again.
+            store.conn.execute("UPDATE chunks SET lines = X'01' WHERE path = 'memory/2026-02-01.md'")
+        assert len(_rows(mem, "SELECT 1 FROM chunks WHERE path = 'memory/notes.md'")) > 2
+        report = mem.sync(force=True)
+        assert report.full
+        assert _rows(mem, "SELECT lines FROM chunks WHERE path = ?", (path,)) == [(marked,)]
+        stored = _rows(mem, "SELECT path, start_line, text, lines FROM chunks WHERE path != ?", (path,))
+        assert all(blob == line_analysis(p, s, t) for p, s, t, blob in stored)
+        # An edit at the end of a file: its earlier chunks keep their analyses, the edited one is analysed anew.
+        notes = {s: blob for s, blob in _rows(mem, "SELECT start_line, lines FROM chunks WHERE path = 'memory/notes.md'")}
+        first = min(notes)
+        (ftext,), = _rows(mem, "SELECT text FROM chunks WHERE path = 'memory/notes.md' AND start_line = ?", (first,))
+        first_rows = _decode(notes[first])
+        first_rows[1][1] = "kept"  # the first chunk's first line, with terms no analysis gives
+        with store.write():
+            store.conn.execute("UPDATE chunks SET lines = ? WHERE path = 'memory/notes.md' AND start_line = ?",
+                               (_encode(first_rows), first))
+        with (ws / "memory/notes.md").open("a", encoding="utf-8") as f:
+            f.write("- Sold the hatchback.\n")
+        assert mem.sync().files_indexed == 1
+        after = {s: (t, blob) for s, t, blob in
+                 _rows(mem, "SELECT start_line, text, lines FROM chunks WHERE path = 'memory/notes.md'")}
+        assert after[first] == (ftext, _encode(first_rows))
+        last = max(after)
+        assert after[last][1] == line_analysis("memory/notes.md", last, after[last][0])
+        assert "Sold the hatchback" in after[last][0]

@@ -141,6 +141,16 @@ CLAUSE_END_RE = re.compile(r"[,;:()\u2014\u2013]|\.\s|\s-\s|->|\u2192")
 
 
 FOUR_DIGITS_RE = re.compile(r"\d{4}")
+LETTERS_RE = re.compile(r"[^\W\d_]+")
+#: The four non-ASCII letters that match an ASCII one when case is ignored (İ ı: i, ſ: s, K: k): a line
+#: without them matches a case-ignoring pattern of ASCII words only where its lowercased text holds the words.
+FOLDS_RE = re.compile("[\u0130\u0131\u017f\u212a]")
+_MONTH_STARTS = tuple(sorted({name[:3] for name in MONTHS}))
+
+
+def may_hold(line: str, words: tuple[str, ...]) -> bool:
+    """False only when no case-ignoring match of any of ``words`` (ASCII, lowercase) can start in ``line``."""
+    return (not line.isascii() and FOLDS_RE.search(line) is not None) or any(w in line.lower() for w in words)
 
 
 def _dated_spans(line: str) -> list[tuple[int, float]]:
@@ -153,6 +163,8 @@ def _dated_spans(line: str) -> list[tuple[int, float]]:
             out.append((m.start(), datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC).timestamp()))
         except ValueError:
             pass
+    if not may_hold(line, _MONTH_STARTS):
+        return out  # every month name starts with one of these
     for m in MONTH_DATE_RE.finditer(line):
         day = {"early": 1, "mid": 15, "late": 20, "end of": 25}.get((m[1] or "").lower().replace("-", " ").strip(), 1)
         month = MONTHS.get(m[2].lower())  # None for "ſeptember": a long s matches "s" when case is ignored
@@ -179,7 +191,7 @@ def event_dates(line: str) -> list[float]:
         before = line[max(0, pos - CLAUSE_WINDOW):pos]
         cut = max((m.end() for m in CLAUSE_END_RE.finditer(before)), default=0)
         clause = before[cut:]
-        if len(re.findall(r"[^\W\d_]+", clause)) < 2:
+        if len(LETTERS_RE.findall(clause)) < 2:
             clause = before  # "Speaking at the conference (Rotterdam, 2026-10-08)": the whole line says what it is
         if not PLAN_RE.search(clause):
             out.append(stamp)

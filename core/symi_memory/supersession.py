@@ -26,6 +26,9 @@ import attrs
 
 from .chronology import (
     DAY,
+    FOLDS_RE,
+    HISTORICAL_RE,
+    HISTORY_HEADING_RE,
     LEADING_DATE_RE,
     event_dates,
     file_date,
@@ -33,7 +36,6 @@ from .chronology import (
     line_dates,
     line_moment,
     line_since,
-    own_moment,
     parse_date,
 )
 
@@ -139,6 +141,8 @@ class Thresholds:
 THRESHOLDS = Thresholds()
 
 TOKEN_RE = re.compile(r"\d+(?:[.:,/-]\d+)*|[^\W\d_]+|\w+", re.UNICODE)
+# TOKEN_RE for an ASCII line (the same tokens; a quarter faster).
+ASCII_TOKEN_RE = re.compile(r"\d+(?:[.:,/-]\d+)*|[a-zA-Z]+|\w+", re.ASCII)
 PAST_QUERY_RE = re.compile(
     r"\b(?:did|was|were|had|back in|ago|originally|used to|before|at first|last (?:year|month|week|time)|"
     r"in (?:early |mid-?|late |the (?:start|middle|end) of )?(?:january|february|march|april|may|june|july|august|september|october|november|december))\b|"
@@ -178,13 +182,10 @@ def salient(text: str) -> frozenset[str]:
 
 
 def _salient_of(tokens: Sequence[str]) -> frozenset[str]:
-    return frozenset({term for tok in set(tokens) if (term := _salient_term(tok)) is not None})
+    return frozenset({term for tok in set(tokens) if (term := _TOKENS[tok][0]) is not None})
 
 
-@functools.lru_cache(maxsize=65536)
 def _salient_term(tok: str) -> str | None:
-    # Per token, remembered: splitting the lines of chunks not seen before is most of what
-    # supersession costs a search.
     low = tok.lower()
     if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
         return None
@@ -199,20 +200,72 @@ def values(text: str) -> frozenset[str]:
 def _values_of(tokens: Sequence[str]) -> frozenset[str]:
     if not tokens:
         return frozenset()
-    out = {v for tok in set(tokens[1:]) if (v := _value(tok)[1]) is not None}
-    first = _value(tokens[0])[0]
+    out = {v for tok in set(tokens[1:]) if (v := _TOKENS[tok][2]) is not None}
+    first = _TOKENS[tokens[0]][1]
     if first is not None:
         out.add(first)
     return frozenset(out)
 
 
-@functools.lru_cache(maxsize=65536)
 def _value(tok: str) -> tuple[str | None, str | None]:
     """What ``tok`` adds to :func:`values` as the first token of a line, and later in it."""
     # A capital on the first word only starts the sentence; it does not make a name.
     if any(ch.isdigit() for ch in tok):
         return tok.lower(), tok.lower()
     return None, (tok.lower() if tok[:1].isupper() and tok.lower() not in STOPWORDS else None)
+
+
+# The words a match of chronology.HISTORICAL_RE (bit 1) or CHANGE_RE (bit 2) starts with: a line none of whose
+# tokens, lowercased, is one of them (or starts like retir\w*, swap\w*) has no match, unless it holds one of
+# the four non-ASCII letters that match an ASCII one when case is ignored (chronology.FOLDS_RE).
+_HISTORICAL_WORDS = frozenset("previous previously former formerly until used no old retired replaced was superseded "
+                              "before".split())
+_CHANGE_WORDS = frozenset("now new newly move moved change changed instead replace replaced replacing no switched since "
+                          "from anymore update updated became reached sold bought cancelled canceled starting raised "
+                          "lowered increased decreased reduced dropped stopped quit ended".split())
+
+
+class _TokenFacts(dict[str, tuple[str | None, str | None, str | None, int]]):
+    """``{token: (salient term, value as a line's first token, value later in it, keyword bits)}``, each
+    worked out once (a plain dict lookup on a hit): splitting the lines of chunks not seen before is most of
+    what supersession costs a search, and analysing every chunk's lines is what it costs an index build."""
+
+    MAX = 65536
+
+    def __missing__(self, tok: str) -> tuple[str | None, str | None, str | None, int]:
+        if len(self) >= self.MAX:
+            self.clear()
+        low = tok.lower()
+        bits = (1 if low in _HISTORICAL_WORDS else 0) | (
+            2 if low in _CHANGE_WORDS or low.startswith(("retir", "swap")) else 0)
+        facts = (_salient_term(tok), *_value(tok), bits)
+        self[tok] = facts
+        return facts
+
+
+_TOKENS = _TokenFacts()
+
+
+def _char_classes() -> bytes:
+    """A ``bytes.translate`` table sorting ASCII characters for the patterns ``line_analysis`` may skip:
+    ``d`` a digit, ``-``, ``v``, ``w`` another word character, ``p`` one of ``.:/`` (which, like ``-`` and
+    word characters, QUANTITY_RE's number may not follow), a space for the rest. Every match of the date
+    patterns holds ``dd-dd``; every QUANTITY_RE match starts ``d`` or ``vd`` at the start or after a space."""
+    table = bytearray(b" " * 256)
+    for ch in range(128):
+        c = chr(ch)
+        if c.isdigit():
+            table[ch] = ord("d")
+        elif c in "-v":
+            table[ch] = ch
+        elif c.isalpha() or c == "_":
+            table[ch] = ord("w")
+        elif c in ".:/":
+            table[ch] = ord("p")
+    return bytes(table)
+
+
+_CHAR_CLASSES = _char_classes()
 
 
 # A number and the unit after it: "13.6 kg", "380 ms", "76%", "09:45", "1:10:10", "v0.4.2".
@@ -226,6 +279,10 @@ kph bpm rpm events msgs messages doses dose times tablets pills ml l w kw kwh v 
 """.split())
 
 
+DIGITS_RE = re.compile(r"\d+")
+_SHAPES: dict[str, str] = {}
+
+
 def quantities(text: str) -> dict[str, frozenset[str]]:
     """The numbers of a line by kind: ``{"9:9": {"09:45"}, "9.9 kg": {"13.6"}}``.
 
@@ -234,11 +291,15 @@ def quantities(text: str) -> dict[str, frozenset[str]]:
     name different dates without either changing the other.
     """
     out: dict[str, set[str]] = {}
-    for m in QUANTITY_RE.finditer(text):
-        num, unit = m[1], (m[2] or "").lower()
-        if DATE_LIKE_RE.match(num) and not unit:
+    for num, unit in QUANTITY_RE.findall(text):
+        unit = unit.lower()
+        if not unit and DATE_LIKE_RE.match(num):
             continue
-        shape = re.sub(r"\d+", "9", num)
+        shape = _SHAPES.get(num)
+        if shape is None:
+            if len(_SHAPES) >= 65536:
+                _SHAPES.clear()
+            shape = _SHAPES[num] = DIGITS_RE.sub("9", num)
         if shape == "9" and unit not in UNITS:
             continue  # a bare count ("two doses" is a unit; "15 minutes" is one; "3 people" is not) says little
         kind = f"{shape} {unit}" if unit in UNITS else shape
@@ -270,6 +331,9 @@ def calendar_days(text: str, written: float) -> tuple[frozenset[str], bool]:
     2026-10-02", "expected 2026-10-15": what an undated note, whose writing date is unknown, can tell)."""
     if "-" not in text:
         return frozenset(), False
+    found = CALENDAR_DAY_RE.findall(text)
+    if not found:
+        return frozenset(), False
     days: set[str] = set()
     ahead = False
     full: list[float] = []
@@ -277,19 +341,19 @@ def calendar_days(text: str, written: float) -> tuple[frozenset[str], bool]:
         year = datetime.fromtimestamp(written, UTC).year if written > 0 else None
     except (ValueError, OverflowError, OSError):  # a time no calendar holds (epoch microseconds read as ms)
         year, written = None, 0.0
-    for m in CALENDAR_DAY_RE.finditer(text):
-        y = int(m[1]) if m[1] else year
+    for yyyy, mm, dd in found:  # ("" for no year, month, day)
+        y = int(yyyy) if yyyy else year
         try:
-            stamp = datetime(y or 2000, int(m[2]), int(m[3]), tzinfo=UTC).timestamp()
-            if y is not None and not m[1] and stamp < written - HALF_YEAR_S:
+            stamp = datetime(y or 2000, int(mm), int(dd), tzinfo=UTC).timestamp()
+            if y is not None and not yyyy and stamp < written - HALF_YEAR_S:
                 # A day without its year, half a year or more before the line: next year's ("01-05" in December).
                 y += 1
-                stamp = datetime(y, int(m[2]), int(m[3]), tzinfo=UTC).timestamp()
+                stamp = datetime(y, int(mm), int(dd), tzinfo=UTC).timestamp()
         except ValueError:
             continue  # "22-45", a range or a score rather than a day
-        days.add(f"{m[2]}-{m[3]}")
+        days.add(f"{mm}-{dd}")
         ahead = ahead or (y is not None and written > 0 and stamp > written)
-        if m[1]:
+        if yyyy:
             full.append(stamp)
     if not ahead and full:
         happened = set(event_dates(text))
@@ -422,16 +486,56 @@ def line_analysis(path: str, start_line: int, text: str) -> bytes:
     and ``start_line`` are part of it (a dated note's date; line numbers): a chunk moved or renumbered is
     analysed again, as the index does when it rewrites its rows.
     """
+    # What it stores is exactly what is_historical, states_change, own_moment, _own_date, calendar_days,
+    # line_dates, quantities, _salient_of and _values_of give each line (tests/test_line_analysis_fast.py holds
+    # it to them); it skips what cannot change their answer: the keyword patterns when no token starts one, and
+    # for an ASCII line (_char_classes) the date patterns without "dd-dd" and the quantity pattern without a
+    # number starting a word.
     rows: list[list[Any]] = [[LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]]
+    dated = file_date(path)
+    last_heading: str | None = None
+    past_heading = False
     for offset, stripped, heading in _content_lines(text):
-        tokens = TOKEN_RE.findall(stripped)
-        days, ahead = calendar_days(stripped, _own_date(path, stripped, None) or 0.0)
-        flags = (1 if is_historical(stripped, None) else 0) | (2 if states_change(stripped) else 0) | (4 if ahead else 0)
-        rows.append([offset, " ".join(_salient_of(tokens)), own_moment(path, stripped, heading=heading), flags,
-                     " ".join(_values_of(tokens)), line_dates(stripped),
-                     {kind: " ".join(vals) for kind, vals in quantities(stripped).items()}, " ".join(days)])
-    packed = json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        plain = stripped.isascii()
+        tokens = (ASCII_TOKEN_RE if plain else TOKEN_RE).findall(stripped)
+        facts = [_TOKENS[tok] for tok in set(tokens)]
+        terms = {f[0] for f in facts if f[0] is not None}  # in the order _salient_of adds them
+        bits = {f[3] for f in facts}
+        if plain:
+            classes = stripped.encode("ascii").translate(_CHAR_CLASSES)
+            dateish = b"dd-dd" in classes
+            numbers = classes.startswith((b"d", b"vd")) or b" d" in classes or b" vd" in classes
+        else:
+            dateish = numbers = True
+        folds = not plain and FOLDS_RE.search(stripped) is not None
+        historical = bool((folds or 1 in bits or 3 in bits) and HISTORICAL_RE.search(stripped))
+        change = bool((folds or 2 in bits or 3 in bits) and CHANGE_RE.search(stripped))
+        dates = line_dates(stripped) if dateish else []
+        lead = LEADING_DATE_RE.match(stripped) if dateish and dated is None else None
+        lead_date = parse_date(lead[1]) if lead else None
+        own: float | None
+        if dated is not None:
+            own = dated
+        else:
+            if heading is not last_heading:
+                last_heading = heading
+                past_heading = heading is not None and bool(HISTORY_HEADING_RE.match(heading))
+            if historical or past_heading:
+                own = (min(dates) - DAY) if dates else 0.0
+            else:
+                own = lead_date
+        days, ahead = calendar_days(stripped, (dated if dated is not None else lead_date) or 0.0) if dateish \
+            else (_NONE, False)
+        flags = (1 if historical else 0) | (2 if change else 0) | (4 if ahead else 0)
+        rows.append([offset, " ".join(frozenset(terms)), own, flags, " ".join(_values_of(tokens)), dates,
+                     {kind: " ".join(vals) for kind, vals in quantities(stripped).items()} if numbers else {},
+                     " ".join(days)])
+    packed = _ENCODER.encode(rows).encode("utf-8", "surrogatepass")
     return bytes((LINE_ANALYSIS_VERSION,)) + zlib.compress(packed, 6)
+
+
+# json.dumps(rows, separators=(",", ":"), ensure_ascii=False), without making an encoder per chunk.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def _chunk_key(path: str, start_line: int, text: str) -> int:

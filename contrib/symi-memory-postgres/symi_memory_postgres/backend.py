@@ -548,6 +548,31 @@ class PostgresBackend:
                         self._failure(exc))
             return {}
 
+    def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read.
+
+        Chunks without one (written before schema version 4, filled at the owner's next sync) are left
+        out, and so is every candidate while the server is unreachable: supersession analyses their text.
+        """
+        wanted = {cid: self._split_id(cid) for cid in ids}
+        if not wanted:
+            return {}
+
+        def work(conn: Any) -> dict[str, bytes]:
+            rows = conn.execute(f"SELECT owner, cid, lines FROM {self.settings.schema}.chunks WHERE owner = ANY(%s) "
+                                "AND cid = ANY(%s) AND lines IS NOT NULL",
+                                (sorted({o for o, _ in wanted.values()}), sorted({c for _, c in wanted.values()}))
+                                ).fetchall()
+            got = {(o, c): bytes(b) for o, c, b in rows}
+            return {cid: got[key] for cid, key in wanted.items() if key in got}
+
+        try:
+            return dict(self._with_conn(work, timeout=self.settings.connect_timeout))
+        except (BackendError, *self._transient(), *self._server_errors()) as exc:
+            log.warning("postgres: stored line analyses unavailable, supersession analyses the text: %s",
+                        self._failure(exc))
+            return {}
+
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (``EmbedsTexts``: dedup compares lines by meaning).
 

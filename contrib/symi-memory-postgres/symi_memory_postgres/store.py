@@ -17,6 +17,7 @@ import attrs
 
 from symi_memory.errors import BackendError
 from symi_memory.indexing import ChunkRow, FileRow, unpack_vector
+from symi_memory.supersession import LINE_ANALYSIS_VERSION, line_analysis
 
 from .terms import document_terms
 
@@ -24,13 +25,18 @@ __all__ = ["SCHEMA_VERSION", "PgStore", "ensure_schema", "lock_key"]
 
 log = logging.getLogger("symi_memory.postgres")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Version 1 indexed words unstemmed: upgrading forgets every owner's index identity, so each agent's
 # next sync rebuilds its rows (in one transaction; the old rows answer until then).
 RESTEM_BEFORE = 2
 # Version 3 adds chunk_units (line vectors, chunking.units): an owner indexed before has no units meta,
 # so its next sync rebuilds it with them.
+# Version 4 adds chunks.lines, supersession's line analysis of each chunk (``StoredLineAnalysis``): rows
+# written before have none until the owner's next sync fills them in place (``fill_line_analysis``); searches
+# analyse those chunks' text meanwhile, with the same answers.
 INSERT_BATCH = 500
+#: owner_meta key: the LINE_ANALYSIS_VERSION every one of the owner's chunks has an analysis of.
+LINES_META = "linesVersion"
 # maintenance_work_mem for an HNSW build: the graph of 1M 384-d vectors needs ~2 GB to build in memory;
 # beyond this it still builds, more slowly.
 BUILD_MEMORY = "512MB"
@@ -45,8 +51,9 @@ CREATE TABLE IF NOT EXISTS {s}.files (owner text NOT NULL, path text NOT NULL, s
     bad_utf8 integer NOT NULL, lines integer NOT NULL, PRIMARY KEY (owner, path));
 CREATE TABLE IF NOT EXISTS {s}.chunks (id bigserial PRIMARY KEY, owner text NOT NULL, cid text NOT NULL,
     path text NOT NULL, source text NOT NULL, start_line integer NOT NULL, end_line integer NOT NULL,
-    hash text NOT NULL, text text NOT NULL, terms tsvector NOT NULL, dims integer, embedding vector,
+    hash text NOT NULL, text text NOT NULL, terms tsvector NOT NULL, dims integer, embedding vector, lines bytea,
     UNIQUE (owner, cid));
+ALTER TABLE {s}.chunks ADD COLUMN IF NOT EXISTS lines bytea;
 CREATE INDEX IF NOT EXISTS chunks_owner_path ON {s}.chunks (owner, path);
 CREATE INDEX IF NOT EXISTS chunks_terms ON {s}.chunks USING gin (terms);
 CREATE TABLE IF NOT EXISTS {s}.chunk_units (owner text NOT NULL, cid text NOT NULL, path text NOT NULL,
@@ -111,10 +118,11 @@ def ensure_schema(conn: Any, schema: str) -> None:
 
 
 STAGE = "symi_memory_stage"
-STAGE_COLUMNS = "owner, cid, path, source, start_line, end_line, hash, text, terms, dims, embedding"
+KEPT = "symi_memory_kept"
+STAGE_COLUMNS = "owner, cid, path, source, start_line, end_line, hash, text, terms, dims, embedding, lines"
 STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, path text, source text, start_line integer, "
-             "end_line integer, hash text, text text, terms text, dims integer, embedding real[])")
-STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]"]
+             "end_line integer, hash text, text text, terms text, dims integer, embedding real[], lines bytea)")
+STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]", "bytea"]
 
 
 def hnsw_index_name(dims: int) -> str:
@@ -186,10 +194,15 @@ class PgStore:
     def build_full(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, skipped: dict[str, str],
                    meta: dict[str, str]) -> int:
         with self.conn.transaction():
+            # The line analyses of the rows about to go, for the chunks written again unchanged (see _write_batch).
+            self._q(f"CREATE TEMP TABLE {KEPT} ON COMMIT DROP AS SELECT path, start_line, hash, lines FROM {{s}}.chunks "
+                    "WHERE owner = %s AND substring(lines FROM 1 FOR 1) = %s",
+                    (self.owner, bytes((LINE_ANALYSIS_VERSION,))))
+            self._q(f"CREATE INDEX ON pg_temp.{KEPT} (path)")
             self._q("DELETE FROM {s}.chunks WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.chunk_units WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.files WHERE owner = %s", (self.owner,))
-            written = self._write(files)
+            written = self._write(files, kept_from=f"pg_temp.{KEPT}")
             self._finish(skipped, meta)
         self._ensure_hnsw()
         return written
@@ -221,19 +234,30 @@ class PgStore:
             self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
                     "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))
 
-    def _write(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, replace: bool = False) -> int:
+    def _write(self, files: Iterable[tuple[FileRow, list[ChunkRow]]], *, replace: bool = False,
+               kept_from: str | None = None) -> int:
         written = 0
         batch: list[tuple[FileRow, list[ChunkRow]]] = []
         for item in files:
             batch.append(item)
             if sum(len(c) for _, c in batch) >= INSERT_BATCH:
-                written += self._write_batch(batch, replace)
+                written += self._write_batch(batch, replace, kept_from)
                 batch = []
         if batch:
-            written += self._write_batch(batch, replace)
+            written += self._write_batch(batch, replace, kept_from)
         return written
 
-    def _write_batch(self, batch: list[tuple[FileRow, list[ChunkRow]]], replace: bool) -> int:
+    def _write_batch(self, batch: list[tuple[FileRow, list[ChunkRow]]], replace: bool,
+                     kept_from: str | None = None) -> int:
+        # A chunk written again with the same path, start line and text keeps its stored line analysis (it
+        # depends on nothing else): a full reindex (a model change) or an edit further down a file analyses
+        # only the chunks that changed. ``kept_from``: a table holding the analyses of rows already deleted.
+        source = kept_from or f"{self.schema}.chunks"
+        kept = {(p, int(a), h): bytes(b) for p, a, h, b in self.conn.execute(
+            f"SELECT path, start_line, hash, lines FROM {source} WHERE {'true' if kept_from else 'owner = %s'} "
+            "AND path = ANY(%s) AND lines IS NOT NULL",
+            ([] if kept_from else [self.owner]) + [[f.path for f, _ in batch]]).fetchall()
+            if b and b[0] == LINE_ANALYSIS_VERSION} if replace or kept_from else {}
         if replace:
             self._drop([f.path for f, _ in batch])
         for d in {len(c.embedding) // 4 for _, rows in batch for c in rows if c.embedding} - self._known_dims:
@@ -244,7 +268,8 @@ class PgStore:
             self._known_dims.add(d)
         chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text,
                        document_terms(c.text), len(c.embedding) // 4 if c.embedding else None,
-                       unpack_vector(c.embedding) if c.embedding else None)
+                       unpack_vector(c.embedding) if c.embedding else None,
+                       kept.get((c.path, c.start_line, c.hash)) or line_analysis(c.path, c.start_line, c.text))
                       for _, rows in batch for c in rows]
         with self.conn.cursor() as cur:
             # COPY into a session-local staging table, then one INSERT ... SELECT: an order of magnitude
@@ -256,8 +281,8 @@ class PgStore:
                     copy.write_row(row)
             cur.execute(
                 f"INSERT INTO {self.schema}.chunks (owner, cid, path, source, start_line, end_line, hash, text, terms, "
-                f"dims, embedding) SELECT owner, cid, path, source, start_line, end_line, hash, text, "
-                f"to_tsvector('simple', terms), dims, embedding::vector FROM pg_temp.{STAGE} "
+                f"dims, embedding, lines) SELECT owner, cid, path, source, start_line, end_line, hash, text, "
+                f"to_tsvector('simple', terms), dims, embedding::vector, lines FROM pg_temp.{STAGE} "
                 "ON CONFLICT (owner, cid) DO NOTHING")
             cur.execute(f"TRUNCATE pg_temp.{STAGE}")
             units = [(self.owner, c.id, c.path, u.start_line, u.end_line, u.embedding)
@@ -274,6 +299,35 @@ class PgStore:
                 [(self.owner, f.path, f.source, f.hash, f.mtime, f.size, len(rows), f.bad_utf8, f.lines)
                  for f, rows in batch])
         return len(chunk_rows)
+
+    def fill_line_analysis(self, batch: int = 500, should_stop: Any = None) -> int:
+        """Store the line analysis of every chunk of this owner that has none (written before schema
+        version 4) or one of another ``LINE_ANALYSIS_VERSION``, ``batch`` chunks per transaction; returns
+        how many were filled. The core Indexer calls it after each sync; once every chunk has one (owner
+        meta ``linesVersion``) it costs one read. Searches meanwhile analyse those chunks' text themselves."""
+        version = str(LINE_ANALYSIS_VERSION)
+        if self.get_meta(LINES_META) == version:
+            return 0
+        filled, after = 0, 0
+        while should_stop is None or not should_stop():
+            with self.conn.transaction():
+                rows = self._q("SELECT id, path, start_line, text FROM {s}.chunks WHERE owner = %s AND id > %s AND "
+                               "(lines IS NULL OR substring(lines FROM 1 FOR 1) <> %s) ORDER BY id LIMIT %s",
+                               (self.owner, after, bytes((LINE_ANALYSIS_VERSION,)), batch)).fetchall()
+                if rows:
+                    after = rows[-1][0]
+                    with self.conn.cursor() as cur:
+                        cur.executemany(f"UPDATE {self.schema}.chunks SET lines = %s WHERE id = %s",
+                                        [(line_analysis(path, start, text), rid) for rid, path, start, text in rows])
+                if len(rows) < batch:
+                    self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) ON CONFLICT "
+                            "(owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, LINES_META, version))
+            filled += len(rows)
+            if len(rows) < batch:
+                break
+        if filled:
+            log.info("postgres: stored the line analysis of %d chunks of %s", filled, self.owner)
+        return filled
 
     def _ensure_hnsw(self) -> None:
         """Build the HNSW index for vector widths written without one (one column holds every width).

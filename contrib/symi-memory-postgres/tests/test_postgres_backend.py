@@ -89,7 +89,7 @@ def test_a_version_1_schema_is_rebuilt_with_stemmed_terms(tmp_path: Path, pg_ser
         assert mem.status()["dirty"] is True  # the identity is forgotten: the next sync rebuilds
         report = mem.sync()
         assert report.full and paths(mem, "flight")[:1] == ["MEMORY.md"]
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("3",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
 
 
 def test_keyword_only_without_a_provider(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
@@ -495,3 +495,97 @@ def test_the_plugin_imports_only_public_names() -> None:
                 offenders += [f"{source.name}: {a.name}" for a in node.names
                               if a.name.startswith("symi_memory.") and not a.name.startswith("symi_memory_postgres")]
     assert offenders == []
+
+
+SUPERSESSION = {"agents": {"defaults": {"memorySearch": {"query": {"hybrid": {"supersession": {"enabled": True}}}}}}}
+CAR_NOTES = {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n- Booked the dentist for Tuesday.\n",
+             "memory/2026-06-01.md": "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n"
+                                     "- Bought running shoes.\n",
+             "memory/notes.md": "# Notes\n\n" + "".join(f"- Item {i}: the hatchback needs {i} litres of fuel.\n"
+                                                       for i in range(120))}
+
+
+def _car_answer(mem: MemoryManager) -> dict[str, Any]:
+    from symi_memory import tools
+    from symi_memory.supersession import _LINES
+
+    _LINES.clear()  # what an earlier search analysed must not answer for the index
+    hits = tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0})["results"]
+    return next(h for h in hits if h["path"] == "memory/2026-03-01.md")
+
+
+def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kept_on_rewrite(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """Supersession's line analysis of each chunk is stored at index time (``StoredLineAnalysis``) and is
+    what a search reads; a schema-3 index answers at once and gains them at its next sync, without a rebuild;
+    a full reindex, and a file rewritten further down, keep the analyses of the unchanged chunks."""
+    import json
+    import zlib
+
+    from symi_memory.supersession import line_analysis
+
+    ws = make_workspace(tmp_path / "ws", CAR_NOTES)
+
+    def stored() -> dict[tuple[str, int], tuple[str, bytes | None]]:
+        return {(p, s): (t, None if b is None else bytes(b)) for p, s, t, b in
+                rows(pg_server, f"SELECT path, start_line, text, lines FROM {pg_schema}.chunks")}
+
+    def open_one() -> MemoryManager:
+        overrides = deep_merge(deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+            "provider": "hash", "sync": {"watch": False}}}}}), SUPERSESSION)
+        return open_memory(load_config(None, state_dir=tmp_path / "state", overrides=overrides), workspace=ws,
+                           agent_id="main", start=False)
+
+    with open_one() as mem:
+        mem.sync()
+        before = stored()
+        assert len(before) > 3 and all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in before.items())
+        answer = _car_answer(mem)
+        assert answer["supersededBy"]["path"] == "memory/2026-06-01.md"
+        # The stored analysis is what the search reads: one saying the June line states no change (flags 0)
+        # leaves March unmarked.
+        (_text, blob), = [v for (p, _s), v in before.items() if p == "memory/2026-06-01.md"]
+        analysis = json.loads(zlib.decompress(blob[1:]))
+        assert analysis[1][3] == 2
+        analysis[1][3] = 0
+        tampered = blob[:1] + zlib.compress(json.dumps(analysis).encode())
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(f"UPDATE {pg_schema}.chunks SET lines = %s WHERE path = 'memory/2026-06-01.md'", (tampered,))
+        assert "supersededBy" not in _car_answer(mem)
+        # A full reindex writes every chunk again: unchanged ones keep their stored analyses (this one too).
+        assert mem.sync(force=True).full
+        assert [blob for (p, _s), (_t, blob) in stored().items() if p == "memory/2026-06-01.md"] == [tampered]
+        # An edit at the end of the long note: its first chunk keeps the analysis stored for it (here one no
+        # analysis gives), the edited last chunk is analysed anew.
+        first = min(s for p, s in before if p == "memory/notes.md")
+        ftext, fblob = before[("memory/notes.md", first)]
+        rows_ = json.loads(zlib.decompress(fblob[1:]))
+        rows_[1][1] = "kept"
+        marked = fblob[:1] + zlib.compress(json.dumps(rows_).encode())
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(f"UPDATE {pg_schema}.chunks SET lines = %s WHERE path = 'memory/notes.md' AND start_line = %s",
+                         (marked, first))
+        with (ws / "memory/notes.md").open("a", encoding="utf-8") as f:
+            f.write("- Sold the hatchback.\n")
+        assert mem.sync().files_indexed == 1
+        after = stored()
+        assert after[("memory/notes.md", first)] == (ftext, marked)
+        last = max(s for p, s in after if p == "memory/notes.md")
+        ltext, lblob = after[("memory/notes.md", last)]
+        assert "Sold the hatchback" in ltext and lblob == line_analysis("memory/notes.md", last, ltext)
+    # What schema version 3 wrote: no lines column.
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {pg_schema}.chunks DROP COLUMN lines")
+        conn.execute(f"UPDATE {pg_schema}.meta SET value = '3' WHERE key = 'schemaVersion'")
+        conn.execute(f"DELETE FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'")
+    with open_one() as mem:
+        assert mem.status()["dirty"] is False  # no rebuild: the column is added and filled in place
+        assert all(blob is None for _, blob in stored().values())
+        assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"  # analysed at query time
+        report = mem.sync()
+        assert report.files_indexed == 0 and not report.full
+        filled = stored()
+        assert all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in filled.items())
+        assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [("2",)]

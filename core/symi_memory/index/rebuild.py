@@ -146,12 +146,13 @@ class Rebuild(StoreParts):
                     "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
                     (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
                 )
+                kept = self._kept_analyses(self.reader(), frow.path)  # the live index's (see there)
                 for c in chunks:
                     conn.execute(
                         "INSERT OR IGNORE INTO chunks(id, path, source, start_line, end_line, hash, text, cjk, embedding, "
                         "lines) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, cjk_bigrams(c.text),
-                         c.embedding, line_analysis(c.path, c.start_line, c.text)),
+                         c.embedding, kept.get((c.start_line, c.text)) or line_analysis(c.path, c.start_line, c.text)),
                     )
                     if c.units and conn.changes():
                         conn.executemany("INSERT INTO units VALUES (?,?,?,?,?)",

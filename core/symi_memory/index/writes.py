@@ -96,13 +96,14 @@ class FileWrites(StoreParts):
         for path in remove:
             removed += self._delete_path(path)
         for frow, chunks in files:
+            kept = self._kept_analyses(self.conn, frow.path)
             removed += self._delete_path(frow.path)
             self.conn.execute(
                 "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
                 (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
             )
             for c in chunks:
-                rowid = self._insert_chunk(c, embedder)
+                rowid = self._insert_chunk(c, embedder, kept.get((c.start_line, c.text)))
                 if c.embedding is not None and self.listeners:
                     added.append((rowid, c.embedding))
                 written += 1
@@ -128,7 +129,18 @@ class FileWrites(StoreParts):
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
         return rowids
 
-    def _insert_chunk(self, c: ChunkRow, embedder: int | None) -> int:
+    def _kept_analyses(self, conn: Any, path: str) -> dict[tuple[int, str], bytes]:
+        """``{(start line, text): stored line analysis}`` of the chunks of ``path`` in the index, those of
+        this ``LINE_ANALYSIS_VERSION``. A chunk written again with the same path, start line and text has the
+        same analysis (it depends on nothing else), so it keeps the stored one instead of analysing its lines
+        again: a full reindex, a switch of provider, an edit further down the file."""
+        from ..supersession import LINE_ANALYSIS_VERSION
+
+        return {(start, text): blob for start, text, blob in conn.execute(
+            "SELECT start_line, text, lines FROM chunks WHERE path = ?", (path,))
+            if blob and blob[0] == LINE_ANALYSIS_VERSION}
+
+    def _insert_chunk(self, c: ChunkRow, embedder: int | None, analysis: bytes | None = None) -> int:
         from ..supersession import line_analysis
         from .keyword import cjk_bigrams
 
@@ -144,7 +156,7 @@ class FileWrites(StoreParts):
             "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector, lines) "
             "VALUES (?,?,?,?,?,?,?,?,?)",
             (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector,
-             line_analysis(c.path, c.start_line, c.text)),
+             analysis or line_analysis(c.path, c.start_line, c.text)),
         )
         rowid = self.conn.last_insert_rowid()
         if vector is not None and embedder is not None and c.units:
