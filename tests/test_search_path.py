@@ -115,3 +115,21 @@ def test_identifier_tokens_are_matched_without_compiling_a_regex() -> None:
             text = fold("".join(rng.choice([*alphabet, token, token]) for _ in range(rng.randint(0, 10))))
             assert pattern.found_in(text) == (regex.search(text) is not None), (token, text)
 
+
+def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> None:
+    import threading
+
+    from symi_memory.index.store import SEARCH_CACHE_KIB
+
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n"})
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        assert [h.path for h in mem.search("zebras", min_score=0).results] == ["memory/a.md"]
+        assert store.reader().execute("PRAGMA cache_size").fetchone()[0] == -SEARCH_CACHE_KIB
+        # A thread that only reads (the scan copy's load reads every vector once) keeps SQLite's default.
+        other: list[int] = []
+        thread = threading.Thread(target=lambda: other.append(store.reader().execute("PRAGMA cache_size").fetchone()[0]))
+        thread.start()
+        thread.join()
+        assert other and other[0] != -SEARCH_CACHE_KIB

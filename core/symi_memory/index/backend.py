@@ -135,6 +135,7 @@ class IndexedBackend:
 
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
+        self.store.searching()  # this thread reads with a searching connection's page cache
         ms = self.agent.memory_search
         hybrid = ms["query"]["hybrid"]
         sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
