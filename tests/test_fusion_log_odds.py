@@ -136,3 +136,33 @@ def test_score_hits_keyword_side_is_keyword_evidence_bit_for_bit() -> None:
             evidence = keyword_evidence(c, lengths[i] / 1600, weights, syn)
             exact = all(t in c for t in weights)
             assert hits.text_scores.get(i, 0.0) == keyword_probability(evidence, exact=exact), (syn, i)
+
+
+def test_score_hits_vector_side_is_the_calibration_bit_for_bit() -> None:
+    # score_hits writes ScoreCalibration.probability out inline for speed: every vector hit (cosines below 0,
+    # above 1, and far below the midpoint, where the probability is 0) scores what the calibration says.
+    import random
+
+    from symi_memory.fusion import score_hits
+    from symi_memory.specs import ScoreCalibration
+
+    class Declared:  # a calibration of another type: score_hits asks it, as it always did
+        def __init__(self, inner: ScoreCalibration) -> None:
+            self.inner = inner
+
+        def probability(self, cosine: float) -> float:
+            return self.inner.probability(cosine)
+
+    rng = random.Random(11)
+    cosines = {i: rng.uniform(-0.3, 1.2) for i in range(300)}
+    for cal in (ScoreCalibration(slope=8.0, midpoint=0.61), ScoreCalibration(slope=90.0, midpoint=0.9)):
+        hits = score_hits("deploy", {"enabled": True, "fusion": "weighted", "vectorWeight": 0.7, "textWeight": 0.3},
+                          texts={i: "" for i in cosines}, keyword_ids=[], vector_hits=cosines, term_weights={},
+                          term_counts=lambda i: ({}, 10), chunk_chars=1600, calibration=cal, use_vector=True)
+        asked = score_hits("deploy", {"enabled": True, "fusion": "weighted", "vectorWeight": 0.7, "textWeight": 0.3},
+                           texts={i: "" for i in cosines}, keyword_ids=[], vector_hits=cosines, term_weights={},
+                           term_counts=lambda i: ({}, 10), chunk_chars=1600, calibration=Declared(cal),
+                           use_vector=True)
+        assert hits.vector_scores == {i: cal.probability(c) for i, c in cosines.items()} == asked.vector_scores
+        assert hits.scores == asked.scores
+        assert 0.0 in hits.vector_scores.values() or cal.slope < 60

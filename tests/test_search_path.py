@@ -90,3 +90,46 @@ def test_term_weights_follow_each_write(tmp_path: Path) -> None:
         after = store.term_weights(["zebra", "garden"])
         assert after["zebra"] < before["zebra"]  # now in 40 of 100 chunks: the remembered count was dropped
         assert store._weighty_tokens(["zebra", "garden"]) == ["zebra"]  # garden is in more than half
+
+
+def test_identifier_tokens_are_matched_without_compiling_a_regex() -> None:
+    # A query brings new identifiers; TokenPattern.found_in answers what token_pattern's regex answers, with no
+    # compile (which cost more than testing every candidate): whole tokens only, where a letter or digit of any
+    # script next to the token makes another token and an underscore or punctuation does not.
+    import random
+
+    from symi_memory.index.keyword import TokenPattern, fold, token_pattern
+
+    token_pattern.cache_clear()
+    texts = {1: "deploy k8s_v2 now", 2: "xk8s_v2", 3: "k8s_v2é", 4: "K8S_V2!", 5: "k8s_v2_k8s_v2", 6: "k8s_v2²",
+             7: "٣k8s_v2", 8: "k8s_v2k8s_v2 k8s_v2", 9: "ḱ8s_v2", 10: "k8s_v2\u0301", 11: ""}
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is k8s_v2"))
+    # 9: the accent is folded away; 10: a combining mark is no letter or digit.
+    assert matcher.identifier_holders(texts) == {1, 4, 5, 8, 9, 10}
+    assert token_pattern.cache_info().currsize == 0  # nothing compiled
+    rng = random.Random(3)
+    alphabet = ["a", "A", "1", "_", " ", "-", "é", "e\u0301", "ß", "²", "٣", "İ", "Σ", "ς", "中", "x9"]
+    for token in ("a1b", "q12", "é1", "x_9", "ß2", "Σ1", "aa", "a", "٣a", "İ1"):
+        pattern, regex = TokenPattern(token), token_pattern(token)
+        for _ in range(3000):
+            text = fold("".join(rng.choice([*alphabet, token, token]) for _ in range(rng.randint(0, 10))))
+            assert pattern.found_in(text) == (regex.search(text) is not None), (token, text)
+
+
+def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> None:
+    import threading
+
+    from symi_memory.index.store import SEARCH_CACHE_KIB
+
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n"})
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        assert [h.path for h in mem.search("zebras", min_score=0).results] == ["memory/a.md"]
+        assert store.reader().execute("PRAGMA cache_size").fetchone()[0] == -SEARCH_CACHE_KIB
+        # A thread that only reads (the scan copy's load reads every vector once) keeps SQLite's default.
+        other: list[int] = []
+        thread = threading.Thread(target=lambda: other.append(store.reader().execute("PRAGMA cache_size").fetchone()[0]))
+        thread.start()
+        thread.join()
+        assert other and other[0] != -SEARCH_CACHE_KIB

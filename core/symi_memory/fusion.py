@@ -246,6 +246,7 @@ def score_hits(
     """
     from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
     from .index.keyword import ExactMatcher, identifier_tokens
+    from .specs import ScoreCalibration
 
     # Only the identifier tokens are matched against the texts (the "every word" test uses the term counts).
     idents_of_query = analysis.identifiers if analysis is not None else identifier_tokens(query)
@@ -267,9 +268,10 @@ def score_hits(
     floor = EXACT_KEYWORD_FLOOR
     exp = math.exp
     syn = synonyms or None
+    every = frozenset(t for t, _ in weights)
     for k in scored:
         counts, length = term_counts(k)
-        if k in idents or (weights and all(t in counts for t, _ in weights)):
+        if k in idents or (weights and counts.keys() >= every):
             exact.add(k)
         evidence = 0.0
         if counts and total > 0:
@@ -277,7 +279,11 @@ def score_hits(
             acc = 0.0
             for t, w in weights:
                 tf = counts.get(t, 0)
-                stand_ins = syn.get(t) if syn else None
+                if syn is None:
+                    if tf:
+                        acc += w * tf * k1p / (tf + norm)
+                    continue
+                stand_ins = syn.get(t)
                 if stand_ins:  # a query term no chunk holds: its best stand-in counts (analysis.keyword_evidence)
                     sat = tf * k1p / (tf + norm) if tf else 0.0
                     for s, factor in stand_ins:
@@ -294,7 +300,15 @@ def score_hits(
             text_scores[k] = max(p, floor) if k in exact else p
         elif k in keyword:
             text_scores[k] = 0.0
-    vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
+    if type(calibration) is ScoreCalibration:
+        # calibration.probability written out (the same arithmetic), for every vector hit of every search.
+        cs, cm = calibration.slope, calibration.midpoint
+        vector_scores = {}
+        for k, v in vector_hits.items():
+            x = cs * (min(1.0, max(0.0, v)) - cm)
+            vector_scores[k] = 0.0 if x < -60 else 1.0 / (1.0 + exp(-x))
+    else:
+        vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
     if not use_vector:
         return ScoredHits("fts-only", {k: v for k, v in text_scores.items() if v > 0}, text_scores, {}, idents)
     if not hybrid["enabled"]:

@@ -135,6 +135,7 @@ class IndexedBackend:
 
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
+        self.store.searching()  # this thread reads with a searching connection's page cache
         ms = self.agent.memory_search
         hybrid = ms["query"]["hybrid"]
         sources = tuple(s for s in query.sources if s in ("memory", "sessions")) or ("memory",)
@@ -223,14 +224,15 @@ class IndexedBackend:
         else:
             # Equal scores (say, every chunk holding all query words) keep the keyword ranking's order.
             krank = {k: i for i, (k, _) in enumerate(ranked)}
-            ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], len(krank)), kv[0]))
-        candidates = tuple(
-            Candidate(id=r.id, path=r.path, source=r.source, start_line=r.start_line, end_line=r.end_line,
-                      text=r.text, score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
-                      mtime=r.mtime, identifier_match=k in idents)
-            for k, score in ordered
-            for r in (rows[k],)
-        )
+            unranked = len(krank)
+            ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], unranked), kv[0]))
+        built = []
+        for k, score in ordered:
+            r = rows[k]
+            built.append(Candidate(id=r.id, path=r.path, source=r.source, start_line=r.start_line, end_line=r.end_line,
+                                   text=r.text, score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
+                                   mtime=r.mtime, identifier_match=k in idents))
+        candidates = tuple(built)
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)

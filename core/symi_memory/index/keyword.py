@@ -116,19 +116,44 @@ class TokenPattern:
     """:func:`token_pattern` of one token, compiled on its first search (about 0.25 ms a compile).
 
     A query's tokens are matched only against texts that hold them as a substring, so a token no
-    candidate holds (most identifiers of a new query) is never compiled.
+    candidate holds (most identifiers of a new query) is never compiled. :meth:`found_in` answers
+    whether the pattern matches without compiling it at all.
     """
 
-    __slots__ = ("token", "_compiled")
+    __slots__ = ("token", "_compiled", "_literal")
 
     def __init__(self, token: str) -> None:
         self.token = token
         self._compiled: re.Pattern[str] | None = None
+        # The folded token, when a plain search for it with a look at the characters either side asks what the
+        # regex asks (a CJK token is a plain substring: ``in``).
+        folded = fold(token)
+        self._literal: str | None = folded if folded and CJK_RUN_RE.search(token) is None else None
 
     def search(self, text: str) -> re.Match[str] | None:
         if self._compiled is None:
             self._compiled = token_pattern(self.token)
         return self._compiled.search(text)
+
+    def found_in(self, folded: str) -> bool:
+        """Whether :meth:`search` finds the token in ``folded`` (a :func:`fold`-ed text), with no regex.
+
+        The pattern is the folded token with no letter or digit (``[^\\W_]``, which is ``str.isalnum`` of one
+        character) right before or after it: each occurrence is looked at until one has neither. A query
+        brings new tokens (identifiers, most of all), and compiling each one's regex cost more than every
+        candidate's test together.
+        """
+        lit = self._literal
+        if lit is None:
+            return self.search(folded) is not None
+        n, end = len(lit), len(folded)
+        at = folded.find(lit)
+        while at >= 0:
+            after = at + n
+            if (at == 0 or not folded[at - 1].isalnum()) and (after >= end or not folded[after].isalnum()):
+                return True
+            at = folded.find(lit, at + 1)
+        return False
 
 
 @attrs.frozen
@@ -164,8 +189,7 @@ class ExactMatcher:
         folded = _fold_text(text)
         if len(self.ident_literals) != len(self.idents):
             return any(p.search(folded) is not None for p in self.idents)
-        return any(lit in folded and p.search(folded) is not None
-                   for p, lit in zip(self.idents, self.ident_literals, strict=True))
+        return any(lit in folded and p.found_in(folded) for p, lit in zip(self.idents, self.ident_literals, strict=True))
 
     def identifier_holders(self, texts: Mapping[K, str]) -> set[K]:
         """The keys of the ``texts`` that hold an identifier token of the query (:meth:`holds_identifier` of each)."""
@@ -176,7 +200,7 @@ class ExactMatcher:
         for key, text in texts.items():
             folded = _fold_text(text)
             for pattern, literal in pairs:
-                if literal in folded and pattern.search(folded) is not None:
+                if literal in folded and pattern.found_in(folded):
                     out.add(key)
                     break
         return out
@@ -195,7 +219,7 @@ def _pairs(patterns: tuple[TokenPattern, ...], literals: tuple[str, ...]) -> lis
 
 
 def _has(folded: str, pattern: TokenPattern, literal: str) -> bool:
-    return literal in folded and pattern.search(folded) is not None
+    return literal in folded and pattern.found_in(folded)
 
 
 def identifier_tokens(text: str | Sequence[str]) -> list[str]:
