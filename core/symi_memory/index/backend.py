@@ -221,9 +221,10 @@ class IndexedBackend:
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
             ordered = sorted(scores.items(), key=lambda kv: -kv[1])  # stable: RRF order among equal scores
         else:
-            # Equal scores (say, every chunk holding all query words) keep the keyword ranking's order.
+            # Equal scores (say, every chunk holding all query words, at the exact-match floor) are ordered by
+            # their fused score before the floor, then by the keyword ranking.
             krank = {k: i for i, (k, _) in enumerate(ranked)}
-            ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], len(krank)), kv[0]))
+            ordered = scored.order(lambda k: krank.get(k, len(krank)))
         candidates = tuple(
             Candidate(id=r.id, path=r.path, source=r.source, start_line=r.start_line, end_line=r.end_line,
                       text=r.text, score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
