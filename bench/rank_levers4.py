@@ -14,6 +14,18 @@ queries whose top 6 holds a tie at the exact-match floor. Levers:
   score is below 0.5 all score exactly 0.5, and the index orders them by the
   keyword ranking (BM25). Here: by their fused score before the floor, or by
   their vector probability;
+* **the floor itself**: a chunk holding every query word but no identifier
+  floored at 0 to 0.4 instead of 0.5 (an identifier keeps 0.5);
+* **the number of lines**: a chunk's best line is the best of its lines, so
+  a chunk of many lines has more chances at a close one; its cosine less
+  ``alpha`` x ln(lines / the geometric mean number of lines), vector
+  calibration refitted;
+* **query words in order**: each pair of consecutive query terms found in
+  that order within ``window`` content words of the chunk adds ``lam`` x the
+  lesser IDF of the two, as a share of the query's IDF, to the evidence;
+* **a question about the present** ("now", "these days", "still",
+  "current", "latest" ...): dated notes gain ``delta`` x their recency in
+  log-odds;
 * **recency among near-equal scores**: a dated note gains ``eps`` x its
   recency (0 for the oldest dated note of the set, 1 for the newest) as a
   relative share of its score;
@@ -52,14 +64,17 @@ MONTH_CUE = 0.4
 
 
 def scores(s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], i: int, qq: dict[str, Any],
-           post: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The default's final score and the same before the exact-match floor (both with the month cue)."""
+           post: np.ndarray | None = None, every_floor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The default's final score and the same before the exact-match floor (both with the month cue).
+    ``every_floor``: the floor of a chunk holding every query word but no identifier (default: the same 0.5)."""
     from symi_memory.index.analysis import EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
 
     slope, mid = KEYWORD_CALIBRATION
     ev = evs[i]
     pt = np.where(ev > 0, rl.sig(ev, slope, mid), 0.0)
-    pt = np.where(qq["exact"], np.maximum(pt, EXACT_KEYWORD_FLOOR), pt)
+    floor = np.where(qq["ident"], EXACT_KEYWORD_FLOOR,
+                     EXACT_KEYWORD_FLOOR if every_floor is None else every_floor)
+    pt = np.where(qq["exact"], np.maximum(pt, floor), pt)
     pv = p[i]
     if qq["has_ident"]:
         raw = 0.3 * pv + 0.7 * pt
@@ -136,6 +151,62 @@ def main() -> int:
     row("ties at the floor by the vector probability",
         lambda k, s, p, evs: lambda i, qq: (scores(s, p, evs, i, qq)[0], p[i], evs[i]))
 
+    chunk_lines = []
+    for s in sides:
+        n = np.bincount(s.d["units"]["lines"]["chunk"], minlength=len(s.d["chunks"])).astype(float)
+        chunk_lines.append(np.maximum(n, 1.0))
+    ref = float(np.exp(np.mean(np.log(np.concatenate(chunk_lines)))))
+    for alpha in (0.01, 0.02, 0.04):
+        coss = []
+        for s, n in zip(sides, chunk_lines, strict=True):
+            nq = s.cc.shape[0]
+            best = np.full((nq, s.cc.shape[1]), -1.0)
+            for j, c in enumerate(s.d["units"]["lines"]["chunk"]):
+                best[:, c] = np.maximum(best[:, c], s.cos_lines[:, j])
+            best = best - alpha * np.log(n / ref)[None, :]
+            coss.append((1 - rl.UNIT_W) * s.cc + rl.UNIT_W * np.maximum(s.cc, best))
+        cal = rl.refit(data, coss)
+        ps = [rl.sig(np.clip(c, 0, 1), *cal) for c in coss]
+        row(f"best line's cosine - {alpha} x ln(lines / {ref:.1f}) (many-line chunks get more chances at a close line; "
+            f"calibration refitted {cal[0]:.1f}, {cal[1]:.3f}), ties by the fused score",
+            lambda k, s, p, evs, ps=ps: lambda i, qq: (*scores(s, ps[k], evs, i, qq), evs[i]))
+
+    from symi_memory.index import analysis
+
+    seqs = [[[t for t in analysis._stem_all(c["text"]) if t not in analysis.STOP_WORDS] for c in s.d["chunks"]]
+            for s in sides]
+
+    def pairs_held(k: int, s: rl3.Side, i: int, window: int) -> np.ndarray:
+        w = s.kw.weights(i)
+        terms = [t for t in s.kw.analyses[i].terms if t in w]
+        total = sum(w.values())
+        pairs = [(a, b) for a, b in zip(terms, terms[1:], strict=False)]
+        out = np.zeros(s.kw.n)
+        if not pairs or total <= 0:
+            return out
+        for ci, seq in enumerate(seqs[k]):
+            pos: dict[str, list[int]] = {}
+            for n, t in enumerate(seq):
+                pos.setdefault(t, []).append(n)
+            got = 0.0
+            for a, b in pairs:
+                if any(0 < pb - pa <= window for pa in pos.get(a, ()) for pb in pos.get(b, ())):
+                    got += min(w[a], w[b])
+            out[ci] = got / total
+        return out
+
+    for window in (1, 3):
+        held = [[pairs_held(k, s, i, window) for i in range(len(s.d["qs"]))] for k, s in enumerate(sides)]
+        for lam in (0.2, 0.5):
+            evss = [[e + lam * h for e, h in zip(ev_base[k], held[k], strict=True)] for k in range(len(sides))]
+            row(f"query word pairs in order within {window} content words: evidence + {lam} x their IDF share, "
+                "ties by the fused score",
+                lambda k, s, p, evs, evss=evss: lambda qi, qq: (*scores(s, p, evss[k], qi, qq), evss[k][qi]))
+
+    for fl in (0.0, 0.2, 0.3, 0.4):
+        row(f"a chunk holding every query word (no identifier) floored at {fl} instead of 0.5, ties by the fused score",
+            lambda k, s, p, evs, fl=fl: lambda i, qq: (*scores(s, p, evs, i, qq, every_floor=fl), evs[i]))
+
     for s in sides:
         stamps = np.array([file_date(c["path"]) or np.nan for c in s.d["chunks"]], dtype=float)
         lo, hi = np.nanmin(stamps), np.nanmax(stamps)
@@ -144,6 +215,15 @@ def main() -> int:
         row(f"recency: dated notes x (1 + {eps} x recency), ties at the floor by the fused score",
             lambda k, s, p, evs, eps=eps: lambda i, qq: tuple(
                 x * (1 + eps * s.recency) for x in scores(s, p, evs, i, qq)) + (evs[i],))
+
+    import re as _re
+
+    now_cue = _re.compile(r"\b(now|these days|nowadays|still|currently|current|latest|at the moment|today)\b", _re.I)
+    for delta in (0.3, 0.6, 1.0):
+        row(f"a question about the present (now, these days, still, current, latest...): dated notes + {delta} x "
+            "recency log-odds, ties by the fused score",
+            lambda k, s, p, evs, delta=delta: lambda i, qq: (*scores(
+                s, p, evs, i, qq, delta * s.recency if now_cue.search(qq["q"]["query"]) else None), evs[i]))
 
     for delta in (0.3, 0.6):
         def agree(k: int, s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], delta: float = delta) -> Callable:
