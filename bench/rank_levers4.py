@@ -156,18 +156,19 @@ def main() -> int:
         n = np.bincount(s.d["units"]["lines"]["chunk"], minlength=len(s.d["chunks"])).astype(float)
         chunk_lines.append(np.maximum(n, 1.0))
     ref = float(np.exp(np.mean(np.log(np.concatenate(chunk_lines)))))
-    for alpha in (0.01, 0.02, 0.04):
+    for alpha, only_above in ((0.01, False), (0.02, False), (0.04, False), (0.01, True), (0.02, True)):
         coss = []
         for s, n in zip(sides, chunk_lines, strict=True):
             nq = s.cc.shape[0]
             best = np.full((nq, s.cc.shape[1]), -1.0)
             for j, c in enumerate(s.d["units"]["lines"]["chunk"]):
                 best[:, c] = np.maximum(best[:, c], s.cos_lines[:, j])
-            best = best - alpha * np.log(n / ref)[None, :]
+            excess = np.log(n / ref)
+            best = best - alpha * (np.maximum(excess, 0.0) if only_above else excess)[None, :]
             coss.append((1 - rl.UNIT_W) * s.cc + rl.UNIT_W * np.maximum(s.cc, best))
         cal = rl.refit(data, coss)
         ps = [rl.sig(np.clip(c, 0, 1), *cal) for c in coss]
-        row(f"best line's cosine - {alpha} x ln(lines / {ref:.1f}) (many-line chunks get more chances at a close line; "
+        row(f"best line's cosine - {alpha} x {'max(0, ' if only_above else '('}ln(lines / {ref:.1f})) (many-line chunks get more chances at a close line; "
             f"calibration refitted {cal[0]:.1f}, {cal[1]:.3f}), ties by the fused score",
             lambda k, s, p, evs, ps=ps: lambda i, qq: (*scores(s, ps[k], evs, i, qq), evs[i]))
 
