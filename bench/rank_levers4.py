@@ -15,7 +15,8 @@ queries whose top 6 holds a tie at the exact-match floor. Levers:
   keyword ranking (BM25). Here: by their fused score before the floor, or by
   their vector probability;
 * **the floor itself**: a chunk holding every query word but no identifier
-  floored at 0 to 0.4 instead of 0.5 (an identifier keeps 0.5);
+  floored at 0 to 0.4 instead of 0.5 (an identifier keeps 0.5), or scoring
+  at least 0.5 rather than at least its keyword probability;
 * **the number of lines**: a chunk's best line is the best of its lines, so
   a chunk of many lines has more chances at a close one; its cosine less
   ``alpha`` x ln(lines / the geometric mean number of lines), vector
@@ -64,7 +65,8 @@ MONTH_CUE = 0.4
 
 
 def scores(s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], i: int, qq: dict[str, Any],
-           post: np.ndarray | None = None, every_floor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+           post: np.ndarray | None = None, every_floor: float | None = None,
+           floor_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The default's final score and the same before the exact-match floor (both with the month cue).
     ``every_floor``: the floor of a chunk holding every query word but no identifier (default: the same 0.5)."""
     from symi_memory.index.analysis import EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
@@ -81,7 +83,10 @@ def scores(s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], i: int, qq: dict[s
     else:
         z = FUSION[0] * (rl2.VW * rl2.logit(pv) + (1 - rl2.VW) * slope * (np.maximum(ev, 0) - mid)) + FUSION[1]
         raw = np.where(ev > 0, 1 / (1 + np.exp(-z)), rl2.VW * pv)
-    final = np.where(qq["exact"], np.maximum(raw, pt), raw)
+    if floor_only and not qq["has_ident"]:  # a chunk holding every query word keeps the floor, not its keyword p
+        final = np.where(qq["exact"], np.maximum(raw, np.minimum(pt, floor)), raw)
+    else:
+        final = np.where(qq["exact"], np.maximum(raw, pt), raw)
     shift = rl3.month_bias(s, qq, MONTH_CUE) + (post if post is not None else 0.0)
 
     def cue(x: np.ndarray) -> np.ndarray:
@@ -203,6 +208,10 @@ def main() -> int:
             row(f"query word pairs in order within {window} content words: evidence + {lam} x their IDF share, "
                 "ties by the fused score",
                 lambda k, s, p, evs, evss=evss: lambda qi, qq: (*scores(s, p, evss[k], qi, qq), evss[k][qi]))
+
+    row("a chunk holding every query word (no identifier) scores at least the floor (0.5), not at least its keyword "
+        "probability, ties by the fused score",
+        lambda k, s, p, evs: lambda i, qq: (*scores(s, p, evs, i, qq, floor_only=True), evs[i]))
 
     for fl in (0.0, 0.2, 0.3, 0.4):
         row(f"a chunk holding every query word (no identifier) floored at {fl} instead of 0.5, ties by the fused score",
