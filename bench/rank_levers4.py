@@ -327,8 +327,9 @@ def main() -> int:
                         key[j] = 2.0 + (top - r)
                     return np.where(key > 0, key, f), raw, evs[i]
                 return fn
-            what = ("no gate" if not top else f"top {top} reordered by MiniLM + e5 (a = 0.5) when the top two are "
-                    f"within {gap} log-odds")
+            what = ("off (the built default)" if not top else "the whole top 6 reordered by MiniLM + e5 (a = 0.5)"
+                    if gap > 10 else f"top {top} reordered by MiniLM + e5 (a = 0.5) when the top two are within "
+                    f"{gap} log-odds")
             row(f"e5 second opinion: {what}", gated)
     return 0
 
