@@ -166,3 +166,37 @@ def test_score_hits_vector_side_is_the_calibration_bit_for_bit() -> None:
         assert hits.vector_scores == {i: cal.probability(c) for i, c in cosines.items()} == asked.vector_scores
         assert hits.scores == asked.scores
         assert 0.0 in hits.vector_scores.values() or cal.slope < 60
+
+
+@pytest.mark.skipif(not _has_local(), reason="needs the local extra (pip install 'symi-memory[local]')")
+def test_chunks_tied_at_the_exact_match_floor_are_ordered_by_their_evidence(tmp_path: Path) -> None:
+    # Three notes hold every word of this question the index knows, so each scores the exact-match floor
+    # (0.5). The keyword ranking alone put the sprint note of 05-15 first; the note that answers it (the
+    # ICE back from Munich, 05-25) sounds closest to the question, and its fused score before the floor
+    # says so: it comes first.
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    shutil.copy(DEVMEM / "MEMORY.md", ws / "MEMORY.md")
+    for name in ("2026-05-07", "2026-05-15", "2026-05-23", "2026-05-25"):
+        shutil.copy(DEVMEM / "memory" / f"{name}.md", ws / "memory" / f"{name}.md")
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        if mem.status()["provider"] != "local":
+            pytest.skip("the local model is not installed")
+        res = mem.search("Wie lange hatte der ICE auf der Rückfahrt aus München Verspätung?")
+        tied = [h for h in res.results if h.score == pytest.approx(0.5)]
+        assert len(tied) >= 2
+        assert res.results[0].path == "memory/2026-05-25.md"
+
+
+def test_equal_scores_are_ordered_by_the_score_before_the_floor_then_the_given_rank() -> None:
+    from symi_memory.fusion import ScoredHits
+
+    hits = ScoredHits("hybrid", {"a": 0.5, "b": 0.5, "c": 0.7, "d": 0.5}, {}, {}, set(),
+                      {"a": 0.1, "b": 0.3, "c": 0.7, "d": 0.1})
+    assert [k for k, _ in hits.order({"a": 1, "b": 2, "c": 3, "d": 0}.__getitem__)] == ["c", "b", "d", "a"]
+    # Without scores before the floor (keyword only, RRF), the given rank alone decides.
+    plain = ScoredHits("fts-only", {"a": 0.5, "b": 0.5}, {}, {}, set())
+    assert [k for k, _ in plain.order({"a": 1, "b": 0}.__getitem__)] == ["b", "a"]

@@ -84,6 +84,7 @@ def fuse_weighted(
     exact: frozenset[K] | set[K] = frozenset(),
     text_log_odds: Mapping[K, float] | None = None,
     log_odds: bool = True,
+    before_floor: dict[K, float] | None = None,
 ) -> dict[K, float]:
     """Both sides' calibrated evidence added in log-odds, over the union of candidates (weights sum to 1).
 
@@ -100,6 +101,8 @@ def fuse_weighted(
 
     ``exact`` holds candidates that contain every query word, or an identifier-like one (a hash,
     ticket ID, env var): their keyword probability stands on its own, so their score is at least that.
+    ``before_floor``, when given, receives each candidate's score before that floor: several chunks holding
+    every query word often share the floor's 0.5, and this is what tells them apart.
     """
     from .index.analysis import keyword_log_odds
 
@@ -128,6 +131,8 @@ def fuse_weighted(
             pv = min(hi, max(lo, max(0.0, vector[key])))
             z = k * (vector_weight * log(pv / (1.0 - pv)) + text_weight * lt) + c
             score = 1.0 / (1.0 + exp(-z))
+        if before_floor is not None:
+            before_floor[key] = min(1.0, max(0.0, score))
         if key in exact:
             score = max(score, t)
         out[key] = min(1.0, max(0.0, score))
@@ -183,8 +188,12 @@ def fuse_rrf(
 
 
 def fuse(hybrid: Mapping[str, Any], vector: Mapping[K, float], text: Mapping[K, float], exact: set[K] | frozenset[K],
-         *, has_identifier: bool, text_log_odds: Mapping[K, float] | None = None) -> dict[K, float]:
-    """Both calibrated sides into one score as ``memorySearch.query.hybrid`` says (fusion, weights, ``rrfK``)."""
+         *, has_identifier: bool, text_log_odds: Mapping[K, float] | None = None,
+         before_floor: dict[K, float] | None = None) -> dict[K, float]:
+    """Both calibrated sides into one score as ``memorySearch.query.hybrid`` says (fusion, weights, ``rrfK``).
+
+    ``before_floor`` (weighted fusion only; RRF orders ties itself) receives each candidate's score before
+    the exact-match floor (:func:`fuse_weighted`)."""
     vw, tw = query_weights(hybrid["vectorWeight"], hybrid["textWeight"], has_identifier=has_identifier)
     # An identifier look-up (hash, ticket, env var) mixes probabilities, leaning on keywords: see fuse_weighted.
     log_odds = not has_identifier
@@ -192,7 +201,7 @@ def fuse(hybrid: Mapping[str, Any], vector: Mapping[K, float], text: Mapping[K, 
         return fuse_rrf(vector, text, k=hybrid["rrfK"], vector_weight=vw, text_weight=tw, exact=exact,
                         text_log_odds=text_log_odds, log_odds=log_odds)
     return fuse_weighted(vector, text, vector_weight=vw, text_weight=tw, exact=exact, text_log_odds=text_log_odds,
-                         log_odds=log_odds)
+                         log_odds=log_odds, before_floor=before_floor)
 
 
 @attrs.frozen
@@ -203,6 +212,11 @@ class ScoredHits:
     calibrated score of each candidate; ``text_scores`` and ``vector_scores``
     each side's probability (what ``Candidate.text_score`` / ``vector_score``
     report); ``identifiers`` the candidates holding an identifier of the query.
+    ``tie_scores``: under the weighted hybrid fusion, each candidate's fused
+    score before the exact-match floor; a backend orders candidates of equal
+    score by it (larger first), then by its keyword ranking. Several chunks
+    holding every query word often share the floor (0.5): their evidence
+    still differs, on the vector side most of all.
     """
 
     mode: str
@@ -210,6 +224,14 @@ class ScoredHits:
     text_scores: dict[Any, float]
     vector_scores: dict[Any, float]
     identifiers: set[Any]
+    tie_scores: dict[Any, float] = attrs.field(factory=dict)
+
+    def order(self, tie: Callable[[Any], Any] | None = None) -> list[tuple[Any, float]]:
+        """``scores`` best first: equal scores by ``tie_scores`` (larger first), then by ``tie(key)``
+        (smaller first; the backend's keyword rank, say), then by key."""
+        ties = self.tie_scores
+        rest = tie or (lambda key: 0)
+        return sorted(self.scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), rest(kv[0]), kv[0]))
 
 
 def score_hits(
@@ -313,5 +335,7 @@ def score_hits(
         return ScoredHits("fts-only", {k: v for k, v in text_scores.items() if v > 0}, text_scores, {}, idents)
     if not hybrid["enabled"]:
         return ScoredHits("vector", dict(vector_scores), text_scores, vector_scores, idents)
-    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier, text_log_odds=text_log_odds)
-    return ScoredHits("hybrid", scores, text_scores, vector_scores, idents)
+    before_floor: dict[K, float] = {}
+    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier, text_log_odds=text_log_odds,
+                  before_floor=before_floor)
+    return ScoredHits("hybrid", scores, text_scores, vector_scores, idents, before_floor)

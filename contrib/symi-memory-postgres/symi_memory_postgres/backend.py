@@ -441,9 +441,9 @@ class PostgresBackend:
                             term_weights=weights, term_counts=lambda k: _term_counts(texts[k], terms),
                             chunk_chars=max(1, int(self.agent.memory_search["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self._calibration(), use_vector=use_vec)
-        mode, scores, text_scores, idents = scored.mode, scored.scores, scored.text_scores, scored.identifiers
+        mode, text_scores, idents = scored.mode, scored.text_scores, scored.identifiers
         prefixes = {o.name: o.prefix for o in self.owners}
-        ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        ordered = scored.order()  # equal scores by the fused score before the exact-match floor
         candidates = tuple(
             Candidate(id=prefixes.get(info[k][1], "") + info[k][0], path=prefixes.get(info[k][1], "") + info[k][2], source=info[k][3],
                       start_line=info[k][4], end_line=info[k][5], text=info[k][6], score=score,

@@ -222,10 +222,11 @@ class IndexedBackend:
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
             ordered = sorted(scores.items(), key=lambda kv: -kv[1])  # stable: RRF order among equal scores
         else:
-            # Equal scores (say, every chunk holding all query words) keep the keyword ranking's order.
+            # Equal scores (say, every chunk holding all query words, at the exact-match floor) are ordered by
+            # their fused score before the floor, then by the keyword ranking.
             krank = {k: i for i, (k, _) in enumerate(ranked)}
             unranked = len(krank)
-            ordered = sorted(scores.items(), key=lambda kv: (-kv[1], krank.get(kv[0], unranked), kv[0]))
+            ordered = scored.order(lambda k: krank.get(k, unranked))
         built = []
         for k, score in ordered:
             r = rows[k]
