@@ -68,3 +68,82 @@ def test_a_newer_line_naming_the_subject_differently_is_the_same_thing_only_when
     assert not older.terms & newer.terms & w.keys()  # no query word in common
     assert same_thing(older, newer, 0.7, THRESHOLDS, w, line_cos=0.75)
     assert not same_thing(older, newer, 0.7, THRESHOLDS, w, line_cos=0.65)
+
+
+# ---- As a user sees it: real files, real index, the search tool with the default config and the offline local model.
+
+FILLER = {
+    "memory/2026-01-04.md": "# 2026-01-04\n\n- Dentist check-up booked for 2026-02-12 at 09:30.\n- Returned the library "
+                            "books; two still overdue.\n",
+    "memory/2026-02-22.md": "# 2026-02-22\n\n- Ran 8 km along the river in 46 minutes.\n- Called mum about the "
+                            "birthday dinner; we meet at the Italian place.\n",
+    "memory/2026-03-18.md": "# 2026-03-18\n\n- Sprint planning: the export feature slips to the next release.\n- Bought "
+                            "new running shoes, size 44.\n",
+    "memory/2026-05-27.md": "# 2026-05-27\n\n- Repainted the bathroom ceiling; two coats of white.\n- The cat's vet "
+                            "visit went fine, weight 4.1 kg.\n",
+    "memory/projects.md": "# Projects\n\n- Photo book of the summer trip, due before the holidays.\n- Learn enough "
+                          "Italian to order dinner without English.\n",
+}
+
+
+def _marked(tmp_path, notes: dict[str, str], query: str, old: str):  # type: ignore[no-untyped-def]
+    import pytest
+    from support.sqlite_memory import open_mem, write
+
+    from symi_memory import tools
+
+    pytest.importorskip("symi_memory_local")
+    ws = tmp_path / "ws"
+    for rel, text in {**FILLER, **notes}.items():
+        write(ws, rel, text)
+    with open_mem(tmp_path, ws, {"provider": "local"}) as mem:
+        if mem.status()["provider"] != "local":
+            pytest.skip("the local model is not installed")
+        mem.sync()
+        for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
+            out = tools.memory_search(mem, {"query": query, "minScore": 0})
+            if out["mode"] == "hybrid":
+                break
+        assert out["mode"] == "hybrid", out
+    hits = [h for h in out["results"] if h["path"] == old]
+    assert hits
+    return hits[0].get("supersededBy")
+
+
+WALL = "# 2026-03-02\n\n- Garden wall footing: concrete mixed 1:2:3 with river sand and gravel, poured at 08:00.\n"
+
+
+def test_a_weaker_newer_note_giving_another_ratio_marks_the_old_mix_replaced(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/2026-03-02.md": WALL,
+                             "memory/2026-04-20.md": "# 2026-04-20\n\n- Garden wall concrete now 1:3:3 instead of 1:2:3 "
+                                                     "for the footing, the builder says it cures more evenly.\n"},
+                  "How is the concrete for the garden wall mixed (ratio and sand)?", "memory/2026-03-02.md")
+    assert got == {"path": "memory/2026-04-20.md", "startLine": 3, "endLine": 3}
+
+
+def test_the_same_ratio_restated_leaves_the_old_mix_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/2026-03-02.md": WALL,
+                             "memory/2026-04-20.md": "# 2026-04-20\n\n- New wheelbarrow bought; still mixing 1:2:3 for "
+                                                     "the footing.\n"},
+                  "How is the concrete for the garden wall mixed (ratio and sand)?", "memory/2026-03-02.md")
+    assert got is None
+
+
+CAR = ("# Car\n\n- Car: a 2019 Skoda Octavia estate, plate XR-551-K.\n- Car tyres: the winter set is stored in the "
+       "shed.\n\n## History\n- Until 2026-03-01 the car was serviced at Garage Peters on Moorweg.\n")
+
+
+def test_a_dated_past_line_in_an_undated_note_is_marked_replaced_by_a_later_note(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/car.md": CAR,
+                             "memory/2026-03-02.md": "# 2026-03-02\n\n- From now on the car is serviced at Autohaus "
+                                                     "Brandt instead of Garage Peters.\n"},
+                  "Where is the car serviced?", "memory/car.md")
+    assert got == {"path": "memory/2026-03-02.md", "startLine": 3, "endLine": 3}
+
+
+def test_a_later_note_about_something_else_leaves_the_past_line_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/car.md": CAR,
+                             "memory/2026-03-02.md": "# 2026-03-02\n\n- From now on the bike is serviced at the shop "
+                                                     "on Moorweg.\n"},
+                  "Where is the car serviced?", "memory/car.md")
+    assert got is None
