@@ -20,8 +20,19 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
 - ``later``: in an "as of" search, an undated note kept through a line of unknown date whose lines closest to
   the question by meaning were written after the date ranks below the dated note that answered then; a close
   line without a date leaves it as it was.
+- ``history``: an undated note whose dated past line ("Until 2026-03-01 the car was serviced
+  at ...") is its line about the query, beside current lines about other things, is superseded by a later dated
+  note; an undated past state with no date, or a later note about something else, leaves it unmarked.
+- ``measure``: a ratio ("1:2:3") is a measured value, and a newer line giving another value of it with a change word
+  supersedes even from a weaker hit, also when it names the old value ("now 1:3:3 instead of 1:2:3"); a "1:1"
+  meeting or the same ratio restated does not.
+- ``subject``: a newer line sharing none of the query's words but very close to the older line by meaning states
+  the same thing; a close line about another subject does not.
 
-``expect`` is what a user should see: for ``present``/``valued`` whether the older note carries
+The workspaces of ``history``, ``measure`` and ``subject`` also hold ``FILLER``, a few unrelated notes (and
+two ``promote`` cases hold ``PROMOTE_FILLER``).
+
+``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
 whether the ``old`` note ranks first. Prints one row per case and a tally.
 
@@ -40,11 +51,24 @@ from pathlib import Path
 from typing import Any
 
 # Filler days for the promote cases in a fuller workspace (where scores spread out as they do in a real memory).
-FILLER = {f"memory/2026-0{1 + k % 5}-{10 + k:02d}.md": f"# Day\n\n- {text}\n" for k, text in enumerate([
+PROMOTE_FILLER = {f"memory/2026-0{1 + k % 5}-{10 + k:02d}.md": f"# Day\n\n- {text}\n" for k, text in enumerate([
     "Paid the water bill and the school trip.", "Sofia has a cold; stayed home.", "Fixed the bike's rear light.",
     "Dinner with Anna and Bram at the Thai place.", "Booked the dentist for Sofia.", "Renewed the passport photos.",
     "The printer at work jams again.", "Long run along the river, 12 km.", "Planted tomatoes on the balcony.",
     "Team retro: fewer meetings on Fridays.", "Ordered a new desk lamp.", "Called grandma about her birthday."])}
+# Unrelated notes added to the workspaces of the history, measure and subject cases.
+FILLER: dict[str, str] = {
+    "memory/2026-01-04.md": "# 2026-01-04\n\n- Dentist check-up booked for 2026-02-12 at 09:30.\n- Returned the library "
+                            "books; two still overdue.\n",
+    "memory/2026-02-22.md": "# 2026-02-22\n\n- Ran 8 km along the river in 46 minutes.\n- Called mum about the "
+                            "birthday dinner; we meet at the Italian place.\n",
+    "memory/2026-03-18.md": "# 2026-03-18\n\n- Sprint planning: the export feature slips to the next release.\n- Bought "
+                            "new running shoes, size 44.\n",
+    "memory/2026-05-27.md": "# 2026-05-27\n\n- Repainted the bathroom ceiling; two coats of white.\n- The cat's vet "
+                            "visit went fine, weight 4.1 kg.\n",
+    "memory/projects.md": "# Projects\n\n- Photo book of the summer trip, due before the holidays.\n- Learn enough "
+                          "Italian to order dinner without English.\n",
+}
 
 CASES: list[dict[str, Any]] = [
     # ---- present: fires (the question also asks about now)
@@ -299,7 +323,7 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-08-09.md": "# 2026-08-09\n\n- Cabin wifi password changed again, now larch19.\n"},
      "query": "What is the cabin wifi password?", "old": "memory/2026-05-19.md"},
     {"rule": "promote", "id": "m4", "expect": True, "as_of": "2026-05-30",
-     "notes": {**FILLER,
+     "notes": {**PROMOTE_FILLER,
                "memory/2026-01-08.md": "# 2026-01-08\n\n- Team offsite in Ghent planned for 2026-06-12, two days at "
                                        "the old brewery.\n",
                "memory/2026-03-03.md": "# 2026-03-03\n\n- Team offsite in Ghent: hotel list shared, hoodies ordered "
@@ -318,7 +342,7 @@ CASES: list[dict[str, Any]] = [
                                        "next week.\n- Car MOT booked.\n- Called grandma.\n- Paid rent.\n"},
      "query": "When is the yoga class with Ines?", "old": "memory/2026-04-22.md"},
     {"rule": "promote", "id": "m6", "expect": False, "as_of": "2026-05-30",
-     "notes": {**FILLER,
+     "notes": {**PROMOTE_FILLER,
                "memory/2026-01-08.md": "# 2026-01-08\n\n- Team offsite in Ghent planned for 2026-06-12, two days at "
                                        "the old brewery.\n",
                "memory/2026-03-03.md": "# 2026-03-03\n\n- Team offsite in Ghent: hotel list shared, hoodies ordered "
@@ -352,6 +376,96 @@ CASES: list[dict[str, Any]] = [
                                   "cloud printing trial.\n- Cloud printing replaces the old print server on all "
                                   "floors.\n- Toner is ordered through facilities.\n"},
      "query": "Is the old print server still running?", "old": "memory/2026-03-10.md"},
+    # ---- history, measure, subject: each workspace also holds FILLER (unrelated notes), so that scores are spread
+    # as in a real memory rather than between two notes alone.
+    # ---- history: fires (an undated note's dated past line answers the query; a later note states what replaced it)
+    {"rule": "history", "id": "h1", "expect": True,
+     "notes": {"memory/house.md": "# House\n\n- Internet: fibre from Glasnet, 500 Mbit/s.\n- Bins: paper on Tuesdays, "
+                                  "plastic every other Thursday.\n\n## History\n- Until 2026-04-10 the heating was an "
+                                  "old Vaillant gas boiler, serviced by Frank Mol.\n",
+               "memory/2026-04-11.md": "# 2026-04-11\n\n- The house heating is now a Daikin heat pump; the Vaillant "
+                                       "gas boiler is gone.\n"},
+     "query": "What heating does the house have?", "old": "memory/house.md"},
+    {"rule": "history", "id": "h2", "expect": True,
+     "notes": {"memory/work.md": "# Work\n\n- Desk by the window on the third floor; badge number 4471.\n- Lunch "
+                                 "is ordered on Fridays.\n\n## History\n- Until 2026-02-15 the office was at "
+                                 "Stationsplein 9 in Amersfoort.\n",
+               "memory/2026-02-16.md": "# 2026-02-16\n\n- Moved offices: the office is now at Oudegracht 120 in "
+                                       "Utrecht.\n"},
+     "query": "Where is the office?", "old": "memory/work.md"},
+    {"rule": "history", "id": "h5", "expect": True,
+     "notes": {"memory/car.md": "# Car\n\n- Car: a 2019 Skoda Octavia estate, plate XR-551-K.\n- Car tyres: the "
+                                "winter set is stored in the shed.\n\n## History\n- Until 2026-03-01 the car was "
+                                "serviced at Garage Peters on Moorweg.\n",
+               "memory/2026-03-02.md": "# 2026-03-02\n\n- From now on the car is serviced at Autohaus Brandt "
+                                       "instead of Garage Peters.\n"},
+     "query": "Where is the car serviced?", "old": "memory/car.md"},
+    # ---- history: near-misses (an undated past state with no date; a newer line about something else)
+    {"rule": "history", "id": "h3", "expect": False,
+     "notes": {"memory/people.md": "# People\n\n- Greta: our neighbour, a retired nurse; waters the plants when we "
+                                   "travel.\n- Hugo: Greta's grandson, lived with her until 2026-01-31.\n",
+               "memory/2026-05-03.md": "# 2026-05-03\n\n- Greta now volunteers at the library on Wednesdays; she "
+                                       "still waters our plants.\n"},
+     "query": "What does Greta do?", "old": "memory/people.md"},
+    {"rule": "history", "id": "h4", "expect": False,
+     "notes": {"memory/house.md": "# House\n\n- Internet: fibre from Glasnet, 500 Mbit/s.\n- Bins: paper on Tuesdays, "
+                                  "plastic every other Thursday.\n\n## History\n- Until 2026-04-10 the heating was an "
+                                  "old Vaillant gas boiler, serviced by Frank Mol.\n",
+               "memory/2026-04-11.md": "# 2026-04-11\n\n- New kettle for the house: a Bosch one; the old kettle is "
+                                       "gone.\n"},
+     "query": "What heating does the house have?", "old": "memory/house.md"},
+    # ---- measure: fires (a ratio changed; the newer line names the old value as replaced)
+    {"rule": "measure", "id": "m1", "expect": True,
+     "notes": {"memory/2026-03-02.md": "# 2026-03-02\n\n- Garden wall footing: concrete mixed 1:2:3 with river sand "
+                                       "and gravel, poured at 08:00.\n",
+               "memory/2026-04-20.md": "# 2026-04-20\n\n- Garden wall concrete now 1:3:3 instead of 1:2:3 for the "
+                                       "footing, the builder says it cures more evenly.\n"},
+     "query": "How is the concrete for the garden wall mixed (ratio and sand)?", "old": "memory/2026-03-02.md"},
+    {"rule": "measure", "id": "m2", "expect": True,
+     "notes": {"memory/2026-01-09.md": "# 2026-01-09\n\n- Baby formula for Mila: powder to water 1:7 with boiled "
+                                       "water cooled to 70 degrees, six bottles a day.\n",
+               "memory/2026-03-14.md": "# 2026-03-14\n\n- The midwife changed Mila's formula: powder to water now "
+                                       "1:6 instead of 1:7.\n"},
+     "query": "What ratio of formula powder to water does Mila get?", "old": "memory/2026-01-09.md"},
+    # ---- measure: near-misses (a 1:1 meeting is not a ratio that changed; the same ratio restated)
+    {"rule": "measure", "id": "m3", "expect": False,
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- Budget review 1:1 with Tamar: travel budget approved, "
+                                       "the team offsite is in Gent.\n",
+               "memory/2026-05-19.md": "# 2026-05-19\n\n- New 1:1 slot with Tamar on Tuesdays; she now also owns "
+                                       "the hiring plan.\n"},
+     "query": "Where is the team offsite?", "old": "memory/2026-02-03.md"},
+    {"rule": "measure", "id": "m4", "expect": False,
+     "notes": {"memory/2026-03-02.md": "# 2026-03-02\n\n- Garden wall footing: concrete mixed 1:2:3 with river sand "
+                                       "and gravel, poured at 08:00.\n",
+               "memory/2026-04-20.md": "# 2026-04-20\n\n- New wheelbarrow bought; still mixing 1:2:3 for the "
+                                       "footing.\n"},
+     "query": "How is the concrete for the garden wall mixed (ratio and sand)?", "old": "memory/2026-03-02.md"},
+    # ---- subject: fires (the newer line names the subject differently; the lines are close by meaning)
+    {"rule": "subject", "id": "s1", "expect": True,
+     "notes": {"memory/2026-02-11.md": "# 2026-02-11\n\n- Aquarium: fed the neon tetras flakes twice a day, 08:00 and "
+                                       "18:00.\n",
+               "memory/2026-06-02.md": "# 2026-06-02\n\n- The neon tetras now get frozen bloodworms once a day "
+                                       "instead of flakes twice a day.\n"},
+     "query": "How are the aquarium fish fed?", "old": "memory/2026-02-11.md"},
+    {"rule": "subject", "id": "s2", "expect": True,
+     "notes": {"memory/2026-01-20.md": "# 2026-01-20\n\n- Car insurance: Centraal Beheer, all-risk, 64 euros a "
+                                       "month.\n",
+               "memory/2026-07-01.md": "# 2026-07-01\n\n- Switched the Golf's cover to ANWB all-risk, now 52 euros "
+                                       "a month instead of 64.\n"},
+     "query": "Which company insures the car?", "old": "memory/2026-01-20.md"},
+    # ---- subject: near-misses (a close line about another subject)
+    {"rule": "subject", "id": "s3", "expect": False,
+     "notes": {"memory/2026-02-11.md": "# 2026-02-11\n\n- Aquarium: fed the neon tetras flakes twice a day, 08:00 and "
+                                       "18:00.\n",
+               "memory/2026-06-02.md": "# 2026-06-02\n\n- The pond goldfish now get pellets once a day instead of "
+                                       "bread.\n"},
+     "query": "How are the aquarium fish fed?", "old": "memory/2026-02-11.md"},
+    {"rule": "subject", "id": "s4", "expect": False,
+     "notes": {"memory/2026-01-20.md": "# 2026-01-20\n\n- Car insurance: Centraal Beheer, all-risk, 64 euros a "
+                                       "month.\n",
+               "memory/2026-07-01.md": "# 2026-07-01\n\n- Switched the home contents cover to ANWB, now 12 euros a "
+                                       "month instead of 15.\n"},
+     "query": "Which company insures the car?", "old": "memory/2026-01-20.md"},
 ]
 
 
@@ -362,7 +476,8 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     from symi_memory.config.fields import deep_merge
 
     ws = root / "ws"
-    for rel, text in case["notes"].items():
+    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject") else case["notes"]
+    for rel, text in notes.items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
@@ -394,7 +509,8 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
-    ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later"], default=None)
+    ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
+                                       "subject"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:

@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after"]
+__all__ = ["THRESHOLDS", "Line", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure"]
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +89,9 @@ class Thresholds:
     dates are not moved by the autumn holiday's) or gives the same value of another quantity ("10% of
     carriers on 07-15", then "go-live ... with 10% of carriers" on 07-28). 0.45: the draft and confirmed
     cutover lines are 0.58 apart by meaning; 0.45 and 0.6 gave the same figures otherwise.
+    ``subject_line_vector``: two lines that share none of the query's words are still about its subject when
+    their own vectors are this close (0.7: the dev set's "Sourdough: fed Gert 1:5:5 ..." and "Gert: now feeding
+    1:10:10 ... instead of 1:5:5" are 0.74 apart; the least cosine of any pair judged the same thing is 0.6).
     ``as_of_undated``: in an "as of" search, the score factor of hits from
     undated notes changed after the as-of date (their lines' dates are unknown); twice (0.36) when the hit's
     lines closest to the query by meaning all record being written after the date (:func:`answered_later`). ``as_of_answer_share``: in
@@ -112,6 +115,7 @@ class Thresholds:
     line_vector: float = 0.6
     conflict_line_vector: float = 0.4
     moved_line_vector: float = 0.45
+    subject_line_vector: float = 0.7
     moved_cover: float = 1.0
     chunk_vector_lines: float = 0.3
     answer_margin: float = 0.05
@@ -302,9 +306,25 @@ def quantities(text: str) -> dict[str, frozenset[str]]:
             shape = _SHAPES[num] = DIGITS_RE.sub("9", num)
         if shape == "9" and unit not in UNITS:
             continue  # a bare count ("two doses" is a unit; "15 minutes" is one; "3 people" is not) says little
-        kind = f"{shape} {unit}" if unit in UNITS else shape
+        kind = f"{shape} {unit}" if unit in UNITS else (f"{shape} ratio" if _ratio(num) else shape)
         out.setdefault(kind, set()).add(num.lower())
     return {k: frozenset(v) for k, v in out.items()}
+
+
+def _ratio(num: str) -> bool:
+    """True for numbers joined by colons that no clock shows: "1:5:5", "1:10:10", "3:2" (a feed, a mix, odds),
+    not "09:45", "9:15" or "10:32:05". A ratio is a measured quantity; a clock time is a moment."""
+    parts = num.split(":")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts):
+        return False
+    return any(len(p) == 1 for p in parts[1:]) or (len(parts) >= 3 and len(parts[0]) == 1)
+
+
+def gives_new_measure(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]) -> bool:
+    """True when ``b`` gives a value of a measured quantity of ``a`` (one with a unit, or a ratio) that ``a`` does
+    not give, whether or not it also names ``a``'s value as the old one ("raised from 1000 IU to 2000 IU", "now
+    1:10:10 instead of 1:5:5"): with a change word, what says a measurement changed."""
+    return any(" " in kind and kind in b and not (b[kind] <= vals) for kind, vals in a.items())
 
 
 def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], *, measured: bool = False) -> bool:
@@ -471,8 +491,9 @@ def _split(path: str, start_line: int, text: str, mtime: float | None, written: 
 #: changes (any rule :func:`line_analysis` calls): the next sync of an existing index then refills every
 #: chunk's analysis (``IndexStore.fill_line_analysis``), with search analysing the text meanwhile.
 #: Version 2: the JSON is zlib-compressed behind one version byte (version 1 was the JSON alone, 1.2x the
-#: chunk text: at 100k chunks it took the index from 1.24x to 1.45x raw vectors + text).
-LINE_ANALYSIS_VERSION = 2
+#: chunk text: at 100k chunks it took the index from 1.24x to 1.45x raw vectors + text). Version 3: ratios
+#: ("1:5:5") are a quantity kind of their own (``"9:9:9 ratio"``), no longer read as clock times.
+LINE_ANALYSIS_VERSION = 3
 _NONE: frozenset[str] = frozenset()
 
 
@@ -752,7 +773,7 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     if shared < t.line_terms:
         return False
     if weights:
-        if not a.terms & b.terms & weights.keys():
+        if not a.terms & b.terms & weights.keys() and not _same_subject(line_cos, t):
             return False  # not about the query's subject
         if any(_identifier(term) for term in (a.terms - b.terms) & weights.keys()):
             return False  # the older line has the exact identifier asked for, the newer one does not
@@ -767,6 +788,13 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
     return b.change and bool(_new_values(a, b))
+
+
+def _same_subject(line_cos: float | None, t: Thresholds) -> bool:
+    """True when two lines that share no query word are still about one subject by their own vectors: so close
+    (``subject_line_vector``) that the newer one names the older one's subject differently ("Gert: now feeding
+    1:10:10 ..." for "Sourdough: fed Gert 1:5:5 ..." when asked how the sourdough starter is fed)."""
+    return line_cos is not None and line_cos >= t.subject_line_vector
 
 
 def _shares_quantity(a: Line, b: Line) -> bool:

@@ -25,6 +25,7 @@ from symi_memory.supersession import (
     conflicting,
     cosine,
     focus_lines,
+    gives_new_measure,
     query_score,
     remembered_lines,
     rescheduled,
@@ -74,6 +75,12 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         if found:
             focus[i] = found
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
+    # What a newer hit must be newer than: the oldest dated line the hit holds, not its newest. A note that
+    # keeps its current lines beside a past one ("Until 2026-06-20 the router was ...", under "## History" in an
+    # undated note) is superseded through that older line; the line-level check below still needs the newer
+    # line to be newer.
+    # A past state with no date at all (moment 0: "a retired teacher", "former ...") says nothing about when.
+    oldest = {i: min([newest[i], *(ln.moment for ln in all_lines[i] if ln.moment[0] > 0)]) for i in focus}
     sims = _cosines([vectors.get(c.id) for c in candidates])
     floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
@@ -95,7 +102,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
-        new_i, place_i, strong, weak = newest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
+        new_i, place_i, strong, weak = oldest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
         past_i, valued_i = past[i], older_valued[i]
         for j in [j for j in idx if newest[j] > new_i]:  # never i itself
             if places[j] == place_i or not (past_i or says_change[j] or (valued_i and newer_valued[j])):
@@ -142,9 +149,17 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
         for j, cos in js:
+            # A pair whose newer hit is not newer than all of the older hit's lines: only a dated line of the
+            # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
+            # ...", beside current lines of the same note), not a past state with no date ("a retired teacher").
+            dated_only = newest[j] <= newest[i]
             for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
+                if dated_only and a.moment[0] <= 0:
+                    continue
                 by_value = a not in best[i]
                 for b in focus[j]:
+                    if dated_only and b.moment[0] <= a.moment[0]:
+                        continue  # a later day, not a later line of the same day
                     if by_value and not (conflicting(a.quantities, b.quantities)
                                          and all(t in b.terms for t in a.terms if weights.get(t))):
                         continue
@@ -158,7 +173,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
                     if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                            b.change and (conflicting(a.quantities, b.quantities, measured=True)
+                            b.change and (gives_new_measure(a.quantities, b.quantities)
                                           or rescheduled(a, b)) and (lc is None or lc >= t.line_vector)):
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
                     if same_thing(a, b, cos, t, weights, lc):
@@ -170,11 +185,11 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
 
 
 def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
-    """True when a line of ``newer`` says something changed and gives a measured quantity (with a unit) that a
-    line of ``older`` gives another value of, or moves a plan's day that it gives (:func:`rescheduled`): what
+    """True when a line of ``newer`` says something changed and gives a value of a measured quantity (with a unit,
+    or a ratio) that a line of ``older`` gives another value of (:func:`gives_new_measure`), or moves a plan's day that it gives (:func:`rescheduled`): what
     lets a weaker newer hit demote an older one."""
     return any(b.change and (b.quantities or b.days) and any(
-        conflicting(a.quantities, b.quantities, measured=True) or rescheduled(a, b) for a in older) for b in newer)
+        gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b) for a in older) for b in newer)
 
 
 @attrs.frozen
