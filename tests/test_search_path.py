@@ -133,3 +133,36 @@ def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> No
         thread.start()
         thread.join()
         assert other and other[0] != -SEARCH_CACHE_KIB
+
+
+def test_a_search_that_loads_the_scan_copy_keeps_the_vectors_out_of_its_page_cache(tmp_path: Path) -> None:
+    # Below SYNC_LOAD_LIMIT chunks the first search after a sync loads the exact scan's copy itself. Read
+    # through the searching connection, every stored vector landed in its 32 MB page cache (about the whole
+    # index, pages a search never reads again): the thread's memory grew by that for as long as it lives.
+    import random
+    import threading
+
+    import apsw
+    from support.sqlite_memory import open_mem, write
+
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(3000)]
+    ws = tmp_path / "ws"
+    for f in range(300):
+        write(ws, f"memory/n{f:03d}.md", "\n\n".join(
+            f"# H{s}\n\n" + "\n".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(6)) for s in range(2)))
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        store = mem.backend.store
+        vector_bytes = store.reader().execute("SELECT sum(length(embedding)) FROM embedding_cache").fetchone()[0]
+        used: list[int] = []
+
+        def search() -> None:
+            assert mem.search("w12 w400 w77", min_score=0).results
+            used.append(store.reader().status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0])
+
+        thread = threading.Thread(target=search)
+        thread.start()
+        thread.join()
+        assert used and vector_bytes > 4_000_000
+        assert used[0] < vector_bytes / 4
