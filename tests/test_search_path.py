@@ -166,3 +166,27 @@ def test_a_search_that_loads_the_scan_copy_keeps_the_vectors_out_of_its_page_cac
         thread.join()
         assert used and vector_bytes > 4_000_000
         assert used[0] < vector_bytes / 4
+
+
+def test_found_in_answers_what_the_regex_answers_for_every_class_of_character() -> None:
+    # found_in's boundary test is str.isalnum where the regex says [^\W_]: the same for every code point. Then
+    # tokens and texts the first comparison does not draw: regex metacharacters, CJK (the regex's fallback),
+    # title case and signs that lower-case to ASCII (ǅ, the Kelvin sign), ligatures, digits outside the BMP,
+    # marks and joiners on their own, and the token upper-cased or cut short beside itself.
+    import random
+    import re
+
+    from symi_memory.index.keyword import TokenPattern, fold, token_pattern
+
+    word = re.compile(r"[^\W_]")
+    assert [c for c in range(0x110000) if (word.match(chr(c)) is not None) != chr(c).isalnum()] == []
+    rng = random.Random(7)
+    pieces = ["a", "1", "_", " ", ".", "+", "#", "@", "\n", "\u00a0", "é", "e\u0301", "\u0301", "\u200d", "ß", "ẞ",
+              "İ", "ı", "ς", "中", "가", "ア", "ǅ", "Ⅰ", "ﬁ", "\u212a", "Å", "ü", "й", "\U0001d7d8", "𝐀"]
+    for token in ("a.b", "c++", "v1.2.3", "foo_bar", "#123", "@user", "中文1", "ǅ1", "Ⅰ2", "ﬁ1", "\u212a1", "й1",
+                  "x\u03011", "_", "a_", "1"):
+        pattern, regex, folded = TokenPattern(token), token_pattern(token), fold(token)
+        for _ in range(1500):
+            text = fold("".join(rng.choice([*pieces, token, folded, folded, folded.upper(), folded[:-1] or folded])
+                                for _ in range(rng.randint(0, 9))))
+            assert pattern.found_in(text) == (regex.search(text) is not None), (token, text)
