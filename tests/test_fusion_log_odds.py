@@ -200,3 +200,20 @@ def test_equal_scores_are_ordered_by_the_score_before_the_floor_then_the_given_r
     # Without scores before the floor (keyword only, RRF), the given rank alone decides.
     plain = ScoredHits("fts-only", {"a": 0.5, "b": 0.5}, {}, {}, set())
     assert [k for k, _ in plain.order({"a": 1, "b": 0}.__getitem__)] == ["b", "a"]
+
+
+def test_order_keeps_the_rrf_order_among_scores_its_cap_made_equal() -> None:
+    # Under RRF a chunk's score is capped by the one above it, so two chunks can share a score while RRF put
+    # one first. ScoredHits.order (what the postgres backend and backend-authors.md use) sorted those by key.
+    from symi_memory.fusion import score_hits
+    from symi_memory.specs import ScoreCalibration
+
+    counts = {"a": ({"deploy": 3, "pipeline": 1}, 30), "b": ({"deploy": 1}, 12), "c": ({}, 5)}
+    hits = score_hits("deploy pipeline", {"enabled": True, "fusion": "rrf", "vectorWeight": 0.7, "textWeight": 0.3,
+                                          "rrfK": 60},
+                      texts={"a": "deploy deploy deploy pipeline", "b": "deploy notes", "c": "other"},
+                      keyword_ids=["a", "b"], vector_hits={"a": 0.62, "b": 0.66, "c": 0.3},
+                      term_weights={"deploy": 1.0, "pipeline": 2.0}, term_counts=counts.__getitem__,
+                      chunk_chars=1600, calibration=ScoreCalibration(slope=8.0, midpoint=0.61), use_vector=True)
+    assert hits.scores["a"] == hits.scores["b"]  # a's better evidence is capped by b, first in the RRF order
+    assert [k for k, _ in hits.order()] == list(hits.scores) == ["b", "a", "c"]

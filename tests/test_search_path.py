@@ -133,3 +133,60 @@ def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> No
         thread.start()
         thread.join()
         assert other and other[0] != -SEARCH_CACHE_KIB
+
+
+def test_a_search_that_loads_the_scan_copy_keeps_the_vectors_out_of_its_page_cache(tmp_path: Path) -> None:
+    # Below SYNC_LOAD_LIMIT chunks the first search after a sync loads the exact scan's copy itself. Read
+    # through the searching connection, every stored vector landed in its 32 MB page cache (about the whole
+    # index, pages a search never reads again): the thread's memory grew by that for as long as it lives.
+    import random
+    import threading
+
+    import apsw
+    from support.sqlite_memory import open_mem, write
+
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(3000)]
+    ws = tmp_path / "ws"
+    for f in range(300):
+        write(ws, f"memory/n{f:03d}.md", "\n\n".join(
+            f"# H{s}\n\n" + "\n".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(6)) for s in range(2)))
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        store = mem.backend.store
+        vector_bytes = store.reader().execute("SELECT sum(length(embedding)) FROM embedding_cache").fetchone()[0]
+        used: list[int] = []
+
+        def search() -> None:
+            assert mem.search("w12 w400 w77", min_score=0).results
+            used.append(store.reader().status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0])
+
+        thread = threading.Thread(target=search)
+        thread.start()
+        thread.join()
+        assert used and vector_bytes > 4_000_000
+        assert used[0] < vector_bytes / 4
+
+
+def test_found_in_answers_what_the_regex_answers_for_every_class_of_character() -> None:
+    # found_in's boundary test is str.isalnum where the regex says [^\W_]: the same for every code point. Then
+    # tokens and texts the first comparison does not draw: regex metacharacters, CJK (the regex's fallback),
+    # title case and signs that lower-case to ASCII (ǅ, the Kelvin sign), ligatures, digits outside the BMP,
+    # marks and joiners on their own, and the token upper-cased or cut short beside itself.
+    import random
+    import re
+
+    from symi_memory.index.keyword import TokenPattern, fold, token_pattern
+
+    word = re.compile(r"[^\W_]")
+    assert [c for c in range(0x110000) if (word.match(chr(c)) is not None) != chr(c).isalnum()] == []
+    rng = random.Random(7)
+    pieces = ["a", "1", "_", " ", ".", "+", "#", "@", "\n", "\u00a0", "é", "e\u0301", "\u0301", "\u200d", "ß", "ẞ",
+              "İ", "ı", "ς", "中", "가", "ア", "ǅ", "Ⅰ", "ﬁ", "\u212a", "Å", "ü", "й", "\U0001d7d8", "𝐀"]
+    for token in ("a.b", "c++", "v1.2.3", "foo_bar", "#123", "@user", "中文1", "ǅ1", "Ⅰ2", "ﬁ1", "\u212a1", "й1",
+                  "x\u03011", "_", "a_", "1"):
+        pattern, regex, folded = TokenPattern(token), token_pattern(token), fold(token)
+        for _ in range(1500):
+            text = fold("".join(rng.choice([*pieces, token, folded, folded, folded.upper(), folded[:-1] or folded])
+                                for _ in range(rng.randint(0, 9))))
+            assert pattern.found_in(text) == (regex.search(text) is not None), (token, text)

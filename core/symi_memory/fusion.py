@@ -216,7 +216,9 @@ class ScoredHits:
     score before the exact-match floor; a backend orders candidates of equal
     score by it (larger first), then by its keyword ranking. Several chunks
     holding every query word often share the floor (0.5): their evidence
-    still differs, on the vector side most of all.
+    still differs, on the vector side most of all. Under RRF, minus the
+    candidate's RRF position: equal scores (a chunk capped by the one above
+    it) keep the RRF order.
     """
 
     mode: str
@@ -338,4 +340,7 @@ def score_hits(
     before_floor: dict[K, float] = {}
     scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier, text_log_odds=text_log_odds,
                   before_floor=before_floor)
+    if hybrid["fusion"] == "rrf":
+        # RRF's cap gives a chunk the score of the one above it: equal scores keep the RRF order (``scores``'s).
+        before_floor = {key: -float(i) for i, key in enumerate(scores)}
     return ScoredHits("hybrid", scores, text_scores, vector_scores, idents, before_floor)

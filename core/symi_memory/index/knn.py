@@ -76,27 +76,36 @@ class VectorReads(StoreParts):
     def iter_scan_rows(self, with_units: bool) -> Iterator[tuple[int, bool, int, bytes]]:
         """``(chunk rowid, is_unit, vector id, blob)``: each chunk's vector, then its units' (``with_units``), by rowid.
 
-        Two cursors of this thread's connection (one read transaction while both are open), merged in
+        Two cursors of a connection of the load's own (one read transaction while both are open), merged in
         rowid order, so nothing is sorted or held in SQLite. The vector id is the stored vector's
-        ``embedding_cache`` row, which :meth:`vector_rows` reads back directly.
+        ``embedding_cache`` row, which :meth:`vector_rows` reads back directly. The connection is not
+        this thread's: a search that loads the copy itself (a small index, or no sqlite-vec) would fill its
+        connection's page cache (:data:`~symi_memory.index.store.SEARCH_CACHE_KIB`) with every vector, pages
+        it never reads again; this one keeps SQLite's default cache and is closed when the rows are read.
         """
-        chunks = self._read("SELECT c.rowid, v.id, v.embedding FROM chunks c JOIN embedding_cache v "
-                            "ON v.id = c.vector ORDER BY c.rowid")
-        if not with_units:
+        from .db import open_db
+
+        conn = open_db(self.path)
+        try:
+            chunks = conn.execute("SELECT c.rowid, v.id, v.embedding FROM chunks c JOIN embedding_cache v "
+                                  "ON v.id = c.vector ORDER BY c.rowid")
+            if not with_units:
+                for rowid, vid, blob in chunks:
+                    yield rowid, False, vid, blob
+                return
+            units = conn.cursor().execute(
+                "SELECT u.chunk, v.id, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
+                "ORDER BY u.chunk, u.start_line, u.end_line")
+            pending = next(units, None)
             for rowid, vid, blob in chunks:
                 yield rowid, False, vid, blob
-            return
-        units = self.reader().cursor().execute(
-            "SELECT u.chunk, v.id, v.embedding FROM chunk_units u JOIN embedding_cache v ON v.id = u.vector "
-            "ORDER BY u.chunk, u.start_line, u.end_line")
-        pending = next(units, None)
-        for rowid, vid, blob in chunks:
-            yield rowid, False, vid, blob
-            while pending is not None and pending[0] < rowid:
-                pending = next(units, None)  # units of a chunk without a vector
-            while pending is not None and pending[0] == rowid:
-                yield rowid, True, pending[1], pending[2]
-                pending = next(units, None)
+                while pending is not None and pending[0] < rowid:
+                    pending = next(units, None)  # units of a chunk without a vector
+                while pending is not None and pending[0] == rowid:
+                    yield rowid, True, pending[1], pending[2]
+                    pending = next(units, None)
+        finally:
+            conn.close()
 
     def vector_rows(self, vector_ids: Sequence[int], dims: int, generation: int) -> Any:
         """The stored float32 vectors with these ``embedding_cache`` ids, as an ``(n, dims)`` matrix in that order.
