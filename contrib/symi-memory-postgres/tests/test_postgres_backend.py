@@ -522,7 +522,7 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
     import json
     import zlib
 
-    from symi_memory.supersession import line_analysis
+    from symi_memory.supersession import LINE_ANALYSIS_VERSION, line_analysis
 
     ws = make_workspace(tmp_path / "ws", CAR_NOTES)
 
@@ -588,7 +588,8 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         assert all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in filled.items())
         assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"
     assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [("2",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [
+        (str(LINE_ANALYSIS_VERSION),)]
 
 
 def test_the_schema_4_upgrade_does_not_hold_up_searches_behind_an_older_process_transaction(
