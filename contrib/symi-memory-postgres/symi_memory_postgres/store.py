@@ -94,16 +94,18 @@ def ensure_schema(conn: Any, schema: str) -> None:
     """
     import psycopg
 
+    tries = 0
     while True:
         try:
-            _ensure_schema_once(conn, schema)
+            _ensure_schema_once(conn, schema, announce=tries == 0)
             return
         except psycopg.errors.LockNotAvailable:
+            tries += 1
             log.info("postgres: upgrading schema %s waits for another process's transaction", schema)
             time.sleep(MIGRATION_LOCK_TIMEOUT_S)
 
 
-def _ensure_schema_once(conn: Any, schema: str) -> None:
+def _ensure_schema_once(conn: Any, schema: str, *, announce: bool = True) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("schema", schema),))
         have = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
@@ -126,9 +128,10 @@ def _ensure_schema_once(conn: Any, schema: str) -> None:
                                    f"understands ({SCHEMA_VERSION}); upgrade symi-memory-postgres")
             if version == SCHEMA_VERSION:
                 return
-            log.warning("postgres: upgrading schema %s from version %d to %d%s", schema, version, SCHEMA_VERSION,
-                        "; each agent's rows are rebuilt on its next sync (stemmed keyword terms)"
-                        if 0 < version < RESTEM_BEFORE else "")
+            if announce:
+                log.warning("postgres: upgrading schema %s from version %d to %d%s", schema, version, SCHEMA_VERSION,
+                            "; each agent's rows are rebuilt on its next sync (stemmed keyword terms)"
+                            if 0 < version < RESTEM_BEFORE else "")
         conn.execute(f"SET LOCAL lock_timeout = '{int(MIGRATION_LOCK_TIMEOUT_S * 1000)}ms'")
         for stmt in DDL.format(s=schema).split(";"):
             if stmt.strip():
