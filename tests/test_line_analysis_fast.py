@@ -153,3 +153,22 @@ def test_a_line_without_a_month_name_is_not_searched_for_month_dates() -> None:
     assert sum(MONTH_DATE_RE.search(ln) is not None for ln in lines) > 50
     assert all(may_hold(ln, _MONTH_STARTS) for ln in lines if MONTH_DATE_RE.search(ln))
     assert not may_hold("standup at 09:45 on 2026-07-01", _MONTH_STARTS)
+
+
+AWKWARD = ["was", "WAS", "no", "longer", "used", "to", "Until", "previously", "now", "moved", "from", "May", "june",
+           "2026-05-01", "05-01", "12-31", "13-45", "1.5.2026", "5th", "of", "13.6kg", "£12", "12", "kg", "v1.2",
+           "V5", "x-5", "e5", "5e", "well-known", "09:45", "1:5:5", "١٢", "１２", "２０２６-０５-０１", "٢٠٢٦-٠٥-٠١", "𝟓",
+           "٫", "²", "İ", "ı", "ſ", "\u212a", "ß", "µ", "ﬁ", "é", "e\u0301", "\u00a0", "_", "-", "—", "→", ",", ".",
+           ":", "/", "(", ")", "%", "\t", "raised", "retired", "swapped", "replaced", "by", "expected", "Sept.",
+           "mid-", "end of", "## History", "- ", "* ", "v"]
+
+
+def test_random_mixes_of_awkward_tokens_get_the_bytes_every_rule_gives() -> None:
+    """Tokens glued to each other in any order (units on numbers, non-ASCII and full-width digits, the letters
+    that fold to ASCII ones, combining marks, dates in other shapes): the skips hold on every mix."""
+    rng = random.Random(5)
+    for _ in range(3000):
+        text = "\n".join("".join(rng.choice(AWKWARD) + rng.choice([" ", "", " ", "-", "", ",", "(", "/"])
+                                 for _ in range(rng.randint(1, 6))) for _ in range(rng.randint(1, 4)))
+        chunk = (rng.choice(["MEMORY.md", "memory/2026-03-04.md", "notes/x.md"]), rng.randint(1, 50), text)
+        assert line_analysis(*chunk) == every_rule_on_every_line(*chunk), chunk

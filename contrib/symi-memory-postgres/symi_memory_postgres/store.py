@@ -77,12 +77,35 @@ def lock_key(*parts: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+# How long an upgrade's DDL waits for a table lock before it lets go and tries again: ALTER TABLE takes an
+# ACCESS EXCLUSIVE lock, and while it waits for one (behind an older process's long sync transaction) every
+# search of the table queues behind it. Letting go each time bounds what a search waits to this.
+MIGRATION_LOCK_TIMEOUT_S = 1.0
+
+
 def ensure_schema(conn: Any, schema: str) -> None:
     """Create the extension, tables and indexes on first use; refuse a newer schema version.
 
     Runs under a transaction-scoped advisory lock so that many processes
-    starting at once create everything exactly once.
+    starting at once create everything exactly once. An upgrade whose DDL
+    cannot lock a table within ``MIGRATION_LOCK_TIMEOUT_S`` (another
+    process's transaction holds it) lets go and tries again, so that
+    searches are never held up behind it for longer than that.
     """
+    import psycopg
+
+    tries = 0
+    while True:
+        try:
+            _ensure_schema_once(conn, schema, announce=tries == 0)
+            return
+        except psycopg.errors.LockNotAvailable:
+            tries += 1
+            log.info("postgres: upgrading schema %s waits for another process's transaction", schema)
+            time.sleep(MIGRATION_LOCK_TIMEOUT_S)
+
+
+def _ensure_schema_once(conn: Any, schema: str, *, announce: bool = True) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("schema", schema),))
         have = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
@@ -105,9 +128,11 @@ def ensure_schema(conn: Any, schema: str) -> None:
                                    f"understands ({SCHEMA_VERSION}); upgrade symi-memory-postgres")
             if version == SCHEMA_VERSION:
                 return
-            log.warning("postgres: upgrading schema %s from version %d to %d%s", schema, version, SCHEMA_VERSION,
-                        "; each agent's rows are rebuilt on its next sync (stemmed keyword terms)"
-                        if 0 < version < RESTEM_BEFORE else "")
+            if announce:
+                log.warning("postgres: upgrading schema %s from version %d to %d%s", schema, version, SCHEMA_VERSION,
+                            "; each agent's rows are rebuilt on its next sync (stemmed keyword terms)"
+                            if 0 < version < RESTEM_BEFORE else "")
+        conn.execute(f"SET LOCAL lock_timeout = '{int(MIGRATION_LOCK_TIMEOUT_S * 1000)}ms'")
         for stmt in DDL.format(s=schema).split(";"):
             if stmt.strip():
                 conn.execute(stmt)

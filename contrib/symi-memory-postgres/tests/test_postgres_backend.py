@@ -522,7 +522,7 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
     import json
     import zlib
 
-    from symi_memory.supersession import line_analysis
+    from symi_memory.supersession import LINE_ANALYSIS_VERSION, line_analysis
 
     ws = make_workspace(tmp_path / "ws", CAR_NOTES)
 
@@ -588,4 +588,55 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         assert all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in filled.items())
         assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"
     assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [("2",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [
+        (str(LINE_ANALYSIS_VERSION),)]
+
+
+def test_the_schema_4_upgrade_does_not_hold_up_searches_behind_an_older_process_transaction(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """Adding ``chunks.lines`` takes an ACCESS EXCLUSIVE lock. While an older (schema 3) process is in a
+    transaction on the table (a full rebuild of a large agent), the upgrade waits for it, and every search
+    of the table queued behind the waiting upgrade: searches of every agent hung until the rebuild ended.
+    The upgrade now lets go of the lock it waits for every second and tries again."""
+    ws = make_workspace(tmp_path / "ws", CAR_NOTES)
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "hash", "sync": {"watch": False}}}}})
+
+    def open_one() -> MemoryManager:
+        return open_memory(load_config(None, state_dir=tmp_path / "state", overrides=overrides), workspace=ws,
+                           agent_id="main", start=False)
+
+    with open_one() as mem:
+        mem.sync()
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:  # what schema version 3 wrote
+        conn.execute(f"ALTER TABLE {pg_schema}.chunks DROP COLUMN lines")
+        conn.execute(f"UPDATE {pg_schema}.meta SET value = '3' WHERE key = 'schemaVersion'")
+        conn.execute(f"DELETE FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'")
+    older = psycopg.connect(pg_server.dsn)  # an older process, mid-way through rebuilding another agent
+    older.execute(f"DELETE FROM {pg_schema}.chunks WHERE owner = 'another-agent'")
+    upgraded: list[MemoryManager] = []
+
+    def start_upgraded() -> None:
+        upgraded.append(open_one())
+        upgraded[0].status()  # its first use of the server upgrades the schema
+
+    upgrade = threading.Thread(target=start_upgraded, daemon=True)
+    try:
+        upgrade.start()
+        time.sleep(1.5)  # the upgrade is waiting for the older process's transaction
+        with psycopg.connect(pg_server.dsn, autocommit=True) as search:
+            search.execute("SET statement_timeout = '8s'")
+            for _ in range(3):  # a search of the table (as any process's, old or new, makes) answers
+                assert search.execute(f"SELECT count(*) FROM {pg_schema}.chunks WHERE owner = 'main'"
+                                      ).fetchone()[0] > 0
+                time.sleep(0.4)
+        assert upgrade.is_alive()  # still waiting: the older transaction is open
+    finally:
+        older.rollback()
+        older.close()
+        upgrade.join(30)
+    assert not upgrade.is_alive()
+    with upgraded[0] as mem:
+        mem.sync()
+        assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE lines IS NULL") == [(0,)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
