@@ -137,7 +137,7 @@ def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> No
 
 def test_a_search_that_loads_the_scan_copy_keeps_the_vectors_out_of_its_page_cache(tmp_path: Path) -> None:
     # Below SYNC_LOAD_LIMIT chunks the first search after a sync loads the exact scan's copy itself. Read
-    # through the searching connection, every stored vector landed in its 32 MB page cache (about the whole
+    # through the searching connection, every stored vector landed in its page cache (up to 8 MB, about the whole
     # index, pages a search never reads again): the thread's memory grew by that for as long as it lives.
     import random
     import threading

@@ -51,8 +51,11 @@ LOCK_RETRIES = 4
 #: SQLite page cache (``PRAGMA cache_size``, in KiB) of a connection that searches, instead of SQLite's 2 MB.
 #: A search reads FTS5's index of its terms, about 140 chunk rows, their line analyses and some stored vectors:
 #: with 2 MB that was about 140 page reads from the OS (1.2 MB) per search at 10k chunks, most of them pages
-#: read again search after search. The cache fills only as pages are read, up to this size (peak RSS).
-SEARCH_CACHE_KIB = 32 * 1024
+#: read again search after search. The cache fills only as pages are read, up to this size (peak RSS). 8 MB,
+#: not more: on the 10k bench store 32 MB took 0.96x the CPU of 2 MB per search and 0.98x that of 8 MB, and
+#: the cache is per searching thread (serve's pool has up to 40), so 32 MB would let one agent's searches hold
+#: 1.25 GB.
+SEARCH_CACHE_KIB = 8 * 1024
 LOCK_RETRY_BASE_S = 0.5
 
 
