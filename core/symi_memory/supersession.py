@@ -330,8 +330,8 @@ def gives_new_measure(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset
 def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], *, measured: bool = False) -> bool:
     """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00).
 
-    ``measured``: only quantities with a unit count (1000 IU vs 2000 IU, 10 vs 30 minutes), not clock
-    times, which differ between any two events.
+    ``measured``: only quantities with a unit or ratios count (1000 IU vs 2000 IU, 10 vs 30 minutes, 1:5:5 vs
+    1:10:10), not clock times, which differ between any two events.
     """
     return any(kind in b and not (vals & b[kind]) and (not measured or " " in kind) for kind, vals in a.items())
 
