@@ -90,7 +90,7 @@ def corpus(n: int = 700, seed: int = 13) -> list[tuple[str, int, str]]:
 
 
 def every_rule_on_every_line(path: str, start_line: int, text: str) -> bytes:
-    """``line_analysis`` without its shortcuts: each rule applied to each line, as version 2 first stored it."""
+    """``line_analysis`` without its shortcuts: each rule applied to each line."""
     rows: list[list] = [[LINE_ANALYSIS_VERSION, _chunk_key(path, start_line, text)]]
     for offset, stripped, heading in _content_lines(text):
         tokens = TOKEN_RE.findall(stripped)

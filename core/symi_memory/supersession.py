@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure"]
 
 
 @attrs.frozen(kw_only=True)
@@ -330,8 +330,8 @@ def gives_new_measure(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset
 def conflicting(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]], *, measured: bool = False) -> bool:
     """True when two lines give a quantity of the same kind and share no value of it (09:45 vs 10:00).
 
-    ``measured``: only quantities with a unit count (1000 IU vs 2000 IU, 10 vs 30 minutes), not clock
-    times, which differ between any two events.
+    ``measured``: only quantities with a unit or ratios count (1000 IU vs 2000 IU, 10 vs 30 minutes, 1:5:5 vs
+    1:10:10), not clock times, which differ between any two events.
     """
     return any(kind in b and not (vals & b[kind]) and (not measured or " " in kind) for kind, vals in a.items())
 
@@ -450,6 +450,12 @@ def split_lines(path: str, start_line: int, text: str, mtime: float | None,
 def remembered_lines(path: str, start_line: int, text: str, mtime: float | None) -> bool:
     """True when :func:`split_lines` of this chunk (without a write time) needs no analysis: it is remembered."""
     return (path, start_line, text, mtime) in _LINES
+
+
+def forget_lines() -> None:
+    """Forget every remembered :func:`split_lines` answer, so the next search reads the index's stored analyses
+    (or analyses the text) again: for tests and tools that check what an index stores."""
+    _LINES.clear()
 
 
 # split_lines' answers by (path, start line, text, mtime): the same list each time (see _chunk_terms).

@@ -146,8 +146,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                               if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
+    through_past: set[int] = set()  # hits superseded through a dated past line, not being older as a whole
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
+        chosen_past = False
         for j, cos in js:
             # A pair whose newer hit is not newer than all of the older hit's lines: only a dated line of the
             # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
@@ -178,9 +180,22 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
                     if same_thing(a, b, cos, t, weights, lc):
                         if chosen is None or b.moment > chosen[2].moment:
-                            chosen = (j, a, b)
+                            chosen, chosen_past = (j, a, b), dated_only
         if chosen is not None:
             out[i] = chosen
+            if chosen_past:
+                through_past.add(i)
+    # A hit superseded through a dated past line may hold a line newer than the hit that supersedes it, and
+    # that line may supersede that hit in turn (a note's "Until 2026-04-10 ..." line and its current line that
+    # changes what the dated note says): the hit then holds the current version, and the pair is no cycle
+    # (every other pair points at a strictly newer hit, so each cycle holds one of these).
+    for i in sorted(through_past):
+        k, seen = out[i][0], {i}
+        while k in out and k not in seen:
+            seen.add(k)
+            k = out[k][0]
+        if k == i:
+            del out[i]
     return out
 
 

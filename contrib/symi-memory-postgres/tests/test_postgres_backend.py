@@ -507,9 +507,9 @@ CAR_NOTES = {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchb
 
 def _car_answer(mem: MemoryManager) -> dict[str, Any]:
     from symi_memory import tools
-    from symi_memory.supersession import _LINES
+    from symi_memory.supersession import forget_lines
 
-    _LINES.clear()  # what an earlier search analysed must not answer for the index
+    forget_lines()  # what an earlier search analysed must not answer for the index
     hits = tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0})["results"]
     return next(h for h in hits if h["path"] == "memory/2026-03-01.md")
 
@@ -588,6 +588,22 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         assert all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in filled.items())
         assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"
     assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [
+        (str(LINE_ANALYSIS_VERSION),)]
+    # Analyses of an older LINE_ANALYSIS_VERSION (2: before ratios were a quantity kind) are not read, and the
+    # next sync refills them.
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        for (p, s), (_t, blob) in filled.items():
+            old_rows = json.loads(zlib.decompress(blob[1:]))
+            old_rows[0][0] = 2
+            conn.execute(f"UPDATE {pg_schema}.chunks SET lines = %s WHERE path = %s AND start_line = %s",
+                         (bytes((2,)) + zlib.compress(json.dumps(old_rows).encode()), p, s))
+        conn.execute(f"UPDATE {pg_schema}.owner_meta SET value = '2' WHERE key = 'linesVersion'")
+    with open_one() as mem:
+        assert all(blob is not None and blob[0] == 2 for _, blob in stored().values())
+        assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"  # analysed at query time
+        mem.sync()
+        assert all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in stored().items())
     assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [
         (str(LINE_ANALYSIS_VERSION),)]
 
