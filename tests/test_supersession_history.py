@@ -205,11 +205,6 @@ def test_the_note_with_the_current_version_and_its_history_stays_in_the_results(
             assert any(h["path"] == "memory/2026-04-11.md" for h in out["results"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rule (1) of stale16 supersedes an undated note through its dated past line even when the note's current line "
-    "(written later, by the note's mtime) states what replaced that line again: the line cosine of the current line "
-    "to the newer note's line is 0.39 here, 0.19-0.27 for h5's current lines that must not block it, too thin a "
-    "margin to tell them apart without more data"))
 def test_a_note_whose_current_line_names_a_later_value_is_not_marked_history(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # network.md (changed after 2026-06-20) says the router is now a Ubiquiti; the 2026-06-20 note says the
     # FRITZ!Box was replaced by a TP-Link. Marking network.md "supersededBy" the June note tells the agent to answer
