@@ -88,7 +88,7 @@ FILLER = {
 }
 
 
-def _marked(tmp_path, notes: dict[str, str], query: str, old: str):  # type: ignore[no-untyped-def]
+def _marked(tmp_path, notes: dict[str, str], query: str, old: str, as_of: str | None = None):  # type: ignore[no-untyped-def]
     import pytest
     from support.sqlite_memory import open_mem, write
 
@@ -103,7 +103,7 @@ def _marked(tmp_path, notes: dict[str, str], query: str, old: str):  # type: ign
             pytest.skip("the local model is not installed")
         mem.sync()
         for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
-            out = tools.memory_search(mem, {"query": query, "minScore": 0})
+            out = tools.memory_search(mem, {"query": query, "minScore": 0, **({"asOf": as_of} if as_of else {})})
             if out["mode"] == "hybrid":
                 break
         assert out["mode"] == "hybrid", out
@@ -217,3 +217,17 @@ def test_a_note_whose_current_line_names_a_later_value_is_not_marked_history(tmp
                                 "AX55.\n"},
         "Which router do we have at home?", "memory/network.md")
     assert got is None
+
+
+def test_as_of_a_date_before_the_notes_current_line_its_past_line_is_superseded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The same notes as of 2026-07-01: network.md's "Router: Ubiquiti ..." line was written later (the note's
+    # mtime), so on that day the June note's TP-Link had replaced the FRITZ!Box and nothing in network.md said
+    # otherwise: the note's past line is superseded, as the search tool marks it.
+    got = _marked(tmp_path, {
+        "memory/network.md": "# Network\n\n- Router: Ubiquiti Dream Router, at 10.0.0.1, admin password in the "
+                             "vault.\n- NAS on 10.0.0.20.\n\n## History\n- Until 2026-06-20 the router was the "
+                             "FRITZ!Box 7530 at 192.168.178.1.\n",
+        "memory/2026-06-20.md": "# 2026-06-20\n\n- Swapped the router: the FRITZ!Box is replaced by a TP-Link Archer "
+                                "AX55.\n"},
+        "Which router do we have at home?", "memory/network.md", as_of="2026-07-01")
+    assert got is not None and got["path"] == "memory/2026-06-20.md"

@@ -158,7 +158,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
                 if dated_only and a.moment[0] <= 0:
                     continue
-                if dated_only and _restated_since(a, all_lines[i], newest[j], weights):
+                if dated_only and _restated_since(a, all_lines[i], newest[j], weights, as_of):
                     continue
                 by_value = a not in best[i]
                 for b in focus[j]:
@@ -201,14 +201,16 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     return out
 
 
-def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int], weights: Mapping[str, float]) -> bool:
+def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int], weights: Mapping[str, float],
+                    as_of: float | None = None) -> bool:
     """True when a line of the same hit at least as new as ``since`` holds every query term of the dated past
     line ``past``: the note states the current version itself ("Router: Ubiquiti ..." above "Until 2026-06-20
     the router was ..."), so a newer note about the past line's value does not replace the note. A current line
-    about something else ("Car: a Skoda" beside "Until 2026-03-01 the car was serviced at ...") does not count."""
+    about something else ("Car: a Skoda" beside "Until 2026-03-01 the car was serviced at ...") does not count,
+    nor, in an "as of" search, a line written on or after ``as_of`` (not known on that date)."""
     asked = [t for t in past.terms if weights.get(t)]
-    return bool(asked) and any(c is not past and c.moment >= since and all(t in c.terms for t in asked)
-                               for c in lines)
+    return bool(asked) and any(c is not past and c.moment >= since and (as_of is None or c.moment[0] < as_of)
+                               and all(t in c.terms for t in asked) for c in lines)
 
 
 def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
