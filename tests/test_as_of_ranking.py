@@ -10,22 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import open_mem, write
+from support.sqlite_memory import open_local, write
 
 from symi_memory import tools
 
 pytest.importorskip("symi_memory_local")
 # The offline local model: which line of a note is closest to the query by meaning decides which of its lines
 # are judged, and the test hash embedder does not model meaning.
-LOCAL = {"provider": "local"}
 
-
-def _open(tmp_path: Path, ws: Path):  # type: ignore[no-untyped-def]
-    mem = open_mem(tmp_path, ws, LOCAL)
-    if mem.status()["provider"] != "local":
-        mem.close()
-        pytest.skip("the local model is not installed")
-    return mem
 
 
 def _ranked(mem, query: str, **more: str) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -53,7 +45,7 @@ def test_a_past_state_that_held_on_the_date_ranks_first_beside_a_line_written_la
     ws = tmp_path / "ws"
     write(ws, "memory/2026-04-14.md", BANK_DAY)
     write(ws, "memory/money.md", MONEY.format(current="joint account opened on 2026-06-03"))
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "Which bank is our main bank?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/money.md"
@@ -65,7 +57,7 @@ def test_a_current_line_of_unknown_date_keeps_the_note_scaled_down(tmp_path: Pat
     ws = tmp_path / "ws"
     write(ws, "memory/2026-04-14.md", BANK_DAY)
     write(ws, "memory/money.md", MONEY.format(current="joint account with both cards"))
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "Which bank is our main bank?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/2026-04-14.md"
@@ -97,7 +89,7 @@ def test_as_of_the_version_current_then_takes_the_place_of_the_one_it_replaces(t
     # note scores low for the question (one line among errands), but it supersedes January's plan, so it ranks
     # where that plan did: first, above the note about hotels and hoodies that gives no date.
     ws = _offsite_ws(tmp_path, "Moved the offsite: now 2026-06-26, same brewery.")
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "When is the team offsite in Ghent?", asOf="2026-05-30")
         assert [h["path"] for h in hits[:2]] == ["memory/2026-04-28.md", "memory/2026-01-08.md"]
@@ -109,7 +101,7 @@ def test_a_newer_note_that_replaces_nothing_is_not_lifted(tmp_path: Path) -> Non
     # Near-miss: the April line moves the school trip, not the offsite; nothing is superseded and the notes
     # about the offsite stay first.
     ws = _offsite_ws(tmp_path, "Moved the school trip: now 2026-06-26, same museum.")
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "When is the team offsite in Ghent?", asOf="2026-05-30")
         assert hits[0]["path"] != "memory/2026-04-28.md"
@@ -126,7 +118,7 @@ def _infra_scores(tmp_path: Path, when: str) -> tuple[float, float, str]:
     ws = tmp_path / "ws"
     write(ws, "memory/2026-03-10.md", PRINT_DAY)
     write(ws, "memory/infra.md", INFRA.format(when=when))
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         now = {h["path"]: h["score"] for h in _ranked(mem, "Is the old print server still running?")}
         then = _ranked(mem, "Is the old print server still running?", asOf="2026-05-01")
@@ -161,7 +153,7 @@ def test_a_past_state_beside_the_later_line_that_answers_does_not_vouch_for_the_
     write(ws, "memory/infra.md", "# Infra\n\n## Printing\n- The old print server was switched off on 2026-06-12 "
                                  "(ticket OPS-77).\n- Until 2026-09-30 the old print server's rack was on loan to "
                                  "the lab.\n- Toner is ordered through facilities.\n")
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "Is the old print server still running?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/2026-03-10.md"

@@ -90,7 +90,7 @@ FILLER = {
 
 def _marked(tmp_path, notes: dict[str, str], query: str, old: str, as_of: str | None = None):  # type: ignore[no-untyped-def]
     import pytest
-    from support.sqlite_memory import open_mem, write
+    from support.sqlite_memory import open_local, write
 
     from symi_memory import tools
 
@@ -98,9 +98,7 @@ def _marked(tmp_path, notes: dict[str, str], query: str, old: str, as_of: str | 
     ws = tmp_path / "ws"
     for rel, text in {**FILLER, **notes}.items():
         write(ws, rel, text)
-    with open_mem(tmp_path, ws, {"provider": "local"}) as mem:
-        if mem.status()["provider"] != "local":
-            pytest.skip("the local model is not installed")
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
             out = tools.memory_search(mem, {"query": query, "minScore": 0, **({"asOf": as_of} if as_of else {})})
@@ -180,7 +178,7 @@ def test_a_note_whose_current_line_changes_the_newer_note_is_not_superseded_by_i
 def test_the_note_with_the_current_version_and_its_history_stays_in_the_results(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os
 
-    from support.sqlite_memory import open_mem, write
+    from support.sqlite_memory import open_local, write
 
     from symi_memory import tools
 
@@ -189,9 +187,7 @@ def test_the_note_with_the_current_version_and_its_history_stays_in_the_results(
     for rel, text in {**FILLER, "memory/house.md": HOUSE_NOW, "memory/2026-04-11.md": HEAT_PUMP}.items():
         write(ws, rel, text)
     os.utime(ws / "memory/house.md", (1.78e9, 1.78e9))  # changed 2026-05-29, after the dated note
-    with open_mem(tmp_path, ws, {"provider": "local"}) as mem:
-        if mem.status()["provider"] != "local":
-            pytest.skip("the local model is not installed")
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         for as_of in (None, "2026-12-01"):  # an "as of" search followed the cycle forever
             args = {"query": "What heating does the house have?", **({"asOf": as_of} if as_of else {})}

@@ -9,22 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import open_mem, write
+from support.sqlite_memory import open_local, write
 
 from symi_memory import tools
 
 pytest.importorskip("symi_memory_local")
 # The offline local model (all-MiniLM-L6-v2), as a user runs it: which line is closest to a query by meaning is
 # what two of the rules turn on, and the test hash embedder does not model meaning.
-LOCAL = {"provider": "local"}
 
-
-def _open(tmp_path: Path, ws: Path):  # type: ignore[no-untyped-def]
-    mem = open_mem(tmp_path, ws, LOCAL)
-    if mem.status()["provider"] != "local":
-        mem.close()
-        pytest.skip("the local model is not installed")
-    return mem
 
 OLD = "memory/2026-03-03.md"
 NEW = "memory/2026-07-14.md"
@@ -57,7 +49,7 @@ def plumber_ws(tmp_path: Path) -> Path:
 def test_a_past_question_that_also_asks_about_now_marks_the_old_answer_replaced(tmp_path: Path, plumber_ws: Path,
                                                                                  query: str) -> None:
     # The second clause asks who the plumber is now: the March line is returned, but marked as replaced by July's.
-    with _open(tmp_path, plumber_ws) as mem:
+    with open_local(tmp_path, plumber_ws) as mem:
         mem.sync()
         old = [h for h in _ranked(mem, query) if h["path"] == OLD]
         assert old and old[0].get("supersededBy") == {"path": NEW, "startLine": 3, "endLine": 3}
@@ -69,7 +61,7 @@ def test_a_past_question_that_also_asks_about_now_marks_the_old_answer_replaced(
 ])
 def test_a_past_question_with_a_second_past_clause_leaves_the_old_answer_unmarked(tmp_path: Path, plumber_ws: Path,
                                                                                   query: str) -> None:
-    with _open(tmp_path, plumber_ws) as mem:
+    with open_local(tmp_path, plumber_ws) as mem:
         mem.sync()
         old = [h for h in _ranked(mem, query) if h["path"] == OLD]
         assert old and "supersededBy" not in old[0]
@@ -90,7 +82,7 @@ def test_as_of_leaves_out_a_note_whose_answer_came_later_even_beside_a_line_nami
     ws = tmp_path / "ws"
     write(ws, "memory/2026-03-10.md", "# 2026-03-10\n\n- Jonas joined the data team as an analyst.\n")
     write(ws, "memory/team.md", TEAM.format(second=second))
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "What is Jonas's role on the data team?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/2026-03-10.md"
@@ -116,7 +108,7 @@ def test_a_value_line_beside_a_closer_side_remark_is_replaced_by_a_newer_value(t
     ws = tmp_path / "ws"
     write(ws, "memory/2026-02-09.md", ERRANDS)
     write(ws, "memory/2026-05-18.md", f"# 2026-05-18\n\n{newer}\n")
-    with _open(tmp_path, ws) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         hits = _ranked(mem, "When is the Spanish class with Lucia?")
         assert hits[0]["path"] == "memory/2026-05-18.md"

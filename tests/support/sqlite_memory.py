@@ -26,6 +26,17 @@ def open_mem(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = No
     return open_memory(cfg, workspace=ws, start=start, plugins=plugins, agent_id=agent_id)
 
 
+def open_local(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None) -> MemoryManager:
+    """:func:`open_mem` with the offline ``local`` provider, skipping the test when its model is not installed."""
+    import pytest
+
+    mem = open_mem(tmp_path, ws, {"provider": "local", **(memory_search or {})})
+    if mem.status()["provider"] != "local":
+        mem.close()
+        pytest.skip("the local model is not installed")
+    return mem
+
+
 def write(ws: Path, rel: str, text: str | bytes) -> Path:
     p = ws / rel
     p.parent.mkdir(parents=True, exist_ok=True)
