@@ -40,6 +40,9 @@ FTS_COUNT_FIXED_CHARS = 4_000
 FTS_COUNT_CACHED_CHARS = 150
 # FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
+#: Candidate rows (chunk text, path, lines, file mtime) kept for the index generation, about 2 kB each with
+#: 400-token chunks.
+ROWS_CACHE_MAX = 10_000
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
@@ -66,6 +69,8 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     _terms_cache: dict[int, tuple[str, int]] = attrs.field(factory=dict)
     _terms_gen: int = -1
+    _rows_cache: dict[int, CandidateRow] = attrs.field(factory=dict)
+    _rows_epoch: tuple[int, int] = (-1, -1)
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
     _hung_query: threading.Event | None = None
@@ -153,7 +158,8 @@ class IndexedBackend:
         # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
         ranked: list[tuple[int, float]] | None = None
         # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
-        generation = self.store.generation()
+        epoch = self.store.search_epoch()
+        generation = epoch[0]
         # Local synonyms: query words no chunk holds, matched through index words of like meaning.
         syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] else None
         match = syn.match if syn is not None else qa
@@ -191,7 +197,7 @@ class IndexedBackend:
         if getattr(self.vectors, "unit_weight", None) != weight:
             rescore = None
         rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
-                                                 vectors=cosine_missing and rescore is None)
+                                                 vectors=cosine_missing and rescore is None, epoch=epoch)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
             # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
@@ -465,16 +471,19 @@ class IndexedBackend:
         return spec.calibration_for(provider.model, line_aware=line_aware)
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
-                        sources: tuple[str, ...], *, vectors: bool = False,
+                        sources: tuple[str, ...], *, vectors: bool = False, epoch: tuple[int, int] | None = None,
                         ) -> tuple[dict[int, CandidateRow], list[int]]:
-        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors)."""
-        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
-                                         scored=vec_hits)
+        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors).
+
+        ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
+        are kept for (:meth:`_rows`)."""
+        rows = self._rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
+                          scored=vec_hits, epoch=epoch)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources, vectors=vectors,
-                                              scored=vec_hits)
+            extra = self._rows([k for k, _ in ranked[limit:]], sources, vectors=vectors, scored=vec_hits,
+                               epoch=epoch)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break
@@ -482,6 +491,37 @@ class IndexedBackend:
                     rows[k] = extra[k]
                     keyword_ids.append(k)
         return rows, keyword_ids
+
+    def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
+              epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
+        """``store.candidate_rows`` of these chunks, the same rows in the same order, kept for the ``epoch``.
+
+        A search's candidates are about 140 chunks, and the same chunks come back search after search (on the
+        10k bench store two of three candidates were candidates of an earlier search): a row kept for the
+        index generation and the count of mtime updates (``touches``) is what the store would read again.
+        Rows with vectors are always read.
+        """
+        if vectors or epoch is None:
+            return self.store.candidate_rows(rowids, sources, vectors=vectors, scored=scored)
+        if self._rows_epoch != epoch:
+            self._rows_cache = {}
+            self._rows_epoch = epoch
+        cache = self._rows_cache
+        missing = [k for k in rowids if k not in cache]
+        got: dict[int, CandidateRow] = {}
+        if missing:
+            got = self.store.candidate_rows(missing)  # from every source: the rows serve any search
+            if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
+                if len(cache) + len(got) > ROWS_CACHE_MAX:
+                    cache.clear()
+                cache.update(got)
+        # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
+        out: dict[int, CandidateRow] = {}
+        for i in range(0, len(rowids), 500):
+            for k in sorted(set(rowids[i : i + 500])):
+                if k not in out and (r := cache.get(k) or got.get(k)) is not None and r.source in sources:
+                    out[k] = r
+        return out
 
     # ----------------------------------------------------------------- other
 
