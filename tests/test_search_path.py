@@ -221,3 +221,23 @@ def test_found_in_answers_what_the_regex_answers_for_every_class_of_character() 
             text = fold("".join(rng.choice([*pieces, token, folded, folded, folded.upper(), folded[:-1] or folded])
                                 for _ in range(rng.randint(0, 9))))
             assert pattern.found_in(text) == (regex.search(text) is not None), (token, text)
+
+
+def test_candidates_made_slot_by_slot_are_the_candidates_init_makes() -> None:
+    # A search makes its ~140 candidates by setting their slots (a third of attrs' __init__); each must be the
+    # Candidate __init__ makes: equal, same hash and repr, every field set (the defaults too), evolvable.
+    import attrs
+
+    from symi_memory.index.backend import _make_candidate
+    from symi_memory.types import Candidate
+
+    for args in (("a", "memory/a.md", 1, 3, 0.5, "text", "memory", 0.25, None, 12.5, True),
+                 ("b", "sessions/s.jsonl", 7, 7, 0.0, "", "sessions", None, 0.75, None, False)):
+        fast = _make_candidate(*args)
+        names = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
+                 "mtime", "identifier_match")
+        slow = Candidate(**dict(zip(names, args, strict=True)))
+        assert type(fast) is Candidate and fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        assert attrs.asdict(fast) == attrs.asdict(slow)
+        assert fast.superseded_by is None and fast.supersedes == ()
+        assert attrs.evolve(fast, score=0.9) == attrs.evolve(slow, score=0.9)
