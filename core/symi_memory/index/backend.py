@@ -40,9 +40,10 @@ FTS_COUNT_FIXED_CHARS = 4_000
 FTS_COUNT_CACHED_CHARS = 150
 # FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
-#: Candidate rows (chunk text, path, lines, file mtime) kept for the index generation, about 2 kB each with
-#: 400-token chunks.
-ROWS_CACHE_MAX = 10_000
+#: Candidate rows (chunk text, path, lines, file mtime) are kept for the index generation while the index holds
+#: at most this many chunks (about 2 kB each with 400-token chunks): every row then fits. A larger index's
+#: searches meet few chunks again (at 100k bench chunks, keeping 10,000 cost more CPU than it saved).
+ROWS_CACHE_MAX = 20_000
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
@@ -495,9 +496,9 @@ class IndexedBackend:
         A search's candidates are about 140 chunks, and the same chunks come back search after search (on the
         10k bench store two of three candidates were candidates of an earlier search): a row kept for the
         index generation and the count of mtime updates (``touches``) is what the store would read again.
-        Rows with vectors are always read.
+        Rows with vectors, and the rows of an index of more than ``ROWS_CACHE_MAX`` chunks, are always read.
         """
-        if vectors or epoch is None:
+        if vectors or epoch is None or self.store.chunks_at(epoch[0]) > ROWS_CACHE_MAX:
             return self.store.candidate_rows(rowids, sources, vectors=vectors, scored=scored)
         if self._rows_epoch != epoch:
             self._rows_cache = {}
