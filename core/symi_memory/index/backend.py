@@ -70,7 +70,7 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     _terms_cache: dict[int, tuple[str, int]] = attrs.field(factory=dict)
     _terms_gen: int = -1
-    _rows_cache: dict[int, CandidateRow] = attrs.field(factory=dict)
+    _rows_cache: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
     _rows_epoch: tuple[int, int] = (-1, -1)
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
@@ -511,12 +511,20 @@ class IndexedBackend:
             if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
                 if len(cache) + len(got) > ROWS_CACHE_MAX:
                     cache.clear()
-                cache.update(got)
+                # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking: kept
+                # named tuples made each full collection walk the whole cache (about 0.1 ms a search at 10k).
+                cache.update({k: tuple(r) for k, r in got.items()})
         # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
+        make = CandidateRow._make
         out: dict[int, CandidateRow] = {}
         for i in range(0, len(rowids), 500):
             for k in sorted(set(rowids[i : i + 500])):
-                if k not in out and (r := cache.get(k) or got.get(k)) is not None and r.source in sources:
+                if k in out:
+                    continue
+                r = got.get(k)
+                if r is None and (kept := cache.get(k)) is not None:
+                    r = make(kept)
+                if r is not None and r.source in sources:
                     out[k] = r
         return out
 
