@@ -26,13 +26,16 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
 - ``measure``: a ratio ("1:2:3") is a measured value, and a newer line giving another value of it with a change word
   supersedes even from a weaker hit, also when it names the old value ("now 1:3:3 instead of 1:2:3"); a "1:1"
   meeting or the same ratio restated does not.
+- ``remeasure``: a later day's line measuring the same quantity again (another value, same unit and shape, within a
+  quarter of the old one) supersedes without a change word, even from a weaker hit; another thing weighed, another
+  quantity in the same unit, a far-off value or the same value restated does not.
 - ``subject``: a newer line sharing none of the query's words but very close to the older line by meaning states
   the same thing; a close line about another subject does not.
 
-The workspaces of ``history``, ``measure`` and ``subject`` also hold ``FILLER``, a few unrelated notes (and
+The workspaces of ``history``, ``measure``, ``subject`` and ``remeasure`` also hold ``FILLER``, a few unrelated notes (and
 two ``promote`` cases hold ``PROMOTE_FILLER``).
 
-``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject`` whether the older note carries
+``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/``remeasure`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
 whether the ``old`` note ranks first. Prints one row per case and a tally.
 
@@ -466,6 +469,46 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-07-01.md": "# 2026-07-01\n\n- Switched the home contents cover to ANWB, now 12 euros a "
                                        "month instead of 15.\n"},
      "query": "Which company insures the car?", "old": "memory/2026-01-20.md"},
+    # ---- remeasure: fires (a later day measures the same quantity again, no change word, often without the asked word)
+    {"rule": "remeasure", "id": "r1", "expect": True,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Weighed Pip (our beagle) on the bathroom scale: 11.4 kg.\n"
+                                       "- Paid the window cleaner.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Pip at the vet for his jab: healthy teeth, 11.9 kg, nails "
+                                       "clipped.\n"},
+     "query": "How much does Pip weigh?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r2", "expect": True,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
+               "memory/2026-06-03.md": "# 2026-06-03\n\n- Lotte's school check-up: eyesight fine, 123 cm, a bit "
+                                       "light for her age.\n"},
+     "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
+    {"rule": "remeasure", "id": "r3", "expect": True,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- Resting heart rate on the watch this week: 61 bpm.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Sports doctor check: ECG normal, 56 bpm at rest, cleared "
+                                       "for the marathon.\n"},
+     "query": "What is my resting heart rate?", "old": "memory/2026-03-01.md"},
+    # ---- remeasure: near-misses (another thing weighed; another quantity of the subject in the same unit; a far-off
+    # value in the same unit; the same value restated)
+    {"rule": "remeasure", "id": "r4", "expect": False,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Weighed Pip (our beagle) on the bathroom scale: 11.4 kg.\n"
+                                       "- Paid the window cleaner.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Weighed the big suitcase on the bathroom scale: 11.8 kg, "
+                                       "under the limit.\n"},
+     "query": "How much does Pip weigh?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r5", "expect": False,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
+               "memory/2026-06-03.md": "# 2026-06-03\n\n- Sports day: Lotte jumped 121 cm in the standing long "
+                                       "jump.\n"},
+     "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
+    {"rule": "remeasure", "id": "r6", "expect": False,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Pip eats 300 g of kibble a day, split over two meals.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Pip got a 40 g dental chew at the vet; his kibble bag is "
+                                       "nearly empty.\n"},
+     "query": "How much kibble does Pip eat a day?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r7", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- Resting heart rate on the watch this week: 61 bpm.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Sports doctor check: ECG normal, 61 bpm at rest, cleared "
+                                       "for the marathon.\n"},
+     "query": "What is my resting heart rate?", "old": "memory/2026-03-01.md"},
 ]
 
 
@@ -476,7 +519,8 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     from symi_memory.config.fields import deep_merge
 
     ws = root / "ws"
-    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject") else case["notes"]
+    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject",
+                                                                   "remeasure") else case["notes"]
     for rel, text in notes.items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -510,7 +554,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
     ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
-                                       "subject"], default=None)
+                                       "subject", "remeasure"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:
