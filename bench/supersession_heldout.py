@@ -509,6 +509,22 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-05-18.md": "# 2026-05-18\n\n- Sports doctor check: ECG normal, 61 bpm at rest, cleared "
                                        "for the marathon.\n"},
      "query": "What is my resting heart rate?", "old": "memory/2026-03-01.md"},
+    # ---- remeasure, written after r4 showed the need for the name guard (before running these): another named dog
+    # weighed (no), a cat named only in the older note beside the filler's unnamed cat's weight (no), the named cat
+    # weighed again at the vet (yes)
+    {"rule": "remeasure", "id": "r8", "expect": False,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Weighed Pip (our beagle) on the bathroom scale: 11.4 kg.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Dog-sitting Bo for the neighbours; weighed him on the "
+                                       "bathroom scale for his food: 11.7 kg.\n"},
+     "query": "How much does Pip weigh?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r9", "expect": False,
+     "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- Tijger (Mara's cat) is 4.6 kg on the kitchen scale.\n"},
+     "query": "How much does Tijger weigh?", "old": "memory/2026-03-10.md"},
+    {"rule": "remeasure", "id": "r10", "expect": True,
+     "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- Tijger (Mara's cat) is 4.6 kg on the kitchen scale.\n",
+               "memory/2026-06-15.md": "# 2026-06-15\n\n- Tijger's vaccination at the vet: all fine, 4.9 kg, next "
+                                       "jab in a year.\n"},
+     "query": "How much does Tijger weigh?", "old": "memory/2026-03-10.md"},
 ]
 
 
