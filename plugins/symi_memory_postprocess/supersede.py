@@ -26,7 +26,9 @@ from symi_memory.supersession import (
     cosine,
     focus_lines,
     gives_new_measure,
+    query_names,
     query_score,
+    remeasured,
     remembered_lines,
     rescheduled,
     salient,
@@ -69,6 +71,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id), analysed.get(c.id))
                  for c in candidates]
     weights = term_weights(qterms, all_lines)
+    names = query_names(query)
     focus: dict[int, list[Line]] = {}
     for i, lines in enumerate(all_lines):
         found = focus_lines(lines, qterms)
@@ -90,7 +93,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     places = [(c.path, c.start_line) for c in candidates]
     # The lines a weaker newer hit could demote with (saying a value changed), and those of an older hit such a
     # line could change (a quantity or a plan's day): most hits have none, and their pairs end here.
-    changers = {j: [b for b in focus[j] if b.change and (b.quantities or b.days)] for j in idx}
+    changers = {j: [b for b in focus[j] if (b.change and (b.quantities or b.days)) or _measured(b)] for j in idx}
     # What same_thing needs first (a past state, a stated change, a plan's day or a quantity in both), per hit:
     # a pair whose lines cannot have it is never the same thing, so it is not looked at (most pairs end here).
     past = {i: any(a.historical for a in all_lines[i]) for i in idx}
@@ -112,7 +115,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     continue
                 if i not in valued:
                     valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
-                if not _says_measure_changed(valued[i], changers[j]):
+                if not _says_measure_changed(valued[i], changers[j], t, names):
                     continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -177,10 +180,11 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
                     if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                            b.change and (gives_new_measure(a.quantities, b.quantities)
-                                          or rescheduled(a, b)) and (lc is None or lc >= t.line_vector)):
+                            (b.change and (gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b))
+                             and (lc is None or lc >= t.line_vector))
+                            or (remeasured(a, b, t, names) and (lc is None or lc >= t.conflict_line_vector))):
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
-                    if same_thing(a, b, cos, t, weights, lc):
+                    if same_thing(a, b, cos, t, weights, lc, names):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
         if chosen is not None:
@@ -213,12 +217,19 @@ def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int],
                                and all(t in c.terms for t in asked) for c in lines)
 
 
-def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
+def _measured(line: Line) -> bool:
+    """True when a line gives a measured quantity (a value with a unit, or a ratio)."""
+    return any(" " in kind for kind in line.quantities)
+
+
+def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line], t: Thresholds,
+                          names: frozenset[str]) -> bool:
     """True when a line of ``newer`` says something changed and gives a value of a measured quantity (with a unit,
-    or a ratio) that a line of ``older`` gives another value of (:func:`gives_new_measure`), or moves a plan's day that it gives (:func:`rescheduled`): what
-    lets a weaker newer hit demote an older one."""
-    return any(b.change and (b.quantities or b.days) and any(
-        gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b) for a in older) for b in newer)
+    or a ratio) that a line of ``older`` gives another value of (:func:`gives_new_measure`), or moves a plan's day that it gives (:func:`rescheduled`), or
+    measures one of its quantities again on a later day (:func:`remeasured`, no change word needed): what lets a
+    weaker newer hit demote an older one."""
+    return any(any((b.change and (gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b)))
+                   or remeasured(a, b, t, names) for a in older) for b in newer)
 
 
 @attrs.frozen
