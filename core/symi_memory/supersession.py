@@ -818,9 +818,9 @@ def remeasured(a: Line, b: Line, t: Thresholds = THRESHOLDS, names: frozenset[st
     """True when newer line ``b``, written on a later day, measures again a quantity that ``a`` gives: a value with
     the same unit and shape, none of ``a``'s values of it, and one within ``remeasure_spread`` of one of them (13.6
     kg, then "coat good, 13.2 kg" at a vet check), naming each name of the question's subject (``names``,
-    :func:`query_names`) that ``a`` names (a suitcase weighed on the same scale is not the dog). Without a change word that is what says a measured value moved;
-    the same unit with a far-off value (a 40 mg tablet, then an 8 mg one; a 14,400 pound target, then a 1,046 pound
-    payment) is as likely another thing measured."""
+    :func:`query_names`) that ``a`` names (a suitcase weighed on the same scale is not the dog). Without a change
+    word that is what says a measured value moved; the same unit with a far-off value (a 40 mg tablet, then an 8 mg
+    one; a 14,400 pound target, then a 1,046 pound payment) is as likely another thing measured."""
     if b.moment[0] < a.moment[0] + DAY or not (a.terms & names) <= b.terms:
         return False  # not a later day, or the newer line lacks a name of the question's subject the older one gives
     for kind, vals in a.quantities.items():
