@@ -525,6 +525,46 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-06-15.md": "# 2026-06-15\n\n- Tijger's vaccination at the vet: all fine, 4.9 kg, next "
                                        "jab in a year.\n"},
      "query": "How much does Tijger weigh?", "old": "memory/2026-03-10.md"},
+    # ---- remeasure, written (branch asof16b) after r5 ("jumped 121 cm" marked "118 cm tall" replaced) and before
+    # running them: the newer value labelled by a word the older line or the question uses, or by a reading verb
+    # (fires: r11-r13); the newer value labelled as another thing measured (silent: r14-r17)
+    {"rule": "remeasure", "id": "r11", "expect": True,
+     "notes": {"memory/2026-01-12.md": "# 2026-01-12\n\n- Marked Tomás's height on the kitchen door frame: 131 cm.\n",
+               "memory/2026-05-20.md": "# 2026-05-20\n\n- School nurse visit for Tomás: hearing fine, height 134 cm, "
+                                       "glasses to be checked.\n"},
+     "query": "How tall is Tomás?", "old": "memory/2026-01-12.md"},
+    {"rule": "remeasure", "id": "r12", "expect": True,
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- The bathroom humidity meter shows 71 percent after "
+                                       "showers.\n",
+               "memory/2026-03-15.md": "# 2026-03-15\n\n- A week with the dehumidifier running: the bathroom meter "
+                                       "reads 64 percent.\n"},
+     "query": "How humid is the bathroom?", "old": "memory/2026-02-03.md"},
+    {"rule": "remeasure", "id": "r13", "expect": True,
+     "notes": {"memory/2026-01-20.md": "# 2026-01-20\n\n- Saffie (the rabbit) in a shoebox on the kitchen scale: "
+                                       "2.1 kg.\n",
+               "memory/2026-04-02.md": "# 2026-04-02\n\n- Saffie weighs 2.3 kg after the winter; the vet is happy "
+                                       "with her teeth.\n"},
+     "query": "How much does Saffie weigh?", "old": "memory/2026-01-20.md"},
+    {"rule": "remeasure", "id": "r14", "expect": False,
+     "notes": {"memory/2026-02-10.md": "# 2026-02-10\n\n- Measured Noor against the door frame: 104 cm.\n",
+               "memory/2026-04-18.md": "# 2026-04-18\n\n- Noor's school desk is 98 cm wide, too small for her "
+                                       "drawing pad.\n"},
+     "query": "How tall is Noor?", "old": "memory/2026-02-10.md"},
+    {"rule": "remeasure", "id": "r15", "expect": False,
+     "notes": {"memory/2026-01-08.md": "# 2026-01-08\n\n- Kees (our tabby) on the kitchen scale: 5.2 kg.\n",
+               "memory/2026-03-02.md": "# 2026-03-02\n\n- Ordered Kees's kidney diet: a 5.5 kg sack, delivery on "
+                                       "Friday.\n"},
+     "query": "How much does Kees weigh?", "old": "memory/2026-01-08.md"},
+    {"rule": "remeasure", "id": "r16", "expect": False,
+     "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Jip's temperature this morning: 38.4 degrees, a bit "
+                                       "warm.\n",
+               "memory/2026-03-09.md": "# 2026-03-09\n\n- Gave Jip his bath with the water at 37.5 degrees on the "
+                                       "duck thermometer.\n"},
+     "query": "What is Jip's temperature?", "old": "memory/2026-03-04.md"},
+    {"rule": "remeasure", "id": "r17", "expect": False,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
+               "memory/2026-06-03.md": "# 2026-06-03\n\n- Lotte's standing long jump at sports day: 121 cm.\n"},
+     "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
 ]
 
 
