@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from symi_memory.supersession import remeasured, split_lines
+from symi_memory.supersession import remeasured, salient, split_lines
 
 FILLER = {
     "memory/2026-01-06.md": "# 2026-01-06\n\n- Paid the council tax; the second instalment is due in March.\n",
@@ -29,6 +29,23 @@ def test_a_later_day_measuring_the_same_quantity_again_is_a_remeasurement() -> N
     # The newer line must name the question's subject when the older one does.
     assert remeasured(old, _line("memory/2026-04-10.md", "- Mochi at the vet: 10.1 kg."), names=frozenset({"mochi"}))
     assert not remeasured(old, _line("memory/2026-04-10.md", "- Kuro at the vet: 10.1 kg."), names=frozenset({"mochi"}))
+
+
+def test_a_value_labelled_as_another_thing_measured_is_no_remeasurement() -> None:
+    old = _line("memory/2026-01-10.md", "- Measured Fenna against the hallway door: 112 cm tall.")
+    asked = salient("How tall is Fenna?")
+    # The newer value's own label (the word before it in its clause, or right after its unit) names another thing.
+    assert not remeasured(old, _line("memory/2026-05-02.md", "- School games: Fenna jumped 117 cm in the long jump."),
+                          asked=asked)
+    assert not remeasured(old, _line("memory/2026-05-02.md", "- Fenna's new bunk bed is 118 cm wide."), asked=asked)
+    # Alone in its clause, or labelled by the older line's or the question's words or a reading verb: measured again.
+    assert remeasured(old, _line("memory/2026-05-02.md", "- Fenna at the GP: ears fine, 117 cm, growing fast."),
+                      asked=asked)
+    assert remeasured(old, _line("memory/2026-05-02.md", "- Fenna is 117 cm tall at the GP."), asked=asked)
+    assert remeasured(old, _line("memory/2026-05-02.md", "- The GP measured Fenna: height 117 cm."),
+                      asked=salient("What is Fenna's height?"))
+    assert remeasured(old, _line("memory/2026-05-02.md", "- The school nurse measured 117 cm for Fenna."),
+                      asked=asked)
 
 
 def _marked(tmp_path, notes: dict[str, str], query: str, old: str):  # type: ignore[no-untyped-def]
@@ -72,4 +89,14 @@ def test_another_dog_weighed_on_the_same_scale_leaves_the_old_weight_unmarked(tm
                              "memory/2026-04-10.md": "# 2026-04-10\n\n- Weighed Kuro (the neighbours' shiba) on our "
                                                      "bathroom scale: 10.1 kg.\n"},
                   "How much does Mochi weigh?", "memory/2026-02-01.md")
+    assert got is None
+
+
+def test_a_jump_in_the_same_unit_leaves_the_old_height_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Same unit, a close value, a later day, the child named: but the newer value is a jump, not a height.
+    got = _marked(tmp_path, {"memory/2026-01-10.md": "# 2026-01-10\n\n- Measured Fenna against the hallway door: "
+                                                     "112 cm tall.\n",
+                             "memory/2026-05-02.md": "# 2026-05-02\n\n- School games: Fenna jumped 117 cm in the "
+                                                     "long jump, third of her class.\n"},
+                  "How tall is Fenna?", "memory/2026-01-10.md")
     assert got is None

@@ -115,7 +115,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     continue
                 if i not in valued:
                     valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
-                if not _says_measure_changed(valued[i], changers[j], t, names):
+                if not _says_measure_changed(valued[i], changers[j], t, names, qterms):
                     continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -182,7 +182,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if candidates[j].score < t.score_ratio * candidates[i].score and not (
                             (b.change and (gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b))
                              and (lc is None or lc >= t.line_vector))
-                            or (remeasured(a, b, t, names) and (lc is None or lc >= t.conflict_line_vector))):
+                            or (remeasured(a, b, t, names, qterms) and (lc is None or lc >= t.conflict_line_vector))):
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
                     if same_thing(a, b, cos, t, weights, lc, names):
                         if chosen is None or b.moment > chosen[2].moment:
@@ -223,13 +223,13 @@ def _measured(line: Line) -> bool:
 
 
 def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line], t: Thresholds,
-                          names: frozenset[str]) -> bool:
+                          names: frozenset[str], asked: frozenset[str]) -> bool:
     """True when a line of ``newer`` says something changed and gives a value of a measured quantity (with a unit,
     or a ratio) that a line of ``older`` gives another value of (:func:`gives_new_measure`), or moves a plan's day that it gives (:func:`rescheduled`), or
     measures one of its quantities again on a later day (:func:`remeasured`, no change word needed): what lets a
     weaker newer hit demote an older one."""
     return any(any((b.change and (gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b)))
-                   or remeasured(a, b, t, names) for a in older) for b in newer)
+                   or remeasured(a, b, t, names, asked) for a in older) for b in newer)
 
 
 @attrs.frozen
