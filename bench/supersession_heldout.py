@@ -31,13 +31,16 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
   quantity in the same unit, a far-off value or the same value restated does not.
 - ``subject``: a newer line sharing none of the query's words but very close to the older line by meaning states
   the same thing; a close line about another subject does not.
+- ``until``: in an "as of" search, a line saying a state held until a day after the date ("Until 2026-03-15 the
+  provider was ...") that a note written after the date supersedes takes that later note's score; a state that
+  ended before the date, or a past state giving no day, does not.
 
 The workspaces of ``history``, ``measure``, ``subject`` and ``remeasure`` also hold ``FILLER``, a few unrelated notes (and
 two ``promote`` cases hold ``PROMOTE_FILLER``).
 
 ``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/``remeasure`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
-whether the ``old`` note ranks first. Prints one row per case and a tally.
+whether the ``old`` note ranks first (also ``until``). Prints one row per case and a tally.
 
     python bench/supersession_heldout.py [--provider local]
 """
@@ -565,6 +568,57 @@ CASES: list[dict[str, Any]] = [
      "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
                "memory/2026-06-03.md": "# 2026-06-03\n\n- Lotte's standing long jump at sports day: 121 cm.\n"},
      "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
+    # ---- until: fires (branch asof16b; written before running them). In an "as of" search, a line saying a state
+    # held until a day after the date, superseded by a note written after the date (left out), ranks first: it
+    # takes the score of that later version, above an earlier note that mentions the subject without the answer.
+    {"rule": "until", "id": "u1", "expect": True, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/house.md": "# House\n\n## Internet\n- Provider: Odido fibre, 1 Gbit/s, router in the meter "
+                                  "cupboard.\n\n## History\n- Until 2026-03-15 the internet provider was Ziggo cable, "
+                                  "250 Mbit/s, with the modem in the hallway.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- The internet dropped twice during the video call; the "
+                                       "modem in the hallway needed a restart.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/house.md"},
+    {"rule": "until", "id": "u2", "expect": True, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/2026-01-08.md": "# 2026-01-08\n\n- Until 2026-04-30 Sofia's swimming lessons are on Tuesdays "
+                                       "at 17:00 at De Kwakel; then the pool closes for renovation.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- Sofia forgot her swimming goggles again; bought a new pair "
+                                       "at the pool.\n",
+               "memory/2026-05-02.md": "# 2026-05-02\n\n- Sofia's swimming lessons moved to Thursdays at 16:30 at the "
+                                       "Sportfondsenbad now that De Kwakel is closed.\n"},
+     "query": "When are Sofia's swimming lessons?", "old": "memory/2026-01-08.md"},
+    {"rule": "until", "id": "u3", "expect": True, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/people.md": "# People\n\n## Household help\n- Cleaner: Joost from Schoonmaakbedrijf Glans, on "
+                                   "Mondays.\n- Until 2026-05-31 our cleaner was Marta, every other Friday morning.\n",
+               "memory/2026-03-24.md": "# 2026-03-24\n\n- The cleaner could not come this week; the kitchen floor "
+                                       "badly needs it.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Marta "
+                                       "has retired.\n"},
+     "query": "Who is our cleaner?", "old": "memory/people.md"},
+    # ---- until: near-misses (the state ended before the date, or the past state gives no day): the note that
+    # answered on the date ranks first, not the past state
+    {"rule": "until", "id": "u4", "expect": False, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/house.md": "# House\n\n## History\n- Until 2026-02-08 the internet provider was KPN DSL, 40 "
+                                  "Mbit/s.\n- The old KPN modem is in the attic.\n",
+               "memory/2026-02-09.md": "# 2026-02-09\n\n- Ziggo cable installed: 250 Mbit/s, modem in the "
+                                       "hallway.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/house.md"},
+    {"rule": "until", "id": "u5", "expect": False, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/people.md": "# People\n\n## Household help\n- Previously our cleaner was Marta, every other "
+                                   "Friday morning.\n",
+               "memory/2026-02-01.md": "# 2026-02-01\n\n- New cleaner from today: Ilona, Mondays at 09:00; Marta "
+                                       "stopped.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Ilona "
+                                       "moved to Utrecht.\n"},
+     "query": "Who is our cleaner?", "old": "memory/people.md"},
 ]
 
 
@@ -598,7 +652,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     old = [h for h in ranked if h["path"] == case["old"]]
     if case["rule"] == "asof":
         seen = not old
-    elif case["rule"] in ("held", "promote", "later"):
+    elif case["rule"] in ("held", "promote", "later", "until"):
         seen = bool(ranked) and ranked[0]["path"] == case["old"]
     else:
         seen = bool(old) and "supersededBy" in old[0]
@@ -610,7 +664,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
     ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
-                                       "subject", "remeasure"], default=None)
+                                       "subject", "remeasure", "until"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:
