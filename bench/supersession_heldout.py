@@ -619,6 +619,57 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Ilona "
                                        "moved to Utrecht.\n"},
      "query": "Who is our cleaner?", "old": "memory/people.md"},
+    # ---- until, written after u1-u5 showed that a small note ranks first on its own (its past line shares the
+    # chunk with everything else) and before running these: the past state sits in a note of past states, below
+    # an earlier note that mentions the subject without the answer. Fires: u6, u7; near-misses: u8 (the state
+    # ended before the date), u9 (the past state is another cleaner's, the window cleaner's).
+    {"rule": "until", "id": "u6", "expect": True, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-05-31 our cleaner was Marta, every other Friday "
+                                    "morning.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-03-24.md": "# 2026-03-24\n\n- The cleaner could not come this week; the kitchen floor "
+                                       "badly needs it.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Marta "
+                                       "has retired.\n"},
+     "query": "Who is our cleaner?", "old": "memory/history.md"},
+    {"rule": "until", "id": "u7", "expect": True, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-03-15 the internet provider was Ziggo cable, 250 "
+                                    "Mbit/s.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- The internet dropped twice during the video call; the "
+                                       "modem in the hallway needed a restart.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/history.md"},
+    {"rule": "until", "id": "u8", "expect": False, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-02-08 the internet provider was KPN DSL, 40 "
+                                    "Mbit/s.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-02-09.md": "# 2026-02-09\n\n- Ziggo cable installed today: 250 Mbit/s, our new internet "
+                                       "provider.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/history.md"},
+    {"rule": "until", "id": "u9", "expect": False, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-05-31 our window cleaner was Henk, every first "
+                                    "Monday.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-02-01.md": "# 2026-02-01\n\n- New cleaner from today: Ilona, Mondays at 09:00.\n",
+               "memory/2026-06-10.md": "# 2026-06-10\n\n- The new window cleaner, Sem, did all the windows for 45 "
+                                       "euros; Henk has stopped.\n"},
+     "query": "Who is our cleaner?", "old": "memory/history.md"},
 ]
 
 
