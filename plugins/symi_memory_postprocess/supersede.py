@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory.chronology import DAY
 from symi_memory.specs import LineVector, PostProcessContext
 from symi_memory.supersession import (
     THRESHOLDS,
@@ -359,6 +360,33 @@ def _promote(found: Mapping[int, tuple[int, Line, Line]], head: Sequence[Candida
         score[j] = max(score[j], head[k].score)
 
 
+def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate], vectors: Mapping[str, Sequence[float]],
+                    ctx: PostProcessContext, t: Thresholds, written: Mapping[str, tuple[float, float]] | None,
+                    analysis: Mapping[str, bytes] | None) -> dict[int, float]:
+    """``{index in head: score}`` for each result of an "as of" search (``head``) whose line saying a state held
+    until a day at or after the date ("Until 2026-06-20 the router was the FRITZ!Box ...") a hit of ``later``
+    (left out as written after the date) supersedes, judged as of now: the score of that later version. The
+    question matches the fact as it was worded later ("Wi-Fi SSIDs: ..." in June); on the date the past state
+    was the fact, so it answers in the later version's place (:meth:`Supersession.process`)."""
+    cutoff = ctx.as_of or 0.0
+    held = {k for k, c in enumerate(head) if any(
+        _held_until(ln, cutoff) for ln in split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id),
+                                                     (analysis or {}).get(c.id)))}
+    if not held:
+        return {}  # most "as of" searches: no result gives a past state that ended after the date
+    pool = list(head) + list(later)
+    found = find_supersessions(pool, vectors, ctx.query, t, written, None, ctx.line_vectors, ctx.query_vector,
+                               analysis)
+    return {k: pool[n].score for k, (n, a, _b) in found.items() if k in held and n >= len(head)
+            and _held_until(a, cutoff)}
+
+
+def _held_until(line: Line, cutoff: float) -> bool:
+    """True when ``line`` is a past state whose end date is at or after ``cutoff``'s day: it held then (the test
+    :func:`symi_memory.supersession.as_of_state` makes)."""
+    return line.historical and not line.change and bool(line.dates) and min(line.dates) >= cutoff - DAY
+
+
 def _current(found: Mapping[int, tuple[int, Line, Line]], k: int) -> int:
     """The end of ``k``'s supersession chain: the version nothing newer supersedes."""
     while k in found:
@@ -378,22 +406,26 @@ class Supersession:
         return cls(attrs.evolve(THRESHOLDS, window=int(cfg.get("window", THRESHOLDS.window))))
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
-        if len(candidates) < 2 or ctx.vectors is None:
+        # In an "as of" search, the hits left out as written after the date may be later versions of a result.
+        later = sorted(ctx.left_out, key=lambda c: -c.score)[: self.thresholds.window] if ctx.as_of is not None else []
+        if not candidates or len(candidates) + len(later) < 2 or ctx.vectors is None:
             return list(candidates)
         order = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
         top = order[: self.thresholds.window]
         head = [candidates[i] for i in top]
-        vectors = ctx.vectors([c.id for c in head])
-        written = ctx.written_at(head) if ctx.written_at is not None else None
+        pool = head + later
+        vectors = ctx.vectors([c.id for c in pool])
+        written = ctx.written_at(pool) if ctx.written_at is not None else None
         analysis = None
         if ctx.line_analysis is not None and not asks_about_past(ctx.query):
             # One read for the candidates whose lines are not remembered from an earlier search.
-            wanted = [c.id for c in head if (written and c.id in written)
+            wanted = [c.id for c in pool if (written and c.id in written)
                       or not remembered_lines(c.path, c.start_line, c.text, c.mtime)]
             analysis = ctx.line_analysis(wanted) if wanted else None
         found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of,
-                                   ctx.line_vectors, ctx.query_vector, analysis)
-        if not found:
+                                   ctx.line_vectors, ctx.query_vector, analysis) if len(head) > 1 else {}
+        outgrown = _later_versions(head, later, vectors, ctx, self.thresholds, written, analysis) if later else {}
+        if not found and not outgrown:
             return list(candidates)
         # Each older version ranks just below what supersedes it: hits in between keep their order, nothing
         # unrelated climbs. In an "as of" search (or with ``promote``) the current version also takes the best
@@ -401,6 +433,11 @@ class Supersession:
         score = {k: c.score for k, c in enumerate(head)}
         if self.thresholds.promote or ctx.as_of is not None:
             _promote(found, head, score)
+        # In an "as of" search a past state that still held on the date takes the score of its later version left
+        # out (written after the date): the version current then answers in its place.
+        for k, best in outgrown.items():
+            j = _current(found, k)
+            score[j] = max(score[j], best)
         changed = True
         while changed:  # terminates: "supersedes" only points at strictly newer hits
             changed = False
