@@ -28,7 +28,8 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
   meeting or the same ratio restated does not.
 - ``remeasure``: a later day's line measuring the same quantity again (another value, same unit and shape, within a
   quarter of the old one) supersedes without a change word, even from a weaker hit; another thing weighed, another
-  quantity in the same unit, a far-off value or the same value restated does not.
+  quantity in the same unit (a value labelled by a word neither the older line nor the question uses: "jumped 121
+  cm", "98 cm wide"), a far-off value or the same value restated does not.
 - ``subject``: a newer line sharing none of the query's words but very close to the older line by meaning states
   the same thing; a close line about another subject does not.
 - ``until``: in an "as of" search, a line saying a state held until a day after the date ("Until 2026-03-15 the
