@@ -72,6 +72,14 @@ LOAD_BLOCK = 65_536
 # across threads, and on a busy machine waking them cost 5-30 ms against about 1 ms for the product itself.
 SMALL_SCAN_ROWS = 32_768
 HALF_BLOCK = 8_192  # rows quantized at a time (12 MB at 384-d): the load peaks near the quantized copy
+# An int8 copy that does not keep the float32 rows (from HALF_AUTO_MIN vectors) keeps a second int8 code per
+# value up to this many scan rows: each row's code error, quantized with the row's own scale (a float32 a row).
+# Codes plus residual give scores within about 1/250 of the int8 bound, computed from memory for the rows the
+# scan returns, so only the chunks that can still be in the top k (k and a few) are read from SQLite for their
+# float32 scores, instead of every chunk in the int8 bound's band (about 330 reads at 100k for k = 80, 2 ms of
+# a 10 ms vectors.search). Memory: the codes' size again (38 MB at 100k x 384-d). Above this many rows the
+# scan (60 ms at 1M) dwarfs the reads, and the residual would cost 384 MB at 1M: not kept.
+FINE_MAX_ROWS = 262_144
 
 
 def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
@@ -151,6 +159,15 @@ class _Quantized:
     #: The normalised float32 rows of the scan (in scan order) when kept in memory for the rescoring
     #: (below ``HALF_AUTO_MIN``); None: the rescoring reads the stored vectors.
     rows: Any = None
+    #: int8 codes of each row's code error (code units) with a per-row scale ``fine_scale`` (NaN for a
+    #: non-finite stored vector), when kept (:data:`FINE_MAX_ROWS`): ``codes + fine * fine_scale`` is the
+    #: row times ``scale`` within ``fine_err_dim`` / ``fine_err_row`` (same units as ``err_dim`` / ``err_row``).
+    fine: Any = None
+    fine_scale: Any = None
+    fine_err_dim: Any = None
+    fine_err_row: float = 0.0
+    #: The scan's int8 codes as a numpy view of faiss's own (uint8: code + 128), when ``fine`` is kept.
+    codes: Any = None
 
 
 @attrs.define
@@ -194,6 +211,10 @@ class ExactVectors:
         """True when the int8 copy of ``n`` rows keeps the float32 rows in memory for its rescoring."""
         return self.scan == "auto" and n < HALF_AUTO_MIN
 
+    def _keeps_fine(self, n: int) -> bool:
+        """True when the int8 copy of ``n`` rows keeps its rows' residual codes (it does not keep float32 rows)."""
+        return not self._keeps_rows(n) and n <= FINE_MAX_ROWS
+
     def _load(self, generation: int) -> None:
         import numpy as np
 
@@ -217,9 +238,15 @@ class ExactVectors:
 
         kept: Any = None  # the float32 rows kept for the rescoring (below HALF_AUTO_MIN)
         kept_fill = 0
+        fine: Any = None  # residual codes (int8, per-row scale) kept to narrow the rescoring (up to FINE_MAX_ROWS)
+        fine_scale: Any = None
+        fine_err_dim: Any = None
+        fine_err_row = 0.0
+        fine_fill = 0
 
         def add_block(rows: Any) -> None:
             nonlocal scale, err_dim, err_row, code_row, kept, kept_fill
+            nonlocal fine, fine_scale, fine_err_dim, fine_err_row, fine_fill
             _normalise(rows)
             if kept is not None:
                 # As the float32 scan holds them (a non-finite row stays NaN there, and ranks last when rescored).
@@ -250,6 +277,30 @@ class ExactVectors:
                 err -= x  # the code error, in code units
                 err_dim_block = np.abs(err).max(axis=0) / scale
                 code_row = max(code_row, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
+                if fine is not None:
+                    # The code error again in int8, on each row's own scale (at most half a code unit, more
+                    # for a clipped row): what is left of it is about 1/254 of the error.
+                    top_err = np.abs(err).max(axis=1)
+                    top_err[top_err == 0] = 1.0
+                    step = (top_err / INT8_MAX).astype(np.float32)
+                    y = err / step[:, None]
+                    np.rint(y, out=y)
+                    left = y * step[:, None]
+                    np.subtract(err, left, out=left)
+                    block_err_dim = np.abs(left).max(axis=0) / scale
+                    fine_err_dim = block_err_dim if fine_err_dim is None else np.maximum(fine_err_dim, block_err_dim)
+                    fine_err_row = max(fine_err_row, float(np.sqrt(np.einsum("ij,ij->i", left, left).max())))
+                    del left
+                    step[bad] = np.nan  # scanned as a zero row, scored as NaN: a refined score says nothing
+                    codes_y = y.astype(np.int8)
+                    if fine_fill + len(rows) > fine.shape[0]:  # rows written since the count
+                        fine = np.concatenate([fine[:fine_fill], codes_y])
+                        fine_scale = np.concatenate([fine_scale[:fine_fill], step])
+                    else:
+                        fine[fine_fill : fine_fill + len(rows)] = codes_y
+                        fine_scale[fine_fill : fine_fill + len(rows)] = step
+                    fine_fill += len(rows)
+                    del y, codes_y
             else:
                 x = rows
                 err = index.sa_decode(index.sa_encode(rows))
@@ -274,6 +325,9 @@ class ExactVectors:
                     buf = np.empty((min(max(expected, 1), HALF_BLOCK), dims), dtype=np.float32)
                     if kind == "int8" and self._keeps_rows(expected):
                         kept = np.empty((max(expected, 1), dims), dtype=np.float32)
+                    elif kind == "int8" and self._keeps_fine(expected):
+                        fine = np.empty((max(expected, 1), dims), dtype=np.int8)
+                        fine_scale = np.empty(max(expected, 1), dtype=np.float32)
                 else:
                     buf = np.empty((max(expected, 1), dims), dtype=np.float32)
             if len(blob) != dims * 4:
@@ -310,7 +364,9 @@ class ExactVectors:
             index=index, kind=kind, generation=generation, ids=ids, offsets=offsets if has_units else None,
             chunk_ids=ids[offsets], vids=np.frombuffer(vids_list, dtype=np.int64), scale=scale,
             err_dim=np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim, err_row=err_row,
-            code_row=code_row, rows=None if kept is None else kept[:kept_fill])
+            code_row=code_row, rows=None if kept is None else kept[:kept_fill],
+            **({} if fine is None or index.ntotal != fine_fill else _fine_fields(
+                index, fine[:fine_fill], fine_scale[:fine_fill], fine_err_dim, fine_err_row, dims)))
         with self._lock:
             self._ids = ids
             self._offsets = offsets if has_units else None
@@ -462,14 +518,8 @@ class ExactVectors:
         """
         import numpy as np
 
-        offsets, vids, generation = copy.offsets, copy.vids, copy.generation
-        segs = np.asarray(segs, dtype=np.int64)
-        if offsets is None:
-            rows = segs
-        else:
-            ends = np.append(offsets[1:], len(vids))
-            lengths = ends[segs] - offsets[segs]
-            rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        vids, generation = copy.vids, copy.generation
+        rows, starts = _segment_rows(copy, segs)
         if copy.rows is not None:
             m = copy.rows[rows]  # the rows as the float32 scan holds them: normalised already
         else:
@@ -481,10 +531,38 @@ class ExactVectors:
         # float32 and a quantized scan order near-ties alike, and copies of one vector tie wherever they sit
         # in the batch (a matrix product gave them scores a few ulps apart, by position).
         cos = _nan_last(np.einsum("ij,j->i", m, q))
-        if offsets is None:
+        if starts is None:
             return cos
-        starts = np.cumsum(lengths) - lengths
         return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+
+    def _refined(self, copy: _Quantized, segs: Any, r: Any) -> Any:
+        """Scores of these scan segments from the int8 codes plus their residual codes (memory only), within
+        :meth:`_fine_bound` of the float32 ones; NaN for a segment holding a non-finite stored vector."""
+        import numpy as np
+
+        rows, starts = _segment_rows(copy, segs)
+        x = copy.codes[rows]
+        np.bitwise_xor(x, 0x80, out=x)  # faiss stores a signed code c as c + 128
+        cos = x.view(np.int8).astype(np.float32) @ r
+        cos += copy.fine_scale[rows] * (copy.fine[rows].astype(np.float32) @ r)
+        if starts is None:
+            return cos
+        return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+
+    @staticmethod
+    def _fine_bound(copy: _Quantized, q: Any, r: Any) -> float:
+        """The most a refined score (:meth:`_refined`) can differ from the float32 one: Cauchy-Schwarz on what is
+        left of each row's code error after its residual code, as :meth:`_probe` bounds the scan's, plus the
+        rounding margin, and the rounding of the refined products themselves (float32, ``d`` terms each:
+        at most about ``d * 2**-24`` times the sum of the terms' sizes, which Cauchy-Schwarz bounds by the
+        largest row's norm in code units times ``|r|``)."""
+        import numpy as np
+
+        dims = q.shape[-1]
+        norm_r = float(np.linalg.norm(r))
+        first = float(np.abs(q) @ copy.fine_err_dim)
+        own = 1.01 * (dims + 4) * 2.0 ** -24 * (copy.code_row + copy.err_row) * norm_r
+        return min(first, norm_r * copy.fine_err_row) + slack(dims) + own
 
     def _exact_chunks(self, q: Any, rowids: Sequence[int]) -> dict[int, float] | None:
         """Exact scores of these chunk rowids that the current scan copy holds, read by stored id."""
@@ -517,6 +595,8 @@ class ExactVectors:
         """
         import numpy as np
 
+        if copy.fine is not None:
+            return self._search_refined(copy, q, k)
         quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
         ntotal = int(quant.ntotal)
         chunks = len(chunk_ids)
@@ -556,6 +636,72 @@ class ExactVectors:
             break
         rowids = chunk_ids[list(exact)]
         values = np.fromiter(exact.values(), dtype=np.float64, count=len(exact))
+        self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
+        top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
+        return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
+
+    def _search_refined(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
+        """:meth:`_search_quantized` for an int8 copy with residual codes: the band is narrowed in memory.
+
+        Every segment the scan returns gets a refined score (:meth:`_refined`) within ``fine`` of its float32
+        one. The k-th best of those minus ``fine``, ``floor``, is a lower bound of the true k-th best score;
+        a segment the scan did not return scores below it when the scan's last score is below
+        ``floor - bound`` (else the scan is asked for more). Only the segments whose refined score is within
+        ``fine`` of ``floor`` or above can be in the top k: those alone are rescored from the stored float32
+        vectors (about k of them), and the answer is the float32 scan's.
+        """
+        import numpy as np
+
+        quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
+        ntotal = int(quant.ntotal)
+        chunks = len(chunk_ids)
+        probe, unit, bound = self._probe(copy, q)
+        r = (q / copy.scale).astype(np.float32)
+        fine = self._fine_bound(copy, q, r)
+        spread = min(4.0, ntotal / max(1, chunks))
+        factor, least = RESCORE_WIDE[copy.kind]
+        wide = min(ntotal, max(int(max(k * factor, least) * spread), self._reach.get(k, 0) * 3 // 2))
+        need = min(k, chunks)
+        while True:
+            dist, pos = _one_thread_search(quant, probe, wide)
+            pos, dist = pos[0], dist[0] * unit
+            keep = pos >= 0
+            pos, dist = pos[keep], dist[keep]
+            if offsets is None:
+                segs = pos
+            else:
+                found = np.searchsorted(offsets, pos, side="right") - 1
+                segs = found[np.sort(np.unique(found, return_index=True)[1])]  # by their best row's scan score
+            # The first k segments by scan score give a first floor; only the segments the scan scores within
+            # the scan's bound of it can beat it, so only those are refined (about the int8 band, not all rows
+            # asked for). The floor over all refined segments is at least as high.
+            est = self._refined(copy, segs[:need], r)
+            low = est - fine
+            low[np.isnan(low)] = -np.inf
+            if len(low) >= need:
+                seg_dist = dist if offsets is None else None
+                first_cut = float(low.min()) - bound
+                more = segs[need:] if seg_dist is None else segs[need:][seg_dist[need:] >= first_cut]
+                if len(more):
+                    est = np.concatenate([est, self._refined(copy, more, r)])
+                    low = est - fine
+                    low[np.isnan(low)] = -np.inf
+                floor = float(np.partition(low, len(low) - need)[len(low) - need])
+            else:
+                floor = -np.inf
+            cut = floor - bound
+            if len(dist) and dist[-1] >= cut and wide < ntotal:
+                wide = min(ntotal, wide * 4)  # a chunk the scan did not return could still be in the top k
+                continue
+            segs = segs[: len(est)]
+            self._reach[k] = int(np.count_nonzero(dist >= cut))
+            band = segs[~(est + fine < floor)]  # NaN (a non-finite stored vector) is rescored: it ranks last
+            exact = self._segments(copy, band, q) if getattr(self._last, "current", False) else None
+            if exact is None:
+                return self._fallback(copy, q, k, chunk_ids[segs].tolist())
+            break
+        rowids = chunk_ids[band]
+        values = exact.astype(np.float64)
         self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
         top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
         return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
@@ -619,6 +765,7 @@ class ExactVectors:
             if quant is not None:
                 size = int(quant.index.ntotal) * int(quant.index.d) * (1 if quant.kind == "int8" else 2)
                 size += 0 if quant.rows is None else int(quant.rows.nbytes)
+                size += 0 if quant.fine is None else int(quant.fine.nbytes) + int(quant.fine_scale.nbytes)
             else:
                 size = int(self._matrix.nbytes) if loaded and self._matrix is not None else 0
             return {"loaded": loaded,
@@ -626,6 +773,31 @@ class ExactVectors:
                     "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
                     "scan": QUANTIZED[quant.kind] if quant is not None else "float32" if loaded else "none",
                     "bytes": size}
+
+
+def _segment_rows(copy: _Quantized, segs: Any) -> tuple[Any, Any]:
+    """(the scan rows of these segments, where each segment starts among them; None without units)."""
+    import numpy as np
+
+    offsets = copy.offsets
+    segs = np.asarray(segs, dtype=np.int64)
+    if offsets is None:
+        return segs, None
+    ends = np.append(offsets[1:], len(copy.vids))
+    lengths = ends[segs] - offsets[segs]
+    rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+    return rows, np.cumsum(lengths) - lengths
+
+
+def _fine_fields(index: Any, fine: Any, fine_scale: Any, err_dim: Any, err_row: float, dims: int) -> dict[str, Any]:
+    """The residual's fields of a :class:`_Quantized`, with a view of the index's codes (no copy)."""
+    import faiss
+    import numpy as np
+
+    n = int(index.ntotal)
+    codes = faiss.rev_swig_ptr(index.codes.data(), n * dims).reshape(n, dims) if n else np.zeros((0, dims), np.uint8)
+    return {"fine": fine, "fine_scale": fine_scale, "codes": codes, "fine_err_row": err_row,
+            "fine_err_dim": np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim}
 
 
 def _one_thread_search(index: Any, probe: Any, k: int) -> Any:
