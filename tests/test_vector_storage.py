@@ -517,3 +517,33 @@ def test_int8_scan_with_residual_codes_answers_as_float32_with_units(tmp_path: P
         assert not clip or quant._quant.err_dim.max() > 0.05, "rows were clipped"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("scan", ["int8", "float16"])
+def test_a_quantized_scan_split_across_two_threads_answers_as_float32(tmp_path: Path, monkeypatch, scan: str) -> None:  # type: ignore[no-untyped-def]
+    # store.vector.scanThreads = 2: a large quantized copy is held in two halves, searched at once on the
+    # searching thread and a worker; the merged candidates give the float32 scan's answer, and status says so.
+    pytest.importorskip("faiss")
+    import os
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the copy is never split")
+    monkeypatch.setattr(vectors_mod, "SPLIT_MIN_ROWS", 1000)  # as if the index held 50,000
+    monkeypatch.setattr(vectors_mod, "HALF_BLOCK", 256)  # blocks straddle the halves
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3001)
+    try:
+        split, full = ExactVectors(store, scan=scan, scan_threads=2), ExactVectors(store, scan="float32")
+        one = ExactVectors(store, scan=scan)
+        for q in vecs[rng.integers(0, len(vecs), 20)] + 0.02 * rng.normal(size=(20, vecs.shape[1])):
+            for k in (1, 10, 80):
+                want = full.search(q.tolist(), k)
+                assert split.search(q.tolist(), k) == one.search(q.tolist(), k)
+                assert [r for r, _ in split.search(q.tolist(), k)] == [r for r, _ in want], (scan, k)
+        assert split.status()["parts"] == 2 and one.status()["parts"] == 1
+        assert split.status()["residual"] == (scan == "int8") and split.status()["rows"] == 3001
+        assert [int(p.ntotal) for p in split._quant.index.parts] == [1501, 1500]
+    finally:
+        store.close()
