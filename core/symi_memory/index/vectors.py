@@ -394,36 +394,27 @@ class ExactVectors:
                 err_dim_block = np.abs(err).max(axis=0) / scale
                 code_row = max(code_row, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
                 if fine is not None:
-                    # The code error again in int8, on each row's own scale (at most half a code unit, more
-                    # for a clipped row): what is left of it is about 1/254 of the error.
-                    top_err = np.abs(err).max(axis=1)
-                    top_err[top_err == 0] = 1.0
-                    step = (top_err / INT8_MAX).astype(np.float32)
-                    y = err / step[:, None]
-                    np.rint(y, out=y)
-                    left = y * step[:, None]
-                    np.subtract(err, left, out=left)
-                    block_err_dim = np.abs(left).max(axis=0) / scale
+                    err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
+                    err = self._add_residual(err, scale, bad, fine, fine_scale, fine_fill)
+                    if err is None:  # rows written since the count: grow the arrays (rare)
+                        fine = np.concatenate([fine, np.empty((len(rows), dims), dtype=np.int8)])
+                        fine_scale = np.concatenate([fine_scale, np.empty(len(rows), dtype=np.float32)])
+                        err = rows * scale
+                        err -= x
+                        err = self._add_residual(err, scale, bad, fine, fine_scale, fine_fill)
+                    block_err_dim, block_err_row = err
                     fine_err_dim = block_err_dim if fine_err_dim is None else np.maximum(fine_err_dim, block_err_dim)
-                    fine_err_row = max(fine_err_row, float(np.sqrt(np.einsum("ij,ij->i", left, left).max())))
-                    del left
-                    step[bad] = np.nan  # scanned as a zero row, scored as NaN: a refined score says nothing
-                    codes_y = y.astype(np.int8)
-                    if fine_fill + len(rows) > fine.shape[0]:  # rows written since the count
-                        fine = np.concatenate([fine[:fine_fill], codes_y])
-                        fine_scale = np.concatenate([fine_scale[:fine_fill], step])
-                    else:
-                        fine[fine_fill : fine_fill + len(rows)] = codes_y
-                        fine_scale[fine_fill : fine_fill + len(rows)] = step
+                    fine_err_row = max(fine_err_row, block_err_row)
                     fine_fill += len(rows)
-                    del y, codes_y
+                    err = None
             else:
                 x = rows
                 err = index.parts[0].sa_decode(index.parts[0].sa_encode(rows))
                 np.subtract(rows, err, out=err)
                 err_dim_block = np.abs(err).max(axis=0)
             err_dim = err_dim_block if err_dim is None else np.maximum(err_dim, err_dim_block)
-            err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
+            if err is not None:  # else recorded with the residual
+                err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
             del err
             index.add(x)
 
@@ -495,6 +486,34 @@ class ExactVectors:
             self._quant = quant
             self._generation = generation
             self._loading = False
+
+    @staticmethod
+    def _add_residual(err: Any, scale: Any, bad: Any, fine: Any, fine_scale: Any, at: int) -> Any:
+        """Write the residual codes of a block's code error ``err`` (code units; overwritten) at row ``at``.
+
+        Each row's error is coded again in int8 on the row's own scale (at most half a code unit, more for a
+        clipped row), so what is left is about 1/254 of it. Returns (largest leftover of each dimension, in
+        the normalised vectors' units; largest leftover row norm, in code units), or None when the arrays
+        have no room for the block. One block-sized temporary.
+        """
+        import numpy as np
+
+        if at + len(err) > len(fine):
+            return None
+        top = np.maximum(err.max(axis=1), -err.min(axis=1))
+        top[top == 0] = 1.0
+        step = (top / INT8_MAX).astype(np.float32)
+        y = err / step[:, None]
+        np.rint(y, out=y)
+        fine[at : at + len(err)] = y
+        y *= step[:, None]
+        err -= y  # what the residual leaves
+        del y
+        err_dim = np.maximum(err.max(axis=0), -err.min(axis=0)) / scale
+        err_row = float(np.sqrt(np.einsum("ij,ij->i", err, err).max()))
+        step[bad] = np.nan  # scanned as a zero row, scored as NaN: a refined score says nothing
+        fine_scale[at : at + len(err)] = step
+        return err_dim, err_row
 
     def _background(self, generation: int) -> None:
         try:
