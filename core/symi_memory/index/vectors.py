@@ -818,11 +818,12 @@ class ExactVectors:
             low = est - fine
             low[np.isnan(low)] = -np.inf
             if len(low) >= need:
-                seg_dist = dist if offsets is None else None
+                # Without units a segment is a row, in the scan's descending order: those within the bound
+                # of the first floor are a prefix. With units every returned segment is refined.
                 first_cut = float(low.min()) - bound
-                more = segs[need:] if seg_dist is None else segs[need:][seg_dist[need:] >= first_cut]
-                if len(more):
-                    est = np.concatenate([est, self._refined(copy, more, r)])
+                upto = need + int(np.count_nonzero(dist[need:] >= first_cut)) if offsets is None else len(segs)
+                if upto > need:
+                    est = np.concatenate([est, self._refined(copy, segs[need:upto], r)])
                     low = est - fine
                     low[np.isnan(low)] = -np.inf
                 floor = float(np.partition(low, len(low) - need)[len(low) - need])
@@ -832,11 +833,10 @@ class ExactVectors:
             if len(dist) and dist[-1] >= cut and wide < ntotal:
                 wide = min(ntotal, wide * 4)  # a chunk the scan did not return could still be in the top k
                 continue
-            segs = segs[: len(est)]
             self._reach[k] = int(np.count_nonzero(dist >= cut))
-            band = segs[~(est + fine < floor)]  # NaN (a non-finite stored vector) is rescored: it ranks last
+            band = segs[: len(est)][~(est + fine < floor)]  # NaN (a non-finite stored vector) is rescored: it ranks last
             exact = self._segments(copy, band, q) if getattr(self._last, "current", False) else None
-            if exact is None:
+            if exact is None:  # the copy is older than the index: every chunk the scan returned, by chunk rowid
                 return self._fallback(copy, q, k, chunk_ids[segs].tolist())
             break
         rowids = chunk_ids[band]
