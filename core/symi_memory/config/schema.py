@@ -45,9 +45,10 @@ class StoreVector:
                         "float16 (half, needs faiss), whose candidates are rescored against the stored float32 "
                         "vectors (every chunk the rounding could have misplaced, so results are the float32 "
                         "scan's), float32, or auto (int8 from 8,192 vectors when faiss is installed; below "
-                        "50,000 it also keeps the float32 rows in memory and rescores from them; from 50,000 to "
-                        "262,144 an int8 copy keeps a residual int8 code per value, which narrows the rescoring "
-                        "to about the k best chunks).")
+                        "50,000 it also keeps the float32 rows in memory and rescores from them). An int8 copy "
+                        "that does not keep the float32 rows (auto from 50,000 vectors, or int8) keeps, up to "
+                        "262,144 rows, a residual int8 code per value (the codes' memory again), which narrows "
+                        "the rescoring to about the k best chunks.")
     scan_threads: int = opt("scanThreads", 1, lo=1, hi=2, clamp=True,
                             doc="Threads one search's quantized scan runs on for 50,000 vectors or more: 2 holds "
                                 "the copy in two halves searched at once (faiss releases the GIL; never more "
