@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from symi_memory import load_config
 from symi_memory.index.analysis import QueryAnalysis, content_words, query_terms
 from symi_memory.index.keyword import ExactMatcher, identifier_tokens, query_tokens
@@ -241,3 +243,84 @@ def test_candidates_made_slot_by_slot_are_the_candidates_init_makes() -> None:
         assert attrs.asdict(fast) == attrs.asdict(slow)
         assert fast.superseded_by is None and fast.supersedes == ()
         assert attrs.evolve(fast, score=0.9) == attrs.evolve(slow, score=0.9)
+
+
+def _candidate_variants() -> dict[str, type]:
+    """``Candidate`` as a later change might make it: each is still an attrs class that __init__ builds right."""
+    from typing import Any
+
+    import attrs
+
+    @attrs.frozen(kw_only=True)
+    class FactoryDefault:  # a field whose default comes from a factory
+        id: str
+        path: str
+        start_line: int
+        end_line: int
+        score: float
+        text: str
+        source: str = "memory"
+        vector_score: float | None = None
+        text_score: float | None = None
+        mtime: float | None = None
+        identifier_match: bool = False
+        superseded_by: dict[str, Any] | None = None
+        supersedes: tuple[dict[str, Any], ...] = attrs.field(factory=tuple)
+
+    @attrs.frozen(kw_only=True, cache_hash=True)
+    class CachedHash:  # __init__ also clears a hidden slot holding the hash
+        id: str
+        path: str
+        start_line: int
+        end_line: int
+        score: float
+        text: str
+        source: str = "memory"
+        vector_score: float | None = None
+        text_score: float | None = None
+        mtime: float | None = None
+        identifier_match: bool = False
+        superseded_by: dict[str, Any] | None = None
+        supersedes: tuple[dict[str, Any], ...] = ()
+
+    @attrs.frozen(kw_only=True)
+    class Located:
+        id: str
+        path: str
+        start_line: int
+        end_line: int
+        score: float
+        text: str
+
+    @attrs.frozen(kw_only=True)
+    class Inherited(Located):  # the same fields, some of them from a base class
+        source: str = "memory"
+        vector_score: float | None = None
+        text_score: float | None = None
+        mtime: float | None = None
+        identifier_match: bool = False
+        superseded_by: dict[str, Any] | None = None
+        supersedes: tuple[dict[str, Any], ...] = ()
+
+    return {"factory default": FactoryDefault, "cached hash": CachedHash, "inherited fields": Inherited}
+
+
+@pytest.mark.parametrize("label", ["factory default", "cached hash", "inherited fields"])
+def test_candidates_are_what_init_makes_when_the_candidate_class_changes(monkeypatch, label: str) -> None:  # type: ignore[no-untyped-def]
+    # The slot-by-slot maker must fall back to __init__ for any Candidate it cannot build the same: a search
+    # would otherwise hand out a Factory object as `supersedes`, candidates that cannot be hashed, or fail
+    # to import at all.
+    import attrs
+
+    from symi_memory.index import backend
+
+    args = ("a", "memory/a.md", 1, 3, 0.5, "text", "memory", 0.25, None, 12.5, True)
+    names = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
+             "mtime", "identifier_match")
+    cls = _candidate_variants()[label]
+    monkeypatch.setattr(backend, "Candidate", cls)
+    made = backend._candidate_maker()(*args)
+    expected = cls(**dict(zip(names, args, strict=True)))
+    assert type(made) is cls
+    assert attrs.asdict(made) == attrs.asdict(expected)
+    assert made == expected and hash(made) == hash(expected) and repr(made) == repr(expected)

@@ -696,8 +696,9 @@ _CANDIDATE_FIELDS = ("id", "path", "start_line", "end_line", "score", "text", "s
 def _candidate_maker() -> Callable[..., Candidate]:
     """``Candidate(id=..., ...)`` of a search's candidates, each field set by its slot (about a third of the
     cost of attrs' keyword ``__init__``, for about 140 candidates a search); the same object, equal to the one
-    ``__init__`` makes. While ``Candidate`` has other fields, validators, converters or a post-init hook, its
-    ``__init__`` itself."""
+    ``__init__`` makes. While ``Candidate`` has other fields, validators, converters, an init hook, fields of a
+    base class, or anything else that makes a probe record differ from ``__init__``'s (a factory default, a
+    cached hash), its ``__init__`` itself."""
     fields = attrs.fields(Candidate)
 
     def keywords(id: str, path: str, start_line: int, end_line: int, score: float, text: str, source: str,
@@ -709,7 +710,7 @@ def _candidate_maker() -> Callable[..., Candidate]:
 
     if (tuple(f.name for f in fields) != _CANDIDATE_FIELDS or any(f.validator or f.converter for f in fields)
             or hasattr(Candidate, "__attrs_post_init__") or hasattr(Candidate, "__attrs_pre_init__")
-            or "__slots__" not in Candidate.__dict__):
+            or "__slots__" not in Candidate.__dict__ or any(n not in Candidate.__dict__ for n in _CANDIDATE_FIELDS)):
         return keywords
     setters = [Candidate.__dict__[name].__set__ for name in _CANDIDATE_FIELDS]
     (s_id, s_path, s_start, s_end, s_score, s_text, s_source, s_vector, s_keyword, s_mtime, s_ident, s_by,
@@ -736,7 +737,14 @@ def _candidate_maker() -> Callable[..., Candidate]:
         s_supersedes(c, supersedes)
         return c
 
-    return make
+    probe = ("id", "memory/p.md", 1, 2, 0.5, "text", "sessions", 0.25, 0.75, 1.5, True)
+    try:
+        fast, slow = make(*probe), keywords(*probe)
+        same = (fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+                and all(getattr(fast, n) == getattr(slow, n) for n in _CANDIDATE_FIELDS))
+    except Exception:
+        same = False
+    return make if same else keywords
 
 
 _make_candidate = _candidate_maker()

@@ -1,0 +1,154 @@
+"""Candidate rows kept per process for the index's (generation, touches): writes from another process.
+
+A long-running process (serve, an MCP server) keeps the rows of its searches' candidates; a sync from the CLI or
+another agent host changes the index under it. Every search after such a write must hand out the rows the index
+holds now: the text, lines, path, source and file mtime a fresh read gives.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import apsw
+import pytest
+
+from symi_memory import load_config
+from symi_memory.manager import open_memory
+from symi_memory.types import SearchQuery
+
+OVERRIDES = {"agents": {"defaults": {"memorySearch": {"provider": "none"}}}}
+# The second process: open the same agent (workspace, state dir) and sync, forced or not.
+CHILD = """
+import sys
+from pathlib import Path
+from symi_memory import load_config
+from symi_memory.manager import open_memory
+state, ws, force = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "force"
+cfg = load_config(None, state_dir=state, overrides={"agents": {"defaults": {"memorySearch": {"provider": "none"}}}})
+with open_memory(cfg, workspace=ws, start=False) as mem:
+    mem.sync(force=force)
+"""
+
+
+def _write(ws: Path, rel: str, text: str) -> None:
+    (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+    (ws / rel).write_text(text, encoding="utf-8")
+
+
+def _other_process_syncs(state: Path, ws: Path, *, force: bool = False) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, "-c", CHILD, str(state), str(ws), "force" if force else "plain"], check=True,
+                   env=env, timeout=120, capture_output=True)
+
+
+def _found(mem, query: str = "zebras") -> dict[str, tuple]:  # type: ignore[no-untyped-def]
+    res = mem.backend.search(SearchQuery(text=query, max_results=20, min_score=0.0, candidate_limit=60))
+    return {c.id: (c.path, c.source, c.start_line, c.end_line, c.text, c.mtime) for c in res.candidates}
+
+
+def _in_index(db: str, ids: list[str]) -> dict[str, tuple]:
+    """The same fields read straight from the index file by a connection of its own."""
+    con = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        marks = ",".join("?" * len(ids))
+        return {r[0]: tuple(r[1:]) for r in con.execute(
+            "SELECT c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime FROM chunks c "
+            f"LEFT JOIN files f ON f.path = c.path WHERE c.id IN ({marks})", ids)}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("change", ["touch", "edit", "delete", "reindex"])
+def test_a_search_after_another_process_synced_hands_out_the_rows_the_index_holds(tmp_path: Path,
+                                                                                   change: str) -> None:
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write(ws, "MEMORY.md", "# Memory\n\nzebras graze at dawn\n")
+    _write(ws, "memory/a.md", "# A\n\nalpha note about zebras\n")
+    _write(ws, "memory/b.md", "# B\n\nbeta note about zebras and lions\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        db = mem.status()["dbPath"]
+        before = _found(mem)
+        assert {p for p, *_ in before.values()} == {"MEMORY.md", "memory/a.md", "memory/b.md"}
+        assert mem.backend._rows_cache  # the rows are kept
+        if change == "touch":  # same content, new mtime: no new generation
+            st = (ws / "memory/a.md").stat()
+            os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 500))
+        elif change == "edit":
+            _write(ws, "memory/a.md", "# A\n\nalpha note about zebras, now striped\n")
+        elif change == "delete":
+            (ws / "memory/b.md").unlink()
+        _other_process_syncs(state, ws, force=change == "reindex")
+        after = _found(mem)
+        assert after == _in_index(db, list(after))
+        paths = {p for p, *_ in after.values()}
+        if change == "touch":
+            a = [v for v in after.values() if v[0] == "memory/a.md"]
+            assert a and a[0][5] == pytest.approx(os.stat(ws / "memory/a.md").st_mtime)
+        elif change == "edit":
+            assert any(v[4].endswith("now striped\n") for v in after.values())
+        elif change == "delete":
+            assert "memory/b.md" not in paths
+        else:
+            assert paths == {"MEMORY.md", "memory/a.md", "memory/b.md"}
+
+
+def test_searching_threads_end_on_the_index_another_process_wrote(tmp_path: Path) -> None:
+    # Threads of one process search without pause while a second process syncs touches, edits and deletes;
+    # once it is done, every thread's next search answers from the index as it is (no kept row of an older
+    # index outlives the writes).
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    for i in range(30):
+        _write(ws, f"memory/n{i:02d}.md", f"# N{i}\n\nnote {i} about zebras, version 0\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        db = mem.status()["dbPath"]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def searching() -> None:
+            try:
+                while not stop.is_set():
+                    _found(mem)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=searching) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            # Edits and touches, a delete, then touches alone (no new generation).
+            for round_ in range(1, 4):
+                if round_ == 1:
+                    for i in range(0, 30, 3):
+                        _write(ws, f"memory/n{i:02d}.md", f"# N{i}\n\nnote {i} about zebras, version 1\n")
+                if round_ == 2:
+                    (ws / "memory/n29.md").unlink()
+                if round_ != 2:
+                    for i in range(1, 29, 3):
+                        st = (ws / f"memory/n{i:02d}.md").stat()
+                        os.utime(ws / f"memory/n{i:02d}.md", (st.st_atime, st.st_mtime + 100))
+                _other_process_syncs(state, ws)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=60)
+        assert not errors
+        results: list[dict[str, tuple]] = []
+
+        def once() -> None:
+            results.append(_found(mem))
+
+        for t in [threading.Thread(target=once) for _ in range(3)]:
+            t.start()
+            t.join()
+        results.append(_found(mem))
+        for found in results:
+            assert found == _in_index(db, list(found))
+            assert len(found) == 29 and not any(v[0] == "memory/n29.md" for v in found.values())
