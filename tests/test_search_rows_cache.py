@@ -152,3 +152,25 @@ def test_searching_threads_end_on_the_index_another_process_wrote(tmp_path: Path
         for found in results:
             assert found == _in_index(db, list(found))
             assert len(found) == 29 and not any(v[0] == "memory/n29.md" for v in found.values())
+
+
+def test_kept_rows_stay_within_their_text_budget_and_answer_the_same(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large chunks must not make a long-running process keep the whole indexed text: past the budget the kept
+    rows start again, and every search still hands out what the index holds."""
+    from symi_memory.index import backend as backend_module
+
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    for i in range(12):  # each file one chunk of about 1,300 characters
+        _write(ws, f"memory/n{i}.md", f"# Note {i}\n\n" + f"zebras graze at dawn in field {i}. " * 40 + "\n")
+    budget = 3_000  # two of those chunks
+    monkeypatch.setattr(backend_module, "ROWS_CACHE_CHARS", budget)
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        db = mem.status()["dbPath"]
+        for i in range(12):
+            found = _found(mem, f"field {i}")
+            assert found and found == _in_index(db, list(found))
+            kept = sum(len(r[6]) for r in mem.backend._rows_cache.values())
+            assert kept <= budget

@@ -44,6 +44,9 @@ FTS_MAX_TOKEN_BYTES = 32_768
 #: at most this many chunks (about 2 kB each with 400-token chunks): every row then fits. A larger index's
 #: searches meet few chunks again (at 100k bench chunks, keeping 10,000 cost more CPU than it saved).
 ROWS_CACHE_MAX = 20_000
+#: ... and while the kept rows' text stays under this many characters: larger chunks (``chunking.tokens`` 4000)
+#: would otherwise keep the whole indexed text in every long-running process (27 MB for 3,000 such chunks).
+ROWS_CACHE_CHARS = 8_000_000
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
@@ -72,6 +75,7 @@ class IndexedBackend:
     _terms_gen: int = -1
     _rows_cache: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
     _rows_epoch: tuple[int, int] = (-1, -1)
+    _rows_chars: int = 0  # the kept rows' text, in characters
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
     _hung_query: threading.Event | None = None
@@ -503,17 +507,22 @@ class IndexedBackend:
         if self._rows_epoch != epoch:
             self._rows_cache = {}
             self._rows_epoch = epoch
+            self._rows_chars = 0
         cache = self._rows_cache
         missing = [k for k in rowids if k not in cache]
         got: dict[int, CandidateRow] = {}
         if missing:
             got = self.store.candidate_rows(missing)  # from every source: the rows serve any search
             if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
-                if len(cache) + len(got) > ROWS_CACHE_MAX:
+                chars = sum(len(r.text) for r in got.values())
+                if len(cache) + len(got) > ROWS_CACHE_MAX or self._rows_chars + chars > ROWS_CACHE_CHARS:
                     cache.clear()
-                # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking: kept
-                # named tuples made each full collection walk the whole cache (about 0.1 ms a search at 10k).
-                cache.update({k: tuple(r) for k, r in got.items()})
+                    self._rows_chars = 0
+                if len(got) <= ROWS_CACHE_MAX and chars <= ROWS_CACHE_CHARS:
+                    self._rows_chars += chars
+                    # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
+                    # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
+                    cache.update({k: tuple(r) for k, r in got.items()})
         # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
         make = CandidateRow._make
         out: dict[int, CandidateRow] = {}
