@@ -35,11 +35,15 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
 - ``until``: in an "as of" search, a line saying a state held until a day after the date ("Until 2026-03-15 the
   provider was ...") that a note written after the date supersedes takes that later note's score; a state that
   ended before the date, or a past state giving no day, does not.
+- ``dispose``: a newer line naming the older answer line's own object (a term of it the question does not use) with
+  an ending verb acting on it ("Gave the Pixel 6 to my sister", "moved out of the Vondelstraat flat", "the Gazelle
+  was stolen") supersedes it without sharing a word with the question; washing the object, its tyres, another
+  object sold, the object's part replaced or someone else's object sold do not.
 
-The workspaces of ``history``, ``measure``, ``subject`` and ``remeasure`` also hold ``FILLER``, a few unrelated notes (and
+The workspaces of ``history``, ``measure``, ``subject``, ``remeasure`` and ``dispose`` also hold ``FILLER``, a few unrelated notes (and
 two ``promote`` cases hold ``PROMOTE_FILLER``).
 
-``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/``remeasure`` whether the older note carries
+``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/``remeasure``/``dispose`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
 whether the ``old`` note ranks first (also ``until``). Prints one row per case and a tally.
 
@@ -671,6 +675,75 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-06-10.md": "# 2026-06-10\n\n- The new window cleaner, Sem, did all the windows for 45 "
                                        "euros; Henk has stopped.\n"},
      "query": "Who is our cleaner?", "old": "memory/history.md"},
+    # ---- dispose (issue 16's car, in other words), written before the rule is run on them: a newer line that names
+    # the older answer line's own object (a term of it the question does not use: "Pixel 6", "the Vondelstraat
+    # flat") with an ending verb acting on it ("gave ... to", "moved out of", "was stolen", "returned", "no longer
+    # have", "instead of") is a newer version, though it shares no word with the question. Fires: d1-d6.
+    {"rule": "dispose", "id": "d1", "expect": True,
+     "notes": {"memory/2026-01-12.md": "# 2026-01-12\n\n- My phone is a Pixel 6.\n",
+               "memory/2026-05-03.md": "# 2026-05-03\n\n- Gave the Pixel 6 to my sister, now using an iPhone 15.\n"},
+     "query": "Which phone do I use?", "old": "memory/2026-01-12.md"},
+    {"rule": "dispose", "id": "d2", "expect": True,
+     "notes": {"memory/2026-02-06.md": "# 2026-02-06\n\n- Our address is the flat on Vondelstraat 14, third floor.\n",
+               "memory/2026-07-01.md": "# 2026-07-01\n\n- Moved out of the Vondelstraat flat; keys handed back, we "
+                                       "live in Haarlem from today.\n"},
+     "query": "What is our home address?", "old": "memory/2026-02-06.md"},
+    {"rule": "dispose", "id": "d3", "expect": True,
+     "notes": {"memory/2026-03-09.md": "# 2026-03-09\n\n- I commute on a grey Gazelle e-bike.\n",
+               "memory/2026-06-17.md": "# 2026-06-17\n\n- The Gazelle was stolen at the station; I take the train "
+                                       "instead.\n"},
+     "query": "How do I commute?", "old": "memory/2026-03-09.md"},
+    {"rule": "dispose", "id": "d4", "expect": True,
+     "notes": {"memory/2026-01-20.md": "# 2026-01-20\n\n- My work laptop is a ThinkPad T14.\n",
+               "memory/2026-04-28.md": "# 2026-04-28\n\n- Returned the ThinkPad T14 to IT; a MacBook Pro replaced "
+                                       "it.\n"},
+     "query": "Which laptop do I use for work?", "old": "memory/2026-01-20.md"},
+    {"rule": "dispose", "id": "d5", "expect": True,
+     "notes": {"memory/2026-02-15.md": "# 2026-02-15\n\n- Our family car is a silver Volvo V70.\n",
+               "memory/2026-08-02.md": "# 2026-08-02\n\n- We no longer have the Volvo; it went to the scrapyard "
+                                       "after the crash.\n"},
+     "query": "What car does the family have?", "old": "memory/2026-02-15.md"},
+    {"rule": "dispose", "id": "d6", "expect": True,
+     "notes": {"memory/2026-03-22.md": "# 2026-03-22\n\n- My trainers are Asics Novablast, size 44.\n",
+               "memory/2026-06-30.md": "# 2026-06-30\n\n- Wearing Hoka Clifton 9 now instead of the Asics "
+                                       "Novablast.\n"},
+     "query": "Which trainers do I wear?", "old": "memory/2026-03-22.md"},
+    # ---- dispose: near-misses (no ending verb on the object; the object named only in passing, or as part of
+    # something else; another object ended; someone else's)
+    {"rule": "dispose", "id": "d7", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- Washed the hatchback and vacuumed the seats.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    {"rule": "dispose", "id": "d8", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- The hatchback needs new tyres before winter.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    {"rule": "dispose", "id": "d9", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- Sold my old bike to a neighbour; now I walk to the "
+                                       "bakery.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    {"rule": "dispose", "id": "d10", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- Drove the hatchback to Lyon; sold the roof box there.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    {"rule": "dispose", "id": "d11", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- Replaced the hatchback's wiper blades; now it is ready "
+                                       "for the rain.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    {"rule": "dispose", "id": "d12", "expect": False,
+     "notes": {"memory/2026-01-12.md": "# 2026-01-12\n\n- My phone is a Pixel 6.\n",
+               "memory/2026-05-03.md": "# 2026-05-03\n\n- Gave my old Pixel 4 charger to my sister.\n"},
+     "query": "Which phone do I use?", "old": "memory/2026-01-12.md"},
+    {"rule": "dispose", "id": "d13", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- The hatchback was washed and waxed at the garage.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    {"rule": "dispose", "id": "d14", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- Tom sold his hatchback; he now drives a red SUV.\n"},
+     "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
 ]
 
 
@@ -682,7 +755,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
 
     ws = root / "ws"
     notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject",
-                                                                   "remeasure") else case["notes"]
+                                                                   "remeasure", "dispose") else case["notes"]
     for rel, text in notes.items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -716,7 +789,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
     ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
-                                       "subject", "remeasure", "until"], default=None)
+                                       "subject", "remeasure", "until", "dispose"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:
