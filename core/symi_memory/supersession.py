@@ -831,7 +831,7 @@ STAGES = tuple((rank, re.compile(pattern, re.IGNORECASE)) for rank, pattern in (
     (1, r"\b(?:will be|is to be|to be) (?:discussed|considered|reviewed|decided)\b|\bon the agenda\b"),
     (2, r"\b(?:needs?|needed|requires|is missing|waiting for|preparing|being (?:prepared|written|drafted))\b"),
     (3, r"\b(?:submitted|sent in|handed in|filed|lodged)\b"),
-    (4, r"\b(?:went|goes|has gone|was sent|was passed|was forwarded|moved) (?:on )?to (?:the )?(?:[\w-]+ ){0,2}"
+    (4, r"\b(?:went|goes|has gone|was sent|was passed|was forwarded|moved) (?:on )?to (?:the )?(?:[\w'\u2019-]+ ){0,2}"
         r"(?:committee|board|panel|council|jury)\b|\b(?:under|in) review\b|\bbeing reviewed\b"),
     (5, r"\b(?:approved|rejected|granted|denied|declined|turned down|signed off)\b"),
 ))
