@@ -155,7 +155,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                               if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
-    through_past: set[int] = set()  # hits superseded through a dated past line, not being older as a whole
+    through_past: set[int] = set()
+    mover_lines: dict[int, frozenset[int]] = {}  # hits superseded through a dated past line, not being older as a whole
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
         chosen_past = False
@@ -164,6 +165,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
             # ...", beside current lines of the same note), not a past state with no date ("a retired teacher").
             dated_only = newest[j] <= newest[i]
+            movers = _moving_lines(j, focus[j], moving, mover_lines)  # its lines that may say a state moved on (most: none)
             for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
                 if dated_only and a.moment[0] <= 0:
                     continue
@@ -178,7 +180,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                         continue
                     if as_of is not None and b.moment[0] >= as_of:
                         continue
-                    if not by_value and b.moment > a.moment and _moved_on(
+                    if movers and not by_value and b.line_no in movers and b.moment > a.moment and _moved_on(
                             i, a, j, b, cos, candidates, weights, query, t, line_cos):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
@@ -236,6 +238,18 @@ def _moving_on(older: Sequence[Line], newer: Sequence[Line], j: int, moving: dic
     return bool(moving[j]) and any(may_move_on(a, b) for b in moving[j] for a in older)
 
 
+def _moving_lines(j: int, newer: Sequence[Line], moving: dict[int, list[Line]],
+                  numbers: dict[int, frozenset[int]]) -> frozenset[int]:
+    """The line numbers of the focus lines of hit ``j`` (``newer``) that name an ending or a stage at all (see
+    :func:`_moving_on`; ``numbers`` keeps them per ``j``): the only lines :func:`_moved_on` need look at."""
+    got = numbers.get(j)
+    if got is None:
+        if j not in moving:
+            moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text)]
+        got = numbers[j] = frozenset(ln.line_no for ln in moving[j])
+    return got
+
+
 def _moved_on(i: int, a: Line, j: int, b: Line, cos: float, candidates: Sequence[Candidate],
               weights: Mapping[str, float], query: str, t: Thresholds,
               line_cos: Callable[[int, Line, int, Line], float | None] | None) -> bool:
@@ -244,9 +258,9 @@ def _moved_on(i: int, a: Line, j: int, b: Line, cos: float, candidates: Sequence
     "the promotion case went to the calibration committee"), the two lines as close as two giving different values
     of one quantity (``conflict_line_vector``; without line vectors the chunks' ``chunk_vector``), and ``j``
     scoring at least ``conflict_score_ratio`` of ``i``: like a measured change, it demotes from a weaker hit."""
-    if candidates[j].score < t.conflict_score_ratio * candidates[i].score or len(a.terms & b.terms) < t.line_terms:
+    if candidates[j].score < t.conflict_score_ratio * candidates[i].score or not may_move_on(a, b):
         return False
-    if not moves_on(a, b, weights, query):
+    if len(a.terms & b.terms) < t.line_terms or not moves_on(a, b, weights, query):
         return False
     lc = line_cos(i, a, j, b) if line_cos else None
     if lc is None:
