@@ -26,6 +26,10 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
 - ``measure``: a ratio ("1:2:3") is a measured value, and a newer line giving another value of it with a change word
   supersedes even from a weaker hit, also when it names the old value ("now 1:3:3 instead of 1:2:3"); a "1:1"
   meeting or the same ratio restated does not.
+- ``remeasure``: a later day's line measuring the same quantity again (another value, same unit and shape, within a
+  quarter of the old one) supersedes without a change word, even from a weaker hit; another thing weighed, another
+  quantity in the same unit (a value labelled by a word neither the older line nor the question uses: "jumped 121
+  cm", "98 cm wide"), a far-off value or the same value restated does not.
 - ``subject``: a newer line sharing none of the query's words but very close to the older line by meaning states
   the same thing; a close line about another subject does not.
 - ``handover``: a newer line saying that the person the older line names ends in the role ("retires", "steps
@@ -34,13 +38,17 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
 - ``stage``: a newer line about the same case (every query word of the older line) at a later stage of its
   process ("needs ...", then "submitted", "went to the committee", "approved") supersedes it, also from a
   weaker hit; another person's case, a lower stage, or another case sharing a word does not.
+- ``until``: in an "as of" search, a line saying a state held until a day after the date ("Until 2026-03-15 the
+  provider was ...") that a note written after the date supersedes takes that later note's score; a state that
+  ended before the date, or a past state giving no day, does not.
 
-The workspaces of ``history``, ``measure``, ``subject``, ``handover`` and ``stage`` also hold ``FILLER``, a few unrelated notes (and
-two ``promote`` cases hold ``PROMOTE_FILLER``).
+The workspaces of ``history``, ``measure``, ``subject``, ``remeasure``, ``handover`` and ``stage`` also hold
+``FILLER``, a few unrelated notes (and two ``promote`` cases hold ``PROMOTE_FILLER``).
 
-``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/``handover``/``stage`` whether the older note carries
+``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/
+``remeasure``/``handover``/``stage`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
-whether the ``old`` note ranks first. Prints one row per case and a tally.
+whether the ``old`` note ranks first (also ``until``). Prints one row per case and a tally.
 
     python bench/supersession_heldout.py [--provider local]
 """
@@ -472,6 +480,204 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-07-01.md": "# 2026-07-01\n\n- Switched the home contents cover to ANWB, now 12 euros a "
                                        "month instead of 15.\n"},
      "query": "Which company insures the car?", "old": "memory/2026-01-20.md"},
+    # ---- remeasure: fires (a later day measures the same quantity again, no change word, often without the asked word)
+    {"rule": "remeasure", "id": "r1", "expect": True,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Weighed Pip (our beagle) on the bathroom scale: 11.4 kg.\n"
+                                       "- Paid the window cleaner.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Pip at the vet for his jab: healthy teeth, 11.9 kg, nails "
+                                       "clipped.\n"},
+     "query": "How much does Pip weigh?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r2", "expect": True,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
+               "memory/2026-06-03.md": "# 2026-06-03\n\n- Lotte's school check-up: eyesight fine, 123 cm, a bit "
+                                       "light for her age.\n"},
+     "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
+    {"rule": "remeasure", "id": "r3", "expect": True,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- Resting heart rate on the watch this week: 61 bpm.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Sports doctor check: ECG normal, 56 bpm at rest, cleared "
+                                       "for the marathon.\n"},
+     "query": "What is my resting heart rate?", "old": "memory/2026-03-01.md"},
+    # ---- remeasure: near-misses (another thing weighed; another quantity of the subject in the same unit; a far-off
+    # value in the same unit; the same value restated)
+    {"rule": "remeasure", "id": "r4", "expect": False,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Weighed Pip (our beagle) on the bathroom scale: 11.4 kg.\n"
+                                       "- Paid the window cleaner.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Weighed the big suitcase on the bathroom scale: 11.8 kg, "
+                                       "under the limit.\n"},
+     "query": "How much does Pip weigh?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r5", "expect": False,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
+               "memory/2026-06-03.md": "# 2026-06-03\n\n- Sports day: Lotte jumped 121 cm in the standing long "
+                                       "jump.\n"},
+     "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
+    {"rule": "remeasure", "id": "r6", "expect": False,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Pip eats 300 g of kibble a day, split over two meals.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Pip got a 40 g dental chew at the vet; his kibble bag is "
+                                       "nearly empty.\n"},
+     "query": "How much kibble does Pip eat a day?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r7", "expect": False,
+     "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- Resting heart rate on the watch this week: 61 bpm.\n",
+               "memory/2026-05-18.md": "# 2026-05-18\n\n- Sports doctor check: ECG normal, 61 bpm at rest, cleared "
+                                       "for the marathon.\n"},
+     "query": "What is my resting heart rate?", "old": "memory/2026-03-01.md"},
+    # ---- remeasure, written after r4 showed the need for the name guard (before running these): another named dog
+    # weighed (no), a cat named only in the older note beside the filler's unnamed cat's weight (no), the named cat
+    # weighed again at the vet (yes)
+    {"rule": "remeasure", "id": "r8", "expect": False,
+     "notes": {"memory/2026-02-08.md": "# 2026-02-08\n\n- Weighed Pip (our beagle) on the bathroom scale: 11.4 kg.\n",
+               "memory/2026-04-22.md": "# 2026-04-22\n\n- Dog-sitting Bo for the neighbours; weighed him on the "
+                                       "bathroom scale for his food: 11.7 kg.\n"},
+     "query": "How much does Pip weigh?", "old": "memory/2026-02-08.md"},
+    {"rule": "remeasure", "id": "r9", "expect": False,
+     "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- Tijger (Mara's cat) is 4.6 kg on the kitchen scale.\n"},
+     "query": "How much does Tijger weigh?", "old": "memory/2026-03-10.md"},
+    {"rule": "remeasure", "id": "r10", "expect": True,
+     "notes": {"memory/2026-03-10.md": "# 2026-03-10\n\n- Tijger (Mara's cat) is 4.6 kg on the kitchen scale.\n",
+               "memory/2026-06-15.md": "# 2026-06-15\n\n- Tijger's vaccination at the vet: all fine, 4.9 kg, next "
+                                       "jab in a year.\n"},
+     "query": "How much does Tijger weigh?", "old": "memory/2026-03-10.md"},
+    # ---- remeasure, written (branch asof16b) after r5 ("jumped 121 cm" marked "118 cm tall" replaced) and before
+    # running them: the newer value labelled by a word the older line or the question uses, or by a reading verb
+    # (fires: r11-r13); the newer value labelled as another thing measured (silent: r14-r17)
+    {"rule": "remeasure", "id": "r11", "expect": True,
+     "notes": {"memory/2026-01-12.md": "# 2026-01-12\n\n- Marked Tomás's height on the kitchen door frame: 131 cm.\n",
+               "memory/2026-05-20.md": "# 2026-05-20\n\n- School nurse visit for Tomás: hearing fine, height 134 cm, "
+                                       "glasses to be checked.\n"},
+     "query": "How tall is Tomás?", "old": "memory/2026-01-12.md"},
+    {"rule": "remeasure", "id": "r12", "expect": True,
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- The bathroom humidity meter shows 71 percent after "
+                                       "showers.\n",
+               "memory/2026-03-15.md": "# 2026-03-15\n\n- A week with the dehumidifier running: the bathroom meter "
+                                       "reads 64 percent.\n"},
+     "query": "How humid is the bathroom?", "old": "memory/2026-02-03.md"},
+    {"rule": "remeasure", "id": "r13", "expect": True,
+     "notes": {"memory/2026-01-20.md": "# 2026-01-20\n\n- Saffie (the rabbit) in a shoebox on the kitchen scale: "
+                                       "2.1 kg.\n",
+               "memory/2026-04-02.md": "# 2026-04-02\n\n- Saffie weighs 2.3 kg after the winter; the vet is happy "
+                                       "with her teeth.\n"},
+     "query": "How much does Saffie weigh?", "old": "memory/2026-01-20.md"},
+    {"rule": "remeasure", "id": "r14", "expect": False,
+     "notes": {"memory/2026-02-10.md": "# 2026-02-10\n\n- Measured Noor against the door frame: 104 cm.\n",
+               "memory/2026-04-18.md": "# 2026-04-18\n\n- Noor's school desk is 98 cm wide, too small for her "
+                                       "drawing pad.\n"},
+     "query": "How tall is Noor?", "old": "memory/2026-02-10.md"},
+    {"rule": "remeasure", "id": "r15", "expect": False,
+     "notes": {"memory/2026-01-08.md": "# 2026-01-08\n\n- Kees (our tabby) on the kitchen scale: 5.2 kg.\n",
+               "memory/2026-03-02.md": "# 2026-03-02\n\n- Ordered Kees's kidney diet: a 5.5 kg sack, delivery on "
+                                       "Friday.\n"},
+     "query": "How much does Kees weigh?", "old": "memory/2026-01-08.md"},
+    {"rule": "remeasure", "id": "r16", "expect": False,
+     "notes": {"memory/2026-03-04.md": "# 2026-03-04\n\n- Jip's temperature this morning: 38.4 degrees, a bit "
+                                       "warm.\n",
+               "memory/2026-03-09.md": "# 2026-03-09\n\n- Gave Jip his bath with the water at 37.5 degrees on the "
+                                       "duck thermometer.\n"},
+     "query": "What is Jip's temperature?", "old": "memory/2026-03-04.md"},
+    {"rule": "remeasure", "id": "r17", "expect": False,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Measured Lotte against the door frame: 118 cm tall.\n",
+               "memory/2026-06-03.md": "# 2026-06-03\n\n- Lotte's standing long jump at sports day: 121 cm.\n"},
+     "query": "How tall is Lotte?", "old": "memory/2026-01-15.md"},
+    # ---- until: fires (branch asof16b; written before running them). In an "as of" search, a line saying a state
+    # held until a day after the date, superseded by a note written after the date (left out), ranks first: it
+    # takes the score of that later version, above an earlier note that mentions the subject without the answer.
+    {"rule": "until", "id": "u1", "expect": True, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/house.md": "# House\n\n## Internet\n- Provider: Odido fibre, 1 Gbit/s, router in the meter "
+                                  "cupboard.\n\n## History\n- Until 2026-03-15 the internet provider was Ziggo cable, "
+                                  "250 Mbit/s, with the modem in the hallway.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- The internet dropped twice during the video call; the "
+                                       "modem in the hallway needed a restart.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/house.md"},
+    {"rule": "until", "id": "u2", "expect": True, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/2026-01-08.md": "# 2026-01-08\n\n- Until 2026-04-30 Sofia's swimming lessons are on Tuesdays "
+                                       "at 17:00 at De Kwakel; then the pool closes for renovation.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- Sofia forgot her swimming goggles again; bought a new pair "
+                                       "at the pool.\n",
+               "memory/2026-05-02.md": "# 2026-05-02\n\n- Sofia's swimming lessons moved to Thursdays at 16:30 at the "
+                                       "Sportfondsenbad now that De Kwakel is closed.\n"},
+     "query": "When are Sofia's swimming lessons?", "old": "memory/2026-01-08.md"},
+    {"rule": "until", "id": "u3", "expect": True, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/people.md": "# People\n\n## Household help\n- Cleaner: Joost from Schoonmaakbedrijf Glans, on "
+                                   "Mondays.\n- Until 2026-05-31 our cleaner was Marta, every other Friday morning.\n",
+               "memory/2026-03-24.md": "# 2026-03-24\n\n- The cleaner could not come this week; the kitchen floor "
+                                       "badly needs it.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Marta "
+                                       "has retired.\n"},
+     "query": "Who is our cleaner?", "old": "memory/people.md"},
+    # ---- until: near-misses (the state ended before the date, or the past state gives no day): the note that
+    # answered on the date ranks first, not the past state
+    {"rule": "until", "id": "u4", "expect": False, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/house.md": "# House\n\n## History\n- Until 2026-02-08 the internet provider was KPN DSL, 40 "
+                                  "Mbit/s.\n- The old KPN modem is in the attic.\n",
+               "memory/2026-02-09.md": "# 2026-02-09\n\n- Ziggo cable installed: 250 Mbit/s, modem in the "
+                                       "hallway.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/house.md"},
+    {"rule": "until", "id": "u5", "expect": False, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/people.md": "# People\n\n## Household help\n- Previously our cleaner was Marta, every other "
+                                   "Friday morning.\n",
+               "memory/2026-02-01.md": "# 2026-02-01\n\n- New cleaner from today: Ilona, Mondays at 09:00; Marta "
+                                       "stopped.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Ilona "
+                                       "moved to Utrecht.\n"},
+     "query": "Who is our cleaner?", "old": "memory/people.md"},
+    # ---- until, written after u1-u5 showed that a small note ranks first on its own (its past line shares the
+    # chunk with everything else) and before running these: the past state sits in a note of past states, below
+    # an earlier note that mentions the subject without the answer. Fires: u6, u7; near-misses: u8 (the state
+    # ended before the date), u9 (the past state is another cleaner's, the window cleaner's).
+    {"rule": "until", "id": "u6", "expect": True, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-05-31 our cleaner was Marta, every other Friday "
+                                    "morning.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-03-24.md": "# 2026-03-24\n\n- The cleaner could not come this week; the kitchen floor "
+                                       "badly needs it.\n",
+               "memory/2026-06-01.md": "# 2026-06-01\n\n- First morning with our new cleaner, Joost from Glans; Marta "
+                                       "has retired.\n"},
+     "query": "Who is our cleaner?", "old": "memory/history.md"},
+    {"rule": "until", "id": "u7", "expect": True, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-03-15 the internet provider was Ziggo cable, 250 "
+                                    "Mbit/s.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- The internet dropped twice during the video call; the "
+                                       "modem in the hallway needed a restart.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/history.md"},
+    {"rule": "until", "id": "u8", "expect": False, "as_of": "2026-03-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-02-08 the internet provider was KPN DSL, 40 "
+                                    "Mbit/s.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-02-09.md": "# 2026-02-09\n\n- Ziggo cable installed today: 250 Mbit/s, our new internet "
+                                       "provider.\n",
+               "memory/2026-03-16.md": "# 2026-03-16\n\n- Switched the internet provider to Odido fibre today; the "
+                                       "Ziggo modem goes back by post.\n"},
+     "query": "Which internet provider do we have?", "old": "memory/history.md"},
+    {"rule": "until", "id": "u9", "expect": False, "as_of": "2026-04-01",
+     "notes": {**PROMOTE_FILLER,
+               "memory/history.md": "# Past states\n\n- Until 2026-05-31 our window cleaner was Henk, every first "
+                                    "Monday.\n"
+                                    "- Until 2025-11-01 we drove a red Toyota Yaris (plate 41-KLT-8).\n"
+                                    "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+                                    "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n",
+               "memory/2026-02-01.md": "# 2026-02-01\n\n- New cleaner from today: Ilona, Mondays at 09:00.\n",
+               "memory/2026-06-10.md": "# 2026-06-10\n\n- The new window cleaner, Sem, did all the windows for 45 "
+                                       "euros; Henk has stopped.\n"},
+     "query": "Who is our cleaner?", "old": "memory/history.md"},
     # ---- handover: fires (the older line's named person ends in the role and the newer line names who follows;
     # no change word the processor knew, the newer hit weaker than the older one)
     {"rule": "handover", "id": "e1", "expect": True,
@@ -571,7 +777,8 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     from symi_memory.config.fields import deep_merge
 
     ws = root / "ws"
-    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject", "handover", "stage") else case["notes"]
+    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject", "remeasure",
+                                                                   "handover", "stage") else case["notes"]
     for rel, text in notes.items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -593,7 +800,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     old = [h for h in ranked if h["path"] == case["old"]]
     if case["rule"] == "asof":
         seen = not old
-    elif case["rule"] in ("held", "promote", "later"):
+    elif case["rule"] in ("held", "promote", "later", "until"):
         seen = bool(ranked) and ranked[0]["path"] == case["old"]
     else:
         seen = bool(old) and "supersededBy" in old[0]
@@ -605,7 +812,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
     ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
-                                       "subject", "handover", "stage"], default=None)
+                                       "subject", "remeasure", "until", "handover", "stage"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:

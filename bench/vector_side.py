@@ -8,6 +8,9 @@ searching thread's CPU time beside wall time, and the plain numpy float32 produc
 Children alternate (this, baseline, this, baseline) so host load falls on both alike.
 
     python bench/vector_side.py --n 100000 --queries 200 --baseline-python <main>/.venv/bin/python
+
+``--scan-threads 1,2`` runs this checkout's child once per value (``store.vector.scanThreads``; a baseline
+without the setting runs once), and the table shows the process's CPU time beside the searching thread's.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def child(db: Path, n: int, count: int) -> dict[str, object]:
+    import attrs
     import numpy as np
 
     sys.path.insert(0, str(HERE))
@@ -35,21 +39,27 @@ def child(db: Path, n: int, count: int) -> dict[str, object]:
     from symi_memory.index.vectors import ExactVectors
 
     store = IndexStore.open(db)
-    vectors = ExactVectors(store, scan="auto", unit_weight=0.7)
+    threads = os.environ.get("SYMI_BENCH_SCAN_THREADS")
+    extra = {"scan_threads": int(threads)} if threads and "scan_threads" in attrs.fields_dict(ExactVectors) else {}
+    vectors = ExactVectors(store, scan="auto", unit_weight=0.7, **extra)
     started = time.perf_counter()
     while not vectors.ready():
         time.sleep(0.05)
-    out: dict[str, object] = {"scan": vectors.status()["scan"], "load_s": time.perf_counter() - started}
+    status = vectors.status()
+    out: dict[str, object] = {"scan": status["scan"], "load_s": time.perf_counter() - started,
+                              "parts": status.get("parts", 1), "residual": status.get("residual", False)}
     queries = scale.make_queries(n, count)
     for k in (10, 80):
-        wall, cpu = [], []
+        wall, cpu, proc = [], [], []
         for q in queries:
-            t, c = time.perf_counter(), time.thread_time()
+            t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
             vectors.search(q["vector"], k)
             wall.append(time.perf_counter() - t)
             cpu.append(time.thread_time() - c)
+            proc.append(time.process_time() - p)
         out[f"k{k}"] = {"wall_p50_ms": float(np.median(wall)) * 1e3, "cpu_p50_ms": float(np.median(cpu)) * 1e3,
-                        "cpu_p95_ms": float(np.percentile(cpu, 95)) * 1e3}
+                        "cpu_p95_ms": float(np.percentile(cpu, 95)) * 1e3,
+                        "proc_p50_ms": float(np.median(proc)) * 1e3}
     _, _, matrix = scale.make_data(n)
     cpu = []
     for q in queries:
@@ -69,6 +79,8 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--baseline-python", default=None)
+    ap.add_argument("--store", default=None, help="a store scale.py wrote for --n chunks (else one is written)")
+    ap.add_argument("--scan-threads", default="", help="comma-separated store.vector.scanThreads values (this checkout)")
     ap.add_argument("--child", default=None)
     args = ap.parse_args()
     if args.child:
@@ -79,25 +91,32 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="symi-vector-side-"))
     try:
-        db = work / "store.sqlite"
-        scale.build_store(db, args.n)
-        pythons = [("this", sys.executable)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
+        db = Path(args.store) if args.store else work / "store.sqlite"
+        if not args.store:
+            scale.build_store(db, args.n)
+        threads = [t for t in args.scan_threads.split(",") if t] or [""]
+        pythons = [(f"this{' threads=' + t if t else ''}", sys.executable, t) for t in threads]
+        pythons += [("baseline", args.baseline_python, "")] if args.baseline_python else []
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         rows = []
         for _ in range(args.rounds):
-            for label, python in pythons:
+            for label, python, t in pythons:
                 proc = subprocess.run([python, __file__, "--child", str(db), "--n", str(args.n), "--queries",
-                                       str(args.queries)], capture_output=True, text=True, env=env, check=True)
+                                       str(args.queries)], capture_output=True, text=True,
+                                      env=dict(env, SYMI_BENCH_SCAN_THREADS=t), check=True)
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
                 r["run"] = label
                 rows.append(r)
                 print(json.dumps(r), flush=True)
-        print("\n| run | scan | k=10 CPU p50 (ms) | k=80 CPU p50 / p95 (ms) | k=80 wall p50 (ms) | numpy CPU p50 (ms) |")
-        print("|---|---|---|---|---|---|")
+        print("\n| run | scan | k=10 CPU p50 (ms) | k=80 CPU p50 / p95 (ms) | k=80 process CPU p50 (ms) | "
+              "k=80 wall p50 (ms) | numpy CPU p50 (ms) | load (s) |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             k10, k80 = r["k10"], r["k80"]
-            print(f"| {r['run']} | {r['scan']} | {k10['cpu_p50_ms']:.2f} | {k80['cpu_p50_ms']:.2f} / "
-                  f"{k80['cpu_p95_ms']:.2f} | {k80['wall_p50_ms']:.2f} | {r['numpy_cpu_p50_ms']:.2f} |")
+            scan = f"{r['scan']}{', residual' if r.get('residual') else ''}{', 2 parts' if r.get('parts') == 2 else ''}"
+            print(f"| {r['run']} | {scan} | {k10['cpu_p50_ms']:.2f} | {k80['cpu_p50_ms']:.2f} / "
+                  f"{k80['cpu_p95_ms']:.2f} | {k80.get('proc_p50_ms', float('nan')):.2f} | {k80['wall_p50_ms']:.2f} | "
+                  f"{r['numpy_cpu_p50_ms']:.2f} | {r['load_s']:.1f} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

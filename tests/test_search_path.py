@@ -10,6 +10,7 @@ from symi_memory.index.analysis import QueryAnalysis, content_words, query_terms
 from symi_memory.index.keyword import ExactMatcher, identifier_tokens, query_tokens
 from symi_memory.index.records import CandidateRow
 from symi_memory.manager import open_memory
+from symi_memory.types import SearchQuery
 
 
 def _memory(tmp_path: Path, notes: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -74,6 +75,36 @@ def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: P
         again = store.candidate_rows([row.rowid])[row.rowid]
         assert again.mtime == row.mtime + 100
         assert "memory/a.md" in [h.path for h in mem.search("zebras", min_score=0).results]
+
+
+def test_search_candidates_carry_the_current_mtime_and_text_after_their_rows_were_kept(tmp_path: Path) -> None:
+    # A search keeps its candidates' rows for the index generation; a touched file (same content, new mtime, no
+    # new generation) and a rewritten one are read again, and every source filter answers from the kept rows.
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n", "MEMORY.md": "beta zebras\n"})
+    with mem:
+        mem.sync()
+        backend = mem.backend
+
+        def found() -> dict[str, tuple[float | None, str]]:
+            res = backend.search(SearchQuery(text="zebras", max_results=10, min_score=0.0, candidate_limit=40))
+            return {c.path: (c.mtime, c.text) for c in res.candidates}
+
+        first = found()
+        assert set(first) == {"memory/a.md", "MEMORY.md"} and backend._rows_cache
+        st = (ws / "memory/a.md").stat()
+        os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 100))
+        gen = backend.store.generation()
+        mem.sync()
+        assert backend.store.generation() == gen  # a touch: no new generation
+        touched = found()
+        assert touched["memory/a.md"][0] == first["memory/a.md"][0] + 100
+        assert touched["MEMORY.md"] == first["MEMORY.md"]
+        (ws / "MEMORY.md").write_text("beta zebras, and gamma\n", encoding="utf-8")
+        mem.sync()
+        assert found()["MEMORY.md"][1] == "beta zebras, and gamma\n"
+        only = backend.search(SearchQuery(text="zebras", max_results=10, min_score=0.0, candidate_limit=40,
+                                          sources=("sessions",)))
+        assert only.candidates == ()
 
 
 def test_term_weights_follow_each_write(tmp_path: Path) -> None:
@@ -190,3 +221,23 @@ def test_found_in_answers_what_the_regex_answers_for_every_class_of_character() 
             text = fold("".join(rng.choice([*pieces, token, folded, folded, folded.upper(), folded[:-1] or folded])
                                 for _ in range(rng.randint(0, 9))))
             assert pattern.found_in(text) == (regex.search(text) is not None), (token, text)
+
+
+def test_candidates_made_slot_by_slot_are_the_candidates_init_makes() -> None:
+    # A search makes its ~140 candidates by setting their slots (a third of attrs' __init__); each must be the
+    # Candidate __init__ makes: equal, same hash and repr, every field set (the defaults too), evolvable.
+    import attrs
+
+    from symi_memory.index.backend import _make_candidate
+    from symi_memory.types import Candidate
+
+    for args in (("a", "memory/a.md", 1, 3, 0.5, "text", "memory", 0.25, None, 12.5, True),
+                 ("b", "sessions/s.jsonl", 7, 7, 0.0, "", "sessions", None, 0.75, None, False)):
+        fast = _make_candidate(*args)
+        names = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
+                 "mtime", "identifier_match")
+        slow = Candidate(**dict(zip(names, args, strict=True)))
+        assert type(fast) is Candidate and fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        assert attrs.asdict(fast) == attrs.asdict(slow)
+        assert fast.superseded_by is None and fast.supersedes == ()
+        assert attrs.evolve(fast, score=0.9) == attrs.evolve(slow, score=0.9)

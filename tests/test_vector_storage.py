@@ -382,7 +382,8 @@ def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, 
         large = ExactVectors(store)
         top = large.search(vecs[3].tolist(), 5)
         assert large.status()["scan"] == "int8+float32-rescoring"
-        assert large.status()["bytes"] == 600 * vecs.shape[1]  # the codes alone: a quarter of float32's
+        # The codes and their residual codes (an int8 each, plus a float32 scale a row): about half of float32's.
+        assert large.status()["bytes"] == 600 * vecs.shape[1] * 2 + 600 * 4
         assert small.status()["bytes"] == 600 * vecs.shape[1] * 4
         assert top == small.search(vecs[3].tolist(), 5) or {r for r, _ in top} == {
             r for r, _ in small.search(vecs[3].tolist(), 5)}
@@ -429,3 +430,120 @@ def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
 
     assert slack(384) == BOUND_SLACK
     assert slack(1536) >= 2 * 1536 * 2.0 ** -24 > BOUND_SLACK
+
+
+def test_int8_scan_with_residual_codes_reads_fewer_stored_vectors(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # From HALF_AUTO_MIN vectors the int8 copy keeps a residual code per value: the rescoring band is narrowed in
+    # memory, so a search reads far fewer stored vectors than the int8 bound's band (here, clusters this tight,
+    # the band is a whole cluster), and answers the float32 scan's answer, bit for bit.
+    pytest.importorskip("faiss")
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "HALF_AUTO_MIN", 1000)  # as if the index held 50,000
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3000)
+    try:
+        full = ExactVectors(store, scan="float32")
+        reads: list[int] = []
+        real = type(store).vector_rows
+        monkeypatch.setattr(type(store), "vector_rows",
+                            lambda self, ids, *a: reads.append(len(ids)) or real(self, ids, *a))
+        queries = vecs[rng.integers(0, len(vecs), 30)] + 0.02 * rng.normal(size=(30, vecs.shape[1]))
+        read: dict[tuple[bool, int], int] = {}
+        for fine in (True, False):
+            # Above FINE_MAX_ROWS no residual is kept: the rescoring reads the int8 bound's band.
+            monkeypatch.setattr(vectors_mod, "FINE_MAX_ROWS", 262_144 if fine else 2000)
+            auto = ExactVectors(store)
+            auto.search(vecs[0].tolist(), 1)
+            assert auto.status()["scan"] == "int8+float32-rescoring"
+            assert auto._quant is not None and auto._quant.rows is None and (auto._quant.fine is not None) == fine
+            # The codes, and the residual codes (an int8 each plus a float32 scale a row) when kept.
+            assert auto.status()["bytes"] == 3000 * 64 * (2 if fine else 1) + (3000 * 4 if fine else 0)
+            for k in (1, 10, 80):
+                reads.clear()
+                for q in queries:
+                    assert auto.search(q.tolist(), k) == full.search(q.tolist(), k), k
+                read[fine, k] = sum(reads)
+            for q in queries[:5]:
+                assert auto.search(q.tolist(), 10) == full.search(q.tolist(), 10)
+                others = [int(r) for r in rng.integers(1, len(vecs), 20)]
+                assert auto.rescore(q.tolist(), others) == full.rescore(q.tolist(), others)
+        assert read[True, 1] == len(queries), "the best chunk alone"
+        assert read[True, 10] * 4 < read[False, 10]
+        assert read[True, 80] < read[False, 80]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_int8_scan_with_residual_codes_answers_as_float32_with_units(tmp_path: Path, monkeypatch, clip: bool) -> None:  # type: ignore[no-untyped-def]
+    # Chunks scored with their unit (line) vectors: the residual's refined scores combine chunk and units as the
+    # float32 scan does; with clipped rows (codes' range from a first block of 16 rows) the answer stays exact.
+    pytest.importorskip("faiss")
+    import json
+
+    import numpy as np
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore, UnitRow
+    from symi_memory.index.vectors import ExactVectors
+
+    if clip:
+        monkeypatch.setattr(vectors_mod, "HALF_BLOCK", 16)
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(15, 48)).astype(np.float32)
+    n = 800
+    vecs = centres[rng.integers(0, 15, n)] + 0.1 * rng.normal(size=(n, 48)).astype(np.float32)
+    store = IndexStore.open(tmp_path / "u.sqlite")
+    try:
+        files = []
+        for f in range(0, n, 100):
+            rows = []
+            for i in range(f, f + 100):
+                units = tuple(UnitRow(start_line=j + 1, end_line=j + 1, hash=f"{i}u{j}", embedding=(
+                    vecs[i] + 0.3 * rng.normal(size=48)).astype(np.float32).tobytes()) for j in range(i % 4))
+                rows.append(ChunkRow(id=f"c{i}", path=f"memory/{f}.md", source="memory", start_line=i - f + 1,
+                                     end_line=i - f + 1, hash=f"h{i}", text=f"chunk {i}", embedding=vecs[i].tobytes(),
+                                     units=units))
+            files.append((FileRow(path=f"memory/{f}.md", source="memory", hash=str(f), mtime=0.0, size=0), rows))
+        store.replace_files(files, meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"}),
+                                         "units": "lines"})
+        quant, full = ExactVectors(store, scan="int8", unit_weight=0.7), ExactVectors(store, scan="float32",
+                                                                                     unit_weight=0.7)
+        for q in vecs[rng.integers(0, n, 25)] + 0.05 * rng.normal(size=(25, 48)):
+            for k in (1, 10, 80):
+                assert quant.search(q.tolist(), k) == full.search(q.tolist(), k), k
+        assert quant._quant is not None and quant._quant.fine is not None and quant._quant.offsets is not None
+        assert not clip or quant._quant.err_dim.max() > 0.05, "rows were clipped"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("scan", ["int8", "float16"])
+def test_a_quantized_scan_split_across_two_threads_answers_as_float32(tmp_path: Path, monkeypatch, scan: str) -> None:  # type: ignore[no-untyped-def]
+    # store.vector.scanThreads = 2: a large quantized copy is held in two halves, searched at once on the
+    # searching thread and a worker; the merged candidates give the float32 scan's answer, and status says so.
+    pytest.importorskip("faiss")
+    import os
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the copy is never split")
+    monkeypatch.setattr(vectors_mod, "SPLIT_MIN_ROWS", 1000)  # as if the index held 50,000
+    monkeypatch.setattr(vectors_mod, "HALF_BLOCK", 256)  # blocks straddle the halves
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3001)
+    try:
+        split, full = ExactVectors(store, scan=scan, scan_threads=2), ExactVectors(store, scan="float32")
+        one = ExactVectors(store, scan=scan)
+        for q in vecs[rng.integers(0, len(vecs), 20)] + 0.02 * rng.normal(size=(20, vecs.shape[1])):
+            for k in (1, 10, 80):
+                want = full.search(q.tolist(), k)
+                assert split.search(q.tolist(), k) == one.search(q.tolist(), k)
+                assert [r for r, _ in split.search(q.tolist(), k)] == [r for r, _ in want], (scan, k)
+        assert split.status()["parts"] == 2 and one.status()["parts"] == 1
+        assert split.status()["residual"] == (scan == "int8") and split.status()["rows"] == 3001
+        assert [int(p.ntotal) for p in split._quant.index.parts] == [1501, 1500]
+    finally:
+        store.close()

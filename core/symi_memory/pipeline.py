@@ -116,12 +116,14 @@ class Pipeline:
         items = list(candidates)
         if trace is not None:
             _trace_stage(trace, "fused", items)
+        left_out: list[Candidate] = []
         if as_of is not None:
             items = exclude_written_after(query, items, as_of, written_at, section_dates, line_vectors, query_vector,
                                           line_analysis)
+            kept_ids = {c.id for c in items}
+            left_out = [c for c in candidates if c.id not in kept_ids]
             if trace is not None:
                 _trace_stage(trace, "asOf", items)
-                kept_ids = {c.id for c in items}
                 for c in candidates:
                     if c.id not in kept_ids:
                         trace["candidates"][c.id]["outcome"] = "written after asOf"
@@ -130,7 +132,7 @@ class Pipeline:
             _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
-                                 query_vector=query_vector, line_analysis=line_analysis)
+                                 query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out))
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:

@@ -261,6 +261,11 @@ class PostProcessContext:
     indexed). It is None when the backend keeps none (see
     :class:`StoredLineAnalysis`); a processor then analyses the candidates'
     text itself, with the same result. Call it once per search.
+
+    ``left_out``: in an "as of" search, the candidates the core left out as
+    written after the date (with their scores before that step); empty
+    otherwise. They are not results; a processor may compare the results
+    with them (a later version of a fact shows what the question is about).
     """
 
     query: str
@@ -271,6 +276,7 @@ class PostProcessContext:
     line_vectors: Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None
     query_vector: Sequence[float] | None = None
     line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None
+    left_out: Sequence[Candidate] = ()
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ import math
 import re
 import sys
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,6 +94,13 @@ class Thresholds:
     ``subject_line_vector``: two lines that share none of the query's words are still about its subject when
     their own vectors are this close (0.7: the dev set's "Sourdough: fed Gert 1:5:5 ..." and "Gert: now feeding
     1:10:10 ... instead of 1:5:5" are 0.74 apart; the least cosine of any pair judged the same thing is 0.6).
+    ``remeasure_spread``: a newer line on a later day that gives another value of a measured quantity of the older
+    line, in the same unit and shape, within this share of the old value (13.6 kg, then 13.2 kg at a vet check),
+    and names the question's subject where the older line does, measures it again (:func:`remeasured`): it
+    supersedes without a change word, also from a hit down to ``conflict_score_ratio`` of the older one's score
+    and lines only ``conflict_line_vector`` apart, and without holding half the older line's query words. 0.25:
+    a 40 mg tablet and an 8 mg one, or a 14,400 pound target and a 1,046 pound payment, are other things measured
+    (without the bound convmem lost c012 and c169 their answers).
     ``as_of_undated``: in an "as of" search, the score factor of hits from
     undated notes changed after the as-of date (their lines' dates are unknown); twice (0.36) when the hit's
     lines closest to the query by meaning all record being written after the date (:func:`answered_later`). ``as_of_answer_share``: in
@@ -118,6 +125,7 @@ class Thresholds:
     conflict_line_vector: float = 0.4
     moved_line_vector: float = 0.45
     subject_line_vector: float = 0.7
+    remeasure_spread: float = 0.25
     moved_cover: float = 1.0
     chunk_vector_lines: float = 0.3
     answer_margin: float = 0.05
@@ -742,7 +750,8 @@ def _identifier(term: str) -> bool:
 
 
 def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESHOLDS,
-               weights: Mapping[str, float] | None = None, line_cos: float | None = None) -> bool:
+               weights: Mapping[str, float] | None = None, line_cos: float | None = None,
+               names: frozenset[str] = frozenset()) -> bool:
     """True when newer line ``b`` changes what older line ``a`` states.
 
     Needs the chunks' vectors to be close (``chunk_cos``) and the lines to
@@ -786,7 +795,9 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
         if any(_identifier(term) for term in (a.terms - b.terms) & weights.keys()):
             return False  # the older line has the exact identifier asked for, the newer one does not
         covers = query_score(b, weights) / (query_score(a, weights) or 1.0)
-        if (covers >= t.conflict_cover and conflict and not loose) or (moved and (
+        # A measurement taken again on a later day (13.6 kg, then "coat good, 13.2 kg" at a vet check) answers the
+        # question as fully as the older one through its unit, whatever words it words the subject with.
+        if ((covers >= t.conflict_cover or remeasured(a, b, t, names, weights.keys())) and conflict and not loose) or (moved and (
                 covers >= t.moved_cover - 1e-9 or _shares_quantity(a, b))):
             return True
     if loose or share < t.line_overlap:
@@ -796,6 +807,79 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
     return b.change and bool(_new_values(a, b))
+
+
+def query_names(query: str) -> frozenset[str]:
+    """The terms of the names a question gives its subject by: its capitalised words after the first ("How much does
+    Biscuit weigh?" -> biscuit)."""
+    toks = TOKEN_RE.findall(query)
+    return frozenset(term for tok in toks[1:] if tok[:1].isupper() and (term := _salient_term(tok)) is not None)
+
+
+def remeasured(a: Line, b: Line, t: Thresholds = THRESHOLDS, names: frozenset[str] = frozenset(),
+               asked: Container[str] = frozenset()) -> bool:
+    """True when newer line ``b``, written on a later day, measures again a quantity that ``a`` gives: a value with
+    the same unit and shape, none of ``a``'s values of it, and one within ``remeasure_spread`` of one of them (13.6
+    kg, then "coat good, 13.2 kg" at a vet check), naming each name of the question's subject (``names``,
+    :func:`query_names`) that ``a`` names (a suitcase weighed on the same scale is not the dog). Without a change
+    word that is what says a measured value moved; the same unit with a far-off value (a 40 mg tablet, then an 8 mg
+    one; a 14,400 pound target, then a 1,046 pound payment) is as likely another thing measured, and so is a newer
+    value labelled by a word that neither ``a`` nor the question (``asked``, its terms) uses (:func:`_labelled_apart`:
+    "jumped 121 cm" is not "118 cm tall")."""
+    if b.moment[0] < a.moment[0] + DAY or not (a.terms & names) <= b.terms:
+        return False  # not a later day, or the newer line lacks a name of the question's subject the older one gives
+    for kind, vals in a.quantities.items():
+        new = b.quantities.get(kind)
+        if " " not in kind or not new or vals & new:
+            continue
+        for x in vals:
+            for y in new:
+                fx, fy = _magnitude(x), _magnitude(y)
+                if fx and fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) and not _labelled_apart(
+                        b.text, y, kind.split(" ", 1)[1], a.terms, asked):
+                    return True
+    return False
+
+
+# Where a clause ends: what a value's own label does not reach across.
+_CLAUSE_END_RE = re.compile(r"[,;:()\[\]!?]|\.(?!\d)|\s[-\u2013\u2014]\s")
+_WORD_AFTER_RE = re.compile(r"[ \t]+([^\W\d_]+)")
+# Words that read a value off without naming what is measured ("the meter reads 64 percent", "measured 134 cm").
+_READING_TERMS = frozenset({"measur", "weigh", "read", "show"})
+
+
+def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], asked: Container[str]) -> bool:
+    """True when every place ``text`` gives ``value`` with ``unit`` labels it by a word that neither ``known``
+    (the older line's terms) nor ``asked`` holds, nor a word that only reads a value off (``_READING_TERMS``): the
+    nearest content word before it in its clause ("Lotte jumped 121 cm", "the water at 37.5 degrees") or the word
+    right after its unit ("98 cm wide", "a 5.5 kg sack"). Such a value measures another thing than the older
+    line's; a value alone in its clause ("coat good, 13.2 kg, but one ear ..."), or labelled by the older line's or
+    the question's words ("height 134 cm", "weighs 2.3 kg after the winter"), measures it again."""
+    found = False
+    for m in QUANTITY_RE.finditer(text):
+        if m[1].lower() != value or (m[2] or "").lower() != unit:
+            continue
+        found = True
+        labels = []
+        for tok in reversed(TOKEN_RE.findall(_CLAUSE_END_RE.split(text[:m.start()])[-1])):
+            if tok[:1].isdigit():
+                break
+            if (term := _salient_term(tok)) is not None:
+                labels.append(term)
+                break
+        after = _WORD_AFTER_RE.match(text, m.end())
+        if after and (term := _salient_term(after[1])) is not None:
+            labels.append(term)
+        if all(term in known or term in asked or term in _READING_TERMS for term in labels):
+            return False
+    return found
+
+
+def _magnitude(num: str) -> float | None:
+    try:
+        return abs(float(num.replace(",", "")))
+    except ValueError:
+        return None
 
 
 def _same_subject(line_cos: float | None, t: Thresholds) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory.chronology import DAY
 from symi_memory.specs import LineVector, PostProcessContext
 from symi_memory.supersession import (
     THRESHOLDS,
@@ -29,7 +30,9 @@ from symi_memory.supersession import (
     gives_new_measure,
     may_move_on,
     moves_on,
+    query_names,
     query_score,
+    remeasured,
     remembered_lines,
     rescheduled,
     salient,
@@ -73,6 +76,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id), analysed.get(c.id))
                  for c in candidates]
     weights = term_weights(qterms, all_lines)
+    names = query_names(query)
     focus: dict[int, list[Line]] = {}
     for i, lines in enumerate(all_lines):
         found = focus_lines(lines, qterms)
@@ -94,7 +98,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     places = [(c.path, c.start_line) for c in candidates]
     # The lines a weaker newer hit could demote with (saying a value changed), and those of an older hit such a
     # line could change (a quantity or a plan's day): most hits have none, and their pairs end here.
-    changers = {j: [b for b in focus[j] if b.change and (b.quantities or b.days)] for j in idx}
+    changers = {j: [b for b in focus[j] if (b.change and (b.quantities or b.days)) or _measured(b)] for j in idx}
     # What same_thing needs first (a past state, a stated change, a plan's day or a quantity in both), per hit:
     # a pair whose lines cannot have it is never the same thing, so it is not looked at (most pairs end here).
     past = {i: any(a.historical for a in all_lines[i]) for i in idx}
@@ -120,8 +124,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     continue
                 if i not in valued:
                     valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
-                if not (changers[j] and _says_measure_changed(valued[i], changers[j])) and not _moving_on(
-                        all_lines[i], focus[j], j, moving):
+                if not (changers[j] and _says_measure_changed(valued[i], changers[j], t, names, qterms)) \
+                        and not _moving_on(all_lines[i], focus[j], j, moving):
                     continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -155,8 +159,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                               if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
-    through_past: set[int] = set()
-    mover_lines: dict[int, frozenset[int]] = {}  # hits superseded through a dated past line, not being older as a whole
+    through_past: set[int] = set()  # hits superseded through a dated past line, not being older as a whole
+    mover_lines: dict[int, frozenset[int]] = {}
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
         chosen_past = False
@@ -165,7 +169,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
             # ...", beside current lines of the same note), not a past state with no date ("a retired teacher").
             dated_only = newest[j] <= newest[i]
-            movers = _moving_lines(j, focus[j], moving, mover_lines)  # its lines that may say a state moved on (most: none)
+            movers = _moving_lines(j, focus[j], moving, mover_lines)  # lines that may say a state moved on (most: none)
             for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
                 if dated_only and a.moment[0] <= 0:
                     continue
@@ -193,10 +197,11 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
                     if candidates[j].score < t.score_ratio * candidates[i].score and not (
-                            b.change and (gives_new_measure(a.quantities, b.quantities)
-                                          or rescheduled(a, b)) and (lc is None or lc >= t.line_vector)):
+                            (b.change and (gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b))
+                             and (lc is None or lc >= t.line_vector))
+                            or (remeasured(a, b, t, names, qterms) and (lc is None or lc >= t.conflict_line_vector))):
                         continue  # a weaker newer hit demotes only a close line whose quantity it says changed
-                    if same_thing(a, b, cos, t, weights, lc):
+                    if same_thing(a, b, cos, t, weights, lc, names):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
         if chosen is not None:
@@ -268,12 +273,19 @@ def _moved_on(i: int, a: Line, j: int, b: Line, cos: float, candidates: Sequence
     return lc >= t.conflict_line_vector and cos >= t.chunk_vector_lines
 
 
-def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line]) -> bool:
+def _measured(line: Line) -> bool:
+    """True when a line gives a measured quantity (a value with a unit, or a ratio)."""
+    return any(" " in kind for kind in line.quantities)
+
+
+def _says_measure_changed(older: Sequence[Line], newer: Sequence[Line], t: Thresholds,
+                          names: frozenset[str], asked: frozenset[str]) -> bool:
     """True when a line of ``newer`` says something changed and gives a value of a measured quantity (with a unit,
-    or a ratio) that a line of ``older`` gives another value of (:func:`gives_new_measure`), or moves a plan's day that it gives (:func:`rescheduled`): what
-    lets a weaker newer hit demote an older one."""
-    return any(b.change and (b.quantities or b.days) and any(
-        gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b) for a in older) for b in newer)
+    or a ratio) that a line of ``older`` gives another value of (:func:`gives_new_measure`), or moves a plan's day that it gives (:func:`rescheduled`), or
+    measures one of its quantities again on a later day (:func:`remeasured`, no change word needed): what lets a
+    weaker newer hit demote an older one."""
+    return any(any((b.change and (gives_new_measure(a.quantities, b.quantities) or rescheduled(a, b)))
+                   or remeasured(a, b, t, names, asked) for a in older) for b in newer)
 
 
 @attrs.frozen
@@ -403,6 +415,33 @@ def _promote(found: Mapping[int, tuple[int, Line, Line]], head: Sequence[Candida
         score[j] = max(score[j], head[k].score)
 
 
+def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate], vectors: Mapping[str, Sequence[float]],
+                    ctx: PostProcessContext, t: Thresholds, written: Mapping[str, tuple[float, float]] | None,
+                    analysis: Mapping[str, bytes] | None) -> dict[int, float]:
+    """``{index in head: score}`` for each result of an "as of" search (``head``) whose line saying a state held
+    until a day at or after the date ("Until 2026-06-20 the router was the FRITZ!Box ...") a hit of ``later``
+    (left out as written after the date) supersedes, judged as of now: the score of that later version. The
+    question matches the fact as it was worded later ("Wi-Fi SSIDs: ..." in June); on the date the past state
+    was the fact, so it answers in the later version's place (:meth:`Supersession.process`)."""
+    cutoff = ctx.as_of or 0.0
+    held = {k for k, c in enumerate(head) if any(
+        _held_until(ln, cutoff) for ln in split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id),
+                                                     (analysis or {}).get(c.id)))}
+    if not held:
+        return {}  # most "as of" searches: no result gives a past state that ended after the date
+    pool = list(head) + list(later)
+    found = find_supersessions(pool, vectors, ctx.query, t, written, None, ctx.line_vectors, ctx.query_vector,
+                               analysis)
+    return {k: pool[n].score for k, (n, a, _b) in found.items() if k in held and n >= len(head)
+            and _held_until(a, cutoff)}
+
+
+def _held_until(line: Line, cutoff: float) -> bool:
+    """True when ``line`` is a past state whose end date is at or after ``cutoff``'s day: it held then (the test
+    :func:`symi_memory.supersession.as_of_state` makes)."""
+    return line.historical and not line.change and bool(line.dates) and min(line.dates) >= cutoff - DAY
+
+
 def _current(found: Mapping[int, tuple[int, Line, Line]], k: int) -> int:
     """The end of ``k``'s supersession chain: the version nothing newer supersedes."""
     while k in found:
@@ -422,22 +461,26 @@ class Supersession:
         return cls(attrs.evolve(THRESHOLDS, window=int(cfg.get("window", THRESHOLDS.window))))
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
-        if len(candidates) < 2 or ctx.vectors is None:
+        # In an "as of" search, the hits left out as written after the date may be later versions of a result.
+        later = sorted(ctx.left_out, key=lambda c: -c.score)[: self.thresholds.window] if ctx.as_of is not None else []
+        if not candidates or len(candidates) + len(later) < 2 or ctx.vectors is None:
             return list(candidates)
         order = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
         top = order[: self.thresholds.window]
         head = [candidates[i] for i in top]
-        vectors = ctx.vectors([c.id for c in head])
-        written = ctx.written_at(head) if ctx.written_at is not None else None
+        pool = head + later
+        vectors = ctx.vectors([c.id for c in pool])
+        written = ctx.written_at(pool) if ctx.written_at is not None else None
         analysis = None
         if ctx.line_analysis is not None and not asks_about_past(ctx.query):
             # One read for the candidates whose lines are not remembered from an earlier search.
-            wanted = [c.id for c in head if (written and c.id in written)
+            wanted = [c.id for c in pool if (written and c.id in written)
                       or not remembered_lines(c.path, c.start_line, c.text, c.mtime)]
             analysis = ctx.line_analysis(wanted) if wanted else None
         found = find_supersessions(head, vectors, ctx.query, self.thresholds, written, ctx.as_of,
-                                   ctx.line_vectors, ctx.query_vector, analysis)
-        if not found:
+                                   ctx.line_vectors, ctx.query_vector, analysis) if len(head) > 1 else {}
+        outgrown = _later_versions(head, later, vectors, ctx, self.thresholds, written, analysis) if later else {}
+        if not found and not outgrown:
             return list(candidates)
         # Each older version ranks just below what supersedes it: hits in between keep their order, nothing
         # unrelated climbs. In an "as of" search (or with ``promote``) the current version also takes the best
@@ -445,6 +488,11 @@ class Supersession:
         score = {k: c.score for k, c in enumerate(head)}
         if self.thresholds.promote or ctx.as_of is not None:
             _promote(found, head, score)
+        # In an "as of" search a past state that still held on the date takes the score of its later version left
+        # out (written after the date): the version current then answers in its place.
+        for k, best in outgrown.items():
+            j = _current(found, k)
+            score[j] = max(score[j], best)
         changed = True
         while changed:  # terminates: "supersedes" only points at strictly newer hits
             changed = False

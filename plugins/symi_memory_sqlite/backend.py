@@ -13,4 +13,6 @@ __all__ = ["create_backend"]
 def create_backend(ctx: BackendContext) -> Any:
     vec = ctx.agent.memory_search["store"]["vector"]
     scan, weight = vec.get("scan", "auto"), float(vec.get("unitWeight", 0.0))
-    return assemble_backend(ctx, lambda store: ExactVectors(store, scan=scan, unit_weight=weight))
+    threads = int(vec.get("scanThreads", 1))
+    return assemble_backend(ctx, lambda store: ExactVectors(store, scan=scan, unit_weight=weight,
+                                                            scan_threads=threads))

@@ -45,7 +45,16 @@ class StoreVector:
                         "float16 (half, needs faiss), whose candidates are rescored against the stored float32 "
                         "vectors (every chunk the rounding could have misplaced, so results are the float32 "
                         "scan's), float32, or auto (int8 from 8,192 vectors when faiss is installed; below "
-                        "50,000 it also keeps the float32 rows in memory and rescores from them).")
+                        "50,000 it also keeps the float32 rows in memory and rescores from them). An int8 copy "
+                        "that does not keep the float32 rows (auto from 50,000 vectors, or int8) keeps, up to "
+                        "262,144 rows, a residual int8 code per value (the codes' memory again), which narrows "
+                        "the rescoring to about the k best chunks.")
+    scan_threads: int = opt("scanThreads", 1, lo=1, hi=2, clamp=True,
+                            doc="Threads one search's quantized scan runs on for 50,000 vectors or more: 2 holds "
+                                "the copy in two halves searched at once (faiss releases the GIL; never more "
+                                "than the CPUs the process may use), which shortens the scan on an idle "
+                                "multi-core host and costs a little more CPU; 1 keeps it on the searching "
+                                "thread (on a busy shared host the second half waits for a core).")
     unit_weight: float = opt("unitWeight", 0.7, lo=0.0, hi=1.0, clamp=True,
                              doc="How much a chunk's best line (chunking.units) counts in its vector score: "
                                  "(1 - w) x chunk cosine + w x max(chunk cosine, best unit cosine); 0 uses chunk "

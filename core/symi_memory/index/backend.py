@@ -40,6 +40,10 @@ FTS_COUNT_FIXED_CHARS = 4_000
 FTS_COUNT_CACHED_CHARS = 150
 # FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
+#: Candidate rows (chunk text, path, lines, file mtime) are kept for the index generation while the index holds
+#: at most this many chunks (about 2 kB each with 400-token chunks): every row then fits. A larger index's
+#: searches meet few chunks again (at 100k bench chunks, keeping 10,000 cost more CPU than it saved).
+ROWS_CACHE_MAX = 20_000
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
@@ -66,6 +70,8 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     _terms_cache: dict[int, tuple[str, int]] = attrs.field(factory=dict)
     _terms_gen: int = -1
+    _rows_cache: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
+    _rows_epoch: tuple[int, int] = (-1, -1)
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
     _hung_query: threading.Event | None = None
@@ -153,7 +159,8 @@ class IndexedBackend:
         # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
         ranked: list[tuple[int, float]] | None = None
         # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
-        generation = self.store.generation()
+        epoch = self.store.search_epoch()
+        generation = epoch[0]
         # Local synonyms: query words no chunk holds, matched through index words of like meaning.
         syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] else None
         match = syn.match if syn is not None else qa
@@ -191,7 +198,7 @@ class IndexedBackend:
         if getattr(self.vectors, "unit_weight", None) != weight:
             rescore = None
         rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
-                                                 vectors=cosine_missing and rescore is None)
+                                                 vectors=cosine_missing and rescore is None, epoch=epoch)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
             # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
@@ -227,13 +234,9 @@ class IndexedBackend:
             krank = {k: i for i, (k, _) in enumerate(ranked)}
             unranked = len(krank)
             ordered = scored.order(lambda k: krank.get(k, unranked))
-        built = []
-        for k, score in ordered:
-            r = rows[k]
-            built.append(Candidate(id=r.id, path=r.path, source=r.source, start_line=r.start_line, end_line=r.end_line,
-                                   text=r.text, score=score, vector_score=vec_p.get(k), text_score=text_hits.get(k),
-                                   mtime=r.mtime, identifier_match=k in idents))
-        candidates = tuple(built)
+        make = _make_candidate
+        candidates = tuple(make(r.id, r.path, r.start_line, r.end_line, score, r.text, r.source, vec_p.get(k),
+                                text_hits.get(k), r.mtime, k in idents) for k, score in ordered if (r := rows[k]))
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
@@ -465,16 +468,19 @@ class IndexedBackend:
         return spec.calibration_for(provider.model, line_aware=line_aware)
 
     def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
-                        sources: tuple[str, ...], *, vectors: bool = False,
+                        sources: tuple[str, ...], *, vectors: bool = False, epoch: tuple[int, int] | None = None,
                         ) -> tuple[dict[int, CandidateRow], list[int]]:
-        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors)."""
-        rows = self.store.candidate_rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
-                                         scored=vec_hits)
+        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors).
+
+        ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
+        are kept for (:meth:`_rows`)."""
+        rows = self._rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
+                          scored=vec_hits, epoch=epoch)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self.store.candidate_rows([k for k, _ in ranked[limit:]], sources, vectors=vectors,
-                                              scored=vec_hits)
+            extra = self._rows([k for k, _ in ranked[limit:]], sources, vectors=vectors, scored=vec_hits,
+                               epoch=epoch)
             for k, _ in ranked[limit:]:
                 if len(keyword_ids) >= limit:
                     break
@@ -482,6 +488,45 @@ class IndexedBackend:
                     rows[k] = extra[k]
                     keyword_ids.append(k)
         return rows, keyword_ids
+
+    def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
+              epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
+        """``store.candidate_rows`` of these chunks, the same rows in the same order, kept for the ``epoch``.
+
+        A search's candidates are about 140 chunks, and the same chunks come back search after search (on the
+        10k bench store two of three candidates were candidates of an earlier search): a row kept for the
+        index generation and the count of mtime updates (``touches``) is what the store would read again.
+        Rows with vectors, and the rows of an index of more than ``ROWS_CACHE_MAX`` chunks, are always read.
+        """
+        if vectors or epoch is None or self.store.chunks_at(epoch[0]) > ROWS_CACHE_MAX:
+            return self.store.candidate_rows(rowids, sources, vectors=vectors, scored=scored)
+        if self._rows_epoch != epoch:
+            self._rows_cache = {}
+            self._rows_epoch = epoch
+        cache = self._rows_cache
+        missing = [k for k in rowids if k not in cache]
+        got: dict[int, CandidateRow] = {}
+        if missing:
+            got = self.store.candidate_rows(missing)  # from every source: the rows serve any search
+            if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
+                if len(cache) + len(got) > ROWS_CACHE_MAX:
+                    cache.clear()
+                # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking: kept
+                # named tuples made each full collection walk the whole cache (about 0.1 ms a search at 10k).
+                cache.update({k: tuple(r) for k, r in got.items()})
+        # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
+        make = CandidateRow._make
+        out: dict[int, CandidateRow] = {}
+        for i in range(0, len(rowids), 500):
+            for k in sorted(set(rowids[i : i + 500])):
+                if k in out:
+                    continue
+                r = got.get(k)
+                if r is None and (kept := cache.get(k)) is not None:
+                    r = make(kept)
+                if r is not None and r.source in sources:
+                    out[k] = r
+        return out
 
     # ----------------------------------------------------------------- other
 
@@ -641,6 +686,60 @@ class _Worker:
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
             job()
+
+
+#: Candidate's fields in attrs' order, as :func:`_candidate_maker` sets them.
+_CANDIDATE_FIELDS = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
+                     "mtime", "identifier_match", "superseded_by", "supersedes")
+
+
+def _candidate_maker() -> Callable[..., Candidate]:
+    """``Candidate(id=..., ...)`` of a search's candidates, each field set by its slot (about a third of the
+    cost of attrs' keyword ``__init__``, for about 140 candidates a search); the same object, equal to the one
+    ``__init__`` makes. While ``Candidate`` has other fields, validators, converters or a post-init hook, its
+    ``__init__`` itself."""
+    fields = attrs.fields(Candidate)
+
+    def keywords(id: str, path: str, start_line: int, end_line: int, score: float, text: str, source: str,
+                 vector_score: float | None, text_score: float | None, mtime: float | None,
+                 identifier_match: bool) -> Candidate:
+        return Candidate(id=id, path=path, start_line=start_line, end_line=end_line, score=score, text=text,
+                         source=source, vector_score=vector_score, text_score=text_score, mtime=mtime,
+                         identifier_match=identifier_match)
+
+    if (tuple(f.name for f in fields) != _CANDIDATE_FIELDS or any(f.validator or f.converter for f in fields)
+            or hasattr(Candidate, "__attrs_post_init__") or hasattr(Candidate, "__attrs_pre_init__")
+            or "__slots__" not in Candidate.__dict__):
+        return keywords
+    setters = [Candidate.__dict__[name].__set__ for name in _CANDIDATE_FIELDS]
+    (s_id, s_path, s_start, s_end, s_score, s_text, s_source, s_vector, s_keyword, s_mtime, s_ident, s_by,
+     s_supersedes) = setters
+    by, supersedes = fields.superseded_by.default, fields.supersedes.default
+    new = object.__new__
+
+    def make(id: str, path: str, start_line: int, end_line: int, score: float, text: str, source: str,
+             vector_score: float | None, text_score: float | None, mtime: float | None,
+             identifier_match: bool) -> Candidate:
+        c = new(Candidate)
+        s_id(c, id)
+        s_path(c, path)
+        s_start(c, start_line)
+        s_end(c, end_line)
+        s_score(c, score)
+        s_text(c, text)
+        s_source(c, source)
+        s_vector(c, vector_score)
+        s_keyword(c, text_score)
+        s_mtime(c, mtime)
+        s_ident(c, identifier_match)
+        s_by(c, by)
+        s_supersedes(c, supersedes)
+        return c
+
+    return make
+
+
+_make_candidate = _candidate_maker()
 
 
 def _batch_enabled(ms: Any) -> bool:

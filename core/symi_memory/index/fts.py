@@ -195,3 +195,7 @@ class KeywordSearch(StoreParts):
 
     def _chunk_count(self) -> int:
         return self._index_size()[1]
+
+    def chunks_at(self, generation: int) -> int:
+        """How many chunks the index holds at this generation (counted once per generation and thread)."""
+        return self._index_size(generation)[1]

@@ -36,6 +36,14 @@ class MetaRows(StoreParts):
     def generation(self) -> int:
         return int(self.get_meta("generation") or 0)
 
+    def search_epoch(self) -> tuple[int, int]:
+        """``(generation, touches)`` in one read: what a search's caches of chunk rows are kept for.
+
+        ``touches`` counts the files whose mtime :meth:`touch_file` updated (same content, no new generation).
+        """
+        got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches')").fetchall())
+        return int(got.get("generation") or 0), int(got.get("touches") or 0)
+
     # ----------------------------------------------------------------- files
 
     def files(self) -> dict[str, FileRow]:

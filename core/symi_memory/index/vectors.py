@@ -12,7 +12,12 @@ the copy is from the stored vectors (per dimension), which bounds how far any
 row's scan score can be from its float32 one for a given query. Every chunk
 whose scan score comes within twice that bound of the k-th best is rescored
 against the stored float32 vectors (read as blobs by their stored id), so the
-answer and its scores are the float32 scan's, not an approximation.
+answer and its scores are the float32 scan's, not an approximation. An int8
+copy of 50,000 to 262,144 rows also keeps each row's code error as a second
+int8 code: the chunks the scan returns are scored from both codes in memory
+(within about 1/250 of the int8 bound), and only those that can still be in
+the top k are read from SQLite. A large quantized copy can be held in two
+parts searched at once on two threads (``store.vector.scanThreads``).
 
 With unit vectors (``chunking.units``, ``store.vector.unitWeight`` above 0)
 the scan copy holds each chunk's vector followed by its units' vectors; a
@@ -72,6 +77,19 @@ LOAD_BLOCK = 65_536
 # across threads, and on a busy machine waking them cost 5-30 ms against about 1 ms for the product itself.
 SMALL_SCAN_ROWS = 32_768
 HALF_BLOCK = 8_192  # rows quantized at a time (12 MB at 384-d): the load peaks near the quantized copy
+# An int8 copy that does not keep the float32 rows (from HALF_AUTO_MIN vectors) keeps a second int8 code per
+# value up to this many scan rows: each row's code error, quantized with the row's own scale (a float32 a row).
+# Codes plus residual give scores within about 1/250 of the int8 bound, computed from memory for the rows the
+# scan returns, so only the chunks that can still be in the top k (k and a few) are read from SQLite for their
+# float32 scores, instead of every chunk in the int8 bound's band (about 330 reads at 100k for k = 80, 2 ms of
+# a 10 ms vectors.search). Memory: the codes' size again (38 MB at 100k x 384-d). Above this many rows the
+# scan (60 ms at 1M) dwarfs the reads, and the residual would cost 384 MB at 1M: not kept.
+FINE_MAX_ROWS = 262_144
+# A quantized copy of at least this many rows is held in ``scan_threads`` consecutive parts (store.vector.
+# scanThreads), searched at once on the calling thread and a worker thread (faiss releases the GIL), each on one
+# OpenMP thread. At 100k x 384-d int8 a part takes about 3 ms against 6 for the whole; the worker's hand-off
+# costs about 0.1 ms. Below this the scan takes about a millisecond: not split.
+SPLIT_MIN_ROWS = HALF_AUTO_MIN
 
 
 def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
@@ -137,7 +155,7 @@ def faiss_available() -> bool:
 class _Quantized:
     """A quantized scan copy and what its rescoring needs, swapped in as one piece (a search holds one)."""
 
-    index: Any  # faiss IndexScalarQuantizer
+    index: _Parts  # the faiss IndexScalarQuantizer(s) holding the codes
     kind: str  # int8 or float16
     generation: int  # of the index the copy was loaded from: the stored ids below are valid for it
     ids: Any  # the chunk rowid of each scan row
@@ -151,6 +169,111 @@ class _Quantized:
     #: The normalised float32 rows of the scan (in scan order) when kept in memory for the rescoring
     #: (below ``HALF_AUTO_MIN``); None: the rescoring reads the stored vectors.
     rows: Any = None
+    #: int8 codes of each row's code error (code units) with a per-row scale ``fine_scale`` (NaN for a
+    #: non-finite stored vector), when kept (:data:`FINE_MAX_ROWS`): ``codes + fine * fine_scale`` is the
+    #: row times ``scale`` within ``fine_err_dim`` / ``fine_err_row`` (same units as ``err_dim`` / ``err_row``).
+    fine: Any = None
+    fine_scale: Any = None
+    fine_err_dim: Any = None
+    fine_err_row: float = 0.0
+
+    def codes(self, rows: Any) -> Any:
+        """The int8 codes of these scan rows (a copy: uint8, each a signed code plus 128, as faiss stores them)."""
+        return self.index.codes(rows)
+
+
+class _Parts:
+    """A quantized scan copy as one faiss index, or as consecutive parts searched on two threads at once."""
+
+    def __init__(self, parts: list[Any], sizes: list[int]) -> None:
+        self.parts = parts
+        self._sizes = sizes  # how many rows each part takes (the last takes the rest)
+        self._views: list[Any] = []
+        self._starts: Any = None
+
+    @property
+    def ntotal(self) -> int:
+        return sum(int(p.ntotal) for p in self.parts)
+
+    @property
+    def d(self) -> int:
+        return int(self.parts[0].d)
+
+    def add(self, x: Any) -> None:
+        """Append rows, filling each part up to its size (the last part takes the rest)."""
+        start = 0
+        for i, part in enumerate(self.parts):
+            room = len(x) - start if i == len(self.parts) - 1 else self._sizes[i] - int(part.ntotal)
+            if room > 0 and start < len(x):
+                part.add(x[start : start + room])
+                start += min(room, len(x) - start)
+
+    def sealed(self) -> _Parts:
+        """Done adding: numpy views of the parts' codes (no copy) for :meth:`codes`."""
+        import faiss
+        import numpy as np
+
+        self.parts = [p for p in self.parts if p.ntotal] or self.parts[:1]  # rows deleted since the count
+        self._views = [faiss.rev_swig_ptr(p.codes.data(), int(p.ntotal) * int(p.code_size)).reshape(
+            int(p.ntotal), int(p.code_size)) if p.ntotal else np.zeros((0, int(p.code_size)), np.uint8)
+            for p in self.parts]
+        self._starts = np.cumsum([0] + [int(p.ntotal) for p in self.parts])
+        return self
+
+    def codes(self, rows: Any) -> Any:
+        import numpy as np
+
+        if len(self._views) == 1:
+            return self._views[0][rows]
+        out = np.empty((len(rows), self._views[0].shape[1]), dtype=np.uint8)
+        part = np.searchsorted(self._starts, rows, side="right") - 1
+        for i, view in enumerate(self._views):
+            mask = part == i
+            if mask.any():
+                out[mask] = view[rows[mask] - self._starts[i]]
+        return out
+
+    def search(self, probe: Any, k: int) -> tuple[Any, Any]:
+        """(scores, scan rows) of the k best rows, best first: one search per part, each on one thread."""
+        import numpy as np
+
+        if len(self.parts) == 1:
+            return _one_thread_search(self.parts[0], probe, k)  # type: ignore[no-any-return]
+        asks = [min(k, int(p.ntotal)) for p in self.parts]
+        got: list[Any] = [None] * len(self.parts)
+        if _WORKER_FREE.acquire(blocking=False):  # one worker: a concurrent search scans its parts itself
+            try:
+                later = _worker().submit(_one_thread_search, self.parts[1], probe, asks[1])
+                got[0] = _one_thread_search(self.parts[0], probe, asks[0])
+                got[1] = later.result()
+            finally:
+                _WORKER_FREE.release()
+        for i, part in enumerate(self.parts):
+            if got[i] is None:
+                got[i] = _one_thread_search(part, probe, asks[i])
+        dist = np.concatenate([g[0][0] for g in got])
+        pos = np.concatenate([np.where(g[1][0] >= 0, g[1][0] + self._starts[i], -1) for i, g in enumerate(got)])
+        # Best first; a row that no part returned scores at most the k-th best here (each part returned k rows
+        # at least as good as any it left out).
+        order = np.argsort(-dist, kind="stable")[:k]
+        return dist[order][None, :], pos[order][None, :]
+
+
+_WORKER_FREE = threading.Lock()
+_WORKER_FREE_INIT = threading.Lock()
+_WORKER_POOL: Any = None
+
+
+def _worker() -> Any:
+    """The one worker thread that searches a split scan copy's second part."""
+    global _WORKER_POOL
+    if _WORKER_POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _WORKER_FREE_INIT:
+            if _WORKER_POOL is None:
+                _WORKER_POOL = ThreadPoolExecutor(1, thread_name_prefix="symi-scan")
+    return _WORKER_POOL
 
 
 @attrs.define
@@ -161,6 +284,9 @@ class ExactVectors:
     scan: str = "auto"
     #: ``store.vector.unitWeight``: above 0, the scan holds unit vectors and scores chunks with them.
     unit_weight: float = 0.0
+    #: ``store.vector.scanThreads``: a quantized copy of ``SPLIT_MIN_ROWS`` rows or more is split in this many
+    #: parts searched at once (1 or 2; never more than the CPUs this process may run on).
+    scan_threads: int = 1
     _ids: Any = None  # the chunk rowid of each scan row
     _offsets: Any = None  # where each chunk's rows start (chunk row first), when the scan holds units
     _chunk_ids: Any = None  # the chunk rowid of each segment, when the scan holds units
@@ -194,6 +320,22 @@ class ExactVectors:
         """True when the int8 copy of ``n`` rows keeps the float32 rows in memory for its rescoring."""
         return self.scan == "auto" and n < HALF_AUTO_MIN
 
+    def _parts(self, n: int) -> int:
+        """How many parts a quantized copy of ``n`` rows is held in (each searched on its own thread)."""
+        import os
+
+        if n < SPLIT_MIN_ROWS or self.scan_threads < 2:
+            return 1
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+        return max(1, min(2, self.scan_threads, cpus))
+
+    def _keeps_fine(self, n: int) -> bool:
+        """True when the int8 copy of ``n`` rows keeps its rows' residual codes (it does not keep float32 rows)."""
+        return not self._keeps_rows(n) and n <= FINE_MAX_ROWS
+
     def _load(self, generation: int) -> None:
         import numpy as np
 
@@ -217,9 +359,15 @@ class ExactVectors:
 
         kept: Any = None  # the float32 rows kept for the rescoring (below HALF_AUTO_MIN)
         kept_fill = 0
+        fine: Any = None  # residual codes (int8, per-row scale) kept to narrow the rescoring (up to FINE_MAX_ROWS)
+        fine_scale: Any = None
+        fine_err_dim: Any = None
+        fine_err_row = 0.0
+        fine_fill = 0
 
         def add_block(rows: Any) -> None:
             nonlocal scale, err_dim, err_row, code_row, kept, kept_fill
+            nonlocal fine, fine_scale, fine_err_dim, fine_err_row, fine_fill
             _normalise(rows)
             if kept is not None:
                 # As the float32 scan holds them (a non-finite row stays NaN there, and ranks last when rescored).
@@ -250,13 +398,28 @@ class ExactVectors:
                 err -= x  # the code error, in code units
                 err_dim_block = np.abs(err).max(axis=0) / scale
                 code_row = max(code_row, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
+                if fine is not None:
+                    err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
+                    err = self._add_residual(err, scale, bad, fine, fine_scale, fine_fill)
+                    if err is None:  # rows written since the count: grow the arrays (rare)
+                        fine = np.concatenate([fine, np.empty((len(rows), dims), dtype=np.int8)])
+                        fine_scale = np.concatenate([fine_scale, np.empty(len(rows), dtype=np.float32)])
+                        err = rows * scale
+                        err -= x
+                        err = self._add_residual(err, scale, bad, fine, fine_scale, fine_fill)
+                    block_err_dim, block_err_row = err
+                    fine_err_dim = block_err_dim if fine_err_dim is None else np.maximum(fine_err_dim, block_err_dim)
+                    fine_err_row = max(fine_err_row, block_err_row)
+                    fine_fill += len(rows)
+                    err = None
             else:
                 x = rows
-                err = index.sa_decode(index.sa_encode(rows))
+                err = index.parts[0].sa_decode(index.parts[0].sa_encode(rows))
                 np.subtract(rows, err, out=err)
                 err_dim_block = np.abs(err).max(axis=0)
             err_dim = err_dim_block if err_dim is None else np.maximum(err_dim, err_dim_block)
-            err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
+            if err is not None:  # else recorded with the residual
+                err_row = max(err_row, float(np.sqrt(np.einsum("ij,ij->i", err, err).max())))
             del err
             index.add(x)
 
@@ -270,10 +433,15 @@ class ExactVectors:
                     kind = wanted
                     qtype = (faiss.ScalarQuantizer.QT_8bit_direct_signed if kind == "int8"
                              else faiss.ScalarQuantizer.QT_fp16)
-                    index = faiss.IndexScalarQuantizer(dims, qtype, faiss.METRIC_INNER_PRODUCT)
+                    count = self._parts(expected)
+                    index = _Parts([faiss.IndexScalarQuantizer(dims, qtype, faiss.METRIC_INNER_PRODUCT)
+                                    for _ in range(count)], [-(-max(expected, 1) // count)] * count)
                     buf = np.empty((min(max(expected, 1), HALF_BLOCK), dims), dtype=np.float32)
                     if kind == "int8" and self._keeps_rows(expected):
                         kept = np.empty((max(expected, 1), dims), dtype=np.float32)
+                    elif kind == "int8" and self._keeps_fine(expected):
+                        fine = np.empty((max(expected, 1), dims), dtype=np.int8)
+                        fine_scale = np.empty(max(expected, 1), dtype=np.float32)
                 else:
                     buf = np.empty((max(expected, 1), dims), dtype=np.float32)
             if len(blob) != dims * 4:
@@ -310,7 +478,11 @@ class ExactVectors:
             index=index, kind=kind, generation=generation, ids=ids, offsets=offsets if has_units else None,
             chunk_ids=ids[offsets], vids=np.frombuffer(vids_list, dtype=np.int64), scale=scale,
             err_dim=np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim, err_row=err_row,
-            code_row=code_row, rows=None if kept is None else kept[:kept_fill])
+            code_row=code_row, rows=None if kept is None else kept[:kept_fill],
+            **({} if fine is None or index.ntotal != fine_fill else _fine_fields(
+                fine[:fine_fill], fine_scale[:fine_fill], fine_err_dim, fine_err_row, dims)))
+        if index is not None:
+            index.sealed()
         with self._lock:
             self._ids = ids
             self._offsets = offsets if has_units else None
@@ -319,6 +491,34 @@ class ExactVectors:
             self._quant = quant
             self._generation = generation
             self._loading = False
+
+    @staticmethod
+    def _add_residual(err: Any, scale: Any, bad: Any, fine: Any, fine_scale: Any, at: int) -> Any:
+        """Write the residual codes of a block's code error ``err`` (code units; overwritten) at row ``at``.
+
+        Each row's error is coded again in int8 on the row's own scale (at most half a code unit, more for a
+        clipped row), so what is left is about 1/254 of it. Returns (largest leftover of each dimension, in
+        the normalised vectors' units; largest leftover row norm, in code units), or None when the arrays
+        have no room for the block. One block-sized temporary.
+        """
+        import numpy as np
+
+        if at + len(err) > len(fine):
+            return None
+        top = np.maximum(err.max(axis=1), -err.min(axis=1))
+        top[top == 0] = 1.0
+        step = (top / INT8_MAX).astype(np.float32)
+        y = err / step[:, None]
+        np.rint(y, out=y)
+        fine[at : at + len(err)] = y
+        y *= step[:, None]
+        err -= y  # what the residual leaves
+        del y
+        err_dim = np.maximum(err.max(axis=0), -err.min(axis=0)) / scale
+        err_row = float(np.sqrt(np.einsum("ij,ij->i", err, err).max()))
+        step[bad] = np.nan  # scanned as a zero row, scored as NaN: a refined score says nothing
+        fine_scale[at : at + len(err)] = step
+        return err_dim, err_row
 
     def _background(self, generation: int) -> None:
         try:
@@ -462,14 +662,8 @@ class ExactVectors:
         """
         import numpy as np
 
-        offsets, vids, generation = copy.offsets, copy.vids, copy.generation
-        segs = np.asarray(segs, dtype=np.int64)
-        if offsets is None:
-            rows = segs
-        else:
-            ends = np.append(offsets[1:], len(vids))
-            lengths = ends[segs] - offsets[segs]
-            rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        vids, generation = copy.vids, copy.generation
+        rows, starts = _segment_rows(copy, segs)
         if copy.rows is not None:
             m = copy.rows[rows]  # the rows as the float32 scan holds them: normalised already
         else:
@@ -481,10 +675,38 @@ class ExactVectors:
         # float32 and a quantized scan order near-ties alike, and copies of one vector tie wherever they sit
         # in the batch (a matrix product gave them scores a few ulps apart, by position).
         cos = _nan_last(np.einsum("ij,j->i", m, q))
-        if offsets is None:
+        if starts is None:
             return cos
-        starts = np.cumsum(lengths) - lengths
         return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+
+    def _refined(self, copy: _Quantized, segs: Any, r: Any) -> Any:
+        """Scores of these scan segments from the int8 codes plus their residual codes (memory only), within
+        :meth:`_fine_bound` of the float32 ones; NaN for a segment holding a non-finite stored vector."""
+        import numpy as np
+
+        rows, starts = _segment_rows(copy, segs)
+        x = copy.codes(rows)
+        np.bitwise_xor(x, 0x80, out=x)  # faiss stores a signed code c as c + 128
+        cos = x.view(np.int8).astype(np.float32) @ r
+        cos += copy.fine_scale[rows] * (copy.fine[rows].astype(np.float32) @ r)
+        if starts is None:
+            return cos
+        return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+
+    @staticmethod
+    def _fine_bound(copy: _Quantized, q: Any, r: Any) -> float:
+        """The most a refined score (:meth:`_refined`) can differ from the float32 one: Cauchy-Schwarz on what is
+        left of each row's code error after its residual code, as :meth:`_probe` bounds the scan's, plus the
+        rounding margin, and the rounding of the refined products themselves (float32, ``d`` terms each:
+        at most about ``d * 2**-24`` times the sum of the terms' sizes, which Cauchy-Schwarz bounds by the
+        largest row's norm in code units times ``|r|``)."""
+        import numpy as np
+
+        dims = q.shape[-1]
+        norm_r = float(np.linalg.norm(r))
+        first = float(np.abs(q) @ copy.fine_err_dim)
+        own = 1.01 * (dims + 4) * 2.0 ** -24 * (copy.code_row + copy.err_row) * norm_r
+        return min(first, norm_r * copy.fine_err_row) + slack(dims) + own
 
     def _exact_chunks(self, q: Any, rowids: Sequence[int]) -> dict[int, float] | None:
         """Exact scores of these chunk rowids that the current scan copy holds, read by stored id."""
@@ -517,6 +739,8 @@ class ExactVectors:
         """
         import numpy as np
 
+        if copy.fine is not None:
+            return self._search_refined(copy, q, k)
         quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
         ntotal = int(quant.ntotal)
         chunks = len(chunk_ids)
@@ -527,7 +751,7 @@ class ExactVectors:
         exact: dict[int, float] = {}  # segment -> exact score
         ok = bool(getattr(self._last, "current", False))  # else the stored ids may be stale: read by chunk
         while True:
-            dist, pos = _one_thread_search(quant, probe, wide)
+            dist, pos = quant.search(probe, wide)
             pos, dist = pos[0], dist[0] * unit
             keep = pos >= 0
             pos, dist = pos[keep], dist[keep]
@@ -556,6 +780,72 @@ class ExactVectors:
             break
         rowids = chunk_ids[list(exact)]
         values = np.fromiter(exact.values(), dtype=np.float64, count=len(exact))
+        self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
+        top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
+        return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
+
+    def _search_refined(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
+        """:meth:`_search_quantized` for an int8 copy with residual codes: the band is narrowed in memory.
+
+        Every segment the scan returns gets a refined score (:meth:`_refined`) within ``fine`` of its float32
+        one. The k-th best of those minus ``fine``, ``floor``, is a lower bound of the true k-th best score;
+        a segment the scan did not return scores below it when the scan's last score is below
+        ``floor - bound`` (else the scan is asked for more). Only the segments whose refined score is within
+        ``fine`` of ``floor`` or above can be in the top k: those alone are rescored from the stored float32
+        vectors (about k of them), and the answer is the float32 scan's.
+        """
+        import numpy as np
+
+        quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
+        ntotal = int(quant.ntotal)
+        chunks = len(chunk_ids)
+        probe, unit, bound = self._probe(copy, q)
+        r = (q / copy.scale).astype(np.float32)
+        fine = self._fine_bound(copy, q, r)
+        spread = min(4.0, ntotal / max(1, chunks))
+        factor, least = RESCORE_WIDE[copy.kind]
+        wide = min(ntotal, max(int(max(k * factor, least) * spread), self._reach.get(k, 0) * 3 // 2))
+        need = min(k, chunks)
+        while True:
+            dist, pos = quant.search(probe, wide)
+            pos, dist = pos[0], dist[0] * unit
+            keep = pos >= 0
+            pos, dist = pos[keep], dist[keep]
+            if offsets is None:
+                segs = pos
+            else:
+                found = np.searchsorted(offsets, pos, side="right") - 1
+                segs = found[np.sort(np.unique(found, return_index=True)[1])]  # by their best row's scan score
+            # The first k segments by scan score give a first floor; only the segments the scan scores within
+            # the scan's bound of it can beat it, so only those are refined (about the int8 band, not all rows
+            # asked for). The floor over all refined segments is at least as high.
+            est = self._refined(copy, segs[:need], r)
+            low = est - fine
+            low[np.isnan(low)] = -np.inf
+            if len(low) >= need:
+                # Without units a segment is a row, in the scan's descending order: those within the bound
+                # of the first floor are a prefix. With units every returned segment is refined.
+                first_cut = float(low.min()) - bound
+                upto = need + int(np.count_nonzero(dist[need:] >= first_cut)) if offsets is None else len(segs)
+                if upto > need:
+                    est = np.concatenate([est, self._refined(copy, segs[need:upto], r)])
+                    low = est - fine
+                    low[np.isnan(low)] = -np.inf
+                floor = float(np.partition(low, len(low) - need)[len(low) - need])
+            else:
+                floor = -np.inf
+            cut = floor - bound
+            if len(dist) and dist[-1] >= cut and wide < ntotal:
+                wide = min(ntotal, wide * 4)  # a chunk the scan did not return could still be in the top k
+                continue
+            self._reach[k] = int(np.count_nonzero(dist >= cut))
+            band = segs[: len(est)][~(est + fine < floor)]  # NaN (a non-finite stored vector) is rescored: it ranks last
+            exact = self._segments(copy, band, q) if getattr(self._last, "current", False) else None
+            if exact is None:  # the copy is older than the index: every chunk the scan returned, by chunk rowid
+                return self._fallback(copy, q, k, chunk_ids[segs].tolist())
+            break
+        rowids = chunk_ids[band]
+        values = exact.astype(np.float64)
         self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
         top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
         return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
@@ -612,20 +902,49 @@ class ExactVectors:
     def status(self) -> dict[str, Any]:
         """What the scan uses: ``scan`` is float32, int8+float32-rescoring, float16+float32-rescoring, or none
         (nothing loaded yet); ``bytes`` the memory the scan copy holds (codes, plus the float32 rows an int8
-        copy keeps for its rescoring below ``HALF_AUTO_MIN`` vectors)."""
+        copy keeps for its rescoring below ``HALF_AUTO_MIN`` vectors, or its residual codes up to
+        ``FINE_MAX_ROWS``); ``parts`` how many parts a search scans at once; ``residual`` whether residual
+        codes narrow the rescoring."""
         with self._lock:
             loaded = (self._matrix is not None or self._quant is not None) and self._generation >= 0
             quant = self._quant if loaded else None
             if quant is not None:
                 size = int(quant.index.ntotal) * int(quant.index.d) * (1 if quant.kind == "int8" else 2)
                 size += 0 if quant.rows is None else int(quant.rows.nbytes)
+                size += 0 if quant.fine is None else int(quant.fine.nbytes) + int(quant.fine_scale.nbytes)
             else:
                 size = int(self._matrix.nbytes) if loaded and self._matrix is not None else 0
             return {"loaded": loaded,
                     "rows": 0 if self._ids is None else int(len(self._ids)),
                     "units": 0 if self._offsets is None else int(len(self._ids) - len(self._offsets)),
                     "scan": QUANTIZED[quant.kind] if quant is not None else "float32" if loaded else "none",
-                    "bytes": size}
+                    "bytes": size,
+                    # How many parts the quantized copy is searched in at once (store.vector.scanThreads), and
+                    # whether its rows' residual codes narrow the rescoring (FINE_MAX_ROWS).
+                    "parts": len(quant.index.parts) if quant is not None else 1,
+                    "residual": quant is not None and quant.fine is not None}
+
+
+def _segment_rows(copy: _Quantized, segs: Any) -> tuple[Any, Any]:
+    """(the scan rows of these segments, where each segment starts among them; None without units)."""
+    import numpy as np
+
+    offsets = copy.offsets
+    segs = np.asarray(segs, dtype=np.int64)
+    if offsets is None:
+        return segs, None
+    ends = np.append(offsets[1:], len(copy.vids))
+    lengths = ends[segs] - offsets[segs]
+    rows = np.repeat(offsets[segs] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+    return rows, np.cumsum(lengths) - lengths
+
+
+def _fine_fields(fine: Any, fine_scale: Any, err_dim: Any, err_row: float, dims: int) -> dict[str, Any]:
+    """The residual's fields of a :class:`_Quantized`."""
+    import numpy as np
+
+    return {"fine": fine, "fine_scale": fine_scale, "fine_err_row": err_row,
+            "fine_err_dim": np.zeros(dims, dtype=np.float32) if err_dim is None else err_dim}
 
 
 def _one_thread_search(index: Any, probe: Any, k: int) -> Any:

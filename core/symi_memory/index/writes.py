@@ -218,3 +218,6 @@ class FileWrites(StoreParts):
         """Record a new mtime/size for a file whose content hash did not change."""
         with self.write():
             self.conn.execute("UPDATE files SET mtime=?, size=?, lines=? WHERE path=?", (mtime, size, lines, path))
+            # A candidate row carries its file's mtime: rows kept for the generation are read again after this.
+            self.conn.execute("INSERT INTO meta(key, value) VALUES ('touches', '1') "
+                              "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")

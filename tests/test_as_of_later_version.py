@@ -1,0 +1,59 @@
+"""In an "as of" search, a past state that still held on the date ("Until 2026-05-31 the gardener was Kees ...")
+answers in the place of its later version, which the search leaves out as written after the date (issue 16,
+branch ``asof16b``; devmem a009). Workspace in original wording; real files, real index, the public search tool
+with the default config and the local model. Held-out cases: bench/supersession_heldout.py, rule ``until``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.sqlite_memory import open_local, write
+
+from symi_memory import tools
+
+pytest.importorskip("symi_memory_local")
+
+FILLER = {f"memory/2026-0{1 + k % 5}-{10 + k:02d}.md": f"# Day\n\n- {text}\n" for k, text in enumerate([
+    "Paid the water bill and the school trip.", "Sofia has a cold; stayed home.", "Fixed the bike's rear light.",
+    "Dinner with Anna and Bram at the Thai place.", "Booked the dentist for Sofia.", "Renewed the passport photos."])}
+PAST = ("# Past states\n\n- Until 2025-11-01 we drove a red Toyota Yaris.\n"
+        "- Until 2025-09-30 Sofia went to the Regenboog daycare on Fridays.\n"
+        "- Until 2026-01-15 our dentist was Dr. Bakker on the Oudegracht.\n"
+        "- Until {end} the gardener was Kees from Groenrijk, every second Thursday.\n"
+        "- Until 2025-12-01 the gym was the SportCity on the Amsterdamsestraatweg.\n")
+NOTES = {
+    # Before the date: mentions the gardener, does not say who it is.
+    "memory/2026-03-24.md": "# 2026-03-24\n\n- Rain all week; the gardener did not come, and the hedge, the lawn and "
+                            "the borders are a mess. Bought slug pellets and a new hose.\n",
+    # After the date: the later version, left out of an "as of" search.
+    "memory/2026-06-02.md": "# 2026-06-02\n\n- Our gardener is now Lotte from Tuinhulp; Kees retired.\n",
+}
+
+
+def _first(tmp_path: Path, end: str) -> str:
+    ws = tmp_path / "ws"
+    for rel, text in {**FILLER, **NOTES, "memory/history.md": PAST.format(end=end)}.items():
+        write(ws, rel, text)
+    with open_local(tmp_path, ws) as mem:
+        mem.sync()
+        for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
+            out = tools.memory_search(mem, {"query": "Who is our gardener?", "asOf": "2026-04-01", "minScore": 0})
+            if out["mode"] == "hybrid":
+                break
+    assert out["mode"] == "hybrid", out
+    paths = [h["path"] for h in out["results"]]
+    assert "memory/2026-06-02.md" not in paths  # written after the date
+    return paths[0]
+
+
+def test_a_past_state_that_held_on_the_date_answers_in_the_place_of_its_later_version(tmp_path: Path) -> None:
+    # Kees was the gardener until 2026-05-31, so on 2026-04-01: the past-states note ranks first, above the March
+    # note that only mentions the gardener (without the rule the March note was first).
+    assert _first(tmp_path, "2026-05-31") == "memory/history.md"
+
+
+def test_a_past_state_that_ended_before_the_date_is_not_lifted(tmp_path: Path) -> None:
+    # Kees stopped on 2026-03-01: on 2026-04-01 that line no longer held, so it takes nothing from the June note.
+    assert _first(tmp_path, "2026-03-01") == "memory/2026-03-24.md"
