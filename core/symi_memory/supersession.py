@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes"]
 
 
 @attrs.frozen(kw_only=True)
@@ -1011,14 +1011,102 @@ def moves_on(a: Line, b: Line, weights: Mapping[str, float], query: str = "") ->
     """True when newer line ``b`` says the state older line ``a`` gives has moved on, about the query's subject:
     the person ``a`` names ends in the role (:func:`hands_over`) when the query asks for a person ("Who is Ilse's
     teacher?": a question about her classroom keeps the lines naming the old teacher) and the two lines share a
-    weighted query word, or the case ``a`` is about is at a later stage (:func:`later_stage`)."""
-    return (ASKS_PERSON_RE.search(query) is not None and hands_over(a, b)
-            and not a.terms.isdisjoint(b.terms & weights.keys())) or later_stage(a, b, weights, query)
+    weighted query word, or the case ``a`` is about is at a later stage (:func:`later_stage`), or one no longer has
+    the thing ``a`` answers with (:func:`disposes`: "Sold the hatchback; now a red SUV")."""
+    return ((ASKS_PERSON_RE.search(query) is not None and hands_over(a, b)
+             and not a.terms.isdisjoint(b.terms & weights.keys())) or later_stage(a, b, weights, query)
+            or disposes(a, b, weights))
 
 
 def may_move_on(a: Line, b: Line) -> bool:
     """What :func:`moves_on` needs from the two texts alone, for a pair not yet worth a look (no query weights)."""
-    return hands_over(a, b) or (stage(a.text) > 0 and stage(b.text) > 1)
+    return hands_over(a, b) or (stage(a.text) > 0 and stage(b.text) > 1) or disposes(a, b)
+
+
+# Having a thing ends, the thing right after the words: "sold the hatchback", "gave the Pixel 6 to my sister",
+# "moved out of the Vondelstraat flat", "no longer have the Volvo", "wearing Hoka now instead of the Asics".
+DISPOSE_RE = re.compile(
+    r"\b(?:sold|sell(?:s|ing)?|(?:gave|given|giv(?:e|es|ing))(?:\s+away)?|trad(?:ed|e|es|ing)\s+in|scrapped|"
+    r"(?:got|get|getting)\s+rid\s+of|returned|handed\s+(?:back|in)|donated|replaced|swapped|"
+    r"(?:switched|upgraded|moved)\s+(?:away\s+)?from|moved\s+out\s+of|"
+    r"no\s+longer\s+(?:have|has|own|owns|use|uses|drive|drives|ride|rides|rent|rents|(?:live|lives)\s+in)|"
+    r"instead\s+of|rather\s+than|in\s+place\s+of)\s+(?P<obj>[^;,.!?():\n]*)", re.IGNORECASE)
+# The same, the thing before the words: "the Gazelle was stolen", "the ThinkPad has been returned", "the flat is gone".
+DISPOSED_RE = re.compile(
+    r"(?P<obj>[^;,.!?():\n]*?)\s+(?:was|were|is|are|got|has\s+been|have\s+been)\s+(?:sold|stolen|scrapped|"
+    r"written\s+off|returned|given\s+away|traded\s+in|replaced|totall?ed|gone)\b", re.IGNORECASE)
+# A word one of the two patterns needs: a line without one is passed over in one search.
+_DISPOSE_WORD_RE = re.compile(
+    r"\b(?:sold|sell\w*|gave|given|giv\w*|trad\w*|scrapped|rid|returned|handed|donated|replaced|swapped|from|out|"
+    r"longer|instead|rather|place|stolen|written|totall?ed|gone)\b", re.IGNORECASE)
+# Where the thing's words end: a preposition, a conjunction or an adverb after it ("gave the Pixel 6 *to* my sister",
+# "drove the hatchback *to* Lyon").
+_THING_END = frozenset("""to for with at in on from by into onto of and or but because after before so since when
+while as than there then where which that who whom today yesterday tonight now instead via through about over under
+back away off out up down last ago this next""".split())
+# Words that describe one's having had the thing, not which thing it is ("sold my *old* hatchback").
+_THING_ASIDE = frozenset({"old", "former", "previou", "trusty", "belove", "little"})
+# Whose the thing is, when it is not the writer's: "Tom sold *his* hatchback", "sold *Anna's* bike".
+_OTHERS = frozenset({"his", "her", "their", "its"})
+_POSSESSIVE_START_RE = re.compile(r"\s*(?:the\s+)?[A-Z][\w-]*['\u2019]s\b")
+
+
+def _thing(words: Sequence[str]) -> frozenset[str] | None:
+    """The salient terms of the thing ``words`` (a disposal's object, nearest word first) name, up to the first word
+    of :data:`_THING_END` and at most five words on; None when it is someone else's (:data:`_OTHERS`) or names
+    nothing."""
+    out = set()
+    for n, tok in enumerate(words):
+        low = tok.lower()
+        if low in _THING_END or n >= 5:
+            break
+        if low in _OTHERS:
+            return None
+        term = _TOKENS[tok][0]
+        if term is not None and term not in _THING_ASIDE:
+            out.add(term)
+    return frozenset(out) or None
+
+
+@functools.lru_cache(maxsize=16384)
+def disposed_things(text: str) -> tuple[frozenset[str], ...]:
+    """The things ``text`` says one no longer has, each as its salient terms: what follows "sold", "gave ... to",
+    "moved out of", "no longer have", "instead of" (:data:`DISPOSE_RE`), or comes before "was stolen", "was sold",
+    "is gone" (:data:`DISPOSED_RE`), as far as the thing's words go (:func:`_thing`). Someone else's thing ("Tom sold
+    his hatchback", "sold Anna's bike") is left out."""
+    if not _DISPOSE_WORD_RE.search(text):
+        return ()
+    out = []
+    for m in DISPOSE_RE.finditer(text):
+        if _POSSESSIVE_START_RE.match(m["obj"]):
+            continue
+        thing = _thing(TOKEN_RE.findall(m["obj"]))
+        if thing:
+            out.append(thing)
+    for m in DISPOSED_RE.finditer(text):
+        words = TOKEN_RE.findall(m["obj"])
+        thing = _thing(words[::-1])
+        if thing:
+            out.append(thing)
+    return tuple(out)
+
+
+def disposes(a: Line, b: Line, weights: Mapping[str, float] | None = None) -> bool:
+    """True when newer line ``b`` says one no longer has the thing older line ``a`` names (:func:`disposed_things`):
+    every word of the thing is one of ``a``'s, and one at least is not the question's ("Sold the hatchback; now a red
+    SUV" for "The car is a blue hatchback" when asked what car one drives: the value the older line answers with,
+    not the subject the question names). With the query's ``weights``, ``a`` must be about the question (hold one of
+    its words). What ``b`` then says, it says about the older line's value, though it shares no word with the
+    question: the older line is no longer current. Washing the hatchback, its tyres, "replaced the hatchback's wiper
+    blades", "sold my old bike" or "Tom sold his hatchback" end nothing ``a`` states."""
+    things = disposed_things(b.text)
+    if not things:
+        return False
+    if weights is not None and (a.terms.isdisjoint(weights)
+                                or any(_identifier(term) for term in (a.terms - b.terms) & weights.keys())):
+        return False  # not about the question, or the older line has the exact identifier asked for (as same_thing)
+    asked = weights.keys() if weights is not None else frozenset()
+    return any(thing <= a.terms and not thing <= asked for thing in things)
 
 
 def _new_values(a: Line, b: Line) -> set[str]:

@@ -25,6 +25,8 @@ from symi_memory.supersession import (
     best_lines,
     conflicting,
     cosine,
+    disposed_things,
+    disposes,
     ended_names,
     focus_lines,
     gives_new_measure,
@@ -82,7 +84,12 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         found = focus_lines(lines, qterms)
         if found:
             focus[i] = found
-    newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
+    # A line that says one no longer has a thing ("Sold the hatchback; now a red SUV") may be a newer version of an
+    # older line naming that thing though it holds no query word: it is looked at as a newer hit's line too (only
+    # through :func:`_moved_on`). Most lines name no such thing.
+    reach = {i: lines + [ln for ln in all_lines[i] if ln not in lines and disposed_things(ln.text)]
+             for i, lines in focus.items()}
+    newest = {i: max(ln.moment for ln in lines) for i, lines in reach.items()}
     # What a newer hit must be newer than: the oldest dated line the hit holds, not its newest. A note that
     # keeps its current lines beside a past one ("Until 2026-06-20 the router was ...", under "## History" in an
     # undated note) is superseded through that older line; the line-level check below still needs the newer
@@ -117,7 +124,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             if places[j] == place_i:
                 continue
             if not (past_i or says_change[j] or (valued_i and newer_valued[j])) and not _moving_on(
-                    all_lines[i], focus[j], j, moving):
+                    all_lines[i], reach[j], j, moving):
                 continue
             if scores[j] < strong:
                 if scores[j] < weak:
@@ -125,7 +132,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 if i not in valued:
                     valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
                 if not (changers[j] and _says_measure_changed(valued[i], changers[j], t, names, qterms)) \
-                        and not _moving_on(all_lines[i], focus[j], j, moving):
+                        and not _moving_on(all_lines[i], reach[j], j, moving):
                     continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -138,7 +145,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         later = {j for js in pairs.values() for j, _ in js}
         wanted = sorted(set(pairs) | later)
         stored = line_vectors([candidates[k].id for k in wanted]) if callable(line_vectors) else line_vectors
-        lv = _LineVectors.of(candidates, all_lines, {k: focus[k] for k in later}, set(pairs), weights,
+        lv = _LineVectors.of(candidates, all_lines, {k: reach[k] for k in later}, set(pairs), weights,
                              vectors, stored, query_vector)
     best: dict[int, list[Line]] = {}
     # An older hit's lines holding more of the query's weighted terms than any of its answer lines by meaning
@@ -169,14 +176,14 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
             # ...", beside current lines of the same note), not a past state with no date ("a retired teacher").
             dated_only = newest[j] <= newest[i]
-            movers = _moving_lines(j, focus[j], moving, mover_lines)  # lines that may say a state moved on (most: none)
+            movers = _moving_lines(j, reach[j], moving, mover_lines)  # lines that may say a state moved on (most: none)
             for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
                 if dated_only and a.moment[0] <= 0:
                     continue
                 if dated_only and _restated_since(a, all_lines[i], newest[j], weights, as_of):
                     continue
                 by_value = a not in best[i]
-                for b in focus[j]:
+                for k, b in enumerate(reach[j]):
                     if dated_only and b.moment[0] <= a.moment[0]:
                         continue  # a later day, not a later line of the same day
                     if by_value and not (conflicting(a.quantities, b.quantities)
@@ -189,6 +196,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
                         continue
+                    if k >= len(focus[j]):
+                        continue  # a line holding no query word, looked at only for saying a thing is gone
                     if not (a.historical or b.change or (a.ahead and b.ahead) or (a.quantities and b.quantities)):
                         continue  # same_thing's first refusal, before any set work
                     if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
@@ -235,22 +244,23 @@ def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int],
 
 
 def _moving_on(older: Sequence[Line], newer: Sequence[Line], j: int, moving: dict[int, list[Line]]) -> bool:
-    """True when a line of ``newer`` (the focus lines of hit ``j``) may say that what a line of ``older`` states
-    has moved on (:func:`symi_memory.supersession.may_move_on`: an ending in a role, a later stage); ``moving``
-    keeps, per ``j``, its lines that name an ending or a stage at all."""
+    """True when a line of ``newer`` (the focus lines of hit ``j``, and its lines saying a thing is gone) may say that
+    what a line of ``older`` states has moved on (:func:`symi_memory.supersession.may_move_on`: an ending in a role,
+    a later stage, the thing it names gone); ``moving`` keeps, per ``j``, its lines that name an ending, a stage or a
+    thing gone at all."""
     if j not in moving:
-        moving[j] = [b for b in newer if ended_names(b.text) or stage(b.text)]
+        moving[j] = [b for b in newer if ended_names(b.text) or stage(b.text) or disposed_things(b.text)]
     return bool(moving[j]) and any(may_move_on(a, b) for b in moving[j] for a in older)
 
 
 def _moving_lines(j: int, newer: Sequence[Line], moving: dict[int, list[Line]],
                   numbers: dict[int, frozenset[int]]) -> frozenset[int]:
-    """The line numbers of the focus lines of hit ``j`` (``newer``) that name an ending or a stage at all (see
+    """The line numbers of the lines of hit ``j`` (``newer``) that name an ending, a stage or a thing gone at all (see
     :func:`_moving_on`; ``numbers`` keeps them per ``j``): the only lines :func:`_moved_on` need look at."""
     got = numbers.get(j)
     if got is None:
         if j not in moving:
-            moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text)]
+            moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text) or disposed_things(ln.text)]
         got = numbers[j] = frozenset(ln.line_no for ln in moving[j])
     return got
 
@@ -260,12 +270,15 @@ def _moved_on(i: int, a: Line, j: int, b: Line, cos: float, candidates: Sequence
               line_cos: Callable[[int, Line, int, Line], float | None] | None) -> bool:
     """True when newer line ``b`` of hit ``j`` says that older line ``a`` of hit ``i`` moved on
     (:func:`symi_memory.supersession.moves_on`: "Juf Marloes leaves the school; ... Ilse gets Meester Daan",
-    "the promotion case went to the calibration committee"), the two lines as close as two giving different values
+    "the promotion case went to the calibration committee", "Sold the hatchback; now a red SUV" for "The car is a
+    blue hatchback"), the two lines as close as two giving different values
     of one quantity (``conflict_line_vector``; without line vectors the chunks' ``chunk_vector``), and ``j``
     scoring at least ``conflict_score_ratio`` of ``i``: like a measured change, it demotes from a weaker hit."""
     if candidates[j].score < t.conflict_score_ratio * candidates[i].score or not may_move_on(a, b):
         return False
-    if len(a.terms & b.terms) < t.line_terms or not moves_on(a, b, weights, query):
+    # One no longer having the thing the older line names ("Sold the hatchback") pins the pair to it through that
+    # thing's words alone; the other ways need two shared terms.
+    if not disposes(a, b, weights) and (len(a.terms & b.terms) < t.line_terms or not moves_on(a, b, weights, query)):
         return False
     lc = line_cos(i, a, j, b) if line_cos else None
     if lc is None:
