@@ -172,8 +172,9 @@ def main() -> int:
     from symi_memory.evaluation import _throwaway_config, load_queries
     from symi_memory.manager import open_memory
 
-    print("| set / lever | as configured hit@1 / hit@5 / paraphrase hit@5 / MRR@10 | ranking hit@1 / hit@5 / MRR@10 |")
-    print("|---|---|---|")
+    print("| set / lever | as configured hit@1 / hit@5 / paraphrase hit@5 / MRR@10 | positives empty / negatives empty "
+          "| ranking hit@1 / hit@5 / MRR@10 |")
+    print("|---|---|---|---|")
     moves: list[str] = []
     for name in args.datasets.split(","):
         root = DATASETS / name
@@ -194,7 +195,8 @@ def main() -> int:
                     para = conf["per_type"].get("paraphrase", {}).get("hit@5") or float("nan")
                     label = "pipeline as it is" if delta is None else f"heading lines, delta {delta}"
                     print(f"| {name}: {label} | {conf['overall']['hit@1']:.3f} / {conf['overall']['hit@5']:.3f} / "
-                          f"{para:.3f} / {conf['overall']['mrr@10']:.3f} | {rank['overall']['hit@1']:.3f} / "
+                          f"{para:.3f} / {conf['overall']['mrr@10']:.3f} | {conf['overall']['positive_empty']:.3f} / "
+                          f"{conf['overall']['negative_empty_count']} | {rank['overall']['hit@1']:.3f} / "
                           f"{rank['overall']['hit@5']:.3f} / {rank['overall']['mrr@10']:.3f} |", flush=True)
                     if delta is None:
                         base = res
