@@ -8,7 +8,8 @@ larger of its best line's cosine and its best heading line's cosine minus ``delt
     vector cosine = (1 - w) * chunk + w * max(chunk, best line, best heading line - delta)   (w = unitWeight 0.7)
 
 Headings holding a date (``# 2026-05-05 (Tue)``, ``# 2026-01-19 · chat with Ingrid``) say when, not what,
-and give no heading line (``--all-headings`` gives every heading one). The vector calibration is kept.
+and give no heading line (``--all-headings`` gives every heading one); a heading is not itself given its
+parent heading's context. The vector calibration is kept.
 
 Unlike ``bench/rank_levers5.py`` (an offline simulation, about four devmem questions off the pipeline)
 this runs the real pipeline: it indexes each set once (``--state``, kept between runs), embeds the heading
@@ -85,7 +86,7 @@ class HeadingLift:
                 continue
             for a, _, text in chunk_units("\n".join(lines[start - 1:end]), tuple(range(start, end + 1)), "lines"):
                 head = heading_of(lines, a)
-                if head and (all_headings or not DATED.search(head)):
+                if head and not text.startswith("#") and (all_headings or not DATED.search(head)):
                     texts.append(f"{head}: {text}")
                     owner.append(rid)
         vecs = _unit(np.array(self.provider.embed_documents(texts), dtype=np.float32)) if texts else []
