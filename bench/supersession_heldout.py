@@ -32,14 +32,21 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
   cm", "98 cm wide"), a far-off value or the same value restated does not.
 - ``subject``: a newer line sharing none of the query's words but very close to the older line by meaning states
   the same thing; a close line about another subject does not.
+- ``handover``: a newer line saying that the person the older line names ends in the role ("retires", "steps
+  down", "leaves the school", "hands over to") and naming who follows supersedes it, also from a weaker hit; a
+  trip or leaving a meeting early is no ending, nor an ending verb on someone the older line does not name.
+- ``stage``: a newer line about the same case (every query word of the older line) at a later stage of its
+  process ("needs ...", then "submitted", "went to the committee", "approved") supersedes it, also from a
+  weaker hit; another person's case, a lower stage, or another case sharing a word does not.
 - ``until``: in an "as of" search, a line saying a state held until a day after the date ("Until 2026-03-15 the
   provider was ...") that a note written after the date supersedes takes that later note's score; a state that
   ended before the date, or a past state giving no day, does not.
 
-The workspaces of ``history``, ``measure``, ``subject`` and ``remeasure`` also hold ``FILLER``, a few unrelated notes (and
-two ``promote`` cases hold ``PROMOTE_FILLER``).
+The workspaces of ``history``, ``measure``, ``subject``, ``remeasure``, ``handover`` and ``stage`` also hold
+``FILLER``, a few unrelated notes (and two ``promote`` cases hold ``PROMOTE_FILLER``).
 
-``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/``remeasure`` whether the older note carries
+``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/
+``remeasure``/``handover``/``stage`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
 whether the ``old`` note ranks first (also ``until``). Prints one row per case and a tally.
 
@@ -671,6 +678,95 @@ CASES: list[dict[str, Any]] = [
                "memory/2026-06-10.md": "# 2026-06-10\n\n- The new window cleaner, Sem, did all the windows for 45 "
                                        "euros; Henk has stopped.\n"},
      "query": "Who is our cleaner?", "old": "memory/history.md"},
+    # ---- handover: fires (the older line's named person ends in the role and the newer line names who follows;
+    # no change word the processor knew, the newer hit weaker than the older one)
+    {"rule": "handover", "id": "e1", "expect": True,
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- Swimming club: Tobias's training with Trainer Henk moved "
+                                       "to Tuesdays at 17:00; Henk wants him to work on his turns.\n",
+               "memory/2026-06-28.md": "# 2026-06-28\n\n- Last club gala of the season. Trainer Henk retires after "
+                                       "the summer; in the next group Tobias gets Coach Ellen Vos.\n"},
+     "query": "Who coaches Tobias at swimming?", "old": "memory/2026-02-03.md"},
+    {"rule": "handover", "id": "e2", "expect": True,
+     "notes": {"memory/2026-01-19.md": "# 2026-01-19\n\n- GP appointment with Dr. Verbeek at the Lindenhof practice "
+                                       "on 2026-02-10 at 09:20 about the blood test.\n",
+               "memory/2026-05-06.md": "# 2026-05-06\n\n- Letter from the Lindenhof practice: Dr. Verbeek hands over "
+                                       "his patients to Dr. Kaya; our next check-up is with her.\n"},
+     "query": "Who is our family doctor?", "old": "memory/2026-01-19.md"},
+    {"rule": "handover", "id": "e3", "expect": True,
+     "notes": {"memory/2026-03-11.md": "# 2026-03-11\n\n- Piano: Sanne played the Clementi sonatina for Mevrouw "
+                                       "Jansen, lesson on Thursdays at 16:00.\n",
+               "memory/2026-07-02.md": "# 2026-07-02\n\n- Music school newsletter: Mevrouw Jansen steps down, and "
+                                       "after the summer Sanne continues with Mr. Okafor.\n"},
+     "query": "Who teaches Sanne piano?", "old": "memory/2026-03-11.md"},
+    {"rule": "handover", "id": "e4", "expect": True,
+     "notes": {"memory/2026-02-14.md": "# 2026-02-14\n\n- Building manager Mr. Bakker fixed the boiler pressure at "
+                                       "08:30; rent questions go to him as well.\n",
+               "memory/2026-06-09.md": "# 2026-06-09\n\n- Tenants meeting: Mr. Bakker left the housing company; Ms. "
+                                       "Osei runs our building from this month.\n"},
+     "query": "Who is the building manager?", "old": "memory/2026-02-14.md"},
+    # ---- handover: near-misses (a trip or leaving a meeting is no ending; the ending verb is on someone else)
+    {"rule": "handover", "id": "e5", "expect": False,
+     "notes": {"memory/2026-03-02.md": "# 2026-03-02\n\n- Parent evening with Juf Anouk on 2026-03-10 at 19:00 "
+                                       "about Bram's reading.\n",
+               "memory/2026-03-20.md": "# 2026-03-20\n\n- Juf Anouk leaves for a ski holiday on Friday; Meester Rob "
+                                       "takes Bram's class for the week.\n"},
+     "query": "Who is Bram's teacher?", "old": "memory/2026-03-02.md"},
+    {"rule": "handover", "id": "e6", "expect": False,
+     "notes": {"memory/2026-03-02.md": "# 2026-03-02\n\n- Parent evening with Juf Anouk on 2026-03-10 at 19:00 "
+                                       "about Bram's reading.\n",
+               "memory/2026-03-10.md": "# 2026-03-10\n\n- Juf Anouk left the parent evening early, so Meester Rob "
+                                       "answered our questions about Bram's maths.\n"},
+     "query": "Who is Bram's teacher?", "old": "memory/2026-03-02.md"},
+    {"rule": "handover", "id": "e7", "expect": False,
+     "notes": {"memory/2026-02-03.md": "# 2026-02-03\n\n- Swimming club: Tobias's training with Trainer Henk moved "
+                                       "to Tuesdays at 17:00; Henk wants him to work on his turns.\n",
+               "memory/2026-06-28.md": "# 2026-06-28\n\n- Last club gala of the season. Trainer Joost retires after "
+                                       "the summer; Tobias stays in the group of Henk.\n"},
+     "query": "Who coaches Tobias at swimming?", "old": "memory/2026-02-03.md"},
+    {"rule": "handover", "id": "e8", "expect": False,
+     "notes": {"memory/2026-01-19.md": "# 2026-01-19\n\n- GP appointment with Dr. Verbeek at the Lindenhof practice "
+                                       "on 2026-02-10 at 09:20 about the blood test.\n",
+               "memory/2026-05-06.md": "# 2026-05-06\n\n- At the Lindenhof practice, assistant Ilona retires; Dr. "
+                                       "Verbeek introduced Tom, who takes the blood samples now.\n"},
+     "query": "Who is our family doctor?", "old": "memory/2026-01-19.md"},
+    # ---- stage: fires (the same named case moved on to a later stage of its process)
+    {"rule": "stage", "id": "g1", "expect": True,
+     "notes": {"memory/2026-02-05.md": "# 2026-02-05\n\n- Call with the municipality at 10:00: the building permit "
+                                       "for the dormer needs a structural report first.\n",
+               "memory/2026-04-17.md": "# 2026-04-17\n\n- Architect meeting: the building permit for the dormer "
+                                       "was submitted with the structural report attached.\n"},
+     "query": "Where is the dormer building permit at?", "old": "memory/2026-02-05.md"},
+    {"rule": "stage", "id": "g2", "expect": True,
+     "notes": {"memory/2026-03-09.md": "# 2026-03-09\n\n- Mortgage application at ING: the adviser needs three "
+                                       "payslips and the valuation report by 03-20.\n",
+               "memory/2026-04-02.md": "# 2026-04-02\n\n- Phone call at 14:00: our mortgage application went to "
+                                       "the ING credit committee, answer within a week.\n"},
+     "query": "What is the status of the mortgage application?", "old": "memory/2026-03-09.md"},
+    {"rule": "stage", "id": "g3", "expect": True,
+     "notes": {"memory/2026-01-27.md": "# 2026-01-27\n\n- The grant proposal for the river project will be "
+                                       "discussed by the faculty board in May (budget 240k).\n",
+               "memory/2026-05-29.md": "# 2026-05-29\n\n- Good news from Els: the faculty board approved the grant "
+                                       "proposal for the river project.\n"},
+     "query": "Where is the grant proposal for the river project?", "old": "memory/2026-01-27.md"},
+    # ---- stage: near-misses (another person's case; a lower stage later; another case sharing a word)
+    {"rule": "stage", "id": "g4", "expect": False,
+     "notes": {"memory/2026-03-03.md": "# 2026-03-03\n\n- 1:1 with Ruth at 10:00: Lena's promotion case needs a "
+                                       "letter from her manager.\n",
+               "memory/2026-04-21.md": "# 2026-04-21\n\n- 1:1 with Ruth at 10:00: Tom's promotion case went to "
+                                       "the review committee.\n"},
+     "query": "Where does Lena's promotion case stand?", "old": "memory/2026-03-03.md"},
+    {"rule": "stage", "id": "g5", "expect": False,
+     "notes": {"memory/2026-02-02.md": "# 2026-02-02\n\n- The visa application for Canada was submitted at the "
+                                       "embassy at 11:30.\n",
+               "memory/2026-02-19.md": "# 2026-02-19\n\n- Embassy mail: the visa application for Canada needs a "
+                                       "newer passport photo.\n"},
+     "query": "What is the status of the visa application for Canada?", "old": "memory/2026-02-02.md"},
+    {"rule": "stage", "id": "g6", "expect": False,
+     "notes": {"memory/2026-05-04.md": "# 2026-05-04\n\n- Insurance claim for the bike theft needs the police "
+                                       "report, the insurer said at 09:15.\n",
+               "memory/2026-06-12.md": "# 2026-06-12\n\n- Insurance claim for the water damage in the hall was "
+                                       "submitted online at 21:00.\n"},
+     "query": "What is the status of the bike theft insurance claim?", "old": "memory/2026-05-04.md"},
 ]
 
 
@@ -681,8 +777,8 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
     from symi_memory.config.fields import deep_merge
 
     ws = root / "ws"
-    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject",
-                                                                   "remeasure") else case["notes"]
+    notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject", "remeasure",
+                                                                   "handover", "stage") else case["notes"]
     for rel, text in notes.items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -716,7 +812,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
     ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
-                                       "subject", "remeasure", "until"], default=None)
+                                       "subject", "remeasure", "until", "handover", "stage"], default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}
     for case in CASES:

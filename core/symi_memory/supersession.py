@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage"]
 
 
 @attrs.frozen(kw_only=True)
@@ -78,7 +78,9 @@ class Thresholds:
     (0.1, fit on devmem and convmem: 0.3 left a rebooked flight, scoring
     0.23 of the first booking, below it; 0.3 and 0.2 gave the same figures
     before moved days counted; without the unit, clock times of unrelated
-    events demoted answers). ``promote``: the current version also
+    events demoted answers). The same two bounds (this share, ``conflict_line_vector``) let a newer line that says
+    the older line's state moved on demote it (:func:`moves_on`: the person it names leaves the role, or its case
+    reached a later stage). ``promote``: the current version also
     takes the score of the best older version it supersedes in a present search (off: on devmem and convmem it
     cost hit@5, paraphrase MRR and stale>gold); an "as of" search always does it (it gained an answer there
     and cost none). ``demote``: a superseded hit's score becomes the
@@ -891,6 +893,132 @@ def _shares_quantity(a: Line, b: Line) -> bool:
     """True when the two lines give the same value of a quantity kind ("10% of carriers" in both): what pins
     two plans with different days to one thing, when the newer line words the subject differently."""
     return any(vals & b.quantities[kind] for kind, vals in a.quantities.items() if kind in b.quantities)
+
+
+# The person a line names, ending in a role: "Juf Marloes leaves the school", "Trainer Henk retires", "Dr. Verbeek
+# hands over his patients to ...", "Mr. Bakker left the housing company", "Mevrouw Jansen steps down", "Ms. Peel
+# is replaced by ...". The name is up to three capitalised words right before the verb (its last one is matched).
+_NAME = r"((?:[A-Z][\w'.-]*\s+){0,2}[A-Z][\w'-]*)"
+ENDING_RE = re.compile(
+    _NAME + r"\s+(?:(?:is|was|has been|gets|got)\s+replaced|retire[sd]?|is retiring|has retired|steps\s+down|"
+    r"stepped\s+down|resign(?:s|ed)?|quits|hands\s+over|handed\s+over|"
+    r"(?:leaves|left|is\s+leaving|has\s+left)\b(?P<rest>[^;,.]*))\b")
+# Someone taking a role over from the person a line names: "Ms. Osei took over from Mr. Bakker".
+TAKEOVER_RE = re.compile(r"\b(?:takes|took|has\s+taken)\s+over\s+from\s+" + _NAME)
+# After "leaves"/"left": what makes it an absence rather than an ending ("leaves for a ski holiday on Friday",
+# "left the parent evening early").
+TEMPORARY_WORDS = frozenset("""for early late today tonight tomorrow until till holiday holidays vacation trip weekend
+while briefly break lunch meeting evening afternoon morning""".split())
+_CALENDAR_NAMES = frozenset("""monday tuesday wednesday thursday friday saturday sunday january february march april
+may june july august september october november december""".split())
+# Stages of a case's process, in order: planned, being prepared, submitted, with a committee, decided. A line's stage
+# is the latest it names.
+STAGES = tuple((rank, re.compile(pattern, re.IGNORECASE)) for rank, pattern in (
+    (1, r"\b(?:will be|is to be|to be) (?:discussed|considered|reviewed|decided)\b|\bon the agenda\b"),
+    (2, r"\b(?:needs?|needed|requires|is missing|waiting for|preparing|being (?:prepared|written|drafted))\b"),
+    (3, r"\b(?:submitted|sent in|handed in|filed|lodged)\b"),
+    (4, r"\b(?:went|goes|has gone|was sent|was passed|was forwarded|moved) (?:on )?to (?:the )?(?:[\w'\u2019-]+ ){0,2}"
+        r"(?:committee|board|panel|council|jury)\b|\b(?:under|in) review\b|\bbeing reviewed\b"),
+    (5, r"\b(?:approved|rejected|granted|denied|declined|turned down|signed off)\b"),
+))
+# A question whose answer is a person: what a person ending in a role changes.
+ASKS_PERSON_RE = re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE)
+# Where a line's clauses end, for a case and its stage to be read in one: at ";" and at a sentence's end (not at ":",
+# after which a label's content follows: "Promotion to Principal Engineer: case submitted ...").
+CASE_CLAUSE_RE = re.compile(r";|[.!?](?:\s+|$)")
+# A quoted title names the title, not the case: "Talk submitted ...: \"Claim checks and other lies ...\"".
+QUOTED_RE = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
+POSSESSIVE_RE = re.compile(r"\b([A-Z][\w-]*)['\u2019]s\b")
+# A word every match of ENDING_RE, TAKEOVER_RE or a stage needs: a line without one is passed over in one search.
+_MOVE_WORD_RE = re.compile(
+    r"\b(?:replaced|retir\w*|steps?|stepped|resign\w*|quits|hands?|handed|leaves|left|leaving|takes|took|taken|"
+    r"discussed|considered|reviewed|decided|agenda|needs?|needed|requires|missing|waiting|preparing|being|"
+    r"submitted|sent|filed|lodged|went|goes|gone|passed|forwarded|moved|review|approved|rejected|granted|denied|"
+    r"declined|turned|signed)\b", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=16384)
+def ended_names(text: str) -> frozenset[str]:
+    """The last words, lowercased, of the names ``text`` says end in a role (:data:`ENDING_RE`,
+    :data:`TAKEOVER_RE`), not of those leaving for a while ("leaves for a ski holiday", "left ... early")."""
+    if not _MOVE_WORD_RE.search(text):
+        return frozenset()
+    out = set()
+    for m in ENDING_RE.finditer(text):
+        rest = m["rest"]
+        if rest is not None and not TEMPORARY_WORDS.isdisjoint(w.lower() for w in TOKEN_RE.findall(rest)):
+            continue
+        out.add(m[1].split()[-1].lower())
+    out.update(m[1].split()[-1].lower() for m in TAKEOVER_RE.finditer(text))
+    return frozenset(out)
+
+
+def hands_over(a: Line, b: Line) -> bool:
+    """True when newer line ``b`` says a person older line ``a`` names ends in the role ("Juf Marloes leaves the
+    school", "Trainer Henk retires") and names someone ``a`` does not (who follows: "... gets Meester Daan"): the
+    older line's named value ended, though ``b`` holds no change word and no value of the same kind."""
+    if not b.values:
+        return False
+    ended = ended_names(b.text)
+    if not ended:
+        return False
+    if ended.isdisjoint(_lower_words(a.text)):
+        return False
+    return any(v.isalpha() and v not in ended and v not in _CALENDAR_NAMES for v in _new_values(a, b))
+
+
+@functools.lru_cache(maxsize=16384)
+def _lower_words(text: str) -> frozenset[str]:
+    return frozenset(tok.lower() for tok in TOKEN_RE.findall(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def stage(text: str) -> int:
+    """The latest stage of a case's process ``text`` names (:data:`STAGES`: 1 planned ... 5 decided); 0 for none."""
+    if not _MOVE_WORD_RE.search(text):
+        return 0
+    return max((rank for rank, pattern in STAGES if pattern.search(text)), default=0)
+
+
+def case_stage(text: str, asked: frozenset[str]) -> int:
+    """The latest stage (:func:`stage`) ``text`` gives in a clause naming every word of ``asked`` (salient terms):
+    the stage of that case, not of something else the line mentions ("Talk submitted ...: \"Claim checks and other
+    lies ...\"" gives no stage of the claim check); quoted text is left out."""
+    if not stage(text):
+        return 0
+    return max((stage(clause) for clause in CASE_CLAUSE_RE.split(QUOTED_RE.sub(" ", text))
+                if asked <= salient(clause)), default=0)
+
+
+def later_stage(a: Line, b: Line, weights: Mapping[str, float], query: str = "") -> bool:
+    """True when newer line ``b`` puts the case older line ``a`` is about at a later stage of its process ("the
+    promotion case needs two peer letters", then "the promotion case went to the calibration committee").
+
+    The same case: ``b`` holds every weighted query word ``a`` holds, at least two (a subject named by one word,
+    "claim", is not one case), each line gives its stage in a clause naming them all (:func:`case_stage`), and
+    ``b`` names no one's case the query does not ("Tom's promotion case" when asked about Lena's)."""
+    asked = frozenset(term for term in a.terms if weights.get(term))
+    if len(asked) < 2 or not asked <= b.terms:
+        return False
+    old = case_stage(a.text, asked)
+    if not old or case_stage(b.text, asked) <= old:
+        return False
+    named = {tok.lower() for tok in TOKEN_RE.findall(query)}
+    return all(m[1].lower() in named for m in POSSESSIVE_RE.finditer(b.text))
+
+
+def moves_on(a: Line, b: Line, weights: Mapping[str, float], query: str = "") -> bool:
+    """True when newer line ``b`` says the state older line ``a`` gives has moved on, about the query's subject:
+    the person ``a`` names ends in the role (:func:`hands_over`) when the query asks for a person ("Who is Ilse's
+    teacher?": a question about her classroom keeps the lines naming the old teacher) and the two lines share a
+    weighted query word, or the case ``a`` is about is at a later stage (:func:`later_stage`)."""
+    return (ASKS_PERSON_RE.search(query) is not None and hands_over(a, b)
+            and not a.terms.isdisjoint(b.terms & weights.keys())) or later_stage(a, b, weights, query)
+
+
+def may_move_on(a: Line, b: Line) -> bool:
+    """What :func:`moves_on` needs from the two texts alone, for a pair not yet worth a look (no query weights)."""
+    return hands_over(a, b) or (stage(a.text) > 0 and stage(b.text) > 1)
 
 
 def _new_values(a: Line, b: Line) -> set[str]:

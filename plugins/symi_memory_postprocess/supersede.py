@@ -25,8 +25,11 @@ from symi_memory.supersession import (
     best_lines,
     conflicting,
     cosine,
+    ended_names,
     focus_lines,
     gives_new_measure,
+    may_move_on,
+    moves_on,
     query_names,
     query_score,
     remeasured,
@@ -35,6 +38,7 @@ from symi_memory.supersession import (
     salient,
     same_thing,
     split_lines,
+    stage,
     term_weights,
     units_by_line,
 )
@@ -102,6 +106,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     says_change = {j: any(b.change for b in focus[j]) for j in idx}
     newer_valued = {j: any(b.quantities or b.ahead for b in focus[j]) for j in idx}
     valued: dict[int, list[Line]] = {}
+    moving: dict[int, list[Line]] = {}
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
@@ -109,14 +114,18 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         new_i, place_i, strong, weak = oldest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
         past_i, valued_i = past[i], older_valued[i]
         for j in [j for j in idx if newest[j] > new_i]:  # never i itself
-            if places[j] == place_i or not (past_i or says_change[j] or (valued_i and newer_valued[j])):
+            if places[j] == place_i:
+                continue
+            if not (past_i or says_change[j] or (valued_i and newer_valued[j])) and not _moving_on(
+                    all_lines[i], focus[j], j, moving):
                 continue
             if scores[j] < strong:
-                if scores[j] < weak or not changers[j]:
+                if scores[j] < weak:
                     continue
                 if i not in valued:
                     valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
-                if not _says_measure_changed(valued[i], changers[j], t, names, qterms):
+                if not (changers[j] and _says_measure_changed(valued[i], changers[j], t, names, qterms)) \
+                        and not _moving_on(all_lines[i], focus[j], j, moving):
                     continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
@@ -151,6 +160,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     through_past: set[int] = set()  # hits superseded through a dated past line, not being older as a whole
+    mover_lines: dict[int, frozenset[int]] = {}
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
         chosen_past = False
@@ -159,6 +169,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
             # ...", beside current lines of the same note), not a past state with no date ("a retired teacher").
             dated_only = newest[j] <= newest[i]
+            movers = _moving_lines(j, focus[j], moving, mover_lines)  # lines that may say a state moved on (most: none)
             for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
                 if dated_only and a.moment[0] <= 0:
                     continue
@@ -172,6 +183,11 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                                          and all(t in b.terms for t in a.terms if weights.get(t))):
                         continue
                     if as_of is not None and b.moment[0] >= as_of:
+                        continue
+                    if movers and not by_value and b.line_no in movers and b.moment > a.moment and _moved_on(
+                            i, a, j, b, cos, candidates, weights, query, t, line_cos):
+                        if chosen is None or b.moment > chosen[2].moment:
+                            chosen, chosen_past = (j, a, b), dated_only
                         continue
                     if not (a.historical or b.change or (a.ahead and b.ahead) or (a.quantities and b.quantities)):
                         continue  # same_thing's first refusal, before any set work
@@ -216,6 +232,45 @@ def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int],
     asked = [t for t in past.terms if weights.get(t)]
     return bool(asked) and any(c is not past and c.moment >= since and (as_of is None or c.moment[0] < as_of)
                                and all(t in c.terms for t in asked) for c in lines)
+
+
+def _moving_on(older: Sequence[Line], newer: Sequence[Line], j: int, moving: dict[int, list[Line]]) -> bool:
+    """True when a line of ``newer`` (the focus lines of hit ``j``) may say that what a line of ``older`` states
+    has moved on (:func:`symi_memory.supersession.may_move_on`: an ending in a role, a later stage); ``moving``
+    keeps, per ``j``, its lines that name an ending or a stage at all."""
+    if j not in moving:
+        moving[j] = [b for b in newer if ended_names(b.text) or stage(b.text)]
+    return bool(moving[j]) and any(may_move_on(a, b) for b in moving[j] for a in older)
+
+
+def _moving_lines(j: int, newer: Sequence[Line], moving: dict[int, list[Line]],
+                  numbers: dict[int, frozenset[int]]) -> frozenset[int]:
+    """The line numbers of the focus lines of hit ``j`` (``newer``) that name an ending or a stage at all (see
+    :func:`_moving_on`; ``numbers`` keeps them per ``j``): the only lines :func:`_moved_on` need look at."""
+    got = numbers.get(j)
+    if got is None:
+        if j not in moving:
+            moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text)]
+        got = numbers[j] = frozenset(ln.line_no for ln in moving[j])
+    return got
+
+
+def _moved_on(i: int, a: Line, j: int, b: Line, cos: float, candidates: Sequence[Candidate],
+              weights: Mapping[str, float], query: str, t: Thresholds,
+              line_cos: Callable[[int, Line, int, Line], float | None] | None) -> bool:
+    """True when newer line ``b`` of hit ``j`` says that older line ``a`` of hit ``i`` moved on
+    (:func:`symi_memory.supersession.moves_on`: "Juf Marloes leaves the school; ... Ilse gets Meester Daan",
+    "the promotion case went to the calibration committee"), the two lines as close as two giving different values
+    of one quantity (``conflict_line_vector``; without line vectors the chunks' ``chunk_vector``), and ``j``
+    scoring at least ``conflict_score_ratio`` of ``i``: like a measured change, it demotes from a weaker hit."""
+    if candidates[j].score < t.conflict_score_ratio * candidates[i].score or not may_move_on(a, b):
+        return False
+    if len(a.terms & b.terms) < t.line_terms or not moves_on(a, b, weights, query):
+        return False
+    lc = line_cos(i, a, j, b) if line_cos else None
+    if lc is None:
+        return cos >= t.chunk_vector
+    return lc >= t.conflict_line_vector and cos >= t.chunk_vector_lines
 
 
 def _measured(line: Line) -> bool:
