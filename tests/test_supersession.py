@@ -56,6 +56,87 @@ def test_acceptance_current_car_first_and_old_one_marked(tmp_path: Path, car_ws:
         assert bike[0]["path"] == "memory/2026-02-01.md" and "supersededBy" not in bike[0]
 
 
+# Issue 16's first acceptance item word for word: the June line shares no word with the question ("car", "drive"),
+# so only its naming the March line's hatchback with "Sold" makes it the newer version. Judged with the offline
+# local model, as the issue measured it (the hash provider's vectors do not bring June near the question at all).
+ISSUE_QUERY = "what car do I drive?"
+
+
+@pytest.fixture
+def issue_car_ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    write(ws, MARCH, "# 2026-03-01\n\n- The car is a blue hatchback.\n")
+    write(ws, JUNE, "# 2026-06-01\n\n- Sold the hatchback; now a red SUV.\n")
+    write(ws, "MEMORY.md", "# Memory\n\n- Likes hiking in the Alps.\n")
+    return ws
+
+
+def _open_local_backend(tmp_path: Path, ws: Path, backend: str):  # type: ignore[no-untyped-def]
+    """The default config with the local model on ``backend``; skips when the model is not installed."""
+    from support.sqlite_memory import settings
+
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    cfg = load_config(None, state_dir=tmp_path / "state",
+                      overrides=settings({"provider": "local"}, plugins={"slots": {"memory": backend}}))
+    mem = open_memory(cfg, workspace=ws, start=False)
+    if mem.status()["provider"] != "local":
+        mem.close()
+        pytest.skip("the local model is not installed")
+    return mem
+
+
+@pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])
+def test_acceptance_in_the_issues_own_words(tmp_path: Path, issue_car_ws: Path, backend: str) -> None:
+    with _open_local_backend(tmp_path, issue_car_ws, backend) as mem:
+        mem.sync()
+        for args in ({"query": ISSUE_QUERY}, {"query": ISSUE_QUERY, "minScore": 0}):  # as configured; ranking view
+            hits = _hits(tools.memory_search(mem, args))
+            assert hits[0]["path"] == JUNE, hits
+            assert hits[0]["supersedes"] == [{"path": MARCH, "startLine": 3, "endLine": 3}]
+            march = [h for h in hits if h["path"] == MARCH]
+            assert all(h["supersededBy"] == {"path": JUNE, "startLine": 3, "endLine": 3} for h in march)
+            if "minScore" in args:
+                assert march, "the ranking view still returns the March line, marked"
+        as_of = _hits(tools.memory_search(mem, {"query": ISSUE_QUERY, "asOf": "2026-04-01"}))
+        assert as_of[0]["path"] == MARCH and "supersededBy" not in as_of[0]
+        assert all(h["path"] != JUNE for h in as_of)
+
+
+@pytest.mark.parametrize("june", [
+    "Washed the hatchback and vacuumed the seats.",  # the thing, but nothing ends
+    "The hatchback needs new tyres before winter.",  # "new" is no ending of the hatchback
+    "Sold my old bike to a neighbour; now I walk to the bakery.",  # another thing sold
+    "Replaced the hatchback's wiper blades; now it is ready for the rain.",  # a part of it replaced
+    "Tom sold his hatchback; he now drives a red SUV.",  # someone else's
+])
+def test_a_newer_line_naming_the_thing_without_ending_it_supersedes_nothing(tmp_path: Path, june: str) -> None:
+    ws = tmp_path / "ws"
+    write(ws, MARCH, "# 2026-03-01\n\n- The car is a blue hatchback.\n")
+    write(ws, JUNE, f"# 2026-06-01\n\n- {june}\n")
+    with _open_local_backend(tmp_path, ws, "builtin-sqlite") as mem:
+        mem.sync()
+        hits = _hits(tools.memory_search(mem, {"query": ISSUE_QUERY, "minScore": 0}))
+        assert hits[0]["path"] == MARCH and "supersededBy" not in hits[0]
+
+
+def test_cli_search_in_the_issues_own_words(cli, issue_car_ws: Path) -> None:  # type: ignore[no-untyped-def]
+    env = {"SYMI_MEMORY_TESTING": "1"}
+    base = ("--workspace", str(issue_car_ws))
+    code, data, err = cli(*base, "search", "--json", ISSUE_QUERY, env=env, json_out=True)
+    assert code == 0, err
+    if data["provider"] != "local":
+        pytest.skip("the local model is not installed")
+    hits = data["results"]
+    assert hits[0]["path"] == JUNE
+    assert all(h["supersededBy"] == {"path": JUNE, "startLine": 3, "endLine": 3} for h in hits if h["path"] == MARCH)
+    code, data, err = cli(*base, "search", "--json", "--as-of", "2026-04-01", ISSUE_QUERY, env=env, json_out=True)
+    assert code == 0, err
+    assert data["results"][0]["path"] == MARCH and "supersededBy" not in data["results"][0]
+    assert all(h["path"] != JUNE for h in data["results"])
+
+
 def test_acceptance_as_of_answers_as_memory_stood(tmp_path: Path, car_ws: Path) -> None:
     with open_mem(tmp_path, car_ws, ON) as mem:
         mem.sync()
