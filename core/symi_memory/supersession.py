@@ -1026,7 +1026,8 @@ def may_move_on(a: Line, b: Line) -> bool:
 # Having a thing ends, the thing right after the words: "sold the hatchback", "gave the Pixel 6 to my sister",
 # "moved out of the Vondelstraat flat", "no longer have the Volvo", "wearing Hoka now instead of the Asics".
 DISPOSE_RE = re.compile(
-    r"\b(?:sold|sell(?:s|ing)?|(?:gave|given|giv(?:e|es|ing))(?:\s+away)?|trad(?:ed|e|es|ing)\s+in|scrapped|"
+    r"\b(?:sold|sell(?:s|ing)?|gave(?:\s+up\s+on|\s+away)?|(?:given|giv(?:e|es|ing))\s+(?:up\s+on|away)|"
+    r"trad(?:ed|e|es|ing)\s+in|scrapped|(?:stopped|quit)\s+using|"
     r"(?:got|get|getting)\s+rid\s+of|returned|handed\s+(?:back|in)|donated|replaced|swapped|"
     r"(?:switched|upgraded|moved)\s+(?:away\s+)?from|moved\s+out\s+of|"
     r"no\s+longer\s+(?:have|has|own|owns|use|uses|drive|drives|ride|rides|rent|rents|(?:live|lives)\s+in)|"
@@ -1037,7 +1038,7 @@ DISPOSED_RE = re.compile(
     r"written\s+off|returned|given\s+away|traded\s+in|replaced|totall?ed|gone)\b", re.IGNORECASE)
 # A word one of the two patterns needs: a line without one is passed over in one search.
 _DISPOSE_WORD_RE = re.compile(
-    r"\b(?:sold|sell\w*|gave|given|giv\w*|trad\w*|scrapped|rid|returned|handed|donated|replaced|swapped|from|out|"
+    r"\b(?:sold|sell\w*|gave|given|giv\w*|trad\w*|scrapped|using|rid|returned|handed|donated|replaced|swapped|from|out|"
     r"longer|instead|rather|place|stolen|written|totall?ed|gone)\b", re.IGNORECASE)
 # Where the thing's words end: a preposition, a conjunction or an adverb after it ("gave the Pixel 6 *to* my sister",
 # "drove the hatchback *to* Lyon").
@@ -1048,14 +1049,20 @@ back away off out up down last ago this next""".split())
 _THING_ASIDE = frozenset({"old", "former", "previou", "trusty", "belove", "little"})
 # Whose the thing is, when it is not the writer's: "Tom sold *his* hatchback", "sold *Anna's* bike".
 _OTHERS = frozenset({"his", "her", "their", "its"})
+# Days and months as salient terms (:func:`_stem`): a thing named only by them is a moved day, not a thing.
+_CALENDAR_TERMS = frozenset(_stem(w) for w in """monday mondays tuesday tuesdays wednesday wednesdays thursday thursdays
+friday fridays saturday saturdays sunday sundays january february march april may june july august september october
+november december weekend weekends morning mornings evening evenings""".split())
 _POSSESSIVE_START_RE = re.compile(r"\s*(?:the\s+)?[A-Z][\w-]*['\u2019]s\b")
 
 
 def _thing(words: Sequence[str]) -> frozenset[str] | None:
     """The salient terms of the thing ``words`` (a disposal's object, nearest word first) name, up to the first word
-    of :data:`_THING_END` and at most five words on; None when it is someone else's (:data:`_OTHERS`) or names
-    nothing."""
+    of :data:`_THING_END` and at most five words on; None when it is someone else's (:data:`_OTHERS`), names
+    nothing, or names only a day, a month or a number ("Fridays replaced Thursdays", "moved from 2026-07-04": a
+    moved day or time, which :func:`rescheduled` and the quantity rules judge with their own checks)."""
     out = set()
+    named = False
     for n, tok in enumerate(words):
         low = tok.lower()
         if low in _THING_END or n >= 5:
@@ -1065,7 +1072,8 @@ def _thing(words: Sequence[str]) -> frozenset[str] | None:
         term = _TOKENS[tok][0]
         if term is not None and term not in _THING_ASIDE:
             out.add(term)
-    return frozenset(out) or None
+            named = named or not (term[:1].isdigit() or term in _CALENDAR_TERMS)
+    return frozenset(out) if named else None
 
 
 @functools.lru_cache(maxsize=16384)
@@ -1102,6 +1110,10 @@ def disposes(a: Line, b: Line, weights: Mapping[str, float] | None = None) -> bo
     things = disposed_things(b.text)
     if not things:
         return False
+    # The older line already says it let the thing go ("I gave up on Speckled Buff ... Switched to Laguna B-Mix"): a
+    # newer line saying so again ("switched from Speckled Buff") restates the change, it does not make it.
+    own = disposed_things(a.text)
+    things = tuple(thing for thing in things if not any(thing & gone for gone in own))
     if weights is not None and (a.terms.isdisjoint(weights)
                                 or any(_identifier(term) for term in (a.terms - b.terms) & weights.keys())):
         return False  # not about the question, or the older line has the exact identifier asked for (as same_thing)
