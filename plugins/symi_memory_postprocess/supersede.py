@@ -89,7 +89,9 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # through :func:`_moved_on`). Most lines name no such thing.
     reach = {i: lines + [ln for ln in all_lines[i] if ln not in lines and disposed_things(ln.text)]
              for i, lines in focus.items()}
-    newest = {i: max(ln.moment for ln in lines) for i, lines in reach.items()}
+    newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
+    # What a newer hit may be newer than, counting such lines (the pair's own lines are compared below).
+    newest_reach = {i: max(ln.moment for ln in lines) for i, lines in reach.items()}
     # What a newer hit must be newer than: the oldest dated line the hit holds, not its newest. A note that
     # keeps its current lines beside a past one ("Until 2026-06-20 the router was ...", under "## History" in an
     # undated note) is superseded through that older line; the line-level check below still needs the newer
@@ -120,7 +122,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             continue
         new_i, place_i, strong, weak = oldest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
         past_i, valued_i = past[i], older_valued[i]
-        for j in [j for j in idx if newest[j] > new_i]:  # never i itself
+        for j in [j for j in idx if newest_reach[j] > new_i]:  # never i itself
             if places[j] == place_i:
                 continue
             if not (past_i or says_change[j] or (valued_i and newer_valued[j])) and not _moving_on(
