@@ -79,8 +79,8 @@ class Thresholds:
     0.23 of the first booking, below it; 0.3 and 0.2 gave the same figures
     before moved days counted; without the unit, clock times of unrelated
     events demoted answers). The same two bounds (this share, ``conflict_line_vector``) let a newer line that says
-    the older line's state moved on demote it (:func:`moves_on`: the person it names leaves the role, or its case
-    reached a later stage). ``promote``: the current version also
+    the older line's state moved on demote it (:func:`moves_on`: the person it names leaves the role, its case
+    reached a later stage, or one no longer has the thing it names: :func:`disposes`). ``promote``: the current version also
     takes the score of the best older version it supersedes in a present search (off: on devmem and convmem it
     cost hit@5, paraphrase MRR and stale>gold); an "as of" search always does it (it gained an answer there
     and cost none). ``demote``: a superseded hit's score becomes the
