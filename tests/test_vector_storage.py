@@ -547,3 +547,48 @@ def test_a_quantized_scan_split_across_two_threads_answers_as_float32(tmp_path: 
         assert [int(p.ntotal) for p in split._quant.index.parts] == [1501, 1500]
     finally:
         store.close()
+
+
+SEARCH_WHILE_EXITING = """
+import sys, threading, time
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from test_vector_storage import _random_store
+from symi_memory.index import vectors as vectors_mod
+from symi_memory.index.vectors import ExactVectors
+
+vectors_mod.SPLIT_MIN_ROWS = 1000  # as if the index held 50,000
+store, vecs, _ = _random_store(Path(sys.argv[1]), 3001)
+split = ExactVectors(store, scan="int8", scan_threads=2)
+first = split.search(vecs[5].tolist(), 10)
+assert split.status()["parts"] == 2
+
+
+def late() -> None:  # a request thread still answering while the main thread returns
+    time.sleep(0.5)
+    try:
+        again = split.search(vecs[5].tolist(), 10)
+        print("same" if again == first else "different")
+    except Exception as exc:
+        print("failed:", type(exc).__name__, exc)
+
+
+threading.Thread(target=late).start()
+"""
+
+
+def test_a_split_scan_answers_while_the_interpreter_exits(tmp_path: Path) -> None:
+    # scanThreads = 2: a search on a (non-daemon) thread still running while the main thread returns cannot hand
+    # its second half to the worker (Python refuses new work once it starts exiting): it scans both halves itself
+    # instead of failing with "cannot schedule new futures after shutdown".
+    pytest.importorskip("faiss")
+    import os
+    import subprocess
+    import sys
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the copy is never split")
+    proc = subprocess.run([sys.executable, "-c", SEARCH_WHILE_EXITING, str(tmp_path / "i.sqlite"),
+                           str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "same", proc.stdout + proc.stderr

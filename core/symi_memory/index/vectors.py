@@ -243,9 +243,13 @@ class _Parts:
         got: list[Any] = [None] * len(self.parts)
         if _WORKER_FREE.acquire(blocking=False):  # one worker: a concurrent search scans its parts itself
             try:
-                later = _worker().submit(_one_thread_search, self.parts[1], probe, asks[1])
+                try:
+                    later = _worker().submit(_one_thread_search, self.parts[1], probe, asks[1])
+                except RuntimeError:  # the interpreter is exiting (a thread still searching): no new work
+                    later = None
                 got[0] = _one_thread_search(self.parts[0], probe, asks[0])
-                got[1] = later.result()
+                if later is not None:
+                    got[1] = later.result()
             finally:
                 _WORKER_FREE.release()
         for i, part in enumerate(self.parts):
