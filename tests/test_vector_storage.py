@@ -592,3 +592,44 @@ def test_a_split_scan_answers_while_the_interpreter_exits(tmp_path: Path) -> Non
                            str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "same", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("scan", ["int8", "float16"])
+def test_a_chunk_with_a_non_finite_unit_vector_ranks_as_in_the_float32_scan(tmp_path: Path, scan: str) -> None:
+    # A provider's bad output for one line (NaN) makes its chunk's score NaN in the float32 scan: the chunk never
+    # ranks. The quantized scan's rescoring dropped the bad line and scored the chunk from its other vectors, so
+    # the chunk closest to the query came first there and nowhere in the float32 scan's answer.
+    pytest.importorskip("faiss")
+    import json
+
+    import numpy as np
+
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore, UnitRow
+    from symi_memory.index.vectors import ExactVectors
+
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(300, 48)).astype(np.float32)
+    store = IndexStore.open(tmp_path / "u.sqlite")
+    try:
+        rows = []
+        for i in range(len(vecs)):
+            units = []
+            for j in range(2):
+                line = (vecs[i] + 0.3 * rng.normal(size=48)).astype(np.float32)
+                if i == 0 and j == 1:
+                    line[0] = np.nan
+                units.append(UnitRow(start_line=j + 1, end_line=j + 1, hash=f"{i}u{j}", embedding=line.tobytes()))
+            rows.append(ChunkRow(id=f"c{i}", path="memory/a.md", source="memory", start_line=i + 1, end_line=i + 1,
+                                 hash=f"h{i}", text=f"chunk {i}", embedding=vecs[i].tobytes(), units=tuple(units)))
+        store.replace_files([(FileRow(path="memory/a.md", source="memory", hash="a", mtime=0.0, size=0), rows)],
+                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"}),
+                                  "units": "lines"})
+        quant = ExactVectors(store, scan=scan, unit_weight=0.7)
+        full = ExactVectors(store, scan="float32", unit_weight=0.7)
+        bad = int(store._read("SELECT rowid FROM chunks WHERE id = 'c0'").fetchone()[0])
+        for k in (1, 10):
+            want = full.search(vecs[0].tolist(), k)
+            assert bad not in dict(want)
+            assert quant.search(vecs[0].tolist(), k) == want, k
+    finally:
+        store.close()

@@ -678,10 +678,11 @@ class ExactVectors:
         # As the float32 scan computes a score (rows normalised, then one loop per row): the same bits, so a
         # float32 and a quantized scan order near-ties alike, and copies of one vector tie wherever they sit
         # in the batch (a matrix product gave them scores a few ulps apart, by position).
-        cos = _nan_last(np.einsum("ij,j->i", m, q))
+        cos = np.einsum("ij,j->i", m, q)
         if starts is None:
-            return cos
-        return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+            return _nan_last(cos)
+        # A non-finite unit makes its chunk NaN, as in the float32 scan (where the chunk never ranks): ranked last.
+        return _nan_last(combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight))
 
     def _refined(self, copy: _Quantized, segs: Any, r: Any) -> Any:
         """Scores of these scan segments from the int8 codes plus their residual codes (memory only), within
