@@ -633,3 +633,41 @@ def test_a_chunk_with_a_non_finite_unit_vector_ranks_as_in_the_float32_scan(tmp_
             assert quant.search(vecs[0].tolist(), k) == want, k
     finally:
         store.close()
+
+
+SEARCH_IN_A_FORKED_CHILD = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from test_vector_storage import _random_store
+from symi_memory.index import vectors as vectors_mod
+from symi_memory.index.vectors import ExactVectors
+
+vectors_mod.SPLIT_MIN_ROWS = 1000  # as if the index held 50,000
+store, vecs, _ = _random_store(Path(sys.argv[1]), 3001)
+split = ExactVectors(store, scan="int8", scan_threads=2)
+first = split.search(vecs[5].tolist(), 10)  # the worker thread exists now
+assert split.status()["parts"] == 2
+pid = os.fork()
+if pid == 0:  # a prefork server's worker, say
+    signal.alarm(20)
+    print("same" if split.search(vecs[5].tolist(), 10) == first else "different", flush=True)
+    os._exit(0)
+print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+def test_a_split_scan_answers_in_a_forked_child(tmp_path: Path) -> None:
+    # scanThreads = 2 in a process forked after a search (a prefork server): the parent's worker thread does not
+    # exist in the child, so a second half handed to it was never searched and the child's search waited forever.
+    pytest.importorskip("faiss")
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("no fork, or one CPU: the copy is never split")
+    proc = subprocess.run([sys.executable, "-c", SEARCH_IN_A_FORKED_CHILD, str(tmp_path / "i.sqlite"),
+                           str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["same", "child", "exit", "0"], proc.stdout + proc.stderr

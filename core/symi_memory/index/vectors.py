@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import logging
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -280,6 +281,18 @@ def _worker() -> Any:
     return _WORKER_POOL
 
 
+def _forget_worker() -> None:
+    """In a forked child: the parent's worker thread does not exist there (work handed to it would wait forever),
+    and a lock another parent thread held stays held: a new worker and new locks when one is needed."""
+    global _WORKER_POOL, _WORKER_FREE, _WORKER_FREE_INIT
+    _WORKER_POOL = None
+    _WORKER_FREE, _WORKER_FREE_INIT = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker)
+
+
 @attrs.define
 class ExactVectors:
     """Exact cosine top-k over the index's chunk vectors."""
@@ -326,7 +339,6 @@ class ExactVectors:
 
     def _parts(self, n: int) -> int:
         """How many parts a quantized copy of ``n`` rows is held in (each searched on its own thread)."""
-        import os
 
         if n < SPLIT_MIN_ROWS or self.scan_threads < 2:
             return 1
