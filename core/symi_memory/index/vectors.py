@@ -339,7 +339,6 @@ class ExactVectors:
 
     def _parts(self, n: int) -> int:
         """How many parts a quantized copy of ``n`` rows is held in (each searched on its own thread)."""
-
         if n < SPLIT_MIN_ROWS or self.scan_threads < 2:
             return 1
         try:
