@@ -817,15 +817,20 @@ def query_names(query: str) -> frozenset[str]:
 def remeasured(a: Line, b: Line, t: Thresholds = THRESHOLDS, names: frozenset[str] = frozenset(),
                asked: Container[str] = frozenset()) -> bool:
     """True when newer line ``b``, written on a later day, measures again a quantity that ``a`` gives: a value with
-    the same unit and shape, none of ``a``'s values of it, and one within ``remeasure_spread`` of one of them (13.6
-    kg, then "coat good, 13.2 kg" at a vet check), naming each name of the question's subject (``names``,
-    :func:`query_names`) that ``a`` names (a suitcase weighed on the same scale is not the dog). Without a change
+    the same unit and shape, none of ``a``'s values of it, and one within ``remeasure_spread`` of one of them and
+    not equal to it (13.6 kg, then "coat good, 13.2 kg" at a vet check; "12.90 kg" restates "12.9 kg"), naming each
+    name of the question's subject (``names``, :func:`query_names`) that ``a`` names (a suitcase weighed on the same
+    scale is not the dog), and sharing a term of the question with ``a`` when ``a`` holds one that is not a reading
+    word (``_READING_TERMS``: the puppy weighed, then the neighbours' labrador weighed). Without a change
     word that is what says a measured value moved; the same unit with a far-off value (a 40 mg tablet, then an 8 mg
     one; a 14,400 pound target, then a 1,046 pound payment) is as likely another thing measured, and so is a newer
     value labelled by a word that neither ``a`` nor the question (``asked``, its terms) uses (:func:`_labelled_apart`:
     "jumped 121 cm" is not "118 cm tall")."""
     if b.moment[0] < a.moment[0] + DAY or not (a.terms & names) <= b.terms:
         return False  # not a later day, or the newer line lacks a name of the question's subject the older one gives
+    subject = {term for term in a.terms if term in asked and term not in _READING_TERMS}
+    if subject and subject.isdisjoint(b.terms):
+        return False  # the two share only a reading word of the question ("weighed the puppy", "weighed the labrador")
     for kind, vals in a.quantities.items():
         new = b.quantities.get(kind)
         if " " not in kind or not new or vals & new:
@@ -833,7 +838,7 @@ def remeasured(a: Line, b: Line, t: Thresholds = THRESHOLDS, names: frozenset[st
         for x in vals:
             for y in new:
                 fx, fy = _magnitude(x), _magnitude(y)
-                if fx and fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) and not _labelled_apart(
+                if fx and fy and fx != fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) and not _labelled_apart(
                         b.text, y, kind.split(" ", 1)[1], a.terms, asked):
                     return True
     return False
