@@ -127,3 +127,21 @@ def test_another_animal_weighed_leaves_the_unnamed_subjects_weight_unmarked(tmp_
                                                      "scale, for their vet: 9.4 kg.\n"},
                   "How much does the puppy weigh?", "memory/2026-02-01.md")
     assert got is None
+
+
+def test_a_value_after_a_colon_is_labelled_by_the_words_before_it() -> None:
+    old = _line("memory/2026-01-10.md", "- Measured Fenna against the hallway door: 112 cm tall.")
+    asked = salient("How tall is Fenna?")
+    # "the desk height:" names another thing measured; "Fenna at the GP:" names the child.
+    assert not remeasured(old, _line("memory/2026-05-02.md", "- Built Fenna's new desk; the desk height: 115 cm."),
+                          asked=asked)
+    assert remeasured(old, _line("memory/2026-05-02.md", "- Fenna at the GP: 115 cm."), asked=asked)
+
+
+def test_a_desks_height_leaves_the_childs_height_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/2026-01-10.md": "# 2026-01-10\n\n- Measured Fenna against the hallway door: "
+                                                     "112 cm tall.\n",
+                             "memory/2026-05-02.md": "# 2026-05-02\n\n- Built Fenna's new desk; the desk height: "
+                                                     "115 cm, adjustable later.\n"},
+                  "How tall is Fenna?", "memory/2026-01-10.md")
+    assert got is None

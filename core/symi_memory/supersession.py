@@ -855,7 +855,9 @@ def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], ask
     """True when every place ``text`` gives ``value`` with ``unit`` labels it by a word that neither ``known``
     (the older line's terms) nor ``asked`` holds, nor a word that only reads a value off (``_READING_TERMS``): the
     nearest content word before it in its clause ("Lotte jumped 121 cm", "the water at 37.5 degrees") or the word
-    right after its unit ("98 cm wide", "a 5.5 kg sack"). Such a value measures another thing than the older
+    right after its unit ("98 cm wide", "a 5.5 kg sack"), or, for a value alone after a colon, the words of the
+    clause before it when none of them is such a word ("the desk height: 115 cm"). Such a value measures another
+    thing than the older
     line's; a value alone in its clause ("coat good, 13.2 kg, but one ear ..."), or labelled by the older line's or
     the question's words ("height 134 cm", "weighs 2.3 kg after the winter"), measures it again."""
     found = False
@@ -864,7 +866,8 @@ def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], ask
             continue
         found = True
         labels = []
-        for tok in reversed(TOKEN_RE.findall(_CLAUSE_END_RE.split(text[:m.start()])[-1])):
+        clauses = _CLAUSE_END_RE.split(text[:m.start()])
+        for tok in reversed(TOKEN_RE.findall(clauses[-1])):
             if tok[:1].isdigit():
                 break
             if (term := _salient_term(tok)) is not None:
@@ -873,6 +876,13 @@ def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], ask
         after = _WORD_AFTER_RE.match(text, m.end())
         if after and (term := _salient_term(after[1])) is not None:
             labels.append(term)
+        if not labels and len(clauses) > 1 and text[:m.start()].rstrip().endswith(":"):
+            # Alone after a colon: the words before it name what is measured ("the desk height: 115 cm", "Mochi at
+            # the vet: 10.1 kg"); one the older line or the question uses is enough.
+            named = [term for tok in TOKEN_RE.findall(clauses[-2]) if not tok[:1].isdigit()
+                     and (term := _salient_term(tok)) is not None]
+            if named and not any(term in known or term in asked or term in _READING_TERMS for term in named):
+                continue
         if all(term in known or term in asked or term in _READING_TERMS for term in labels):
             return False
     return found
