@@ -835,12 +835,13 @@ def remeasured(a: Line, b: Line, t: Thresholds = THRESHOLDS, names: frozenset[st
         new = b.quantities.get(kind)
         if " " not in kind or not new or vals & new:
             continue
-        for x in vals:
-            for y in new:
-                fx, fy = _magnitude(x), _magnitude(y)
-                if fx and fy and fx != fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) and not _labelled_apart(
-                        b.text, y, kind.split(" ", 1)[1], a.terms, asked):
-                    return True
+        olds = [fx for x in vals if (fx := _magnitude(x))]
+        for y in new:
+            # Each newer value's label is read once (a long line of values would otherwise read it per pair).
+            fy = _magnitude(y)
+            if fy and any(fx != fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) for fx in olds) and (
+                    not _labelled_apart(b.text, y, kind.split(" ", 1)[1], a.terms, asked)):
+                return True
     return False
 
 
