@@ -6,12 +6,16 @@ with the default config and the local model. Held-out cases: bench/supersession_
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.sqlite_memory import open_local, write
+from support.sqlite_memory import open_local, open_mem, write
 
-from symi_memory import tools
+from symi_memory import hookimpl, tools
+from symi_memory.specs import RerankerSpec
 
 pytest.importorskip("symi_memory_local")
 
@@ -57,3 +61,39 @@ def test_a_past_state_that_held_on_the_date_answers_in_the_place_of_its_later_ve
 def test_a_past_state_that_ended_before_the_date_is_not_lifted(tmp_path: Path) -> None:
     # Kees stopped on 2026-03-01: on 2026-04-01 that line no longer held, so it takes nothing from the June note.
     assert _first(tmp_path, "2026-03-01") == "memory/2026-03-24.md"
+
+
+class _WordReranker:
+    """A reranker plugin scoring on its own scale (at most 0.3: the share of the query's words in a document,
+    times 0.3), as a hosted cross-encoder's scores sit on theirs."""
+
+    @hookimpl
+    def symi_memory_register_rerankers(self, register: Callable[[Any], None]) -> None:
+        class Words:
+            def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[tuple[int, float]]:
+                asked = set(re.findall(r"\w+", query.lower()))
+                scored = [(i, 0.3 * len(asked & set(re.findall(r"\w+", d.lower()))) / len(asked))
+                          for i, d in enumerate(documents)]
+                return sorted(scored, key=lambda p: -p[1])[:top_n]
+
+            def close(self) -> None:
+                pass
+
+        register(RerankerSpec(name="words", factory=lambda ctx: Words()))
+
+
+def test_with_a_reranker_the_past_state_takes_its_later_versions_reranked_score(tmp_path: Path) -> None:
+    # The later version's score given to the past state is on the reranker's scale like every result's: not its
+    # fused score, which no reranked result is comparable with (it put the past state far above the rest).
+    ws = tmp_path / "ws"
+    for rel, text in {**FILLER, **NOTES, "memory/history.md": PAST.format(end="2026-05-31")}.items():
+        write(ws, rel, text)
+    with open_mem(tmp_path, ws, {"provider": "local", "query": {"rerank": {"provider": "words"}}},
+                  plugins=[("words", _WordReranker())]) as mem:
+        if mem.status()["provider"] != "local":
+            pytest.skip("the local model is not installed")
+        mem.sync()
+        out = tools.memory_search(mem, {"query": "Who is our gardener?", "asOf": "2026-04-01", "minScore": 0})
+    assert out["results"]
+    assert "memory/2026-06-02.md" not in [h["path"] for h in out["results"]]
+    assert max(h["score"] for h in out["results"]) <= 0.3 + 1e-9, out["results"]

@@ -100,3 +100,48 @@ def test_a_jump_in_the_same_unit_leaves_the_old_height_unmarked(tmp_path) -> Non
                                                      "long jump, third of her class.\n"},
                   "How tall is Fenna?", "memory/2026-01-10.md")
     assert got is None
+
+
+def test_the_same_value_written_with_another_decimal_is_no_remeasurement() -> None:
+    # "12.90 kg" has the shape of "12.9 kg" (digit runs are one shape) and is not the same string: it restates it.
+    old = _line("memory/2026-02-01.md", "- Weighed Biscuit on the scale: 12.9 kg.")
+    assert not remeasured(old, _line("memory/2026-04-10.md", "- Biscuit at the vet: ears clean, 12.90 kg."))
+    assert remeasured(old, _line("memory/2026-04-10.md", "- Biscuit at the vet: ears clean, 13.20 kg."))
+
+
+def test_a_restated_weight_leaves_the_old_weight_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/2026-02-01.md": "# 2026-02-01\n\n- Weighed Biscuit (our beagle) on the bathroom "
+                                                     "scale: 12.9 kg.\n",
+                             "memory/2026-04-10.md": "# 2026-04-10\n\n- Biscuit at the vet for his booster: ears "
+                                                     "clean, 12.90 kg, claws trimmed.\n"},
+                  "How much does Biscuit weigh?", "memory/2026-02-01.md")
+    assert got is None
+
+
+def test_another_animal_weighed_leaves_the_unnamed_subjects_weight_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The question names its subject in lower case (no name guard): the two lines share only "weighed", a word that
+    # reads a value off, not the puppy the question and the older line are about.
+    got = _marked(tmp_path, {"memory/2026-02-01.md": "# 2026-02-01\n\n- Weighed the puppy on the bathroom scale: "
+                                                     "8.1 kg.\n",
+                             "memory/2026-04-10.md": "# 2026-04-10\n\n- Weighed the neighbours' old labrador on our "
+                                                     "scale, for their vet: 9.4 kg.\n"},
+                  "How much does the puppy weigh?", "memory/2026-02-01.md")
+    assert got is None
+
+
+def test_a_value_after_a_colon_is_labelled_by_the_words_before_it() -> None:
+    old = _line("memory/2026-01-10.md", "- Measured Fenna against the hallway door: 112 cm tall.")
+    asked = salient("How tall is Fenna?")
+    # "the desk height:" names another thing measured; "Fenna at the GP:" names the child.
+    assert not remeasured(old, _line("memory/2026-05-02.md", "- Built Fenna's new desk; the desk height: 115 cm."),
+                          asked=asked)
+    assert remeasured(old, _line("memory/2026-05-02.md", "- Fenna at the GP: 115 cm."), asked=asked)
+
+
+def test_a_desks_height_leaves_the_childs_height_unmarked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    got = _marked(tmp_path, {"memory/2026-01-10.md": "# 2026-01-10\n\n- Measured Fenna against the hallway door: "
+                                                     "112 cm tall.\n",
+                             "memory/2026-05-02.md": "# 2026-05-02\n\n- Built Fenna's new desk; the desk height: "
+                                                     "115 cm, adjustable later.\n"},
+                  "How tall is Fenna?", "memory/2026-01-10.md")
+    assert got is None

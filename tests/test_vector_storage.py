@@ -547,3 +547,127 @@ def test_a_quantized_scan_split_across_two_threads_answers_as_float32(tmp_path: 
         assert [int(p.ntotal) for p in split._quant.index.parts] == [1501, 1500]
     finally:
         store.close()
+
+
+SEARCH_WHILE_EXITING = """
+import sys, threading, time
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from test_vector_storage import _random_store
+from symi_memory.index import vectors as vectors_mod
+from symi_memory.index.vectors import ExactVectors
+
+vectors_mod.SPLIT_MIN_ROWS = 1000  # as if the index held 50,000
+store, vecs, _ = _random_store(Path(sys.argv[1]), 3001)
+split = ExactVectors(store, scan="int8", scan_threads=2)
+first = split.search(vecs[5].tolist(), 10)
+assert split.status()["parts"] == 2
+
+
+def late() -> None:  # a request thread still answering while the main thread returns
+    time.sleep(0.5)
+    try:
+        again = split.search(vecs[5].tolist(), 10)
+        print("same" if again == first else "different")
+    except Exception as exc:
+        print("failed:", type(exc).__name__, exc)
+
+
+threading.Thread(target=late).start()
+"""
+
+
+def test_a_split_scan_answers_while_the_interpreter_exits(tmp_path: Path) -> None:
+    # scanThreads = 2: a search on a (non-daemon) thread still running while the main thread returns cannot hand
+    # its second half to the worker (Python refuses new work once it starts exiting): it scans both halves itself
+    # instead of failing with "cannot schedule new futures after shutdown".
+    pytest.importorskip("faiss")
+    import os
+    import subprocess
+    import sys
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the copy is never split")
+    proc = subprocess.run([sys.executable, "-c", SEARCH_WHILE_EXITING, str(tmp_path / "i.sqlite"),
+                           str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "same", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("scan", ["int8", "float16"])
+def test_a_chunk_with_a_non_finite_unit_vector_ranks_as_in_the_float32_scan(tmp_path: Path, scan: str) -> None:
+    # A provider's bad output for one line (NaN) makes its chunk's score NaN in the float32 scan: the chunk never
+    # ranks. The quantized scan's rescoring dropped the bad line and scored the chunk from its other vectors, so
+    # the chunk closest to the query came first there and nowhere in the float32 scan's answer.
+    pytest.importorskip("faiss")
+    import json
+
+    import numpy as np
+
+    from symi_memory.index.store import ChunkRow, FileRow, IndexStore, UnitRow
+    from symi_memory.index.vectors import ExactVectors
+
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(300, 48)).astype(np.float32)
+    store = IndexStore.open(tmp_path / "u.sqlite")
+    try:
+        rows = []
+        for i in range(len(vecs)):
+            units = []
+            for j in range(2):
+                line = (vecs[i] + 0.3 * rng.normal(size=48)).astype(np.float32)
+                if i == 0 and j == 1:
+                    line[0] = np.nan
+                units.append(UnitRow(start_line=j + 1, end_line=j + 1, hash=f"{i}u{j}", embedding=line.tobytes()))
+            rows.append(ChunkRow(id=f"c{i}", path="memory/a.md", source="memory", start_line=i + 1, end_line=i + 1,
+                                 hash=f"h{i}", text=f"chunk {i}", embedding=vecs[i].tobytes(), units=tuple(units)))
+        store.replace_files([(FileRow(path="memory/a.md", source="memory", hash="a", mtime=0.0, size=0), rows)],
+                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"}),
+                                  "units": "lines"})
+        quant = ExactVectors(store, scan=scan, unit_weight=0.7)
+        full = ExactVectors(store, scan="float32", unit_weight=0.7)
+        bad = int(store._read("SELECT rowid FROM chunks WHERE id = 'c0'").fetchone()[0])
+        for k in (1, 10):
+            want = full.search(vecs[0].tolist(), k)
+            assert bad not in dict(want)
+            assert quant.search(vecs[0].tolist(), k) == want, k
+    finally:
+        store.close()
+
+
+SEARCH_IN_A_FORKED_CHILD = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from test_vector_storage import _random_store
+from symi_memory.index import vectors as vectors_mod
+from symi_memory.index.vectors import ExactVectors
+
+vectors_mod.SPLIT_MIN_ROWS = 1000  # as if the index held 50,000
+store, vecs, _ = _random_store(Path(sys.argv[1]), 3001)
+split = ExactVectors(store, scan="int8", scan_threads=2)
+first = split.search(vecs[5].tolist(), 10)  # the worker thread exists now
+assert split.status()["parts"] == 2
+pid = os.fork()
+if pid == 0:  # a prefork server's worker, say
+    signal.alarm(20)
+    print("same" if split.search(vecs[5].tolist(), 10) == first else "different", flush=True)
+    os._exit(0)
+print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+def test_a_split_scan_answers_in_a_forked_child(tmp_path: Path) -> None:
+    # scanThreads = 2 in a process forked after a search (a prefork server): the parent's worker thread does not
+    # exist in the child, so a second half handed to it was never searched and the child's search waited forever.
+    pytest.importorskip("faiss")
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("no fork, or one CPU: the copy is never split")
+    proc = subprocess.run([sys.executable, "-c", SEARCH_IN_A_FORKED_CHILD, str(tmp_path / "i.sqlite"),
+                           str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["same", "child", "exit", "0"], proc.stdout + proc.stderr

@@ -75,14 +75,20 @@ class Pipeline:
             self.reranker.close()
 
     def rerank(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
+        out = self._reranked(query, candidates)
+        return candidates if out is None else out
+
+    def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate] | None:
+        """The reranked top N of ``candidates`` with the reranker's scores; None without a reranker, without
+        candidates, or when the reranker fails (logged)."""
         if self.reranker is None or not candidates:
-            return candidates
+            return None
         head = candidates[: self.rerank_top_n]
         try:
             order = self.reranker.rerank(query, [c.text for c in head], len(head))
         except Exception as exc:  # a reranker failure never fails the search
             log.warning("reranker failed (%s); keeping the fused order", exc)
-            return candidates
+            return None
         seen = set()
         out = []
         for idx, score in order:
@@ -127,7 +133,13 @@ class Pipeline:
                 for c in candidates:
                     if c.id not in kept_ids:
                         trace["candidates"][c.id]["outcome"] = "written after asOf"
-        items = self.rerank(query, items)
+        reranked = self._reranked(query, items)
+        if reranked is not None:
+            items = reranked
+            if left_out:
+                # What was left out goes to processors on the results' scale: fused scores are not comparable
+                # with the reranker's. One more reranker call, in an "as of" search only; none when it fails.
+                left_out = self._reranked(query, sorted(left_out, key=lambda c: -c.score)) or []
         if trace is not None and self.reranker is not None:
             _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,

@@ -263,9 +263,13 @@ class PostProcessContext:
     text itself, with the same result. Call it once per search.
 
     ``left_out``: in an "as of" search, the candidates the core left out as
-    written after the date (with their scores before that step); empty
-    otherwise. They are not results; a processor may compare the results
-    with them (a later version of a fact shows what the question is about).
+    written after the date; empty otherwise. They are not results; a
+    processor may compare the results with them (a later version of a fact
+    shows what the question is about). Their scores are on the scale the
+    results reach the processors with: the scores before the "as of" step,
+    reranked like the results when a reranker is configured (one more
+    reranker call; empty when that call fails), as fused scores are not
+    comparable with a reranker's.
     """
 
     query: str

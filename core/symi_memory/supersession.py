@@ -819,25 +819,31 @@ def query_names(query: str) -> frozenset[str]:
 def remeasured(a: Line, b: Line, t: Thresholds = THRESHOLDS, names: frozenset[str] = frozenset(),
                asked: Container[str] = frozenset()) -> bool:
     """True when newer line ``b``, written on a later day, measures again a quantity that ``a`` gives: a value with
-    the same unit and shape, none of ``a``'s values of it, and one within ``remeasure_spread`` of one of them (13.6
-    kg, then "coat good, 13.2 kg" at a vet check), naming each name of the question's subject (``names``,
-    :func:`query_names`) that ``a`` names (a suitcase weighed on the same scale is not the dog). Without a change
+    the same unit and shape, none of ``a``'s values of it, and one within ``remeasure_spread`` of one of them and
+    not equal to it (13.6 kg, then "coat good, 13.2 kg" at a vet check; "12.90 kg" restates "12.9 kg"), naming each
+    name of the question's subject (``names``, :func:`query_names`) that ``a`` names (a suitcase weighed on the same
+    scale is not the dog), and sharing a term of the question with ``a`` when ``a`` holds one that is not a reading
+    word (``_READING_TERMS``: the puppy weighed, then the neighbours' labrador weighed). Without a change
     word that is what says a measured value moved; the same unit with a far-off value (a 40 mg tablet, then an 8 mg
     one; a 14,400 pound target, then a 1,046 pound payment) is as likely another thing measured, and so is a newer
     value labelled by a word that neither ``a`` nor the question (``asked``, its terms) uses (:func:`_labelled_apart`:
     "jumped 121 cm" is not "118 cm tall")."""
     if b.moment[0] < a.moment[0] + DAY or not (a.terms & names) <= b.terms:
         return False  # not a later day, or the newer line lacks a name of the question's subject the older one gives
+    subject = {term for term in a.terms if term in asked and term not in _READING_TERMS}
+    if subject and subject.isdisjoint(b.terms):
+        return False  # the two share only a reading word of the question ("weighed the puppy", "weighed the labrador")
     for kind, vals in a.quantities.items():
         new = b.quantities.get(kind)
         if " " not in kind or not new or vals & new:
             continue
-        for x in vals:
-            for y in new:
-                fx, fy = _magnitude(x), _magnitude(y)
-                if fx and fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) and not _labelled_apart(
-                        b.text, y, kind.split(" ", 1)[1], a.terms, asked):
-                    return True
+        olds = [fx for x in vals if (fx := _magnitude(x))]
+        for y in new:
+            # Each newer value's label is read once (a long line of values would otherwise read it per pair).
+            fy = _magnitude(y)
+            if fy and any(fx != fy and max(fx, fy) <= min(fx, fy) * (1 + t.remeasure_spread) for fx in olds) and (
+                    not _labelled_apart(b.text, y, kind.split(" ", 1)[1], a.terms, asked)):
+                return True
     return False
 
 
@@ -852,7 +858,9 @@ def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], ask
     """True when every place ``text`` gives ``value`` with ``unit`` labels it by a word that neither ``known``
     (the older line's terms) nor ``asked`` holds, nor a word that only reads a value off (``_READING_TERMS``): the
     nearest content word before it in its clause ("Lotte jumped 121 cm", "the water at 37.5 degrees") or the word
-    right after its unit ("98 cm wide", "a 5.5 kg sack"). Such a value measures another thing than the older
+    right after its unit ("98 cm wide", "a 5.5 kg sack"), or, for a value alone after a colon, the words of the
+    clause before it when none of them is such a word ("the desk height: 115 cm"). Such a value measures another
+    thing than the older
     line's; a value alone in its clause ("coat good, 13.2 kg, but one ear ..."), or labelled by the older line's or
     the question's words ("height 134 cm", "weighs 2.3 kg after the winter"), measures it again."""
     found = False
@@ -861,7 +869,8 @@ def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], ask
             continue
         found = True
         labels = []
-        for tok in reversed(TOKEN_RE.findall(_CLAUSE_END_RE.split(text[:m.start()])[-1])):
+        clauses = _CLAUSE_END_RE.split(text[:m.start()])
+        for tok in reversed(TOKEN_RE.findall(clauses[-1])):
             if tok[:1].isdigit():
                 break
             if (term := _salient_term(tok)) is not None:
@@ -870,6 +879,13 @@ def _labelled_apart(text: str, value: str, unit: str, known: frozenset[str], ask
         after = _WORD_AFTER_RE.match(text, m.end())
         if after and (term := _salient_term(after[1])) is not None:
             labels.append(term)
+        if not labels and len(clauses) > 1 and text[:m.start()].rstrip().endswith(":"):
+            # Alone after a colon: the words before it name what is measured ("the desk height: 115 cm", "Mochi at
+            # the vet: 10.1 kg"); one the older line or the question uses is enough.
+            named = [term for tok in TOKEN_RE.findall(clauses[-2]) if not tok[:1].isdigit()
+                     and (term := _salient_term(tok)) is not None]
+            if named and not any(term in known or term in asked or term in _READING_TERMS for term in named):
+                continue
         if all(term in known or term in asked or term in _READING_TERMS for term in labels):
             return False
     return found

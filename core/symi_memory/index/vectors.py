@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import logging
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -243,9 +244,13 @@ class _Parts:
         got: list[Any] = [None] * len(self.parts)
         if _WORKER_FREE.acquire(blocking=False):  # one worker: a concurrent search scans its parts itself
             try:
-                later = _worker().submit(_one_thread_search, self.parts[1], probe, asks[1])
+                try:
+                    later = _worker().submit(_one_thread_search, self.parts[1], probe, asks[1])
+                except RuntimeError:  # the interpreter is exiting (a thread still searching): no new work
+                    later = None
                 got[0] = _one_thread_search(self.parts[0], probe, asks[0])
-                got[1] = later.result()
+                if later is not None:
+                    got[1] = later.result()
             finally:
                 _WORKER_FREE.release()
         for i, part in enumerate(self.parts):
@@ -274,6 +279,18 @@ def _worker() -> Any:
             if _WORKER_POOL is None:
                 _WORKER_POOL = ThreadPoolExecutor(1, thread_name_prefix="symi-scan")
     return _WORKER_POOL
+
+
+def _forget_worker() -> None:
+    """In a forked child: the parent's worker thread does not exist there (work handed to it would wait forever),
+    and a lock another parent thread held stays held: a new worker and new locks when one is needed."""
+    global _WORKER_POOL, _WORKER_FREE, _WORKER_FREE_INIT
+    _WORKER_POOL = None
+    _WORKER_FREE, _WORKER_FREE_INIT = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker)
 
 
 @attrs.define
@@ -322,8 +339,6 @@ class ExactVectors:
 
     def _parts(self, n: int) -> int:
         """How many parts a quantized copy of ``n`` rows is held in (each searched on its own thread)."""
-        import os
-
         if n < SPLIT_MIN_ROWS or self.scan_threads < 2:
             return 1
         try:
@@ -674,10 +689,11 @@ class ExactVectors:
         # As the float32 scan computes a score (rows normalised, then one loop per row): the same bits, so a
         # float32 and a quantized scan order near-ties alike, and copies of one vector tie wherever they sit
         # in the batch (a matrix product gave them scores a few ulps apart, by position).
-        cos = _nan_last(np.einsum("ij,j->i", m, q))
+        cos = np.einsum("ij,j->i", m, q)
         if starts is None:
-            return cos
-        return combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight)
+            return _nan_last(cos)
+        # A non-finite unit makes its chunk NaN, as in the float32 scan (where the chunk never ranks): ranked last.
+        return _nan_last(combine_unit(cos[starts], np.maximum.reduceat(cos, starts), self.unit_weight))
 
     def _refined(self, copy: _Quantized, segs: Any, r: Any) -> Any:
         """Scores of these scan segments from the int8 codes plus their residual codes (memory only), within

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from symi_memory import hookimpl
 from symi_memory.errors import PathRefused
 from symi_memory.types import SearchQuery
 
@@ -123,6 +124,41 @@ def test_as_of_leaves_out_later_dated_notes(conformance_workspace: Path, open_co
     assert "memory/2026-03-01.md" in then and "memory/2026-06-01.md" not in then
     assert "memory/2026-06-01.md" in [r.path for r in mem.search("car hatchback", min_score=0,
                                                                  as_of="2026-06-01").results]
+
+
+class _LeftOutRecorder:
+    """A third-party post-processor: records what each search hands it as ``left_out``, changes nothing."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[list[str], list[str]]] = []  # (results' paths, left-out paths) per search
+
+    @hookimpl
+    def symi_memory_register_postprocessors(self, register: Any) -> None:
+        from symi_memory.specs import PostProcessorSpec
+
+        recorder = self
+
+        class Record:
+            def process(self, candidates: Any, ctx: Any) -> Any:
+                recorder.seen.append(([c.path for c in candidates], [c.path for c in ctx.left_out]))
+                return candidates
+
+        register(PostProcessorSpec(name="conformance-left-out", factory=lambda hybrid: Record(), order=300))
+
+
+def test_as_of_hands_post_processors_what_it_left_out(conformance_workspace: Path, open_conformance_memory) -> None:
+    """Every backend: in an "as of" search, post-processors get the hits left out as written after the date
+    (``PostProcessContext.left_out``), none of them among the results; in any other search it is empty."""
+    _car_workspace(conformance_workspace)
+    recorder = _LeftOutRecorder()
+    mem = open_conformance_memory(conformance_workspace, plugins=[("left-out-recorder", recorder)])
+    mem.sync()
+    mem.search("car hatchback", min_score=0)
+    mem.search("car hatchback", min_score=0, as_of="2026-04-01")
+    (now_results, now_left), (then_results, then_left) = recorder.seen
+    assert "memory/2026-06-01.md" in now_results and now_left == []
+    assert "memory/2026-06-01.md" in then_left and "memory/2026-06-01.md" not in then_results
+    assert "memory/2026-03-01.md" in then_results and not set(then_left) & set(then_results)
 
 
 def test_supersession_demotes_the_older_version_or_status_says_why_not(conformance_workspace: Path,

@@ -88,21 +88,22 @@ def conformance_workspace(tmp_path: Path) -> Path:
 def open_conformance_memory(
     tmp_path: Path, symi_backend: str, symi_extra_config: dict[str, Any], symi_test_plugins: str
 ) -> Iterator[Callable[..., Any]]:
-    """Factory: ``open_conformance_memory(workspace, **overrides) -> MemoryManager`` for the backend under test."""
+    """Factory: ``open_conformance_memory(workspace, plugins=None, **overrides) -> MemoryManager`` for the backend
+    under test; ``plugins``: extra ``(name, plugin object)`` pairs to register, as :func:`open_memory` takes them."""
     from symi_memory import load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
 
     opened: list[Any] = []
 
-    def factory(workspace: Path, **overrides: Any) -> Any:
+    def factory(workspace: Path, *, plugins: Any = None, **overrides: Any) -> Any:
         base = symi_extra_config
         settings = {
             "plugins": {"slots": {"memory": symi_backend}},
             "agents": {"defaults": {"memorySearch": {"provider": "hash", "sync": {"watch": False}}}},
         }
         cfg = load_config(None, state_dir=tmp_path / "state", overrides=deep_merge(deep_merge(base, settings), overrides))
-        manager = open_memory(cfg, workspace=workspace, start=False)
+        manager = open_memory(cfg, workspace=workspace, start=False, plugins=plugins)
         opened.append(manager)
         return manager
 
