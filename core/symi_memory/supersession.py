@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines"]
 
 
 @attrs.frozen(kw_only=True)
@@ -1115,6 +1115,24 @@ def disposed_things(text: str) -> tuple[frozenset[str], ...]:
     return tuple(out)
 
 
+_DISPOSING: dict[int, tuple[Sequence[Line], tuple[Line, ...]]] = {}
+
+
+def disposing_lines(lines: Sequence[Line]) -> tuple[Line, ...]:
+    """The lines of a chunk that say a thing is gone (:func:`disposed_things`), remembered per lines list like
+    :func:`_chunk_terms` (:func:`split_lines` hands back the same list for a chunk search after search): one lookup
+    per candidate and search instead of one per line. Most chunks have none."""
+    key = id(lines)
+    got = _DISPOSING.get(key)
+    if got is not None and got[0] is lines:
+        return got[1]
+    found = tuple(ln for ln in lines if disposed_things(ln.text))
+    if len(_DISPOSING) >= _TERMS_MAX:
+        _DISPOSING.clear()
+    _DISPOSING[key] = (lines, found)
+    return found
+
+
 def disposes(a: Line, b: Line, weights: Mapping[str, float] | None = None) -> bool:
     """True when newer line ``b`` says one no longer has the thing older line ``a`` names (:func:`disposed_things`):
     every word of the thing is one of ``a``'s, and one at least is not the question's ("Sold the hatchback; now a red
@@ -1126,15 +1144,20 @@ def disposes(a: Line, b: Line, weights: Mapping[str, float] | None = None) -> bo
     things = disposed_things(b.text)
     if not things:
         return False
-    # The older line already says it let the thing go ("I gave up on Speckled Buff ... Switched to Laguna B-Mix"): a
-    # newer line saying so again ("switched from Speckled Buff") restates the change, it does not make it.
-    own = disposed_things(a.text)
-    things = tuple(thing for thing in things if not any(thing & gone for gone in own))
+    named = [thing for thing in things if thing <= a.terms]  # most older lines name none of them: no more work
+    if not named:
+        return False
     if weights is not None and (a.terms.isdisjoint(weights)
                                 or any(_identifier(term) for term in (a.terms - b.terms) & weights.keys())):
         return False  # not about the question, or the older line has the exact identifier asked for (as same_thing)
     asked = weights.keys() if weights is not None else frozenset()
-    return any(thing <= a.terms and not thing <= asked for thing in things)
+    named = [thing for thing in named if not thing <= asked]
+    if not named:
+        return False
+    # The older line already says it let the thing go ("I gave up on Speckled Buff ... Switched to Laguna B-Mix"): a
+    # newer line saying so again ("switched from Speckled Buff") restates the change, it does not make it.
+    own = disposed_things(a.text)
+    return any(not any(thing & gone for gone in own) for thing in named)
 
 
 def _new_values(a: Line, b: Line) -> set[str]:

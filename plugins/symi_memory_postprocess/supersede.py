@@ -27,6 +27,7 @@ from symi_memory.supersession import (
     cosine,
     disposed_things,
     disposes,
+    disposing_lines,
     ended_names,
     focus_lines,
     gives_new_measure,
@@ -87,11 +88,13 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # A line that says one no longer has a thing ("Sold the hatchback; now a red SUV") may be a newer version of an
     # older line naming that thing though it holds no query word: it is looked at as a newer hit's line too (only
     # through :func:`_moved_on`). Most lines name no such thing.
-    reach = {i: lines + [ln for ln in all_lines[i] if ln not in lines and disposed_things(ln.text)]
-             for i, lines in focus.items()}
+    reach: dict[int, list[Line]] = {}
+    for i, lines in focus.items():
+        extra = [ln for ln in disposing_lines(all_lines[i]) if ln not in lines]
+        reach[i] = lines + extra if extra else lines
     newest = {i: max(ln.moment for ln in lines) for i, lines in focus.items()}
     # What a newer hit may be newer than, counting such lines (the pair's own lines are compared below).
-    newest_reach = {i: max(ln.moment for ln in lines) for i, lines in reach.items()}
+    newest_reach = {i: newest[i] if reach[i] is focus[i] else max(ln.moment for ln in reach[i]) for i in focus}
     # What a newer hit must be newer than: the oldest dated line the hit holds, not its newest. A note that
     # keeps its current lines beside a past one ("Until 2026-06-20 the router was ...", under "## History" in an
     # undated note) is superseded through that older line; the line-level check below still needs the newer
