@@ -135,6 +135,9 @@ def test_cli_search_in_the_issues_own_words(cli, issue_car_ws: Path) -> None:  #
     assert code == 0, err
     assert data["results"][0]["path"] == MARCH and "supersededBy" not in data["results"][0]
     assert all(h["path"] != JUNE for h in data["results"])
+    code, data, err = cli(*base, "history", "--json", ISSUE_QUERY, env=env, json_out=True)
+    assert code == 0, err
+    assert [(v["path"], v["startLine"], v["current"]) for v in data["versions"]] == [(MARCH, 3, False), (JUNE, 3, True)]
 
 
 def test_acceptance_as_of_answers_as_memory_stood(tmp_path: Path, car_ws: Path) -> None:

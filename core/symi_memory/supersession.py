@@ -1384,12 +1384,18 @@ def versions(candidates: Sequence[Any], vectors: Mapping[str, Sequence[float]] |
     anchor = anchor_lines[0]
     found = {(anchor.path, anchor.line_no): anchor}
     va = (vectors or {}).get(best.id)
-    for c in candidates[1:]:
+    all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime) for c in candidates]
+    weights = term_weights(qterms, all_lines)
+    for c, lines in zip(candidates[1:], all_lines[1:], strict=True):
         cos = cosine(va, (vectors or {}).get(c.id)) if vectors is not None else 1.0
         if cos is None:
             cos = 1.0 if vectors is None else None
-        for ln in focus_lines(split_lines(c.path, c.start_line, c.text, c.mtime), qterms):
+        focus = focus_lines(lines, qterms)
+        # A line saying one no longer has the thing the fact names ("Sold the hatchback") is a version of it too.
+        for ln in focus + [ln for ln in disposing_lines(lines) if ln not in focus]:
             older, newer = (ln, anchor) if ln.moment < anchor.moment else (anchor, ln)
-            if restates(older, newer, t) and (cos or 0.0) >= t.chunk_vector or same_thing(older, newer, cos, t):
+            if restates(older, newer, t) and (cos or 0.0) >= t.chunk_vector or same_thing(older, newer, cos, t) or (
+                    newer.moment > older.moment and disposes(older, newer, weights)
+                    and (cos is None or cos >= t.chunk_vector_lines)):
                 found.setdefault((ln.path, ln.line_no), ln)
     return sorted(found.values(), key=lambda ln: (ln.moment, ln.path))
