@@ -909,6 +909,12 @@ TAKEOVER_RE = re.compile(r"\b(?:takes|took|has\s+taken)\s+over\s+from\s+" + _NAM
 # "left the parent evening early").
 TEMPORARY_WORDS = frozenset("""for early late today tonight tomorrow until till holiday holidays vacation trip weekend
 while briefly break lunch meeting evening afternoon morning""".split())
+# Before a name in its clause: what makes its ending supposed, not said ("If Juf Marloes retires, ...").
+SUPPOSING_WORDS = frozenset("if whether unless suppose supposing should".split())
+# Right before a stage (up to two words between): what makes it not reached ("not approved yet", "hasn't been
+# submitted", "if it is submitted before June", "will be approved once ...").
+NOT_REACHED_RE = re.compile(r"(?:\b(?:not|never|if|unless|whether|will|would|could|might|should)|n['\u2019]t)"
+                            r"[ \t]+(?:[\w'\u2019-]+[ \t]+){0,2}$", re.IGNORECASE)
 _CALENDAR_NAMES = frozenset("""monday tuesday wednesday thursday friday saturday sunday january february march april
 may june july august september october november december""".split())
 # Stages of a case's process, in order: planned, being prepared, submitted, with a committee, decided. A line's stage
@@ -948,9 +954,17 @@ def ended_names(text: str) -> frozenset[str]:
         rest = m["rest"]
         if rest is not None and not TEMPORARY_WORDS.isdisjoint(w.lower() for w in TOKEN_RE.findall(rest)):
             continue
-        out.add(m[1].split()[-1].lower())
-    out.update(m[1].split()[-1].lower() for m in TAKEOVER_RE.finditer(text))
+        if not _supposed(text, m.end(1) - len(m[1].split()[-1])):
+            out.add(m[1].split()[-1].lower())
+    out.update(m[1].split()[-1].lower() for m in TAKEOVER_RE.finditer(text) if not _supposed(text, m.start()))
     return frozenset(out)
+
+
+def _supposed(text: str, start: int) -> bool:
+    """True when the clause of ``text`` before ``start`` supposes what follows rather than saying it ("If Juf
+    Marloes retires, ...", "nobody knows whether Coach Wouter leaves")."""
+    clause = _CLAUSE_END_RE.split(text[max(0, start - 200):start])[-1]
+    return not SUPPOSING_WORDS.isdisjoint(w.lower() for w in TOKEN_RE.findall(clause))
 
 
 def hands_over(a: Line, b: Line) -> bool:
@@ -974,10 +988,13 @@ def _lower_words(text: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=16384)
 def stage(text: str) -> int:
-    """The latest stage of a case's process ``text`` names (:data:`STAGES`: 1 planned ... 5 decided); 0 for none."""
+    """The latest stage of a case's process ``text`` names (:data:`STAGES`: 1 planned ... 5 decided); 0 for none.
+    A stage named as not reached or supposed (:data:`NOT_REACHED_RE`, :func:`_supposed`) is not named."""
     if not _MOVE_WORD_RE.search(text):
         return 0
-    return max((rank for rank, pattern in STAGES if pattern.search(text)), default=0)
+    return max((rank for rank, pattern in STAGES
+                if any(not NOT_REACHED_RE.search(text, max(0, m.start() - 60), m.start()) and not _supposed(text, m.start())
+                       for m in pattern.finditer(text))), default=0)
 
 
 def case_stage(text: str, asked: frozenset[str]) -> int:
@@ -1013,7 +1030,8 @@ def moves_on(a: Line, b: Line, weights: Mapping[str, float], query: str = "") ->
     teacher?": a question about her classroom keeps the lines naming the old teacher) and the two lines share a
     weighted query word, or the case ``a`` is about is at a later stage (:func:`later_stage`)."""
     return (ASKS_PERSON_RE.search(query) is not None and hands_over(a, b)
-            and not a.terms.isdisjoint(b.terms & weights.keys())) or later_stage(a, b, weights, query)
+            and not a.terms.isdisjoint(b.terms & weights.keys()) and (query_names(query) & a.terms) <= b.terms
+            ) or later_stage(a, b, weights, query)
 
 
 def may_move_on(a: Line, b: Line) -> bool:
