@@ -158,3 +158,14 @@ def test_a_stage_not_reached_or_supposed_is_no_later_stage() -> None:
     asked = salient("work visa application")
     assert case_stage("The work visa application was not approved yet.", asked) == 0
     assert case_stage("The work visa application was approved, not rejected.", asked) == 5
+
+
+def test_a_stand_in_for_a_while_is_no_ending() -> None:
+    for new in ("- Juf Marloes is replaced by Meester Daan during her maternity leave; Ilse's teacher is back in May.",
+                "- Coach Wouter was replaced by Trainer Femke Dijk for today's lesson; Pim liked her drills."):
+        old = TEACHER if "Marloes" in new else COACH
+        query = "Who is Ilse's teacher?" if "Marloes" in new else "Who coaches Pim at rowing?"
+        assert _pair(old, new, query, 0.3) == {}, new
+    # Endings that say why or when stay endings.
+    assert ended_names("Trainer Henk retires for health reasons; Femke takes the group.") == {"henk"}
+    assert ended_names("Ms. Peel is replaced by Mr. Osei.") == {"peel"}

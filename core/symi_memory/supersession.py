@@ -900,8 +900,8 @@ def _shares_quantity(a: Line, b: Line) -> bool:
 # is replaced by ...". The name is up to three capitalised words right before the verb (its last one is matched).
 _NAME = r"((?:[A-Z][\w'.-]*\s+){0,2}[A-Z][\w'-]*)"
 ENDING_RE = re.compile(
-    _NAME + r"\s+(?:(?:is|was|has been|gets|got)\s+replaced|retire[sd]?|is retiring|has retired|steps\s+down|"
-    r"stepped\s+down|resign(?:s|ed)?|quits|hands\s+over|handed\s+over|"
+    _NAME + r"\s+(?:(?:(?:is|was|has been|gets|got)\s+replaced|retire[sd]?|is retiring|has retired|steps\s+down|"
+    r"stepped\s+down|resign(?:s|ed)?|quits|hands\s+over|handed\s+over)\b(?P<more>[^;,.]*)|"
     r"(?:leaves|left|is\s+leaving|has\s+left)\b(?P<rest>[^;,.]*))\b")
 # Someone taking a role over from the person a line names: "Ms. Osei took over from Mr. Bakker".
 TAKEOVER_RE = re.compile(r"\b(?:takes|took|has\s+taken)\s+over\s+from\s+" + _NAME)
@@ -909,6 +909,9 @@ TAKEOVER_RE = re.compile(r"\b(?:takes|took|has\s+taken)\s+over\s+from\s+" + _NAM
 # "left the parent evening early").
 TEMPORARY_WORDS = frozenset("""for early late today tonight tomorrow until till holiday holidays vacation trip weekend
 while briefly break lunch meeting evening afternoon morning""".split())
+# After the other endings: what makes it standing in for a while ("is replaced by Meester Daan during her maternity
+# leave", "hands over to Trainer Femke for today's lesson" - but "retires for health reasons" is an ending).
+STAND_IN_WORDS = TEMPORARY_WORDS - {"for", "evening", "afternoon", "morning"} | {"leave", "sick", "ill", "temporarily"}
 # Before a name in its clause: what makes its ending supposed, not said ("If Juf Marloes retires, ...").
 SUPPOSING_WORDS = frozenset("if whether unless suppose supposing should".split())
 # Right before a stage (up to two words between): what makes it not reached ("not approved yet", "hasn't been
@@ -953,6 +956,8 @@ def ended_names(text: str) -> frozenset[str]:
     for m in ENDING_RE.finditer(text):
         rest = m["rest"]
         if rest is not None and not TEMPORARY_WORDS.isdisjoint(w.lower() for w in TOKEN_RE.findall(rest)):
+            continue
+        if m["more"] is not None and not STAND_IN_WORDS.isdisjoint(w.lower() for w in TOKEN_RE.findall(m["more"])):
             continue
         if not _supposed(text, m.end(1) - len(m[1].split()[-1])):
             out.add(m[1].split()[-1].lower())
