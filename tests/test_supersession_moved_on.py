@@ -169,3 +169,14 @@ def test_a_stand_in_for_a_while_is_no_ending() -> None:
     # Endings that say why or when stay endings.
     assert ended_names("Trainer Henk retires for health reasons; Femke takes the group.") == {"henk"}
     assert ended_names("Ms. Peel is replaced by Mr. Osei.") == {"peel"}
+
+
+def test_someone_of_the_same_family_name_ending_in_a_role_is_another_person() -> None:
+    query = "Who is Pim's hockey coach?"
+    older = "- Pim's hockey coach is Femke Jansen, training on Wednesdays."
+    assert _pair(older, "- Henk Jansen retires as hockey coach of the under-12s; Pim's team gets Trainer Bas.",
+                 query, 0.3) == {}
+    # The same person, with or without a title or her first name, still ends in the role.
+    for new in ("- Femke Jansen retires as hockey coach; Pim's team gets Trainer Bas.",
+                "- Coach Jansen retires; Pim's hockey team gets Trainer Bas."):
+        assert list(_pair(older, new, query, 0.3)) == [0], new

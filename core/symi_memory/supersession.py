@@ -981,9 +981,25 @@ def hands_over(a: Line, b: Line) -> bool:
     ended = ended_names(b.text)
     if not ended:
         return False
-    if ended.isdisjoint(_lower_words(a.text)):
+    words = _lower_words(a.text)
+    if not any(n in words and not _other_person(a.text, b.text, n) for n in ended):
         return False
     return any(v.isalpha() and v not in ended and v not in _CALENDAR_NAMES for v in _new_values(a, b))
+
+
+# Words before a name that give no first name: "Juf Marloes" and "Marloes" are one person, "Femke Jansen" and
+# "Henk Jansen" two.
+TITLES = frozenset("juf meester coach trainer dr mr mrs ms miss mevrouw meneer mevr dhr prof opa oma".split())
+
+
+@functools.lru_cache(maxsize=4096)
+def _other_person(a_text: str, b_text: str, last: str) -> bool:
+    """True when the two texts give the name ending in ``last`` different first names ("Femke Jansen" against
+    "Henk Jansen retires"): two people of one family name."""
+    before = re.compile(r"\b([A-Z][\w'-]*)\.?\s+(?i:" + re.escape(last) + r")\b")
+    firsts_a = {m[1].lower() for m in before.finditer(a_text)} - TITLES
+    firsts_b = {m[1].lower() for m in before.finditer(b_text)} - TITLES
+    return bool(firsts_a) and bool(firsts_b) and firsts_a.isdisjoint(firsts_b)
 
 
 @functools.lru_cache(maxsize=16384)
