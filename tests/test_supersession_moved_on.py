@@ -180,3 +180,12 @@ def test_someone_of_the_same_family_name_ending_in_a_role_is_another_person() ->
     for new in ("- Femke Jansen retires as hockey coach; Pim's team gets Trainer Bas.",
                 "- Coach Jansen retires; Pim's hockey team gets Trainer Bas."):
         assert list(_pair(older, new, query, 0.3)) == [0], new
+
+
+def test_the_ending_of_a_person_the_older_line_gives_for_another_role_keeps_the_asked_role() -> None:
+    older = "- Ilse's class teacher is Juf Marloes; Meester Joris teaches her gym on Thursdays."
+    marloes_leaves = "- Juf Marloes leaves the school; Ilse gets Meester Daan as class teacher."
+    assert _pair(older, marloes_leaves, "Who teaches Ilse gym?", 0.3) == {}
+    assert _pair(older, "- Meester Joris retires; Ilse's gym teacher is now Juf Anna.",
+                 "Who is Ilse's class teacher?", 0.3) == {}
+    assert list(_pair(older, marloes_leaves, "Who is Ilse's class teacher?", 0.3)) == [0]

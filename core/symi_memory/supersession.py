@@ -1052,7 +1052,19 @@ def moves_on(a: Line, b: Line, weights: Mapping[str, float], query: str = "") ->
     weighted query word, or the case ``a`` is about is at a later stage (:func:`later_stage`)."""
     return (ASKS_PERSON_RE.search(query) is not None and hands_over(a, b)
             and not a.terms.isdisjoint(b.terms & weights.keys()) and (query_names(query) & a.terms) <= b.terms
-            ) or later_stage(a, b, weights, query)
+            and _in_asked_clause(a, ended_names(b.text), weights)) or later_stage(a, b, weights, query)
+
+
+def _in_asked_clause(a: Line, names: frozenset[str], weights: Mapping[str, float]) -> bool:
+    """True when a name of ``names`` is in a clause of ``a`` (:data:`CASE_CLAUSE_RE`) holding the most query weight:
+    "Ilse's class teacher is Juf Marloes; Meester Joris teaches her gym" answers "Who teaches Ilse gym?" with
+    Meester Joris, and Juf Marloes leaving does not end that."""
+    clauses = [c for c in CASE_CLAUSE_RE.split(a.text) if c.strip()]
+    if len(clauses) < 2:
+        return True
+    scored = [(sum(weights.get(t, 0.0) for t in salient(c)), c) for c in clauses]
+    top = max(score for score, _ in scored)
+    return any(score >= top and not names.isdisjoint(_lower_words(c)) for score, c in scored)
 
 
 def may_move_on(a: Line, b: Line) -> bool:
