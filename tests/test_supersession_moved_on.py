@@ -189,3 +189,7 @@ def test_the_ending_of_a_person_the_older_line_gives_for_another_role_keeps_the_
     assert _pair(older, "- Meester Joris retires; Ilse's gym teacher is now Juf Anna.",
                  "Who is Ilse's class teacher?", 0.3) == {}
     assert list(_pair(older, marloes_leaves, "Who is Ilse's class teacher?", 0.3)) == [0]
+    # A title's full stop ends no clause: Mr. Bakker is the building manager of the one clause asked about.
+    assert list(_pair("- Building manager Mr. Bakker fixed the boiler at 08:30; rent questions go to him as well.",
+                      "- Tenants meeting: Mr. Bakker left the housing company; Ms. Osei runs our building now.",
+                      "Who is the building manager?", 0.3)) == [0]

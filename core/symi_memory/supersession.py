@@ -1055,11 +1055,15 @@ def moves_on(a: Line, b: Line, weights: Mapping[str, float], query: str = "") ->
             and _in_asked_clause(a, ended_names(b.text), weights)) or later_stage(a, b, weights, query)
 
 
+# :data:`CASE_CLAUSE_RE`, but a title's or an initial's full stop ends no sentence ("Building manager Mr. Bakker").
+PERSON_CLAUSE_RE = re.compile(r";|(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr))(?<!\b(?:Mrs|Dhr))(?<!\b(?:Mevr|Prof))(?<!\b[A-Z])[.!?](?:\s+|$)")
+
+
 def _in_asked_clause(a: Line, names: frozenset[str], weights: Mapping[str, float]) -> bool:
-    """True when a name of ``names`` is in a clause of ``a`` (:data:`CASE_CLAUSE_RE`) holding the most query weight:
+    """True when a name of ``names`` is in a clause of ``a`` (:data:`PERSON_CLAUSE_RE`) holding the most query weight:
     "Ilse's class teacher is Juf Marloes; Meester Joris teaches her gym" answers "Who teaches Ilse gym?" with
     Meester Joris, and Juf Marloes leaving does not end that."""
-    clauses = [c for c in CASE_CLAUSE_RE.split(a.text) if c.strip()]
+    clauses = [c for c in PERSON_CLAUSE_RE.split(a.text) if c.strip()]
     if len(clauses) < 2:
         return True
     scored = [(sum(weights.get(t, 0.0) for t in salient(c)), c) for c in clauses]
