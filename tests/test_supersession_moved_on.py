@@ -121,3 +121,75 @@ def test_status_question_the_later_stage_is_marked_current(tmp_path) -> None:  #
                                 "planned for July.\n"}, "What is the status of the house purchase deed?")
     old = [h for h in hits if h["path"] == "memory/2026-03-04.md"]
     assert old and old[0].get("supersededBy") == {"path": "memory/2026-06-20.md", "startLine": 3, "endLine": 3}
+
+
+# ---- Review (branch ``revst``): what a user would not call moved on.
+
+TEACHER = "- Ilse's teacher in groep 5 is Juf Marloes; she reads with the class every morning."
+
+
+def test_an_ending_supposed_not_said_supersedes_nothing() -> None:
+    for new in ("- If Juf Marloes retires, Ilse gets Meester Daan as teacher.",
+                "- Nobody knows yet whether Juf Marloes leaves the school; Meester Daan would be Ilse's teacher then."):
+        assert _pair(TEACHER, new, "Who is Ilse's teacher?", 0.3) == {}, new
+    assert ended_names("If Juf Marloes retires, Ilse gets Meester Daan.") == frozenset()
+    assert ended_names("If Meester Daan takes over from Juf Marloes, Ilse stays in groep 5.") == frozenset()
+    assert ended_names("If needed, Meester Daan took over from Juf Marloes.") == {"marloes"}  # another clause
+    assert ended_names("Juf Marloes retires; if needed Ilse gets Meester Daan.") == {"marloes"}
+
+
+def test_the_ending_of_someone_else_the_older_line_names_keeps_the_asked_persons_line() -> None:
+    # The older line names Ilse's and Sam's teachers; Sam's teacher leaving does not end Ilse's.
+    older = "- Teachers this year: Ilse has Juf Marloes, Sam has Meester Joris."
+    new = "- Meester Joris leaves the school; Sam gets Juf Anna as teacher."
+    assert _pair(older, new, "Who is Ilse's teacher?", 0.3) == {}
+    assert list(_pair(older, new, "Who is Sam's teacher?", 0.3)) == [0]
+
+
+def test_a_stage_not_reached_or_supposed_is_no_later_stage() -> None:
+    query = "Where is the work visa application for Oslo?"
+    for old, new in (
+            ("- The work visa application for Oslo was submitted in March.",
+             "- The work visa application for Oslo: not approved yet, the embassy is still waiting."),
+            (VISA, "- The work visa application for Oslo hasn't been submitted; the diploma copy is still at the notary."),
+            (VISA, "- The work visa application for Oslo will be approved once the diploma copy is in, the embassy said."),
+            (VISA, "- If the work visa application for Oslo is submitted before June, it is handled faster.")):
+        assert _pair(old, new, query, 0.3) == {}, new
+    asked = salient("work visa application")
+    assert case_stage("The work visa application was not approved yet.", asked) == 0
+    assert case_stage("The work visa application was approved, not rejected.", asked) == 5
+
+
+def test_a_stand_in_for_a_while_is_no_ending() -> None:
+    for new in ("- Juf Marloes is replaced by Meester Daan during her maternity leave; Ilse's teacher is back in May.",
+                "- Coach Wouter was replaced by Trainer Femke Dijk for today's lesson; Pim liked her drills."):
+        old = TEACHER if "Marloes" in new else COACH
+        query = "Who is Ilse's teacher?" if "Marloes" in new else "Who coaches Pim at rowing?"
+        assert _pair(old, new, query, 0.3) == {}, new
+    # Endings that say why or when stay endings.
+    assert ended_names("Trainer Henk retires for health reasons; Femke takes the group.") == {"henk"}
+    assert ended_names("Ms. Peel is replaced by Mr. Osei.") == {"peel"}
+
+
+def test_someone_of_the_same_family_name_ending_in_a_role_is_another_person() -> None:
+    query = "Who is Pim's hockey coach?"
+    older = "- Pim's hockey coach is Femke Jansen, training on Wednesdays."
+    assert _pair(older, "- Henk Jansen retires as hockey coach of the under-12s; Pim's team gets Trainer Bas.",
+                 query, 0.3) == {}
+    # The same person, with or without a title or her first name, still ends in the role.
+    for new in ("- Femke Jansen retires as hockey coach; Pim's team gets Trainer Bas.",
+                "- Coach Jansen retires; Pim's hockey team gets Trainer Bas."):
+        assert list(_pair(older, new, query, 0.3)) == [0], new
+
+
+def test_the_ending_of_a_person_the_older_line_gives_for_another_role_keeps_the_asked_role() -> None:
+    older = "- Ilse's class teacher is Juf Marloes; Meester Joris teaches her gym on Thursdays."
+    marloes_leaves = "- Juf Marloes leaves the school; Ilse gets Meester Daan as class teacher."
+    assert _pair(older, marloes_leaves, "Who teaches Ilse gym?", 0.3) == {}
+    assert _pair(older, "- Meester Joris retires; Ilse's gym teacher is now Juf Anna.",
+                 "Who is Ilse's class teacher?", 0.3) == {}
+    assert list(_pair(older, marloes_leaves, "Who is Ilse's class teacher?", 0.3)) == [0]
+    # A title's full stop ends no clause: Mr. Bakker is the building manager of the one clause asked about.
+    assert list(_pair("- Building manager Mr. Bakker fixed the boiler at 08:30; rent questions go to him as well.",
+                      "- Tenants meeting: Mr. Bakker left the housing company; Ms. Osei runs our building now.",
+                      "Who is the building manager?", 0.3)) == [0]
