@@ -130,13 +130,14 @@ def test_the_index_stores_each_chunks_analysis_and_search_reads_it(tmp_path: Pat
         with mem.backend.store.write():
             mem.backend.store.conn.execute("UPDATE chunks SET lines = NULL")
         assert _answers(mem) == with_stored
-        # The stored analysis is what a search reads: one that says the June line states no change (flags 0)
-        # leaves March unmarked.
+        # The stored analysis is what a search reads: one that dates the June line before March (its moment)
+        # leaves March unmarked. (Its change flag alone no longer does: a line saying the hatchback was sold
+        # supersedes from its text too, by the disposal rule.)
         path = "memory/2026-06-01.md"
         start, text = _rows(mem, "SELECT start_line, text FROM chunks WHERE path = ?", (path,))[0]
         rows = _decode(line_analysis(path, start, text))
-        assert rows[1][3] == 2  # the "Sold ...; now ..." line states a change
-        rows[1][3] = 0
+        assert rows[1][3] == 2 and rows[1][2] > 1_772_000_000  # the "Sold ...; now ..." line states a change, in June
+        rows[1][2] = 1_767_225_600.0  # 2026-01-01
         blob = _encode(rows)
         with mem.backend.store.write():
             mem.backend.store.conn.execute("UPDATE chunks SET lines = ? WHERE path = ?", (blob, path))
