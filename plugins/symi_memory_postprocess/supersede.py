@@ -126,22 +126,26 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         new_i, place_i, strong, weak = oldest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
         past_i, valued_i = past[i], older_valued[i]
         for j in [j for j in idx if newest_reach[j] > new_i]:  # never i itself
-            if places[j] == place_i:
+            # Every check below must hold; the cheap ones (place, score, chunk cosine) come first, so the line
+            # checks run for the few pairs they leave.
+            if places[j] == place_i or (scores[j] < strong and scores[j] < weak):
                 continue
-            if not (past_i or says_change[j] or (valued_i and newer_valued[j])) and not _moving_on(
-                    all_lines[i], reach[j], j, moving):
-                continue
-            if scores[j] < strong:
-                if scores[j] < weak:
-                    continue
-                if i not in valued:
-                    valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
-                if not (changers[j] and _says_measure_changed(valued[i], changers[j], t, names, qterms)) \
-                        and not _moving_on(all_lines[i], reach[j], j, moving):
-                    continue
             cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
             if cos is None or cos < floor:
                 continue
+            moved: bool | None = None  # _moving_on(i, j), asked at most once
+            if not (past_i or says_change[j] or (valued_i and newer_valued[j])):
+                moved = _moving_on(all_lines[i], reach[j], j, moving)
+                if not moved:
+                    continue
+            if scores[j] < strong:
+                if i not in valued:
+                    valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
+                if not (changers[j] and _says_measure_changed(valued[i], changers[j], t, names, qterms)):
+                    if moved is None:
+                        moved = _moving_on(all_lines[i], reach[j], j, moving)
+                    if not moved:
+                        continue
             pairs.setdefault(i, []).append((j, cos))
     if not pairs:
         return {}
