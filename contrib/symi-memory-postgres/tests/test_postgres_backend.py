@@ -542,12 +542,13 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         assert len(before) > 3 and all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in before.items())
         answer = _car_answer(mem)
         assert answer["supersededBy"]["path"] == "memory/2026-06-01.md"
-        # The stored analysis is what the search reads: one saying the June line states no change (flags 0)
-        # leaves March unmarked.
+        # The stored analysis is what the search reads: one dating the June line before March (its moment)
+        # leaves March unmarked. (Its change flag alone no longer does: the disposal rule reads "Sold the
+        # hatchback" from the text.)
         (_text, blob), = [v for (p, _s), v in before.items() if p == "memory/2026-06-01.md"]
         analysis = json.loads(zlib.decompress(blob[1:]))
-        assert analysis[1][3] == 2
-        analysis[1][3] = 0
+        assert analysis[1][3] == 2 and analysis[1][2] > 1_772_000_000
+        analysis[1][2] = 1_767_225_600.0  # 2026-01-01
         tampered = blob[:1] + zlib.compress(json.dumps(analysis).encode())
         with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
             conn.execute(f"UPDATE {pg_schema}.chunks SET lines = %s WHERE path = 'memory/2026-06-01.md'", (tampered,))
@@ -566,13 +567,13 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
             conn.execute(f"UPDATE {pg_schema}.chunks SET lines = %s WHERE path = 'memory/notes.md' AND start_line = %s",
                          (marked, first))
         with (ws / "memory/notes.md").open("a", encoding="utf-8") as f:
-            f.write("- Sold the hatchback.\n")
+            f.write("- Washed the hatchback.\n")  # a neutral edit: selling it would now supersede March
         assert mem.sync().files_indexed == 1
         after = stored()
         assert after[("memory/notes.md", first)] == (ftext, marked)
         last = max(s for p, s in after if p == "memory/notes.md")
         ltext, lblob = after[("memory/notes.md", last)]
-        assert "Sold the hatchback" in ltext and lblob == line_analysis("memory/notes.md", last, ltext)
+        assert "Washed the hatchback" in ltext and lblob == line_analysis("memory/notes.md", last, ltext)
     # What schema version 3 wrote: no lines column.
     with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
         conn.execute(f"ALTER TABLE {pg_schema}.chunks DROP COLUMN lines")
