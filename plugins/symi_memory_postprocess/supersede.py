@@ -257,9 +257,16 @@ def _moving_on(older: Sequence[Line], newer: Sequence[Line], j: int, moving: dic
     what a line of ``older`` states has moved on (:func:`symi_memory.supersession.may_move_on`: an ending in a role,
     a later stage, the thing it names gone); ``moving`` keeps, per ``j``, its lines that name an ending, a stage or a
     thing gone at all."""
-    if j not in moving:
-        moving[j] = [b for b in newer if ended_names(b.text) or stage(b.text) or disposed_things(b.text)]
-    return bool(moving[j]) and any(may_move_on(a, b) for b in moving[j] for a in older)
+    movers = _movers(j, newer, moving)
+    return bool(movers) and any(may_move_on(a, b) for b in movers for a in older)
+
+
+def _movers(j: int, newer: Sequence[Line], moving: dict[int, list[Line]]) -> list[Line]:
+    """The lines of hit ``j`` (``newer``) that name an ending, a stage or a thing gone at all, kept in ``moving``."""
+    got = moving.get(j)
+    if got is None:
+        got = moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text) or disposed_things(ln.text)]
+    return got
 
 
 def _moving_lines(j: int, newer: Sequence[Line], moving: dict[int, list[Line]],
@@ -268,9 +275,7 @@ def _moving_lines(j: int, newer: Sequence[Line], moving: dict[int, list[Line]],
     :func:`_moving_on`; ``numbers`` keeps them per ``j``): the only lines :func:`_moved_on` need look at."""
     got = numbers.get(j)
     if got is None:
-        if j not in moving:
-            moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text) or disposed_things(ln.text)]
-        got = numbers[j] = frozenset(ln.line_no for ln in moving[j])
+        got = numbers[j] = frozenset(ln.line_no for ln in _movers(j, newer, moving))
     return got
 
 
