@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from operator import neg
+from math import isnan
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -234,13 +235,10 @@ class ScoredHits:
         (smaller first; the backend's keyword rank, say), then by key."""
         scores = self.scores
         values = list(scores.values())
-        if len(set(values)) == len(values):
-            # No two scores are equal (==, which a set's membership also tells): every comparison of two sort
-            # keys is then decided by their first items, minus the scores, so sorting by those alone makes the
-            # same comparisons with the same outcomes, hence the same order, without building the keys.
-            minus = dict(zip(scores, map(neg, values), strict=True))
-            keys = sorted(scores, key=minus.__getitem__)
-            return list(zip(keys, map(scores.__getitem__, keys), strict=True))
+        if len(set(values)) == len(values) and not any(map(isnan, values)):
+            # No two scores are equal (==, which a set's membership also tells) and none is NaN: the scores
+            # alone order the items totally, and the whole key (score first) orders them the same way.
+            return sorted(scores.items(), key=itemgetter(1), reverse=True)
         ties = self.tie_scores
         rest = tie or (lambda key: 0)
         # The keys sorted as they are, then their items (``-(-score)`` is the score, bit for bit): the order
