@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import count, repeat
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -225,8 +225,8 @@ class IndexedBackend:
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
         chunk_terms = self._chunk_terms(rows, generation, qa.terms + syn.terms if syn is not None else qa.terms)
-        texts = dict(zip(rows, map(attrgetter("text"), rows.values()), strict=True))  # {k: r.text for ...}
-        scored = score_hits(query.text, hybrid, texts=texts, keyword_ids=keyword_ids, vector_hits=vec_hits,
+        scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
+                            vector_hits=vec_hits,
                             term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
