@@ -168,6 +168,70 @@ def test_score_hits_vector_side_is_the_calibration_bit_for_bit() -> None:
         assert 0.0 in hits.vector_scores.values() or cal.slope < 60
 
 
+def test_score_hits_weighted_fusion_is_fuse_of_its_sides_bit_for_bit() -> None:
+    # score_hits fuses each candidate in the pass that weighs its keyword evidence (fuse_weighted written out,
+    # for speed): its scores and scores before the floor must be fuse's of the same sides, bit for bit, for
+    # every kind of candidate: every query word or some or none, an identifier holder, a keyword hit without
+    # evidence, no vector, a vector hit that is no keyword candidate, and a chunk on neither side (no score).
+    import random
+
+    from symi_memory.fusion import fuse, score_hits
+    from symi_memory.index.analysis import keyword_evidence
+    from symi_memory.specs import ScoreCalibration
+
+    rng = random.Random(13)
+    weights = {"deploy": 2.1, "stag": 1.3, "server": 0.7}
+    vocab = [*weights, "other"]
+    n = 300
+    counts = {i: {t: rng.randint(1, 4) for t in rng.sample(vocab, rng.randint(0, 4))} for i in range(n)}
+    lengths = {i: rng.randint(0, 2400) for i in range(n)}
+    texts = {i: ("see ABC-1234 here" if i % 9 == 0 else "plain text") for i in range(n)}
+    keyword_ids = [i for i in range(n) if counts[i] and rng.random() < 0.8] + [i for i in range(n) if i % 23 == 1]
+    vector_hits = {i: rng.uniform(-0.2, 1.1) for i in range(n) if rng.random() < 0.7}
+    vector_hits.update({n + i: rng.uniform(0.0, 1.0) for i in range(20)})  # no keyword candidates
+    cal = ScoreCalibration(slope=8.0, midpoint=0.61)
+    checked = set()
+    for query in ("deploy staging server", "deploy ABC-1234 staging"):
+        for vw, tw in ((0.7, 0.3), (0.45, 0.55), (0.0, 1.0), (1.0, 0.0)):
+            hybrid = {"enabled": True, "fusion": "weighted", "vectorWeight": vw, "textWeight": tw, "rrfK": 60}
+            hits = score_hits(query, hybrid, texts=texts, keyword_ids=keyword_ids, vector_hits=vector_hits,
+                              term_weights=weights, term_counts=lambda i: (counts[i], lengths[i]), chunk_chars=1600,
+                              calibration=cal, use_vector=True)
+            exact = {i for i in texts if i in hits.identifiers or all(t in counts[i] for t in weights)}
+            logs = {i: keyword_log_odds(keyword_evidence(counts[i], lengths[i] / 1600, weights)) for i in texts}
+            before: dict[int, float] = {}
+            want = fuse(hybrid, hits.vector_scores, hits.text_scores, exact, has_identifier=bool(hits.identifiers),
+                        text_log_odds=logs, before_floor=before)
+            assert sorted(hits.scores) == sorted(want) and sorted(hits.tie_scores) == sorted(before)
+            assert all(hits.scores[i].hex() == want[i].hex() for i in want), (query, vw)
+            assert all(hits.tie_scores[i].hex() == before[i].hex() for i in before), (query, vw)
+            checked.add(bool(hits.identifiers))
+    assert checked == {False, True}  # both the log-odds sum and the identifier look-up's mix
+
+
+def test_order_is_the_sort_by_score_then_tie_scores_then_rank_then_key() -> None:
+    # ScoredHits.order sorts by the score alone when no two scores are equal: the order must be the one the
+    # whole key gives, with scores all distinct, some equal, or many at one floor.
+    import random
+
+    from symi_memory.fusion import ScoredHits
+
+    rng = random.Random(5)
+    for trial in range(300):
+        n = rng.randint(0, 60)
+        pool = [rng.random() for _ in range(max(1, n // (1 + trial % 4)))] + [0.5, 0.0, 1.0]
+        if trial % 10 == 9:
+            pool += [-0.0, math.nan]  # never a score of score_hits; still sorted as the whole key sorts them
+        scores = {f"k{rng.randint(0, 10**6)}": rng.choice(pool) if trial % 3 else rng.random() for _ in range(n)}
+        ties = {k: rng.choice((0.1, 0.2, rng.random())) for k in scores if rng.random() < 0.8}
+        rank = {k: rng.randint(0, 5) for k in scores}
+        hits = ScoredHits("hybrid", scores, {}, {}, set(), ties)
+        want = sorted(scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), rank[kv[0]], kv[0]))
+        assert [(k, s.hex()) for k, s in hits.order(rank.__getitem__)] == [(k, s.hex()) for k, s in want]
+        want = sorted(scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), kv[0]))
+        assert [(k, s.hex()) for k, s in hits.order()] == [(k, s.hex()) for k, s in want]
+
+
 @pytest.mark.skipif(not _has_local(), reason="needs the local extra (pip install 'symi-memory[local]')")
 def test_chunks_tied_at_the_exact_match_floor_are_ordered_by_their_evidence(tmp_path: Path) -> None:
     # Three notes hold every word of this question the index knows, so each scores the exact-match floor

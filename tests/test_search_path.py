@@ -226,23 +226,28 @@ def test_found_in_answers_what_the_regex_answers_for_every_class_of_character() 
 
 
 def test_candidates_made_slot_by_slot_are_the_candidates_init_makes() -> None:
-    # A search makes its ~140 candidates by setting their slots (a third of attrs' __init__); each must be the
-    # Candidate __init__ makes: equal, same hash and repr, every field set (the defaults too), evolvable.
+    # A search makes its ~140 candidates by setting their slots a field at a time; each must be the Candidate
+    # __init__ makes: equal, same hash and repr, every field set (the defaults too), evolvable.
     import attrs
 
-    from symi_memory.index.backend import _make_candidate
+    from symi_memory.index.backend import _make_candidates
     from symi_memory.types import Candidate
 
-    for args in (("a", "memory/a.md", 1, 3, 0.5, "text", "memory", 0.25, None, 12.5, True),
-                 ("b", "sessions/s.jsonl", 7, 7, 0.0, "", "sessions", None, 0.75, None, False)):
-        fast = _make_candidate(*args)
-        names = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
-                 "mtime", "identifier_match")
+    rows = (("a", "memory/a.md", 1, 3, 0.5, "text", "memory", 0.25, None, 12.5, True),
+            ("b", "sessions/s.jsonl", 7, 7, 0.0, "", "sessions", None, 0.75, None, False))
+    names = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
+             "mtime", "identifier_match")
+    made = _make_candidates(*zip(*rows, strict=True))
+    assert len(made) == 2
+    for fast, args in zip(made, rows, strict=True):
         slow = Candidate(**dict(zip(names, args, strict=True)))
         assert type(fast) is Candidate and fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
         assert attrs.asdict(fast) == attrs.asdict(slow)
         assert fast.superseded_by is None and fast.supersedes == ()
         assert attrs.evolve(fast, score=0.9) == attrs.evolve(slow, score=0.9)
+    assert _make_candidates(*([] for _ in names)) == ()
+    with pytest.raises(ValueError):  # a short column would leave slots unset
+        _make_candidates(*(column[:1] if i == 3 else column for i, column in enumerate(zip(*rows, strict=True))))
 
 
 def _candidate_variants() -> dict[str, type]:
@@ -319,7 +324,7 @@ def test_candidates_are_what_init_makes_when_the_candidate_class_changes(monkeyp
              "mtime", "identifier_match")
     cls = _candidate_variants()[label]
     monkeypatch.setattr(backend, "Candidate", cls)
-    made = backend._candidate_maker()(*args)
+    made = backend._candidates_maker()(*((a,) for a in args))[0]
     expected = cls(**dict(zip(names, args, strict=True)))
     assert type(made) is cls
     assert attrs.asdict(made) == attrs.asdict(expected)

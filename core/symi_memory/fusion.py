@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from math import isnan
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -231,9 +233,18 @@ class ScoredHits:
     def order(self, tie: Callable[[Any], Any] | None = None) -> list[tuple[Any, float]]:
         """``scores`` best first: equal scores by ``tie_scores`` (larger first), then by ``tie(key)``
         (smaller first; the backend's keyword rank, say), then by key."""
+        scores = self.scores
+        values = list(scores.values())
+        if len(set(values)) == len(values) and not any(map(isnan, values)):
+            # No two scores are equal (==, which a set's membership also tells) and none is NaN: the scores
+            # alone order the items totally, and the whole key (score first) orders them the same way.
+            return sorted(scores.items(), key=itemgetter(1), reverse=True)
         ties = self.tie_scores
         rest = tie or (lambda key: 0)
-        return sorted(self.scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), rest(kv[0]), kv[0]))
+        # The keys sorted as they are, then their items (``-(-score)`` is the score, bit for bit): the order
+        # ``sorted(items, key=...)`` gives with the same keys, since no two keys are equal.
+        keyed = sorted([(-score, -ties.get(key, score), rest(key), key) for key, score in scores.items()])
+        return [(key, -score) for score, _, _, key in keyed]
 
 
 def score_hits(
@@ -268,7 +279,7 @@ def score_hits(
     caller has it. ``synonyms``: index terms standing in for query terms the
     index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
     """
-    from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION
+    from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION, keyword_log_odds
     from .index.keyword import ExactMatcher, identifier_tokens
     from .specs import ScoreCalibration
 
@@ -276,71 +287,129 @@ def score_hits(
     idents_of_query = analysis.identifiers if analysis is not None else identifier_tokens(query)
     matcher = ExactMatcher.for_tokens((), idents_of_query)
     has_identifier = bool(matcher.idents)
+    scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
+    idents: set[K] = matcher.identifier_holders(scored) if has_identifier else set()
+    exp, log = math.exp, math.log
+    # Below, ``max(a, b)`` and ``min(a, b)`` are written as the comparison each makes (``b if b > a else a``,
+    # ``b if b < a else a``): the same value, NaN and signed zeros included, without a call per candidate.
+    if type(calibration) is ScoreCalibration:
+        # calibration.probability written out (the same arithmetic), for every vector hit of every search.
+        cs, cm = calibration.slope, calibration.midpoint
+        vector_scores = {}
+        for k, v in vector_hits.items():
+            v = v if v > 0.0 else 0.0
+            x = cs * ((v if v < 1.0 else 1.0) - cm)
+            vector_scores[k] = 0.0 if x < -60 else 1.0 / (1.0 + exp(-x))
+    else:
+        vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
+    # The weighted fusion (the default) of each candidate is computed in the pass that weighs its keyword
+    # evidence: fuse_weighted's arithmetic written out, in the same order (the scores are bit for bit fuse's).
+    # Under RRF the keyword side is collected and handed to fuse; outside hybrid mode there is nothing to fuse.
+    weighted = use_vector and hybrid["enabled"] and hybrid["fusion"] != "rrf"
     text_scores: dict[K, float] = {}
     text_log_odds: dict[K, float] = {}
     exact: set[K] = set()
-    scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
-    idents: set[K] = matcher.identifier_holders(scored) if has_identifier else set()
+    scores: dict[K, float] = {}
+    before_floor: dict[K, float] = {}
     keyword = set(keyword_ids)
     ref = max(1, chunk_chars)
     # analysis.keyword_evidence, keyword_log_odds and keyword_probability written out in one pass over the
     # candidates, with the same arithmetic in the same order (the scores are bit for bit theirs).
     weights = list(term_weights.items())
     total = sum(term_weights.values())
+    every = frozenset(t for t, _ in weights)
+    # A chunk holding every query word has at least as many counts as the query has words (no words: none does).
+    n_every = len(every) if weights else math.inf
     k1, b, k1p = BM25_K1, BM25_B, BM25_K1 + 1.0
+    one_b = 1.0 - b  # ``1.0 - b + b * x`` adds ``1.0 - b`` first
     slope, mid = KEYWORD_CALIBRATION
     floor = EXACT_KEYWORD_FLOOR
-    exp = math.exp
     syn = synonyms or None
-    every = frozenset(t for t, _ in weights)
+    vw, tw = query_weights(hybrid["vectorWeight"], hybrid["textWeight"], has_identifier=has_identifier) \
+        if weighted else (0.0, 0.0)
+    log_odds = not has_identifier  # an identifier look-up mixes probabilities (fuse)
+    fk, fc = FUSION_CALIBRATION
+    no_words = keyword_log_odds(0.0)
+    lo, hi = _LOGIT_EPS, 1.0 - _LOGIT_EPS
+    vget = vector_scores.get
     for k in scored:
         counts, length = term_counts(k)
-        if k in idents or (weights and counts.keys() >= every):
-            exact.add(k)
+        is_exact = k in idents or (len(counts) >= n_every and counts.keys() >= every)
         evidence = 0.0
         if counts and total > 0:
-            norm = k1 * (1.0 - b + b * max(0.0, length / ref))
+            x = length / ref
+            norm = k1 * (one_b + b * (x if x > 0.0 else 0.0))
             acc = 0.0
-            for t, w in weights:
-                tf = counts.get(t, 0)
-                if syn is None:
+            if syn is None:
+                get = counts.get
+                for t, w in weights:
+                    tf = get(t, 0)
                     if tf:
                         acc += w * tf * k1p / (tf + norm)
-                    continue
-                stand_ins = syn.get(t)
-                if stand_ins:  # a query term no chunk holds: its best stand-in counts (analysis.keyword_evidence)
-                    sat = tf * k1p / (tf + norm) if tf else 0.0
-                    for s, factor in stand_ins:
-                        stf = counts.get(s, 0)
-                        if stf:
-                            sat = max(sat, factor * stf * k1p / (stf + norm))
-                    acc += w * sat
-                elif tf:
-                    acc += w * tf * k1p / (tf + norm)
+            else:
+                for t, w in weights:
+                    tf = counts.get(t, 0)
+                    stand_ins = syn.get(t)
+                    if stand_ins:  # a query term no chunk holds: its best stand-in counts (analysis.keyword_evidence)
+                        sat = tf * k1p / (tf + norm) if tf else 0.0
+                        for s, factor in stand_ins:
+                            stf = counts.get(s, 0)
+                            if stf:
+                                sat = max(sat, factor * stf * k1p / (stf + norm))
+                        acc += w * sat
+                    elif tf:
+                        acc += w * tf * k1p / (tf + norm)
             evidence = acc / total
-        text_log_odds[k] = slope * (max(0.0, evidence) - mid)
+        lt = slope * ((evidence if evidence > 0.0 else 0.0) - mid)
+        pt: float | None = None  # the keyword probability, None when the keyword side has no say
         if evidence > 0:
-            p = 1.0 / (1.0 + exp(-slope * (evidence - mid)))
-            text_scores[k] = max(p, floor) if k in exact else p
+            pt = 1.0 / (1.0 + exp(-slope * (evidence - mid)))
+            if is_exact and floor > pt:
+                pt = floor
+            text_scores[k] = pt
         elif k in keyword:
-            text_scores[k] = 0.0
-    if type(calibration) is ScoreCalibration:
-        # calibration.probability written out (the same arithmetic), for every vector hit of every search.
-        cs, cm = calibration.slope, calibration.midpoint
-        vector_scores = {}
-        for k, v in vector_hits.items():
-            x = cs * (min(1.0, max(0.0, v)) - cm)
-            vector_scores[k] = 0.0 if x < -60 else 1.0 / (1.0 + exp(-x))
-    else:
-        vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
+            pt = text_scores[k] = 0.0
+        if not weighted:
+            text_log_odds[k] = lt
+            if is_exact:
+                exact.add(k)
+            continue
+        # fuse_weighted of this candidate; a chunk on neither side is none.
+        pv = vget(k)
+        if pt is None:
+            if pv is None:
+                continue
+            pt = 0.0
+        if not log_odds:
+            score = vw * (0.0 if pv is None else (pv if pv > 0.0 else 0.0)) + tw * pt
+        elif pv is None:
+            score = tw * pt
+        elif pt <= 0 and lt <= no_words:
+            score = vw * (pv if pv > 0.0 else 0.0)
+        else:
+            p = pv if pv > 0.0 else 0.0
+            p = p if p > lo else lo
+            p = p if p < hi else hi
+            z = fk * (vw * log(p / (1.0 - p)) + tw * lt) + fc
+            score = 1.0 / (1.0 + exp(-z))
+        cut = score if score > 0.0 else 0.0
+        before_floor[k] = cut if cut < 1.0 else 1.0
+        if is_exact and pt > score:
+            score = pt
+        cut = score if score > 0.0 else 0.0
+        scores[k] = cut if cut < 1.0 else 1.0
     if not use_vector:
         return ScoredHits("fts-only", {k: v for k, v in text_scores.items() if v > 0}, text_scores, {}, idents)
     if not hybrid["enabled"]:
         return ScoredHits("vector", dict(vector_scores), text_scores, vector_scores, idents)
-    before_floor: dict[K, float] = {}
-    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier, text_log_odds=text_log_odds,
-                  before_floor=before_floor)
-    if hybrid["fusion"] == "rrf":
-        # RRF's cap gives a chunk the score of the one above it: equal scores keep the RRF order (``scores``'s).
-        before_floor = {key: -float(i) for i, key in enumerate(scores)}
+    if weighted:
+        if len(vector_scores.keys() - scored.keys()):
+            # Vector hits that are no candidate of the keyword side: the vector side alone (fuse_weighted).
+            alone = {k: v for k, v in vector_scores.items() if k not in scored}
+            scores.update(fuse_weighted(alone, {}, vector_weight=vw, text_weight=tw, log_odds=log_odds,
+                                        before_floor=before_floor))
+        return ScoredHits("hybrid", scores, text_scores, vector_scores, idents, before_floor)
+    scores = fuse(hybrid, vector_scores, text_scores, exact, has_identifier=has_identifier, text_log_odds=text_log_odds)
+    # RRF's cap gives a chunk the score of the one above it: equal scores keep the RRF order (``scores``'s).
+    before_floor = {key: -float(i) for i, key in enumerate(scores)}
     return ScoredHits("hybrid", scores, text_scores, vector_scores, idents, before_floor)

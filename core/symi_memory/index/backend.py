@@ -6,7 +6,10 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import count, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,7 +226,8 @@ class IndexedBackend:
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
         chunk_terms = self._chunk_terms(rows, generation, qa.terms + syn.terms if syn is not None else qa.terms)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
-                            vector_hits=vec_hits, term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
+                            vector_hits=vec_hits,
+                            term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa,
@@ -235,12 +239,18 @@ class IndexedBackend:
         else:
             # Equal scores (say, every chunk holding all query words, at the exact-match floor) are ordered by
             # their fused score before the floor, then by the keyword ranking.
-            krank = {k: i for i, (k, _) in enumerate(ranked)}
+            krank = dict(zip(map(itemgetter(0), ranked), count()))  # {k: i for i, (k, _) in enumerate(ranked)}
             unranked = len(krank)
             ordered = scored.order(lambda k: krank.get(k, unranked))
-        make = _make_candidate
-        candidates = tuple(make(r.id, r.path, r.start_line, r.end_line, score, r.text, r.source, vec_p.get(k),
-                                text_hits.get(k), r.mtime, k in idents) for k, score in ordered if (r := rows[k]))
+        candidates: tuple[Candidate, ...] = ()
+        if ordered:
+            # Made a field at a time: each column (the ordered candidates' rows transposed, their scores) in one go.
+            keys, kept = zip(*ordered, strict=True)
+            column = dict(zip(CandidateRow._fields, zip(*map(rows.__getitem__, keys), strict=True), strict=True))
+            candidates = _make_candidates(column["id"], column["path"], column["start_line"], column["end_line"], kept,
+                                          column["text"], column["source"], tuple(map(vec_p.get, keys)),
+                                          tuple(map(text_hits.get, keys)), column["mtime"],
+                                          tuple(map(idents.__contains__, keys)))
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
@@ -697,66 +707,61 @@ class _Worker:
             job()
 
 
-#: Candidate's fields in attrs' order, as :func:`_candidate_maker` sets them.
+#: Candidate's fields in attrs' order, as :func:`_candidates_maker` sets them.
 _CANDIDATE_FIELDS = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
                      "mtime", "identifier_match", "superseded_by", "supersedes")
 
 
-def _candidate_maker() -> Callable[..., Candidate]:
-    """``Candidate(id=..., ...)`` of a search's candidates, each field set by its slot (about a third of the
-    cost of attrs' keyword ``__init__``, for about 140 candidates a search); the same object, equal to the one
-    ``__init__`` makes. While ``Candidate`` has other fields, validators, converters, an init hook, fields of a
-    base class, or anything else that makes a probe record differ from ``__init__``'s (a factory default, a
-    cached hash), its ``__init__`` itself."""
+def _candidates_maker() -> Callable[..., tuple[Candidate, ...]]:
+    """``Candidate(id=..., ...)`` of each of a search's candidates, from their fields' columns (``ids, paths,
+    start_lines, end_lines, scores, texts, sources, vector_scores, text_scores, mtimes, identifier_matches``,
+    sequences of one length): each field of every candidate set by its slot, a column at a time (``map``, no
+    Python call per candidate: about a tenth of the cost of attrs' keyword ``__init__``, for about 140
+    candidates a search); the same objects, equal to the ones ``__init__`` makes. While ``Candidate`` has other
+    fields, validators, converters, an init hook, fields of a base class, or anything else that makes a probe
+    record differ from ``__init__``'s (a factory default, a cached hash), its ``__init__`` itself."""
     fields = attrs.fields(Candidate)
 
-    def keywords(id: str, path: str, start_line: int, end_line: int, score: float, text: str, source: str,
-                 vector_score: float | None, text_score: float | None, mtime: float | None,
-                 identifier_match: bool) -> Candidate:
-        return Candidate(id=id, path=path, start_line=start_line, end_line=end_line, score=score, text=text,
-                         source=source, vector_score=vector_score, text_score=text_score, mtime=mtime,
-                         identifier_match=identifier_match)
+    def keywords(*columns: Sequence[Any]) -> tuple[Candidate, ...]:
+        return tuple(Candidate(id=id, path=path, start_line=start_line, end_line=end_line, score=score, text=text,
+                               source=source, vector_score=vector_score, text_score=text_score, mtime=mtime,
+                               identifier_match=identifier_match)
+                     for (id, path, start_line, end_line, score, text, source, vector_score, text_score, mtime,
+                          identifier_match) in zip(*columns, strict=True))
 
     if (tuple(f.name for f in fields) != _CANDIDATE_FIELDS or any(f.validator or f.converter for f in fields)
             or hasattr(Candidate, "__attrs_post_init__") or hasattr(Candidate, "__attrs_pre_init__")
             or "__slots__" not in Candidate.__dict__ or any(n not in Candidate.__dict__ for n in _CANDIDATE_FIELDS)):
         return keywords
     setters = [Candidate.__dict__[name].__set__ for name in _CANDIDATE_FIELDS]
-    (s_id, s_path, s_start, s_end, s_score, s_text, s_source, s_vector, s_keyword, s_mtime, s_ident, s_by,
-     s_supersedes) = setters
+    given, (s_by, s_supersedes) = setters[:11], setters[11:]
     by, supersedes = fields.superseded_by.default, fields.supersedes.default
     new = object.__new__
 
-    def make(id: str, path: str, start_line: int, end_line: int, score: float, text: str, source: str,
-             vector_score: float | None, text_score: float | None, mtime: float | None,
-             identifier_match: bool) -> Candidate:
-        c = new(Candidate)
-        s_id(c, id)
-        s_path(c, path)
-        s_start(c, start_line)
-        s_end(c, end_line)
-        s_score(c, score)
-        s_text(c, text)
-        s_source(c, source)
-        s_vector(c, vector_score)
-        s_keyword(c, text_score)
-        s_mtime(c, mtime)
-        s_ident(c, identifier_match)
-        s_by(c, by)
-        s_supersedes(c, supersedes)
-        return c
+    def make(*columns: Sequence[Any]) -> tuple[Candidate, ...]:
+        n = len(columns[0])
+        if len(columns) != len(given) or any(len(column) != n for column in columns):
+            raise ValueError("one column for each of the candidates' fields, all of one length")
+        made = list(map(new, repeat(Candidate, n)))
+        for setter, column in zip(given, columns, strict=True):
+            deque(map(setter, made, column), maxlen=0)  # the setters return None: nothing is kept
+        deque(map(s_by, made, repeat(by, n)), maxlen=0)
+        deque(map(s_supersedes, made, repeat(supersedes, n)), maxlen=0)
+        return tuple(made)
 
-    probe = ("id", "memory/p.md", 1, 2, 0.5, "text", "sessions", 0.25, 0.75, 1.5, True)
+    probe = (("id", "b"), ("memory/p.md", "sessions/s.jsonl"), (1, 7), (2, 7), (0.5, 0.0), ("text", ""),
+             ("sessions", "memory"), (0.25, None), (0.75, None), (1.5, None), (True, False))
     try:
         fast, slow = make(*probe), keywords(*probe)
-        same = (fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
-                and all(getattr(fast, n) == getattr(slow, n) for n in _CANDIDATE_FIELDS))
+        same = len(fast) == len(slow) == 2 and all(
+            a == b and hash(a) == hash(b) and repr(a) == repr(b)
+            and all(getattr(a, n) == getattr(b, n) for n in _CANDIDATE_FIELDS) for a, b in zip(fast, slow, strict=True))
     except Exception:
         same = False
     return make if same else keywords
 
 
-_make_candidate = _candidate_maker()
+_make_candidates = _candidates_maker()
 
 
 def _batch_enabled(ms: Any) -> bool:
