@@ -49,6 +49,12 @@ ROWS_CACHE_MAX = 20_000
 ROWS_CACHE_CHARS = 8_000_000
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
+#: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
+VECTORS_CACHE_MAX = 2_000
+#: Occurrences of the terms whose chunks and counts (FTS5's postings) are kept for the index generation: the
+#: same query words come back search after search, and reading a term's postings again costs about a
+#: microsecond per occurrence (about 100 bytes each kept).
+POSTINGS_CACHE_MAX = 200_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
 
@@ -78,6 +84,11 @@ class IndexedBackend:
     _rows_chars: int = 0  # the kept rows' text, in characters
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
+    _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
+    _vectors_gen: int = -1
+    #: ``(generation, {term: {rowid: count}}, [occurrences kept])``: FTS5's postings of query terms (one object,
+    #: replaced whole when the generation changes, so a search of another generation never fills it).
+    _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
     _hung_query: threading.Event | None = None
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
@@ -344,12 +355,23 @@ class IndexedBackend:
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
-        blobs = self.store.vectors_by_id(ids)
-        if not blobs:
-            return {}  # a keyword-only index: no numpy to import for a one-shot search
-        import numpy as np
+        # Kept as candidate_line_vectors keeps line vectors: an id hashes the chunk's text and the model.
+        gen = self._terms_gen
+        if self._vectors_gen != gen:
+            self._vectors_cache.clear()
+            self._vectors_gen = gen
+        cache = self._vectors_cache
+        missing = [cid for cid in dict.fromkeys(ids) if cid not in cache]
+        if missing:
+            blobs = self.store.vectors_by_id(missing)
+            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
+                cache.clear()
+            if blobs:  # a keyword-only index: no numpy to import for a one-shot search
+                import numpy as np
 
-        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
+                cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
+            cache.update({cid: None for cid in missing if cid not in blobs})
+        return {cid: v for cid in ids if (v := cache.get(cid)) is not None}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
@@ -451,10 +473,26 @@ class IndexedBackend:
         saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
-        found = self.store.term_counts(present, rows) if present else {}
-        if found is None or self.store.generation() != generation:
+        kept = self._postings
+        if kept[0] != generation:
+            kept = self._postings = (generation, {}, [0])
+        postings = {t: kept[1].get(t) for t in present}
+        missing = [t for t, docs in postings.items() if docs is None]
+        read = self.store.term_postings(missing) if missing else {}
+        if read is None or self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
-        return {k: found.get(k, {}) for k in eligible}
+        if read:
+            postings.update(read)
+            # Postings of this generation (checked above), kept while they stay under POSTINGS_CACHE_MAX occurrences.
+            size = sum(len(docs) for docs in read.values())
+            if kept[2][0] + size > POSTINGS_CACHE_MAX:
+                kept = self._postings = (generation, {}, [0])
+            if size <= POSTINGS_CACHE_MAX:
+                kept[1].update(read)
+                kept[2][0] += size
+        # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
+        pairs = [(t, docs) for t, docs in postings.items() if docs]
+        return {k: {t: n for t, docs in pairs if (n := docs.get(k))} for k in eligible}
 
     def calibration(self) -> ScoreCalibration:
         """The active provider's declared cosine calibration (the documented default when it declares none).

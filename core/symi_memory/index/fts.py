@@ -147,6 +147,25 @@ class KeywordSearch(StoreParts):
         caller checks that the generation did not change meanwhile). Costs about one microsecond per occurrence of the terms
         in the whole index (:meth:`term_occurrences`). None when FTS5 cannot answer.
         """
+        postings = self.term_postings(terms)
+        if postings is None:
+            return None
+        wanted = rowids if isinstance(rowids, (set, frozenset, dict)) else set(rowids)
+        out: dict[int, dict[str, int]] = {}
+        for term, docs in postings.items():
+            for doc, count in docs.items():
+                if doc in wanted:
+                    got = out.get(doc)
+                    if got is None:
+                        out[doc] = {term: count}
+                    else:
+                        got[term] = count
+        return out
+
+    def term_postings(self, terms: Sequence[str]) -> dict[str, dict[int, int]] | None:
+        """``{term: {rowid: count}}``: every chunk whose ``text`` column holds each of these index terms, with how
+        often (:meth:`term_counts` of every chunk, one statement per term), rowids ascending. None when FTS5
+        cannot answer."""
         conn = self.reader()
         if getattr(self._local, "instances", None) is not conn:  # made once in each reading connection
             try:
@@ -156,18 +175,14 @@ class KeywordSearch(StoreParts):
                 log.info("fts5vocab instance table unavailable (%s); term counts come from the chunk text", exc)
                 return None
             self._local.instances = conn
-        wanted = rowids if isinstance(rowids, (set, frozenset, dict)) else set(rowids)
-        out: dict[int, dict[str, int]] = {}
+        out: dict[str, dict[int, int]] = {}
         try:
             for term in dict.fromkeys(t for t in terms if t):
+                docs: dict[int, int] = {}
                 for (doc,) in conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text'",
                                            (term,)):
-                    if doc in wanted:
-                        got = out.get(doc)
-                        if got is None:
-                            out[doc] = {term: 1}
-                        else:
-                            got[term] = got.get(term, 0) + 1
+                    docs[doc] = docs.get(doc, 0) + 1
+                out[term] = docs
         except apsw.Error as exc:
             log.info("reading term counts from FTS5 failed (%s); they come from the chunk text", exc)
             return None
