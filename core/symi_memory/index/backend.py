@@ -90,6 +90,7 @@ class IndexedBackend:
     #: replaced whole when the generation changes, so a search of another generation never fills it).
     _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
     _hung_query: threading.Event | None = None
+    _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
     _words_worker: _Worker | None = None
@@ -363,7 +364,10 @@ class IndexedBackend:
         cache = self._vectors_cache
         missing = [cid for cid in dict.fromkeys(ids) if cid not in cache]
         if missing:
-            blobs = self.store.vectors_by_id(missing)
+            # Their line analyses come with them (the same rows): supersession asks for those next, for the
+            # same candidates (candidate_line_analysis takes them from here, in this thread, once).
+            blobs, lines = self.store.vectors_and_lines_by_id(missing)
+            self._local.lines = lines
             if len(cache) + len(missing) > VECTORS_CACHE_MAX:
                 cache.clear()
             if blobs:  # a keyword-only index: no numpy to import for a one-shot search
@@ -401,8 +405,14 @@ class IndexedBackend:
         return {cid: cache[cid] for cid in ids if cache.get(cid)}
 
     def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
-        """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read."""
-        return self.store.line_analysis_by_id(ids)
+        """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read: none when
+        they all came with their vectors in this search's ``candidate_vectors`` read (this thread's, since its
+        candidate rows were read)."""
+        lines = getattr(self._local, "lines", None)
+        self._local.lines = None
+        if lines is None or any(cid not in lines for cid in ids):
+            return self.store.line_analysis_by_id(ids)
+        return {cid: blob for cid in ids if (blob := lines[cid]) is not None}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
@@ -516,6 +526,7 @@ class IndexedBackend:
 
         ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
         are kept for (:meth:`_rows`)."""
+        self._local.lines = None  # line analyses handed over by an earlier search's candidate_vectors: not these
         rows = self._rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
                           scored=vec_hits, epoch=epoch)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
@@ -562,17 +573,23 @@ class IndexedBackend:
                     # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
                     cache.update({k: tuple(r) for k, r in got.items()})
         # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
-        make = CandidateRow._make
+        # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
+        # _make's Python frame), and only once its source (the fourth field) is one asked for.
+        new = tuple.__new__
         out: dict[int, CandidateRow] = {}
         for i in range(0, len(rowids), 500):
             for k in sorted(set(rowids[i : i + 500])):
                 if k in out:
                     continue
                 r = got.get(k)
-                if r is None and (kept := cache.get(k)) is not None:
-                    r = make(kept)
-                if r is not None and r.source in sources:
-                    out[k] = r
+                if r is None:
+                    kept = cache.get(k)
+                    if kept is None or kept[3] not in sources:
+                        continue
+                    r = new(CandidateRow, kept)
+                elif r.source not in sources:
+                    continue
+                out[k] = r
         return out
 
     # ----------------------------------------------------------------- other
