@@ -51,9 +51,9 @@ ROWS_CACHE_CHARS = 8_000_000
 UNITS_CACHE_MAX = 2_000
 #: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
 VECTORS_CACHE_MAX = 2_000
-#: Occurrences of the terms whose chunks and counts (FTS5's postings) are kept for the index generation: the
-#: same query words come back search after search, and reading a term's postings again costs about a
-#: microsecond per occurrence (about 100 bytes each kept).
+#: (term, chunk) pairs whose count read from FTS5 is kept for the index generation: the same query words and
+#: chunks come back search after search, and reading a term's counts again costs about a microsecond per
+#: occurrence of the term in the whole index (about 100 bytes each kept).
 POSTINGS_CACHE_MAX = 200_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
@@ -86,9 +86,10 @@ class IndexedBackend:
     _units_gen: int = -1
     _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
     _vectors_gen: int = -1
-    #: ``(generation, {term: {rowid: count}}, [occurrences kept])``: FTS5's postings of query terms (one object,
-    #: replaced whole when the generation changes, so a search of another generation never fills it).
-    _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
+    #: ``(generation, {term: (chunks asked about, {rowid: count})}, [chunks kept])``: the counts of query terms
+    #: read from FTS5 (one object, replaced whole when the generation changes, so a search of another generation
+    #: never fills it).
+    _postings: tuple[int, dict[str, tuple[set[int], dict[int, int]]], list[int]] = (-1, {}, [0])
     _hung_query: threading.Event | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
@@ -437,9 +438,7 @@ class IndexedBackend:
 
         cache = self._terms_cache
         wanted = needles(terms)
-        out = {}
-        for k, found in self._indexed_term_counts(rows, terms, gen).items():
-            out[k] = (found, len(rows[k].text))
+        out = {k: (found, len(rows[k].text)) for k, found in self._indexed_term_counts(rows, terms, gen).items()}
         for k, row in rows.items():
             if k in out:
                 continue
@@ -483,26 +482,44 @@ class IndexedBackend:
         saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
+        # Each term's counts in the chunks asked about so far at this generation (and which those were): only
+        # the chunks not asked about yet are read.
         kept = self._postings
         if kept[0] != generation:
             kept = self._postings = (generation, {}, [0])
-        postings = {t: kept[1].get(t) for t in present}
-        missing = [t for t, docs in postings.items() if docs is None]
-        read = self.store.term_postings(missing) if missing else {}
-        if read is None or self.store.generation() != generation:
+        known = kept[1]
+        per_term: list[tuple[str, tuple[dict[int, int], ...]]] = []
+        fresh: list[tuple[str, list[int], dict[int, int]]] = []
+        for t in present:
+            entry = known.get(t)
+            need = eligible if entry is None else [k for k in eligible if k not in entry[0]]
+            got: dict[int, int] = {}
+            if need:
+                read = self.store.term_docs(t, need)
+                if read is None:
+                    return {}
+                got = read
+                fresh.append((t, need, got))
+            per_term.append((t, (got,) if entry is None else (entry[1], got)))
+        if self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
-        if read:
-            postings.update(read)
-            # Postings of this generation (checked above), kept while they stay under POSTINGS_CACHE_MAX occurrences.
-            size = sum(len(docs) for docs in read.values())
-            if kept[2][0] + size > POSTINGS_CACHE_MAX:
+        for t, need, got in fresh:  # counts of this generation (checked above)
+            if kept[2][0] + len(need) > POSTINGS_CACHE_MAX:
                 kept = self._postings = (generation, {}, [0])
-            if size <= POSTINGS_CACHE_MAX:
-                kept[1].update(read)
-                kept[2][0] += size
+                known = kept[1]
+            entry = known.setdefault(t, (set(), {}))
+            entry[1].update(got)  # the counts before the chunks they cover
+            entry[0].update(need)
+            kept[2][0] += len(need)
         # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
-        pairs = [(t, docs) for t, docs in postings.items() if docs]
-        return {k: {t: n for t, docs in pairs if (n := docs.get(k))} for k in eligible}
+        out: dict[int, dict[str, int]] = {k: {} for k in eligible}
+        wanted = out.keys()
+        for t, parts in per_term:
+            for docs in parts:
+                if docs:
+                    for k in docs.keys() & wanted:
+                        out[k][t] = docs[k]
+        return out
 
     def calibration(self) -> ScoreCalibration:
         """The active provider's declared cosine calibration (the documented default when it declares none).
