@@ -38,6 +38,10 @@ FTS_COUNT_CHARS_PER_TERM = 1_500
 FTS_COUNT_FIXED_CHARS = 4_000
 # Counting the query's terms in a chunk's cached term string costs about as much as tokenizing this much text.
 FTS_COUNT_CACHED_CHARS = 150
+# A term occurring at most this many times more than there are candidates to count it in is read for every chunk
+# holding it (then kept for any candidate); a commoner one for the candidates only, which skips the other
+# occurrences inside SQLite (break-even measured at about 250 occurrences for 137 candidates).
+FTS_COUNT_ALL_OCCURRENCES = 120
 # FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
 #: Candidate rows (chunk text, path, lines, file mtime) are kept for the index generation while the index holds
@@ -89,7 +93,7 @@ class IndexedBackend:
     #: ``(generation, {term: (chunks asked about, {rowid: count})}, [chunks kept])``: the counts of query terms
     #: read from FTS5 (one object, replaced whole when the generation changes, so a search of another generation
     #: never fills it).
-    _postings: tuple[int, dict[str, tuple[set[int], dict[int, int]]], list[int]] = (-1, {}, [0])
+    _postings: tuple[int, dict[str, tuple[set[int] | None, dict[int, int]]], list[int]] = (-1, {}, [0])
     _hung_query: threading.Event | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
@@ -482,19 +486,25 @@ class IndexedBackend:
         saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
-        # Each term's counts in the chunks asked about so far at this generation (and which those were): only
-        # the chunks not asked about yet are read.
+        # Each term's counts in the chunks asked about so far at this generation (None: in every chunk): only
+        # the chunks not asked about yet are read; a rare term's counts in every chunk at once.
         kept = self._postings
         if kept[0] != generation:
             kept = self._postings = (generation, {}, [0])
         known = kept[1]
         per_term: list[tuple[str, tuple[dict[int, int], ...]]] = []
-        fresh: list[tuple[str, list[int], dict[int, int]]] = []
+        fresh: list[tuple[str, list[int] | None, dict[int, int]]] = []
         for t in present:
             entry = known.get(t)
-            need = eligible if entry is None else [k for k in eligible if k not in entry[0]]
+            checked = None if entry is None else entry[0]
+            if entry is not None and checked is None:
+                per_term.append((t, (entry[1],)))
+                continue
+            need: list[int] | None = eligible if checked is None else [k for k in eligible if k not in checked]
             got: dict[int, int] = {}
             if need:
+                if entry is None and occurrences[t] <= len(need) + FTS_COUNT_ALL_OCCURRENCES:
+                    need = None  # cheaper to read them all (and then kept for any candidate)
                 read = self.store.term_docs(t, need)
                 if read is None:
                     return {}
@@ -504,13 +514,21 @@ class IndexedBackend:
         if self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         for t, need, got in fresh:  # counts of this generation (checked above)
-            if kept[2][0] + len(need) > POSTINGS_CACHE_MAX:
+            size = len(got) if need is None else len(need)
+            if kept[2][0] + size > POSTINGS_CACHE_MAX:
                 kept = self._postings = (generation, {}, [0])
                 known = kept[1]
-            entry = known.setdefault(t, (set(), {}))
-            entry[1].update(got)  # the counts before the chunks they cover
-            entry[0].update(need)
-            kept[2][0] += len(need)
+            if need is None:
+                known[t] = (None, got)
+            else:
+                counts: dict[int, int] = {}
+                covered: set[int] = set()
+                entry = known.setdefault(t, (covered, counts))
+                if entry[0] is not None:
+                    counts, covered = entry[1], entry[0]
+                counts.update(got)  # the counts before the chunks they cover
+                covered.update(need)
+            kept[2][0] += size
         # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
         out: dict[int, dict[str, int]] = {k: {} for k in eligible}
         wanted = out.keys()
