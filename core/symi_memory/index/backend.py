@@ -55,9 +55,8 @@ ROWS_CACHE_CHARS = 8_000_000
 UNITS_CACHE_MAX = 2_000
 #: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
 VECTORS_CACHE_MAX = 2_000
-#: (term, chunk) pairs whose count read from FTS5 is kept for the index generation: the same query words and
-#: chunks come back search after search, and reading a term's counts again costs about a microsecond per
-#: occurrence of the term in the whole index (about 100 bytes each kept).
+#: Chunk counts of rare query terms read from FTS5 kept for the index generation (about 100 bytes each): the
+#: same query words come back search after search.
 POSTINGS_CACHE_MAX = 200_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
@@ -90,10 +89,10 @@ class IndexedBackend:
     _units_gen: int = -1
     _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
     _vectors_gen: int = -1
-    #: ``(generation, {term: (chunks asked about, {rowid: count})}, [chunks kept])``: the counts of query terms
-    #: read from FTS5 (one object, replaced whole when the generation changes, so a search of another generation
-    #: never fills it).
-    _postings: tuple[int, dict[str, tuple[set[int] | None, dict[int, int]]], list[int]] = (-1, {}, [0])
+    #: ``(generation, {term: {rowid: count}}, [counts kept])``: rare query terms' counts in every chunk holding
+    #: them, read from FTS5 (one object, replaced whole when the generation changes, so a search of another
+    #: generation never fills it; plain dicts of ints, which the garbage collector does not track).
+    _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
     _hung_query: threading.Event | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
@@ -486,57 +485,40 @@ class IndexedBackend:
         saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
-        # Each term's counts in the chunks asked about so far at this generation (None: in every chunk): only
-        # the chunks not asked about yet are read; a rare term's counts in every chunk at once.
+        # A rare term's counts are read for every chunk holding it and kept for the generation (any later
+        # candidate's count is there); a commoner term's for these candidates only, not kept (sets of the chunks
+        # asked about, kept per term, cost more than they saved at 100k chunks, where chunks seldom come back).
         kept = self._postings
         if kept[0] != generation:
             kept = self._postings = (generation, {}, [0])
         known = kept[1]
-        per_term: list[tuple[str, tuple[dict[int, int], ...]]] = []
-        fresh: list[tuple[str, list[int] | None, dict[int, int]]] = []
+        postings: list[tuple[str, dict[int, int]]] = []
+        fresh: list[tuple[str, dict[int, int]]] = []
         for t in present:
-            entry = known.get(t)
-            checked = None if entry is None else entry[0]
-            if entry is not None and checked is None:
-                per_term.append((t, (entry[1],)))
-                continue
-            need: list[int] | None = eligible if checked is None else [k for k in eligible if k not in checked]
-            got: dict[int, int] = {}
-            if need:
-                if entry is None and occurrences[t] <= len(need) + FTS_COUNT_ALL_OCCURRENCES:
-                    need = None  # cheaper to read them all (and then kept for any candidate)
-                read = self.store.term_docs(t, need)
-                if read is None:
+            docs = known.get(t)
+            if docs is None:
+                whole = occurrences[t] <= len(eligible) + FTS_COUNT_ALL_OCCURRENCES
+                docs = self.store.term_docs(t, None if whole else eligible)
+                if docs is None:
                     return {}
-                got = read
-                fresh.append((t, need, got))
-            per_term.append((t, (got,) if entry is None else (entry[1], got)))
+                if whole:
+                    fresh.append((t, docs))
+            postings.append((t, docs))
         if self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
-        for t, need, got in fresh:  # counts of this generation (checked above)
-            size = len(got) if need is None else len(need)
-            if kept[2][0] + size > POSTINGS_CACHE_MAX:
+        for t, docs in fresh:  # counts of this generation (checked above)
+            if kept[2][0] + len(docs) > POSTINGS_CACHE_MAX:
                 kept = self._postings = (generation, {}, [0])
-                known = kept[1]
-            if need is None:
-                known[t] = (None, got)
-            else:
-                counts: dict[int, int] = {}
-                covered: set[int] = set()
-                entry = known.setdefault(t, (covered, counts))
-                if entry[0] is not None:
-                    counts, covered = entry[1], entry[0]
-                counts.update(got)  # the counts before the chunks they cover
-                covered.update(need)
-            kept[2][0] += size
+            if len(docs) <= POSTINGS_CACHE_MAX:
+                kept[1][t] = docs
+                kept[2][0] += len(docs)
         # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
         out: dict[int, dict[str, int]] = {k: {} for k in eligible}
         wanted = out.keys()
-        for t, parts in per_term:
-            for docs in parts:
-                if docs:
-                    for k in docs.keys() & wanted:
-                        out[k][t] = docs[k]
+        for t, docs in postings:
+            if docs:
+                for k in docs.keys() & wanted:
+                    out[k][t] = docs[k]
         return out
 
     def calibration(self) -> ScoreCalibration:
