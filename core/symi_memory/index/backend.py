@@ -38,10 +38,11 @@ FTS_COUNT_CHARS_PER_TERM = 1_500
 FTS_COUNT_FIXED_CHARS = 4_000
 # Counting the query's terms in a chunk's cached term string costs about as much as tokenizing this much text.
 FTS_COUNT_CACHED_CHARS = 150
-# A term occurring at most this many times more than there are candidates to count it in is read for every chunk
-# holding it (then kept for any candidate); a commoner one for the candidates only, which skips the other
-# occurrences inside SQLite (break-even measured at about 250 occurrences for 137 candidates).
-FTS_COUNT_ALL_OCCURRENCES = 120
+# A term occurring at most this many times in the index has its counts read for every chunk holding it, then kept
+# for the generation (the same query words come back: at 100k bench chunks this made chunk term counts 0.72x
+# of reading the candidates' alone each time); a commoner one's for the candidates only, which skips the other
+# occurrences inside SQLite (at 10,000 occurrences 3.2 ms against 8.7 for reading them all).
+FTS_COUNT_WHOLE_MAX = 4_000
 # FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
 #: Candidate rows (chunk text, path, lines, file mtime) are kept for the index generation while the index holds
@@ -57,7 +58,7 @@ UNITS_CACHE_MAX = 2_000
 VECTORS_CACHE_MAX = 2_000
 #: Chunk counts of rare query terms read from FTS5 kept for the index generation (about 100 bytes each): the
 #: same query words come back search after search.
-POSTINGS_CACHE_MAX = 200_000
+POSTINGS_CACHE_MAX = 100_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
 
@@ -486,7 +487,7 @@ class IndexedBackend:
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
         # A rare term's counts are read for every chunk holding it and kept for the generation (any later
-        # candidate's count is there); a commoner term's for these candidates only, not kept (sets of the chunks
+        # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
         # asked about, kept per term, cost more than they saved at 100k chunks, where chunks seldom come back).
         kept = self._postings
         if kept[0] != generation:
@@ -497,7 +498,7 @@ class IndexedBackend:
         for t in present:
             docs = known.get(t)
             if docs is None:
-                whole = occurrences[t] <= len(eligible) + FTS_COUNT_ALL_OCCURRENCES
+                whole = occurrences[t] <= FTS_COUNT_WHOLE_MAX
                 docs = self.store.term_docs(t, None if whole else eligible)
                 if docs is None:
                     return {}
