@@ -174,3 +174,80 @@ def test_kept_rows_stay_within_their_text_budget_and_answer_the_same(tmp_path: P
             assert found and found == _in_index(db, list(found))
             kept = sum(len(r[6]) for r in mem.backend._rows_cache.values())
             assert kept <= budget
+
+
+def _from_index_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Term counts of every candidate read from FTS5 (and kept for the generation), however cheap tokenizing is."""
+    from symi_memory.index import backend as backend_mod
+
+    for name in ("FTS_COUNT_FIXED_CHARS", "FTS_COUNT_CHARS_PER_TERM", "FTS_COUNT_CHARS_PER_OCCURRENCE"):
+        monkeypatch.setattr(backend_mod, name, 0)
+
+
+def _scores(mem, query: str) -> dict[str, tuple]:  # type: ignore[no-untyped-def]
+    res = mem.backend.search(SearchQuery(text=query, max_results=20, min_score=0.0, candidate_limit=60))
+    return {c.id: (c.score, c.text_score, c.text) for c in res.candidates}
+
+
+@pytest.mark.parametrize("change", ["edit", "delete", "reindex"])
+def test_term_counts_kept_for_the_generation_follow_another_process_writes(tmp_path: Path, change: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long-running process keeps the counts of query terms it read from FTS5; after another process rewrote
+    # a note to hold the words more often (or removed one), the next search scores as a fresh process does.
+    _from_index_always(monkeypatch)
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write(ws, "MEMORY.md", "# Memory\n\nzebras graze at dawn near okapis\n")
+    _write(ws, "memory/a.md", "# A\n\nalpha note about zebras\n")
+    _write(ws, "memory/b.md", "# B\n\nbeta note about zebras and okapis\n")
+    for i in range(8):
+        _write(ws, f"memory/f{i}.md", f"# F{i}\n\nfiller note {i} about lions\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        before = _scores(mem, "zebras okapis")
+        assert before == _scores(mem, "zebras okapis")  # the second search answers from the kept counts
+        kept = mem.backend._postings[1]
+        assert {"zebra", "okapi"} <= set(kept)
+        if change == "edit":
+            _write(ws, "memory/a.md", "# A\n\nalpha note about zebras: zebras, zebras and okapis, okapis\n")
+        elif change == "delete":
+            (ws / "memory/b.md").unlink()
+        _other_process_syncs(state, ws, force=change == "reindex")
+        after = _scores(mem, "zebras okapis")
+    with open_memory(cfg, workspace=ws, start=False) as fresh:
+        assert after == _scores(fresh, "zebras okapis")
+    if change == "edit":
+        assert after != before
+
+
+def test_line_analyses_read_with_the_vectors_are_the_ones_the_index_holds(tmp_path: Path) -> None:
+    # Supersession asks for the candidates' vectors, then their line analyses: one statement serves both, and an
+    # analysis handed over in one search never answers the next one (another process rewrote a note between).
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write(ws, "memory/a.md", "# A\n\n2026-01-02: the zebra count is 12\n")
+    _write(ws, "memory/b.md", "# B\n\nzebras moved to the north field\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        backend, store = mem.backend, mem.backend.store
+        ids = list(_found(mem))
+        assert len(ids) == 2
+        statements: list[str] = []
+        conn = store.reader()
+        conn.exec_trace = lambda _cursor, sql, _bindings: statements.append(sql) or True
+        try:
+            backend.candidate_vectors(ids)
+            handed = backend.candidate_line_analysis(ids)
+        finally:
+            conn.exec_trace = None
+        assert len(statements) == 1  # the vectors' read brought the analyses
+        assert handed == store.line_analysis_by_id(ids) and set(handed) == set(ids)
+        # Handed over but not asked for in that search; another process rewrites a note; the next search's
+        # analyses are the index's.
+        backend._vectors_cache.clear()
+        backend.candidate_vectors(ids)
+        _write(ws, "memory/a.md", "# A\n\n2026-03-04: the zebra count is 15, up from 12\n")
+        _other_process_syncs(state, ws)
+        later = list(_found(mem))
+        got = backend.candidate_line_analysis(later)
+        assert got == store.line_analysis_by_id(later) and set(got) == set(later)

@@ -41,6 +41,11 @@ FTS_COUNT_CHARS_PER_TERM = 1_500
 FTS_COUNT_FIXED_CHARS = 4_000
 # Counting the query's terms in a chunk's cached term string costs about as much as tokenizing this much text.
 FTS_COUNT_CACHED_CHARS = 150
+# A term occurring at most this many times in the index has its counts read for every chunk holding it, then kept
+# for the generation (the same query words come back: at 100k bench chunks this made chunk term counts 0.72x
+# of reading the candidates' alone each time); a commoner one's for the candidates only, which skips the other
+# occurrences inside SQLite (at 10,000 occurrences 3.2 ms against 8.7 for reading them all).
+FTS_COUNT_WHOLE_MAX = 4_000
 # FTS5 cuts longer tokens to this many bytes: a chunk this long (in UTF-8) might hold one, so it is tokenized.
 FTS_MAX_TOKEN_BYTES = 32_768
 #: Candidate rows (chunk text, path, lines, file mtime) are kept for the index generation while the index holds
@@ -52,6 +57,11 @@ ROWS_CACHE_MAX = 20_000
 ROWS_CACHE_CHARS = 8_000_000
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
+#: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
+VECTORS_CACHE_MAX = 2_000
+#: Chunk counts of rare query terms read from FTS5 kept for the index generation (about 100 bytes each): the
+#: same query words come back search after search.
+POSTINGS_CACHE_MAX = 100_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
 
@@ -81,7 +91,14 @@ class IndexedBackend:
     _rows_chars: int = 0  # the kept rows' text, in characters
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
+    _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
+    _vectors_gen: int = -1
+    #: ``(generation, {term: {rowid: count}}, [counts kept])``: rare query terms' counts in every chunk holding
+    #: them, read from FTS5 (one object, replaced whole when the generation changes, so a search of another
+    #: generation never fills it; plain dicts of ints, which the garbage collector does not track).
+    _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
     _hung_query: threading.Event | None = None
+    _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
     _words_worker: _Worker | None = None
@@ -354,12 +371,26 @@ class IndexedBackend:
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
-        blobs = self.store.vectors_by_id(ids)
-        if not blobs:
-            return {}  # a keyword-only index: no numpy to import for a one-shot search
-        import numpy as np
+        # Kept as candidate_line_vectors keeps line vectors: an id hashes the chunk's text and the model.
+        gen = self._terms_gen
+        if self._vectors_gen != gen:
+            self._vectors_cache.clear()
+            self._vectors_gen = gen
+        cache = self._vectors_cache
+        missing = [cid for cid in dict.fromkeys(ids) if cid not in cache]
+        if missing:
+            # Their line analyses come with them (the same rows): supersession asks for those next, for the
+            # same candidates (candidate_line_analysis takes them from here, in this thread, once).
+            blobs, lines = self.store.vectors_and_lines_by_id(missing)
+            self._local.lines = lines
+            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
+                cache.clear()
+            if blobs:  # a keyword-only index: no numpy to import for a one-shot search
+                import numpy as np
 
-        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
+                cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
+            cache.update({cid: None for cid in missing if cid not in blobs})
+        return {cid: v for cid in ids if (v := cache.get(cid)) is not None}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
@@ -389,8 +420,14 @@ class IndexedBackend:
         return {cid: cache[cid] for cid in ids if cache.get(cid)}
 
     def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
-        """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read."""
-        return self.store.line_analysis_by_id(ids)
+        """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read: none when
+        they all came with their vectors in this search's ``candidate_vectors`` read (this thread's, since its
+        candidate rows were read)."""
+        lines = getattr(self._local, "lines", None)
+        self._local.lines = None
+        if lines is None or any(cid not in lines for cid in ids):
+            return self.store.line_analysis_by_id(ids)
+        return {cid: blob for cid in ids if (blob := lines[cid]) is not None}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
@@ -415,9 +452,7 @@ class IndexedBackend:
 
         cache = self._terms_cache
         wanted = needles(terms)
-        out = {}
-        for k, found in self._indexed_term_counts(rows, terms, gen).items():
-            out[k] = (found, len(rows[k].text))
+        out = {k: (found, len(rows[k].text)) for k, found in self._indexed_term_counts(rows, terms, gen).items()}
         for k, row in rows.items():
             if k in out:
                 continue
@@ -461,10 +496,41 @@ class IndexedBackend:
         saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
-        found = self.store.term_counts(present, rows) if present else {}
-        if found is None or self.store.generation() != generation:
+        # A rare term's counts are read for every chunk holding it and kept for the generation (any later
+        # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
+        # asked about, kept per term, cost more than they saved at 100k chunks, where chunks seldom come back).
+        kept = self._postings
+        if kept[0] != generation:
+            kept = self._postings = (generation, {}, [0])
+        known = kept[1]
+        postings: list[tuple[str, dict[int, int]]] = []
+        fresh: list[tuple[str, dict[int, int]]] = []
+        for t in present:
+            docs = known.get(t)
+            if docs is None:
+                whole = occurrences[t] <= FTS_COUNT_WHOLE_MAX
+                docs = self.store.term_docs(t, None if whole else eligible)
+                if docs is None:
+                    return {}
+                if whole:
+                    fresh.append((t, docs))
+            postings.append((t, docs))
+        if self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
-        return {k: found.get(k, {}) for k in eligible}
+        for t, docs in fresh:  # counts of this generation (checked above)
+            if kept[2][0] + len(docs) > POSTINGS_CACHE_MAX:
+                kept = self._postings = (generation, {}, [0])
+            if len(docs) <= POSTINGS_CACHE_MAX:
+                kept[1][t] = docs
+                kept[2][0] += len(docs)
+        # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
+        out: dict[int, dict[str, int]] = {k: {} for k in eligible}
+        wanted = out.keys()
+        for t, docs in postings:
+            if docs:
+                for k in docs.keys() & wanted:
+                    out[k][t] = docs[k]
+        return out
 
     def calibration(self) -> ScoreCalibration:
         """The active provider's declared cosine calibration (the documented default when it declares none).
@@ -488,6 +554,7 @@ class IndexedBackend:
 
         ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
         are kept for (:meth:`_rows`)."""
+        self._local.lines = None  # line analyses handed over by an earlier search's candidate_vectors: not these
         rows = self._rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
                           scored=vec_hits, epoch=epoch)
         keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
@@ -534,17 +601,23 @@ class IndexedBackend:
                     # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
                     cache.update({k: tuple(r) for k, r in got.items()})
         # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
-        make = CandidateRow._make
+        # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
+        # _make's Python frame), and only once its source (the fourth field) is one asked for.
+        new = tuple.__new__
         out: dict[int, CandidateRow] = {}
         for i in range(0, len(rowids), 500):
             for k in sorted(set(rowids[i : i + 500])):
                 if k in out:
                     continue
                 r = got.get(k)
-                if r is None and (kept := cache.get(k)) is not None:
-                    r = make(kept)
-                if r is not None and r.source in sources:
-                    out[k] = r
+                if r is None:
+                    kept = cache.get(k)
+                    if kept is None or kept[3] not in sources:
+                        continue
+                    r = new(CandidateRow, kept)
+                elif r.source not in sources:
+                    continue
+                out[k] = r
         return out
 
     # ----------------------------------------------------------------- other

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
@@ -147,6 +149,30 @@ class KeywordSearch(StoreParts):
         caller checks that the generation did not change meanwhile). Costs about one microsecond per occurrence of the terms
         in the whole index (:meth:`term_occurrences`). None when FTS5 cannot answer.
         """
+        out: dict[int, dict[str, int]] = {}
+        for term in dict.fromkeys(t for t in terms if t):
+            docs = self.term_docs(term, rowids)
+            if docs is None:
+                return None
+            for doc, count in docs.items():
+                got = out.get(doc)
+                if got is None:
+                    out[doc] = {term: count}
+                else:
+                    got[term] = count
+        return out
+
+    def term_docs(self, term: str, rowids: Collection[int] | None) -> dict[int, int] | None:
+        """``{rowid: count}``: how often this index term occurs in the ``text`` column of each of these chunks
+        (:meth:`term_counts` of one term; every chunk holding it when ``rowids`` is None), chunks without it
+        left out; None when FTS5 cannot answer.
+
+        FTS5 visits every occurrence of the term in the index either way. With ``rowids`` only those of these
+        chunks come back (the rest are skipped inside SQLite), which costs less once the term occurs more
+        than a few hundred times (at 10,000 occurrences, 3.2 ms against 8.7 for reading them all); the
+        statement's text does not depend on how many chunks are asked about (a JSON array), so it stays
+        prepared. The rows are counted by ``Counter`` in C.
+        """
         conn = self.reader()
         if getattr(self._local, "instances", None) is not conn:  # made once in each reading connection
             try:
@@ -156,22 +182,21 @@ class KeywordSearch(StoreParts):
                 log.info("fts5vocab instance table unavailable (%s); term counts come from the chunk text", exc)
                 return None
             self._local.instances = conn
-        wanted = rowids if isinstance(rowids, (set, frozenset, dict)) else set(rowids)
-        out: dict[int, dict[str, int]] = {}
+        if rowids is not None and not rowids:
+            return {}
         try:
-            for term in dict.fromkeys(t for t in terms if t):
-                for (doc,) in conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text'",
-                                           (term,)):
-                    if doc in wanted:
-                        got = out.get(doc)
-                        if got is None:
-                            out[doc] = {term: 1}
-                        else:
-                            got[term] = got.get(term, 0) + 1
+            # apsw's ``get``: the values of a one-column result (one value alone for one row, None for none).
+            if rowids is None:
+                got = conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text'",
+                                   (term,)).get
+            else:
+                got = conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text' "
+                                   "AND doc IN (SELECT value FROM json_each(?))",
+                                   (term, json.dumps([int(r) for r in rowids]))).get
         except apsw.Error as exc:
             log.info("reading term counts from FTS5 failed (%s); they come from the chunk text", exc)
             return None
-        return out
+        return dict(Counter(got if isinstance(got, list) else () if got is None else (got,)))
 
     def _fts_current(self, generation: int) -> bool:
         """Whether ``chunks_fts`` uses this version's tokenizer (checked once per generation and thread)."""

@@ -195,15 +195,36 @@ class ExactMatcher:
         """The keys of the ``texts`` that hold an identifier token of the query (:meth:`holds_identifier` of each)."""
         if not self.idents:
             return set()
-        pairs = _pairs(self.idents, self.ident_literals)
-        out: set[K] = set()
+        if len(self.ident_literals) != len(self.idents) or any(p._literal != lit for p, lit in
+                                                               zip(self.idents, self.ident_literals, strict=True)):
+            pairs = _pairs(self.idents, self.ident_literals)
+            out: set[K] = set()
+            for key, text in texts.items():
+                folded = _fold_text(text)
+                for pattern, literal in pairs:
+                    if literal in folded and pattern.found_in(folded):
+                        out.add(key)
+                        break
+            return out
+        # Every token a plain literal (no CJK run): TokenPattern.found_in written out in one loop over the texts.
+        literals = [(lit, len(lit)) for lit in self.ident_literals if lit]
+        held: set[K] = set()
+        add = held.add
+        fold_text = _fold_text
         for key, text in texts.items():
-            folded = _fold_text(text)
-            for pattern, literal in pairs:
-                if literal in folded and pattern.found_in(folded):
-                    out.add(key)
-                    break
-        return out
+            folded = fold_text(text)
+            for lit, n in literals:
+                at = folded.find(lit)
+                while at >= 0:
+                    after = at + n
+                    if (at == 0 or not folded[at - 1].isalnum()) and (after >= len(folded) or not folded[after].isalnum()):
+                        add(key)
+                        break
+                    at = folded.find(lit, at + 1)
+                else:
+                    continue
+                break
+        return held
 
     def classify(self, text: str) -> tuple[bool, bool]:
         """(holds every token or an identifier, holds an identifier)."""

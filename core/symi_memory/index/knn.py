@@ -149,6 +149,24 @@ class VectorReads(StoreParts):
         """Stored embeddings (packed float32) of the chunks with these ``Candidate.id`` values; chunks without one are left out."""
         return self._vectors_where("c.id", ids)
 
+    def vectors_and_lines_by_id(self, ids: Sequence[str]) -> tuple[dict[str, bytes], dict[str, bytes | None]]:
+        """:meth:`vectors_by_id` of these chunks and, from the same rows, their stored line analyses
+        (``chunks.lines``; None for a chunk not analysed yet), 500 ids per statement: supersession asks
+        for both, for the same candidates."""
+        vectors: dict[str, bytes] = {}
+        lines: dict[str, bytes | None] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for key, blob, analysis in self._read(
+                f"SELECT c.id, v.embedding, c.lines FROM chunks c LEFT JOIN embedding_cache v ON v.id = c.vector "
+                f"WHERE c.id IN ({marks})", part,
+            ):
+                if blob is not None:
+                    vectors[key] = blob
+                lines[key] = analysis
+        return vectors, lines
+
     def vectors_by_rowid(self, rowids: Sequence[int]) -> dict[int, bytes]:
         """Stored embeddings (packed float32) of these chunk rowids; chunks without one are left out."""
         return self._vectors_where("c.rowid", rowids)
