@@ -101,7 +101,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # undated note) is superseded through that older line; the line-level check below still needs the newer
     # line to be newer.
     # A past state with no date at all (moment 0: "a retired teacher", "former ...") says nothing about when.
-    oldest = {i: newest[i] if facts[i].dated is None else min(newest[i], facts[i].dated) for i in focus}
+    oldest = {i: newest[i] if (d := facts[i].dated) is None else min(newest[i], d) for i in focus}
     sims = _cosines([vectors.get(c.id) for c in candidates])
     floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
@@ -139,8 +139,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             if cos is None or cos < floor:
                 continue
             moved: bool | None = None  # _moving_on(i, j), asked at most once
-            mj = moving.get(j)
             if not (past_i or says_change[j] or (valued_i and newer_valued[j])):
+                mj = moving.get(j)
                 moved = mj is not None and mj.may_move(all_lines[i], fi)
                 if not moved:
                     continue
@@ -150,6 +150,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                         and _says_measure_changed(valued.get(i) or valued.setdefault(
                             i, [a for a in all_lines[i] if a.quantities or a.ahead]), changers[j], t, names, qterms)):
                     if moved is None:
+                        mj = moving.get(j)
                         moved = mj is not None and mj.may_move(all_lines[i], fi)
                     if not moved:
                         continue
@@ -187,8 +188,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # The lines of each newer hit that same_thing's first refusal lets through for an older line, by what that
     # asks of the older line (a past state, a plan's day, a quantity): most older lines are none of these, and
     # only the newer lines stating a change are left for them.
-    passing: dict[tuple[int, bool, bool, bool], list[tuple[int, Line]]] = {}
-    every: dict[int, list[tuple[int, Line]]] = {}
+    passing: dict[tuple[int, bool, bool, bool, bool], list[tuple[int, Line]]] = {}
+    focus_terms: dict[int, frozenset[str]] = {}
     restating: dict[int, list[Line]] = {}  # per older line: the lines of its hit that hold all its query terms
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
@@ -211,18 +212,29 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 if dated_only and _restated_since(a, all_lines[i], newest[j], weights, as_of, restating):
                     continue
                 by_value = n >= n_best  # a line of valued_best (never one of best[i])
-                if movers or by_value:
-                    newer = every.get(j)  # type: ignore[assignment]
-                    if newer is None:
-                        newer = every[j] = list(enumerate(reach[j]))
-                else:
-                    # Without a moving line, only focus lines passing same_thing's first refusal can count.
-                    key = (j, a.historical, a.ahead, bool(a.quantities))
-                    newer = passing.get(key)  # type: ignore[assignment]
-                    if newer is None:
-                        hist, ahead, quant = key[1:]
-                        newer = passing[key] = [(k, b) for k, b in enumerate(focus[j]) if hist or b.change
-                                                or (ahead and b.ahead) or (quant and b.quantities)]
+                if by_value or not movers:
+                    # Only focus lines sharing line_terms terms with ``a`` can count then (a line of valued_best
+                    # needs a newer line giving one of its quantities; another needs one passing same_thing's
+                    # first refusal).
+                    held = focus_terms.get(j)
+                    if held is None:
+                        held = focus_terms[j] = frozenset().union(*(b.terms for b in focus[j]))
+                    if len(a.terms & held) < t.line_terms:
+                        continue
+                # The newer lines that can count for ``a``, by what it is (kept per newer hit and kind of ``a``):
+                # a moving line, or a focus line passing same_thing's first refusal (for a line of valued_best,
+                # one giving a quantity).
+                key = (j, by_value, a.historical, a.ahead, bool(a.quantities))
+                newer = passing.get(key)  # type: ignore[assignment]
+                if newer is None:
+                    hist, ahead, quant = key[2:]
+                    nf = len(focus[j])
+                    if by_value:
+                        newer = [(k, b) for k, b in enumerate(focus[j]) if b.quantities]
+                    else:
+                        newer = [(k, b) for k, b in enumerate(reach[j]) if b.line_no in movers or (
+                            k < nf and (hist or b.change or (ahead and b.ahead) or (quant and b.quantities)))]
+                    passing[key] = newer
                 am = a.moment
                 for k, b in newer:
                     bm = b.moment
@@ -311,7 +323,7 @@ class _Facts:
         # The lines a weaker newer hit could demote with: saying a value or a day changed, or giving a measured one.
         self.changing = frozenset(id(b) for b in lines if (b.change and (b.quantities or b.days)) or _measured(b))
         # The oldest moment a dated line of the chunk has (a past state with no date, moment 0, says nothing).
-        self.dated = min((ln.moment for ln in lines if ln.moment[0] > 0), default=None)
+        self.dated: tuple[float, int] | None = min((ln.moment for ln in lines if ln.moment[0] > 0), default=None)
         self._index: dict[str, list[int]] | None = None
         self.ahead = any(a.ahead for a in lines)
         # {id(line): its measured kinds (a unit, or a ratio)} of the lines that give one: what

@@ -78,6 +78,8 @@ class IndexedBackend:
     _rows_chars: int = 0  # the kept rows' text, in characters
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
+    _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
+    _vectors_gen: int = -1
     _hung_query: threading.Event | None = None
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
@@ -343,13 +345,33 @@ class IndexedBackend:
         return box["value"], None
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
-        """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
-        blobs = self.store.vectors_by_id(ids)
-        if not blobs:
-            return {}  # a keyword-only index: no numpy to import for a one-shot search
-        import numpy as np
+        """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded.
 
-        return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
+        Kept like ``candidate_line_vectors`` (for the index generation, up to ``UNITS_CACHE_MAX`` chunks): the
+        supersession post-processor asks for the same chunks' vectors search after search.
+        """
+        cache = self._chunk_vectors()
+        missing = [cid for cid in ids if cid not in cache]
+        if missing:
+            blobs = self.store.vectors_by_id(missing)
+            if len(cache) + len(missing) > UNITS_CACHE_MAX:
+                cache.clear()
+            if blobs:  # a keyword-only index has none: no numpy to import for a one-shot search
+                import numpy as np
+
+                cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
+            cache.update({cid: None for cid in missing if cid not in cache})
+        return {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+
+    def _chunk_vectors(self) -> dict[str, Any]:
+        """The kept chunk vectors (``candidate_vectors``; None for a chunk without one), emptied when the latest
+        search read another index generation (ids hash text and model, so an entry never goes wrong; a new
+        generation only bounds what is kept)."""
+        gen = self._terms_gen
+        if self._vectors_gen != gen:
+            self._vectors_cache.clear()
+            self._vectors_gen = gen
+        return self._vectors_cache
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
