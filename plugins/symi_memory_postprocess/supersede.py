@@ -180,8 +180,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
         # Else no newer line gives another value, or the hit has no value to change.
         if facts[i].quantified and any(b.quantities for j, _ in pairs[i] for b in focus[j]):
             floor = max(query_score(a, weights) for a in answer) + 1e-9
-            valued_best[i] = [a for a in best_lines(all_lines[i], weights, share=t.best_share)
-                              if a.quantities and query_score(a, weights) > floor]
+            # Only a line giving a quantity and scoring above the answer lines can be one (most hits have none).
+            if any(a.quantities and query_score(a, weights) > floor for a in all_lines[i]):
+                valued_best[i] = [a for a in best_lines(all_lines[i], weights, share=t.best_share)
+                                  if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     through_past: set[int] = set()  # hits superseded through a dated past line, not being older as a whole
