@@ -360,11 +360,10 @@ class IndexedBackend:
                 import numpy as np
 
                 cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
-            cache.update({cid: None for cid in missing if cid not in cache})
-        return {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+        return {cid: cache[cid] for cid in ids if cid in cache}
 
     def _chunk_vectors(self) -> dict[str, Any]:
-        """The kept chunk vectors (``candidate_vectors``; None for a chunk without one), emptied when the latest
+        """The kept chunk vectors (``candidate_vectors``; a chunk without one is asked for again), emptied when the latest
         search read another index generation (ids hash text and model, so an entry never goes wrong; a new
         generation only bounds what is kept)."""
         gen = self._terms_gen
