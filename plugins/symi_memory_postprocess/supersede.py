@@ -21,6 +21,7 @@ from symi_memory.supersession import (
     THRESHOLDS,
     Line,
     Thresholds,
+    _lower_words,
     asks_about_past,
     best_lines,
     conflicting,
@@ -29,7 +30,6 @@ from symi_memory.supersession import (
     disposes,
     disposing_lines,
     ended_names,
-    focus_lines,
     gives_new_measure,
     may_move_on,
     moves_on,
@@ -80,9 +80,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                  for c in candidates]
     weights = term_weights(qterms, all_lines)
     names = query_names(query)
+    facts = [_facts(lines) for lines in all_lines]
     focus: dict[int, list[Line]] = {}
-    for i, lines in enumerate(all_lines):
-        found = focus_lines(lines, qterms)
+    for i, fi in enumerate(facts):
+        found = fi.focus(qterms)  # focus_lines(all_lines[i], qterms)
         if found:
             focus[i] = found
     # A line that says one no longer has a thing ("Sold the hatchback; now a red SUV") may be a newer version of an
@@ -100,7 +101,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     # undated note) is superseded through that older line; the line-level check below still needs the newer
     # line to be newer.
     # A past state with no date at all (moment 0: "a retired teacher", "former ...") says nothing about when.
-    oldest = {i: min([newest[i], *(ln.moment for ln in all_lines[i] if ln.moment[0] > 0)]) for i in focus}
+    oldest = {i: newest[i] if (d := facts[i].dated) is None else min(newest[i], d) for i in focus}
     sims = _cosines([vectors.get(c.id) for c in candidates])
     floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
@@ -110,21 +111,25 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     places = [(c.path, c.start_line) for c in candidates]
     # The lines a weaker newer hit could demote with (saying a value changed), and those of an older hit such a
     # line could change (a quantity or a plan's day): most hits have none, and their pairs end here.
-    changers = {j: [b for b in focus[j] if (b.change and (b.quantities or b.days)) or _measured(b)] for j in idx}
+    changers = {j: [b for b in focus[j] if id(b) in facts[j].changing] if facts[j].changing else [] for j in idx}
+    # What _says_measure_changed needs of the two hits (a measured kind of quantity in both, or a plan's day in
+    # both with a stated change), by what they hold: a pair without it is not asked.
+    changer_kinds = {j: frozenset().union(*(facts[j].measured.get(id(b), ()) for b in changers[j])) for j in idx
+                     if changers[j]}
+    changer_ahead = {j: any(b.change and b.ahead for b in changers[j]) for j in changer_kinds}
     # What same_thing needs first (a past state, a stated change, a plan's day or a quantity in both), per hit:
     # a pair whose lines cannot have it is never the same thing, so it is not looked at (most pairs end here).
-    past = {i: any(a.historical for a in all_lines[i]) for i in idx}
-    older_valued = {i: any(a.quantities or a.ahead for a in all_lines[i]) for i in idx}
-    says_change = {j: any(b.change for b in focus[j]) for j in idx}
-    newer_valued = {j: any(b.quantities or b.ahead for b in focus[j]) for j in idx}
+    says_change = {j: facts[j].changed and any(b.change for b in focus[j]) for j in idx}
+    newer_valued = {j: facts[j].valued and any(b.quantities or b.ahead for b in focus[j]) for j in idx}
     valued: dict[int, list[Line]] = {}
-    moving: dict[int, list[Line]] = {}
+    moving = {j: m for j in idx if facts[j].movers and (m := _Movers.of(reach[j], facts[j])) is not None}
     for i in idx:
         vi = vectors.get(candidates[i].id)
         if vi is None:
             continue
         new_i, place_i, strong, weak = oldest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
-        past_i, valued_i = past[i], older_valued[i]
+        fi = facts[i]
+        past_i, valued_i = fi.past, fi.valued
         for j in [j for j in idx if newest_reach[j] > new_i]:  # never i itself
             # Every check below must hold; the cheap ones (place, score, chunk cosine) come first, so the line
             # checks run for the few pairs they leave.
@@ -135,15 +140,18 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                 continue
             moved: bool | None = None  # _moving_on(i, j), asked at most once
             if not (past_i or says_change[j] or (valued_i and newer_valued[j])):
-                moved = _moving_on(all_lines[i], reach[j], j, moving)
+                mj = moving.get(j)
+                moved = mj is not None and mj.may_move(all_lines[i], fi)
                 if not moved:
                     continue
             if scores[j] < strong:
-                if i not in valued:
-                    valued[i] = [a for a in all_lines[i] if a.quantities or a.ahead]
-                if not (changers[j] and _says_measure_changed(valued[i], changers[j], t, names, qterms)):
+                kinds = changer_kinds.get(j)
+                if not (kinds is not None and (not kinds.isdisjoint(fi.kinds) or (changer_ahead[j] and fi.ahead))
+                        and _says_measure_changed(valued.get(i) or valued.setdefault(
+                            i, [a for a in all_lines[i] if a.quantities or a.ahead]), changers[j], t, names, qterms)):
                     if moved is None:
-                        moved = _moving_on(all_lines[i], reach[j], j, moving)
+                        mj = moving.get(j)
+                        moved = mj is not None and mj.may_move(all_lines[i], fi)
                     if not moved:
                         continue
             pairs.setdefault(i, []).append((j, cos))
@@ -169,38 +177,79 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
             best[i] = best_lines(all_lines[i], weights, share=t.best_share)
             continue
         best[i] = answer
-        if any(b.quantities for j, _ in pairs[i] for b in focus[j]):  # else no newer line gives another value
+        # Else no newer line gives another value, or the hit has no value to change.
+        if facts[i].quantified and any(b.quantities for j, _ in pairs[i] for b in focus[j]):
             floor = max(query_score(a, weights) for a in answer) + 1e-9
-            valued_best[i] = [a for a in best_lines(all_lines[i], weights, share=t.best_share)
-                              if a.quantities and query_score(a, weights) > floor]
+            # Only a line giving a quantity and scoring above the answer lines can be one (most hits have none).
+            if any(a.quantities and query_score(a, weights) > floor for a in all_lines[i]):
+                valued_best[i] = [a for a in best_lines(all_lines[i], weights, share=t.best_share)
+                                  if a.quantities and query_score(a, weights) > floor]
     line_cos = lv.cos if lv is not None else None
     out: dict[int, tuple[int, Line, Line]] = {}
     through_past: set[int] = set()  # hits superseded through a dated past line, not being older as a whole
-    mover_lines: dict[int, frozenset[int]] = {}
+    # The lines of each newer hit that same_thing's first refusal lets through for an older line, by what that
+    # asks of the older line (a past state, a plan's day, a quantity): most older lines are none of these, and
+    # only the newer lines stating a change are left for them.
+    passing: dict[tuple[int, bool, bool, bool, bool], list[tuple[int, Line]]] = {}
+    focus_terms: dict[int, frozenset[str]] = {}
+    restating: dict[int, list[Line]] = {}  # per older line: the lines of its hit that hold all its query terms
     for i, js in pairs.items():
         chosen: tuple[int, Line, Line] | None = None
         chosen_past = False
+        olders = best[i] + valued_best.get(i, [])  # only a line the hit is returned for supersedes the hit
+        n_best = len(best[i])
         for j, cos in js:
             # A pair whose newer hit is not newer than all of the older hit's lines: only a dated line of the
             # older hit that is older than the newer line can be superseded ("Until 2026-06-20 the router was
             # ...", beside current lines of the same note), not a past state with no date ("a retired teacher").
             dated_only = newest[j] <= newest[i]
-            movers = _moving_lines(j, reach[j], moving, mover_lines)  # lines that may say a state moved on (most: none)
-            for a in best[i] + valued_best.get(i, []):  # only a line the hit is returned for supersedes the hit
+            mj = moving.get(j)
+            movers = mj.numbers if mj is not None else _NO_LINES  # lines that may say a state moved on (most: none)
+            reach_j = newest_reach[j]
+            for n, a in enumerate(olders):
+                if reach_j <= a.moment:
+                    continue  # no line of the newer hit is newer than this one (each check below needs one)
                 if dated_only and a.moment[0] <= 0:
                     continue
-                if dated_only and _restated_since(a, all_lines[i], newest[j], weights, as_of):
+                if dated_only and _restated_since(a, all_lines[i], newest[j], weights, as_of, restating):
                     continue
-                by_value = a not in best[i]
-                for k, b in enumerate(reach[j]):
-                    if dated_only and b.moment[0] <= a.moment[0]:
+                by_value = n >= n_best  # a line of valued_best (never one of best[i])
+                if by_value or not movers:
+                    # Only focus lines sharing line_terms terms with ``a`` can count then (a line of valued_best
+                    # needs a newer line giving one of its quantities; another needs one passing same_thing's
+                    # first refusal).
+                    held = focus_terms.get(j)
+                    if held is None:
+                        held = focus_terms[j] = frozenset().union(*(b.terms for b in focus[j]))
+                    if len(a.terms & held) < t.line_terms:
+                        continue
+                # The newer lines that can count for ``a``, by what it is (kept per newer hit and kind of ``a``):
+                # a moving line, or a focus line passing same_thing's first refusal (for a line of valued_best,
+                # one giving a quantity).
+                key = (j, by_value, a.historical, a.ahead, bool(a.quantities))
+                newer = passing.get(key)  # type: ignore[assignment]
+                if newer is None:
+                    hist, ahead, quant = key[2:]
+                    nf = len(focus[j])
+                    if by_value:
+                        newer = [(k, b) for k, b in enumerate(focus[j]) if b.quantities]
+                    else:
+                        newer = [(k, b) for k, b in enumerate(reach[j]) if b.line_no in movers or (
+                            k < nf and (hist or b.change or (ahead and b.ahead) or (quant and b.quantities)))]
+                    passing[key] = newer
+                am = a.moment
+                for k, b in newer:
+                    bm = b.moment
+                    if bm <= am:
+                        continue  # every way below needs the newer line to be newer
+                    if dated_only and bm[0] <= am[0]:
                         continue  # a later day, not a later line of the same day
                     if by_value and not (conflicting(a.quantities, b.quantities)
                                          and all(t in b.terms for t in a.terms if weights.get(t))):
                         continue
-                    if as_of is not None and b.moment[0] >= as_of:
+                    if as_of is not None and bm[0] >= as_of:
                         continue
-                    if movers and not by_value and b.line_no in movers and b.moment > a.moment and _moved_on(
+                    if movers and not by_value and b.line_no in movers and _moved_on(
                             i, a, j, b, cos, candidates, weights, query, t, line_cos):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
@@ -209,7 +258,7 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                         continue  # a line holding no query word, looked at only for saying a thing is gone
                     if not (a.historical or b.change or (a.ahead and b.ahead) or (a.quantities and b.quantities)):
                         continue  # same_thing's first refusal, before any set work
-                    if b.moment <= a.moment or len(a.terms & b.terms) < t.line_terms:
+                    if len(a.terms & b.terms) < t.line_terms:
                         continue  # cheap refusals first: same_thing would say no before any vector
                     lc = line_cos(i, a, j, b) if line_cos else None
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
@@ -240,43 +289,129 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     return out
 
 
+_NO_LINES: frozenset[int] = frozenset()
+
+
 def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int], weights: Mapping[str, float],
-                    as_of: float | None = None) -> bool:
+                    as_of: float | None = None, holders: dict[int, list[Line]] | None = None) -> bool:
     """True when a line of the same hit at least as new as ``since`` holds every query term of the dated past
     line ``past``: the note states the current version itself ("Router: Ubiquiti ..." above "Until 2026-06-20
     the router was ..."), so a newer note about the past line's value does not replace the note. A current line
     about something else ("Car: a Skoda" beside "Until 2026-03-01 the car was serviced at ...") does not count,
-    nor, in an "as of" search, a line written on or after ``as_of`` (not known on that date)."""
-    asked = [t for t in past.terms if weights.get(t)]
-    return bool(asked) and any(c is not past and c.moment >= since and (as_of is None or c.moment[0] < as_of)
-                               and all(t in c.terms for t in asked) for c in lines)
-
-
-def _moving_on(older: Sequence[Line], newer: Sequence[Line], j: int, moving: dict[int, list[Line]]) -> bool:
-    """True when a line of ``newer`` (the focus lines of hit ``j``, and its lines saying a thing is gone) may say that
-    what a line of ``older`` states has moved on (:func:`symi_memory.supersession.may_move_on`: an ending in a role,
-    a later stage, the thing it names gone); ``moving`` keeps, per ``j``, its lines that name an ending, a stage or a
-    thing gone at all."""
-    movers = _movers(j, newer, moving)
-    return bool(movers) and any(may_move_on(a, b) for b in movers for a in older)
-
-
-def _movers(j: int, newer: Sequence[Line], moving: dict[int, list[Line]]) -> list[Line]:
-    """The lines of hit ``j`` (``newer``) that name an ending, a stage or a thing gone at all, kept in ``moving``."""
-    got = moving.get(j)
+    nor, in an "as of" search, a line written on or after ``as_of`` (not known on that date). ``holders`` keeps,
+    per ``past`` line (by id, within one search), the lines holding its query terms."""
+    got = holders.get(id(past)) if holders is not None else None
     if got is None:
-        got = moving[j] = [ln for ln in newer if ended_names(ln.text) or stage(ln.text) or disposed_things(ln.text)]
+        asked = [t for t in past.terms if weights.get(t)]
+        got = [c for c in lines if c is not past and all(t in c.terms for t in asked)] if asked else []
+        if holders is not None:
+            holders[id(past)] = got
+    return any(c.moment >= since and (as_of is None or c.moment[0] < as_of) for c in got)
+
+
+class _Facts:
+    """What the pair checks of :func:`find_supersessions` ask of a chunk's lines that no query changes, worked out
+    once per chunk (:func:`_facts`): whether a line is a past state, has a value (a quantity or a plan's day), the
+    measured kinds of quantity its lines give, and the lines that name an ending, a stage or a thing gone at all."""
+
+    __slots__ = ("lines", "past", "valued", "quantified", "changed", "changing", "dated", "_index", "ahead", "kinds", "measured", "movers", "terms", "staged", "_words")
+
+    def __init__(self, lines: Sequence[Line]) -> None:
+        self.lines = lines
+        self.past = any(a.historical for a in lines)
+        self.valued = any(a.quantities or a.ahead for a in lines)
+        self.quantified = any(a.quantities for a in lines)
+        self.changed = any(a.change for a in lines)
+        # The lines a weaker newer hit could demote with: saying a value or a day changed, or giving a measured one.
+        self.changing = frozenset(id(b) for b in lines if (b.change and (b.quantities or b.days)) or _measured(b))
+        # The oldest moment a dated line of the chunk has (a past state with no date, moment 0, says nothing).
+        self.dated: tuple[float, int] | None = min((ln.moment for ln in lines if ln.moment[0] > 0), default=None)
+        self._index: dict[str, list[int]] | None = None
+        self.ahead = any(a.ahead for a in lines)
+        # {id(line): its measured kinds (a unit, or a ratio)} of the lines that give one: what
+        # _says_measure_changed compares (the entry holds ``lines``, so the ids stay theirs).
+        self.measured = {id(a): kinds for a in lines if a.quantities
+                         and (kinds := frozenset(k for k in a.quantities if " " in k))}
+        self.kinds: frozenset[str] = frozenset().union(*self.measured.values())
+        self.movers = frozenset(id(ln) for ln in lines if ended_names(ln.text) or stage(ln.text)
+                                or disposed_things(ln.text))
+        self.terms: frozenset[str] = frozenset().union(*(ln.terms for ln in lines))
+        self.staged = any(stage(ln.text) > 0 for ln in lines)
+        self._words: frozenset[str] | None = None
+
+    def focus(self, query_terms: frozenset[str], limit: int = 6) -> list[Line]:
+        """:func:`symi_memory.supersession.focus_lines` of the chunk's lines, counted through an index of the lines
+        holding each term instead of a set intersection per line."""
+        lines = self.lines
+        if not query_terms:
+            return list(lines[:limit])
+        index = self._index
+        if index is None:
+            index = self._index = {}
+            for n, ln in enumerate(lines):
+                for term in ln.terms:
+                    index.setdefault(term, []).append(n)
+        counts: dict[int, int] = {}
+        for term in query_terms:
+            for n in index.get(term, ()):
+                counts[n] = counts.get(n, 0) + 1
+        if not counts:
+            return list(lines[:limit])  # found by meaning alone: every line may be the one
+        floor = max(1, max(counts.values()) - 1)
+        return [lines[n] for n in sorted((n for n, c in counts.items() if c >= floor),
+                                         key=lambda n: (-counts[n], n))[:limit]]
+
+    @property
+    def words(self) -> frozenset[str]:
+        """Every word of the chunk's lines, lowercased (what :func:`hands_over` looks a name up in)."""
+        if self._words is None:
+            self._words = frozenset().union(*(_lower_words(ln.text) for ln in self.lines))
+        return self._words
+
+
+_FACTS: dict[int, _Facts] = {}
+_FACTS_MAX = 4096
+
+
+def _facts(lines: Sequence[Line]) -> _Facts:
+    """The :class:`_Facts` of a chunk's lines, kept per lines list (:func:`split_lines` hands back the same list for a
+    chunk search after search; the entry holds the list, so its id cannot be reused while the entry lives)."""
+    got = _FACTS.get(id(lines))
+    if got is not None and got.lines is lines:
+        return got
+    if len(_FACTS) >= _FACTS_MAX:
+        _FACTS.clear()
+    got = _FACTS[id(lines)] = _Facts(lines)
     return got
 
 
-def _moving_lines(j: int, newer: Sequence[Line], moving: dict[int, list[Line]],
-                  numbers: dict[int, frozenset[int]]) -> frozenset[int]:
-    """The line numbers of the lines of hit ``j`` (``newer``) that name an ending, a stage or a thing gone at all (see
-    :func:`_moving_on`; ``numbers`` keeps them per ``j``): the only lines :func:`_moved_on` need look at."""
-    got = numbers.get(j)
-    if got is None:
-        got = numbers[j] = frozenset(ln.line_no for ln in _movers(j, newer, moving))
-    return got
+class _Movers:
+    """The lines of a newer hit (its focus lines, and its lines saying a thing is gone) that name an ending, a stage
+    or a thing gone at all: the only ones that may say an older line's state moved on (:func:`may_move_on`)."""
+
+    __slots__ = ("lines", "numbers", "ended", "staged", "things")
+
+    def __init__(self, lines: list[Line]) -> None:
+        self.lines = lines
+        self.numbers = frozenset(ln.line_no for ln in lines)
+        self.ended: frozenset[str] = frozenset().union(*(ended_names(b.text) for b in lines))
+        self.staged = any(stage(b.text) > 1 for b in lines)
+        self.things = [thing for b in lines for thing in disposed_things(b.text)]
+
+    @classmethod
+    def of(cls, newer: Sequence[Line], facts: _Facts) -> _Movers | None:
+        lines = [ln for ln in newer if id(ln) in facts.movers]
+        return cls(lines) if lines else None
+
+    def may_move(self, older: Sequence[Line], facts: _Facts) -> bool:
+        """True when one of these lines may say that what a line of ``older`` (a chunk's lines, ``facts`` theirs)
+        states has moved on (:func:`symi_memory.supersession.may_move_on`: an ending in a role, a later stage, the
+        thing it names gone). What each way needs of the older chunk as a whole comes first: a name that ends among
+        its words, a stage on one of its lines, every word of a thing gone among its terms."""
+        if not ((self.ended and not self.ended.isdisjoint(facts.words)) or (self.staged and facts.staged)
+                or any(thing <= facts.terms for thing in self.things)):
+            return False
+        return any(may_move_on(a, b) for b in self.lines for a in older)
 
 
 def _moved_on(i: int, a: Line, j: int, b: Line, cos: float, candidates: Sequence[Candidate],

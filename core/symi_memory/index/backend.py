@@ -389,8 +389,8 @@ class IndexedBackend:
                 import numpy as np
 
                 cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
-            cache.update({cid: None for cid in missing if cid not in blobs})
-        return {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+        # A chunk without a vector is not kept: asked for again, so one stored later is read.
+        return {cid: cache[cid] for cid in ids if cid in cache}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
