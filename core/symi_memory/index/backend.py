@@ -377,20 +377,24 @@ class IndexedBackend:
             self._vectors_cache.clear()
             self._vectors_gen = gen
         cache = self._vectors_cache
-        missing = [cid for cid in dict.fromkeys(ids) if cid not in cache]
+        # The kept ones taken first: making room for the missing ones (or another thread) may empty the cache.
+        known = {cid: v for cid in ids if (v := cache.get(cid, cache)) is not cache}
+        missing = [cid for cid in dict.fromkeys(ids) if cid not in known]
         if missing:
             # Their line analyses come with them (the same rows): supersession asks for those next, for the
             # same candidates (candidate_line_analysis takes them from here, in this thread, once).
             blobs, lines = self.store.vectors_and_lines_by_id(missing)
             self._local.lines = lines
-            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
-                cache.clear()
+            read: dict[str, Any] = dict.fromkeys(missing)
             if blobs:  # a keyword-only index: no numpy to import for a one-shot search
                 import numpy as np
 
-                cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
-            cache.update({cid: None for cid in missing if cid not in blobs})
-        return {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+                read.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
+            known.update(read)
+            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
+                cache.clear()
+            cache.update(read)
+        return {cid: v for cid in ids if (v := known[cid]) is not None}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
