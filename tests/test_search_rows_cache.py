@@ -287,3 +287,28 @@ def test_kept_candidate_vectors_full_do_not_lose_the_ones_a_search_asks_for(tmp_
         backend._vectors_cache.clear()
         backend.candidate_vectors(car)
         assert tools.memory_search(mem, query)["results"] == fresh
+
+
+def test_kept_line_vectors_full_do_not_lose_the_ones_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As candidate_vectors: line vectors kept up to UNITS_CACHE_MAX; a call whose ids are partly kept, when keeping
+    # the others empties the full cache, still hands out every one asked for (what a fresh process reads).
+    from support.sqlite_memory import open_mem, write
+
+    from symi_memory.index import backend as backend_mod
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "# A\n\n- The car is a blue hatchback.\n- Booked the dentist.\n")
+    write(ws, "memory/b.md", "# B\n\n- Sold the hatchback; now the car is a red SUV.\n- Bought shoes.\n")
+    write(ws, "memory/c.md", "# C\n\n- The bike is a green gravel bike.\n- The car is parked.\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        ids = [c.id for c in backend.search(SearchQuery(text="car", max_results=20, min_score=0.0,
+                                                        candidate_limit=60)).candidates]
+        assert len(ids) == 3
+        every = backend.candidate_line_vectors(ids)
+        assert set(every) == set(ids)
+        backend._units_cache.clear()
+        backend.candidate_line_vectors(ids[:2])
+        monkeypatch.setattr(backend_mod, "UNITS_CACHE_MAX", 2)
+        assert set(backend.candidate_line_vectors(ids)) == set(ids)

@@ -409,19 +409,23 @@ class IndexedBackend:
             self._units_cache.clear()
             self._units_gen = gen
         cache = self._units_cache
-        missing = [cid for cid in ids if cid not in cache]
+        # The kept ones taken first: making room for the missing ones (or another thread) may empty the cache.
+        known = {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+        missing = [cid for cid in ids if cid not in known]
         if missing:
-            if len(cache) + len(missing) > UNITS_CACHE_MAX:
-                cache.clear()
             got = self.store.unit_vectors_by_id(missing)
             if not got:  # a keyword-only index: no numpy to import for a one-shot search
-                cache.update({cid: [] for cid in missing})
+                read: dict[str, list[tuple[int, int, Any]]] = {cid: [] for cid in missing}
             else:
                 import numpy as np
 
-                for cid in missing:
-                    cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
-        return {cid: cache[cid] for cid in ids if cache.get(cid)}
+                read = {cid: [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
+                        for cid in missing}
+            known.update(read)
+            if len(cache) + len(missing) > UNITS_CACHE_MAX:
+                cache.clear()
+            cache.update(read)
+        return {cid: v for cid in ids if (v := known[cid])}
 
     def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
         """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read: none when
