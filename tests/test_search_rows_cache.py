@@ -312,3 +312,26 @@ def test_kept_line_vectors_full_do_not_lose_the_ones_asked_for(tmp_path: Path, m
         backend.candidate_line_vectors(ids[:2])
         monkeypatch.setattr(backend_mod, "UNITS_CACHE_MAX", 2)
         assert set(backend.candidate_line_vectors(ids)) == set(ids)
+
+
+def test_kept_term_counts_stay_within_their_cap_with_cjk_query_terms(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # CJK bigrams of a query occur in the index (its cjk column) but never in the text column the counts are read
+    # from: each such term is kept with no counts. Kept terms count against POSTINGS_CACHE_MAX all the same, so a
+    # long-running process asked many CJK queries in one generation keeps a bounded number of them.
+    _from_index_always(monkeypatch)
+    from symi_memory.index import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "POSTINGS_CACHE_MAX", 8)
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    cities = "東京 大阪 京都 札幌 福岡 神戸 横浜 名古屋 仙台 広島 奈良 金沢"
+    _write(ws, "memory/cities.md", "# Cities\n\n" + "\n".join(f"{c}の天気" for c in cities.split()) + "\n")
+    _write(ws, "memory/zebras.md", "# Zebras\n\nzebras graze at dawn\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        for city in cities.split():
+            answer = _scores(mem, f"zebras {city}の天気")
+            assert len(mem.backend._postings[1]) <= 8
+        with open_memory(cfg, workspace=ws, start=False) as fresh:
+            assert answer == _scores(fresh, f"zebras {city}の天気")

@@ -526,11 +526,13 @@ class IndexedBackend:
         if self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         for t, docs in fresh:  # counts of this generation (checked above)
-            if kept[2][0] + len(docs) > POSTINGS_CACHE_MAX:
+            # A term counts once at least: one in the cjk column only (a CJK bigram) is kept with no counts.
+            size = len(docs) or 1
+            if kept[2][0] + size > POSTINGS_CACHE_MAX:
                 kept = self._postings = (generation, {}, [0])
-            if len(docs) <= POSTINGS_CACHE_MAX:
+            if size <= POSTINGS_CACHE_MAX:
                 kept[1][t] = docs
-                kept[2][0] += len(docs)
+                kept[2][0] += size
         # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
         out: dict[int, dict[str, int]] = {k: {} for k in eligible}
         wanted = out.keys()
