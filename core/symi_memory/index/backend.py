@@ -59,8 +59,9 @@ ROWS_CACHE_CHARS = 8_000_000
 UNITS_CACHE_MAX = 2_000
 #: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
 VECTORS_CACHE_MAX = 2_000
-#: Chunk counts of rare query terms read from FTS5 kept for the index generation (about 100 bytes each): the
-#: same query words come back search after search.
+#: Chunk counts of rare query terms read from FTS5 kept for the index generation: the same query words come back
+#: search after search. Each kept term counts once at least. About 65 bytes a count for a term in thousands of
+#: chunks, 350 for a term in one chunk (its own dict and name): 7 to 35 MB at the cap.
 POSTINGS_CACHE_MAX = 100_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
