@@ -251,3 +251,87 @@ def test_line_analyses_read_with_the_vectors_are_the_ones_the_index_holds(tmp_pa
         later = list(_found(mem))
         got = backend.candidate_line_analysis(later)
         assert got == store.line_analysis_by_id(later) and set(got) == set(later)
+
+
+def test_kept_candidate_vectors_full_do_not_lose_the_ones_a_search_asks_for(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long-running process keeps candidates' vectors up to VECTORS_CACHE_MAX. When a search's pool holds some kept
+    # ones and some not, and keeping the new ones empties the full cache, the kept ones must still be handed out:
+    # supersession judges the March car line by the June one's vector.
+    from support.sqlite_memory import open_mem, write
+
+    from symi_memory import tools
+    from symi_memory.index import backend as backend_mod
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-01.md", "# 2026-03-01\n\n- The car is a blue hatchback.\n- Booked the dentist.\n")
+    write(ws, "memory/2026-06-01.md", "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n")
+    write(ws, "memory/2026-02-01.md", "# 2026-02-01\n\n- The bike is a green gravel bike.\n")
+    query = {"query": "what car do I drive?", "minScore": 0}
+    with open_mem(tmp_path, ws, {"query": {"hybrid": {"supersession": {"enabled": True}}}}) as mem:
+        mem.sync()
+        fresh = tools.memory_search(mem, query)["results"]
+        march = [h for h in fresh if h["path"] == "memory/2026-03-01.md"]
+        assert march and march[0]["supersededBy"]["path"] == "memory/2026-06-01.md"
+        backend = mem.backend
+        ids = [c.id for c in backend.search(SearchQuery(text=query["query"], max_results=20, min_score=0.0,
+                                                        candidate_limit=60)).candidates]
+        assert len(ids) == 3
+        # The car lines' vectors kept by an earlier search, the bike's not, and the cache full.
+        backend._vectors_cache.clear()
+        car = [c.id for c in backend.search(SearchQuery(text=query["query"], max_results=20, min_score=0.0,
+                                                        candidate_limit=60)).candidates if "car" in c.text]
+        backend.candidate_vectors(car)
+        monkeypatch.setattr(backend_mod, "VECTORS_CACHE_MAX", len(car))
+        assert set(backend.candidate_vectors(ids)) == set(ids)
+        backend._vectors_cache.clear()
+        backend.candidate_vectors(car)
+        assert tools.memory_search(mem, query)["results"] == fresh
+
+
+def test_kept_line_vectors_full_do_not_lose_the_ones_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As candidate_vectors: line vectors kept up to UNITS_CACHE_MAX; a call whose ids are partly kept, when keeping
+    # the others empties the full cache, still hands out every one asked for (what a fresh process reads).
+    from support.sqlite_memory import open_mem, write
+
+    from symi_memory.index import backend as backend_mod
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "# A\n\n- The car is a blue hatchback.\n- Booked the dentist.\n")
+    write(ws, "memory/b.md", "# B\n\n- Sold the hatchback; now the car is a red SUV.\n- Bought shoes.\n")
+    write(ws, "memory/c.md", "# C\n\n- The bike is a green gravel bike.\n- The car is parked.\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        ids = [c.id for c in backend.search(SearchQuery(text="car", max_results=20, min_score=0.0,
+                                                        candidate_limit=60)).candidates]
+        assert len(ids) == 3
+        every = backend.candidate_line_vectors(ids)
+        assert set(every) == set(ids)
+        backend._units_cache.clear()
+        backend.candidate_line_vectors(ids[:2])
+        monkeypatch.setattr(backend_mod, "UNITS_CACHE_MAX", 2)
+        assert set(backend.candidate_line_vectors(ids)) == set(ids)
+
+
+def test_kept_term_counts_stay_within_their_cap_with_cjk_query_terms(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # CJK bigrams of a query occur in the index (its cjk column) but never in the text column the counts are read
+    # from: each such term is kept with no counts. Kept terms count against POSTINGS_CACHE_MAX all the same, so a
+    # long-running process asked many CJK queries in one generation keeps a bounded number of them.
+    _from_index_always(monkeypatch)
+    from symi_memory.index import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "POSTINGS_CACHE_MAX", 8)
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    cities = "東京 大阪 京都 札幌 福岡 神戸 横浜 名古屋 仙台 広島 奈良 金沢"
+    _write(ws, "memory/cities.md", "# Cities\n\n" + "\n".join(f"{c}の天気" for c in cities.split()) + "\n")
+    _write(ws, "memory/zebras.md", "# Zebras\n\nzebras graze at dawn\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        for city in cities.split():
+            answer = _scores(mem, f"zebras {city}の天気")
+            assert len(mem.backend._postings[1]) <= 8
+        with open_memory(cfg, workspace=ws, start=False) as fresh:
+            assert answer == _scores(fresh, f"zebras {city}の天気")

@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words"]
 
 
 @attrs.frozen(kw_only=True)
@@ -1006,7 +1006,7 @@ def hands_over(a: Line, b: Line) -> bool:
     ended = ended_names(b.text)
     if not ended:
         return False
-    words = _lower_words(a.text)
+    words = lower_words(a.text)
     if not any(n in words and not _other_person(a.text, b.text, n) for n in ended):
         return False
     return any(v.isalpha() and v not in ended and v not in _CALENDAR_NAMES for v in _new_values(a, b))
@@ -1028,7 +1028,8 @@ def _other_person(a_text: str, b_text: str, last: str) -> bool:
 
 
 @functools.lru_cache(maxsize=16384)
-def _lower_words(text: str) -> frozenset[str]:
+def lower_words(text: str) -> frozenset[str]:
+    """The set of this text's word tokens, lower-cased (kept for the 16,384 latest texts)."""
     return frozenset(tok.lower() for tok in TOKEN_RE.findall(text))
 
 
@@ -1095,7 +1096,7 @@ def _in_asked_clause(a: Line, names: frozenset[str], weights: Mapping[str, float
         return True
     scored = [(sum(weights.get(t, 0.0) for t in salient(c)), c) for c in clauses]
     top = max(score for score, _ in scored)
-    return any(score >= top and not names.isdisjoint(_lower_words(c)) for score, c in scored)
+    return any(score >= top and not names.isdisjoint(lower_words(c)) for score, c in scored)
 
 
 def may_move_on(a: Line, b: Line) -> bool:

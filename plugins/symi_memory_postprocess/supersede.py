@@ -21,7 +21,6 @@ from symi_memory.supersession import (
     THRESHOLDS,
     Line,
     Thresholds,
-    _lower_words,
     asks_about_past,
     best_lines,
     conflicting,
@@ -31,6 +30,7 @@ from symi_memory.supersession import (
     disposing_lines,
     ended_names,
     gives_new_measure,
+    lower_words,
     may_move_on,
     moves_on,
     query_names,
@@ -365,7 +365,7 @@ class _Facts:
     def words(self) -> frozenset[str]:
         """Every word of the chunk's lines, lowercased (what :func:`hands_over` looks a name up in)."""
         if self._words is None:
-            self._words = frozenset().union(*(_lower_words(ln.text) for ln in self.lines))
+            self._words = frozenset().union(*(lower_words(ln.text) for ln in self.lines))
         return self._words
 
 

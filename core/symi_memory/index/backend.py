@@ -59,8 +59,9 @@ ROWS_CACHE_CHARS = 8_000_000
 UNITS_CACHE_MAX = 2_000
 #: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
 VECTORS_CACHE_MAX = 2_000
-#: Chunk counts of rare query terms read from FTS5 kept for the index generation (about 100 bytes each): the
-#: same query words come back search after search.
+#: Chunk counts of rare query terms read from FTS5 kept for the index generation: the same query words come back
+#: search after search. Each kept term counts once at least. About 65 bytes a count for a term in thousands of
+#: chunks, 350 for a term in one chunk (its own dict and name): 7 to 35 MB at the cap.
 POSTINGS_CACHE_MAX = 100_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
@@ -377,20 +378,25 @@ class IndexedBackend:
             self._vectors_cache.clear()
             self._vectors_gen = gen
         cache = self._vectors_cache
-        missing = [cid for cid in dict.fromkeys(ids) if cid not in cache]
+        # The kept ones taken first: making room for the missing ones (or another thread) may empty the cache.
+        known = {cid: v for cid in ids if (v := cache.get(cid, cache)) is not cache}
+        missing = [cid for cid in dict.fromkeys(ids) if cid not in known]
         if missing:
             # Their line analyses come with them (the same rows): supersession asks for those next, for the
             # same candidates (candidate_line_analysis takes them from here, in this thread, once).
             blobs, lines = self.store.vectors_and_lines_by_id(missing)
             self._local.lines = lines
-            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
-                cache.clear()
+            read: dict[str, Any] = dict.fromkeys(missing)
             if blobs:  # a keyword-only index: no numpy to import for a one-shot search
                 import numpy as np
 
-                cache.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
-        # A chunk without a vector is not kept: asked for again, so one stored later is read.
-        return {cid: cache[cid] for cid in ids if cid in cache}
+                read.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
+            known.update(read)
+            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
+                cache.clear()
+            # A chunk without a vector is not kept: asked for again, so one stored later is read.
+            cache.update({cid: v for cid, v in read.items() if v is not None})
+        return {cid: v for cid in ids if (v := known[cid]) is not None}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
@@ -405,19 +411,23 @@ class IndexedBackend:
             self._units_cache.clear()
             self._units_gen = gen
         cache = self._units_cache
-        missing = [cid for cid in ids if cid not in cache]
+        # The kept ones taken first: making room for the missing ones (or another thread) may empty the cache.
+        known = {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+        missing = [cid for cid in ids if cid not in known]
         if missing:
-            if len(cache) + len(missing) > UNITS_CACHE_MAX:
-                cache.clear()
             got = self.store.unit_vectors_by_id(missing)
             if not got:  # a keyword-only index: no numpy to import for a one-shot search
-                cache.update({cid: [] for cid in missing})
+                read: dict[str, list[tuple[int, int, Any]]] = {cid: [] for cid in missing}
             else:
                 import numpy as np
 
-                for cid in missing:
-                    cache[cid] = [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
-        return {cid: cache[cid] for cid in ids if cache.get(cid)}
+                read = {cid: [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
+                        for cid in missing}
+            known.update(read)
+            if len(cache) + len(missing) > UNITS_CACHE_MAX:
+                cache.clear()
+            cache.update(read)
+        return {cid: v for cid in ids if (v := known[cid])}
 
     def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
         """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read: none when
@@ -518,11 +528,13 @@ class IndexedBackend:
         if self.store.generation() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         for t, docs in fresh:  # counts of this generation (checked above)
-            if kept[2][0] + len(docs) > POSTINGS_CACHE_MAX:
+            # A term counts once at least: one in the cjk column only (a CJK bigram) is kept with no counts.
+            size = len(docs) or 1
+            if kept[2][0] + size > POSTINGS_CACHE_MAX:
                 kept = self._postings = (generation, {}, [0])
-            if len(docs) <= POSTINGS_CACHE_MAX:
+            if size <= POSTINGS_CACHE_MAX:
                 kept[1][t] = docs
-                kept[2][0] += len(docs)
+                kept[2][0] += size
         # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
         out: dict[int, dict[str, int]] = {k: {} for k in eligible}
         wanted = out.keys()
