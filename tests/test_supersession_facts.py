@@ -38,3 +38,34 @@ def test_the_facts_are_kept_per_lines_list_and_follow_a_new_list() -> None:
     assert _facts(other).lines is other
     assert _facts(lines).movers and not _facts(other).movers  # "Sold the hatchback" names a thing gone
     assert _facts(lines).kinds == frozenset({"9.9 m"}) and not _facts(other).kinds
+
+
+def test_a_search_reading_the_facts_while_another_thread_builds_them_sees_the_whole_chunk() -> None:
+    # serve runs searches in worker threads and the facts are shared: one thread asking for a chunk's focus lines
+    # while another is still building its term index must not count the lines indexed so far (a query word on a
+    # later line would be missed, and the chunk's first lines taken as found by meaning alone).
+    import sys
+    import threading
+
+    text = "\n".join(f"- Filler line {n} about errand{n} and chore{n}." for n in range(20000))
+    lines = split_lines("memory/2026-03-01.md", 1, text + "\n- The boiler is a Vaillant ecoTEC.", None)
+    facts = _facts(lines)
+    query = salient("boiler Vaillant")
+    got: list[list] = []
+
+    def reader() -> None:
+        while facts._index is None:  # the builder has not started yet
+            pass
+        got.append(facts.focus(query))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        t = threading.Thread(target=reader)
+        t.start()
+        facts.focus(salient("errand7"))
+        t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert got == [focus_lines(lines, query)]
+    assert got[0][0].text.endswith("Vaillant ecoTEC.")

@@ -347,10 +347,13 @@ class _Facts:
             return list(lines[:limit])
         index = self._index
         if index is None:
-            index = self._index = {}
+            # Built whole before it is kept: serve's threads share the facts, and one reading a half-built index
+            # would miss the query words of the lines not yet in it.
+            index = {}
             for n, ln in enumerate(lines):
                 for term in ln.terms:
                     index.setdefault(term, []).append(n)
+            self._index = index
         counts: dict[int, int] = {}
         for term in query_terms:
             for n in index.get(term, ()):
