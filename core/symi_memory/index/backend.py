@@ -61,8 +61,9 @@ UNITS_CACHE_MAX = 2_000
 VECTORS_CACHE_MAX = 2_000
 #: Chunk counts of rare query terms read from FTS5 kept for the index generation: the same query words come back
 #: search after search. Each kept term counts once at least. About 65 bytes a count for a term in thousands of
-#: chunks, 350 for a term in one chunk (its own dict and name): 7 to 35 MB at the cap.
-POSTINGS_CACHE_MAX = 100_000
+#: chunks, 350 for a term in one chunk (its own dict and name): 2 to 9 MB at the cap (100,000 made peak RSS at
+#: 100k bench chunks 304 MB, over issue 13's 300 MB, with the supersession facts below at 4,096).
+POSTINGS_CACHE_MAX = 25_000
 # How long a search waits for its query vector before answering by keyword alone (a hung provider).
 QUERY_EMBED_DEADLINE_S = 2.5
 
