@@ -50,6 +50,8 @@ def test_a_search_reading_the_facts_while_another_thread_builds_them_sees_the_wh
     text = "\n".join(f"- Filler line {n} about errand{n} and chore{n}." for n in range(20000))
     lines = split_lines("memory/2026-03-01.md", 1, text + "\n- The boiler is a Vaillant ecoTEC.", None)
     facts = _facts(lines)
+    facts.focus(salient("chore3"))  # met once (answered by focus_lines): the next search builds the index
+    assert facts._index is None
     query = salient("boiler Vaillant")
     got: list[list] = []
 
