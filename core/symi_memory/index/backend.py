@@ -379,25 +379,21 @@ class IndexedBackend:
             self._vectors_cache.clear()
             self._vectors_gen = gen
         cache = self._vectors_cache
-        # The kept ones taken first: making room for the missing ones (or another thread) may empty the cache.
-        known = {cid: v for cid in ids if (v := cache.get(cid, cache)) is not cache}
-        missing = [cid for cid in dict.fromkeys(ids) if cid not in known]
-        if missing:
+
+        def read(missing: list[str]) -> dict[str, Any]:
             # Their line analyses come with them (the same rows): supersession asks for those next, for the
             # same candidates (candidate_line_analysis takes them from here, in this thread, once).
             blobs, lines = self.store.vectors_and_lines_by_id(missing)
             self._local.lines = lines
-            read: dict[str, Any] = dict.fromkeys(missing)
-            if blobs:  # a keyword-only index: no numpy to import for a one-shot search
-                import numpy as np
+            if not blobs:  # a keyword-only index: no numpy to import for a one-shot search
+                return {}
+            import numpy as np
 
-                read.update({cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()})
-            known.update(read)
-            if len(cache) + len(missing) > VECTORS_CACHE_MAX:
-                cache.clear()
-            # A chunk without a vector is not kept: asked for again, so one stored later is read.
-            cache.update({cid: v for cid, v in read.items() if v is not None})
-        return {cid: v for cid in ids if (v := known[cid]) is not None}
+            return {cid: np.frombuffer(blob, dtype=np.float32) for cid, blob in blobs.items()}
+
+        # A chunk without a vector is not kept: asked for again, so one stored later is read.
+        known = _read_through(cache, ids, VECTORS_CACHE_MAX, read)
+        return {cid: v for cid in ids if (v := known.get(cid)) is not None}
 
     def candidate_line_vectors(self, ids: Sequence[str]) -> dict[str, list[tuple[int, int, Any]]]:
         """Stored line (unit) vectors of these candidates (``StoredLineVectors``), read from the store, in line order.
@@ -412,23 +408,18 @@ class IndexedBackend:
             self._units_cache.clear()
             self._units_gen = gen
         cache = self._units_cache
-        # The kept ones taken first: making room for the missing ones (or another thread) may empty the cache.
-        known = {cid: v for cid in ids if (v := cache.get(cid)) is not None}
-        missing = [cid for cid in ids if cid not in known]
-        if missing:
+
+        def read(missing: list[str]) -> dict[str, list[tuple[int, int, Any]]]:
             got = self.store.unit_vectors_by_id(missing)
             if not got:  # a keyword-only index: no numpy to import for a one-shot search
-                read: dict[str, list[tuple[int, int, Any]]] = {cid: [] for cid in missing}
-            else:
-                import numpy as np
+                return {cid: [] for cid in missing}
+            import numpy as np
 
-                read = {cid: [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
-                        for cid in missing}
-            known.update(read)
-            if len(cache) + len(missing) > UNITS_CACHE_MAX:
-                cache.clear()
-            cache.update(read)
-        return {cid: v for cid in ids if (v := known[cid])}
+            return {cid: [(a, b, np.frombuffer(blob, dtype=np.float32)) for a, b, blob in got.get(cid, ())]
+                    for cid in missing}
+
+        known = _read_through(cache, ids, UNITS_CACHE_MAX, read)
+        return {cid: v for cid in ids if (v := known.get(cid))}
 
     def candidate_line_analysis(self, ids: Sequence[str]) -> dict[str, bytes]:
         """Line analyses stored when these candidates were indexed (``StoredLineAnalysis``), in one read: none when
@@ -933,3 +924,20 @@ def assemble_backend(ctx: Any, make_vectors: Callable[[IndexStore], VectorSide])
                       models=ctx.config.data.get("models") or {})
     return IndexedBackend(agent=ctx.agent, store=store, choice=choice, indexer=indexer, vectors=vectors,
                           short_name=spec.status_name, plugin_name=spec.name)
+
+
+def _read_through(cache: dict[str, Any], ids: Sequence[str], limit: int,
+                  read: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:
+    """These ids' values: the ones ``cache`` keeps, the rest by ``read`` (given the missing ids once each) and kept,
+    the cache emptied first when they would take it over ``limit``; a value ``read`` gives as None, or not at
+    all, is not kept (asked for again). The kept ones are taken first: making room for the missing ones (or
+    another thread) may empty the cache."""
+    known = {cid: v for cid in ids if (v := cache.get(cid)) is not None}
+    missing = [cid for cid in dict.fromkeys(ids) if cid not in known]
+    if missing:
+        got = read(missing)
+        known.update(got)
+        if len(cache) + len(missing) > limit:
+            cache.clear()
+        cache.update({cid: v for cid, v in got.items() if v is not None})
+    return known
