@@ -41,6 +41,7 @@ STEPS = [
     ("ordering", "symi_memory.fusion", "ScoredHits", "order"),
     ("backend search", "symi_memory.index.backend", "IndexedBackend", "search"),
     ("post-processing pipeline", "symi_memory.pipeline", "Pipeline", "run"),
+    ("  supersession", "symi_memory_postprocess.supersede", "Supersession", "process"),
 ]
 
 

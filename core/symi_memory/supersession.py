@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words", "plain_chunk", "may_name_move"]
 
 
 @attrs.frozen(kw_only=True)
@@ -1212,6 +1212,96 @@ def disposing_lines(lines: Sequence[Line]) -> tuple[Line, ...]:
         _DISPOSING.clear()
     _DISPOSING[key] = (lines, found)
     return found
+
+
+def _pattern_words(pattern: re.Pattern[str]) -> tuple[frozenset[bytes], tuple[bytes, ...]]:
+    r"""The whole words a ``\b(?:word|...)\b`` pattern of lower-case words matches (``"steps?"`` gives step and steps),
+    and the word starts of its ``\w*`` words (``retir\w*``), as ASCII bytes: what :func:`plain_chunk` and
+    :func:`may_name_move` look for in place of the pattern. A pattern of another shape raises, so a change to one
+    that they could no longer follow is noticed at import, not by a missed supersession."""
+    body = pattern.pattern
+    if not (body.startswith(r"\b(?:") and body.endswith(r")\b")):
+        raise ValueError(f"not a pattern of whole words: {body!r}")
+    words: set[bytes] = set()
+    starts: list[bytes] = []
+    for alt in body[len(r"\b(?:"):-len(r")\b")].split("|"):
+        if alt.endswith(r"\w*") and alt[:-3].isalpha() and alt[:-3].islower():
+            starts.append(alt[:-3].encode("ascii"))
+            continue
+        forms = [""]
+        at = 0
+        while at < len(alt):
+            ch = alt[at]
+            if not (ch.isascii() and ch.isalpha() and ch.islower()):
+                raise ValueError(f"not a pattern of whole words: {body!r}")
+            if alt[at + 1:at + 2] == "?":
+                forms = [f + ch for f in forms] + forms
+                at += 2
+            else:
+                forms = [f + ch for f in forms]
+                at += 1
+        words.update(f.encode("ascii") for f in forms if f)
+    return frozenset(words), tuple(starts)
+
+
+_MOVE_WORDS, _MOVE_STARTS = _pattern_words(_MOVE_WORD_RE)
+_DISPOSE_WORDS, _DISPOSE_STARTS = _pattern_words(_DISPOSE_WORD_RE)
+
+
+def _starts_re(starts: Sequence[bytes]) -> re.Pattern[bytes]:
+    """A word of _word_runs starting with one of ``starts`` (one scan: a quarter of the time of a ``in`` per start)."""
+    return re.compile(b" (?:" + b"|".join(re.escape(w) for w in dict.fromkeys(starts)) + b")")
+
+
+# The words _MOVE_WORD_RE (ended_names, stage) or _DISPOSE_WORD_RE (disposed_things) need, and the starts of those
+# matched as ``\w*``.
+_MOVER_WORDS = _MOVE_WORDS | _DISPOSE_WORDS
+_MOVER_STARTS_RE = _starts_re(_MOVE_STARTS + _DISPOSE_STARTS)
+# With the words that HISTORICAL_RE or CHANGE_RE matches start with (as _TokenFacts' bits: a line whose analysis
+# finds no such token is no past state and states no change).
+_FLAG_WORDS = _MOVER_WORDS | frozenset(w.encode("ascii") for w in _HISTORICAL_WORDS | _CHANGE_WORDS)
+_FLAG_STARTS_RE = _starts_re(_MOVE_STARTS + _DISPOSE_STARTS + (b"retir", b"swap"))
+# bytes.translate table: an ASCII word character (``\w``: a letter, a digit, ``_``) stays, any other byte is a space.
+_WORD_BYTES = bytes(ch if chr(ch).isascii() and (chr(ch).isalnum() or ch == ord("_")) else ord(" ")
+                    for ch in range(256))
+
+
+def _word_runs(raw: bytes) -> bytes:
+    r"""ASCII ``raw`` lowered, each run of other bytes than word characters a space, behind a space: each word of
+    it (a maximal run of ``\w``, the only places a ``\b(?:word|...)\b`` pattern can match) is ``b" " + word``
+    followed by a space or the end."""
+    return b" " + raw.lower().translate(_WORD_BYTES)
+
+
+def may_name_move(text: str) -> bool:
+    """False when :func:`ended_names`, :func:`stage` and :func:`disposed_things` all find nothing in ``text``: an
+    ASCII text without a word of :data:`_MOVE_WORD_RE` or :data:`_DISPOSE_WORD_RE`. Told by set and byte work
+    instead of the two pattern scans (most lines of a large index, seen for the first time, name no move)."""
+    if not text.isascii():
+        return True
+    runs = _word_runs(text.encode("ascii"))
+    return _MOVER_STARTS_RE.search(runs) is not None or not _MOVER_WORDS.isdisjoint(runs.split())
+
+
+def plain_chunk(text: str) -> bool:
+    """True when no line :func:`split_lines` gives for a chunk of this ``text`` (whether it analyses the text, reads
+    a stored :func:`line_analysis`, or dates the lines by a write time) is a past state, states a change, gives a
+    quantity or a plan's day, or names an ending, a stage or a thing gone (:func:`ended_names`, :func:`stage`,
+    :func:`disposed_things`): what every pair supersession looks at needs of one of its hits.
+
+    Told from the whole text at once, without splitting or analysing its lines, by what each of those needs: a
+    word ``HISTORICAL_RE`` or ``CHANGE_RE`` starts with (the words :func:`line_analysis` looks for before running
+    them), ``dd-dd`` for a calendar day, a number starting a word for a quantity (:func:`_char_classes`), a word of
+    :func:`may_name_move`. A line break or a heading only adds what a line of its own would need, so the text as
+    a whole is plain only when each of its lines is. A text that is not ASCII is never called plain."""
+    if not text.isascii():
+        return False
+    raw = text.encode("ascii")
+    classes = raw.translate(_CHAR_CLASSES)
+    if b"dd-dd" in classes or classes.startswith((b"d", b"vd")) or b" d" in classes or b" vd" in classes:
+        return False
+    runs = _word_runs(raw)
+    return _FLAG_STARTS_RE.search(runs) is None and _FLAG_WORDS.isdisjoint(runs.split())
 
 
 def disposes(a: Line, b: Line, weights: Mapping[str, float] | None = None) -> bool:

@@ -33,7 +33,9 @@ from symi_memory.supersession import (
     gives_new_measure,
     lower_words,
     may_move_on,
+    may_name_move,
     moves_on,
+    plain_chunk,
     query_names,
     query_score,
     remeasured,
@@ -51,7 +53,9 @@ from symi_memory.types import Candidate
 __all__ = ["Supersession", "find_supersessions"]
 
 
-def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Sequence[float]], query: str,
+def find_supersessions(candidates: Sequence[Candidate],
+                       vectors: Mapping[str, Sequence[float]] | Callable[[], Mapping[str, Sequence[float]]],
+                       query: str,
                        t: Thresholds = THRESHOLDS,
                        written: Mapping[str, tuple[float, float]] | None = None,
                        as_of: float | None = None,
@@ -62,6 +66,8 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
                        ) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
+    ``vectors``: the candidates' stored vectors by id, or the callable that reads them, called only when some two
+    candidates hold the lines a pair needs (:func:`_may_pair`; most searches of a large index have none).
     The newer candidate chosen is the newest of those that restate it. With
     ``as_of``, a line dated at or after it (an undated note changed later)
     has no known date then and supersedes nothing. With ``line_vectors``
@@ -79,6 +85,10 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
     analysed = analysis or {}
     all_lines = [split_lines(c.path, c.start_line, c.text, c.mtime, (written or {}).get(c.id), analysed.get(c.id))
                  for c in candidates]
+    if not _may_pair(all_lines):
+        return {}
+    if callable(vectors):
+        vectors = vectors()
     weights = term_weights(qterms, all_lines)
     names = query_names(query)
     facts = [_facts(lines) for lines in all_lines]
@@ -293,6 +303,29 @@ def find_supersessions(candidates: Sequence[Candidate], vectors: Mapping[str, Se
 _NO_LINES: frozenset[int] = frozenset()
 
 
+def _may_pair(all_lines: Sequence[Sequence[Line]]) -> bool:
+    """False when no two of these chunks can make a pair :func:`find_supersessions` looks at, so it finds nothing.
+
+    Its pair loop lets a pair on only when the older hit holds a past state (``_Facts.past``), the newer one states
+    a change (``says_change``, which needs ``_Facts.changed``), both give a value (a quantity or a plan's day:
+    ``_Facts.valued``; two hits, since a hit is never paired with itself), or a line of the newer one names an
+    ending, a stage or a thing gone (``moving``, which needs ``_Facts.movers``). A chunk holding none of these
+    (every chunk of the scale bench, most chunks of a large index) is worked out no further: no focus lines, no
+    facts, no vectors read. The text checks come last and only when the line flags leave the question open.
+    """
+    valued = 0
+    for lines in all_lines:
+        for ln in lines:
+            if ln.historical or ln.change:
+                return True
+        if any(ln.quantities or ln.ahead for ln in lines):
+            valued += 1
+            if valued > 1:
+                return True
+    return any(may_name_move(ln.text) and (ended_names(ln.text) or stage(ln.text) or disposed_things(ln.text))
+               for lines in all_lines for ln in lines)
+
+
 def _restated_since(past: Line, lines: Sequence[Line], since: tuple[float, int], weights: Mapping[str, float],
                     as_of: float | None = None, holders: dict[int, list[Line]] | None = None) -> bool:
     """True when a line of the same hit at least as new as ``since`` holds every query term of the dated past
@@ -334,8 +367,8 @@ class _Facts:
         self.measured = {id(a): kinds for a in lines if a.quantities
                          and (kinds := frozenset(k for k in a.quantities if " " in k))}
         self.kinds: frozenset[str] = frozenset().union(*self.measured.values())
-        self.movers = frozenset(id(ln) for ln in lines if ended_names(ln.text) or stage(ln.text)
-                                or disposed_things(ln.text))
+        self.movers = frozenset(id(ln) for ln in lines if may_name_move(ln.text) and (
+            ended_names(ln.text) or stage(ln.text) or disposed_things(ln.text)))
         self.terms: frozenset[str] = frozenset().union(*(ln.terms for ln in lines))
         self.staged = any(stage(ln.text) > 0 for ln in lines)
         self._words: frozenset[str] | None = None
@@ -590,7 +623,8 @@ def _promote(found: Mapping[int, tuple[int, Line, Line]], head: Sequence[Candida
         score[j] = max(score[j], head[k].score)
 
 
-def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate], vectors: Mapping[str, Sequence[float]],
+def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate],
+                    vectors: Mapping[str, Sequence[float]] | Callable[[], Mapping[str, Sequence[float]]],
                     ctx: PostProcessContext, t: Thresholds, written: Mapping[str, tuple[float, float]] | None,
                     analysis: Mapping[str, bytes] | None) -> dict[int, float]:
     """``{index in head: score}`` for each result of an "as of" search (``head``) whose line saying a state held
@@ -640,11 +674,24 @@ class Supersession:
         later = sorted(ctx.left_out, key=lambda c: -c.score)[: self.thresholds.window] if ctx.as_of is not None else []
         if not candidates or len(candidates) + len(later) < 2 or ctx.vectors is None:
             return list(candidates)
-        order = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+        order = sorted(range(len(candidates)), key=[-c.score for c in candidates].__getitem__)
         top = order[: self.thresholds.window]
         head = [candidates[i] for i in top]
         pool = head + later
-        vectors = ctx.vectors([c.id for c in pool])
+        if all(plain_chunk(c.text) for c in pool):
+            # No line of any of them is a past state, states a change, gives a value or names an ending, a stage
+            # or a thing gone: no pair can supersede (find_supersessions, _may_pair) and no past state held on an
+            # "as of" date (_later_versions), so nothing is read or analysed. Most searches of a large index.
+            return list(candidates)
+        read = ctx.vectors
+        got: list[Mapping[str, Sequence[float]]] = []
+
+        def vectors() -> Mapping[str, Sequence[float]]:
+            """The pool's stored vectors, read once, and only when a pair may be worth a look."""
+            if not got:
+                got.append(read([c.id for c in pool]))
+            return got[0]
+
         written = ctx.written_at(pool) if ctx.written_at is not None else None
         analysis = None
         if ctx.line_analysis is not None and not asks_about_past(ctx.query):
