@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import apsw
 import pytest
 
 from symi_memory import load_config
@@ -166,6 +167,37 @@ def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> No
         thread.start()
         thread.join()
         assert other and other[0] != -SEARCH_CACHE_KIB
+
+
+
+def test_a_warm_search_compiles_no_sql(tmp_path: Path) -> None:
+    # Every statement of a search is compiled once per reading connection, FTS5's own included: FTS5 looks each
+    # query term up in every segment with an internal statement whose plan could depend on the term bound to it,
+    # and SQLite compiled it again for each term of each search (a third of a keyword lookup's CPU). The
+    # authorizer is asked about every table and column a statement reads while SQLite compiles it, only then.
+    notes = {f"memory/n{i}.md": f"# Note {i}\n\nzebra{i % 3} deploy c12w{i} ticket note {i}\n" for i in range(12)}
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        for i in range(4):  # several writes: FTS5 keeps several segments
+            mem.sync()
+            (ws / f"memory/extra{i}.md").write_text(f"zebra1 note {i} c12w3\n", encoding="utf-8")
+        mem.sync()
+        compiled: list[tuple[int, str | None, str | None]] = []
+
+        def authorizer(op: int, a: str | None, b: str | None, db: str | None, trigger: str | None) -> int:
+            compiled.append((op, a, b))
+            return apsw.SQLITE_OK
+
+        conn = mem.backend.store.reader()
+        conn.authorizer = authorizer  # this expires the compiled statements: the first round compiles them again
+        queries = ("zebra0 deploy c12w5", "zebra1 ticket c12w7", "note zebra2 c12w3")
+        first = [mem.search(query, min_score=0).to_dict() for query in queries]
+        assert compiled and all(r["results"] for r in first)
+        compiled.clear()
+        # The same queries again: every statement they run was compiled in the first round (without the query
+        # planner stability guarantee, SQLite compiled FTS5's term lookup again whenever a term was bound to it).
+        assert [mem.search(query, min_score=0).to_dict() for query in queries] == first
+        assert compiled == [], compiled
 
 
 def test_a_search_that_loads_the_scan_copy_keeps_the_vectors_out_of_its_page_cache(tmp_path: Path) -> None:
