@@ -59,6 +59,26 @@ def test_identifiers_are_found_as_whole_tokens_in_every_candidate_at_once() -> N
     assert ExactMatcher.for_tokens((), ()).identifier_holders(texts) == set()
 
 
+
+def test_ascii_candidates_are_folded_without_being_kept() -> None:
+    # An ASCII text folds to its lower case: identifier_holders folds it again rather than keeping a folded copy
+    # of every candidate's text (a look-up that hashes the text); other texts are still kept folded.
+    import random
+
+    from symi_memory.index.keyword import _fold_text
+
+    rng = random.Random(13)
+    parts = ["c12w3", "C12W3", "err_42", "ERR_42", "xc12w3", "c12w3x", "c12", "w3", "_", " ", "\n", ".", "é", "ç12w3",
+             "c12w3é", "ß", "\t", "0", "a", "K"]
+    texts = {k: "".join(rng.choice(parts) for _ in range(rng.randrange(0, 6))) for k in range(3000)}
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is c12w3 or ERR_42 or ç12w3"))
+    _fold_text.cache_clear()
+    holders = matcher.identifier_holders(texts)
+    assert _fold_text.cache_info().currsize == sum(1 for text in set(texts.values()) if not text.isascii())
+    assert holders == {k for k, text in texts.items() if matcher.holds_identifier(text)}
+    assert 0 < len(holders) < len(texts)
+
+
 def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: Path) -> None:
     ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n", "MEMORY.md": "beta note\n"})
     with mem:
