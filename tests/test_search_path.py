@@ -79,6 +79,42 @@ def test_ascii_candidates_are_folded_without_being_kept() -> None:
     assert 0 < len(holders) < len(texts)
 
 
+
+def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_it(tmp_path: Path,
+                                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # An ASCII chunk lacking the index term of an identifier holds no such token: its text is not searched. One
+    # with the term may still hold another word of that term (porter stems q123s to q123), or the identifier's
+    # parts apart (ERR 42): it is searched, and so is every chunk with other characters. (err_42x makes the
+    # terms err and 42x: no 42.)
+    notes = {"memory/a.md": "deploy went fine after Q123 landed\n", "memory/b.md": "deploy of q123s and err_42x\n",
+             "memory/c.md": "deploy notes without it\n", "memory/d.md": "café deploy (x_q123) ERR 42\n",
+             "memory/e.md": "deploy ERR_42 again\n", "memory/f.md": "deploy again, ERR and 42 apart\n",
+             "memory/g.md": "deploy naïve note\n", "memory/h.md": "deploy run_q123_now\n"}
+    searched: list[set[str]] = []
+    real = ExactMatcher.identifier_holders
+
+    def watched(self, texts):  # type: ignore[no-untyped-def]
+        searched.append(set(texts.values()))
+        return real(self, texts)
+
+    monkeypatch.setattr(ExactMatcher, "identifier_holders", watched)
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        for query, holding, read in (
+                ("deploy q123", {"memory/a.md", "memory/d.md", "memory/h.md"},
+                 {"memory/a.md", "memory/b.md", "memory/d.md", "memory/g.md", "memory/h.md"}),
+                ("deploy ERR_42", {"memory/e.md"}, {"memory/d.md", "memory/e.md", "memory/f.md", "memory/g.md"})):
+            searched.clear()
+            result = mem.backend.search(SearchQuery(text=query, max_results=10, min_score=0.0, candidate_limit=50))
+            assert {c.path for c in result.candidates} == set(notes)
+            assert {c.path for c in result.candidates if c.identifier_match} == holding
+            texts = {c.text: c.path for c in result.candidates}
+            assert len(searched) == 1 and {texts[t] for t in searched[0]} == read, query
+            matcher = ExactMatcher.for_query(query)
+            assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
+
+
 def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: Path) -> None:
     ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n", "MEMORY.md": "beta note\n"})
     with mem:
