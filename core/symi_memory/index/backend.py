@@ -855,6 +855,8 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
     hold (porter makes one term of ``q123`` and ``q123s``): the texts left are still searched. Texts with other
     characters (folded by Unicode rules) are searched as they were.
     """
+    if not qa.identifiers:
+        return None  # nothing to search for
     from .analysis import stem_tokens
     from .keyword import fold
 
