@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import apsw
 import pytest
 
 from symi_memory import load_config
@@ -56,6 +57,62 @@ def test_identifiers_are_found_as_whole_tokens_in_every_candidate_at_once() -> N
     assert holders == {1, 3, 4, 6, 7, 9}  # 12: a CJK letter is a letter too
     assert holders == {k for k, text in texts.items() if matcher.holds_identifier(text)}
     assert ExactMatcher.for_tokens((), ()).identifier_holders(texts) == set()
+
+
+
+def test_ascii_candidates_are_folded_without_being_kept() -> None:
+    # An ASCII text folds to its lower case: identifier_holders folds it again rather than keeping a folded copy
+    # of every candidate's text (a look-up that hashes the text); other texts are still kept folded.
+    import random
+
+    from symi_memory.index.keyword import _fold_text
+
+    rng = random.Random(13)
+    parts = ["c12w3", "C12W3", "err_42", "ERR_42", "xc12w3", "c12w3x", "c12", "w3", "_", " ", "\n", ".", "é", "ç12w3",
+             "c12w3é", "ß", "\t", "0", "a", "K"]
+    texts = {k: "".join(rng.choice(parts) for _ in range(rng.randrange(0, 6))) for k in range(3000)}
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is c12w3 or ERR_42 or ç12w3"))
+    _fold_text.cache_clear()
+    holders = matcher.identifier_holders(texts)
+    assert _fold_text.cache_info().currsize == sum(1 for text in set(texts.values()) if not text.isascii())
+    assert holders == {k for k, text in texts.items() if matcher.holds_identifier(text)}
+    assert 0 < len(holders) < len(texts)
+
+
+
+def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_it(tmp_path: Path,
+                                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # An ASCII chunk lacking the index term of an identifier holds no such token: its text is not searched. One
+    # with the term may still hold another word of that term (porter stems q123s to q123), or the identifier's
+    # parts apart (ERR 42): it is searched, and so is every chunk with other characters. (err_42x makes the
+    # terms err and 42x: no 42.)
+    notes = {"memory/a.md": "deploy went fine after Q123 landed\n", "memory/b.md": "deploy of q123s and err_42x\n",
+             "memory/c.md": "deploy notes without it\n", "memory/d.md": "café deploy (x_q123) ERR 42\n",
+             "memory/e.md": "deploy ERR_42 again\n", "memory/f.md": "deploy again, ERR and 42 apart\n",
+             "memory/g.md": "deploy naïve note\n", "memory/h.md": "deploy run_q123_now\n"}
+    searched: list[set[str]] = []
+    real = ExactMatcher.identifier_holders
+
+    def watched(self, texts):  # type: ignore[no-untyped-def]
+        searched.append(set(texts.values()))
+        return real(self, texts)
+
+    monkeypatch.setattr(ExactMatcher, "identifier_holders", watched)
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        for query, holding, read in (
+                ("deploy q123", {"memory/a.md", "memory/d.md", "memory/h.md"},
+                 {"memory/a.md", "memory/b.md", "memory/d.md", "memory/g.md", "memory/h.md"}),
+                ("deploy ERR_42", {"memory/e.md"}, {"memory/d.md", "memory/e.md", "memory/f.md", "memory/g.md"})):
+            searched.clear()
+            result = mem.backend.search(SearchQuery(text=query, max_results=10, min_score=0.0, candidate_limit=50))
+            assert {c.path for c in result.candidates} == set(notes)
+            assert {c.path for c in result.candidates if c.identifier_match} == holding
+            texts = {c.text: c.path for c in result.candidates}
+            assert len(searched) == 1 and {texts[t] for t in searched[0]} == read, query
+            matcher = ExactMatcher.for_query(query)
+            assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
 
 
 def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: Path) -> None:
@@ -166,6 +223,37 @@ def test_a_searching_thread_reads_with_a_larger_page_cache(tmp_path: Path) -> No
         thread.start()
         thread.join()
         assert other and other[0] != -SEARCH_CACHE_KIB
+
+
+
+def test_a_warm_search_compiles_no_sql(tmp_path: Path) -> None:
+    # Every statement of a search is compiled once per reading connection, FTS5's own included: FTS5 looks each
+    # query term up in every segment with an internal statement whose plan could depend on the term bound to it,
+    # and SQLite compiled it again for each term of each search (a third of a keyword lookup's CPU). The
+    # authorizer is asked about every table and column a statement reads while SQLite compiles it, only then.
+    notes = {f"memory/n{i}.md": f"# Note {i}\n\nzebra{i % 3} deploy c12w{i} ticket note {i}\n" for i in range(12)}
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        for i in range(4):  # several writes: FTS5 keeps several segments
+            mem.sync()
+            (ws / f"memory/extra{i}.md").write_text(f"zebra1 note {i} c12w3\n", encoding="utf-8")
+        mem.sync()
+        compiled: list[tuple[int, str | None, str | None]] = []
+
+        def authorizer(op: int, a: str | None, b: str | None, db: str | None, trigger: str | None) -> int:
+            compiled.append((op, a, b))
+            return apsw.SQLITE_OK
+
+        conn = mem.backend.store.reader()
+        conn.authorizer = authorizer  # this expires the compiled statements: the first round compiles them again
+        queries = ("zebra0 deploy c12w5", "zebra1 ticket c12w7", "note zebra2 c12w3")
+        first = [mem.search(query, min_score=0).to_dict() for query in queries]
+        assert compiled and all(r["results"] for r in first)
+        compiled.clear()
+        # The same queries again: every statement they run was compiled in the first round (without the query
+        # planner stability guarantee, SQLite compiled FTS5's term lookup again whenever a term was bound to it).
+        assert [mem.search(query, min_score=0).to_dict() for query in queries] == first
+        assert compiled == [], compiled
 
 
 def test_a_search_that_loads_the_scan_copy_keeps_the_vectors_out_of_its_page_cache(tmp_path: Path) -> None:

@@ -136,3 +136,32 @@ def _query(text: str):  # type: ignore[no-untyped-def]
     from symi_memory.types import SearchQuery
 
     return SearchQuery(text=text, max_results=10, min_score=0.0, candidate_limit=40, sources=("memory",))
+
+
+def test_a_term_without_cjk_is_counted_in_the_text_column_without_comparing_columns(tmp_path: Path, ws: Path) -> None:
+    # The cjk column holds CJK bigrams only, so a term without a CJK character occurs in the text column alone:
+    # its instances are read without comparing each one's column (a string compare per instance in SQLite). A
+    # CJK term is in both columns (a two-character run is a text token and a bigram) and is still filtered.
+    import apsw
+
+    with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
+        mem.sync()
+        store = mem.backend.store
+        chunks = _chunks(store)
+        conn = store.reader()
+        read: list[tuple[str | None, str | None]] = []
+
+        def authorizer(op: int, a: str | None, b: str | None, db: str | None, trigger: str | None) -> int:
+            if op == apsw.SQLITE_READ:
+                read.append((a, b))
+            return apsw.SQLITE_OK
+
+        conn.authorizer = authorizer
+        for term, filtered in (("flight", False), ("\u65c5\u884c", True)):  # 旅行: a heading of its own in d.md
+            read.clear()
+            got = store.term_docs(term, None)
+            assert got is not None and got
+            assert (("chunks_instances", "col") in read) is filtered, term
+            # Counted in the text column only: a chunk with a CJK run too (d.md) counts as its text says.
+            assert got == {k: n for k, text in chunks.items() if (n := text.count(term) if filtered else
+                                                                   counts_in(term_string(text), needles([term])).get(term, 0))}

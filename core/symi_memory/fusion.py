@@ -261,6 +261,7 @@ def score_hits(
     use_vector: bool,
     analysis: QueryAnalysis | None = None,
     synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None,
+    identifier_candidates: Collection[K] | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -278,6 +279,8 @@ def score_hits(
     (:class:`~symi_memory.index.analysis.QueryAnalysis` of ``query``), when the
     caller has it. ``synonyms``: index terms standing in for query terms the
     index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
+    ``identifier_candidates``: the candidates that may hold an identifier token of the query, when the caller
+    knows the others hold none (from their term counts, say); only these texts are searched for one.
     """
     from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION, keyword_log_odds
     from .index.keyword import ExactMatcher, identifier_tokens
@@ -288,7 +291,10 @@ def score_hits(
     matcher = ExactMatcher.for_tokens((), idents_of_query)
     has_identifier = bool(matcher.idents)
     scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
-    idents: set[K] = matcher.identifier_holders(scored) if has_identifier else set()
+    idents: set[K] = set()
+    if has_identifier:
+        maybe = scored if identifier_candidates is None else {k: scored[k] for k in identifier_candidates if k in scored}
+        idents = matcher.identifier_holders(maybe)
     exp, log = math.exp, math.log
     # Below, ``max(a, b)`` and ``min(a, b)`` are written as the comparison each makes (``b if b > a else a``,
     # ``b if b < a else a``): the same value, NaN and signed zeros included, without a call per candidate.

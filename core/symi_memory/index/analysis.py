@@ -47,6 +47,7 @@ __all__ = [
     "needles",
     "query_terms",
     "stem",
+    "stem_tokens",
     "stem_word",
     "term_counts",
     "term_string",
@@ -97,6 +98,11 @@ def _stem_all(text: str) -> list[str]:
                          include_offsets=False, include_colocated=False)
     # Without offsets or colocated tokens, apsw hands back each token as a plain str.
     return out
+
+
+def stem_tokens(text: str) -> list[str]:
+    """The index terms of ``text`` in order, as the index's tokenizer makes them (no CJK bigrams)."""
+    return _stem_all(text)
 
 
 def stem(word: str) -> str:

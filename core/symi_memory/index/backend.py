@@ -243,14 +243,16 @@ class IndexedBackend:
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        chunk_terms = self._chunk_terms(rows, generation, qa.terms + syn.terms if syn is not None else qa.terms)
+        counted = qa.terms + syn.terms if syn is not None else qa.terms
+        chunk_terms = self._chunk_terms(rows, generation, counted)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa,
-                            synonyms=syn.weights if syn is not None else None)
+                            synonyms=syn.weights if syn is not None else None,
+                            identifier_candidates=_identifier_candidates(qa, counted, rows, chunk_terms))
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
@@ -839,6 +841,43 @@ def _candidates_maker() -> Callable[..., tuple[Candidate, ...]]:
 
 
 _make_candidates = _candidates_maker()
+
+
+def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, CandidateRow],
+                           chunk_terms: dict[int, tuple[dict[str, int], int]]) -> list[int] | None:
+    """The candidates that may hold an identifier token of the query (``score_hits``'s ``identifier_candidates``),
+    told by their term counts; None when the counts cannot tell (every candidate's text is then searched).
+
+    An ASCII text holding an ASCII identifier as a token (no letter or digit either side; ASCII folds to lower
+    case) holds that identifier's tokens as FTS5 makes them (its runs of letters and digits: the characters
+    either side part tokens there too), so it counts the index terms of all of them: a chunk lacking one holds
+    no such identifier, and no ASCII text holds an identifier with another character. The converse does not
+    hold (porter makes one term of ``q123`` and ``q123s``): the texts left are still searched. Texts with other
+    characters (folded by Unicode rules) are searched as they were.
+    """
+    if not qa.identifiers:
+        return None  # nothing to search for
+    from .analysis import stem_tokens
+    from .keyword import fold
+
+    needs: list[tuple[str, ...]] = []
+    known = set(counted)
+    for ident in qa.identifiers:
+        if not fold(ident).isascii():
+            continue  # in no ASCII text
+        if not ident.isascii():
+            return None  # folded to ASCII by Unicode rules, which FTS5's folding need not share
+        terms = tuple(stem_tokens(ident))
+        if not terms or not known.issuperset(terms):
+            return None  # no term to tell by (an identifier of underscores), or one not counted
+        needs.append(terms)
+    if not needs:
+        return [k for k, r in rows.items() if not r.text.isascii()]
+    if all(len(terms) == 1 for terms in needs):
+        single = {terms[0] for terms in needs}
+        return [k for k, r in rows.items() if not r.text.isascii() or not single.isdisjoint(chunk_terms[k][0])]
+    return [k for k, r in rows.items() if not r.text.isascii()
+            or any(all(t in chunk_terms[k][0] for t in terms) for terms in needs)]
 
 
 def _batch_enabled(ms: Any) -> bool:

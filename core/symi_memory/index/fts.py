@@ -184,13 +184,18 @@ class KeywordSearch(StoreParts):
             self._local.instances = conn
         if rowids is not None and not rowids:
             return {}
+        from .keyword import CJK_RUN_RE
+
+        # The cjk column holds CJK bigrams only (terms of CJK characters alone): a term without one occurs in
+        # the text column alone, and comparing each instance's column (a string, in SQLite) cost a sixth of
+        # the read.
+        column = " AND col = 'text'" if CJK_RUN_RE.search(term) is not None else ""
         try:
             # apsw's ``get``: the values of a one-column result (one value alone for one row, None for none).
             if rowids is None:
-                got = conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text'",
-                                   (term,)).get
+                got = conn.execute(f"SELECT doc FROM temp.chunks_instances WHERE term = ?{column}", (term,)).get
             else:
-                got = conn.execute("SELECT doc FROM temp.chunks_instances WHERE term = ? AND col = 'text' "
+                got = conn.execute(f"SELECT doc FROM temp.chunks_instances WHERE term = ?{column} "
                                    "AND doc IN (SELECT value FROM json_each(?))",
                                    (term, json.dumps([int(r) for r in rowids]))).get
         except apsw.Error as exc:

@@ -212,7 +212,9 @@ class ExactMatcher:
         add = held.add
         fold_text = _fold_text
         for key, text in texts.items():
-            folded = fold_text(text)
+            # An ASCII text folds to its lower case: made again, it costs less than remembering it (the lru
+            # cache's look-up hashes the text, and its entries go through every generation of the collector).
+            folded = text.lower() if text.isascii() else fold_text(text)
             for lit, n in literals:
                 at = folded.find(lit)
                 while at >= 0:
