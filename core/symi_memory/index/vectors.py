@@ -628,6 +628,17 @@ class ExactVectors:
         top = top[np.argsort(-scores[top], kind="stable")][:k]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
+    def search_state(self) -> tuple[Any, Any, bool]:
+        """What this thread's last :meth:`search` left for :meth:`rescore` (its scan's or rescoring's scores, and
+        whether the copy it scanned was the index's current one), for the thread whose search it served
+        (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        last = self._last
+        return getattr(last, "scan", None), getattr(last, "exact", None), bool(getattr(last, "current", False))
+
+    def adopt_search_state(self, state: tuple[Any, Any, bool]) -> None:
+        """Make ``state`` (:meth:`search_state` of the thread that searched) this thread's last search."""
+        self._last.scan, self._last.exact, self._last.current = state
+
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
