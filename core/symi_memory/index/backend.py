@@ -212,9 +212,9 @@ class IndexedBackend:
         rescore = getattr(self.vectors, "rescore", None) if weight > 0 else None
         if getattr(self.vectors, "unit_weight", None) != weight:
             rescore = None
-        # In hybrid mode the vector scan runs on the scan worker as soon as the query vector is there, while this
-        # thread runs the keyword side: the FTS query, the keyword candidates' rows and term counts, the terms'
-        # weights (none of which needs the vector hits).
+        # In hybrid mode a long vector scan runs on the scan worker as soon as the query vector is there, while this
+        # thread runs the keyword side: the FTS query, then the keyword candidates' rows, their term counts and the
+        # terms' weights (none of which needs the vector hits).
         scan = self._scan_ahead(pending, k_vec) if hybrid["enabled"] and not full else None
         keyword: _KeywordRows | None = None
         chunk_terms: dict[int, tuple[dict[str, int], int]] = {}
@@ -222,11 +222,12 @@ class IndexedBackend:
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation)
-            # With their stored vectors when the keyword candidates the scan did not score are scored from them.
-            keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
-                                         vectors=rescore is None and not full, epoch=epoch)
-            chunk_terms = self._chunk_terms(keyword.candidates, generation, terms)
-            weights = self.store.term_weights(qa.terms, generation=generation)
+            if scan is not None:
+                # With their stored vectors when the keyword candidates the scan does not score are scored from them.
+                keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
+                                             vectors=rescore is None, epoch=epoch)
+                chunk_terms = self._chunk_terms(keyword.candidates, generation, terms)
+                weights = self.store.term_weights(qa.terms, generation=generation)
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
@@ -241,9 +242,6 @@ class IndexedBackend:
         if ranked is None:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation) if use_text else []
-        if keyword is None:
-            keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources, vectors=False, epoch=epoch)
-            chunk_terms = self._chunk_terms(keyword.candidates, generation, terms)
         vec_hits: dict[int, float] = {}
         if use_vec:
             vec_hits = dict(scan.hits(qvec) if scan is not None else self.vectors.search(qvec, k_vec))  # type: ignore[arg-type]
@@ -251,6 +249,9 @@ class IndexedBackend:
         # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query),
         # unless the vector side scores them from its scan.
         cosine_missing = use_vec and hybrid["enabled"]
+        if keyword is None:  # the vector hits' rows and the keyword candidates' in one read
+            keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
+                                         vectors=cosine_missing and rescore is None, epoch=epoch, vec_hits=vec_hits)
         rows, keyword_ids = self._candidate_rows(keyword, vec_hits, sources,
                                                  vectors=cosine_missing and rescore is None, epoch=epoch)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
@@ -271,9 +272,10 @@ class IndexedBackend:
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        # The keyword candidates' counts are in already; the vector hits' rows are counted here.
-        unseen = {k: r for k, r in rows.items() if k not in chunk_terms}
-        if unseen:
+        # With the scan on the worker, the keyword candidates' counts are in already: the other rows' are counted here.
+        if not chunk_terms:
+            chunk_terms = self._chunk_terms(rows, generation, terms)
+        elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
         if weights is None:
             weights = self.store.term_weights(qa.terms, generation=generation) if use_text else {}
@@ -370,8 +372,8 @@ class IndexedBackend:
     def _scan_ahead(self, pending: _QueryEmbedding | None, k: int) -> _VectorScan | None:
         """This search's vector scan, handed to the scan worker once its query vector is there (chained on the
         embedding worker, or at once when the vector already is); None when the vector side cannot be searched
-        on another thread (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
-        if pending is None or not isinstance(self.vectors, SearchesOnAnyThread):
+        on another thread, or its scan is too short to gain from it (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        if pending is None or not isinstance(self.vectors, SearchesOnAnyThread) or not self.vectors.worth_another_thread():
             return None
         scan = _VectorScan(self.vectors, self.store, k)
         pending.then(scan.start)
@@ -594,25 +596,28 @@ class IndexedBackend:
         return spec.calibration_for(provider.model, line_aware=line_aware)
 
     def _keyword_rows(self, ranked: list[tuple[int, float]], limit: int, sources: tuple[str, ...], *,
-                      vectors: bool, epoch: tuple[int, int] | None) -> _KeywordRows:
+                      vectors: bool, epoch: tuple[int, int] | None, vec_hits: dict[int, float] | None = None,
+                      ) -> _KeywordRows:
         """Rows of the first ``limit`` keyword hits from ``sources``, looking further down the ranking while other
-        sources took some of those places (``vectors``: with their stored vectors); what :meth:`_candidate_rows`
-        completes with the vector hits' rows once they are there.
+        sources took some of those places (``vectors``: with their stored vectors), read before the vector hits are
+        there (:meth:`_candidate_rows` then reads theirs), or with theirs (``vec_hits``: once they are there, all in
+        one read, their vectors not read).
 
         ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
         are kept for (:meth:`_rows`)."""
         self._local.lines = None  # line analyses handed over by an earlier search's candidate_vectors: not these
         head = [k for k, _ in ranked[:limit]]
-        rows = self._rows(head, sources, vectors=vectors, scored={}, epoch=epoch)
+        hits = vec_hits or {}
+        rows = self._rows(list(hits) + head, sources, vectors=vectors, scored=hits, epoch=epoch)
         keyword_ids = [k for k in head if k in rows]
-        candidates = dict(rows)
+        candidates = {k: rows[k] for k in keyword_ids}
         further: dict[int, CandidateRow] = {}
         appended: list[int] = []
-        asked = set(head)
+        asked = set(head).union(hits)
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
             rest = [k for k, _ in ranked[limit:]]
-            further = self._rows(rest, sources, vectors=vectors, scored={}, epoch=epoch)
+            further = self._rows(rest, sources, vectors=vectors, scored=hits, epoch=epoch)
             asked.update(rest)
             for k in rest:
                 if len(keyword_ids) >= limit:
@@ -637,8 +642,8 @@ class IndexedBackend:
         missing = [k for k in vec_hits if k not in keyword.asked]
         if missing:
             known.update(self._rows(missing, sources, vectors=vectors, scored=vec_hits, epoch=epoch))
-        # As one read of the vector hits then the first keyword hits: each 500 rowids' rows in rowid order
-        # (:meth:`_rows`), then the keyword hits from further down.
+        # In the order one read of the vector hits, then the first keyword hits, gives (the store reads 500 rowids
+        # per statement and gives each statement's rows in rowid order), then the keyword hits from further down.
         ids = list(vec_hits) + keyword.head
         rows: dict[int, CandidateRow] = {}
         for i in range(0, len(ids), 500):
@@ -651,7 +656,8 @@ class IndexedBackend:
 
     def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
               epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
-        """``store.candidate_rows`` of these chunks, the same rows in the same order, kept for the ``epoch``.
+        """``store.candidate_rows`` of these chunks, the same rows (in no set order: :meth:`_candidate_rows` orders
+        them), kept for the ``epoch``.
 
         A search's candidates are about 140 chunks, and the same chunks come back search after search (on the
         10k bench store two of three candidates were candidates of an earlier search): a row kept for the
@@ -679,24 +685,20 @@ class IndexedBackend:
                     # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
                     # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
                     cache.update({k: tuple(r) for k, r in got.items()})
-        # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
         # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
         # _make's Python frame), and only once its source (the fourth field) is one asked for.
         new = tuple.__new__
         out: dict[int, CandidateRow] = {}
-        for i in range(0, len(rowids), 500):
-            for k in sorted(set(rowids[i : i + 500])):
-                if k in out:
+        for k in rowids:
+            r = got.get(k)
+            if r is None:
+                kept = cache.get(k)
+                if kept is None or kept[3] not in sources:
                     continue
-                r = got.get(k)
-                if r is None:
-                    kept = cache.get(k)
-                    if kept is None or kept[3] not in sources:
-                        continue
-                    r = new(CandidateRow, kept)
-                elif r.source not in sources:
-                    continue
-                out[k] = r
+                r = new(CandidateRow, kept)
+            elif r.source not in sources:
+                continue
+            out[k] = r
         return out
 
     # ----------------------------------------------------------------- other
@@ -819,7 +821,7 @@ class _KeywordRows:
     """The keyword side's candidate rows (:meth:`IndexedBackend._keyword_rows`), read before the vector hits."""
 
     head: list[int]  # the first `limit` keyword hits
-    rows: dict[int, CandidateRow]  # the rows of those from the sources asked for
+    rows: dict[int, CandidateRow]  # the rows of those from the sources asked for (and of the vector hits, if given)
     further: dict[int, CandidateRow]  # rows of the keyword hits further down, when some were read
     appended: list[int]  # those of them that are keyword candidates, in keyword order
     asked: set[int]  # every rowid whose row was asked for

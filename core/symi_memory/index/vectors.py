@@ -91,6 +91,11 @@ FINE_MAX_ROWS = 262_144
 # OpenMP thread. At 100k x 384-d int8 a part takes about 3 ms against 6 for the whole; the worker's hand-off
 # costs about 0.1 ms. Below this the scan takes about a millisecond: not split.
 SPLIT_MIN_ROWS = HALF_AUTO_MIN
+# A loaded scan copy of at least this many rows is searched on the backend's scan worker while the searching
+# thread runs the keyword side (:meth:`ExactVectors.worth_another_thread`). At 100k int8 rows the scan takes
+# about 6 ms with the GIL released (faiss), and a hybrid search's wall time fell by about a fifth; at 10k (about
+# a millisecond, half of it numpy work holding the GIL) the hand-off saved no wall time and cost 0.2-1.5 ms CPU.
+HAND_OFF_MIN_ROWS = HALF_AUTO_MIN
 
 
 def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
@@ -627,6 +632,12 @@ class ExactVectors:
             top = part[:k]
         top = top[np.argsort(-scores[top], kind="stable")][:k]
         return [(int(ids[i]), float(scores[i])) for i in top]
+
+    def worth_another_thread(self) -> bool:
+        """True when a search now would scan a loaded copy of :data:`HAND_OFF_MIN_ROWS` rows or more: long enough,
+        mostly outside the GIL, to run beside the keyword side (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        ids = self._ids
+        return ids is not None and len(ids) >= HAND_OFF_MIN_ROWS
 
     def search_state(self) -> tuple[Any, Any, bool]:
         """What this thread's last :meth:`search` left for :meth:`rescore` (its scan's or rescoring's scores, and
