@@ -226,7 +226,7 @@ class IndexedBackend:
                 # With their stored vectors when the keyword candidates the scan does not score are scored from them.
                 keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
                                              vectors=rescore is None, epoch=epoch)
-                chunk_terms = self._chunk_terms(keyword.candidates, generation, terms)
+                chunk_terms = self._chunk_terms(keyword.candidates(), generation, terms)
                 weights = self.store.term_weights(qa.terms, generation=generation)
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
@@ -610,24 +610,19 @@ class IndexedBackend:
         hits = vec_hits or {}
         rows = self._rows(list(hits) + head, sources, vectors=vectors, scored=hits, epoch=epoch)
         keyword_ids = [k for k in head if k in rows]
-        candidates = {k: rows[k] for k in keyword_ids}
         further: dict[int, CandidateRow] = {}
         appended: list[int] = []
-        asked = set(head).union(hits)
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
             rest = [k for k, _ in ranked[limit:]]
             further = self._rows(rest, sources, vectors=vectors, scored=hits, epoch=epoch)
-            asked.update(rest)
             for k in rest:
                 if len(keyword_ids) >= limit:
                     break
                 if k in further:
-                    candidates[k] = further[k]
                     keyword_ids.append(k)
                     appended.append(k)
-        return _KeywordRows(head=head, rows=rows, further=further, appended=appended, asked=asked,
-                            candidates=candidates, keyword_ids=keyword_ids)
+        return _KeywordRows(head=head, rows=rows, further=further, appended=appended, keyword_ids=keyword_ids)
 
     def _candidate_rows(self, keyword: _KeywordRows, vec_hits: dict[int, float], sources: tuple[str, ...], *,
                         vectors: bool = False, epoch: tuple[int, int] | None = None,
@@ -636,12 +631,12 @@ class IndexedBackend:
         them all gives (``vectors``: the vector hits' rows with their vectors, as the store reads them: none, the
         vector side has their cosine), and the keyword candidates' rowids.
 
-        The vector hits the keyword side has not read are read here; the rest are the keyword side's rows (a
-        row is the same read with or without its vector)."""
-        known = {**keyword.further, **keyword.rows}
-        missing = [k for k in vec_hits if k not in keyword.asked]
+        The vector hits the keyword side has no row of are read here (a hit from another source again: none); the
+        rest are the keyword side's rows (a row is the same read with or without its vector)."""
+        known = {**keyword.further, **keyword.rows} if keyword.further else keyword.rows
+        missing = [k for k in vec_hits if k not in known]
         if missing:
-            known.update(self._rows(missing, sources, vectors=vectors, scored=vec_hits, epoch=epoch))
+            known = {**known, **self._rows(missing, sources, vectors=vectors, scored=vec_hits, epoch=epoch)}
         # In the order one read of the vector hits, then the first keyword hits, gives (the store reads 500 rowids
         # per statement and gives each statement's rows in rowid order), then the keyword hits from further down.
         ids = list(vec_hits) + keyword.head
@@ -652,7 +647,7 @@ class IndexedBackend:
                     rows[k] = r
         for k in keyword.appended:
             rows[k] = keyword.further[k]
-        return rows, list(keyword.keyword_ids)
+        return rows, keyword.keyword_ids
 
     def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
               epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
@@ -816,17 +811,20 @@ class IndexedBackend:
         self.store.close()
 
 
-@attrs.frozen
+@attrs.define
 class _KeywordRows:
-    """The keyword side's candidate rows (:meth:`IndexedBackend._keyword_rows`), read before the vector hits."""
+    """The keyword side's candidate rows (:meth:`IndexedBackend._keyword_rows`)."""
 
     head: list[int]  # the first `limit` keyword hits
     rows: dict[int, CandidateRow]  # the rows of those from the sources asked for (and of the vector hits, if given)
     further: dict[int, CandidateRow]  # rows of the keyword hits further down, when some were read
     appended: list[int]  # those of them that are keyword candidates, in keyword order
-    asked: set[int]  # every rowid whose row was asked for
-    candidates: dict[int, CandidateRow]  # the keyword candidates' rows
     keyword_ids: list[int]  # the keyword candidates, in keyword order
+
+    def candidates(self) -> dict[int, CandidateRow]:
+        """The keyword candidates' rows."""
+        rows, further = self.rows, self.further
+        return {k: rows[k] if k in rows else further[k] for k in self.keyword_ids}
 
 
 class _QueryEmbedding:
