@@ -330,7 +330,7 @@ class IndexedBackend:
 
         def embed(words: list[str]) -> list[list[float]]:
             # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
-            if self._words_worker is None:
+            if self._words_worker is None or not self._words_worker.here():
                 self._words_worker = _Worker("symi-synonym-embed")
             done, box = self._words_worker.call(lambda: provider.embed_documents(words))
             if not done.wait(QUERY_EMBED_DEADLINE_S):
@@ -363,7 +363,7 @@ class IndexedBackend:
         if hung is not None and not hung.is_set():
             return None
         # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
-        if self._query_worker is None:
+        if self._query_worker is None or not self._query_worker.here():  # none yet, or a forked child's
             self._query_worker = _Worker("symi-query-embed")
         pending = _QueryEmbedding(time.monotonic())
         self._query_worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
@@ -986,6 +986,12 @@ class _Worker:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
         self._thread.start()
+        self._pid = os.getpid()
+
+    def here(self) -> bool:
+        """False in a child forked after the thread started: the thread does not exist there (jobs would wait
+        forever); the owner starts a new worker."""
+        return self._pid == os.getpid()
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
