@@ -223,3 +223,43 @@ def test_a_search_in_a_forked_child_answers(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["same", "child", "exit", "0"], proc.stdout + proc.stderr
+
+
+SEARCH_WHILE_EXITING = """
+import sys, threading, time
+from pathlib import Path
+from symi_memory import load_config
+from symi_memory.index import vectors as vectors_mod
+from symi_memory.manager import open_memory
+
+vectors_mod.HAND_OFF_MIN_ROWS = 1
+cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defaults": {"memorySearch": {
+    "provider": "hash"}}}})
+mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
+mem.sync()
+first = mem.search("lions at dawn").to_dict()  # the scan worker exists now
+
+
+def late() -> None:  # a request thread still answering while the main thread returns
+    time.sleep(0.5)
+    try:
+        again = mem.search("lions at dawn").to_dict()
+        print("same" if again == first else "different", flush=True)
+    except Exception as exc:
+        print("failed:", type(exc).__name__, exc, flush=True)
+
+
+threading.Thread(target=late).start()
+"""
+
+
+def test_a_search_answers_while_the_interpreter_exits(tmp_path: Path) -> None:
+    # Once the interpreter starts exiting, the worker takes no new scan ("cannot schedule new futures after
+    # shutdown"): a search still running on another thread scans on its own thread and answers as before.
+    _two_cpus()
+    ws = _workspace(tmp_path, 6)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", SEARCH_WHILE_EXITING, str(tmp_path / "state"), str(ws)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "same", proc.stdout + proc.stderr
