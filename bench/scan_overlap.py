@@ -4,7 +4,9 @@ Each run is a child process (this checkout's interpreter, or ``--baseline-python
 bench/scale.py store with the scale bench's fixed query vectors, warms up, then times ``MemoryManager.search``:
 wall p50, the searching thread's CPU p50 and the process's CPU p50 and mean (the scan worker's included). Runs
 alternate (baseline, this checkout, for each ``store.vector.scanThreads`` value) for ``--rounds`` rounds, so a load
-change lands on every side alike; the load average is printed beside each run. Wall time on a shared host is
+change lands on every side alike; the load average is printed beside each run. This checkout hands a scan to its worker only while the load
+average leaves a core free (``backend.HAND_OFF_MAX_LOAD_PER_CPU``); ``--any-load`` lifts that, to measure the
+overlap itself on a shared host. Wall time on a shared host is
 noise: run it where nothing else runs, or briefly at real-time priority (``chrt -f 10``, as docs/benchmarks.md
 did), and compare CPU times otherwise.
 
@@ -32,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402
 
 
-def child(store: Path, n: int, count: int, threads: int) -> dict[str, float]:
+def child(store: Path, n: int, count: int, threads: int, any_load: bool) -> dict[str, float]:
     from symi_memory import hookimpl, load_config
+    from symi_memory.index import backend
     from symi_memory.manager import open_memory
     from symi_memory.specs import ProviderSpec
 
@@ -55,6 +58,8 @@ def child(store: Path, n: int, count: int, threads: int) -> dict[str, float]:
                                                           "agents": {"defaults": {"memorySearch": {
                                                               "provider": "bench", "store": {
                                                                   "path": str(db), "vector": {"scanThreads": threads}}}}}})
+        if any_load and hasattr(backend, "HAND_OFF_MAX_LOAD_PER_CPU"):
+            backend.HAND_OFF_MAX_LOAD_PER_CPU = float("inf")  # type: ignore[attr-defined]
         mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
         while not mem.backend.vectors.ready():
             time.sleep(0.05)
@@ -84,11 +89,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scan-threads", default="1", help="comma-separated store.vector.scanThreads values")
     ap.add_argument("--baseline-python", default=None)
+    ap.add_argument("--any-load", action="store_true",
+                    help="hand scans to the worker whatever the load average (this checkout: the overlap itself)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(Path(args.store), args.n, args.queries, args.threads)))
+        print(json.dumps(child(Path(args.store), args.n, args.queries, args.threads, args.any_load)))
         return 0
     sides = [("baseline", args.baseline_python)] if args.baseline_python else []
     sides.append(("this", sys.executable))
@@ -99,7 +106,8 @@ def main() -> int:
             for threads in [int(t) for t in args.scan_threads.split(",")]:
                 label = f"{side} scanThreads={threads}"
                 proc = subprocess.run([python, __file__, "--child", "--store", args.store, "--n", str(args.n),
-                                       "--queries", str(args.queries), "--threads", str(threads)],
+                                       "--queries", str(args.queries), "--threads", str(threads)]
+                                      + (["--any-load"] if args.any_load else []),
                                       capture_output=True, text=True, env=env)
                 if proc.returncode != 0:
                     print(proc.stderr[-2000:], file=sys.stderr)

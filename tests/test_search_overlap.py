@@ -48,6 +48,13 @@ def _open(tmp_path: Path, ws: Path, scan: str = "auto", **memory_search):  # typ
     return open_memory(cfg, workspace=ws, start=False)
 
 
+@pytest.fixture(autouse=True)
+def _any_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker takes scans only while the host's load leaves a core free; a shared test host seldom does.
+    monkeypatch.setattr(backend_mod, "HAND_OFF_MAX_LOAD_PER_CPU", float("inf"))
+    monkeypatch.setattr(backend_mod, "_SCAN_LOAD", (-1e9, False))  # read again
+
+
 def _two_cpus() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: the scan never leaves the searching thread")
@@ -156,6 +163,24 @@ def test_a_busy_worker_costs_a_search_no_wait(tmp_path: Path, monkeypatch) -> No
     assert took < 30
 
 
+def test_on_a_busy_host_the_scan_stays_on_the_searching_thread(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The overlap needs a free core: while the load average says every core is taken, a second thread would only
+    # wait for one (a longer search for more CPU), so the search scans on its own thread.
+    _two_cpus()
+    monkeypatch.setattr(vectors_mod, "HAND_OFF_MIN_ROWS", 1)
+    ws = _workspace(tmp_path)
+    with _open(tmp_path, ws) as mem:
+        mem.sync()
+        want = _answers(mem)
+        assert _worker_cpu() is not None
+        monkeypatch.setattr(backend_mod, "HAND_OFF_MAX_LOAD_PER_CPU", 0.0)
+        monkeypatch.setattr(backend_mod, "_SCAN_LOAD", (-1e9, True))
+        cpu = _worker_cpu()
+        got = _answers(mem)
+        assert _worker_cpu() - cpu < 1_000_000  # type: ignore[operator]
+    assert got == want
+
+
 def test_a_query_vector_after_the_deadline_scans_nothing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # A slow provider: the search answers by keyword at the deadline (QUERY_EMBED_DEADLINE_S, unchanged by the
     # worker), and the vector that comes later is not scanned for nobody.
@@ -191,10 +216,12 @@ SEARCH_IN_A_FORKED_CHILD = """
 import os, signal, sys
 from pathlib import Path
 from symi_memory import load_config
+from symi_memory.index import backend as backend_mod
 from symi_memory.index import vectors as vectors_mod
 from symi_memory.manager import open_memory
 
 vectors_mod.HAND_OFF_MIN_ROWS = 1
+backend_mod.HAND_OFF_MAX_LOAD_PER_CPU = float("inf")
 cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defaults": {"memorySearch": {
     "provider": "hash"}}}})
 mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
@@ -229,10 +256,12 @@ SEARCH_WHILE_EXITING = """
 import sys, threading, time
 from pathlib import Path
 from symi_memory import load_config
+from symi_memory.index import backend as backend_mod
 from symi_memory.index import vectors as vectors_mod
 from symi_memory.manager import open_memory
 
 vectors_mod.HAND_OFF_MIN_ROWS = 1
+backend_mod.HAND_OFF_MAX_LOAD_PER_CPU = float("inf")
 cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defaults": {"memorySearch": {
     "provider": "hash"}}}})
 mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
