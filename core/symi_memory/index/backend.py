@@ -873,8 +873,7 @@ class _QueryEmbedding:
 class _VectorScan:
     """One search's vector scan, run on the scan worker (:func:`_hand_off`) as soon as its query vector is there,
     while the searching thread runs the keyword side; or on the searching thread when the worker is busy with
-    another search's scan, this process may run on one CPU only, or the vector side keeps per-thread state it
-    cannot hand over (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+    another search's scan, or no core is free for it (:func:`_core_free`)."""
 
     def __init__(self, vectors: Any, store: IndexStore, k: int) -> None:
         self.vectors = vectors
