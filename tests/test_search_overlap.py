@@ -292,3 +292,27 @@ def test_a_search_answers_while_the_interpreter_exits(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "same", proc.stdout + proc.stderr
+
+
+def test_keyword_candidates_scored_while_the_scan_runs_score_as_after_it(tmp_path: Path) -> None:
+    # While its scan runs on the worker, the searching thread reads the keyword candidates' stored vectors
+    # (ExactVectors.prescore); the rescoring after the scan takes those scores: the same scores, in the same order,
+    # as reading them then.
+    pytest.importorskip("faiss")
+    ws = _workspace(tmp_path)
+    with _open(tmp_path, ws, scan="int8") as mem:
+        mem.sync()
+        vectors = mem.backend.vectors
+        provider = mem.backend.choice.provider
+        rowids = [int(r[0]) for r in mem.backend.store._read("SELECT rowid FROM chunks ORDER BY rowid DESC")]
+        for text in QUERIES:
+            q = provider.embed_query(text)
+            hits = dict(vectors.search(q, 5))
+            others = [r for r in rowids if r not in hits]
+            after = vectors.rescore(q, others)
+            vectors.prescore(q, others)
+            assert vectors._last.pre is not None
+            vectors.search(q, 5)
+            ahead = vectors.rescore(q, others)
+            assert vectors._last.pre is None  # taken
+            assert list(ahead.items()) == list(after.items())

@@ -244,7 +244,13 @@ class IndexedBackend:
                                                generation=generation) if use_text else []
         vec_hits: dict[int, float] = {}
         if use_vec:
-            vec_hits = dict(scan.hits(qvec) if scan is not None else self.vectors.search(qvec, k_vec))  # type: ignore[arg-type]
+            if scan is not None:
+                # While the scan runs, this thread reads the keyword candidates' stored vectors for their rescoring.
+                prescore = getattr(self.vectors, "prescore", None) if rescore is not None else None
+                ids = keyword.keyword_ids if keyword is not None else []
+                vec_hits = dict(scan.hits(qvec, None if prescore is None else lambda: prescore(qvec, ids)))
+            else:
+                vec_hits = dict(self.vectors.search(qvec, k_vec))  # type: ignore[arg-type]
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
         # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query),
         # unless the vector side scores them from its scan.
@@ -904,12 +910,18 @@ class _VectorScan:
         """The search goes on without this vector (it came after the deadline): a scan not started is not."""
         self._cancelled = True
 
-    def hits(self, query: Any) -> list[tuple[int, float]]:
+    def hits(self, query: Any, meanwhile: Callable[[], None] | None = None) -> list[tuple[int, float]]:
         """The scan's answer for ``query``, on the searching thread: the worker's (what it raised is raised here),
-        or scanned here when the worker did not take it."""
+        or scanned here when the worker did not take it. ``meanwhile``: work for this thread while the worker
+        is still scanning (an error there is logged: the search goes on without it)."""
         future = self._future
         if future is None or self._query is not query:
             return self.vectors.search(query, self.k)  # type: ignore[no-any-return]
+        if meanwhile is not None and not future.done():
+            try:
+                meanwhile()
+            except Exception as exc:
+                log.debug("work while the scan ran failed: %s", exc)
         hits, state = future.result()
         self.vectors.adopt_search_state(state)
         return hits  # type: ignore[no-any-return]
