@@ -33,6 +33,7 @@ STEPS = [
     ("keyword search (FTS5)", "symi_memory.index.store", "IndexStore", "keyword_search"),
     ("vector scan", "symi_memory.index.vectors", "ExactVectors", "search"),
     ("candidate rows", "symi_memory.index.backend", "IndexedBackend", "_candidate_rows"),
+    ("  keyword candidates' rows", "symi_memory.index.backend", "IndexedBackend", "_keyword_rows"),
     ("rescoring keyword hits' vectors", "symi_memory.index.vectors", "ExactVectors", "rescore"),
     ("chunk term counts", "symi_memory.index.backend", "IndexedBackend", "_chunk_terms"),
     ("score_hits (keyword evidence, fusion)", "symi_memory.fusion", None, "score_hits"),

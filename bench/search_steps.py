@@ -42,6 +42,7 @@ STEPS = [
     ("keyword search (FTS5)", "keyword_search"),
     ("vector scan", "index/vectors.py", "search"),
     ("candidate rows", "index/backend.py", "_candidate_rows"),
+    ("  keyword candidates' rows", "index/backend.py", "_keyword_rows"),
     ("file mtimes", "file_mtimes"),
     ("stored vectors of keyword hits", "vectors_by_rowid"),
     ("cosine of keyword hits", "index/vectors.py", "cosine"),

@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_CALIBRATION",
     "ScoreCalibration",
     "EmbedsTexts",
+    "SearchesOnAnyThread",
     "StalenessAware",
     "StartableBackend",
     "StoredLineAnalysis",
@@ -564,6 +565,26 @@ class VectorSide(Protocol):
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
 
     def status(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SearchesOnAnyThread(Protocol):
+    """A :class:`VectorSide` whose ``search`` may run on another thread than the search it serves.
+
+    The backend then hands a hybrid search's vector scan to a worker thread while the searching thread runs
+    the keyword side. What the vector side keeps per thread from a search (say, the scores a later ``rescore``
+    reads) is moved along: ``search_state()``, on the thread that searched, returns it, and
+    ``adopt_search_state(state)`` makes it the calling thread's, as if that thread had searched.
+    ``worth_another_thread()`` says whether a search now is long enough, and spent enough of its time outside
+    the GIL, to gain from running beside the keyword side (a large scan). A vector side without these is
+    searched on the searching thread.
+    """
+
+    def worth_another_thread(self) -> bool: ...
+
+    def search_state(self) -> Any: ...
+
+    def adopt_search_state(self, state: Any) -> None: ...
 
 
 @attrs.frozen(kw_only=True)

@@ -54,7 +54,9 @@ class StoreVector:
                                 "the copy in two halves searched at once (faiss releases the GIL; never more "
                                 "than the CPUs the process may use), which shortens the scan on an idle "
                                 "multi-core host and costs a little more CPU; 1 keeps it on the searching "
-                                "thread (on a busy shared host the second half waits for a core).")
+                                "thread (on a busy shared host the second half waits for a core). A hybrid "
+                                "search already scans on a second thread beside its keyword side when a core "
+                                "is free: on 2 cores, 2 then only adds CPU.")
     unit_weight: float = opt("unitWeight", 0.7, lo=0.0, hi=1.0, clamp=True,
                              doc="How much a chunk's best line (chunking.units) counts in its vector score: "
                                  "(1 - w) x chunk cosine + w x max(chunk cosine, best unit cosine); 0 uses chunk "

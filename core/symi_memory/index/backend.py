@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -16,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import BackendError, EmbeddingError
-from ..specs import DEFAULT_CALIBRATION, BatchingProvider, Closeable, ScoreCalibration, VectorSide, WarmsUp
+from ..specs import (
+    DEFAULT_CALIBRATION,
+    BatchingProvider,
+    Closeable,
+    ScoreCalibration,
+    SearchesOnAnyThread,
+    VectorSide,
+    WarmsUp,
+)
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .indexer import Indexer, SyncCancelled
@@ -190,13 +199,35 @@ class IndexedBackend:
         # Local synonyms: query words no chunk holds, matched through index words of like meaning.
         syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] else None
         match = syn.match if syn is not None else qa
-        if hybrid["enabled"]:
-            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
-                                               generation=generation)
+        terms = qa.terms + syn.terms if syn is not None else qa.terms
         # Read once, before the wait: vectors built by another provider/model are not comparable.
         full = pending is None or self.indexer.needs_full()
         if not full:
             self._prepare_vectors()  # while the query is embedded: the scan copy does not depend on it
+        # Over-fetch when filtering by source, since the vector side cannot filter.
+        k_vec = limit * (2 if len(sources) == 1 else 1)
+        weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
+        # A vector side that scores chunks with their units as asked scores the keyword candidates too, from
+        # the scan it just ran where it can: their vectors are then not read with their rows.
+        rescore = getattr(self.vectors, "rescore", None) if weight > 0 else None
+        if getattr(self.vectors, "unit_weight", None) != weight:
+            rescore = None
+        # In hybrid mode a long vector scan runs on the scan worker as soon as the query vector is there, while this
+        # thread runs the keyword side: the FTS query, then the keyword candidates' rows, their term counts and the
+        # terms' weights (none of which needs the vector hits).
+        scan = self._scan_ahead(pending, k_vec) if hybrid["enabled"] and not full else None
+        keyword: _KeywordRows | None = None
+        chunk_terms: dict[int, tuple[dict[str, int], int]] = {}
+        weights: dict[str, float] | None = None
+        if hybrid["enabled"]:
+            ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
+                                               generation=generation)
+            if scan is not None:
+                # With their stored vectors when the keyword candidates the scan does not score are scored from them.
+                keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
+                                             vectors=rescore is None, epoch=epoch)
+                chunk_terms = self._chunk_terms(keyword.candidates(), generation, terms)
+                weights = self.store.term_weights(qa.terms, generation=generation)
         if provider is not None:
             qvec, why = self._finish_query_embedding(provider, pending)
             if why is not None:
@@ -206,24 +237,28 @@ class IndexedBackend:
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not full
         use_text = hybrid["enabled"] or not use_vec
+        if scan is not None and not use_vec:
+            scan.cancel()  # the vector came too late (or not at all): no scan of it is wanted now
         if ranked is None:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation) if use_text else []
         vec_hits: dict[int, float] = {}
         if use_vec:
-            # Over-fetch when filtering by source, since the vector side cannot filter.
-            vec_hits = dict(self.vectors.search(qvec, limit * (2 if len(sources) == 1 else 1)))  # type: ignore[arg-type]
+            if scan is not None:
+                # While the scan runs, this thread reads the keyword candidates' stored vectors for their rescoring.
+                prescore = getattr(self.vectors, "prescore", None) if rescore is not None else None
+                ids = keyword.keyword_ids if keyword is not None else []
+                vec_hits = dict(scan.hits(qvec, None if prescore is None else lambda: prescore(qvec, ids)))
+            else:
+                vec_hits = dict(self.vectors.search(qvec, k_vec))  # type: ignore[arg-type]
         # Every keyword hit fetched is rescored by its keyword evidence below, so all of them are candidates.
         # In hybrid mode the stored vectors the vector side did not score come back with their rows (one query),
         # unless the vector side scores them from its scan.
         cosine_missing = use_vec and hybrid["enabled"]
-        weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
-        # A vector side that scores chunks with their units as asked scores the keyword candidates too, from
-        # the scan it just ran where it can: their vectors are then not read with their rows.
-        rescore = getattr(self.vectors, "rescore", None) if weight > 0 else None
-        if getattr(self.vectors, "unit_weight", None) != weight:
-            rescore = None
-        rows, keyword_ids = self._candidate_rows(ranked, vec_hits, limit * KEYWORD_OVERFETCH, sources,
+        if keyword is None:  # the vector hits' rows and the keyword candidates' in one read
+            keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
+                                         vectors=cosine_missing and rescore is None, epoch=epoch, vec_hits=vec_hits)
+        rows, keyword_ids = self._candidate_rows(keyword, vec_hits, sources,
                                                  vectors=cosine_missing and rescore is None, epoch=epoch)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
@@ -243,16 +278,21 @@ class IndexedBackend:
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
-        counted = qa.terms + syn.terms if syn is not None else qa.terms
-        chunk_terms = self._chunk_terms(rows, generation, counted)
+        # With the scan on the worker, the keyword candidates' counts are in already: the other rows' are counted here.
+        if not chunk_terms:
+            chunk_terms = self._chunk_terms(rows, generation, terms)
+        elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
+            chunk_terms.update(self._chunk_terms(unseen, generation, terms))
+        if weights is None:
+            weights = self.store.term_weights(qa.terms, generation=generation) if use_text else {}
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
-                            term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
+                            term_weights=weights,
                             term_counts=chunk_terms.__getitem__,
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa,
                             synonyms=syn.weights if syn is not None else None,
-                            identifier_candidates=_identifier_candidates(qa, counted, rows, chunk_terms))
+                            identifier_candidates=_identifier_candidates(qa, terms, rows, chunk_terms))
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
@@ -297,7 +337,7 @@ class IndexedBackend:
 
         def embed(words: list[str]) -> list[list[float]]:
             # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
-            if self._words_worker is None:
+            if self._words_worker is None or not self._words_worker.here():
                 self._words_worker = _Worker("symi-synonym-embed")
             done, box = self._words_worker.call(lambda: provider.embed_documents(words))
             if not done.wait(QUERY_EMBED_DEADLINE_S):
@@ -324,18 +364,27 @@ class IndexedBackend:
         if isinstance(provider, WarmsUp) and not self._closing:
             provider.warm()
 
-    def _start_query_embedding(self, provider: Any, text: str) -> tuple[threading.Event, dict[str, Any]] | None:
+    def _start_query_embedding(self, provider: Any, text: str) -> _QueryEmbedding | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
         hung = self._hung_query
         if hung is not None and not hung.is_set():
             return None
         # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
-        if self._query_worker is None:
+        if self._query_worker is None or not self._query_worker.here():  # none yet, or a forked child's
             self._query_worker = _Worker("symi-query-embed")
-        started = time.monotonic()
-        done, box = self._query_worker.call(lambda: provider.embed_query(text))
-        box["started"] = started
-        return done, box
+        pending = _QueryEmbedding(time.monotonic())
+        self._query_worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
+        return pending
+
+    def _scan_ahead(self, pending: _QueryEmbedding | None, k: int) -> _VectorScan | None:
+        """This search's vector scan, handed to the scan worker once its query vector is there (chained on the
+        embedding worker, or at once when the vector already is); None when the vector side cannot be searched
+        on another thread, or its scan is too short to gain from it (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        if pending is None or not isinstance(self.vectors, SearchesOnAnyThread) or not self.vectors.worth_another_thread():
+            return None
+        scan = _VectorScan(self.vectors, self.store, k)
+        pending.then(scan.start)
+        return scan
 
     def _prepare_vectors(self) -> None:
         """Bring the vector side up to date (a one-shot search loads its scan copy here) before the query
@@ -348,7 +397,7 @@ class IndexedBackend:
         except Exception as exc:
             log.debug("loading the vectors ahead of the query vector failed: %s", exc)
 
-    def _finish_query_embedding(self, provider: Any, pending: tuple[threading.Event, dict[str, Any]] | None,
+    def _finish_query_embedding(self, provider: Any, pending: _QueryEmbedding | None,
                                 ) -> tuple[list[float] | None, str | None]:
         """The query vector, or None and why (the search then answers by keyword, saying so).
 
@@ -359,19 +408,19 @@ class IndexedBackend:
         """
         if pending is None:
             return None, (f"{provider.id} has not answered an earlier query embedding yet; keyword results only")
-        done, box = pending
-        if not done.wait(max(0.0, QUERY_EMBED_DEADLINE_S - (time.monotonic() - box["started"]))):
+        done = pending.done
+        if not done.wait(max(0.0, QUERY_EMBED_DEADLINE_S - (time.monotonic() - pending.started))):
             self._hung_query = done
             why = f"query embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s; keyword results only"
             log.warning("%s", why)
             return None, why
-        error = box.get("error")
+        error = pending.error
         if isinstance(error, EmbeddingError):
             log.warning("query embedding failed (%s); keyword results only", error)
             return None, f"query embedding failed ({error}); keyword results only"
         if error is not None:
             raise error
-        return box["value"], None
+        return pending.value, None
 
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
@@ -553,32 +602,64 @@ class IndexedBackend:
         line_aware = self.agent.memory_search["chunking"].get("units", "lines") != "off"
         return spec.calibration_for(provider.model, line_aware=line_aware)
 
-    def _candidate_rows(self, ranked: list[tuple[int, float]], vec_hits: dict[int, float], limit: int,
-                        sources: tuple[str, ...], *, vectors: bool = False, epoch: tuple[int, int] | None = None,
-                        ) -> tuple[dict[int, CandidateRow], list[int]]:
-        """Rows of the vector hits and of the first ``limit`` keyword hits from ``sources`` (``vectors``: with their vectors).
+    def _keyword_rows(self, ranked: list[tuple[int, float]], limit: int, sources: tuple[str, ...], *,
+                      vectors: bool, epoch: tuple[int, int] | None, vec_hits: dict[int, float] | None = None,
+                      ) -> _KeywordRows:
+        """Rows of the first ``limit`` keyword hits from ``sources``, looking further down the ranking while other
+        sources took some of those places (``vectors``: with their stored vectors), read before the vector hits are
+        there (:meth:`_candidate_rows` then reads theirs), or with theirs (``vec_hits``: once they are there, all in
+        one read, their vectors not read).
 
         ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
         are kept for (:meth:`_rows`)."""
         self._local.lines = None  # line analyses handed over by an earlier search's candidate_vectors: not these
-        rows = self._rows(list(vec_hits) + [k for k, _ in ranked[:limit]], sources, vectors=vectors,
-                          scored=vec_hits, epoch=epoch)
-        keyword_ids = [k for k, _ in ranked[:limit] if k in rows]
+        head = [k for k, _ in ranked[:limit]]
+        hits = vec_hits or {}
+        rows = self._rows(list(hits) + head, sources, vectors=vectors, scored=hits, epoch=epoch)
+        keyword_ids = [k for k in head if k in rows]
+        further: dict[int, CandidateRow] = {}
+        appended: list[int] = []
         if len(keyword_ids) < limit and len(ranked) > limit:
             # Other sources took some of the top places: look further down the keyword ranking.
-            extra = self._rows([k for k, _ in ranked[limit:]], sources, vectors=vectors, scored=vec_hits,
-                               epoch=epoch)
-            for k, _ in ranked[limit:]:
+            rest = [k for k, _ in ranked[limit:]]
+            further = self._rows(rest, sources, vectors=vectors, scored=hits, epoch=epoch)
+            for k in rest:
                 if len(keyword_ids) >= limit:
                     break
-                if k in extra:
-                    rows[k] = extra[k]
+                if k in further:
                     keyword_ids.append(k)
-        return rows, keyword_ids
+                    appended.append(k)
+        return _KeywordRows(head=head, rows=rows, further=further, appended=appended, keyword_ids=keyword_ids)
+
+    def _candidate_rows(self, keyword: _KeywordRows, vec_hits: dict[int, float], sources: tuple[str, ...], *,
+                        vectors: bool = False, epoch: tuple[int, int] | None = None,
+                        ) -> tuple[dict[int, CandidateRow], list[int]]:
+        """Rows of the vector hits and of the keyword candidates (:meth:`_keyword_rows`), in the order one read of
+        them all gives (``vectors``: the vector hits' rows with their vectors, as the store reads them: none, the
+        vector side has their cosine), and the keyword candidates' rowids.
+
+        The vector hits the keyword side has no row of are read here (a hit from another source again: none); the
+        rest are the keyword side's rows (a row is the same read with or without its vector)."""
+        known = {**keyword.further, **keyword.rows} if keyword.further else keyword.rows
+        missing = [k for k in vec_hits if k not in known]
+        if missing:
+            known = {**known, **self._rows(missing, sources, vectors=vectors, scored=vec_hits, epoch=epoch)}
+        # In the order one read of the vector hits, then the first keyword hits, gives (the store reads 500 rowids
+        # per statement and gives each statement's rows in rowid order), then the keyword hits from further down.
+        ids = list(vec_hits) + keyword.head
+        rows: dict[int, CandidateRow] = {}
+        for i in range(0, len(ids), 500):
+            for k in sorted(set(ids[i : i + 500])):
+                if k not in rows and (r := known.get(k)) is not None:
+                    rows[k] = r
+        for k in keyword.appended:
+            rows[k] = keyword.further[k]
+        return rows, keyword.keyword_ids
 
     def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
               epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
-        """``store.candidate_rows`` of these chunks, the same rows in the same order, kept for the ``epoch``.
+        """``store.candidate_rows`` of these chunks, the same rows (in no set order: :meth:`_candidate_rows` orders
+        them), kept for the ``epoch``.
 
         A search's candidates are about 140 chunks, and the same chunks come back search after search (on the
         10k bench store two of three candidates were candidates of an earlier search): a row kept for the
@@ -606,24 +687,20 @@ class IndexedBackend:
                     # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
                     # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
                     cache.update({k: tuple(r) for k, r in got.items()})
-        # The store reads 500 rowids per statement and gives each statement's rows in rowid order.
         # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
         # _make's Python frame), and only once its source (the fourth field) is one asked for.
         new = tuple.__new__
         out: dict[int, CandidateRow] = {}
-        for i in range(0, len(rowids), 500):
-            for k in sorted(set(rowids[i : i + 500])):
-                if k in out:
+        for k in rowids:
+            r = got.get(k)
+            if r is None:
+                kept = cache.get(k)
+                if kept is None or kept[3] not in sources:
                     continue
-                r = got.get(k)
-                if r is None:
-                    kept = cache.get(k)
-                    if kept is None or kept[3] not in sources:
-                        continue
-                    r = new(CandidateRow, kept)
-                elif r.source not in sources:
-                    continue
-                out[k] = r
+                r = new(CandidateRow, kept)
+            elif r.source not in sources:
+                continue
+            out[k] = r
         return out
 
     # ----------------------------------------------------------------- other
@@ -741,6 +818,203 @@ class IndexedBackend:
         self.store.close()
 
 
+@attrs.define
+class _KeywordRows:
+    """The keyword side's candidate rows (:meth:`IndexedBackend._keyword_rows`)."""
+
+    head: list[int]  # the first `limit` keyword hits
+    rows: dict[int, CandidateRow]  # the rows of those from the sources asked for (and of the vector hits, if given)
+    further: dict[int, CandidateRow]  # rows of the keyword hits further down, when some were read
+    appended: list[int]  # those of them that are keyword candidates, in keyword order
+    keyword_ids: list[int]  # the keyword candidates, in keyword order
+
+    def candidates(self) -> dict[int, CandidateRow]:
+        """The keyword candidates' rows."""
+        rows, further = self.rows, self.further
+        return {k: rows[k] if k in rows else further[k] for k in self.keyword_ids}
+
+
+class _QueryEmbedding:
+    """A query handed to the embedding worker.
+
+    ``done`` is set once the provider has returned (``value``) or raised (``error``); ``started`` is when the
+    query was handed over (the deadline counts from it). :meth:`then` chains work on the vector: the embedding
+    worker runs it as soon as the provider returns, before setting ``done``.
+    """
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._returned = False
+        self._then: Callable[[Any], None] | None = None
+
+    def run(self, embed: Callable[[], Any]) -> None:
+        """The embedding worker's job: ``embed()``, then what :meth:`then` chained on its vector."""
+        try:
+            self.value = embed()
+        except BaseException as exc:  # handed to the waiting thread
+            self.error = exc
+        with self._lock:
+            self._returned = True
+            then, self._then = self._then, None
+        try:
+            if then is not None and self.error is None:
+                then(self.value)
+        finally:
+            self.done.set()
+
+    def then(self, fn: Callable[[Any], None]) -> None:
+        """Call ``fn(vector)`` once the provider has returned the vector: on the embedding worker, or at once on
+        this thread when it already has; never when it raised. ``fn`` must not raise, nor wait."""
+        with self._lock:
+            if not self._returned:
+                self._then = fn
+                return
+        if self.error is None:
+            fn(self.value)
+
+
+class _VectorScan:
+    """One search's vector scan, run on the scan worker (:func:`_hand_off`) as soon as its query vector is there,
+    while the searching thread runs the keyword side; or on the searching thread when the worker is busy with
+    another search's scan, or no core is free for it (:func:`_core_free`)."""
+
+    def __init__(self, vectors: Any, store: IndexStore, k: int) -> None:
+        self.vectors = vectors
+        self.store = store
+        self.k = k
+        self._query: Any = None
+        self._future: Any = None
+        self._cancelled = False
+
+    def start(self, query: Any) -> None:
+        """Hand the scan of ``query`` to the scan worker if it is free (on the embedding worker, or the searching
+        thread); never raises, never waits."""
+        if self._cancelled or query is None or not any(query):
+            return
+        try:
+            self._query = query
+            self._future = _hand_off(lambda: self._scan(query))
+        except Exception as exc:  # the searching thread scans instead
+            log.debug("vector scan not handed off: %s", exc)
+
+    def _scan(self, query: Any) -> tuple[list[tuple[int, float]], Any]:
+        """On the scan worker: the scan, and what it left for the searching thread (rescoring reads it)."""
+        self.store.searching()  # the worker reads stored vectors with a searching connection's page cache too
+        hits = self.vectors.search(query, self.k)
+        return hits, self.vectors.search_state()
+
+    def cancel(self) -> None:
+        """The search goes on without this vector (it came after the deadline): a scan not started is not."""
+        self._cancelled = True
+
+    def hits(self, query: Any, meanwhile: Callable[[], None] | None = None) -> list[tuple[int, float]]:
+        """The scan's answer for ``query``, on the searching thread: the worker's (what it raised is raised here),
+        or scanned here when the worker did not take it. ``meanwhile``: work for this thread while the worker
+        is still scanning (an error there is logged: the search goes on without it)."""
+        future = self._future
+        if future is None or self._query is not query:
+            return self.vectors.search(query, self.k)  # type: ignore[no-any-return]
+        if meanwhile is not None and not future.done():
+            try:
+                meanwhile()
+            except Exception as exc:
+                log.debug("work while the scan ran failed: %s", exc)
+        hits, state = future.result()
+        self.vectors.adopt_search_state(state)
+        return hits  # type: ignore[no-any-return]
+
+
+#: The scan worker: one thread per process that runs a hybrid search's vector scan while the searching thread
+#: runs the keyword side (faiss and SQLite release the GIL). One thread: a search that finds it busy (another
+#: search's scan, in a server answering several at once) scans on its own thread, as before, so no search
+#: waits for another's scan.
+_SCAN_POOL: Any = None
+_SCAN_FREE = threading.Lock()  # held from a hand-off until the worker has finished that scan
+_SCAN_POOL_INIT = threading.Lock()
+_SCAN_CPUS: int | None = None
+#: A scan goes to the worker only while the host's 1-minute load average is under this many runnable threads per
+#: CPU the process may use: the overlap needs a free core. At 100k bench chunks, with a core free (the bench at
+#: real-time priority) the hand-off made a search 0.85x as long for 1.05x the process CPU; on a 2-core host
+#: already running two busy processes (load 2) it made it 1.08x as long for 1.08x the CPU.
+HAND_OFF_MAX_LOAD_PER_CPU = 1.0
+HAND_OFF_LOAD_EVERY_S = 1.0  # the load average is read at most this often
+_SCAN_LOAD: tuple[float, bool] = (-1e9, False)  # (when read, whether a core was free then)
+
+
+def _scan_cpus() -> int:
+    """How many CPUs this process may run on (read once; again in a forked child)."""
+    global _SCAN_CPUS
+    if _SCAN_CPUS is None:
+        try:
+            _SCAN_CPUS = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            _SCAN_CPUS = os.cpu_count() or 1
+    return _SCAN_CPUS
+
+
+def _core_free() -> bool:
+    """True when this process may run on two CPUs or more and the host's load average leaves one free
+    (:data:`HAND_OFF_MAX_LOAD_PER_CPU`; read at most every :data:`HAND_OFF_LOAD_EVERY_S`)."""
+    global _SCAN_LOAD
+    cpus = _scan_cpus()
+    if cpus < 2:
+        return False
+    now = time.monotonic()
+    when, free = _SCAN_LOAD
+    if now - when >= HAND_OFF_LOAD_EVERY_S:
+        try:
+            free = os.getloadavg()[0] < HAND_OFF_MAX_LOAD_PER_CPU * cpus
+        except (AttributeError, OSError):
+            free = True
+        _SCAN_LOAD = (now, free)
+    return free
+
+
+def _hand_off(job: Callable[[], Any]) -> Any:
+    """A future of ``job()`` run on the scan worker, or None when the worker is busy, this process may use one
+    CPU only or the host's load leaves no core free (:func:`_core_free`: nothing would run alongside), or the
+    interpreter is exiting (no new work is taken then)."""
+    global _SCAN_POOL
+    if not _core_free() or not _SCAN_FREE.acquire(blocking=False):
+        return None
+    free = _SCAN_FREE
+
+    def run() -> Any:
+        try:
+            return job()
+        finally:
+            free.release()
+
+    try:
+        if _SCAN_POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with _SCAN_POOL_INIT:
+                if _SCAN_POOL is None:
+                    _SCAN_POOL = ThreadPoolExecutor(1, thread_name_prefix="symi-vector-scan")
+        return _SCAN_POOL.submit(run)
+    except BaseException:  # RuntimeError once the interpreter is exiting: the searching thread scans
+        free.release()
+        return None
+
+
+def _forget_scan_worker() -> None:
+    """In a forked child: the parent's scan worker does not exist there (a scan handed to it would never run), and
+    a lock a parent thread held stays held: a new worker, new locks and the child's own CPU count."""
+    global _SCAN_POOL, _SCAN_FREE, _SCAN_POOL_INIT, _SCAN_CPUS, _SCAN_LOAD
+    _SCAN_POOL = None
+    _SCAN_FREE, _SCAN_POOL_INIT = threading.Lock(), threading.Lock()
+    _SCAN_CPUS, _SCAN_LOAD = None, (-1e9, False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_scan_worker)
+
+
 class _Worker:
     """A daemon thread running submitted callables one after another (started on first use)."""
 
@@ -750,6 +1024,12 @@ class _Worker:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
         self._thread.start()
+        self._pid = os.getpid()
+
+    def here(self) -> bool:
+        """False in a child forked after the thread started: the thread does not exist there (jobs would wait
+        forever); the owner starts a new worker."""
+        return self._pid == os.getpid()
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)

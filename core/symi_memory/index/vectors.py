@@ -91,6 +91,11 @@ FINE_MAX_ROWS = 262_144
 # OpenMP thread. At 100k x 384-d int8 a part takes about 3 ms against 6 for the whole; the worker's hand-off
 # costs about 0.1 ms. Below this the scan takes about a millisecond: not split.
 SPLIT_MIN_ROWS = HALF_AUTO_MIN
+# A loaded scan copy of at least this many rows is searched on the backend's scan worker while the searching
+# thread runs the keyword side (:meth:`ExactVectors.worth_another_thread`). At 100k int8 rows the scan takes
+# about 6 ms with the GIL released (faiss), and a hybrid search's wall time fell by about a fifth; at 10k (about
+# a millisecond, half of it numpy work holding the GIL) the hand-off saved no wall time and cost 0.2-1.5 ms CPU.
+HAND_OFF_MIN_ROWS = HALF_AUTO_MIN
 
 
 def combine_unit(chunk: Any, best: Any, weight: float) -> Any:
@@ -628,6 +633,23 @@ class ExactVectors:
         top = top[np.argsort(-scores[top], kind="stable")][:k]
         return [(int(ids[i]), float(scores[i])) for i in top]
 
+    def worth_another_thread(self) -> bool:
+        """True when a search now would scan a loaded copy of :data:`HAND_OFF_MIN_ROWS` rows or more: long enough,
+        mostly outside the GIL, to run beside the keyword side (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        ids = self._ids
+        return ids is not None and len(ids) >= HAND_OFF_MIN_ROWS
+
+    def search_state(self) -> tuple[Any, Any, bool]:
+        """What this thread's last :meth:`search` left for :meth:`rescore` (its scan's or rescoring's scores, and
+        whether the copy it scanned was the index's current one), for the thread whose search it served
+        (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        last = self._last
+        return getattr(last, "scan", None), getattr(last, "exact", None), bool(getattr(last, "current", False))
+
+    def adopt_search_state(self, state: tuple[Any, Any, bool]) -> None:
+        """Make ``state`` (:meth:`search_state` of the thread that searched) this thread's last search."""
+        self._last.scan, self._last.exact, self._last.current = state
+
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
@@ -651,8 +673,11 @@ class ExactVectors:
                     out = {r: known[r] for r in rowids if r in known}
                     missing = [r for r in rowids if r not in known]
                     if missing and getattr(self._last, "current", False):
-                        # Beyond the quantized scan's candidates: read by stored id, as the rescoring does.
-                        got = self._exact_chunks(q, missing)
+                        # Beyond the quantized scan's candidates: read by stored id, as the rescoring does (or
+                        # already, by :meth:`prescore`, while this thread waited for the scan).
+                        got = self._prescored(q, missing)
+                        if got is None:
+                            got = self._exact_chunks(q, missing)
                         if got is not None:
                             out.update(got)
                             missing = [r for r in missing if r not in got]
@@ -668,6 +693,42 @@ class ExactVectors:
                     out.update(combined_cosines(self.store, query, missing, self.unit_weight, units=units))
                 return out
         return combined_cosines(self.store, query, rowids, self.unit_weight, units=units)
+
+    def prescore(self, query: Sequence[float], rowids: Sequence[int]) -> None:
+        """While this thread waits for its scan on another thread: the exact scores of these chunks (the keyword
+        candidates), read by stored id from the scan copy now loaded, as :meth:`rescore` computes those the scan
+        did not rescore; kept for this thread's next :meth:`rescore` of the same query against the same copy, at
+        the same index generation (else it computes them again). A copy holding its float32 rows: nothing to read
+        ahead."""
+        import numpy as np
+
+        self._last.pre = None
+        with self._lock:
+            copy = self._quant
+        q = np.asarray(query, dtype=np.float32)
+        norm = _vnorm(q)
+        if copy is None or copy.rows is not None or not norm or not len(rowids):
+            return
+        q = q / norm
+        got = self._exact_chunks(q, rowids, copy)
+        if got is not None:
+            self._last.pre = (q, copy, frozenset(rowids), got)
+
+    def _prescored(self, q: Any, rowids: list[int]) -> dict[int, float] | None:
+        """:meth:`_exact_chunks` of these rowids from what :meth:`prescore` read for them, or None."""
+        import numpy as np
+
+        pre = getattr(self._last, "pre", None)
+        self._last.pre = None
+        if pre is None:
+            return None
+        pq, copy, asked, got = pre
+        with self._lock:
+            current = self._quant
+        if (current is None or copy is not current or not asked.issuperset(rowids) or pq.shape != q.shape
+                or not np.array_equal(pq, q) or self.store.generation() != current.generation):
+            return None
+        return {r: got[r] for r in rowids if r in got}
 
     def _segments(self, copy: _Quantized, segs: Any, q: Any) -> Any:
         """Exact scores of these scan segments (chunk indexes into the scan) from their stored float32 vectors.
@@ -724,12 +785,13 @@ class ExactVectors:
         own = 1.01 * (dims + 4) * 2.0 ** -24 * (copy.code_row + copy.err_row) * norm_r
         return min(first, norm_r * copy.fine_err_row) + slack(dims) + own
 
-    def _exact_chunks(self, q: Any, rowids: Sequence[int]) -> dict[int, float] | None:
-        """Exact scores of these chunk rowids that the current scan copy holds, read by stored id."""
+    def _exact_chunks(self, q: Any, rowids: Sequence[int], copy: _Quantized | None = None) -> dict[int, float] | None:
+        """Exact scores of these chunk rowids that the current scan copy (or ``copy``) holds, read by stored id."""
         import numpy as np
 
-        with self._lock:
-            copy = self._quant
+        if copy is None:
+            with self._lock:
+                copy = self._quant
         if copy is None or not len(rowids):
             return None
         chunk_ids = copy.chunk_ids
