@@ -123,3 +123,16 @@ def test_plain_hits_are_passed_over_without_reading_their_vectors_or_analyses() 
     Supersession().process(changed, ctx)
     assert "vectors" in read
 
+
+
+@pytest.mark.parametrize("body", [r"\b(?:sold|)\b", r"\b(?:|sold)\b", r"\b(?:sold||gone)\b", r"\b(?:sold|g?)\b"])
+def test_a_word_pattern_that_matches_an_empty_word_is_refused(body: str) -> None:
+    # An empty alternative (or one of optional letters only) makes the pattern match at every word boundary, so
+    # any line "names a move"; the word sets plain_chunk and may_name_move read in its place would say none does.
+    import re
+
+    from symi_memory.supersession import _pattern_words
+
+    assert re.compile(body).search("the car is blue")
+    with pytest.raises(ValueError):
+        _pattern_words(re.compile(body))
