@@ -123,3 +123,109 @@ def test_plain_hits_are_passed_over_without_reading_their_vectors_or_analyses() 
     Supersession().process(changed, ctx)
     assert "vectors" in read
 
+
+
+@pytest.mark.parametrize("body", [r"\b(?:sold|)\b", r"\b(?:|sold)\b", r"\b(?:sold||gone)\b", r"\b(?:sold|g?)\b"])
+def test_a_word_pattern_that_matches_an_empty_word_is_refused(body: str) -> None:
+    # An empty alternative (or one of optional letters only) makes the pattern match at every word boundary, so
+    # any line "names a move"; the word sets plain_chunk and may_name_move read in its place would say none does.
+    import re
+
+    from symi_memory.supersession import _pattern_words
+
+    assert re.compile(body).search("the car is blue")
+    with pytest.raises(ValueError):
+        _pattern_words(re.compile(body))
+
+
+def _first_words(pattern: str, flags: int = 0) -> set[tuple[str, bool]]:
+    r"""``(word, open)`` for each first word a ``\b...`` pattern of words can match: ``open`` when ``\w*`` follows
+    its letters (``retir\w*``). Any other shape raises, so a change to a pattern this cannot read fails the test."""
+    import re._parser as sre  # type: ignore[import-not-found]
+
+    def walk(states: set[tuple[str, bool, bool]], items: list) -> set[tuple[str, bool, bool]]:
+        for op, arg in items:
+            name = str(op)
+            if name == "AT" or name == "ASSERT":  # \b, the look-ahead on first letters
+                continue
+            if name == "LITERAL":
+                ch = chr(arg)
+                states = {(w, o, True) if d or not ch.isalpha() else (w + ch, o, False) for w, o, d in states}
+            elif name == "MAX_REPEAT" and arg[:2] == (0, 1):
+                states = states | walk(states, list(arg[2]))
+            elif name == "MAX_REPEAT" and arg[0] == 0 and str(arg[2][0][0]) == "IN":  # \w*
+                states = {(w, True, True) if not d else (w, o, d) for w, o, d in states}
+            elif name == "BRANCH":
+                states = set().union(*(walk(states, list(branch)) for branch in arg[1]))
+            elif name == "SUBPATTERN":
+                states = walk(states, list(arg[3]))
+            else:
+                raise ValueError(f"a pattern of another shape: {op} in {pattern!r}")
+        return states
+
+    return {(w, o) for w, o, _d in walk({("", False, False)}, list(sre.parse(pattern, flags)))}
+
+
+def test_every_first_word_of_the_patterns_a_pair_needs_makes_a_text_not_plain() -> None:
+    # plain_chunk reads word sets in place of HISTORICAL_RE and CHANGE_RE (hand-kept beside them, shared with
+    # line_analysis) and of the move and dispose word patterns: a word added to a pattern and not to its set
+    # would let a hit that can make a pair be passed over. Each first word, alone, in any case, must not be plain.
+    from symi_memory.chronology import HISTORICAL_RE
+    from symi_memory.supersession import _DISPOSE_WORD_RE, _MOVE_WORD_RE, CHANGE_RE
+
+    checked = 0
+    for pat in (HISTORICAL_RE, CHANGE_RE, _MOVE_WORD_RE, _DISPOSE_WORD_RE):
+        words = _first_words(pat.pattern, pat.flags)
+        assert words and all(w for w, _o in words)
+        for word, open_ in words:
+            for text in (word, word.upper(), word.capitalize(), f"the {word}xyz thing" if open_ else f"the ({word}) thing"):
+                assert not plain_chunk(text), (pat.pattern[:40], text)
+                checked += 1
+    assert checked > 300
+    # The check sees a word added to a pattern: "altered" is no word of the sets.
+    grown = CHANGE_RE.pattern.replace("|switched|", "|switched|altered|")
+    assert ("altered", False) in _first_words(grown, CHANGE_RE.flags) and plain_chunk("altered")
+
+
+def test_no_text_of_mutated_pattern_words_called_plain_has_a_line_a_pair_could_use() -> None:
+    # The words of every pattern the rules use, in other cases, glued, hyphenated, plural, cut short, beside
+    # numbers, dates, times, currency, fractions and the letters that match ASCII ones when case is ignored, in
+    # lines joined by \n or \r\n under headings: a text called plain must give flat lines through every path.
+    import random
+    import re
+
+    import symi_memory.chronology as chronology
+    import symi_memory.supersession as supersession
+
+    sources = [v.pattern for m in (supersession, chronology) for v in vars(m).values() if isinstance(v, re.Pattern)]
+    sources += [p.pattern for _rank, p in supersession.STAGES]
+    words = sorted({w for s in sources if isinstance(s, str) for w in re.findall(r"[a-z]{2,}", re.sub(r"\\[a-zA-Z]", " ", s))})
+    odd = ["3pm", "\u00bd", "1st", "\u20ac5", "$5", "5%", "2026-07-28", "07-28", "09:45", "1:5:5", "v0.4.2", "V2", "x3", "-3",
+           ".5", "_3", "due:2026-07-28", "x07-28", "\u212a", "\u017f", "\u0131", "\uff13", "\u4e2d\u6587", "\u00a0", "yesterday", "June 2026", "Tuesday"]
+    plain_words = "the car is blue and quiet team meets in big room Anna Juf Marloes hatchback router case".split()
+    rnd = random.Random(13)
+
+    def word() -> str:
+        w = rnd.choice(words)
+        w = rnd.choice([w, w.upper(), w.capitalize(), w + "s", w + "ed", "re-" + w, w + "-car", "x" + w, w[:-1], w + "_",
+                        w + "2", "2" + w, "(" + w + ")", w + "."])
+        return w
+
+    found = plain = 0
+    for _ in range(4000):
+        lines = []
+        for _ in range(rnd.randint(1, 4)):
+            toks = [rnd.choice(plain_words) for _ in range(rnd.randint(1, 6))]
+            for _ in range(rnd.choice([0, 0, 1, 2])):
+                toks.insert(rnd.randrange(len(toks) + 1), word() if rnd.random() < 0.6 else rnd.choice(odd))
+            lines.append(rnd.choice(["", "", "- ", "# ", "## History\n"]) + rnd.choice([" ", ", ", "; ", "\t"]).join(toks))
+        text = rnd.choice(["\n", "\r\n"]).join(lines)
+        if not plain_chunk(text):
+            found += 1
+            continue
+        plain += 1
+        stored = line_analysis("memory/notes.md", 1, text)
+        assert _flat(split_lines("memory/notes.md", 1, text, 1.7e9)), text
+        assert _flat(split_lines("sessions/s.jsonl", 3, text, None, (1.7e9, 1.7e9))), text
+        assert _flat(lines_from_analysis(stored, "memory/notes.md", 1, text, 1.7e9)), text
+    assert plain > 500 and found > 500

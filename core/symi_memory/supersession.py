@@ -1240,7 +1240,9 @@ def _pattern_words(pattern: re.Pattern[str]) -> tuple[frozenset[bytes], tuple[by
             else:
                 forms = [f + ch for f in forms]
                 at += 1
-        words.update(f.encode("ascii") for f in forms if f)
+        if "" in forms:  # an empty word: the pattern matches at every word boundary, which no word set says
+            raise ValueError(f"not a pattern of whole words: {body!r}")
+        words.update(f.encode("ascii") for f in forms)
     return frozenset(words), tuple(starts)
 
 
