@@ -316,3 +316,34 @@ def test_keyword_candidates_scored_while_the_scan_runs_score_as_after_it(tmp_pat
             ahead = vectors.rescore(q, others)
             assert vectors._last.pre is None  # taken
             assert list(ahead.items()) == list(after.items())
+
+
+def test_a_scan_copy_replaced_after_a_search_on_the_worker_is_given_back(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # What the searching thread read ahead while its scan ran (ExactVectors.prescore) is kept for its rescoring;
+    # when that rescoring does not take it (here every keyword candidate is a vector hit: nothing left to rescore),
+    # it must not hold the scan copy it was read from: once the index changes and the copy is reloaded, the old
+    # copy's memory (codes and residual codes: tens of MB at 100k chunks) is given back, not kept by an idle
+    # thread's leftovers until that thread searches again.
+    import gc
+    import weakref
+
+    _two_cpus()
+    pytest.importorskip("faiss")
+    monkeypatch.setattr(vectors_mod, "HAND_OFF_MIN_ROWS", 1)
+    ws = _workspace(tmp_path, 3)
+    with _open(tmp_path, ws, scan="int8") as mem:
+        mem.sync()
+        mem.search("lions at dawn")  # the int8 copy is loaded
+        cpu = _worker_cpu() or 0
+        assert mem.search("zebras at dawn").mode == "hybrid"
+        assert _worker_cpu() > cpu  # type: ignore[operator]  # that scan ran on the worker
+        old = weakref.ref(mem.backend.vectors._quant)
+        (ws / "memory" / "n000.md").write_text("herons at dawn, a new note\n", encoding="utf-8")
+        mem.sync()
+        # Another thread searches the changed index: the copy is reloaded.
+        other = threading.Thread(target=lambda: mem.search("herons at dawn"))
+        other.start()
+        other.join(30)
+        assert mem.backend.vectors._quant is not None and mem.backend.vectors._quant is not old()
+        gc.collect()
+        assert old() is None, "the replaced scan copy is still held"
