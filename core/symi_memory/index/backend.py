@@ -366,6 +366,7 @@ class IndexedBackend:
 
     def _start_query_embedding(self, provider: Any, text: str) -> _QueryEmbedding | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
+        self._forget_parents_workers()
         hung = self._hung_query
         if hung is not None and not hung.is_set():
             return None
@@ -375,6 +376,15 @@ class IndexedBackend:
         pending = _QueryEmbedding(time.monotonic())
         self._query_worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
         return pending
+
+    def _forget_parents_workers(self) -> None:
+        """In a child forked after this backend's embedding workers started: their threads are the parent's, and so
+        is a call of theirs still out past the deadline, which nothing here would ever end (every search of the
+        child answered by keyword): new workers are started when needed, with no call held to be hung."""
+        if self._query_worker is not None and not self._query_worker.here():
+            self._query_worker, self._hung_query = None, None
+        if self._words_worker is not None and not self._words_worker.here():
+            self._words_worker, self._hung_words = None, None
 
     def _scan_ahead(self, pending: _QueryEmbedding | None, k: int) -> _VectorScan | None:
         """This search's vector scan, handed to the scan worker once its query vector is there (chained on the
