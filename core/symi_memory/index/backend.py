@@ -689,14 +689,17 @@ class IndexedBackend:
             got = self.store.candidate_rows(missing)  # from every source: the rows serve any search
             if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
                 chars = sum(len(r.text) for r in got.values())
+                keep = cache
                 if len(cache) + len(got) > ROWS_CACHE_MAX or self._rows_chars + chars > ROWS_CACHE_CHARS:
-                    cache.clear()
+                    # Started again in a new dict, not emptied: the rows this search (or another thread's) found
+                    # kept are still read from the old one below (emptied, they went missing from its answer).
+                    keep = self._rows_cache = {}
                     self._rows_chars = 0
                 if len(got) <= ROWS_CACHE_MAX and chars <= ROWS_CACHE_CHARS:
                     self._rows_chars += chars
                     # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
                     # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
-                    cache.update({k: tuple(r) for k, r in got.items()})
+                    keep.update({k: tuple(r) for k, r in got.items()})
         # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
         # _make's Python frame), and only once its source (the fourth field) is one asked for.
         new = tuple.__new__
