@@ -691,9 +691,10 @@ class IndexedBackend:
                 chars = sum(len(r.text) for r in got.values())
                 keep = cache
                 if len(cache) + len(got) > ROWS_CACHE_MAX or self._rows_chars + chars > ROWS_CACHE_CHARS:
-                    # Started again in a new dict, not emptied: the rows this search (or another thread's) found
-                    # kept are still read from the old one below (emptied, they went missing from its answer).
-                    keep = self._rows_cache = {}
+                    # This search's kept rows are taken out before the kept rows start again: emptied, they went
+                    # missing from its answer.
+                    cache = {k: v for k in rowids if (v := keep.get(k)) is not None}
+                    keep.clear()
                     self._rows_chars = 0
                 if len(got) <= ROWS_CACHE_MAX and chars <= ROWS_CACHE_CHARS:
                     self._rows_chars += chars
