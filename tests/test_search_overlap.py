@@ -316,3 +316,86 @@ def test_keyword_candidates_scored_while_the_scan_runs_score_as_after_it(tmp_pat
             ahead = vectors.rescore(q, others)
             assert vectors._last.pre is None  # taken
             assert list(ahead.items()) == list(after.items())
+
+
+def test_a_scan_copy_replaced_after_a_search_on_the_worker_is_given_back(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # What the searching thread read ahead while its scan ran (ExactVectors.prescore) is kept for its rescoring;
+    # when that rescoring does not take it (here every keyword candidate is a vector hit: nothing left to rescore),
+    # it must not hold the scan copy it was read from: once the index changes and the copy is reloaded, the old
+    # copy's memory (codes and residual codes: tens of MB at 100k chunks) is given back, not kept by an idle
+    # thread's leftovers until that thread searches again.
+    import gc
+    import weakref
+
+    _two_cpus()
+    pytest.importorskip("faiss")
+    monkeypatch.setattr(vectors_mod, "HAND_OFF_MIN_ROWS", 1)
+    ws = _workspace(tmp_path, 3)
+    with _open(tmp_path, ws, scan="int8") as mem:
+        mem.sync()
+        mem.search("lions at dawn")  # the int8 copy is loaded
+        cpu = _worker_cpu() or 0
+        assert mem.search("zebras at dawn").mode == "hybrid"
+        assert _worker_cpu() > cpu  # type: ignore[operator]  # that scan ran on the worker
+        old = weakref.ref(mem.backend.vectors._quant)
+        (ws / "memory" / "n000.md").write_text("herons at dawn, a new note\n", encoding="utf-8")
+        mem.sync()
+        # Another thread searches the changed index: the copy is reloaded.
+        other = threading.Thread(target=lambda: mem.search("herons at dawn"))
+        other.start()
+        other.join(30)
+        assert mem.backend.vectors._quant is not None and mem.backend.vectors._quant is not old()
+        gc.collect()
+        assert old() is None, "the replaced scan copy is still held"
+
+
+SEARCH_IN_A_CHILD_FORKED_WHILE_A_QUERY_HUNG = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from support.loopback_http import LoopbackServer, Reply
+from symi_memory import load_config
+from symi_memory.manager import open_memory
+
+slow = threading.Event()
+
+
+def reply(req):
+    inputs = req.json()["input"]
+    data = [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3 + 0.01 * len(t)]} for i, t in enumerate(inputs)]
+    return Reply(json={"data": data}, delay=3.5 if slow.is_set() else 0)
+
+
+with LoopbackServer() as server:
+    server.add("POST", "/v1/embeddings", reply)
+    cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "openai", "remote": {"baseUrl": server.url + "/v1", "apiKey": "sk-test-overlap-0123456789"}}}}})
+    mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
+    mem.sync()
+    print(mem.search("topic3 quarterly").mode, flush=True)
+    slow.set()
+    print(mem.search("lions near the river").mode, flush=True)  # past the deadline: the query is still out
+    slow.clear()
+    pid = os.fork()
+    if pid == 0:  # a prefork server's worker, forked while the parent's query embedding was hung
+        signal.alarm(20)
+        time.sleep(2.0)  # the parent's call has returned by now (in the parent)
+        print(mem.search("lions near the river").mode, flush=True)
+        os._exit(0)
+    print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+    mem.close()
+"""
+
+
+def test_a_child_forked_while_a_query_embedding_hung_embeds_its_queries(tmp_path: Path) -> None:
+    # The parent's embedding call past the deadline holds back further query embeddings until it returns; a child
+    # forked meanwhile has no such call (the thread making it is the parent's), so its searches embed their
+    # queries on its own worker, not answer by keyword for the rest of its life.
+    _two_cpus()
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    ws = _workspace(tmp_path, 6)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", SEARCH_IN_A_CHILD_FORKED_WHILE_A_QUERY_HUNG, str(tmp_path / "state"),
+                           str(ws)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["hybrid", "fts-only", "hybrid", "child", "exit", "0"], proc.stdout + proc.stderr

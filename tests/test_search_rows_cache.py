@@ -335,3 +335,25 @@ def test_kept_term_counts_stay_within_their_cap_with_cjk_query_terms(tmp_path: P
             assert len(mem.backend._postings[1]) <= 8
         with open_memory(cfg, workspace=ws, start=False) as fresh:
             assert answer == _scores(fresh, f"zebras {city}の天気")
+
+
+def test_a_search_that_starts_the_kept_rows_again_keeps_its_own_candidates(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search whose new rows take the kept rows past their text budget starts them again; the rows it found kept
+    are still its candidates (they were dropped: the note found by the earlier search went missing from this one)."""
+    from symi_memory.index import backend as backend_module
+
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    words = ["okapi", "heron", "lynx", "otter"]
+    for i, word in enumerate(words):  # each file one chunk of about 1,300 characters, with a word of its own
+        _write(ws, f"memory/n{i}.md", f"# Note {i}\n\n" + f"{word} seen at dawn in field {i}. " * 40 + "\n")
+    monkeypatch.setattr(backend_module, "ROWS_CACHE_CHARS", 3_000)  # two of those chunks
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        assert {v[0] for v in _found(mem, "okapi").values()} == {"memory/n0.md"}
+        assert {v[0] for v in _found(mem, "heron").values()} == {"memory/n1.md"}
+        # okapi's row is kept; lynx's is not, and with it the kept rows would pass the budget.
+        found = _found(mem, "okapi lynx")
+        assert {v[0] for v in found.values()} == {"memory/n0.md", "memory/n2.md"}
+        assert found == _in_index(mem.status()["dbPath"], list(found))

@@ -366,6 +366,7 @@ class IndexedBackend:
 
     def _start_query_embedding(self, provider: Any, text: str) -> _QueryEmbedding | None:
         """Hand the query to the embedding worker; None while an earlier call is still hung."""
+        self._forget_parents_workers()
         hung = self._hung_query
         if hung is not None and not hung.is_set():
             return None
@@ -375,6 +376,15 @@ class IndexedBackend:
         pending = _QueryEmbedding(time.monotonic())
         self._query_worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
         return pending
+
+    def _forget_parents_workers(self) -> None:
+        """In a child forked after this backend's embedding workers started: their threads are the parent's, and so
+        is a call of theirs still out past the deadline, which nothing here would ever end (every search of the
+        child answered by keyword): new workers are started when needed, with no call held to be hung."""
+        if self._query_worker is not None and not self._query_worker.here():
+            self._query_worker, self._hung_query = None, None
+        if self._words_worker is not None and not self._words_worker.here():
+            self._words_worker, self._hung_words = None, None
 
     def _scan_ahead(self, pending: _QueryEmbedding | None, k: int) -> _VectorScan | None:
         """This search's vector scan, handed to the scan worker once its query vector is there (chained on the
@@ -679,14 +689,18 @@ class IndexedBackend:
             got = self.store.candidate_rows(missing)  # from every source: the rows serve any search
             if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
                 chars = sum(len(r.text) for r in got.values())
+                keep = cache
                 if len(cache) + len(got) > ROWS_CACHE_MAX or self._rows_chars + chars > ROWS_CACHE_CHARS:
-                    cache.clear()
+                    # This search's kept rows are taken out before the kept rows start again: emptied, they went
+                    # missing from its answer.
+                    cache = {k: v for k in rowids if (v := keep.get(k)) is not None}
+                    keep.clear()
                     self._rows_chars = 0
                 if len(got) <= ROWS_CACHE_MAX and chars <= ROWS_CACHE_CHARS:
                     self._rows_chars += chars
                     # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
                     # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
-                    cache.update({k: tuple(r) for k, r in got.items()})
+                    keep.update({k: tuple(r) for k, r in got.items()})
         # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
         # _make's Python frame), and only once its source (the fourth field) is one asked for.
         new = tuple.__new__

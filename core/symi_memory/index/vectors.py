@@ -30,6 +30,7 @@ import array
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -712,7 +713,9 @@ class ExactVectors:
         q = q / norm
         got = self._exact_chunks(q, rowids, copy)
         if got is not None:
-            self._last.pre = (q, copy, frozenset(rowids), got)
+            # The copy by weak reference: a read-ahead its rescoring never took (every keyword candidate a vector
+            # hit, say) must not keep a replaced copy alive on an idle thread.
+            self._last.pre = (q, weakref.ref(copy), frozenset(rowids), got)
 
     def _prescored(self, q: Any, rowids: list[int]) -> dict[int, float] | None:
         """:meth:`_exact_chunks` of these rowids from what :meth:`prescore` read for them, or None."""
@@ -722,10 +725,10 @@ class ExactVectors:
         self._last.pre = None
         if pre is None:
             return None
-        pq, copy, asked, got = pre
+        pq, ref, asked, got = pre
         with self._lock:
             current = self._quant
-        if (current is None or copy is not current or not asked.issuperset(rowids) or pq.shape != q.shape
+        if (current is None or ref() is not current or not asked.issuperset(rowids) or pq.shape != q.shape
                 or not np.array_equal(pq, q) or self.store.generation() != current.generation):
             return None
         return {r: got[r] for r in rowids if r in got}
