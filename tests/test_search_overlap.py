@@ -399,3 +399,55 @@ def test_a_child_forked_while_a_query_embedding_hung_embeds_its_queries(tmp_path
                            str(ws)], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["hybrid", "fts-only", "hybrid", "child", "exit", "0"], proc.stdout + proc.stderr
+
+
+class _OnceMalformed:
+    """Vectors from each text's words; the query "malformed" gets a two-row array (a provider bug)."""
+
+    id, model, fingerprint, max_input_bytes = "once-malformed", "words-64", "words-64", 8192
+
+    def _vector(self, text: str) -> list[float]:
+        v = np.zeros(64, dtype=np.float32)
+        for word in text.lower().split():
+            v[sum(map(ord, word)) % 64] += 1.0
+        v[63] += 0.5
+        return (v / np.linalg.norm(v)).tolist()
+
+    def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+        if text == "malformed":
+            return np.ones((2, 64), dtype=np.float32)
+        return self._vector(text)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_malformed_query_vector_fails_its_own_search_only(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The scan is chained on the embedding worker: what the chained hand-off raised on a bad vector must not end
+    # that worker, or every later search waits out the embedding deadline and answers by keyword alone.
+    from symi_memory import hookimpl
+    from symi_memory.specs import ProviderSpec
+
+    _two_cpus()
+    monkeypatch.setattr(vectors_mod, "HAND_OFF_MIN_ROWS", 1)
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
+            register(ProviderSpec(name="once-malformed", factory=lambda ctx: _OnceMalformed()))
+
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "once-malformed", "store": {"vector": {"scan": "float32"}}}}}})
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("once-malformed", Plugin())]) as mem:
+        mem.sync()
+        want = mem.search("lions at dawn").to_dict()
+        with pytest.raises(ValueError):
+            mem.search("malformed")
+        started = time.monotonic()
+        got = mem.search("lions at dawn").to_dict()
+        assert time.monotonic() - started < 2.0, "the search waited out the embedding deadline"
+        assert got == want and got["mode"] == "hybrid"

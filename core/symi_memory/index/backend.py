@@ -907,9 +907,9 @@ class _VectorScan:
     def start(self, query: Any) -> None:
         """Hand the scan of ``query`` to the scan worker if it is free (on the embedding worker, or the searching
         thread); never raises, never waits."""
-        if self._cancelled or query is None or not any(query):
-            return
         try:
+            if self._cancelled or query is None or not any(query):
+                return
             self._query = query
             self._future = _hand_off(lambda: self._scan(query))
         except Exception as exc:  # the searching thread scans instead
@@ -1077,7 +1077,10 @@ class _Worker:
 
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job()
+            try:
+                job()
+            except Exception:  # a job's own error must not end the thread: later jobs would wait forever
+                log.exception("%s: a job raised", self._thread.name)
 
 
 #: Candidate's fields in attrs' order, as :func:`_candidates_maker` sets them.
