@@ -245,6 +245,13 @@ class IndexedBackend:
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
         counted = qa.terms + syn.terms if syn is not None else qa.terms
         chunk_terms = self._chunk_terms(rows, generation, counted)
+        # Term counts tell which candidates cannot hold an identifier only when they are the counts of the text
+        # each candidate row carries: a write landing after this search read the generation may have given a
+        # rowid new text (the last file's chunks get the highest rowids back) that the rows read meanwhile carry,
+        # while the counts kept for the generation are the old text's. Read again after the counts: unchanged, no
+        # write landed before the rows were read, and the rows carry the text of this generation.
+        ident_candidates = (_identifier_candidates(qa, counted, rows, chunk_terms)
+                            if qa.identifiers and self.store.generation() == generation else None)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=self.store.term_weights(qa.terms, generation=generation) if use_text else {},
@@ -252,7 +259,7 @@ class IndexedBackend:
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa,
                             synonyms=syn.weights if syn is not None else None,
-                            identifier_candidates=_identifier_candidates(qa, counted, rows, chunk_terms))
+                            identifier_candidates=ident_candidates)
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
