@@ -115,6 +115,69 @@ def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_
             assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
 
 
+def test_a_write_landing_during_a_search_does_not_hide_an_identifier_its_candidate_now_holds(tmp_path: Path) -> None:
+    # The last file's chunks get the highest rowids, so rewriting it gives the new chunk the old one's rowid. A
+    # write landing after a search read the index generation and before it read its candidate rows (here while
+    # the query is embedded) hands the search the new text under that rowid, while the term counts kept for the
+    # generation are the old text's: those counts must not rule out the identifier the text now holds.
+    from typing import Any
+
+    from symi_memory import hookimpl
+    from symi_memory.specs import ProviderSpec
+    from symi_memory.testing.fakes import HashEmbedder
+
+    armed: list[Any] = []
+
+    class Racing:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.id, self.model, self.fingerprint = "racing", inner.model, inner.fingerprint
+            self.max_input_bytes = inner.max_input_bytes
+
+        def embed_query(self, text: str) -> list[float]:
+            while armed:
+                armed.pop()()  # the write lands while the search waits for its query vector
+            return self.inner.embed_query(text)  # type: ignore[no-any-return]
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return self.inner.embed_documents(texts)  # type: ignore[no-any-return]
+
+        def close(self) -> None:
+            pass
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register: Any) -> None:
+            register(ProviderSpec(name="racing", factory=lambda ctx: Racing(HashEmbedder.from_context(ctx)),
+                                  default_model="hash-384"))
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory/a.md").write_text("deploy notes of the week\n", encoding="utf-8")
+    last = ws / "memory/z.md"
+    last.write_text("deploy went fine\n", encoding="utf-8")
+    cfg = load_config(None, state_dir=tmp_path / "s",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "racing"}}}})
+    query = SearchQuery(text="deploy ERR_42", max_results=10, min_score=0.0, candidate_limit=50)
+    matcher = ExactMatcher.for_query(query.text)
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("racing", Plugin())]) as mem:
+        mem.sync()
+        assert {c.path for c in mem.backend.search(query).candidates} == {"memory/a.md", "memory/z.md"}
+        # Same content, a new mtime: the candidate rows kept go, the term counts kept for the generation stay.
+        os.utime(ws / "memory/a.md", (1_700_000_000, 1_700_000_000))
+        mem.sync()
+
+        def rewrite() -> None:
+            last.write_text("deploy failed with ERR_42\n", encoding="utf-8")
+            mem.sync()
+
+        armed.append(rewrite)
+        got = {c.path: c for c in mem.backend.search(query).candidates}
+        assert not armed and got["memory/z.md"].text == "deploy failed with ERR_42\n"
+        assert got["memory/z.md"].identifier_match
+        assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in got.values())
+
+
 def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: Path) -> None:
     ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n", "MEMORY.md": "beta note\n"})
     with mem:

@@ -285,6 +285,13 @@ class IndexedBackend:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
         if weights is None:
             weights = self.store.term_weights(qa.terms, generation=generation) if use_text else {}
+        # Term counts tell which candidates cannot hold an identifier only when they are the counts of the text
+        # each candidate row carries: a write landing after this search read the generation may have given a
+        # rowid new text (the last file's chunks get the highest rowids back) that the rows read meanwhile carry,
+        # while the counts kept for the generation are the old text's. Read again after the counts: unchanged, no
+        # write landed before the rows were read, and the rows carry the text of this generation.
+        ident_candidates = (_identifier_candidates(qa, terms, rows, chunk_terms)
+                            if qa.identifiers and self.store.generation() == generation else None)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=weights,
@@ -292,7 +299,7 @@ class IndexedBackend:
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa,
                             synonyms=syn.weights if syn is not None else None,
-                            identifier_candidates=_identifier_candidates(qa, terms, rows, chunk_terms))
+                            identifier_candidates=ident_candidates)
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
