@@ -95,8 +95,8 @@ class IndexedBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
-    _terms_cache: dict[int, tuple[str, int]] = attrs.field(factory=dict)
-    _terms_gen: int = -1
+    # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
+    _terms: tuple[int, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (-1, {}))
     _rows_cache: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
     _rows_epoch: tuple[int, int] = (-1, -1)
     _rows_chars: int = 0  # the kept rows' text, in characters
@@ -442,7 +442,7 @@ class IndexedBackend:
     def candidate_vectors(self, ids: Sequence[str]) -> dict[str, Any]:
         """Stored vectors of these candidates (``StoredVectors``), read from the store, never re-embedded."""
         # Kept as candidate_line_vectors keeps line vectors: an id hashes the chunk's text and the model.
-        gen = self._terms_gen
+        gen = self._terms[0]
         if self._vectors_gen != gen:
             self._vectors_cache.clear()
             self._vectors_gen = gen
@@ -471,7 +471,7 @@ class IndexedBackend:
         """
         # The generation the latest search read (ids hash text and model, so an entry never goes wrong;
         # a new generation only bounds what is kept).
-        gen = self._terms_gen
+        gen = self._terms[0]
         if self._units_gen != gen:
             self._units_cache.clear()
             self._units_gen = gen
@@ -515,12 +515,17 @@ class IndexedBackend:
         searches of a 100k-chunk index.
         """
         gen = self.store.generation() if generation is None else generation
-        if self._terms_gen != gen:
-            self._terms_cache.clear()
-            self._terms_gen = gen
+        kept = self._terms
+        if kept[0] != gen:
+            # A new dict, not the kept one emptied: another thread's search may be counting from it. Kept only by a
+            # search of the current generation: one that began before a write landed (serve's threads) would
+            # otherwise label the newer text's terms as its older generation's, for the searches after it.
+            kept = (gen, {})
+            if generation is None or self.store.generation() == gen:
+                self._terms = kept
         from .analysis import counts_in, needles, term_string
 
-        cache = self._terms_cache
+        cache = kept[1]
         wanted = needles(terms)
         out = {k: (found, len(rows[k].text)) for k, found in self._indexed_term_counts(rows, terms, gen).items()}
         for k, row in rows.items():
@@ -562,7 +567,7 @@ class IndexedBackend:
         present = [t for t, n in occurrences.items() if n]  # a term no chunk holds needs no read
         cost = FTS_COUNT_FIXED_CHARS + (sum(occurrences.values()) * FTS_COUNT_CHARS_PER_OCCURRENCE
                                         + len(present) * FTS_COUNT_CHARS_PER_TERM if present else 0)
-        cache = self._terms_cache
+        cache = self._terms[1]
         saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
         if cost > saved:
             return {}  # common terms: counting in the candidates' text costs less
