@@ -25,6 +25,7 @@ from symi_memory import load_config
 from symi_memory.index import backend as backend_mod
 from symi_memory.index import vectors as vectors_mod
 from symi_memory.manager import open_memory
+from symi_memory.testing.fakes import HashEmbedder
 
 QUERIES = ["quarterly planning topic3", "lions at dawn", "budget review item7", "zebras graze near the river",
            "topic11 follow-up", "what did we decide about item2x5"]
@@ -212,8 +213,10 @@ def test_a_query_vector_after_the_deadline_scans_nothing(tmp_path: Path, monkeyp
             assert _worker_cpu() - cpu < 1_000_000  # type: ignore[operator]
 
 
-SEARCH_IN_A_FORKED_CHILD = """
-import os, signal, sys
+# What the subprocess scripts below start with: an index of the workspace in argv[2] (state in argv[1]) searched once
+# with the scan forced onto the worker, whose answer is ``first``.
+_SCRIPT_HEAD = """
+import sys, threading, time
 from pathlib import Path
 from symi_memory import load_config
 from symi_memory.index import backend as backend_mod
@@ -227,6 +230,18 @@ cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defa
 mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
 mem.sync()
 first = mem.search("lions at dawn").to_dict()  # the scan worker exists now
+"""
+
+
+def _run_script(script: str, tmp_path: Path, ws: Path) -> subprocess.CompletedProcess[str]:
+    """Run one of the scripts below in a fresh interpreter, on this test's state folder and workspace."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-c", script, str(tmp_path / "state"), str(ws)],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+SEARCH_IN_A_FORKED_CHILD = _SCRIPT_HEAD + """
+import os, signal
 pid = os.fork()
 if pid == 0:  # a prefork server's worker, say
     signal.alarm(20)
@@ -245,28 +260,12 @@ def test_a_search_in_a_forked_child_answers(tmp_path: Path) -> None:
     if not hasattr(os, "fork"):
         pytest.skip("no fork")
     ws = _workspace(tmp_path, 6)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-c", SEARCH_IN_A_FORKED_CHILD, str(tmp_path / "state"), str(ws)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    proc = _run_script(SEARCH_IN_A_FORKED_CHILD, tmp_path, ws)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["same", "child", "exit", "0"], proc.stdout + proc.stderr
 
 
-SEARCH_WHILE_EXITING = """
-import sys, threading, time
-from pathlib import Path
-from symi_memory import load_config
-from symi_memory.index import backend as backend_mod
-from symi_memory.index import vectors as vectors_mod
-from symi_memory.manager import open_memory
-
-vectors_mod.HAND_OFF_MIN_ROWS = 1
-backend_mod.HAND_OFF_MAX_LOAD_PER_CPU = float("inf")
-cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defaults": {"memorySearch": {
-    "provider": "hash"}}}})
-mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
-mem.sync()
-first = mem.search("lions at dawn").to_dict()  # the scan worker exists now
+SEARCH_WHILE_EXITING = _SCRIPT_HEAD + """
 
 
 def late() -> None:  # a request thread still answering while the main thread returns
@@ -287,9 +286,7 @@ def test_a_search_answers_while_the_interpreter_exits(tmp_path: Path) -> None:
     # shutdown"): a search still running on another thread scans on its own thread and answers as before.
     _two_cpus()
     ws = _workspace(tmp_path, 6)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-c", SEARCH_WHILE_EXITING, str(tmp_path / "state"), str(ws)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    proc = _run_script(SEARCH_WHILE_EXITING, tmp_path, ws)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "same", proc.stdout + proc.stderr
 
@@ -394,35 +391,18 @@ def test_a_child_forked_while_a_query_embedding_hung_embeds_its_queries(tmp_path
     if not hasattr(os, "fork"):
         pytest.skip("no fork")
     ws = _workspace(tmp_path, 6)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-c", SEARCH_IN_A_CHILD_FORKED_WHILE_A_QUERY_HUNG, str(tmp_path / "state"),
-                           str(ws)], capture_output=True, text=True, timeout=120, env=env)
+    proc = _run_script(SEARCH_IN_A_CHILD_FORKED_WHILE_A_QUERY_HUNG, tmp_path, ws)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["hybrid", "fts-only", "hybrid", "child", "exit", "0"], proc.stdout + proc.stderr
 
 
-class _OnceMalformed:
-    """Vectors from each text's words; the query "malformed" gets a two-row array (a provider bug)."""
-
-    id, model, fingerprint, max_input_bytes = "once-malformed", "words-64", "words-64", 8192
-
-    def _vector(self, text: str) -> list[float]:
-        v = np.zeros(64, dtype=np.float32)
-        for word in text.lower().split():
-            v[sum(map(ord, word)) % 64] += 1.0
-        v[63] += 0.5
-        return (v / np.linalg.norm(v)).tolist()
+class _OnceMalformed(HashEmbedder):
+    """The hash provider, except that the query "malformed" gets a two-row array (a provider bug)."""
 
     def embed_query(self, text: str):  # type: ignore[no-untyped-def]
         if text == "malformed":
-            return np.ones((2, 64), dtype=np.float32)
-        return self._vector(text)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
-
-    def close(self) -> None:
-        pass
+            return np.ones((2, self.dims), dtype=np.float32)
+        return super().embed_query(text)
 
 
 def test_a_malformed_query_vector_fails_its_own_search_only(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
