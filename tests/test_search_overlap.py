@@ -401,6 +401,7 @@ class _OnceMalformed(HashEmbedder):
 
     def embed_query(self, text: str):  # type: ignore[no-untyped-def]
         if text == "malformed":
+            time.sleep(0.3)  # returned after the search chained its scan on this call (on this worker, then)
             return np.ones((2, self.dims), dtype=np.float32)
         return super().embed_query(text)
 
