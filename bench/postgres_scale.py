@@ -41,7 +41,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from scale import IDENTITY, FixedProvider, build_store, make_data, make_queries, pct, words  # noqa: E402
+from scale import IDENTITY, bench_plugin, build_store, make_data, make_queries, pct, words  # noqa: E402
 
 SCRIPT = REPO / ".ci" / "start-postgres.sh"
 CONTRIB = REPO / "contrib" / "symi-memory-postgres"
@@ -168,23 +168,17 @@ def load_pg(dsn: str, schema: str, n: int) -> float:
 
 
 def open_backend(kind: str, dsn: str, schema: str, db: Path, queries: list[dict[str, Any]]) -> Any:
-    from symi_memory import hookimpl, load_config
+    from symi_memory import load_config
     from symi_memory.config.fields import deep_merge
     from symi_memory.manager import open_memory
-    from symi_memory.specs import ProviderSpec
 
     table = {q["text"]: q["vector"] for q in queries}
-
-    class Plugin:
-        @hookimpl
-        def symi_memory_register_embedding_providers(self, register):
-            register(ProviderSpec(name="bench", factory=lambda ctx: FixedProvider(table)))
 
     ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
     base = {"agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}}
     over = deep_merge(base, pg_overrides(dsn, schema, agentId="bench")) if kind == "postgres" else base
     mem = open_memory(load_config(None, state_dir=ws, overrides=over), workspace=ws, start=False,
-                      plugins=[("bench", Plugin())])
+                      plugins=[("bench", bench_plugin(table))])
     if kind == "builtin-sqlite":
         while not mem.backend.vectors.ready():
             time.sleep(0.05)

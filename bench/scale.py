@@ -142,6 +142,19 @@ class FixedProvider:
         pass
 
 
+def bench_plugin(table: dict[str, list[float]]) -> Any:
+    """A plugin registering the ``bench`` provider: :class:`FixedProvider` over ``table`` (query text -> vector)."""
+    from symi_memory import hookimpl
+    from symi_memory.specs import ProviderSpec
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register: Any) -> None:
+            register(ProviderSpec(name="bench", factory=lambda ctx: FixedProvider(table)))
+
+    return Plugin()
+
+
 def peak_rss_mb() -> float:
     """VmHWM: unlike ru_maxrss it is reset by exec, so it is this engine's own peak."""
     try:
@@ -183,16 +196,10 @@ def child(engine: str, db: Path, queries_file: Path) -> dict[str, Any]:
 
 
 def run_backend(engine: str, db: Path, queries: list[dict[str, Any]]) -> dict[str, Any]:
-    from symi_memory import hookimpl, load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
-    from symi_memory.specs import ProviderSpec
 
     table = {q["text"]: q["vector"] for q in queries}
-
-    class Plugin:
-        @hookimpl
-        def symi_memory_register_embedding_providers(self, register):
-            register(ProviderSpec(name="bench", factory=lambda ctx: FixedProvider(table)))
 
     kind = engine.split("-", 1)[1] if engine.startswith("faiss") else None
     backend = "faiss" if kind else "builtin-sqlite"
@@ -206,7 +213,7 @@ def run_backend(engine: str, db: Path, queries: list[dict[str, Any]]) -> dict[st
 
         faiss.omp_set_num_threads(os.cpu_count() or 1)  # build on every core; queries below on one thread
     started = time.perf_counter()
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", bench_plugin(table))])
     vectors = mem.backend.vectors
     # Wait for the vector side to be ready (builtin loads its matrix, faiss builds its index).
     while not vectors.ready():

@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402
@@ -27,9 +26,8 @@ import scale  # noqa: E402
 def main() -> int:
     import attrs
 
-    from symi_memory import hookimpl, load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
-    from symi_memory.specs import ProviderSpec
     from symi_memory.types import SearchQuery
 
     os.environ.setdefault("SYMI_MEMORY_TESTING", "1")
@@ -45,15 +43,10 @@ def main() -> int:
             queries.append({"text": text, "vector": q["vector"]})
     table = {q["text"]: q["vector"] for q in queries}
 
-    class Plugin:
-        @hookimpl
-        def symi_memory_register_embedding_providers(self, register: Any) -> None:
-            register(ProviderSpec(name="bench", factory=lambda ctx: scale.FixedProvider(table)))
-
     cfg = load_config(None, state_dir=work, overrides={
         "plugins": {"slots": {"memory": "builtin-sqlite"}},
         "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
-    mem = open_memory(cfg, workspace=work / "ws", start=False, plugins=[("bench", Plugin())])
+    mem = open_memory(cfg, workspace=work / "ws", start=False, plugins=[("bench", scale.bench_plugin(table))])
     try:
         while not mem.backend.vectors.ready():
             time.sleep(0.05)

@@ -35,10 +35,9 @@ import scale  # noqa: E402
 
 
 def child(store: Path, n: int, count: int, threads: int, any_load: bool) -> dict[str, float]:
-    from symi_memory import hookimpl, load_config
+    from symi_memory import load_config
     from symi_memory.index import backend
     from symi_memory.manager import open_memory
-    from symi_memory.specs import ProviderSpec
 
     tmp = Path(tempfile.mkdtemp(prefix="scan-overlap-"))
     try:
@@ -46,11 +45,6 @@ def child(store: Path, n: int, count: int, threads: int, any_load: bool) -> dict
         shutil.copy(store, db)  # opening syncs against the (empty) workspace: never the store itself
         queries = scale.make_queries(n, count)
         table = {q["text"]: q["vector"] for q in queries}
-
-        class Plugin:
-            @hookimpl
-            def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
-                register(ProviderSpec(name="bench", factory=lambda ctx: scale.FixedProvider(table)))
 
         ws = tmp / "ws"
         ws.mkdir()
@@ -60,7 +54,7 @@ def child(store: Path, n: int, count: int, threads: int, any_load: bool) -> dict
                                                                   "path": str(db), "vector": {"scanThreads": threads}}}}}})
         if any_load and hasattr(backend, "HAND_OFF_MAX_LOAD_PER_CPU"):
             backend.HAND_OFF_MAX_LOAD_PER_CPU = float("inf")  # type: ignore[attr-defined]
-        mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
+        mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", scale.bench_plugin(table))])
         while not mem.backend.vectors.ready():
             time.sleep(0.05)
         for q in queries[:30]:

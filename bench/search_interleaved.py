@@ -49,17 +49,11 @@ STEPS = [
 def child(db: Path, n: int, count: int) -> None:
     import importlib
 
-    from symi_memory import hookimpl, load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
-    from symi_memory.specs import ProviderSpec
 
     queries = scale.make_queries(n, count)
     table = {q["text"]: q["vector"] for q in queries}
-
-    class Plugin:
-        @hookimpl
-        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
-            register(ProviderSpec(name="bench", factory=lambda ctx: scale.FixedProvider(table)))
 
     acc: dict[str, int] = defaultdict(int)
     for label, module, cls, name in STEPS:
@@ -82,7 +76,7 @@ def child(db: Path, n: int, count: int) -> None:
     cfg = load_config(None, state_dir=ws, overrides={
         "plugins": {"slots": {"memory": "builtin-sqlite"}},
         "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", scale.bench_plugin(table))])
     while not mem.backend.vectors.ready():
         time.sleep(0.05)
     print("ready", flush=True)

@@ -58,23 +58,17 @@ STEPS = [
 
 
 def child(db: Path, count: int) -> dict[str, Any]:
-    from symi_memory import hookimpl, load_config
+    from symi_memory import load_config
     from symi_memory.manager import open_memory
-    from symi_memory.specs import ProviderSpec
 
     queries = scale.make_queries(int(os.environ["SEARCH_STEPS_N"]), count)
     table = {q["text"]: q["vector"] for q in queries}
-
-    class Plugin:
-        @hookimpl
-        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
-            register(ProviderSpec(name="bench", factory=lambda ctx: scale.FixedProvider(table)))
 
     ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
     cfg = load_config(None, state_dir=ws, overrides={
         "plugins": {"slots": {"memory": "builtin-sqlite"}},
         "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", Plugin())])
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", scale.bench_plugin(table))])
     while not mem.backend.vectors.ready():
         time.sleep(0.05)
     for q in queries[:20]:  # warm: thread-local connections, caches
