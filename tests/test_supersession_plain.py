@@ -67,6 +67,17 @@ NOT_PLAIN = [
 ]
 
 
+def _assert_flat_every_way(text: str) -> None:
+    """Every way split_lines gives a plain text's lines (analysed with an mtime, a dated file's, a transcript's write
+    times, a stored analysis with either) holds no line a pair could be made of."""
+    stored = line_analysis("memory/notes.md", 1, text)
+    assert _flat(split_lines("memory/notes.md", 1, text, 1.7e9)), text
+    assert _flat(split_lines("memory/2026-05-01.md", 3, text, None, (1.7e9, 1.7e9))), text
+    assert _flat(split_lines("sessions/s.jsonl", 3, text, None, (1.7e9, 1.7e9))), text
+    assert _flat(lines_from_analysis(stored, "memory/notes.md", 1, text, 1.7e9)), text
+    assert _flat(lines_from_analysis(stored, "memory/notes.md", 1, text, None, (1.7e9, 1.7e9))), text
+
+
 @pytest.mark.parametrize("text", NOT_PLAIN)
 def test_a_text_with_what_a_pair_needs_is_not_plain(text: str) -> None:
     assert not plain_chunk(text)
@@ -90,11 +101,7 @@ def test_no_text_called_plain_has_a_line_a_pair_could_use() -> None:
         if not plain_chunk(text):
             continue
         plain += 1
-        stored = line_analysis("memory/notes.md", 1, text)
-        assert _flat(split_lines("memory/notes.md", 1, text, 1.7e9)), text
-        assert _flat(split_lines("memory/2026-05-01.md", 3, text, None, (1.7e9, 1.7e9))), text
-        assert _flat(lines_from_analysis(stored, "memory/notes.md", 1, text, 1.7e9)), text
-        assert _flat(lines_from_analysis(stored, "memory/notes.md", 1, text, None, (1.7e9, 1.7e9))), text
+        _assert_flat_every_way(text)
     assert plain > 1000 and plain < len(texts)
 
 
@@ -224,8 +231,5 @@ def test_no_text_of_mutated_pattern_words_called_plain_has_a_line_a_pair_could_u
             found += 1
             continue
         plain += 1
-        stored = line_analysis("memory/notes.md", 1, text)
-        assert _flat(split_lines("memory/notes.md", 1, text, 1.7e9)), text
-        assert _flat(split_lines("sessions/s.jsonl", 3, text, None, (1.7e9, 1.7e9))), text
-        assert _flat(lines_from_analysis(stored, "memory/notes.md", 1, text, 1.7e9)), text
+        _assert_flat_every_way(text)
     assert plain > 500 and found > 500
