@@ -975,10 +975,9 @@ def _scan_cpus() -> int:
     """How many CPUs this process may run on (read once; again in a forked child)."""
     global _SCAN_CPUS
     if _SCAN_CPUS is None:
-        try:
-            _SCAN_CPUS = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            _SCAN_CPUS = os.cpu_count() or 1
+        from .vectors import usable_cpus
+
+        _SCAN_CPUS = usable_cpus()
     return _SCAN_CPUS
 
 

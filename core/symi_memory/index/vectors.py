@@ -158,6 +158,14 @@ def faiss_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity mask; the machine's count where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 @attrs.frozen
 class _Quantized:
     """A quantized scan copy and what its rescoring needs, swapped in as one piece (a search holds one)."""
@@ -347,11 +355,7 @@ class ExactVectors:
         """How many parts a quantized copy of ``n`` rows is held in (each searched on its own thread)."""
         if n < SPLIT_MIN_ROWS or self.scan_threads < 2:
             return 1
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cpus = os.cpu_count() or 1
-        return max(1, min(2, self.scan_threads, cpus))
+        return max(1, min(2, self.scan_threads, usable_cpus()))
 
     def _keeps_fine(self, n: int) -> bool:
         """True when the int8 copy of ``n`` rows keeps its rows' residual codes (it does not keep float32 rows)."""
