@@ -199,6 +199,67 @@ def test_candidate_rows_carry_the_current_mtime_and_filter_by_source(tmp_path: P
         assert "memory/a.md" in [h.path for h in mem.search("zebras", min_score=0).results]
 
 
+def test_reading_any_number_of_candidate_rows_compiles_no_sql_again(tmp_path: Path) -> None:
+    # A search reads as many candidate rows as it has candidates the rows cache lacks (any number up to 500): each
+    # count written as its own statement (IN (?,?,...)) was compiled again and pushed the search's other statements
+    # out of the connection's statement cache. The same rows come back, in rowid order, for every count.
+    notes = {f"memory/n{i}.md": f"# Note {i}\n\nzebra note {i}\n" for i in range(12)}
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        rowids = sorted(r for r, _ in store.keyword_search("zebra note", 50))
+        ids = [r.id for r in store.candidate_rows(rowids).values()]
+        assert len(rowids) >= 12
+        conn = store.reader()
+        compiled: list[tuple[int, str | None, str | None]] = []
+
+        def authorizer(op: int, a: str | None, b: str | None, db: str | None, trigger: str | None) -> int:
+            compiled.append((op, a, b))
+            return apsw.SQLITE_OK
+
+        conn.authorizer = authorizer  # expires the compiled statements: the first round compiles them again
+        whole = store.candidate_rows(rowids, ("memory",), vectors=True, scored=rowids[:1])
+        store.candidate_rows(rowids, ("memory",))
+        store.candidate_rows_at(rowids)
+        store.line_analysis_by_id(ids)
+        store.search_epoch()
+        assert compiled
+        compiled.clear()
+        for k in range(1, len(rowids)):
+            part = rowids[::-1][:k]
+            assert list(store.candidate_rows(part, ("memory",))) == sorted(part)
+            got = store.candidate_rows(part, ("memory",), vectors=True, scored=rowids[:k])
+            assert got == {r: whole[r]._replace(vector=None) if r in rowids[:k] else whole[r] for r in part}
+            rows, epoch = store.candidate_rows_at(part)
+            assert rows == {r: whole[r]._replace(vector=None) for r in part} and epoch == store.search_epoch()
+            store.line_analysis_by_id(ids[:k])
+        assert compiled == [], compiled
+
+
+def test_candidate_rows_come_with_the_epoch_they_were_read_at(tmp_path: Path) -> None:
+    # The rows a long-running process keeps for an epoch must be that epoch's: the epoch is read in the rows'
+    # own statement, so a write landing just before or after the read cannot pair them with another one.
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nalpha note about zebras\n"})
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        rowid = store.keyword_search("zebras", 10)[0][0]
+        rows, epoch = store.candidate_rows_at([rowid])
+        assert epoch == store.search_epoch() and rows[rowid].text.endswith("zebras\n")
+        (ws / "memory/b.md").write_text("another note\n", encoding="utf-8")
+        mem.sync()  # a new generation
+        _, after_write = store.candidate_rows_at([rowid])
+        assert after_write == store.search_epoch() and after_write[0] > epoch[0]
+        st = (ws / "memory/a.md").stat()
+        os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 100))
+        mem.sync()  # the same content, a new mtime: touches, not a generation
+        again, after_touch = store.candidate_rows_at([rowid])
+        assert after_touch == (after_write[0], after_write[1] + 1) == store.search_epoch()
+        assert again[rowid].mtime == rows[rowid].mtime + 100
+        assert store.candidate_rows_at([rowid + 1000]) == ({}, None)
+
+
 def test_search_candidates_carry_the_current_mtime_and_text_after_their_rows_were_kept(tmp_path: Path) -> None:
     # A search keeps its candidates' rows for the index generation; a touched file (same content, new mtime, no
     # new generation) and a rewritten one are read again, and every source filter answers from the kept rows.

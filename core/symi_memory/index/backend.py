@@ -698,8 +698,9 @@ class IndexedBackend:
         missing = [k for k in rowids if k not in cache]
         got: dict[int, CandidateRow] = {}
         if missing:
-            got = self.store.candidate_rows(missing)  # from every source: the rows serve any search
-            if self.store.search_epoch() == epoch:  # not a newer index's rows under this epoch
+            # From every source: the rows serve any search. With the epoch they were read at, in the same statement.
+            got, read_at = self.store.candidate_rows_at(missing)
+            if read_at == epoch:  # not a newer index's rows under this epoch
                 chars = sum(len(r.text) for r in got.values())
                 keep = cache
                 if len(cache) + len(got) > ROWS_CACHE_MAX or self._rows_chars + chars > ROWS_CACHE_CHARS:

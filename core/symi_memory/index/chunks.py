@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import array
+import json
 from collections.abc import Collection, Sequence
 from typing import Any
+
+import apsw
 
 from .parts import StoreParts
 from .records import CandidateRow
 
-__all__ = ["ChunkReads"]
+__all__ = ["EPOCH_COLUMNS", "ChunkReads", "bound_list", "listed"]
+
+#: A list of keys (rowids, ids) is bound to a statement as one value, a ``carray`` where SQLite has it (else a
+#: JSON array), read by ``IN (SELECT value FROM ...)``: the statement's text then does not depend on how many
+#: keys it asks about, so it stays prepared in the connection's statement cache (100 statements). Written
+#: ``IN (?,?,...)``, each count of keys was another statement, prepared again (150-200 us at a search's 50-140
+#: rowids) and pushing the search's other statements out of the cache. The same rows come back, in the same
+#: order (SQLite reads the list's distinct values in order either way).
+CARRAY = getattr(apsw, "carray", None) is not None and "ENABLE_CARRAY" in getattr(apsw, "compile_options", ())
+_LISTED = "SELECT value FROM carray(?)" if CARRAY else "SELECT value FROM json_each(?)"
+#: The index's ``(generation, touches)`` (:meth:`~.meta.MetaRows.search_epoch`) as two columns of a statement
+#: reading chunk rows: the epoch those rows were read at (one statement reads one snapshot of the database).
+EPOCH_COLUMNS = ("(SELECT value FROM meta WHERE key = 'generation'), "
+                 "(SELECT value FROM meta WHERE key = 'touches')")
+
+
+def listed() -> str:
+    """The subquery giving the values of a list bound with :func:`bound_list` (``x IN (listed())``)."""
+    return _LISTED
+
+
+def bound_list(values: Sequence[int] | Sequence[str]) -> Any:
+    """``values`` (all ints or all strings, at least one) as the one parameter :func:`listed` reads."""
+    if CARRAY:
+        if isinstance(values[0], int):
+            return apsw.carray(array.array("q", values))
+        return apsw.carray(tuple(values))
+    return json.dumps(list(values))
 
 
 class ChunkReads(StoreParts):
@@ -39,30 +70,55 @@ class ChunkReads(StoreParts):
         stored vector together; the vectors of the ``scored`` rowids (the vector side already
         has their cosine) are not read.
         """
+        return self._candidate_rows(rowids, sources, vectors=vectors, scored=scored)[0]
+
+    def candidate_rows_at(self, rowids: Sequence[int]) -> tuple[dict[int, CandidateRow], tuple[int, int] | None]:
+        """:meth:`candidate_rows` of these chunks (every source, no vectors) and the index's epoch
+        (:meth:`~.meta.MetaRows.search_epoch`) they were read at, in the same statement: None when no row
+        came back."""
+        return self._candidate_rows(rowids, None, vectors=False, scored=(), epoch=True)
+
+    def _candidate_rows(self, rowids: Sequence[int], sources: Sequence[str] | None, *, vectors: bool,
+                        scored: Collection[int], epoch: bool = False,
+                        ) -> tuple[dict[int, CandidateRow], tuple[int, int] | None]:
         out: dict[int, CandidateRow] = {}
+        read_at: tuple[int, int] | None = None
+        if not rowids:
+            return out, read_at
         where = ""
         extra: list[Any] = []
         if sources is not None:
             where = f" AND c.source IN ({','.join('?' * len(sources))})"
             extra = list(sources)
         blob = "NULL"
-        skip: list[int] = list(scored) if vectors else []
+        skip: list[Any] = []
         if vectors:
             blob = "(SELECT v.embedding FROM embedding_cache v WHERE v.id = c.vector)"
-            if skip:
-                blob = f"CASE WHEN c.rowid IN ({','.join('?' * len(skip))}) THEN NULL ELSE {blob} END"
+            if scored:
+                blob = f"CASE WHEN c.rowid IN ({_LISTED}) THEN NULL ELSE {blob} END"
+                skip = [bound_list(list(scored))]
+        more = f", {EPOCH_COLUMNS}" if epoch else ""
         make = CandidateRow._make
         for i in range(0, len(rowids), 500):
             part = list(rowids[i : i + 500])
-            marks = ",".join("?" * len(part))
             # The columns in CandidateRow's order: each row becomes one without unpacking.
-            for row in self._read(
-                f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime, {blob} FROM chunks c "
-                f"LEFT JOIN files f ON f.path = c.path WHERE c.rowid IN ({marks}){where}",
-                [*skip, *part, *extra],
-            ):
-                out[row[0]] = make(row)
-        return out
+            cursor = self._read(
+                f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime, {blob}{more} "
+                f"FROM chunks c LEFT JOIN files f ON f.path = c.path WHERE c.rowid IN ({_LISTED}){where}",
+                [*skip, bound_list(part), *extra],
+            )
+            if not epoch:
+                for row in cursor:
+                    out[row[0]] = make(row)
+                continue
+            for row in cursor:
+                out[row[0]] = make(row[:9])
+                at = (int(row[9] or 0), int(row[10] or 0))
+                if read_at is None:
+                    read_at = at
+                elif at != read_at:  # statements of 500 rowids each read a later snapshot than the one before
+                    read_at = (-1, -1)
+        return out, read_at
 
     def line_analysis_by_id(self, ids: Sequence[str]) -> dict[str, bytes]:
         """``{Candidate.id: stored line analysis}`` (:func:`symi_memory.supersession.line_analysis`) of these
@@ -70,8 +126,7 @@ class ChunkReads(StoreParts):
         out: dict[str, bytes] = {}
         for i in range(0, len(ids), 500):
             part = list(ids[i : i + 500])
-            marks = ",".join("?" * len(part))
-            for cid, blob in self._read(f"SELECT id, lines FROM chunks WHERE id IN ({marks}) AND lines IS NOT NULL",
-                                        part):
+            for cid, blob in self._read(f"SELECT id, lines FROM chunks WHERE id IN ({_LISTED}) AND lines IS NOT NULL",
+                                        (bound_list(part),)):
                 out[cid] = blob
         return out
