@@ -48,7 +48,11 @@ class KeywordSearch(StoreParts):
         from .keyword import match_tokens, query_tokens
 
         words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
-        match = match_tokens(self._weighty_tokens(words, size=self._index_size(generation)))
+        size = self._index_size(generation)
+        tokens = self._weighty_tokens(words, size=size)
+        if len(words) >= 2 and size[1] >= PRUNE_MIN_CHUNKS:  # their document frequencies were read just now
+            tokens = self._found_somewhere(tokens, size[0])
+        match = match_tokens(tokens)
         if match is None:
             return []
         try:
@@ -102,6 +106,29 @@ class KeywordSearch(StoreParts):
             # Never leave only absent words: keep the rarest word that occurs.
             kept.append(min(present, key=lambda t: df[stems[t]]))
         return kept
+
+    def _found_somewhere(self, tokens: list[str], generation: int) -> list[str]:
+        """Leave out the tokens that cannot match: one index term (no CJK run: no bigram phrase) that no chunk holds.
+
+        Such a token's phrase matches no chunk and adds exactly 0.0 to every chunk's bm25 (its frequency is 0;
+        each phrase's IDF is its own), so the same chunks come back with the same ranks, in the same order; but
+        FTS5 looked the term up in every segment of its index twice (the match, then bm25's document count).
+        Query words no chunk holds are common (identifiers, typos, the words local synonyms stand in for).
+        """
+        from . import analysis as _analysis
+        from .keyword import CJK_RUN_RE
+
+        single: dict[str, str] = {}
+        for t in tokens:
+            if CJK_RUN_RE.search(t) is None and len(got := _analysis.stem_tokens(t)) == 1:
+                single[t] = got[0]
+        if not single:
+            return tokens
+        try:
+            df = self._doc_freqs(sorted(set(single.values())), generation)
+        except apsw.SQLError:
+            return tokens
+        return [t for t in tokens if t not in single or df[single[t]] > 0]
 
     def _doc_freqs(self, terms: Sequence[str], generation: int) -> dict[str, int]:
         """How many chunks hold each index term, remembered for this generation of the index.
