@@ -718,6 +718,13 @@ class IndexedBackend:
         # _make's Python frame), and only once its source (the fourth field) is one asked for.
         new = tuple.__new__
         out: dict[int, CandidateRow] = {}
+        if not got:  # every row kept (most searches at 10k chunks): the same loop without looking in got
+            get = cache.get
+            for k in rowids:
+                kept = get(k)
+                if kept is not None and kept[3] in sources:
+                    out[k] = new(CandidateRow, kept)
+            return out
         for k in rowids:
             r = got.get(k)
             if r is None:

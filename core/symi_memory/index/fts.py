@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections import Counter
@@ -26,6 +27,15 @@ log = logging.getLogger("symi_memory.index")
 PRUNE_MIN_CHUNKS = 50
 # Document frequencies remembered per reading thread for the current generation (then forgotten).
 DF_CACHE_MAX = 50_000
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_terms(word: str) -> tuple[str, ...]:
+    """The index terms FTS5 makes of one query word (:func:`~.analysis.stem_tokens`), remembered: a search asks
+    for each of its words twice (pruning, then leaving out absent words), and the same words come back."""
+    from . import analysis as _analysis
+
+    return tuple(_analysis.stem_tokens(word))
 
 
 class KeywordSearch(StoreParts):
@@ -92,10 +102,9 @@ class KeywordSearch(StoreParts):
         generation, n = size if size is not None else self._index_size()
         if len(tokens) < 2 or n < PRUNE_MIN_CHUNKS:
             return tokens
-        from . import analysis as _analysis
-
         try:
-            stems = {t: _analysis.stem(t) for t in tokens}
+            # analysis.stem of each token: its first index term, or the token folded when it has none.
+            stems = {t: got[0] if (got := _index_terms(t)) else t.lower() for t in tokens}
             df = self._doc_freqs(sorted(set(stems.values())), generation)
         except apsw.SQLError:
             return tokens
@@ -115,12 +124,11 @@ class KeywordSearch(StoreParts):
         FTS5 looked the term up in every segment of its index twice (the match, then bm25's document count).
         Query words no chunk holds are common (identifiers, typos, the words local synonyms stand in for).
         """
-        from . import analysis as _analysis
         from .keyword import CJK_RUN_RE
 
         single: dict[str, str] = {}
         for t in tokens:
-            if CJK_RUN_RE.search(t) is None and len(got := _analysis.stem_tokens(t)) == 1:
+            if CJK_RUN_RE.search(t) is None and len(got := _index_terms(t)) == 1:
                 single[t] = got[0]
         if not single:
             return tokens
