@@ -357,3 +357,42 @@ def test_a_search_that_starts_the_kept_rows_again_keeps_its_own_candidates(tmp_p
         found = _found(mem, "okapi lynx")
         assert {v[0] for v in found.values()} == {"memory/n0.md", "memory/n2.md"}
         assert found == _in_index(mem.status()["dbPath"], list(found))
+
+
+@pytest.mark.parametrize("change", ["touch", "edit"])
+def test_the_search_epoch_is_read_again_only_after_another_process_wrote(tmp_path: Path, change: str) -> None:
+    # A search reads the index's (generation, touches) first: its kept rows and counts are those of that epoch.
+    # While no other connection committed (SQLite's data version of the reading connection), the meta rows are
+    # not read again; after another process's sync they are, and the search hands out what it wrote.
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write(ws, "memory/a.md", "# A\n\nalpha note about zebras\n")
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        store = mem.backend.store
+        read: list[str] = []
+
+        def trace(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+            if "FROM meta WHERE key IN ('generation', 'touches')" in sql:
+                read.append(sql)
+            return True
+
+        first = store.search_epoch()
+        store.reader().exec_trace = trace
+        _found(mem)
+        assert store.search_epoch() == first and read == []  # nothing written meanwhile: no meta read
+        if change == "touch":
+            st = (ws / "memory/a.md").stat()
+            os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 500))
+        else:
+            _write(ws, "memory/a.md", "# A\n\nalpha note about zebras, now striped\n")
+        _other_process_syncs(state, ws)
+        after = _found(mem)
+        assert read  # read again
+        epoch = store.search_epoch()
+        assert epoch == (first[0], first[1] + 1) if change == "touch" else epoch[0] > first[0]
+        assert after == _in_index(mem.status()["dbPath"], list(after))
+        if change == "edit":
+            assert any(v[4].endswith("now striped\n") for v in after.values())
+        else:
+            assert [v[5] for v in after.values()] == [pytest.approx(os.stat(ws / "memory/a.md").st_mtime)]

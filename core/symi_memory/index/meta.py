@@ -41,8 +41,18 @@ class MetaRows(StoreParts):
 
         ``touches`` counts the files whose mtime :meth:`touch_file` updated (same content, no new generation).
         """
+        conn = self.reader()
+        # SQLite's data version of this connection changes whenever another connection (of this process or any
+        # other: the writer, another agent host's sync) committed to the database since it last looked: while it
+        # stays the same, so does the epoch this connection read (the statement costs half the meta read).
+        version = self._read("PRAGMA data_version").fetchone()[0]  # this connection's (reader() is per thread)
+        kept = getattr(self._local, "epoch", None)
+        if kept is not None and kept[0] is conn and kept[1] == version:
+            return kept[2]
         got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches')").fetchall())
-        return int(got.get("generation") or 0), int(got.get("touches") or 0)
+        epoch = int(got.get("generation") or 0), int(got.get("touches") or 0)
+        self._local.epoch = (conn, version, epoch)
+        return epoch
 
     # ----------------------------------------------------------------- files
 
