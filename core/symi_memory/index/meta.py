@@ -34,7 +34,9 @@ class MetaRows(StoreParts):
         return str(row[0])
 
     def generation(self) -> int:
-        return int(self.get_meta("generation") or 0)
+        """The index generation as this thread's reading connection sees it (:meth:`search_epoch`'s, read again
+        only after another connection committed)."""
+        return self.search_epoch()[0]
 
     def search_epoch(self) -> tuple[int, int]:
         """``(generation, touches)`` in one read: what a search's caches of chunk rows are kept for.
