@@ -668,8 +668,9 @@ class ExactVectors:
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
-        Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score;
-        the others are computed from their stored vectors; chunks without a vector are left out.
+        Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score, as does
+        every chunk an int8 copy that keeps its float32 rows holds (from its row); the others are computed from
+        their stored vectors; chunks without a vector are left out.
         """
         import numpy as np
 
@@ -895,13 +896,13 @@ class ExactVectors:
     def _search_kept(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
         """:meth:`_search_quantized` for an int8 copy of the index as it is now that keeps its float32 rows and
         holds no units (below ``HALF_AUTO_MIN``): a scan row is a chunk, its exact score one einsum row of
-        ``copy.rows``.
+        ``copy.rows``, and the rescoring works on arrays (no dicts or lists of segments).
 
-        The same rows are rescored, in two einsum calls on arrays instead of dicts and lists of segments (the
-        general path spent about half a millisecond of a 10k search there): the first k rows faiss returns,
-        whose k-th best exact score less ``bound`` is the cut, then the rest of the rows the scan scores at
-        least the cut (a prefix of what faiss returns, best first). Every chunk of the true top k scans at
-        least the cut, so it is among them, and the top k of them is the float32 scan's. What the search leaves
+        A prefix of the rows faiss returns (best first) is rescored at once: the k rows the general path rescores
+        first, or as many as the last search's band reached if more (the band is then usually rescored in one
+        einsum). The k-th best exact score among them, ``floor``, is at most the true k-th best, so every chunk
+        of the true top k scans at least ``floor - bound``; the rows scanning that or more that are not rescored
+        yet are rescored next, and the top k of all rescored rows is the float32 scan's. What the search leaves
         for :meth:`rescore` is the copy (by weak reference), not a dict of the scores: any chunk it holds is
         scored from its kept row, the same bits.
         """
@@ -911,7 +912,8 @@ class ExactVectors:
         ntotal = int(quant.ntotal)
         probe, unit, bound = self._probe(copy, q)
         factor, least = RESCORE_WIDE["kept"]
-        wide = min(ntotal, max(k * factor, least, self._reach.get(k, 0) * 3 // 2))
+        last = self._reach.get(k, 0)
+        wide = min(ntotal, max(k * factor, least, last * 3 // 2))
         need = min(k, ntotal)
         scores: Any = None
         while True:
@@ -920,9 +922,10 @@ class ExactVectors:
             if pos[-1] < 0:  # faiss returned fewer rows than asked (-1 last)
                 keep = pos >= 0
                 pos, dist = pos[keep], dist[keep]
-            scores = _nan_last(np.einsum("ij,j->i", rows[pos[:need]], q))  # the first k rows' exact scores
+            scores = _nan_last(np.einsum("ij,j->i", rows[pos[: max(need, last + last // 8)]], q))
             # The k-th best exact score (NaN ranks -inf) bounds the true k-th best from below.
-            floor = float(scores.min()) if len(scores) >= need else -np.inf
+            have = len(scores)
+            floor = float(np.partition(scores, have - need)[have - need]) if have >= need > 0 else -np.inf
             cut = floor - bound
             if len(dist) and dist[-1] >= cut and wide < ntotal:
                 wide = min(ntotal, wide * 4)  # the band reaches past the rows asked for: look further
@@ -933,10 +936,10 @@ class ExactVectors:
         if reach > len(scores):
             scores = np.concatenate([scores, _nan_last(np.einsum("ij,j->i", rows[pos[len(scores) : reach]], q))])
         rowids = copy.chunk_ids[pos[: len(scores)]]
-        values = scores.astype(np.float64)
         self._last.exact = (q, weakref.ref(copy))  # keyword candidates are scored from the copy's rows
-        top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
-        return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
+        # Best first, ties by rowid (a float32 score is its float64 value: the order and the floats are the same).
+        top = np.lexsort((rowids, -scores))[:k]
+        return list(zip(rowids[top].tolist(), scores[top].tolist(), strict=True))
 
     def _search_refined(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
         """:meth:`_search_quantized` for an int8 copy with residual codes: the band is narrowed in memory.
@@ -1159,5 +1162,4 @@ def _nan_last(scores: Any) -> Any:
     """Rescored scores with NaN (a stored vector with NaN) as -inf: ranked last, as the float32 scan ranks NaN."""
     import numpy as np
 
-    scores[np.isnan(scores)] = -np.inf
-    return scores
+    return np.fmax(scores, -np.inf, out=scores)  # fmax takes the number over a NaN, and x over -inf
