@@ -424,6 +424,50 @@ def test_auto_scan_of_a_mid_sized_index_is_int8_rescored_from_memory_with_float3
         store.close()
 
 
+def test_a_kept_copy_s_rescoring_follows_a_query_list_changed_since_and_lets_a_replaced_copy_go(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A search of an int8 copy that keeps its float32 rows leaves that copy (by weak reference) for rescore, and
+    # the query list it was asked with, so that rescoring the same list needs no conversion. A list changed in
+    # place since is another query: its chunks are scored for it, not from the last scan's query. A copy replaced
+    # since (the index changed) is not kept alive by what a thread's last search left, and rescore still scores
+    # each chunk, as the float32 scan of the index as it is now scores it.
+    pytest.importorskip("faiss")
+    import gc
+    import json
+    import weakref
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
+    store, vecs, rng = _random_store(tmp_path / "k.sqlite", 3000)
+    try:
+        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
+        others = sorted({int(r) for r in rng.integers(101, len(vecs), 30)})  # chunks of files other than memory/0.md
+        asked = vecs[5].tolist()
+        auto.search(asked, 10)
+        full.search(asked, 10)
+        assert auto.rescore(asked, others) == full.rescore(asked, others)
+        asked[:] = (vecs[9] + 0.3).tolist()  # the same list object, another query
+        full.search(asked, 10)
+        got, want = auto.rescore(asked, others), full.rescore(asked, others)
+        assert got.keys() == want.keys() == set(others)
+        assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list holds now"
+
+        query = vecs[7].tolist()
+        auto.search(query, 80)
+        first = weakref.ref(auto._quant)
+        store.replace_files([], remove=["memory/0.md"], meta={"identity": json.dumps(
+            {"provider": "test", "model": "m", "fingerprint": "f"})})
+        assert auto.ready() and auto._quant is not first()  # a new copy, loaded at once (a small index)
+        gc.collect()
+        assert first() is None, "the last search's state kept the replaced copy alive"
+        full.search(query, 80)
+        assert auto.rescore(query, others) == full.rescore(query, others)
+    finally:
+        store.close()
+
+
 def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
     # A d-term float32 dot product can be off by about d * 2**-24 on each side: 1e-4 is not enough at 1,536-d.
     from symi_memory.index.vectors import BOUND_SLACK, slack

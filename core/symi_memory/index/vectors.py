@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import logging
+import math
 import os
 import threading
 import weakref
@@ -205,14 +206,17 @@ class _Parts:
         self._sizes = sizes  # how many rows each part takes (the last takes the rest)
         self._views: list[Any] = []
         self._starts: Any = None
+        self._shape: tuple[int, int] | None = None  # (rows, dimensions) once sealed: read by every search
 
     @property
     def ntotal(self) -> int:
+        if self._shape is not None:
+            return self._shape[0]
         return sum(int(p.ntotal) for p in self.parts)
 
     @property
     def d(self) -> int:
-        return int(self.parts[0].d)
+        return int(self.parts[0].d) if self._shape is None else self._shape[1]
 
     def add(self, x: Any) -> None:
         """Append rows, filling each part up to its size (the last part takes the rest)."""
@@ -233,6 +237,7 @@ class _Parts:
             int(p.ntotal), int(p.code_size)) if p.ntotal else np.zeros((0, int(p.code_size)), np.uint8)
             for p in self.parts]
         self._starts = np.cumsum([0] + [int(p.ntotal) for p in self.parts])
+        self._shape = (int(self._starts[-1]), int(self.parts[0].d))
         return self
 
     def codes(self, rows: Any) -> Any:
@@ -595,7 +600,7 @@ class ExactVectors:
         """``(rowid, cosine)`` best first, exact."""
         import numpy as np
 
-        self._last.scan = self._last.exact = None
+        self._last.scan = self._last.exact = self._last.asked = None
         if not self.ready():
             return self.store.vec_knn(pack_vector(query), k, self.unit_weight)
         with self._lock:
@@ -617,6 +622,10 @@ class ExactVectors:
         if norm == 0.0:
             return []
         q = q / norm
+        if type(query) is list and math.isfinite(norm):
+            # The query as asked (its float objects, a few microseconds to copy): :meth:`rescore` of the same list
+            # holding the same floats need not convert it again (about 15 us) to know it asks about this scan.
+            self._last.asked = (query, tuple(query))
         if quant is not None:
             return self._search_quantized(quant, q, k)
         scores = np.einsum("ij,j->i", matrix, q) if matrix.shape[0] < SMALL_SCAN_ROWS else matrix @ q
@@ -644,22 +653,24 @@ class ExactVectors:
         ids = self._ids
         return ids is not None and len(ids) >= HAND_OFF_MIN_ROWS
 
-    def search_state(self) -> tuple[Any, Any, bool]:
+    def search_state(self) -> tuple[Any, Any, bool, Any]:
         """What this thread's last :meth:`search` left for :meth:`rescore` (its scan's or rescoring's scores, and
         whether the copy it scanned was the index's current one), for the thread whose search it served
         (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
         last = self._last
-        return getattr(last, "scan", None), getattr(last, "exact", None), bool(getattr(last, "current", False))
+        return (getattr(last, "scan", None), getattr(last, "exact", None), bool(getattr(last, "current", False)),
+                getattr(last, "asked", None))
 
-    def adopt_search_state(self, state: tuple[Any, Any, bool]) -> None:
+    def adopt_search_state(self, state: tuple[Any, Any, bool, Any]) -> None:
         """Make ``state`` (:meth:`search_state` of the thread that searched) this thread's last search."""
-        self._last.scan, self._last.exact, self._last.current = state
+        self._last.scan, self._last.exact, self._last.current, self._last.asked = state
 
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
-        Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score;
-        the others are computed from their stored vectors; chunks without a vector are left out.
+        Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score, as does
+        every chunk an int8 copy that keeps its float32 rows holds (from its row); the others are computed from
+        their stored vectors; chunks without a vector are left out.
         """
         import numpy as np
 
@@ -670,13 +681,23 @@ class ExactVectors:
         seen = last if last is not None else exact
         if seen is not None and rowids:
             q = seen[0]
-            qn = np.asarray(query, dtype=np.float32)
-            norm = _vnorm(qn)
-            if norm and qn.shape == q.shape and np.array_equal(qn / norm, q):
+            asked = getattr(self._last, "asked", None)
+            if asked is not None and asked[0] is query and tuple(query) == asked[1]:
+                same = True  # the list the scan was asked with, holding the same floats (a finite query)
+            else:
+                qn = np.asarray(query, dtype=np.float32)
+                norm = _vnorm(qn)
+                same = bool(norm) and qn.shape == q.shape and np.array_equal(qn / norm, q)
+            if same:
                 if last is None:
                     known = exact[1]
-                    out = {r: known[r] for r in rowids if r in known}
-                    missing = [r for r in rowids if r not in known]
+                    copy = known() if isinstance(known, weakref.ref) else None
+                    if copy is not None:  # a kept copy's search (_search_kept): each chunk it holds from its row
+                        out, missing = _kept_scores(copy, q, rowids)
+                    else:
+                        known = {} if isinstance(known, weakref.ref) else known  # that copy was replaced since
+                        out = {r: known[r] for r in rowids if r in known}
+                        missing = [r for r in rowids if r not in known]
                     if missing and getattr(self._last, "current", False):
                         # Beyond the quantized scan's candidates: read by stored id, as the rescoring does (or
                         # already, by :meth:`prescore`, while this thread waited for the scan).
@@ -826,6 +847,8 @@ class ExactVectors:
 
         if copy.fine is not None:
             return self._search_refined(copy, q, k)
+        if copy.rows is not None and copy.offsets is None and getattr(self._last, "current", False):
+            return self._search_kept(copy, q, k)
         quant, offsets, chunk_ids = copy.index, copy.offsets, copy.chunk_ids
         ntotal = int(quant.ntotal)
         chunks = len(chunk_ids)
@@ -869,6 +892,54 @@ class ExactVectors:
         self._last.exact = (q, dict(zip(rowids.tolist(), values.tolist(), strict=True)))  # keyword candidates read these
         top = np.lexsort((rowids, -values))[:k]  # best first, ties by rowid
         return list(zip(rowids[top].tolist(), values[top].tolist(), strict=True))
+
+    def _search_kept(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
+        """:meth:`_search_quantized` for an int8 copy of the index as it is now that keeps its float32 rows and
+        holds no units (below ``HALF_AUTO_MIN``): a scan row is a chunk, its exact score one einsum row of
+        ``copy.rows``, and the rescoring works on arrays (no dicts or lists of segments).
+
+        A prefix of the rows faiss returns (best first) is rescored at once: the k rows the general path rescores
+        first, or as many as the last search's band reached if more (the band is then usually rescored in one
+        einsum). The k-th best exact score among them, ``floor``, is at most the true k-th best, so every chunk
+        of the true top k scans at least ``floor - bound``; the rows scanning that or more that are not rescored
+        yet are rescored next, and the top k of all rescored rows is the float32 scan's. What the search leaves
+        for :meth:`rescore` is the copy (by weak reference), not a dict of the scores: any chunk it holds is
+        scored from its kept row, the same bits.
+        """
+        import numpy as np
+
+        quant, rows = copy.index, copy.rows
+        ntotal = int(quant.ntotal)
+        probe, unit, bound = self._probe(copy, q)
+        factor, least = RESCORE_WIDE["kept"]
+        last = self._reach.get(k, 0)
+        wide = min(ntotal, max(k * factor, least, last * 3 // 2))
+        need = min(k, ntotal)
+        scores: Any = None
+        while True:
+            dist, pos = quant.search(probe, wide)
+            pos, dist = pos[0], dist[0] * unit
+            if pos[-1] < 0:  # faiss returned fewer rows than asked (-1 last)
+                keep = pos >= 0
+                pos, dist = pos[keep], dist[keep]
+            scores = _nan_last(np.einsum("ij,j->i", rows[pos[: max(need, last + last // 8)]], q))
+            # The k-th best exact score (NaN ranks -inf) bounds the true k-th best from below.
+            have = len(scores)
+            floor = float(np.partition(scores, have - need)[have - need]) if have >= need > 0 else -np.inf
+            cut = floor - bound
+            if len(dist) and dist[-1] >= cut and wide < ntotal:
+                wide = min(ntotal, wide * 4)  # the band reaches past the rows asked for: look further
+                continue
+            reach = int(np.count_nonzero(dist >= cut))  # scan scores are in descending order
+            self._reach[k] = reach
+            break
+        if reach > len(scores):
+            scores = np.concatenate([scores, _nan_last(np.einsum("ij,j->i", rows[pos[len(scores) : reach]], q))])
+        rowids = copy.chunk_ids[pos[: len(scores)]]
+        self._last.exact = (q, weakref.ref(copy))  # keyword candidates are scored from the copy's rows
+        # Best first, ties by rowid (a float32 score is its float64 value: the order and the floats are the same).
+        top = np.lexsort((rowids, -scores))[:k]
+        return list(zip(rowids[top].tolist(), scores[top].tolist(), strict=True))
 
     def _search_refined(self, copy: _Quantized, q: Any, k: int) -> list[tuple[int, float]]:
         """:meth:`_search_quantized` for an int8 copy with residual codes: the band is narrowed in memory.
@@ -957,9 +1028,12 @@ class ExactVectors:
         top = float(np.abs(r).max())
         t = INT8_MAX / top if top > 0 else 1.0
         p = np.rint(r * t)
-        rounding = _vnorm(p / t - r) * code_row
-        bound = min(first, _vnorm(r) * err_row) + rounding + slack(q.shape[-1])
-        return np.ascontiguousarray(p.reshape(1, -1), dtype=np.float32), 1.0 / t, bound
+        off = p / t
+        off -= r
+        # math.sqrt of a float64 is numpy's sqrt of it (both correctly rounded): _vnorm's bits, two ufunc calls fewer.
+        rounding = math.sqrt(off.dot(off)) * code_row
+        bound = min(first, math.sqrt(r.dot(r)) * err_row) + rounding + slack(q.shape[-1])
+        return p.astype(np.float32).reshape(1, -1), 1.0 / t, bound
 
     def _fallback(self, copy: _Quantized, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
         """The index changed since the scan copy loaded: rescore its candidates by chunk rowid from SQLite."""
@@ -1009,6 +1083,20 @@ class ExactVectors:
                     # whether its rows' residual codes narrow the rescoring (FINE_MAX_ROWS).
                     "parts": len(quant.index.parts) if quant is not None else 1,
                     "residual": quant is not None and quant.fine is not None}
+
+
+def _kept_scores(copy: _Quantized, q: Any, rowids: Sequence[int]) -> tuple[dict[int, float], list[int]]:
+    """(exact scores of the chunks among ``rowids`` that an int8 copy keeping its float32 rows and holding
+    no units holds, from those rows as :meth:`_segments` scores them; the rowids it does not hold)."""
+    import numpy as np
+
+    chunk_ids = copy.chunk_ids
+    wanted = np.fromiter(rowids, dtype=np.int64, count=len(rowids))
+    pos = np.searchsorted(chunk_ids, wanted)  # the scan's chunk rowids are in rowid order
+    pos[pos >= len(chunk_ids)] = 0
+    found = chunk_ids[pos] == wanted
+    scores = _nan_last(np.einsum("ij,j->i", copy.rows[pos[found]], q))
+    return dict(zip(wanted[found].tolist(), scores.tolist(), strict=True)), wanted[~found].tolist()
 
 
 def _segment_rows(copy: _Quantized, segs: Any) -> tuple[Any, Any]:
@@ -1074,5 +1162,4 @@ def _nan_last(scores: Any) -> Any:
     """Rescored scores with NaN (a stored vector with NaN) as -inf: ranked last, as the float32 scan ranks NaN."""
     import numpy as np
 
-    scores[np.isnan(scores)] = -np.inf
-    return scores
+    return np.fmax(scores, -np.inf, out=scores)  # fmax takes the number over a NaN, and x over -inf
