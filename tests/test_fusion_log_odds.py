@@ -233,7 +233,12 @@ def test_order_is_the_sort_by_score_then_tie_scores_then_rank_then_key() -> None
         # ScoredHits.ranked (what IndexedBackend.search reads) is the same order as two lists, and asks for the
         # given rank only when two scores are equal (or one is NaN): the backend indexes its keyword ranking then.
         asked: list[str] = []
-        keys, values = hits.ranked(lambda k: asked.append(k) or rank[k])
+
+        def asking(key: str, asked: list[str] = asked, rank: dict[str, int] = rank) -> int:
+            asked.append(key)
+            return rank[key]
+
+        keys, values = hits.ranked(asking)
         want = sorted(scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), rank[kv[0]], kv[0]))
         assert list(zip(keys, [v.hex() for v in values], strict=True)) == [(k, s.hex()) for k, s in want]
         distinct = len(set(scores.values())) == len(scores) and not any(map(math.isnan, scores.values()))

@@ -1297,13 +1297,15 @@ _FLAG_RE = _words_re(_FLAG_WORDS, _MOVE_STARTS + _DISPOSE_STARTS + (b"retir", b"
 # bytes.translate table: an ASCII word character (``\w``: a letter, a digit, ``_``) stays, any other byte is a space.
 _WORD_BYTES = bytes(ch if chr(ch).isascii() and (chr(ch).isalnum() or ch == ord("_")) else ord(" ")
                     for ch in range(256))
+# ``bytes.lower`` (A-Z to a-z, nothing else) and then _WORD_BYTES, in one table.
+_LOWER_WORD_BYTES = bytes(_WORD_BYTES[ord(bytes([ch]).lower())] for ch in range(256))
 
 
 def _word_runs(raw: bytes) -> bytes:
     r"""ASCII ``raw`` lowered, each run of other bytes than word characters a space, behind a space: each word of
     it (a maximal run of ``\w``, the only places a ``\b(?:word|...)\b`` pattern can match) is ``b" " + word``
     followed by a space or the end."""
-    return b" " + raw.lower().translate(_WORD_BYTES)
+    return b" " + raw.translate(_LOWER_WORD_BYTES)
 
 
 def may_name_move(text: str) -> bool:
@@ -1355,7 +1357,9 @@ def _plain_text(text: str) -> bool:
         return False
     raw = text.encode("ascii")
     classes = raw.translate(_CHAR_CLASSES)
-    if b"dd-dd" in classes or classes.startswith((b"d", b"vd")) or b" d" in classes or b" vd" in classes:
+    # ``dd-dd`` needs a ``-`` (found at once where there is one: a search for one byte).
+    if (b"-" in raw and b"dd-dd" in classes) or classes.startswith((b"d", b"vd")) or b" d" in classes \
+            or b" vd" in classes:
         return False
     return _FLAG_RE.search(_word_runs(raw)) is None
 
