@@ -230,6 +230,19 @@ def test_order_is_the_sort_by_score_then_tie_scores_then_rank_then_key() -> None
         assert [(k, s.hex()) for k, s in hits.order(rank.__getitem__)] == [(k, s.hex()) for k, s in want]
         want = sorted(scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), kv[0]))
         assert [(k, s.hex()) for k, s in hits.order()] == [(k, s.hex()) for k, s in want]
+        # ScoredHits.ranked (what IndexedBackend.search reads) is the same order as two lists, and asks for the
+        # given rank only when two scores are equal (or one is NaN): the backend indexes its keyword ranking then.
+        asked: list[str] = []
+
+        def asking(key: str, asked: list[str] = asked, rank: dict[str, int] = rank) -> int:
+            asked.append(key)
+            return rank[key]
+
+        keys, values = hits.ranked(asking)
+        want = sorted(scores.items(), key=lambda kv: (-kv[1], -ties.get(kv[0], kv[1]), rank[kv[0]], kv[0]))
+        assert list(zip(keys, [v.hex() for v in values], strict=True)) == [(k, s.hex()) for k, s in want]
+        distinct = len(set(scores.values())) == len(scores) and not any(map(math.isnan, scores.values()))
+        assert (asked == []) == distinct or not scores
 
 
 @pytest.mark.skipif(not _has_local(), reason="needs the local extra (pip install 'symi-memory[local]')")

@@ -233,3 +233,42 @@ def test_no_text_of_mutated_pattern_words_called_plain_has_a_line_a_pair_could_u
         plain += 1
         _assert_flat_every_way(text)
     assert plain > 500 and found > 500
+
+
+def test_the_one_scan_for_flag_words_finds_what_the_word_sets_find() -> None:
+    # plain_chunk looks for a word of _FLAG_WORDS or a word starting as _FLAG_STARTS_RE says with one trie pattern
+    # (_FLAG_RE): it must answer as the two did, for every word, its cut and grown forms, in any case and beside
+    # any separator (a word cut short or grown by a letter is not a whole word of the set; a start still is).
+    import random
+
+    from symi_memory.supersession import _FLAG_RE, _FLAG_STARTS_RE, _FLAG_WORDS, _word_runs, _words_re
+
+    words = sorted(w.decode() for w in _FLAG_WORDS)
+    starts = [p.decode() for p in _FLAG_STARTS_RE.pattern[len(b" (?:"):-1].split(b"|")]
+    forms = [f for w in words + starts for f in (w, w[:-1], w + "s", w + "x", "x" + w, w + "_", w + "2", w.upper(),
+                                                    w.capitalize())] + ["c12w3", "common45", "the", "a", "_", "9"]
+    rnd = random.Random(7)
+    seen = {True: 0, False: 0}
+    for _ in range(20000):
+        text = "".join(rnd.choice(forms) + rnd.choice([" ", "  ", "-", ".", "_", "\n", "'", ""])
+                       for _ in range(rnd.randint(0, 4)))
+        runs = _word_runs(text.encode("ascii"))
+        before = _FLAG_STARTS_RE.search(runs) is None and _FLAG_WORDS.isdisjoint(runs.split())
+        assert (_FLAG_RE.search(runs) is None) == before, text
+        seen[before] += 1
+    assert min(seen.values()) > 3000
+    for word in words + starts:
+        assert _FLAG_RE.search(_word_runs(word.encode("ascii"))) is not None, word
+    with pytest.raises(ValueError):
+        _words_re(frozenset({b"two words"}), ())
+
+
+def test_plain_chunk_answers_the_same_for_a_text_seen_before() -> None:
+    # Answers are remembered by text: asked again, plain and not plain alike come back as they were worked out.
+    import symi_memory.supersession as supersession
+
+    texts = ["c59w27 c59w15 common268 common243", "Sold the hatchback.", "Vitamin D: 2000 IU a day.", "the car is blue"]
+    first = [plain_chunk(t) for t in texts]
+    assert first == [True, False, False, True]
+    assert all(supersession._PLAIN.get(t) is p for t, p in zip(texts, first, strict=True))
+    assert [plain_chunk(t) for t in texts] == first

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from itertools import islice
 from math import isnan
-from operator import itemgetter
+from operator import eq
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -233,18 +234,25 @@ class ScoredHits:
     def order(self, tie: Callable[[Any], Any] | None = None) -> list[tuple[Any, float]]:
         """``scores`` best first: equal scores by ``tie_scores`` (larger first), then by ``tie(key)``
         (smaller first; the backend's keyword rank, say), then by key."""
+        keys, scores = self.ranked(tie)
+        return list(zip(keys, scores, strict=True))
+
+    def ranked(self, tie: Callable[[Any], Any] | None = None) -> tuple[list[Any], list[float]]:
+        """:meth:`order` as two lists, the keys and their scores (no pair is made for each candidate)."""
         scores = self.scores
-        values = list(scores.values())
-        if len(set(values)) == len(values) and not any(map(isnan, values)):
-            # No two scores are equal (==, which a set's membership also tells) and none is NaN: the scores
-            # alone order the items totally, and the whole key (score first) orders them the same way.
-            return sorted(scores.items(), key=itemgetter(1), reverse=True)
+        # Best first by score alone (a stable sort: equal scores keep the dict's order, which the full key below
+        # then decides). No score NaN and no two next to each other equal (==; in the sorted scores, equal ones
+        # are next to each other): the scores alone order the items totally, as the whole key (score first) does.
+        keys = sorted(scores, key=scores.__getitem__, reverse=True)
+        values = list(map(scores.__getitem__, keys))
+        if not any(map(isnan, values)) and not any(map(eq, values, islice(values, 1, None))):
+            return keys, values
         ties = self.tie_scores
         rest = tie or (lambda key: 0)
         # The keys sorted as they are, then their items (``-(-score)`` is the score, bit for bit): the order
         # ``sorted(items, key=...)`` gives with the same keys, since no two keys are equal.
         keyed = sorted([(-score, -ties.get(key, score), rest(key), key) for key, score in scores.items()])
-        return [(key, -score) for score, _, _, key in keyed]
+        return [key for _, _, _, key in keyed], [-score for score, _, _, _ in keyed]
 
 
 def score_hits(

@@ -126,6 +126,9 @@ class MemoryManager:
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
+    #: ``(backend, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?)``: what the backend hands out, asked once
+    #: (``isinstance`` against a runtime-checkable protocol lists the protocol's members again at every call).
+    _stored: tuple[Any, bool, bool, bool] | None = None
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -229,9 +232,7 @@ class MemoryManager:
         floor = ms if result.calibrated else 0.0
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
-        vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
-        line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
-        analysis = backend.candidate_line_analysis if isinstance(backend, StoredLineAnalysis) else None
+        vectors, line_vectors, analysis = self._stored_readers(backend)
         final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
@@ -242,6 +243,19 @@ class MemoryManager:
         hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
                               fallback=result.fallback, citations=citations)
+
+    def _stored_readers(self, backend: MemoryBackend) -> tuple[Any, Any, Any]:
+        """The backend's ``candidate_vectors``, ``candidate_line_vectors`` and ``candidate_line_analysis``, each None
+        when the backend does not hand them out (:class:`StoredVectors`, :class:`StoredLineVectors`,
+        :class:`StoredLineAnalysis`)."""
+        known = self._stored
+        if known is None or known[0] is not backend:
+            known = self._stored = (backend, isinstance(backend, StoredVectors), isinstance(backend, StoredLineVectors),
+                                    isinstance(backend, StoredLineAnalysis))
+        _, vectors, lines, analysis = known
+        return (backend.candidate_vectors if vectors else None,  # type: ignore[attr-defined]
+                backend.candidate_line_vectors if lines else None,  # type: ignore[attr-defined]
+                backend.candidate_line_analysis if analysis else None)  # type: ignore[attr-defined]
 
     def history(self, query: str, *, max_results: int = 30,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
@@ -262,9 +276,7 @@ class MemoryManager:
         result = backend.search(SearchQuery(text=query, max_results=max_results, min_score=0.0,
                                             candidate_limit=min(200, max_results * 2), sources=sources))
         assert self.pipeline is not None
-        vectors = backend.candidate_vectors if isinstance(backend, StoredVectors) else None
-        line_vectors = backend.candidate_line_vectors if isinstance(backend, StoredLineVectors) else None
-        analysis = backend.candidate_line_analysis if isinstance(backend, StoredLineAnalysis) else None
+        vectors, line_vectors, analysis = self._stored_readers(backend)
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
                                   now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
                                   line_vectors=line_vectors, query_vector=result.query_vector,

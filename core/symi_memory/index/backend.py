@@ -302,18 +302,18 @@ class IndexedBackend:
                             identifier_candidates=ident_candidates)
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
+        keys: Sequence[int]
+        kept: Sequence[float]
         if hybrid["fusion"] == "rrf" and mode == "hybrid":
-            ordered = sorted(scores.items(), key=lambda kv: -kv[1])  # stable: RRF order among equal scores
+            keys = sorted(scores, key=lambda k: -scores[k])  # stable: RRF order among equal scores
+            kept = list(map(scores.__getitem__, keys))
         else:
             # Equal scores (say, every chunk holding all query words, at the exact-match floor) are ordered by
-            # their fused score before the floor, then by the keyword ranking.
-            krank = dict(zip(map(itemgetter(0), ranked), count()))  # {k: i for i, (k, _) in enumerate(ranked)}
-            unranked = len(krank)
-            ordered = scored.order(lambda k: krank.get(k, unranked))
+            # their fused score before the floor, then by the keyword ranking (looked up only when scores tie).
+            keys, kept = scored.ranked(_KeywordRank(ranked))
         candidates: tuple[Candidate, ...] = ()
-        if ordered:
+        if keys:
             # Made a field at a time: each column (the ordered candidates' rows transposed, their scores) in one go.
-            keys, kept = zip(*ordered, strict=True)
             column = dict(zip(CandidateRow._fields, zip(*map(rows.__getitem__, keys), strict=True), strict=True))
             candidates = _make_candidates(column["id"], column["path"], column["start_line"], column["end_line"], kept,
                                           column["text"], column["source"], tuple(map(vec_p.get, keys)),
@@ -1105,6 +1105,25 @@ class _Worker:
 #: Candidate's fields in attrs' order, as :func:`_candidates_maker` sets them.
 _CANDIDATE_FIELDS = ("id", "path", "start_line", "end_line", "score", "text", "source", "vector_score", "text_score",
                      "mtime", "identifier_match", "superseded_by", "supersedes")
+
+
+class _KeywordRank:
+    """Each key's place in the keyword ranking (``ranked``'s ``(key, score)`` pairs), the number of ranked keys for
+    one not ranked; the ranking is indexed on the first look-up (most searches have no equal scores to break)."""
+
+    __slots__ = ("ranked", "places", "unranked")
+
+    def __init__(self, ranked: Sequence[tuple[int, float]]) -> None:
+        self.ranked = ranked
+        self.places: dict[int, int] | None = None
+        self.unranked = 0
+
+    def __call__(self, key: int) -> int:
+        places = self.places
+        if places is None:
+            places = self.places = dict(zip(map(itemgetter(0), self.ranked), count()))
+            self.unranked = len(places)
+        return places.get(key, self.unranked)
 
 
 def _candidates_maker() -> Callable[..., tuple[Candidate, ...]]:
