@@ -159,12 +159,74 @@ def faiss_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
-def usable_cpus() -> int:
-    """How many CPUs this process may run on (its affinity mask; the machine's count where there is none)."""
+def usable_cpus(cgroup_root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> int:
+    """How many CPUs this process may run on: its affinity mask (the machine's count where there is none), and no
+    more than its cgroup's CPU quota allows (:func:`cgroup_cpu_limit`; a container given 1 CPU of a 64-core host
+    sees all 64 in its affinity mask)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    limit = cgroup_cpu_limit(cgroup_root, proc_cgroup)
+    return max(1, min(cpus, limit)) if limit is not None else cpus
+
+
+def cgroup_cpu_limit(cgroup_root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> int | None:
+    """The CPUs this process's cgroup quota amounts to (quota / period, rounded up), or None when no quota is set
+    or none can be read (not Linux, no cgroup file system).
+
+    cgroup v2: ``cpu.max`` (``"<quota> <period>"``, or ``"max <period>"``) of the process's own cgroup, as
+    ``/proc/self/cgroup`` names it, and of every cgroup above it (the tightest one holds); in a container the
+    process's cgroup is the root of the file system it sees. cgroup v1: ``cpu.cfs_quota_us`` (-1: none) over
+    ``cpu.cfs_period_us`` of the cpu controller's cgroup.
+    """
+    try:
+        with open(proc_cgroup, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits: list[int] = []
+    for line in lines:
+        hier, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hier == "0" and controllers == "":  # v2: every cgroup from the process's up to the root
+            parts = [p for p in path.split("/") if p and p not in (".", "..")]
+            for depth in range(len(parts), -1, -1):
+                got = _quota_cpus(os.path.join(cgroup_root, *parts[:depth], "cpu.max"), None)
+                if got is not None:
+                    limits.append(got)
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own hierarchy
+            parts = [p for p in path.split("/") if p and p not in (".", "..")]
+            for mount in (controllers, "cpu", "cpu,cpuacct"):
+                base = os.path.join(cgroup_root, mount)
+                for where in (os.path.join(base, *parts), base):  # the process's cgroup, or a container's root
+                    got = _quota_cpus(os.path.join(where, "cpu.cfs_quota_us"),
+                                      os.path.join(where, "cpu.cfs_period_us"))
+                    if got is not None:
+                        limits.append(got)
+                        break
+                else:
+                    continue
+                break
+    return min(limits) if limits else None
+
+
+def _quota_cpus(quota_file: str, period_file: str | None) -> int | None:
+    """The CPUs one cgroup's quota amounts to; None when it sets none, or its files are missing or unreadable."""
+    try:
+        with open(quota_file, encoding="ascii") as f:
+            fields = f.read().split()
+        if period_file is not None:
+            with open(period_file, encoding="ascii") as f:
+                fields = fields[:1] + f.read().split()[:1]
+        if len(fields) < 2 or fields[0] in ("max", "-1"):
+            return None
+        quota, period = int(fields[0]), int(fields[1])
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if quota <= 0 or period <= 0:
+        return None
+    return max(1, -(-quota // period))
 
 
 @attrs.frozen
