@@ -114,6 +114,9 @@ class IndexedBackend:
     _vocabulary: Vocabulary | None = None
     _words_worker: _Worker | None = None
     _hung_words: threading.Event | None = None
+    #: ``(vector side, whether it is SearchesOnAnyThread)``, asked once per vector side (``isinstance`` against a
+    #: runtime-checkable protocol lists the protocol's members again at every call).
+    _any_thread: tuple[Any, bool] | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -397,7 +400,12 @@ class IndexedBackend:
         """This search's vector scan, handed to the scan worker once its query vector is there (chained on the
         embedding worker, or at once when the vector already is); None when the vector side cannot be searched
         on another thread, or its scan is too short to gain from it (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
-        if pending is None or not isinstance(self.vectors, SearchesOnAnyThread) or not self.vectors.worth_another_thread():
+        if pending is None:
+            return None
+        known, vectors = self._any_thread, self.vectors
+        if known is None or known[0] is not vectors:
+            known = self._any_thread = (vectors, isinstance(vectors, SearchesOnAnyThread))
+        if not known[1] or not vectors.worth_another_thread():  # type: ignore[attr-defined]
             return None
         scan = _VectorScan(self.vectors, self.store, k)
         pending.then(scan.start)
