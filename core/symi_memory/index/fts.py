@@ -60,7 +60,9 @@ class KeywordSearch(StoreParts):
         words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
         size = self._index_size(generation)
         tokens = self._weighty_tokens(words, size=size)
-        if len(words) >= 2 and size[1] >= PRUNE_MIN_CHUNKS:  # their document frequencies were read just now
+        # Their document frequencies were read just now. Only a keyword table of this tokenizer holds the index
+        # terms the check looks up: one migrated from schema 3 holds words unstemmed until its rebuild.
+        if len(words) >= 2 and size[1] >= PRUNE_MIN_CHUNKS and self._fts_current(size[0]):
             tokens = self._found_somewhere(tokens, size[0])
         match = match_tokens(tokens)
         if match is None:
