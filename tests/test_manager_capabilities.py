@@ -1,5 +1,6 @@
 """The manager hands supersession what the backend offers at each search: a third-party backend whose optional
-capabilities (``StoredVectors``, ``StoredLineVectors``, ``StoredLineAnalysis``) come and go keeps being searched."""
+capabilities (``StoredVectors``, ``StoredLineVectors``, ``StoredLineAnalysis``) come and go with what it serves
+from is searched as it stands at each search."""
 
 from __future__ import annotations
 
@@ -14,18 +15,23 @@ from symi_memory.testing.fakes import InMemoryBackend
 
 
 class _Failover:
-    """A backend serving from builtin-sqlite, or from a keyword-only spare while the primary is down: what it can
-    hand out is its current inner backend's (attributes are looked up on it)."""
+    """A backend serving from builtin-sqlite, or from a keyword-only spare while the primary is down: it hands out
+    what its current inner backend hands out (the inner's readers set on the instance, or none)."""
+
+    READERS = ("candidate_vectors", "candidate_line_vectors", "candidate_line_analysis")
 
     def __init__(self, ctx: Any) -> None:
         self.primary = ctx.services.create_backend("builtin-sqlite")
         self.spare = InMemoryBackend(ctx)
-        self.inner: Any = self.primary
+        self.serve_from(self.primary)
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("primary", "spare", "inner"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def serve_from(self, inner: Any) -> None:
+        self.inner = inner
+        for name in self.READERS:
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+            else:
+                self.__dict__.pop(name, None)
 
     def sync(self, **kw: Any) -> Any:
         self.spare.sync(**kw)
@@ -68,7 +74,7 @@ def test_a_backend_losing_its_stored_vectors_is_still_searched(tmp_path: Path) -
         mem.sync()
         assert isinstance(mem.backend, StoredVectors)
         assert mem.search("what car do I drive", min_score=0).results
-        mem.backend.inner = mem.backend.spare  # the primary is down: the spare stores no vectors
+        mem.backend.serve_from(mem.backend.spare)  # the primary is down: the spare stores no vectors
         assert not isinstance(mem.backend, StoredVectors)
         # Searched as any backend without stored vectors is (supersession without them), not an AttributeError.
         assert mem.search("what car do I drive", min_score=0).results
@@ -77,10 +83,9 @@ def test_a_backend_losing_its_stored_vectors_is_still_searched(tmp_path: Path) -
 def test_a_backend_gaining_stored_vectors_has_its_hits_superseded(tmp_path: Path) -> None:
     with _open(tmp_path) as mem:
         mem.sync()
-        primary = mem.backend.inner
-        mem.backend.inner = mem.backend.spare  # searched first while the primary is down: no stored vectors
+        mem.backend.serve_from(mem.backend.spare)  # searched first while the primary is down: no stored vectors
         assert all(h.superseded_by is None for h in mem.search("what car do I drive", min_score=0).results)
-        mem.backend.inner = primary  # back on the primary: its stored vectors make the pair again
+        mem.backend.serve_from(mem.backend.primary)  # back on the primary: its stored vectors make the pair again
         hits = {h.path: h for h in mem.search("what car do I drive", min_score=0).results}
         old = hits["memory/2026-01-10.md"].superseded_by
         assert old is not None and old["path"] == "memory/2026-03-02.md"
