@@ -272,3 +272,33 @@ def test_plain_chunk_answers_the_same_for_a_text_seen_before() -> None:
     assert first == [True, False, False, True]
     assert all(supersession._PLAIN.get(t) is p for t, p in zip(texts, first, strict=True))
     assert [plain_chunk(t) for t in texts] == first
+
+
+@pytest.mark.parametrize("length", [8, 400])
+@pytest.mark.parametrize("ascii_text", [True, False])
+def test_remembered_answers_hold_about_the_memory_they_are_bounded_by(monkeypatch: pytest.MonkeyPatch, length: int,
+                                                                       ascii_text: bool) -> None:
+    # plain_chunk's answers are kept within PLAIN_KEPT_CHARS (bytes: 4 MB): short chunks (a
+    # one-line memory each) and non-ASCII ones (up to 4 bytes a character) must not hold several times that.
+    import gc
+    import tracemalloc
+
+    import symi_memory.supersession as supersession
+
+    bound = 100_000
+    monkeypatch.setattr(supersession, "PLAIN_KEPT_CHARS", bound)
+    supersession._PLAIN.clear()
+    monkeypatch.setattr(supersession, "_PLAIN_CHARS", 0)
+    mark = "x" if ascii_text else "\U0001f697"
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(2 * bound // length):
+            plain_chunk(f"{mark}{i} ".ljust(length, "c"))
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        supersession._PLAIN.clear()
+    assert held <= 1.5 * bound, (held, len(supersession._PLAIN))

@@ -126,9 +126,11 @@ class MemoryManager:
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
-    #: ``(backend, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?)``: what the backend hands out, asked once
-    #: (``isinstance`` against a runtime-checkable protocol lists the protocol's members again at every call).
-    _stored: tuple[Any, bool, bool, bool] | None = None
+    #: ``(backend class, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?)``: what the backend's class defines,
+    #: asked once (``isinstance`` against a runtime-checkable protocol lists the protocol's members again at every
+    #: call). A protocol the class does not define is asked of the backend at each search: an instance may gain or
+    #: lose its members (a wrapper looking them up on the backend it currently serves from).
+    _stored: tuple[type, bool, bool, bool] | None = None
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -248,14 +250,20 @@ class MemoryManager:
         """The backend's ``candidate_vectors``, ``candidate_line_vectors`` and ``candidate_line_analysis``, each None
         when the backend does not hand them out (:class:`StoredVectors`, :class:`StoredLineVectors`,
         :class:`StoredLineAnalysis`)."""
+        kind = type(backend)
         known = self._stored
-        if known is None or known[0] is not backend:
-            known = self._stored = (backend, isinstance(backend, StoredVectors), isinstance(backend, StoredLineVectors),
-                                    isinstance(backend, StoredLineAnalysis))
+        if known is None or known[0] is not kind:
+            # A class that defines a protocol's members makes every instance of it one (isinstance answers so from
+            # the class alone); for one that does not, only the instance can tell.
+            known = self._stored = (kind, issubclass(kind, StoredVectors), issubclass(kind, StoredLineVectors),
+                                    issubclass(kind, StoredLineAnalysis))
         _, vectors, lines, analysis = known
-        return (backend.candidate_vectors if vectors else None,  # type: ignore[attr-defined]
-                backend.candidate_line_vectors if lines else None,  # type: ignore[attr-defined]
-                backend.candidate_line_analysis if analysis else None)  # type: ignore[attr-defined]
+        return (backend.candidate_vectors  # type: ignore[attr-defined]
+                if vectors or isinstance(backend, StoredVectors) else None,
+                backend.candidate_line_vectors  # type: ignore[attr-defined]
+                if lines or isinstance(backend, StoredLineVectors) else None,
+                backend.candidate_line_analysis  # type: ignore[attr-defined]
+                if analysis or isinstance(backend, StoredLineAnalysis) else None)
 
     def history(self, query: str, *, max_results: int = 30,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:

@@ -1329,24 +1329,33 @@ def plain_chunk(text: str) -> bool:
     them), ``dd-dd`` for a calendar day, a number starting a word for a quantity (:func:`_char_classes`), a word of
     :func:`may_name_move`. A line break or a heading only adds what a line of its own would need, so the text as
     a whole is plain only when each of its lines is. A text that is not ASCII is never called plain."""
+    if not text.isascii():  # told at once (str knows it): nothing worth remembering
+        return False
     known = _PLAIN.get(text)
     if known is not None:
         return known
     plain = _plain_text(text)
     # Remembered by text (what the answer depends on alone): the best hits of one index come back search after
-    # search. Bounded by the characters kept; a dict of strings and booleans, which the collector does not track.
+    # search. Bounded by the memory kept: each text's characters (ASCII, a byte each) and what an entry costs
+    # beside them (the string's header, the dict's slot), so short texts are bounded too; a dict of strings and
+    # booleans, which the collector does not track.
     global _PLAIN_CHARS
-    if _PLAIN_CHARS + len(text) > PLAIN_KEPT_CHARS:
+    cost = len(text) + _PLAIN_ENTRY_COST
+    if _PLAIN_CHARS + cost > PLAIN_KEPT_CHARS:
         _PLAIN.clear()
         _PLAIN_CHARS = 0
-    if len(text) <= PLAIN_KEPT_CHARS:
+    if cost <= PLAIN_KEPT_CHARS:
         _PLAIN[text] = plain
-        _PLAIN_CHARS += len(text)
+        _PLAIN_CHARS += cost
     return plain
 
 
-#: :func:`plain_chunk`'s answers are kept for texts of this many characters at most, in all (4 MB of ASCII).
+#: :func:`plain_chunk`'s answers are kept within about this many bytes (4 MB): the ASCII texts' characters, and
+#: ``_PLAIN_ENTRY_COST`` for each text.
 PLAIN_KEPT_CHARS = 4_000_000
+# What a remembered answer holds beside its text's characters: a str's header (49 bytes for ASCII), its dict slot
+# and index (about 40 with the table's slack).
+_PLAIN_ENTRY_COST = 96
 _PLAIN: dict[str, bool] = {}
 _PLAIN_CHARS = 0
 
