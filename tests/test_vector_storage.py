@@ -468,6 +468,53 @@ def test_a_kept_copy_s_rescoring_follows_a_query_list_changed_since_and_lets_a_r
         store.close()
 
 
+def test_a_kept_copy_replaced_since_the_search_is_not_rescored_from_even_while_another_search_holds_it(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A write lands between a search of an int8 copy that keeps its float32 rows and the rescoring of its keyword
+    # candidates, and the next search loads a new copy. Another thread still searching the old copy keeps it alive
+    # (held here). The last file's chunks got their rowids back (SQLite reuses the highest rowids): the old copy's
+    # row for such a rowid is a deleted chunk's vector. The keyword candidates are scored as the float32 scan of the
+    # index as it is now scores them, whether or not something else still holds the old copy (vec10k scored every
+    # chunk the old copy held from it while it lived, from the new copy once it was freed; 0670d98 scored the
+    # search's rescoring band from the old copy).
+    pytest.importorskip("faiss")
+    import json
+    import threading
+
+    import numpy as np
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.store import ChunkRow, FileRow
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
+    store, vecs, rng = _random_store(tmp_path / "k.sqlite", 3000)
+    try:
+        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
+        query = vecs[7].tolist()
+        auto.search(query, 10)
+        held = auto._quant  # as another thread's search of that copy holds it
+        assert held is not None and held.rows is not None
+        fresh = (-vecs[2900:]).astype(np.float32)  # the last file, written again with other vectors
+        rows = [ChunkRow(id=f"n{i}", path="memory/2900.md", source="memory", start_line=i, end_line=i, hash=f"n{i}",
+                         text=f"chunk {i}", embedding=fresh[i].tobytes()) for i in range(len(fresh))]
+        store.replace_files([(FileRow(path="memory/2900.md", source="memory", hash="new", mtime=0.0, size=0), rows)],
+                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})})
+        # The next search, on another thread, loads the new copy.
+        loader = threading.Thread(target=auto.search, args=(vecs[3].tolist(), 10))
+        loader.start()
+        loader.join()
+        assert auto._quant is not held and auto._quant is not None
+        reused = list(range(2901, 3001))
+        assert store.vectors_by_rowid(reused[:1]) == {2901: fresh[0].tobytes()}  # the rowids hold the new chunks
+        full.search(query, 10)
+        got, want = auto.rescore(query, reused), full.rescore(query, reused)
+        assert got.keys() == want.keys() == set(reused)
+        assert got == want, "scored from the replaced copy's rows (deleted chunks' vectors)"
+    finally:
+        store.close()
+
+
 def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
     # A d-term float32 dot product can be off by about d * 2**-24 on each side: 1e-4 is not enough at 1,536-d.
     from symi_memory.index.vectors import BOUND_SLACK, slack

@@ -692,6 +692,11 @@ class ExactVectors:
                 if last is None:
                     known = exact[1]
                     copy = known() if isinstance(known, weakref.ref) else None
+                    if copy is not None and copy is not self._quant:
+                        # Replaced since (a write, and a search that loaded the new copy), yet alive (another
+                        # thread's search still holds it): its rows are the old index's (a reused rowid's may be a
+                        # deleted chunk's). Scored as when it is gone, from the copy now loaded.
+                        copy = None
                     if copy is not None:  # a kept copy's search (_search_kept): each chunk it holds from its row
                         out, missing = _kept_scores(copy, q, rowids)
                     else:
