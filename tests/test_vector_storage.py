@@ -515,6 +515,32 @@ def test_a_kept_copy_replaced_since_the_search_is_not_rescored_from_even_while_a
         store.close()
 
 
+def test_a_kept_copy_s_rescoring_follows_a_query_whose_elements_changed_in_place(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The same list object asked again, holding the same element objects, is the same query only when those
+    # elements cannot change: a list of 0-d numpy arrays written in place since the search asks about another
+    # vector, and its candidates are scored for that one.
+    pytest.importorskip("faiss")
+    import numpy as np
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
+    store, vecs, _rng = _random_store(tmp_path / "m.sqlite", 3000)
+    try:
+        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
+        asked = [np.array(x, dtype=np.float64) for x in vecs[5]]
+        assert auto.search(asked, 10) == full.search(vecs[5].tolist(), 10)
+        for element, value in zip(asked, vecs[9], strict=True):
+            element[()] = value  # the same objects, another query
+        others = list(range(200, 260))
+        got, want = auto.rescore(asked, others), full.rescore(vecs[9].tolist(), others)
+        assert got.keys() == want.keys() == set(others)
+        assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list held at the search"
+    finally:
+        store.close()
+
+
 def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
     # A d-term float32 dot product can be off by about d * 2**-24 on each side: 1e-4 is not enough at 1,536-d.
     from symi_memory.index.vectors import BOUND_SLACK, slack

@@ -622,9 +622,11 @@ class ExactVectors:
         if norm == 0.0:
             return []
         q = q / norm
-        if type(query) is list and math.isfinite(norm):
+        if type(query) is list and type(query[0]) is float and math.isfinite(norm):
             # The query as asked (its float objects, a few microseconds to copy): :meth:`rescore` of the same list
             # holding the same floats need not convert it again (about 15 us) to know it asks about this scan.
+            # Floats only (as providers and tolist() give; the first is checked): a value changed in the list is
+            # another object, while an element changed in place (a 0-d numpy array) is the same object.
             self._last.asked = (query, tuple(query))
         if quant is not None:
             return self._search_quantized(quant, q, k)
