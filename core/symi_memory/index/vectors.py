@@ -671,8 +671,8 @@ class ExactVectors:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
         Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score, as does
-        every chunk an int8 copy that keeps its float32 rows holds (from its row); the others are computed from
-        their stored vectors; chunks without a vector are left out.
+        every chunk an int8 copy that keeps its float32 rows holds (from its row, while that copy is the loaded
+        one); the others are computed from their stored vectors; chunks without a vector are left out.
         """
         import numpy as np
 
@@ -911,7 +911,7 @@ class ExactVectors:
         of the true top k scans at least ``floor - bound``; the rows scanning that or more that are not rescored
         yet are rescored next, and the top k of all rescored rows is the float32 scan's. What the search leaves
         for :meth:`rescore` is the copy (by weak reference), not a dict of the scores: any chunk it holds is
-        scored from its kept row, the same bits.
+        scored from its kept row, the same bits, while it is still the loaded copy.
         """
         import numpy as np
 
