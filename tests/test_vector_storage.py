@@ -468,6 +468,79 @@ def test_a_kept_copy_s_rescoring_follows_a_query_list_changed_since_and_lets_a_r
         store.close()
 
 
+def test_a_kept_copy_replaced_since_the_search_is_not_rescored_from_even_while_another_search_holds_it(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A write lands between a search of an int8 copy that keeps its float32 rows and the rescoring of its keyword
+    # candidates, and the next search loads a new copy. Another thread still searching the old copy keeps it alive
+    # (held here). The last file's chunks got their rowids back (SQLite reuses the highest rowids): the old copy's
+    # row for such a rowid is a deleted chunk's vector. The keyword candidates are scored as the float32 scan of the
+    # index as it is now scores them, whether or not something else still holds the old copy (vec10k scored every
+    # chunk the old copy held from it while it lived, from the new copy once it was freed; 0670d98 scored the
+    # search's rescoring band from the old copy).
+    pytest.importorskip("faiss")
+    import json
+    import threading
+
+    import numpy as np
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.store import ChunkRow, FileRow
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
+    store, vecs, rng = _random_store(tmp_path / "k.sqlite", 3000)
+    try:
+        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
+        query = vecs[7].tolist()
+        auto.search(query, 10)
+        held = auto._quant  # as another thread's search of that copy holds it
+        assert held is not None and held.rows is not None
+        fresh = (-vecs[2900:]).astype(np.float32)  # the last file, written again with other vectors
+        rows = [ChunkRow(id=f"n{i}", path="memory/2900.md", source="memory", start_line=i, end_line=i, hash=f"n{i}",
+                         text=f"chunk {i}", embedding=fresh[i].tobytes()) for i in range(len(fresh))]
+        store.replace_files([(FileRow(path="memory/2900.md", source="memory", hash="new", mtime=0.0, size=0), rows)],
+                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})})
+        # The next search, on another thread, loads the new copy.
+        loader = threading.Thread(target=auto.search, args=(vecs[3].tolist(), 10))
+        loader.start()
+        loader.join()
+        assert auto._quant is not held and auto._quant is not None
+        reused = list(range(2901, 3001))
+        assert store.vectors_by_rowid(reused[:1]) == {2901: fresh[0].tobytes()}  # the rowids hold the new chunks
+        full.search(query, 10)
+        got, want = auto.rescore(query, reused), full.rescore(query, reused)
+        assert got.keys() == want.keys() == set(reused)
+        assert got == want, "scored from the replaced copy's rows (deleted chunks' vectors)"
+    finally:
+        store.close()
+
+
+def test_a_kept_copy_s_rescoring_follows_a_query_whose_elements_changed_in_place(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The same list object asked again, holding the same element objects, is the same query only when those
+    # elements cannot change: a list of 0-d numpy arrays written in place since the search asks about another
+    # vector, and its candidates are scored for that one.
+    pytest.importorskip("faiss")
+    import numpy as np
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
+    store, vecs, _rng = _random_store(tmp_path / "m.sqlite", 3000)
+    try:
+        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
+        asked = [np.array(x, dtype=np.float64) for x in vecs[5]]
+        assert auto.search(asked, 10) == full.search(vecs[5].tolist(), 10)
+        for element, value in zip(asked, vecs[9], strict=True):
+            element[()] = value  # the same objects, another query
+        others = list(range(200, 260))
+        got, want = auto.rescore(asked, others), full.rescore(vecs[9].tolist(), others)
+        assert got.keys() == want.keys() == set(others)
+        assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list held at the search"
+    finally:
+        store.close()
+
+
 def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
     # A d-term float32 dot product can be off by about d * 2**-24 on each side: 1e-4 is not enough at 1,536-d.
     from symi_memory.index.vectors import BOUND_SLACK, slack

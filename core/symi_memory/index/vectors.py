@@ -684,9 +684,11 @@ class ExactVectors:
         if norm == 0.0:
             return []
         q = q / norm
-        if type(query) is list and math.isfinite(norm):
+        if type(query) is list and type(query[0]) is float and math.isfinite(norm):
             # The query as asked (its float objects, a few microseconds to copy): :meth:`rescore` of the same list
             # holding the same floats need not convert it again (about 15 us) to know it asks about this scan.
+            # Floats only (as providers and tolist() give; the first is checked): a value changed in the list is
+            # another object, while an element changed in place (a 0-d numpy array) is the same object.
             self._last.asked = (query, tuple(query))
         if quant is not None:
             return self._search_quantized(quant, q, k)
@@ -731,8 +733,8 @@ class ExactVectors:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
 
         Chunks this thread's last scan scored (or, after a quantized scan, rescored) take that score, as does
-        every chunk an int8 copy that keeps its float32 rows holds (from its row); the others are computed from
-        their stored vectors; chunks without a vector are left out.
+        every chunk an int8 copy that keeps its float32 rows holds (from its row, while that copy is the loaded
+        one); the others are computed from their stored vectors; chunks without a vector are left out.
         """
         import numpy as np
 
@@ -754,6 +756,11 @@ class ExactVectors:
                 if last is None:
                     known = exact[1]
                     copy = known() if isinstance(known, weakref.ref) else None
+                    if copy is not None and copy is not self._quant:
+                        # Replaced since (a write, and a search that loaded the new copy), yet alive (another
+                        # thread's search still holds it): its rows are the old index's (a reused rowid's may be a
+                        # deleted chunk's). Scored as when it is gone, from the copy now loaded.
+                        copy = None
                     if copy is not None:  # a kept copy's search (_search_kept): each chunk it holds from its row
                         out, missing = _kept_scores(copy, q, rowids)
                     else:
@@ -966,7 +973,7 @@ class ExactVectors:
         of the true top k scans at least ``floor - bound``; the rows scanning that or more that are not rescored
         yet are rescored next, and the top k of all rescored rows is the float32 scan's. What the search leaves
         for :meth:`rescore` is the copy (by weak reference), not a dict of the scores: any chunk it holds is
-        scored from its kept row, the same bits.
+        scored from its kept row, the same bits, while it is still the loaded copy.
         """
         import numpy as np
 
