@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -320,6 +321,11 @@ class PostgresBackend:
             except EmbeddingError as exc:
                 log.warning("query embedding failed (%s); keyword results only", exc)
         if qvec is not None and not any(qvec):
+            qvec = None
+        if qvec is not None and provider is not None and not _finite_sum(qvec):
+            # NaN or infinity (a provider's bug): pgvector refuses such a vector, and the search answered nothing.
+            log.warning("query embedding by %s held non-finite values (NaN or infinity); keyword results only",
+                        provider.id)
             qvec = None
         try:
             return self._with_conn(lambda conn: self._search(conn, query, qvec), timeout=self.settings.connect_timeout)
@@ -825,3 +831,12 @@ def _term_counts(text: str, terms: list[str]) -> tuple[dict[str, int], int]:
             if n:
                 counts[t] = n
     return counts, len(text)
+
+
+def _finite_sum(vector: Any) -> bool:
+    """False when ``vector``'s values sum to NaN or an infinity: exactly when one of them is NaN or infinite (or the
+    sum overflows); True for what is not a flat sequence of numbers."""
+    try:
+        return math.isfinite(sum(vector))
+    except (TypeError, ValueError):
+        return True

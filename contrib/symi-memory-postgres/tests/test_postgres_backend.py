@@ -657,3 +657,35 @@ def test_the_schema_4_upgrade_does_not_hold_up_searches_behind_an_older_process_
         mem.sync()
         assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE lines IS NULL") == [(0,)]
     assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
+
+
+def test_a_non_finite_query_vector_answers_by_keyword(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    # pgvector refuses NaN and infinity in a vector: such a query vector (a provider's bug) made the search
+    # answer nothing at all, as if the server were down.
+    import math
+
+    from symi_memory import hookimpl
+    from symi_memory.specs import ProviderSpec
+    from symi_memory.testing.fakes import HashEmbedder
+
+    class Poisoned(HashEmbedder):
+        def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+            vec = list(super().embed_query(text))
+            if text.startswith("poisoned"):
+                vec[2] = math.nan
+            return vec
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
+            register(ProviderSpec(name="poisoned", factory=lambda ctx: Poisoned()))
+
+    ws = make_workspace(tmp_path / "ws", {"memory/2026-01-01.md": "# Jan\n\nquokka sighting at the harbour\n"})
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "poisoned", "sync": {"watch": False}}}}})
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=overrides)
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("poisoned", Plugin())]) as mem:
+        mem.sync()
+        resp = mem.search("poisoned quokka harbour", min_score=0)
+        assert resp.mode == "fts-only" and [r.path for r in resp.results] == ["memory/2026-01-01.md"]
+        assert mem.search("quokka harbour", min_score=0).mode == "hybrid"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -237,6 +238,13 @@ class IndexedBackend:
                 fallback = Fallback(from_=provider.id, reason=why)
         if qvec is not None and not any(qvec):
             qvec = None  # an all-zero vector carries no meaning
+        if qvec is not None and provider is not None and not _finite_sum(qvec):
+            # NaN or infinity (a provider's bug): no chunk's cosine with it means anything, and sqlite-vec's
+            # search raised on it. Answered by keyword, saying why, as when the embedding failed.
+            why = f"query embedding by {provider.id} held non-finite values (NaN or infinity); keyword results only"
+            log.warning("%s", why)
+            fallback = Fallback(from_=provider.id, reason=why)
+            qvec = None
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not full
         use_text = hybrid["enabled"] or not use_vec
@@ -1184,6 +1192,16 @@ def _candidates_maker() -> Callable[..., tuple[Candidate, ...]]:
 
 
 _make_candidates = _candidates_maker()
+
+
+def _finite_sum(vector: Any) -> bool:
+    """False when ``vector``'s values sum to NaN or an infinity: exactly when one of them is NaN or infinite (or
+    they are so large the sum overflows, no sound embedding either); True for what is not a flat sequence of numbers
+    (the vector side tells what is wrong with it)."""
+    try:
+        return math.isfinite(sum(vector))
+    except (TypeError, ValueError):
+        return True
 
 
 def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, CandidateRow],
