@@ -373,7 +373,7 @@ def test_the_search_epoch_is_read_again_only_after_another_process_wrote(tmp_pat
         read: list[str] = []
 
         def trace(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
-            if "FROM meta WHERE key IN ('generation', 'touches')" in sql:
+            if "FROM meta WHERE key IN ('generation', 'touches', 'identity')" in sql:
                 read.append(sql)
             return True
 

@@ -177,15 +177,25 @@ def content_words(words: Iterable[str]) -> list[str]:
 
 def query_terms(words: Iterable[str]) -> list[str]:
     """The distinct stemmed index terms of the content words, in order."""
+    return _terms_of(content_words(words))
+
+
+def _terms_of(content: Sequence[str]) -> list[str]:
+    """:func:`query_terms` of words that are content words already."""
     seen: dict[str, None] = {}
-    for w in content_words(words):
+    plain: list[str] = []  # the words since the last CJK run: tokenized in one call (a call per word cost more)
+    for w in content:
         if CJK_RUN_RE.search(w):
+            if plain:
+                seen.update(dict.fromkeys(_stem_all(" ".join(plain))))
+                plain = []
             # A CJK run is one unicode61 token; as a substring it is the set of its bigrams.
-            for t in cjk_bigrams(w).split():
-                seen.setdefault(t, None)
-            continue
-        for t in _stem_all(w):
-            seen.setdefault(t, None)
+            seen.update(dict.fromkeys(cjk_bigrams(w).split()))
+        else:
+            plain.append(w)
+    if plain:
+        # The words joined by spaces make the tokens of each word in turn: no token spans a space.
+        seen.update(dict.fromkeys(_stem_all(" ".join(plain))))
     return list(seen)
 
 
@@ -207,8 +217,9 @@ class QueryAnalysis:
     @classmethod
     def of(cls, text: str) -> QueryAnalysis:
         tokens = query_tokens(text)
-        return cls(text=text, tokens=tuple(tokens), words=tuple(content_words(tokens)),
-                   terms=tuple(query_terms(tokens)), identifiers=tuple(identifier_tokens(tokens)))
+        words = content_words(tokens)
+        return cls(text=text, tokens=tuple(tokens), words=tuple(words), terms=tuple(_terms_of(words)),
+                   identifiers=tuple(identifier_tokens(tokens)))
 
 
 def idf(df: int, n: int) -> float:

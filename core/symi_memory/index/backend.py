@@ -34,10 +34,15 @@ from .records import CandidateRow
 from .store import IndexStore
 
 if TYPE_CHECKING:
+    from ..chunking import CHARS_PER_TOKEN
     from ..config import AgentView
     from ..embedding import EmbeddingChoice
+    from ..fusion import score_hits
+    from .analysis import QueryAnalysis, counts_in, needles, term_string
+    from .keyword import CJK_RUN_RE
     from .scheduler import SyncScheduler
-    from .synonyms import QuerySynonyms, Vocabulary
+    from .synonyms import QuerySynonyms, Vocabulary, min_cosine
+    from .vectors import combined_cosines
 
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
@@ -79,6 +84,26 @@ QUERY_EMBED_DEADLINE_S = 2.5
 
 log = logging.getLogger("symi_memory.backend")
 
+#: Whether the search path's modules are imported yet (:func:`_import_search_path`).
+_SEARCH_IMPORTED = False
+
+
+def _import_search_path() -> None:
+    """Import what a search uses into this module's names, on the first search: a one-shot ``status`` or ``get``
+    opens the backend without searching, and must not import the scoring code (nor numpy through it). Bound once
+    as module names: an import statement in a function costs a microsecond or more at every call, and a search
+    made nine of them."""
+    global _SEARCH_IMPORTED, CHARS_PER_TOKEN, score_hits, QueryAnalysis, counts_in, needles, term_string
+    global CJK_RUN_RE, min_cosine, combined_cosines
+    from ..chunking import CHARS_PER_TOKEN
+    from ..fusion import score_hits
+    from .analysis import QueryAnalysis, counts_in, needles, term_string
+    from .keyword import CJK_RUN_RE
+    from .synonyms import min_cosine
+    from .vectors import combined_cosines
+
+    _SEARCH_IMPORTED = True
+
 
 @attrs.define
 class IndexedBackend:
@@ -109,7 +134,7 @@ class IndexedBackend:
     #: them, read from FTS5 (one object, replaced whole when the generation changes, so a search of another
     #: generation never fills it; plain dicts of ints, which the garbage collector does not track).
     _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
-    _hung_query: threading.Event | None = None
+    _hung_query: _Done | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
@@ -172,12 +197,8 @@ class IndexedBackend:
     # ---------------------------------------------------------------- search
 
     def search(self, query: SearchQuery) -> BackendResult:
-        # Imported here: a one-shot `status` or `get` opens the backend without searching.
-        from ..chunking import CHARS_PER_TOKEN
-        from ..fusion import score_hits
-        from .analysis import QueryAnalysis
-        from .vectors import combined_cosines
-
+        if not _SEARCH_IMPORTED:
+            _import_search_path()
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
         self.store.searching()  # this thread reads with a searching connection's page cache
@@ -198,14 +219,16 @@ class IndexedBackend:
         # In hybrid mode it runs while the query is embedded (another thread, or the provider's server).
         ranked: list[tuple[int, float]] | None = None
         # Read once: the per-generation caches of this search (document frequencies, term counts) are keyed by it.
-        epoch = self.store.search_epoch()
+        # Which provider and model built the index's vectors comes with it (one look at the data version).
+        epoch, identity = self.store.search_state()
         generation = epoch[0]
+        # Read once, before the wait: vectors built by another provider/model are not comparable.
+        stale = provider is None or self.indexer.needs_full(identity)
         # Local synonyms: query words no chunk holds, matched through index words of like meaning.
-        syn = self.synonyms_for(provider, qa, generation) if hybrid["enabled"] else None
+        syn = self.synonyms_for(provider, qa, generation, stale=stale) if hybrid["enabled"] else None
         match = syn.match if syn is not None else qa
         terms = qa.terms + syn.terms if syn is not None else qa.terms
-        # Read once, before the wait: vectors built by another provider/model are not comparable.
-        full = pending is None or self.indexer.needs_full()
+        full = pending is None or stale
         if not full:
             self._prepare_vectors()  # while the query is embedded: the scan copy does not depend on it
         # Over-fetch when filtering by source, since the vector side cannot filter.
@@ -334,15 +357,17 @@ class IndexedBackend:
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
-    def synonyms_for(self, provider: Any, qa: Any, generation: int) -> QuerySynonyms | None:
+    def synonyms_for(self, provider: Any, qa: Any, generation: int, *, stale: bool | None = None,
+                     ) -> QuerySynonyms | None:
         """The local synonyms of this query (:mod:`.synonyms`), or None (switched off, no provider, no threshold
-        known for its model, or vectors of another model)."""
-        from .synonyms import min_cosine
-
+        known for its model, or vectors of another model: ``stale``, :meth:`Indexer.needs_full`, read here when
+        not given)."""
+        if not _SEARCH_IMPORTED:
+            _import_search_path()
         settings = self.agent.memory_search["query"]["hybrid"]["synonyms"]
         theta, _ = min_cosine(provider, settings)
         # maxWords 0: no word vectors, so none stand in (a vocabulary made before is emptied by the next sync).
-        if theta is None or not settings["maxWords"] or self.indexer.needs_full():
+        if theta is None or not settings["maxWords"] or (self.indexer.needs_full() if stale is None else stale):
             return None
         # An earlier word or query embedding has not returned (a hung endpoint): not again meanwhile (the
         # query side answers by keyword at once then, and so must this).
@@ -539,8 +564,8 @@ class IndexedBackend:
             kept = (gen, {})
             if generation is None or self.store.generation() == gen:
                 self._terms = kept
-        from .analysis import counts_in, needles, term_string
-
+        if not _SEARCH_IMPORTED:
+            _import_search_path()
         cache = kept[1]
         wanted = needles(terms)
         out = {k: (found, len(rows[k].text)) for k, found in self._indexed_term_counts(rows, terms, gen).items()}
@@ -569,8 +594,8 @@ class IndexedBackend:
         """
         if not terms:
             return {}
-        from .keyword import CJK_RUN_RE
-
+        if not _SEARCH_IMPORTED:
+            _import_search_path()
         cjk = CJK_RUN_RE.search
         eligible = [k for k, r in rows.items()
                     if (len(text := r.text) < FTS_MAX_TOKEN_BYTES and text.isascii())
@@ -884,6 +909,36 @@ class _KeywordRows:
         return {k: rows[k] if k in rows else further[k] for k in self.keyword_ids}
 
 
+class _Done:
+    """Set once, by one thread; waited for, with a timeout, by others: what a search asks of a
+    ``threading.Event``, which (a ``Condition`` over a lock, in Python) cost about 9 us more of CPU to make, set
+    and wait for. A lock held from the start until set."""
+
+    __slots__ = ("_held", "_set")
+
+    def __init__(self) -> None:
+        self._held = threading.Lock()
+        self._held.acquire()
+        self._set = False
+
+    def set(self) -> None:
+        """Mark it set (once: the one thread that sets it calls this once)."""
+        self._set = True
+        self._held.release()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        """True once set (at once when it is), False when ``timeout`` seconds passed first."""
+        if self._set:
+            return True
+        if self._held.acquire(timeout=timeout):
+            self._held.release()  # for any other waiter
+            return True
+        return False
+
+
 class _QueryEmbedding:
     """A query handed to the embedding worker.
 
@@ -894,7 +949,7 @@ class _QueryEmbedding:
 
     def __init__(self, started: float) -> None:
         self.started = started
-        self.done = threading.Event()
+        self.done = _Done()
         self.value: Any = None
         self.error: BaseException | None = None
         self._lock = threading.Lock()

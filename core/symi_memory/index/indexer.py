@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -169,6 +169,9 @@ class Indexer:
     synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
     # Words of the chunks written in this sync, for the local-synonym vocabulary (None: not collected).
     _new_words: Counter[str] | None = None
+    #: ``(identity meta value, what it parses to without "dims")`` as :meth:`needs_full` last read it: every search
+    #: asks, and the value changes only with a full reindex (one tuple, replaced whole).
+    _identity_read: tuple[str, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -197,13 +200,21 @@ class Indexer:
         """
         return (self.store.get_meta(UNITS_META) or "off") != self.units_mode()
 
-    def needs_full(self) -> bool:
-        raw = self.store.get_meta("identity")
+    def needs_full(self, identity: str | None | Literal[False] = False) -> bool:
+        """Whether the vectors in the index were built by another provider, model or chunking (or none recorded).
+
+        ``identity``: the ``identity`` meta value when the caller has just read it (a search reads it with its
+        epoch: :meth:`~.meta.MetaRows.search_state`); read here when not given.
+        """
+        raw = self.store.get_meta("identity") if identity is False else identity
         if raw is None:
             return True
-        stored = json.loads(raw)
-        stored.pop("dims", None)
-        return stored != self.index_identity()
+        read = self._identity_read
+        if read is None or read[0] != raw:
+            stored = json.loads(raw)
+            stored.pop("dims", None)
+            read = self._identity_read = (raw, stored)
+        return read[1] != self.index_identity()
 
     # ---------------------------------------------------------------- scan
 

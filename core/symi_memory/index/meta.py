@@ -43,6 +43,12 @@ class MetaRows(StoreParts):
 
         ``touches`` counts the files whose mtime :meth:`touch_file` updated (same content, no new generation).
         """
+        return self.search_state()[0]
+
+    def search_state(self) -> tuple[tuple[int, int], str | None]:
+        """:meth:`search_epoch`, and the ``identity`` meta value (``get_meta("identity")``: which provider and model
+        built the vectors) of the same read: a search asks for both, and reading the data version once serves both.
+        """
         conn = self.reader()
         # SQLite's data version of this connection changes whenever another connection (of this process or any
         # other: the writer, another agent host's sync) committed to the database since it last looked: while it
@@ -50,11 +56,12 @@ class MetaRows(StoreParts):
         version = self._read("PRAGMA data_version").fetchone()[0]  # this connection's (reader() is per thread)
         kept = getattr(self._local, "epoch", None)
         if kept is not None and kept[0] is conn and kept[1] == version:
-            return kept[2]
-        got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches')").fetchall())
-        epoch = int(got.get("generation") or 0), int(got.get("touches") or 0)
-        self._local.epoch = (conn, version, epoch)
-        return epoch
+            return kept[2]  # type: ignore[no-any-return]
+        got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches', 'identity')")
+                   .fetchall())
+        state = (int(got.get("generation") or 0), int(got.get("touches") or 0)), got.get("identity")
+        self._local.epoch = (conn, version, state)
+        return state
 
     # ----------------------------------------------------------------- files
 
