@@ -143,6 +143,8 @@ class IndexedBackend:
     #: ``(vector side, whether it is SearchesOnAnyThread)``, asked once per vector side (``isinstance`` against a
     #: runtime-checkable protocol lists the protocol's members again at every call).
     _any_thread: tuple[Any, bool] | None = None
+    #: ``(vector side, generation)`` :meth:`_prepare_vectors` last asked the vector side to be ready at.
+    _prepared: tuple[Any, int] | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -230,7 +232,7 @@ class IndexedBackend:
         terms = qa.terms + syn.terms if syn is not None else qa.terms
         full = pending is None or stale
         if not full:
-            self._prepare_vectors()  # while the query is embedded: the scan copy does not depend on it
+            self._prepare_vectors(generation)  # while the query is embedded: the scan copy does not depend on it
         # Over-fetch when filtering by source, since the vector side cannot filter.
         k_vec = limit * (2 if len(sources) == 1 else 1)
         weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
@@ -414,7 +416,7 @@ class IndexedBackend:
         if hung is not None and not hung.is_set():
             return None
         # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
-        if self._query_worker is None or not self._query_worker.here():  # none yet, or a forked child's
+        if self._query_worker is None:  # none yet (a forked child's was forgotten above)
             self._query_worker = _Worker("symi-query-embed")
         pending = _QueryEmbedding(time.monotonic())
         self._query_worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
@@ -444,16 +446,26 @@ class IndexedBackend:
         pending.then(scan.start)
         return scan
 
-    def _prepare_vectors(self) -> None:
+    def _prepare_vectors(self, generation: int) -> None:
         """Bring the vector side up to date (a one-shot search loads its scan copy here) before the query
-        vector is there, so the loading overlaps the embedding; a failure is left to the vector search."""
-        ready = getattr(self.vectors, "ready", None)
+        vector is there, so the loading overlaps the embedding; a failure is left to the vector search.
+
+        Once per vector side and index ``generation`` (the search's): the vector search asks the vector side
+        again itself, and asking reads the generation (a statement); this early call only starts a load sooner,
+        which a generation it already asked at needs no more."""
+        vectors = self.vectors
+        ready = getattr(vectors, "ready", None)
         if ready is None:
+            return
+        asked = self._prepared
+        if asked is not None and asked[0] is vectors and asked[1] == generation:
             return
         try:
             ready()
         except Exception as exc:
             log.debug("loading the vectors ahead of the query vector failed: %s", exc)
+            return
+        self._prepared = (vectors, generation)
 
     def _finish_query_embedding(self, provider: Any, pending: _QueryEmbedding | None,
                                 ) -> tuple[list[float] | None, str | None]:
