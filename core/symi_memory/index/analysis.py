@@ -180,22 +180,17 @@ def query_terms(words: Iterable[str]) -> list[str]:
     return _terms_of(content_words(words))
 
 
-def _terms_of(content: Sequence[str]) -> list[str]:
+def _terms_of(content: Iterable[str]) -> list[str]:
     """:func:`query_terms` of words that are content words already."""
     seen: dict[str, None] = {}
-    plain: list[str] = []  # the words since the last CJK run: tokenized in one call (a call per word cost more)
     for w in content:
         if CJK_RUN_RE.search(w):
-            if plain:
-                seen.update(dict.fromkeys(_stem_all(" ".join(plain))))
-                plain = []
             # A CJK run is one unicode61 token; as a substring it is the set of its bigrams.
-            seen.update(dict.fromkeys(cjk_bigrams(w).split()))
-        else:
-            plain.append(w)
-    if plain:
-        # The words joined by spaces make the tokens of each word in turn: no token spans a space.
-        seen.update(dict.fromkeys(_stem_all(" ".join(plain))))
+            for t in cjk_bigrams(w).split():
+                seen.setdefault(t, None)
+            continue
+        for t in _stem_all(w):
+            seen.setdefault(t, None)
     return list(seen)
 
 
