@@ -140,8 +140,8 @@ class IndexedBackend:
     _vocabulary: Vocabulary | None = None
     _words_worker: _Worker | None = None
     _hung_words: threading.Event | None = None
-    #: ``(vector side, whether it is SearchesOnAnyThread)``, asked once per vector side (``isinstance`` against a
-    #: runtime-checkable protocol lists the protocol's members again at every call).
+    #: ``(vector side's class, whether the class is SearchesOnAnyThread)``, asked once per class (``isinstance``
+    #: against a runtime-checkable protocol lists the protocol's members again at every call).
     _any_thread: tuple[Any, bool] | None = None
     #: ``(vector side, generation)`` :meth:`_prepare_vectors` last asked the vector side to be ready at.
     _prepared: tuple[Any, int] | None = None
@@ -437,10 +437,14 @@ class IndexedBackend:
         on another thread, or its scan is too short to gain from it (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
         if pending is None:
             return None
-        known, vectors = self._any_thread, self.vectors
-        if known is None or known[0] is not vectors:
-            known = self._any_thread = (vectors, isinstance(vectors, SearchesOnAnyThread))
-        if not known[1] or not vectors.worth_another_thread():  # type: ignore[attr-defined]
+        vectors = self.vectors
+        kind = type(vectors)
+        known = self._any_thread
+        if known is None or known[0] is not kind:
+            # A class that defines the protocol's members makes every instance of it one (isinstance answers so
+            # from the class alone); for one that does not, only the instance can tell (as the manager asks).
+            known = self._any_thread = (kind, issubclass(kind, SearchesOnAnyThread))
+        if not (known[1] or isinstance(vectors, SearchesOnAnyThread)) or not vectors.worth_another_thread():  # type: ignore[attr-defined]
             return None
         scan = _VectorScan(self.vectors, self.store, k)
         pending.then(scan.start)
