@@ -61,3 +61,26 @@ def test_a_v1_cfs_quota_counts(tmp_path: Path) -> None:
     assert cgroup_cpu_limit(str(tmp_path / "cg"), str(proc)) == 3
     (cpu / "cpu.cfs_quota_us").write_text("-1\n")
     assert cgroup_cpu_limit(str(tmp_path / "cg"), str(proc)) is None
+
+
+def test_a_v1_quota_above_the_process_cgroup_counts(tmp_path: Path) -> None:
+    # A cgroup v1 host (systemd) with CPUQuota=200% on user.slice: the process's own cgroup, a session scope below
+    # it, sets none; the slice's quota holds for it as v2's does.
+    cpu = tmp_path / "cg" / "cpu,cpuacct"
+    scope = cpu / "user.slice" / "user-1000.slice" / "session-3.scope"
+    scope.mkdir(parents=True)
+    for d, quota in ((cpu, "-1"), (cpu / "user.slice", "200000"), (cpu / "user.slice" / "user-1000.slice", "-1"),
+                     (scope, "-1")):
+        (d / "cpu.cfs_quota_us").write_text(quota + "\n")
+        (d / "cpu.cfs_period_us").write_text("100000\n")
+    proc = tmp_path / "proc-cgroup"
+    proc.write_text("4:memory:/user.slice/user-1000.slice/session-3.scope\n"
+                    "2:cpu,cpuacct:/user.slice/user-1000.slice/session-3.scope\n1:name=systemd:/user.slice\n0::/\n")
+    assert cgroup_cpu_limit(str(tmp_path / "cg"), str(proc)) == 2
+    # A container's view: its own cgroup is the root of the mount, and /proc/self/cgroup names the host's path.
+    box = tmp_path / "box" / "cpu,cpuacct"
+    box.mkdir(parents=True)
+    (box / "cpu.cfs_quota_us").write_text("100000\n")
+    (box / "cpu.cfs_period_us").write_text("100000\n")
+    proc.write_text("2:cpu,cpuacct:/docker/0123abcd\n0::/\n")
+    assert cgroup_cpu_limit(str(tmp_path / "box"), str(proc)) == 1

@@ -58,3 +58,32 @@ def test_a_non_finite_query_vector_answers_by_keyword_saying_why(tmp_path: Path,
         assert got.fallback is not None and "non-finite" in got.fallback.reason
         again = mem.search("otters river", min_score=0)
         assert again.mode == "hybrid" and again.fallback is None
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_a_finite_query_vector_whose_running_sum_overflows_still_searches_by_vector(tmp_path: Path,
+                                                                                   as_list: bool) -> None:
+    # A provider answering in half precision (a float16 model, unnormalized): every value is finite, but the
+    # values summed in their own type overflow (a sum of float16 values is a float16). Such a vector is sound, and must not be taken for a NaN one.
+    import numpy as np
+
+    class Large(HashEmbedder):
+        def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+            vec = np.asarray(super().embed_query(text), dtype=np.float64)
+            out = (vec / float(np.abs(vec).max()) * 60000.0).astype(np.float16)  # float16's largest: 65504
+            with np.errstate(over="ignore"):
+                assert np.isfinite(out).all() and not math.isfinite(sum(out))  # the case at hand
+            return list(out) if as_list else out  # an array, or a list of numpy floats
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
+            register(ProviderSpec(name="large", factory=lambda ctx: Large()))
+
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "large"}}}})
+    with open_memory(cfg, workspace=_workspace(tmp_path), start=False, plugins=[("large", Plugin())]) as mem:
+        mem.sync()
+        got = mem.search("otters river", min_score=0)
+        assert got.fallback is None and got.mode == "hybrid"
+        assert got.results and "otters" in got.results[0].snippet

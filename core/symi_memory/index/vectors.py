@@ -178,7 +178,7 @@ def cgroup_cpu_limit(cgroup_root: str = "/sys/fs/cgroup", proc_cgroup: str = "/p
     cgroup v2: ``cpu.max`` (``"<quota> <period>"``, or ``"max <period>"``) of the process's own cgroup, as
     ``/proc/self/cgroup`` names it, and of every cgroup above it (the tightest one holds); in a container the
     process's cgroup is the root of the file system it sees. cgroup v1: ``cpu.cfs_quota_us`` (-1: none) over
-    ``cpu.cfs_period_us`` of the cpu controller's cgroup.
+    ``cpu.cfs_period_us``, of the cpu controller's cgroup and every one above it likewise.
     """
     try:
         with open(proc_cgroup, encoding="utf-8") as f:
@@ -195,19 +195,20 @@ def cgroup_cpu_limit(cgroup_root: str = "/sys/fs/cgroup", proc_cgroup: str = "/p
                 got = _quota_cpus(os.path.join(cgroup_root, *parts[:depth], "cpu.max"), None)
                 if got is not None:
                     limits.append(got)
-        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own hierarchy
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own hierarchy, where it is mounted
             parts = [p for p in path.split("/") if p and p not in (".", "..")]
-            for mount in (controllers, "cpu", "cpu,cpuacct"):
-                base = os.path.join(cgroup_root, mount)
-                for where in (os.path.join(base, *parts), base):  # the process's cgroup, or a container's root
-                    got = _quota_cpus(os.path.join(where, "cpu.cfs_quota_us"),
-                                      os.path.join(where, "cpu.cfs_period_us"))
-                    if got is not None:
-                        limits.append(got)
-                        break
-                else:
-                    continue
-                break
+            base = next((b for m in (controllers, "cpu", "cpu,cpuacct")
+                         if os.path.isdir(b := os.path.join(cgroup_root, m))), None)
+            # Every cgroup from the process's up to the mount's root, as in v2 (a systemd slice's CPUQuota holds
+            # for the scopes below it); in a container the mount's root is its own cgroup, and the host's path
+            # /proc/self/cgroup names is not there.
+            if base is None:
+                continue
+            for depth in range(len(parts), -1, -1):
+                where = os.path.join(base, *parts[:depth])
+                got = _quota_cpus(os.path.join(where, "cpu.cfs_quota_us"), os.path.join(where, "cpu.cfs_period_us"))
+                if got is not None:
+                    limits.append(got)
     return min(limits) if limits else None
 
 
