@@ -959,10 +959,11 @@ class _Done:
         return self._set
 
     def wait(self, timeout: float) -> bool:
-        """True once set (at once when it is), False when ``timeout`` seconds passed first."""
+        """True once set (at once when it is), False when ``timeout`` seconds passed first (a timeout of 0 or
+        less: not waited for, as ``threading.Event.wait``)."""
         if self._set:
             return True
-        if self._held.acquire(timeout=timeout):
+        if self._held.acquire(timeout=timeout if timeout > 0 else 0):
             self._held.release()  # for any other waiter
             return True
         return False
