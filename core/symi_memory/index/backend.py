@@ -143,8 +143,6 @@ class IndexedBackend:
     #: ``(vector side's class, whether the class is SearchesOnAnyThread)``, asked once per class (``isinstance``
     #: against a runtime-checkable protocol lists the protocol's members again at every call).
     _any_thread: tuple[Any, bool] | None = None
-    #: ``(generation, the sources of the files indexed then)``: whether a search of some sources over-fetches.
-    _sources: tuple[int, frozenset[str]] = (-1, frozenset())
     #: ``(vector side, generation)`` :meth:`_prepare_vectors` last asked the vector side to be ready at.
     _prepared: tuple[Any, int] | None = None
 
@@ -235,10 +233,8 @@ class IndexedBackend:
         full = pending is None or stale
         if not full:
             self._prepare_vectors(generation)  # while the query is embedded: the scan copy does not depend on it
-        # Over-fetch when the index holds chunks of a source this search leaves out: the vector side cannot filter
-        # by source, so those may take some of its places. An index of the searched sources only (the default:
-        # memory files, no session transcripts) is asked for the candidates the spec counts, from each side.
-        k_vec = limit * 2 if self._other_sources(sources, generation) else limit
+        # Over-fetch when filtering by source, since the vector side cannot filter.
+        k_vec = limit * (2 if len(sources) == 1 else 1)
         weight = float(ms["store"]["vector"].get("unitWeight", 0.0))
         # A vector side that scores chunks with their units as asked scores the keyword candidates too, from
         # the scan it just ran where it can: their vectors are then not read with their rows.
@@ -362,15 +358,6 @@ class IndexedBackend:
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
-
-    def _other_sources(self, sources: tuple[str, ...], generation: int) -> bool:
-        """Whether the index holds chunks of a source not in ``sources`` (read once per index generation)."""
-        kept = self._sources
-        if kept[0] != generation:
-            kept = (generation, self.store.indexed_sources())
-            if self.store.generation() == generation:  # not a newer index's sources under this generation
-                self._sources = kept
-        return not kept[1].issubset(sources)
 
     def synonyms_for(self, provider: Any, qa: Any, generation: int, *, stale: bool | None = None,
                      ) -> QuerySynonyms | None:

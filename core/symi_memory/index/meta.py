@@ -74,10 +74,6 @@ class MetaRows(StoreParts):
             for r in rows
         }
 
-    def indexed_sources(self) -> frozenset[str]:
-        """The sources (``memory``, ``sessions``) of the files in the index."""
-        return frozenset(r[0] for r in self._read("SELECT DISTINCT source FROM files").fetchall())
-
     def counts(self) -> dict[str, Any]:
         files = self._read("SELECT source, COUNT(*), SUM(chunks), SUM(bad_utf8 > 0) FROM files GROUP BY source").fetchall()
         chunks = self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]
