@@ -16,7 +16,9 @@ does for them, so every backend lists, chunks, embeds and scores alike:
   of a session and a search that finds the index stale.
 - :class:`FileRow` and :class:`ChunkRow` are the rows it hands over;
   ``ChunkRow.embedding`` is float32 bytes (:func:`pack_vector`,
-  :func:`unpack_vector`), or None without a provider.
+  :func:`unpack_vector`), or None without a provider. :func:`all_finite` tells
+  a vector holding NaN or infinity (a provider's bug), which no backend can
+  score against.
 - :func:`symi_memory.fusion.score_hits` turns keyword evidence and vector
   similarities into the final, calibrated candidate scores; give it each
   query term's :func:`idf` (from your own document counts) and each
@@ -40,6 +42,7 @@ from typing import Protocol
 from .index.analysis import STOP_WORDS, idf, stem_word
 from .index.indexer import Indexer, SyncCancelled, list_sources
 from .index.keyword import cjk_bigrams, fold, query_tokens
+from .index.records import all_finite
 from .index.scheduler import SyncScheduler
 from .index.store import ChunkRow, FileRow, pack_vector
 
@@ -51,6 +54,7 @@ __all__ = [
     "SyncCancelled",
     "SyncScheduler",
     "SyncStore",
+    "all_finite",
     "cjk_bigrams",
     "fold",
     "idf",

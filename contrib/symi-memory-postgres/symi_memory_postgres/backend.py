@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import socket
 import threading
@@ -31,6 +30,7 @@ from symi_memory.indexing import (
     Indexer,
     SyncCancelled,
     SyncScheduler,
+    all_finite,
     cjk_bigrams,
     fold,
     idf,
@@ -322,7 +322,7 @@ class PostgresBackend:
                 log.warning("query embedding failed (%s); keyword results only", exc)
         if qvec is not None and not any(qvec):
             qvec = None
-        if qvec is not None and provider is not None and not _all_finite(qvec):
+        if qvec is not None and provider is not None and not all_finite(qvec):
             # NaN or infinity (a provider's bug): pgvector refuses such a vector, and the search answered nothing.
             log.warning("query embedding by %s held non-finite values (NaN or infinity); keyword results only",
                         provider.id)
@@ -831,21 +831,3 @@ def _term_counts(text: str, terms: list[str]) -> tuple[dict[str, int], int]:
             if n:
                 counts[t] = n
     return counts, len(text)
-
-
-def _all_finite(vector: Any) -> bool:
-    """False when one of ``vector``'s values is NaN or infinite; True for what is not a flat sequence of numbers (the
-    vector side tells what is wrong with it). Not by the sum of the values alone: numpy values (an array, or a
-    list of numpy floats) are summed in their own type, and a float16 or float32 sum overflows while every value
-    is finite. A list of Python floats is summed first (a finite sum: every value is finite; 3 us against 12 us
-    for a look at each of 384 values), and looked at value by value only when that sum is not finite."""
-    try:
-        if hasattr(vector, "dtype"):  # a numpy array
-            import numpy as np
-
-            return bool(np.isfinite(vector).all())
-        if type(vector) is list and vector and type(vector[0]) is float and math.isfinite(sum(vector)):
-            return True
-        return all(map(math.isfinite, vector))
-    except (TypeError, ValueError):
-        return True
