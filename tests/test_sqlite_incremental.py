@@ -224,3 +224,28 @@ def test_identity_change_forces_a_full_reindex(tmp_path: Path, ws: Path, change:
             assert mem.search("harbour ferry schedule").mode == "fts-only"
         assert mem.search("harbour ferry schedule").results[0].path == "memory/journal.md"
         assert mem.sync().full is False
+
+
+def test_a_rebuild_by_another_schema_version_never_reuses_a_generation(tmp_path: Path, ws: Path) -> None:
+    """An open by another schema version drops and rebuilds the index: the numbering goes on from the old generation.
+
+    Every cache of a search (rows, term counts, document frequencies, the scan copy) is kept for a generation:
+    numbering again from 1 gave the rebuilt index a generation a running manager had cached other text for,
+    and its searches answered with the text the files no longer hold."""
+    def generation(mem) -> int:  # type: ignore[no-untyped-def]
+        return int(rows(mem, "SELECT value FROM meta WHERE key='generation'")[0][0])
+
+    with open_mem(tmp_path, ws) as running:
+        running.sync()
+        before = generation(running)
+        assert any("harbour ferry" in h.snippet for h in running.search("harbour ferry").results)
+        # As another version's open finds it (written through the index's own SQLite: a second SQLite library
+        # in one process drops the first one's file locks when it closes the file).
+        running.backend.store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        write(ws, "memory/journal.md", JOURNAL.replace("harbour ferry", "mountain railway"))
+        with open_mem(tmp_path, ws) as other:  # its open drops every table
+            assert other.sync().full
+            assert generation(other) > before
+        hits = running.search("mountain railway").results
+        assert hits and all("harbour ferry" not in h.snippet for h in hits)
+        assert any("mountain railway" in h.snippet for h in hits)

@@ -208,6 +208,13 @@ def _schema_current(conn: apsw.Connection) -> bool:
     return row is not None and row[0] == str(SCHEMA_VERSION)
 
 
+def _int_or_zero(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _has_column(conn: apsw.Connection, table: str, column: str) -> bool:
     return any(r[1] == column for r in conn.execute(f'PRAGMA table_info("{table}")'))
 
@@ -322,6 +329,7 @@ def create_schema(conn: apsw.Connection) -> str | None:
 def _create_locked(conn: apsw.Connection) -> str | None:
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
     migrate = False
+    generation = 0
     if "meta" in have:
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is not None and row[0] in MIGRATES_VECTORS_FROM and _has_column(conn, "chunks", "embedding"):
@@ -336,8 +344,15 @@ def _create_locked(conn: apsw.Connection) -> str | None:
                      SCHEMA_VERSION, "unit vectors and line analyses" if row[0] in ADDS_UNITS_FROM else "line analyses")
         elif row is None or row[0] != str(SCHEMA_VERSION):
             log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
+            kept = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
             _drop_all(conn)
+            # The numbering goes on: a process still running with this index open keeps its search caches
+            # (rows, term counts, scan copy) for the generation it read, and a rebuilt index numbered from 1
+            # again could reach that number holding other text.
+            generation = _int_or_zero(kept[0] if kept else None) + 1
     conn.execute(SCHEMA)
+    if generation:
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (str(generation),))
     if not _has_column(conn, "chunks", "lines"):
         conn.execute("ALTER TABLE chunks ADD COLUMN lines BLOB")
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
