@@ -391,85 +391,83 @@ def test_auto_scan_is_int8_for_large_indexes_and_status_says_so(tmp_path: Path, 
         store.close()
 
 
-def test_auto_scan_of_a_mid_sized_index_is_int8_rescored_from_memory_with_float32_answers(tmp_path: Path,
-                                                                                          monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # From KEPT_INT8_MIN (8,192) to HALF_AUTO_MIN vectors the int8 copy keeps the float32 rows beside it and
-    # rescores from them: the same answers, bit for bit, as the float32 scan, and no vector read from SQLite.
+@pytest.fixture
+def kept_copy(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A 3,000-vector store searched as an index of 8,192 vectors is (an int8 copy that keeps its float32 rows),
+    with an auto-scan vector side and a float32 one: ``(store, vecs, rng, auto, full)``."""
     pytest.importorskip("faiss")
-    from symi_memory.index import vectors as vectors_mod
-    from symi_memory.index.vectors import ExactVectors
-
-    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
-    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 3000)
-    try:
-        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
-        auto.search(vecs[0].tolist(), 1)
-        assert auto.status()["scan"] == "int8+float32-rescoring"
-        assert auto._quant is not None and auto._quant.rows is not None and auto._quant.rows.shape == (3000, 64)
-        # status says what the copy holds: int8 codes plus the kept float32 rows, 1.25x the float32 scan's.
-        full.search(vecs[0].tolist(), 1)
-        assert full.status()["bytes"] == 3000 * 64 * 4
-        assert auto.status()["bytes"] == 3000 * 64 * 5
-        reads = []
-        real = type(store).vector_rows
-        monkeypatch.setattr(type(store), "vector_rows", lambda self, *a: reads.append(a) or real(self, *a))
-        queries = vecs[rng.integers(0, len(vecs), 30)] + 0.02 * rng.normal(size=(30, vecs.shape[1]))
-        for q in queries:
-            for k in (1, 10, 80):
-                assert auto.search(q.tolist(), k) == full.search(q.tolist(), k), k
-            others = [int(r) for r in rng.integers(1, len(vecs), 20)]
-            assert auto.rescore(q.tolist(), others) == full.rescore(q.tolist(), others)
-        assert reads == []
-    finally:
-        store.close()
-
-
-def test_a_kept_copy_s_rescoring_follows_a_query_list_changed_since_and_lets_a_replaced_copy_go(
-        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # A search of an int8 copy that keeps its float32 rows leaves that copy (by weak reference) for rescore, and
-    # the query list it was asked with, so that rescoring the same list needs no conversion. A list changed in
-    # place since is another query: its chunks are scored for it, not from the last scan's query. A copy replaced
-    # since (the index changed) is not kept alive by what a thread's last search left, and rescore still scores
-    # each chunk, as the float32 scan of the index as it is now scores it.
-    pytest.importorskip("faiss")
-    import gc
-    import json
-    import weakref
-
     from symi_memory.index import vectors as vectors_mod
     from symi_memory.index.vectors import ExactVectors
 
     monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
     store, vecs, rng = _random_store(tmp_path / "k.sqlite", 3000)
     try:
-        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
-        others = sorted({int(r) for r in rng.integers(101, len(vecs), 30)})  # chunks of files other than memory/0.md
-        asked = vecs[5].tolist()
-        auto.search(asked, 10)
-        full.search(asked, 10)
-        assert auto.rescore(asked, others) == full.rescore(asked, others)
-        asked[:] = (vecs[9] + 0.3).tolist()  # the same list object, another query
-        full.search(asked, 10)
-        got, want = auto.rescore(asked, others), full.rescore(asked, others)
-        assert got.keys() == want.keys() == set(others)
-        assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list holds now"
-
-        query = vecs[7].tolist()
-        auto.search(query, 80)
-        first = weakref.ref(auto._quant)
-        store.replace_files([], remove=["memory/0.md"], meta={"identity": json.dumps(
-            {"provider": "test", "model": "m", "fingerprint": "f"})})
-        assert auto.ready() and auto._quant is not first()  # a new copy, loaded at once (a small index)
-        gc.collect()
-        assert first() is None, "the last search's state kept the replaced copy alive"
-        full.search(query, 80)
-        assert auto.rescore(query, others) == full.rescore(query, others)
+        yield store, vecs, rng, ExactVectors(store), ExactVectors(store, scan="float32")
     finally:
         store.close()
 
 
+def test_auto_scan_of_a_mid_sized_index_is_int8_rescored_from_memory_with_float32_answers(kept_copy,
+                                                                                          monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # From KEPT_INT8_MIN (8,192) to HALF_AUTO_MIN vectors the int8 copy keeps the float32 rows beside it and
+    # rescores from them: the same answers, bit for bit, as the float32 scan, and no vector read from SQLite.
+    store, vecs, rng, auto, full = kept_copy
+    auto.search(vecs[0].tolist(), 1)
+    assert auto.status()["scan"] == "int8+float32-rescoring"
+    assert auto._quant is not None and auto._quant.rows is not None and auto._quant.rows.shape == (3000, 64)
+    # status says what the copy holds: int8 codes plus the kept float32 rows, 1.25x the float32 scan's.
+    full.search(vecs[0].tolist(), 1)
+    assert full.status()["bytes"] == 3000 * 64 * 4
+    assert auto.status()["bytes"] == 3000 * 64 * 5
+    reads = []
+    real = type(store).vector_rows
+    monkeypatch.setattr(type(store), "vector_rows", lambda self, *a: reads.append(a) or real(self, *a))
+    queries = vecs[rng.integers(0, len(vecs), 30)] + 0.02 * rng.normal(size=(30, vecs.shape[1]))
+    for q in queries:
+        for k in (1, 10, 80):
+            assert auto.search(q.tolist(), k) == full.search(q.tolist(), k), k
+        others = [int(r) for r in rng.integers(1, len(vecs), 20)]
+        assert auto.rescore(q.tolist(), others) == full.rescore(q.tolist(), others)
+    assert reads == []
+
+
+def test_a_kept_copy_s_rescoring_follows_a_query_list_changed_since_and_lets_a_replaced_copy_go(
+        kept_copy) -> None:  # type: ignore[no-untyped-def]
+    # A search of an int8 copy that keeps its float32 rows leaves that copy (by weak reference) for rescore, and
+    # the query list it was asked with, so that rescoring the same list needs no conversion. A list changed in
+    # place since is another query: its chunks are scored for it, not from the last scan's query. A copy replaced
+    # since (the index changed) is not kept alive by what a thread's last search left, and rescore still scores
+    # each chunk, as the float32 scan of the index as it is now scores it.
+    import gc
+    import json
+    import weakref
+
+    store, vecs, rng, auto, full = kept_copy
+    others = sorted({int(r) for r in rng.integers(101, len(vecs), 30)})  # chunks of files other than memory/0.md
+    asked = vecs[5].tolist()
+    auto.search(asked, 10)
+    full.search(asked, 10)
+    assert auto.rescore(asked, others) == full.rescore(asked, others)
+    asked[:] = (vecs[9] + 0.3).tolist()  # the same list object, another query
+    full.search(asked, 10)
+    got, want = auto.rescore(asked, others), full.rescore(asked, others)
+    assert got.keys() == want.keys() == set(others)
+    assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list holds now"
+
+    query = vecs[7].tolist()
+    auto.search(query, 80)
+    first = weakref.ref(auto._quant)
+    store.replace_files([], remove=["memory/0.md"], meta={"identity": json.dumps(
+        {"provider": "test", "model": "m", "fingerprint": "f"})})
+    assert auto.ready() and auto._quant is not first()  # a new copy, loaded at once (a small index)
+    gc.collect()
+    assert first() is None, "the last search's state kept the replaced copy alive"
+    full.search(query, 80)
+    assert auto.rescore(query, others) == full.rescore(query, others)
+
+
 def test_a_kept_copy_replaced_since_the_search_is_not_rescored_from_even_while_another_search_holds_it(
-        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        kept_copy) -> None:  # type: ignore[no-untyped-def]
     # A write lands between a search of an int8 copy that keeps its float32 rows and the rescoring of its keyword
     # candidates, and the next search loads a new copy. Another thread still searching the old copy keeps it alive
     # (held here). The last file's chunks got their rowids back (SQLite reuses the highest rowids): the old copy's
@@ -477,68 +475,51 @@ def test_a_kept_copy_replaced_since_the_search_is_not_rescored_from_even_while_a
     # index as it is now scores them, whether or not something else still holds the old copy (vec10k scored every
     # chunk the old copy held from it while it lived, from the new copy once it was freed; 0670d98 scored the
     # search's rescoring band from the old copy).
-    pytest.importorskip("faiss")
     import json
     import threading
 
     import numpy as np
 
-    from symi_memory.index import vectors as vectors_mod
     from symi_memory.index.store import ChunkRow, FileRow
-    from symi_memory.index.vectors import ExactVectors
 
-    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
-    store, vecs, rng = _random_store(tmp_path / "k.sqlite", 3000)
-    try:
-        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
-        query = vecs[7].tolist()
-        auto.search(query, 10)
-        held = auto._quant  # as another thread's search of that copy holds it
-        assert held is not None and held.rows is not None
-        fresh = (-vecs[2900:]).astype(np.float32)  # the last file, written again with other vectors
-        rows = [ChunkRow(id=f"n{i}", path="memory/2900.md", source="memory", start_line=i, end_line=i, hash=f"n{i}",
-                         text=f"chunk {i}", embedding=fresh[i].tobytes()) for i in range(len(fresh))]
-        store.replace_files([(FileRow(path="memory/2900.md", source="memory", hash="new", mtime=0.0, size=0), rows)],
-                            meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})})
-        # The next search, on another thread, loads the new copy.
-        loader = threading.Thread(target=auto.search, args=(vecs[3].tolist(), 10))
-        loader.start()
-        loader.join()
-        assert auto._quant is not held and auto._quant is not None
-        reused = list(range(2901, 3001))
-        assert store.vectors_by_rowid(reused[:1]) == {2901: fresh[0].tobytes()}  # the rowids hold the new chunks
-        full.search(query, 10)
-        got, want = auto.rescore(query, reused), full.rescore(query, reused)
-        assert got.keys() == want.keys() == set(reused)
-        assert got == want, "scored from the replaced copy's rows (deleted chunks' vectors)"
-    finally:
-        store.close()
+    store, vecs, _rng, auto, full = kept_copy
+    query = vecs[7].tolist()
+    auto.search(query, 10)
+    held = auto._quant  # as another thread's search of that copy holds it
+    assert held is not None and held.rows is not None
+    fresh = (-vecs[2900:]).astype(np.float32)  # the last file, written again with other vectors
+    rows = [ChunkRow(id=f"n{i}", path="memory/2900.md", source="memory", start_line=i, end_line=i, hash=f"n{i}",
+                     text=f"chunk {i}", embedding=fresh[i].tobytes()) for i in range(len(fresh))]
+    store.replace_files([(FileRow(path="memory/2900.md", source="memory", hash="new", mtime=0.0, size=0), rows)],
+                        meta={"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})})
+    # The next search, on another thread, loads the new copy.
+    loader = threading.Thread(target=auto.search, args=(vecs[3].tolist(), 10))
+    loader.start()
+    loader.join()
+    assert auto._quant is not held and auto._quant is not None
+    reused = list(range(2901, 3001))
+    assert store.vectors_by_rowid(reused[:1]) == {2901: fresh[0].tobytes()}  # the rowids hold the new chunks
+    full.search(query, 10)
+    got, want = auto.rescore(query, reused), full.rescore(query, reused)
+    assert got.keys() == want.keys() == set(reused)
+    assert got == want, "scored from the replaced copy's rows (deleted chunks' vectors)"
 
 
-def test_a_kept_copy_s_rescoring_follows_a_query_whose_elements_changed_in_place(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_kept_copy_s_rescoring_follows_a_query_whose_elements_changed_in_place(kept_copy) -> None:  # type: ignore[no-untyped-def]
     # The same list object asked again, holding the same element objects, is the same query only when those
     # elements cannot change: a list of 0-d numpy arrays written in place since the search asks about another
     # vector, and its candidates are scored for that one.
-    pytest.importorskip("faiss")
     import numpy as np
 
-    from symi_memory.index import vectors as vectors_mod
-    from symi_memory.index.vectors import ExactVectors
-
-    monkeypatch.setattr(vectors_mod, "KEPT_INT8_MIN", 1000)  # as if the index held 8,192
-    store, vecs, _rng = _random_store(tmp_path / "m.sqlite", 3000)
-    try:
-        auto, full = ExactVectors(store), ExactVectors(store, scan="float32")
-        asked = [np.array(x, dtype=np.float64) for x in vecs[5]]
-        assert auto.search(asked, 10) == full.search(vecs[5].tolist(), 10)
-        for element, value in zip(asked, vecs[9], strict=True):
-            element[()] = value  # the same objects, another query
-        others = list(range(200, 260))
-        got, want = auto.rescore(asked, others), full.rescore(vecs[9].tolist(), others)
-        assert got.keys() == want.keys() == set(others)
-        assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list held at the search"
-    finally:
-        store.close()
+    _store, vecs, _rng, auto, full = kept_copy
+    asked = [np.array(x, dtype=np.float64) for x in vecs[5]]
+    assert auto.search(asked, 10) == full.search(vecs[5].tolist(), 10)
+    for element, value in zip(asked, vecs[9], strict=True):
+        element[()] = value  # the same objects, another query
+    others = list(range(200, 260))
+    got, want = auto.rescore(asked, others), full.rescore(vecs[9].tolist(), others)
+    assert got.keys() == want.keys() == set(others)
+    assert all(abs(got[r] - want[r]) < 1e-5 for r in others), "scored for the query the list held at the search"
 
 
 def test_the_bound_s_rounding_margin_grows_with_the_dimensions() -> None:
