@@ -60,6 +60,23 @@ def test_identifiers_are_found_as_whole_tokens_in_every_candidate_at_once() -> N
 
 
 
+def test_each_identifier_is_looked_for_only_in_the_texts_that_may_hold_it() -> None:
+    # candidates names, for an identifier token, the only texts that may hold it: the others are not searched for
+    # it (a text listed for neither token is not found even though it holds one), a token it does not name is
+    # searched for in every text, and a key with no text is none. Found as written or in another case, at the
+    # text's start or end, after an occurrence inside a longer word.
+    texts = {1: "c12w3x then C12W3.", 2: "see ERR_42", 3: "c12w3 and err_42", 4: "xERR_42 ERR_42x", 5: "c12w3",
+             6: "café c12w3", 7: "err_42é", 8: ""}
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is c12w3 or ERR_42"))
+    everywhere = matcher.identifier_holders(texts)
+    assert everywhere == {1, 2, 3, 5, 6}
+    assert matcher.identifier_holders(texts, {"c12w3": [1, 4, 6, 9], "ERR_42": [2, 4, 7, 8]}) == {1, 2, 6}
+    assert matcher.identifier_holders(texts, {"c12w3": [], "ERR_42": list(texts)}) == {2, 3}
+    assert matcher.identifier_holders(texts, {"c12w3": list(texts)}) == everywhere  # ERR_42: every text
+    for candidates in ({"c12w3": [], "ERR_42": []}, {"c12w3": [8], "ERR_42": [4, 7]}):
+        assert matcher.identifier_holders(texts, candidates) == set()
+
+
 def test_ascii_candidates_are_folded_without_being_kept() -> None:
     # An ASCII text folds to its lower case: identifier_holders folds it again rather than keeping a folded copy
     # of every candidate's text (a look-up that hashes the text); other texts are still kept folded.
@@ -93,9 +110,11 @@ def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_
     searched: list[set[str]] = []
     real = ExactMatcher.identifier_holders
 
-    def watched(self, texts):  # type: ignore[no-untyped-def]
-        searched.append(set(texts.values()))
-        return real(self, texts)
+    def watched(self, texts, candidates=None):  # type: ignore[no-untyped-def]
+        # The texts searched for some identifier: each token's candidates (every text for a token not named).
+        searched.append({texts[k] for p in self.idents
+                         for k in (texts if candidates is None else candidates.get(p.token, texts)) if k in texts})
+        return real(self, texts, candidates)
 
     monkeypatch.setattr(ExactMatcher, "identifier_holders", watched)
     ws, mem = _memory(tmp_path, notes)

@@ -269,7 +269,7 @@ def score_hits(
     use_vector: bool,
     analysis: QueryAnalysis | None = None,
     synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None,
-    identifier_candidates: Collection[K] | None = None,
+    identifier_candidates: Collection[K] | Mapping[str, Collection[K]] | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -288,7 +288,9 @@ def score_hits(
     caller has it. ``synonyms``: index terms standing in for query terms the
     index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
     ``identifier_candidates``: the candidates that may hold an identifier token of the query, when the caller
-    knows the others hold none (from their term counts, say); only these texts are searched for one.
+    knows the others hold none (from their term counts, say); only these texts are searched for one. Or, for
+    each identifier token (as the query spells it), the candidates that may hold that one
+    (:meth:`~symi_memory.index.keyword.ExactMatcher.identifier_holders`'s ``candidates``).
     """
     from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION, keyword_log_odds
     from .index.keyword import ExactMatcher, identifier_tokens
@@ -301,8 +303,12 @@ def score_hits(
     scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
     idents: set[K] = set()
     if has_identifier:
-        maybe = scored if identifier_candidates is None else {k: scored[k] for k in identifier_candidates if k in scored}
-        idents = matcher.identifier_holders(maybe)
+        if isinstance(identifier_candidates, Mapping):
+            idents = matcher.identifier_holders(scored, identifier_candidates)
+        else:
+            maybe = scored if identifier_candidates is None else {k: scored[k] for k in identifier_candidates
+                                                                  if k in scored}
+            idents = matcher.identifier_holders(maybe)
     exp, log = math.exp, math.log
     # Below, ``max(a, b)`` and ``min(a, b)`` are written as the comparison each makes (``b if b > a else a``,
     # ``b if b < a else a``): the same value, NaN and signed zeros included, without a call per candidate.
@@ -427,3 +433,4 @@ def score_hits(
     # RRF's cap gives a chunk the score of the one above it: equal scores keep the RRF order (``scores``'s).
     before_floor = {key: -float(i) for i, key in enumerate(scores)}
     return ScoredHits("hybrid", scores, text_scores, vector_scores, idents, before_floor)
+

@@ -1266,40 +1266,54 @@ _make_candidates = _candidates_maker()
 
 
 def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, CandidateRow],
-                           chunk_terms: dict[int, tuple[dict[str, int], int]]) -> list[int] | None:
-    """The candidates that may hold an identifier token of the query (``score_hits``'s ``identifier_candidates``),
-    told by their term counts; None when the counts cannot tell (every candidate's text is then searched).
+                           chunk_terms: dict[int, tuple[dict[str, int], int]]) -> dict[str, list[int]] | None:
+    """For each identifier token of the query, the candidates that may hold it (``score_hits``'s
+    ``identifier_candidates``), told by their term counts; None when the counts cannot tell (every candidate's
+    text is then searched for every identifier).
 
     An ASCII text holding an ASCII identifier as a token (no letter or digit either side; ASCII folds to lower
     case) holds that identifier's tokens as FTS5 makes them (its runs of letters and digits: the characters
     either side part tokens there too), so it counts the index terms of all of them: a chunk lacking one holds
     no such identifier, and no ASCII text holds an identifier with another character. The converse does not
     hold (porter makes one term of ``q123`` and ``q123s``): the texts left are still searched. Texts with other
-    characters (folded by Unicode rules) are searched as they were.
+    characters (folded by Unicode rules) are searched as they were. Each identifier is looked for only in the
+    texts that may hold it: a query's identifiers are mostly held by few candidates or none (a new ticket number),
+    and a search of a text for a token it lacks reads the whole text.
     """
     if not qa.identifiers:
         return None  # nothing to search for
     from .analysis import stem_tokens
     from .keyword import fold
 
-    needs: list[tuple[str, ...]] = []
+    needs: dict[str, tuple[str, ...]] = {}
     known = set(counted)
     for ident in qa.identifiers:
         if not fold(ident).isascii():
-            continue  # in no ASCII text
+            needs[ident] = ()  # in no ASCII text
+            continue
         if not ident.isascii():
             return None  # folded to ASCII by Unicode rules, which FTS5's folding need not share
         terms = tuple(stem_tokens(ident))
         if not terms or not known.issuperset(terms):
             return None  # no term to tell by (an identifier of underscores), or one not counted
-        needs.append(terms)
-    if not needs:
-        return [k for k, r in rows.items() if not r.text.isascii()]
-    if all(len(terms) == 1 for terms in needs):
-        single = {terms[0] for terms in needs}
-        return [k for k, r in rows.items() if not r.text.isascii() or not single.isdisjoint(chunk_terms[k][0])]
-    return [k for k, r in rows.items() if not r.text.isascii()
-            or any(all(t in chunk_terms[k][0] for t in terms) for terms in needs)]
+        needs[ident] = terms
+    other: list[int] = []
+    counts: list[tuple[int, dict[str, int]]] = []
+    for k, r in rows.items():
+        if r.text.isascii():
+            counts.append((k, chunk_terms[k][0]))
+        else:
+            other.append(k)
+    out: dict[str, list[int]] = {}
+    for ident, terms in needs.items():
+        if not terms:
+            out[ident] = other
+        elif len(terms) == 1:
+            term = terms[0]
+            out[ident] = other + [k for k, c in counts if term in c]
+        else:
+            out[ident] = other + [k for k, c in counts if all(t in c for t in terms)]
+    return out
 
 
 def _batch_enabled(ms: Any) -> bool:
