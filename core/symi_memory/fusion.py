@@ -352,11 +352,21 @@ def score_hits(
     no_words = keyword_log_odds(0.0)
     lo, hi = _LOGIT_EPS, 1.0 - _LOGIT_EPS
     vget = vector_scores.get
-    for k in scored:
-        counts, length = term_counts(k)
+    keys = list(scored)
+    got = list(map(term_counts, keys))
+    weighs = total > 0
+    if weighs and syn is None:
+        # A query term no candidate counts adds nothing to any (the loop skips a count of 0): its look-ups are
+        # left out. Its weight stays in ``total``, and in ``every``: no candidate holds every query word then.
+        held = set().union(*[counts for counts, _ in got])
+        weights = [(t, w) for t, w in weights if t in held]
+    # The keyword log-odds are wanted unless the fusion mixes probabilities (an identifier look-up, weighted).
+    want_lt = not weighted or log_odds
+    lt = 0.0
+    for k, (counts, length) in zip(keys, got, strict=True):
         is_exact = k in idents or (len(counts) >= n_every and counts.keys() >= every)
         evidence = 0.0
-        if counts and total > 0:
+        if counts and weighs:
             x = length / ref
             norm = k1 * (one_b + b * (x if x > 0.0 else 0.0))
             acc = 0.0
@@ -380,7 +390,8 @@ def score_hits(
                     elif tf:
                         acc += w * tf * k1p / (tf + norm)
             evidence = acc / total
-        lt = slope * ((evidence if evidence > 0.0 else 0.0) - mid)
+        if want_lt:
+            lt = slope * ((evidence if evidence > 0.0 else 0.0) - mid)
         pt: float | None = None  # the keyword probability, None when the keyword side has no say
         if evidence > 0:
             pt = 1.0 / (1.0 + exp(-slope * (evidence - mid)))

@@ -1297,22 +1297,21 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
         if not terms or not known.issuperset(terms):
             return None  # no term to tell by (an identifier of underscores), or one not counted
         needs[ident] = terms
-    other: list[int] = []
-    counts: list[tuple[int, dict[str, int]]] = []
-    for k, r in rows.items():
-        if r.text.isascii():
-            counts.append((k, chunk_terms[k][0]))
-        else:
-            other.append(k)
+    # Every text with other characters, then the ASCII ones (or any: the others are listed already) counting
+    # every term of the identifier.
+    other = [k for k, r in rows.items() if not r.text.isascii()]
+    listed = set(other)
     out: dict[str, list[int]] = {}
     for ident, terms in needs.items():
         if not terms:
             out[ident] = other
-        elif len(terms) == 1:
+            continue
+        if len(terms) == 1:
             term = terms[0]
-            out[ident] = other + [k for k, c in counts if term in c]
+            holding = [k for k, (c, _) in chunk_terms.items() if term in c]
         else:
-            out[ident] = other + [k for k, c in counts if all(t in c for t in terms)]
+            holding = [k for k, (c, _) in chunk_terms.items() if all(t in c for t in terms)]
+        out[ident] = other + [k for k in holding if k not in listed] if other else holding
     return out
 
 
