@@ -624,8 +624,14 @@ class IndexedBackend:
         cost = FTS_COUNT_FIXED_CHARS + (sum(occurrences.values()) * FTS_COUNT_CHARS_PER_OCCURRENCE
                                         + len(present) * FTS_COUNT_CHARS_PER_TERM if present else 0)
         cache = self._terms[1]
-        saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
-        if cost > saved:
+        # What counting in the candidates would cost, summed until it is the read's cost (the read is then no
+        # dearer: the answer is the whole sum's, most often after a few dozen candidates).
+        saved = 0
+        for k in eligible:
+            saved += FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text)
+            if saved >= cost:
+                break
+        else:
             return {}  # common terms: counting in the candidates' text costs less
         # A rare term's counts are read for every chunk holding it and kept for the generation (any later
         # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
