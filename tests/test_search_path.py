@@ -134,6 +134,41 @@ def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_
             assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
 
 
+def test_each_identifier_of_a_query_is_looked_for_only_in_the_chunks_counting_its_terms(tmp_path: Path,
+                                                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Two identifiers: q123 is looked for in the ASCII chunks counting q123 (a, b) and in every chunk with other
+    # characters (d), not in the chunk counting only err and 42 (e); ERR_42 in e and d, not in a or b. A new
+    # ticket number no chunk counts (z999) is looked for in d alone. The answers are those of a search of every
+    # text for every identifier.
+    notes = {"memory/a.md": "deploy went fine after Q123 landed\n", "memory/b.md": "deploy of q123s\n",
+             "memory/c.md": "deploy notes without it\n", "memory/d.md": "café deploy ERR_42 q123\n",
+             "memory/e.md": "deploy ERR_42 again\n"}
+    searched: list[dict[str, set[str]]] = []
+    real = ExactMatcher.identifier_holders
+
+    def watched(self, texts, candidates=None):  # type: ignore[no-untyped-def]
+        searched.append({p.token: {texts[k] for k in (texts if candidates is None else candidates.get(p.token, texts))
+                                   if k in texts} for p in self.idents})
+        return real(self, texts, candidates)
+
+    monkeypatch.setattr(ExactMatcher, "identifier_holders", watched)
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        searched.clear()
+        query = "deploy q123 ERR_42 z999"
+        result = mem.backend.search(SearchQuery(text=query, max_results=10, min_score=0.0, candidate_limit=50))
+        paths = {c.text: c.path for c in result.candidates}
+        assert set(paths.values()) == set(notes)
+        assert [{token: {paths[t] for t in texts} for token, texts in asked.items()} for asked in searched] == [
+            {"q123": {"memory/a.md", "memory/b.md", "memory/d.md"}, "ERR_42": {"memory/d.md", "memory/e.md"},
+             "z999": {"memory/d.md"}}]
+        assert {c.path for c in result.candidates if c.identifier_match} == {"memory/a.md", "memory/d.md",
+                                                                            "memory/e.md"}
+        matcher = ExactMatcher.for_query(query)
+        assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
+
+
 def test_a_write_landing_during_a_search_does_not_hide_an_identifier_its_candidate_now_holds(tmp_path: Path) -> None:
     # The last file's chunks get the highest rowids, so rewriting it gives the new chunk the old one's rowid. A
     # write landing after a search read the index generation and before it read its candidate rows (here while

@@ -444,4 +444,3 @@ def score_hits(
     # RRF's cap gives a chunk the score of the one above it: equal scores keep the RRF order (``scores``'s).
     before_floor = {key: -float(i) for i, key in enumerate(scores)}
     return ScoredHits("hybrid", scores, text_scores, vector_scores, idents, before_floor)
-
