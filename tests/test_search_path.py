@@ -75,6 +75,12 @@ def test_each_identifier_is_looked_for_only_in_the_texts_that_may_hold_it() -> N
     assert matcher.identifier_holders(texts, {"c12w3": list(texts)}) == everywhere  # ERR_42: every text
     for candidates in ({"c12w3": [], "ERR_42": []}, {"c12w3": [8], "ERR_42": [4, 7]}):
         assert matcher.identifier_holders(texts, candidates) == set()
+    # A token with a CJK run (a substring there) is matched by its regex: the candidates narrow that search too.
+    cjk = ExactMatcher.for_tokens((), identifier_tokens("where is 版本2024 or c12w3"))
+    texts = {1: "新版本2024发布", 2: "c12w3 here", 3: "版本2024 and c12w3", 4: "nothing"}
+    assert cjk.identifier_holders(texts) == {1, 2, 3}
+    assert cjk.identifier_holders(texts, {"版本2024": [3], "c12w3": [2]}) == {2, 3}
+    assert cjk.identifier_holders(texts, {"c12w3": []}) == {1, 3}
 
 
 def test_ascii_candidates_are_folded_without_being_kept() -> None:
