@@ -60,6 +60,29 @@ def test_identifiers_are_found_as_whole_tokens_in_every_candidate_at_once() -> N
 
 
 
+def test_each_identifier_is_looked_for_only_in_the_texts_that_may_hold_it() -> None:
+    # candidates names, for an identifier token, the only texts that may hold it: the others are not searched for
+    # it (a text listed for neither token is not found even though it holds one), a token it does not name is
+    # searched for in every text, and a key with no text is none. Found as written or in another case, at the
+    # text's start or end, after an occurrence inside a longer word.
+    texts = {1: "c12w3x then C12W3.", 2: "see ERR_42", 3: "c12w3 and err_42", 4: "xERR_42 ERR_42x", 5: "c12w3",
+             6: "café c12w3", 7: "err_42é", 8: ""}
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is c12w3 or ERR_42"))
+    everywhere = matcher.identifier_holders(texts)
+    assert everywhere == {1, 2, 3, 5, 6}
+    assert matcher.identifier_holders(texts, {"c12w3": [1, 4, 6, 9], "ERR_42": [2, 4, 7, 8]}) == {1, 2, 6}
+    assert matcher.identifier_holders(texts, {"c12w3": [], "ERR_42": list(texts)}) == {2, 3}
+    assert matcher.identifier_holders(texts, {"c12w3": list(texts)}) == everywhere  # ERR_42: every text
+    for candidates in ({"c12w3": [], "ERR_42": []}, {"c12w3": [8], "ERR_42": [4, 7]}):
+        assert matcher.identifier_holders(texts, candidates) == set()
+    # A token with a CJK run (a substring there) is matched by its regex: the candidates narrow that search too.
+    cjk = ExactMatcher.for_tokens((), identifier_tokens("where is 版本2024 or c12w3"))
+    texts = {1: "新版本2024发布", 2: "c12w3 here", 3: "版本2024 and c12w3", 4: "nothing"}
+    assert cjk.identifier_holders(texts) == {1, 2, 3}
+    assert cjk.identifier_holders(texts, {"版本2024": [3], "c12w3": [2]}) == {2, 3}
+    assert cjk.identifier_holders(texts, {"c12w3": []}) == {1, 3}
+
+
 def test_ascii_candidates_are_folded_without_being_kept() -> None:
     # An ASCII text folds to its lower case: identifier_holders folds it again rather than keeping a folded copy
     # of every candidate's text (a look-up that hashes the text); other texts are still kept folded.
@@ -93,9 +116,11 @@ def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_
     searched: list[set[str]] = []
     real = ExactMatcher.identifier_holders
 
-    def watched(self, texts):  # type: ignore[no-untyped-def]
-        searched.append(set(texts.values()))
-        return real(self, texts)
+    def watched(self, texts, candidates=None):  # type: ignore[no-untyped-def]
+        # The texts searched for some identifier: each token's candidates (every text for a token not named).
+        searched.append({texts[k] for p in self.idents
+                         for k in (texts if candidates is None else candidates.get(p.token, texts)) if k in texts})
+        return real(self, texts, candidates)
 
     monkeypatch.setattr(ExactMatcher, "identifier_holders", watched)
     ws, mem = _memory(tmp_path, notes)
@@ -113,6 +138,41 @@ def test_only_candidates_whose_term_counts_allow_an_identifier_are_searched_for_
             assert len(searched) == 1 and {texts[t] for t in searched[0]} == read, query
             matcher = ExactMatcher.for_query(query)
             assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
+
+
+def test_each_identifier_of_a_query_is_looked_for_only_in_the_chunks_counting_its_terms(tmp_path: Path,
+                                                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Two identifiers: q123 is looked for in the ASCII chunks counting q123 (a, b) and in every chunk with other
+    # characters (d), not in the chunk counting only err and 42 (e); ERR_42 in e and d, not in a or b. A new
+    # ticket number no chunk counts (z999) is looked for in d alone. The answers are those of a search of every
+    # text for every identifier.
+    notes = {"memory/a.md": "deploy went fine after Q123 landed\n", "memory/b.md": "deploy of q123s\n",
+             "memory/c.md": "deploy notes without it\n", "memory/d.md": "café deploy ERR_42 q123\n",
+             "memory/e.md": "deploy ERR_42 again\n"}
+    searched: list[dict[str, set[str]]] = []
+    real = ExactMatcher.identifier_holders
+
+    def watched(self, texts, candidates=None):  # type: ignore[no-untyped-def]
+        searched.append({p.token: {texts[k] for k in (texts if candidates is None else candidates.get(p.token, texts))
+                                   if k in texts} for p in self.idents})
+        return real(self, texts, candidates)
+
+    monkeypatch.setattr(ExactMatcher, "identifier_holders", watched)
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        searched.clear()
+        query = "deploy q123 ERR_42 z999"
+        result = mem.backend.search(SearchQuery(text=query, max_results=10, min_score=0.0, candidate_limit=50))
+        paths = {c.text: c.path for c in result.candidates}
+        assert set(paths.values()) == set(notes)
+        assert [{token: {paths[t] for t in texts} for token, texts in asked.items()} for asked in searched] == [
+            {"q123": {"memory/a.md", "memory/b.md", "memory/d.md"}, "ERR_42": {"memory/d.md", "memory/e.md"},
+             "z999": {"memory/d.md"}}]
+        assert {c.path for c in result.candidates if c.identifier_match} == {"memory/a.md", "memory/d.md",
+                                                                            "memory/e.md"}
+        matcher = ExactMatcher.for_query(query)
+        assert all(c.identifier_match == matcher.holds_identifier(c.text) for c in result.candidates)
 
 
 def test_a_write_landing_during_a_search_does_not_hide_an_identifier_its_candidate_now_holds(tmp_path: Path) -> None:

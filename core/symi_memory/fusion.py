@@ -269,7 +269,7 @@ def score_hits(
     use_vector: bool,
     analysis: QueryAnalysis | None = None,
     synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None,
-    identifier_candidates: Collection[K] | None = None,
+    identifier_candidates: Collection[K] | Mapping[str, Collection[K]] | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -288,7 +288,9 @@ def score_hits(
     caller has it. ``synonyms``: index terms standing in for query terms the
     index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
     ``identifier_candidates``: the candidates that may hold an identifier token of the query, when the caller
-    knows the others hold none (from their term counts, say); only these texts are searched for one.
+    knows the others hold none (from their term counts, say); only these texts are searched for one. Or, for
+    each identifier token (as the query spells it), the candidates that may hold that one
+    (:meth:`~symi_memory.index.keyword.ExactMatcher.identifier_holders`'s ``candidates``).
     """
     from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION, keyword_log_odds
     from .index.keyword import ExactMatcher, identifier_tokens
@@ -301,8 +303,12 @@ def score_hits(
     scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
     idents: set[K] = set()
     if has_identifier:
-        maybe = scored if identifier_candidates is None else {k: scored[k] for k in identifier_candidates if k in scored}
-        idents = matcher.identifier_holders(maybe)
+        if isinstance(identifier_candidates, Mapping):
+            idents = matcher.identifier_holders(scored, identifier_candidates)
+        else:
+            maybe = scored if identifier_candidates is None else {k: scored[k] for k in identifier_candidates
+                                                                  if k in scored}
+            idents = matcher.identifier_holders(maybe)
     exp, log = math.exp, math.log
     # Below, ``max(a, b)`` and ``min(a, b)`` are written as the comparison each makes (``b if b > a else a``,
     # ``b if b < a else a``): the same value, NaN and signed zeros included, without a call per candidate.
@@ -346,11 +352,21 @@ def score_hits(
     no_words = keyword_log_odds(0.0)
     lo, hi = _LOGIT_EPS, 1.0 - _LOGIT_EPS
     vget = vector_scores.get
-    for k in scored:
-        counts, length = term_counts(k)
+    keys = list(scored)
+    got = list(map(term_counts, keys))
+    weighs = total > 0
+    if weighs and syn is None:
+        # A query term no candidate counts adds nothing to any (the loop skips a count of 0): its look-ups are
+        # left out. Its weight stays in ``total``, and in ``every``: no candidate holds every query word then.
+        held = set().union(*[counts for counts, _ in got])
+        weights = [(t, w) for t, w in weights if t in held]
+    # The keyword log-odds are wanted unless the fusion mixes probabilities (an identifier look-up, weighted).
+    want_lt = not weighted or log_odds
+    lt = 0.0
+    for k, (counts, length) in zip(keys, got, strict=True):
         is_exact = k in idents or (len(counts) >= n_every and counts.keys() >= every)
         evidence = 0.0
-        if counts and total > 0:
+        if counts and weighs:
             x = length / ref
             norm = k1 * (one_b + b * (x if x > 0.0 else 0.0))
             acc = 0.0
@@ -374,7 +390,8 @@ def score_hits(
                     elif tf:
                         acc += w * tf * k1p / (tf + norm)
             evidence = acc / total
-        lt = slope * ((evidence if evidence > 0.0 else 0.0) - mid)
+        if want_lt:
+            lt = slope * ((evidence if evidence > 0.0 else 0.0) - mid)
         pt: float | None = None  # the keyword probability, None when the keyword side has no say
         if evidence > 0:
             pt = 1.0 / (1.0 + exp(-slope * (evidence - mid)))

@@ -624,8 +624,14 @@ class IndexedBackend:
         cost = FTS_COUNT_FIXED_CHARS + (sum(occurrences.values()) * FTS_COUNT_CHARS_PER_OCCURRENCE
                                         + len(present) * FTS_COUNT_CHARS_PER_TERM if present else 0)
         cache = self._terms[1]
-        saved = sum(FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text) for k in eligible)
-        if cost > saved:
+        # What counting in the candidates would cost, summed until it is the read's cost (the read is then no
+        # dearer: the answer is the whole sum's, most often after a few dozen candidates).
+        saved = 0
+        for k in eligible:
+            saved += FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text)
+            if saved >= cost:
+                break
+        else:
             return {}  # common terms: counting in the candidates' text costs less
         # A rare term's counts are read for every chunk holding it and kept for the generation (any later
         # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
@@ -1266,40 +1272,53 @@ _make_candidates = _candidates_maker()
 
 
 def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, CandidateRow],
-                           chunk_terms: dict[int, tuple[dict[str, int], int]]) -> list[int] | None:
-    """The candidates that may hold an identifier token of the query (``score_hits``'s ``identifier_candidates``),
-    told by their term counts; None when the counts cannot tell (every candidate's text is then searched).
+                           chunk_terms: dict[int, tuple[dict[str, int], int]]) -> dict[str, list[int]] | None:
+    """For each identifier token of the query, the candidates that may hold it (``score_hits``'s
+    ``identifier_candidates``), told by their term counts; None when the counts cannot tell (every candidate's
+    text is then searched for every identifier).
 
     An ASCII text holding an ASCII identifier as a token (no letter or digit either side; ASCII folds to lower
     case) holds that identifier's tokens as FTS5 makes them (its runs of letters and digits: the characters
     either side part tokens there too), so it counts the index terms of all of them: a chunk lacking one holds
     no such identifier, and no ASCII text holds an identifier with another character. The converse does not
     hold (porter makes one term of ``q123`` and ``q123s``): the texts left are still searched. Texts with other
-    characters (folded by Unicode rules) are searched as they were.
+    characters (folded by Unicode rules) are searched as they were. Each identifier is looked for only in the
+    texts that may hold it: a query's identifiers are mostly held by few candidates or none (a new ticket number),
+    and a search of a text for a token it lacks reads the whole text.
     """
     if not qa.identifiers:
         return None  # nothing to search for
     from .analysis import stem_tokens
     from .keyword import fold
 
-    needs: list[tuple[str, ...]] = []
+    needs: dict[str, tuple[str, ...]] = {}
     known = set(counted)
     for ident in qa.identifiers:
         if not fold(ident).isascii():
-            continue  # in no ASCII text
+            needs[ident] = ()  # in no ASCII text
+            continue
         if not ident.isascii():
             return None  # folded to ASCII by Unicode rules, which FTS5's folding need not share
         terms = tuple(stem_tokens(ident))
         if not terms or not known.issuperset(terms):
             return None  # no term to tell by (an identifier of underscores), or one not counted
-        needs.append(terms)
-    if not needs:
-        return [k for k, r in rows.items() if not r.text.isascii()]
-    if all(len(terms) == 1 for terms in needs):
-        single = {terms[0] for terms in needs}
-        return [k for k, r in rows.items() if not r.text.isascii() or not single.isdisjoint(chunk_terms[k][0])]
-    return [k for k, r in rows.items() if not r.text.isascii()
-            or any(all(t in chunk_terms[k][0] for t in terms) for terms in needs)]
+        needs[ident] = terms
+    # Every text with other characters, then the ASCII ones (or any: the others are listed already) counting
+    # every term of the identifier.
+    other = [k for k, r in rows.items() if not r.text.isascii()]
+    listed = set(other)
+    out: dict[str, list[int]] = {}
+    for ident, terms in needs.items():
+        if not terms:
+            out[ident] = other
+            continue
+        if len(terms) == 1:
+            term = terms[0]
+            holding = [k for k, (c, _) in chunk_terms.items() if term in c]
+        else:
+            holding = [k for k, (c, _) in chunk_terms.items() if all(t in c for t in terms)]
+        out[ident] = other + [k for k in holding if k not in listed] if other else holding
+    return out
 
 
 def _batch_enabled(ms: Any) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 import attrs
@@ -191,31 +191,83 @@ class ExactMatcher:
             return any(p.search(folded) is not None for p in self.idents)
         return any(lit in folded and p.found_in(folded) for p, lit in zip(self.idents, self.ident_literals, strict=True))
 
-    def identifier_holders(self, texts: Mapping[K, str]) -> set[K]:
-        """The keys of the ``texts`` that hold an identifier token of the query (:meth:`holds_identifier` of each)."""
+    def identifier_holders(self, texts: Mapping[K, str],
+                           candidates: Mapping[str, Collection[K]] | None = None) -> set[K]:
+        """The keys of the ``texts`` that hold an identifier token of the query (:meth:`holds_identifier` of each).
+
+        ``candidates``: for an identifier token of the query (a key, as the query spelled it), the keys of the
+        only texts that may hold it (the caller knows from their term counts, say): the other texts are not
+        searched for it. A token it does not name is searched for in every text; a key not in ``texts`` is
+        none of them.
+        """
         if not self.idents:
             return set()
         if len(self.ident_literals) != len(self.idents) or any(p._literal != lit for p, lit in
                                                                zip(self.idents, self.ident_literals, strict=True)):
             pairs = _pairs(self.idents, self.ident_literals)
+            allowed = [None if candidates is None or (got := candidates.get(p.token)) is None else set(got)
+                       for p, _ in pairs]
             out: set[K] = set()
             for key, text in texts.items():
                 folded = _fold_text(text)
-                for pattern, literal in pairs:
-                    if literal in folded and pattern.found_in(folded):
+                for (pattern, literal), keys in zip(pairs, allowed, strict=True):
+                    if (keys is None or key in keys) and literal in folded and pattern.found_in(folded):
                         out.add(key)
                         break
             return out
-        # Every token a plain literal (no CJK run): TokenPattern.found_in written out in one loop over the texts.
-        literals = [(lit, len(lit)) for lit in self.ident_literals if lit]
         held: set[K] = set()
         add = held.add
         fold_text = _fold_text
-        for key, text in texts.items():
-            # An ASCII text folds to its lower case: made again, it costs less than remembering it (the lru
-            # cache's look-up hashes the text, and its entries go through every generation of the collector).
-            folded = text.lower() if text.isascii() else fold_text(text)
-            for lit, n in literals:
+        if candidates is None:
+            # Every token a plain literal (no CJK run): TokenPattern.found_in written out in one loop over the texts.
+            literals = [(lit, len(lit)) for lit in self.ident_literals if lit]
+            for key, text in texts.items():
+                # An ASCII text folds to its lower case: made again, it costs less than remembering it (the lru
+                # cache's look-up hashes the text, and its entries go through every generation of the collector).
+                folded = text.lower() if text.isascii() else fold_text(text)
+                for lit, n in literals:
+                    at = folded.find(lit)
+                    while at >= 0:
+                        after = at + n
+                        if (at == 0 or not folded[at - 1].isalnum()) and (after >= len(folded)
+                                                                          or not folded[after].isalnum()):
+                            add(key)
+                            break
+                        at = folded.find(lit, at + 1)
+                    else:
+                        continue
+                    break
+            return held
+        # The same, one token at a time over the texts that may hold it (a token no candidate may hold, say a new
+        # identifier, is searched for in none; most texts may hold one token of the query at most).
+        get: Callable[[K], str | None] = texts.get
+        for pattern, lit in zip(self.idents, self.ident_literals, strict=True):
+            if not lit:
+                continue
+            n = len(lit)
+            for key in candidates.get(pattern.token, texts.keys()):
+                if key in held:
+                    continue
+                chunk = get(key)
+                if chunk is None:
+                    continue
+                if chunk.isascii():
+                    # The token as the chunk has it, then as its lower case has it: in an ASCII text an occurrence
+                    # of the (lower-case) token is one of its lower case too, at the same place with the same
+                    # characters either side (letters or digits still), and most texts hold it as written. Lower
+                    # casing a chunk costs more than looking through it.
+                    at = chunk.find(lit)
+                    while at >= 0:
+                        after = at + n
+                        if (at == 0 or not chunk[at - 1].isalnum()) and (after >= len(chunk) or not chunk[after].isalnum()):
+                            break
+                        at = chunk.find(lit, at + 1)
+                    if at >= 0:
+                        add(key)
+                        continue
+                    folded = chunk.lower()
+                else:
+                    folded = fold_text(chunk)
                 at = folded.find(lit)
                 while at >= 0:
                     after = at + n
@@ -223,9 +275,6 @@ class ExactMatcher:
                         add(key)
                         break
                     at = folded.find(lit, at + 1)
-                else:
-                    continue
-                break
         return held
 
     def classify(self, text: str) -> tuple[bool, bool]:
