@@ -294,3 +294,26 @@ def test_order_keeps_the_rrf_order_among_scores_its_cap_made_equal() -> None:
                       chunk_chars=1600, calibration=ScoreCalibration(slope=8.0, midpoint=0.61), use_vector=True)
     assert hits.scores["a"] == hits.scores["b"]  # a's better evidence is capped by b, first in the RRF order
     assert [k for k, _ in hits.order()] == list(hits.scores) == ["b", "a", "c"]
+
+
+def test_score_hits_identifier_candidates_keep_their_meaning_whatever_collection_holds_them() -> None:
+    # ``identifier_candidates`` is the candidates that may hold an identifier (any collection of keys, a dict's
+    # keys included); ``identifier_candidates_by_token`` narrows each identifier token to its own candidates.
+    from symi_memory.fusion import score_hits
+    from symi_memory.index.keyword import identifier_tokens
+    from symi_memory.specs import ScoreCalibration
+
+    texts = {1: "deploy T-1234 today", 2: "ticket INC_9 and T-1234", 3: "nothing here", 4: "INC_9 only"}
+
+    def holders(**kw):  # type: ignore[no-untyped-def]
+        return score_hits("T-1234 INC_9", {"enabled": True, "fusion": "weighted", "vectorWeight": 0.7,
+                                            "textWeight": 0.3},
+                          texts=texts, keyword_ids=list(texts), vector_hits={k: 0.5 for k in texts},
+                          term_weights={}, term_counts=lambda i: ({}, 10), chunk_chars=1600,
+                          calibration=ScoreCalibration(slope=8.0, midpoint=0.61), use_vector=True, **kw).identifiers
+
+    assert holders() == {1, 2, 4}
+    assert holders(identifier_candidates={1: "x", 4: "y"}) == holders(identifier_candidates=[1, 4]) == {1, 4}
+    tokens = identifier_tokens("T-1234 INC_9")
+    assert len(tokens) == 2
+    assert holders(identifier_candidates_by_token={tokens[0]: [1, 3], tokens[1]: [2]}) == {1, 2}

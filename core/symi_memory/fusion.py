@@ -269,7 +269,8 @@ def score_hits(
     use_vector: bool,
     analysis: QueryAnalysis | None = None,
     synonyms: Mapping[str, Sequence[tuple[str, float]]] | None = None,
-    identifier_candidates: Collection[K] | Mapping[str, Collection[K]] | None = None,
+    identifier_candidates: Collection[K] | None = None,
+    identifier_candidates_by_token: Mapping[str, Collection[K]] | None = None,
 ) -> ScoredHits:
     """The scoring every hybrid backend shares, from raw side evidence to calibrated scores.
 
@@ -288,9 +289,10 @@ def score_hits(
     caller has it. ``synonyms``: index terms standing in for query terms the
     index does not hold, as :func:`~symi_memory.index.analysis.keyword_evidence` takes them.
     ``identifier_candidates``: the candidates that may hold an identifier token of the query, when the caller
-    knows the others hold none (from their term counts, say); only these texts are searched for one. Or, for
-    each identifier token (as the query spells it), the candidates that may hold that one
-    (:meth:`~symi_memory.index.keyword.ExactMatcher.identifier_holders`'s ``candidates``).
+    knows the others hold none (from their term counts, say); only these texts are searched for one.
+    ``identifier_candidates_by_token`` (instead): for each identifier token (as the query spells it), the
+    candidates that may hold that one (:meth:`~symi_memory.index.keyword.ExactMatcher.identifier_holders`'s
+    ``candidates``); each text is searched only for the tokens it may hold.
     """
     from .index.analysis import BM25_B, BM25_K1, EXACT_KEYWORD_FLOOR, KEYWORD_CALIBRATION, keyword_log_odds
     from .index.keyword import ExactMatcher, identifier_tokens
@@ -303,8 +305,8 @@ def score_hits(
     scored = texts if (use_vector and hybrid["enabled"]) or not use_vector else {}
     idents: set[K] = set()
     if has_identifier:
-        if isinstance(identifier_candidates, Mapping):
-            idents = matcher.identifier_holders(scored, identifier_candidates)
+        if identifier_candidates_by_token is not None:
+            idents = matcher.identifier_holders(scored, identifier_candidates_by_token)
         else:
             maybe = scored if identifier_candidates is None else {k: scored[k] for k in identifier_candidates
                                                                   if k in scored}

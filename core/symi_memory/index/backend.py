@@ -334,7 +334,7 @@ class IndexedBackend:
                             chunk_chars=max(1, int(ms["chunking"]["tokens"])) * CHARS_PER_TOKEN,
                             calibration=self.calibration(), use_vector=use_vec, analysis=qa,
                             synonyms=syn.weights if syn is not None else None,
-                            identifier_candidates=ident_candidates)
+                            identifier_candidates_by_token=ident_candidates)
         mode, scores, text_hits, vec_p, idents = (scored.mode, scored.scores, scored.text_scores,
                                                   scored.vector_scores, scored.identifiers)
         keys: Sequence[int]
