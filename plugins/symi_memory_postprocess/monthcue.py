@@ -63,6 +63,9 @@ _BOUNDARY_BEFORE_RE = re.compile(r"\b(?:after|before)\s+$", re.IGNORECASE)
 _WINDOW = 40  # characters before a month word that these look at
 
 
+# The letters other than ASCII ones that IGNORECASE matches to a month word's letters (the dotless and dotted i, the
+# long s), as the ASCII letters they match: lowered alone, "Aprıl" or "ſeptember" was no month name and raised.
+_ASCII_LETTERS = str.maketrans({"\u0131": "i", "\u0130": "i", "\u017f": "s"})
 # Every month word of _MONTH_RE holds one of these (its first three letters).
 _MONTH_STARTS = tuple(dict.fromkeys(name[:3] for name in MONTH_NAMES + tuple(ABBREVIATIONS)))
 
@@ -78,7 +81,7 @@ def months_named(query: str) -> set[tuple[int, int | None]]:
         return out
     for m in _MONTH_RE.finditer(query):
         word, day, year = m.group(1), m.group(2), m.group(3)
-        low = word.lower()
+        low = word.translate(_ASCII_LETTERS).lower()
         # The words around it, within a bounded window (a long query with many month words stays linear).
         start, end = m.start(), m.end()
         lo = max(0, start - _WINDOW)
