@@ -235,6 +235,11 @@ def test_reading_any_number_of_candidate_rows_compiles_no_sql_again(tmp_path: Pa
             assert rows == {r: whole[r]._replace(vector=None) for r in part} and epoch == store.search_epoch()
             store.line_analysis_by_id(ids[:k])
         assert compiled == [], compiled
+        # A rowid asked twice comes back once, in rowid order still; one no chunk has, not at all.
+        again = rowids[::-1] + rowids[:3] + [max(rowids) + 1000]
+        assert list(store.candidate_rows(again, ("memory",))) == rowids
+        assert store.candidate_rows_at(again) == ({r: whole[r]._replace(vector=None) for r in rowids},
+                                                  store.search_epoch())
 
 
 def test_candidate_rows_come_with_the_epoch_they_were_read_at(tmp_path: Path) -> None:
