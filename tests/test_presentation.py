@@ -47,8 +47,7 @@ def test_snippet_cap_of_a_backend_budget_never_exceeds_the_core_cap() -> None:
 
 
 def test_hits_are_the_records_their_fields_make_with_and_without_citations() -> None:
-    # Without a budget the hits are made a field at a time: each must be the MemoryHit the class makes, every field
-    # (a superseded hit's links included), and one record per candidate.
+    # Each hit is the MemoryHit of its candidate, every field (a superseded hit's links included), one per candidate.
     import attrs
 
     from symi_memory.types import MemoryHit
@@ -70,26 +69,3 @@ def test_hits_are_the_records_their_fields_make_with_and_without_citations() -> 
         assert [h.to_dict() for h in hits] == [h.to_dict() for h in want]
         assert all(type(h) is MemoryHit for h in hits)
     assert present([], citations="on", session_key=None) == []
-
-
-def test_records_maker_falls_back_to_init_for_a_class_it_cannot_make_by_slots() -> None:
-    # A field with a converter is set by __init__ only: such a class gets its __init__, and the records match it.
-    import attrs
-
-    from symi_memory.types import _records_maker
-
-    @attrs.frozen(kw_only=True)
-    class Conv:
-        a: int = attrs.field(converter=int)
-        b: str
-
-    @attrs.frozen(kw_only=True)
-    class Plain:
-        a: int
-        b: str
-
-    conv = _records_maker(Conv, (("1", "2"), ("x", "y")))
-    assert conv(["3"], ["z"]) == [Conv(a=3, b="z")] and conv(["3"], ["z"])[0].a == 3
-    plain = _records_maker(Plain, ((1, 2), ("x", "y")))
-    assert plain([3, 4], ["z", "w"]) == [Plain(a=3, b="z"), Plain(a=4, b="w")]
-    assert conv.__name__ == "keywords" and plain.__name__ == "make"

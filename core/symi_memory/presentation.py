@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .citations import apply_citation, format_citation, should_cite
-from .types import SNIPPET_MAX_CHARS, Candidate, MemoryHit, SnippetBudget, _make_hits, truncate_chars
+from .types import SNIPPET_MAX_CHARS, Candidate, MemoryHit, SnippetBudget, truncate_chars
 
 __all__ = ["DEFAULT_BUDGET", "FOOTER", "present"]
 
@@ -34,32 +34,23 @@ def present(candidates: Sequence[Candidate], *, citations: str, session_key: str
     cite = should_cite(citations, session_key)
     limit = max(0, min(SNIPPET_MAX_CHARS, budget.max_snippet_chars))
     total = budget.max_injected_chars
-    if total is None:
-        # No budget (every backend but qmd): each candidate is a hit, the records made a field at a time.
-        snippets = [truncate_chars(c.text, limit) for c in candidates]
-        cites = [format_citation(c.path, c.start_line, c.end_line) for c in candidates]
-        if cite:
-            snippets = list(map(apply_citation, snippets, cites))
-        return _make_hits([c.path for c in candidates], [c.start_line for c in candidates],
-                         [c.end_line for c in candidates], [c.score for c in candidates], snippets,
-                         [c.source for c in candidates], cites if cite else [None] * len(cites),
-                         [c.superseded_by for c in candidates], [c.supersedes for c in candidates])
     used = 0
     hits = []
     for c in candidates:
         snippet = truncate_chars(c.text, limit)
         citation = format_citation(c.path, c.start_line, c.end_line)
         last = False
-        snippet = snippet.strip()
-        footer = len(FOOTER) + len(citation) if cite else 0
-        room = total - used - footer
-        if room <= 0:
-            break
-        if len(snippet) > room:
-            snippet, last = snippet[:room].rstrip(), True
-            if not snippet:
+        if total is not None:
+            snippet = snippet.strip()
+            footer = len(FOOTER) + len(citation) if cite else 0
+            room = total - used - footer
+            if room <= 0:
                 break
-        used += len(snippet) + footer
+            if len(snippet) > room:
+                snippet, last = snippet[:room].rstrip(), True
+                if not snippet:
+                    break
+            used += len(snippet) + footer
         if cite:
             snippet = apply_citation(snippet, citation)
         hits.append(MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,

@@ -5,9 +5,6 @@ Every public result type has ``to_dict()`` giving the tool JSON (camelCase).
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import Any, Literal
 
 import attrs
@@ -252,59 +249,3 @@ class SyncReport:
             "errors": list(self.errors),
         }
 
-
-
-def _records_maker(cls: type[Any], probe: Sequence[Sequence[Any]]) -> Callable[..., list[Any]]:
-    """``cls(name=value, ...)`` of several records at once, from their fields' columns (one sequence per field of the
-    frozen, slotted attrs class ``cls``, in its fields' order, all of one length): each field of every record set
-    by its slot, a column at a time (``map``: no Python call per record, where a frozen class's ``__init__`` sets
-    each field through ``object.__setattr__``, about 3 us a record with nine fields). The records are equal to
-    the ones ``__init__`` makes. While ``cls`` has validators, converters, an init hook, fields of a base class, or
-    anything else that makes the records made from ``probe`` (a column per field, two records) differ from
-    ``__init__``'s, it is ``__init__`` itself."""
-    fields = attrs.fields(cls)
-    names = tuple(f.name for f in fields)
-
-    def keywords(*columns: Sequence[Any]) -> list[Any]:
-        return [cls(**dict(zip(names, values, strict=True))) for values in zip(*columns, strict=True)]
-
-    if (any(f.validator or f.converter or not f.init or f.alias != f.name for f in fields)
-            or hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__")
-            or "__slots__" not in cls.__dict__ or any(n not in cls.__dict__ for n in names)):
-        return keywords
-    setters = [cls.__dict__[n].__set__ for n in names]
-    new = object.__new__
-
-    def make(*columns: Sequence[Any]) -> list[Any]:
-        n = len(columns[0])
-        if len(columns) != len(setters) or any(len(column) != n for column in columns):
-            raise ValueError("one column for each field, all of one length")
-        made = list(map(new, repeat(cls, n)))
-        for setter, column in zip(setters, columns, strict=True):
-            deque(map(setter, made, column), maxlen=0)  # the setters return None: nothing is kept
-        return made
-
-    try:
-        fast, slow = make(*probe), keywords(*probe)
-        same = len(fast) == len(slow) == len(probe[0]) and all(
-            a == b and _hash_of(a) == _hash_of(b) and repr(a) == repr(b)
-            and all(getattr(a, n) == getattr(b, n) for n in names) for a, b in zip(fast, slow, strict=True))
-    except Exception:
-        same = False
-    return make if same else keywords
-
-
-def _hash_of(record: Any) -> int | None:
-    """``hash(record)``, None for a record holding an unhashable value (a dict)."""
-    try:
-        return hash(record)
-    except TypeError:
-        return None
-
-
-#: ``MemoryHit`` records from their fields' columns (:func:`_records_maker`): ``path, start_line, end_line, score,
-#: snippet, source, citation, superseded_by, supersedes``.
-_make_hits = _records_maker(MemoryHit, (("memory/a.md", "sessions/s.jsonl"), (1, 7), (2, 7), (0.5, 0.0), ("a", ""),
-                                      ("memory", "sessions"), ("memory/a.md#L1-L2", None),
-                                      ({"path": "memory/b.md", "startLine": 3, "endLine": 3}, None),
-                                      ((), ({"path": "memory/c.md", "startLine": 1, "endLine": 1},))))
