@@ -126,7 +126,7 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
     _terms: tuple[int, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (-1, {}))
-    _rows_cache: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
+    _rows_cache: dict[int, CandidateRow] = attrs.field(factory=dict)
     _rows_epoch: tuple[int, int] = (-1, -1)
     _rows_chars: int = 0  # the kept rows' text, in characters
     _rows_sources: set[str] = attrs.field(factory=set)  # the sources of the kept rows (and perhaps of rows let go)
@@ -779,35 +779,32 @@ class IndexedBackend:
                     self._rows_chars = 0
                 if len(got) <= ROWS_CACHE_MAX and chars <= ROWS_CACHE_CHARS:
                     self._rows_chars += chars
-                    # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
-                    # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
-                    keep.update(zip(got, map(tuple, got.values()), strict=True))
+                    # Kept as the store made them, handed out again as they are: made again from plain tuples (which
+                    # the garbage collector stops tracking) for each search, the ~180 rows of a search at 10k chunks
+                    # cost about 0.07 ms more (each new row touches every string it holds), against 3-6 us a search
+                    # of collector time the tracked rows add (1,500 searches of the 10k bench store, 10,000 rows kept).
+                    keep.update(got)
                     self._rows_sources.update(map(_SOURCE, got.values()))
                     if cache is keep:
                         got = {}  # every row is kept now
         # Up to a statement's rowids, in rowid order (as the store gives them); more, in the order asked.
         order = sorted(set(rowids)) if len(rowids) <= ROWS_READ_PART else rowids
-        # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
-        # _make's Python frame), and only once its source (the fourth field) is one asked for.
-        new = tuple.__new__
         if not got:  # every row kept (most searches at 10k chunks)
             kept = list(map(cache.get, order))
             if self._rows_sources.issubset(sources):
-                # No kept row is of another source: the rows are those kept (a tuple is true, a row not kept None).
+                # No kept row is of another source: the rows are those kept (a row is true, one not kept None).
                 found = list(filter(None, kept))
                 keys = order if len(found) == len(kept) else list(compress(order, kept))
-                return dict(zip(keys, map(new, repeat(CandidateRow), found), strict=True))
-            return {k: new(CandidateRow, r) for k, r in zip(order, kept, strict=True)
-                    if r is not None and r[3] in sources}
+                return dict(zip(keys, found, strict=True))
+            return {k: r for k, r in zip(order, kept, strict=True) if r is not None and r[3] in sources}
         out: dict[int, CandidateRow] = {}
         for k in order:
             r = got.get(k)
             if r is None:
-                row = cache.get(k)
-                if row is None or row[3] not in sources:
+                r = cache.get(k)
+                if r is None:
                     continue
-                r = new(CandidateRow, row)
-            elif r.source not in sources:
+            if r.source not in sources:
                 continue
             out[k] = r
         return out
