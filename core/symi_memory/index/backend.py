@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, count, filterfalse, repeat
-from operator import itemgetter
+from operator import itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -763,11 +763,14 @@ class IndexedBackend:
             self._rows_chars = 0
             self._rows_sources = set()
         cache = self._rows_cache
-        missing = list(filterfalse(cache.__contains__, rowids))
+        # Each rowid once: up to a statement's rowids in rowid order (as the store gives them), more in the order asked.
+        order = sorted(set(rowids)) if len(rowids) <= ROWS_READ_PART else list(dict.fromkeys(rowids))
+        kept = list(map(cache.get, order))  # a row is true, one not kept None
+        found = list(filter(None, kept))
         got: dict[int, CandidateRow] = {}
-        if missing:
+        if len(found) != len(kept):
             # From every source: the rows serve any search. With the epoch they were read at, in the same statement.
-            got, read_at = self.store.candidate_rows_at(missing)
+            got, read_at = self.store.candidate_rows_at(list(compress(order, map(not_, kept))))
             if read_at == epoch:  # not a newer index's rows under this epoch
                 chars = sum(map(len, map(_TEXT, got.values())))
                 keep = cache
@@ -785,18 +788,16 @@ class IndexedBackend:
                     # of collector time the tracked rows add (1,500 searches of the 10k bench store, 10,000 rows kept).
                     keep.update(got)
                     self._rows_sources.update(map(_SOURCE, got.values()))
-                    if cache is keep:
-                        got = {}  # every row is kept now
-        # Up to a statement's rowids, in rowid order (as the store gives them); more, in the order asked.
-        order = sorted(set(rowids)) if len(rowids) <= ROWS_READ_PART else rowids
+                    if cache is keep:  # every row is kept now
+                        got = {}
+                        kept = list(map(cache.get, order))
+                        found = list(filter(None, kept))
         if not got:  # every row kept (most searches at 10k chunks)
-            kept = list(map(cache.get, order))
             if self._rows_sources.issubset(sources):
-                # No kept row is of another source: the rows are those kept (a row is true, one not kept None).
-                found = list(filter(None, kept))
+                # No kept row is of another source: the rows are those kept.
                 keys = order if len(found) == len(kept) else list(compress(order, kept))
                 return dict(zip(keys, found, strict=True))
-            return {k: r for k, r in zip(order, kept, strict=True) if r is not None and r[3] in sources}
+            return {k: r for k, r in zip(order, kept, strict=True) if r is not None and r.source in sources}
         out: dict[int, CandidateRow] = {}
         for k in order:
             r = got.get(k)
