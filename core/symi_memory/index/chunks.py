@@ -17,7 +17,8 @@ from .records import CandidateRow
 __all__ = ["EPOCH_COLUMNS", "ChunkReads", "bound_list", "listed"]
 
 #: A list of keys (rowids, ids) is bound to a statement as one value, a ``carray`` where SQLite has it (else a
-#: JSON array), read by ``IN (SELECT value FROM ...)``: the statement's text then does not depend on how many
+#: JSON array), read by ``IN (SELECT value FROM ...)`` (candidate rows: joined as a table, ``_LISTED_TABLE``, each
+#: key once and in order): the statement's text then does not depend on how many
 #: keys it asks about, so it stays prepared in the connection's statement cache (100 statements). Written
 #: ``IN (?,?,...)``, each count of keys was another statement, prepared again (150-200 us at a search's 50-140
 #: rowids) and pushing the search's other statements out of the cache. The same rows come back, in the same
