@@ -31,6 +31,7 @@ if os.environ.get("FORCE_JSON"):
     from symi_memory.index import chunks as _chunks
     _chunks.CARRAY = False
     _chunks._LISTED = "SELECT value FROM json_each(?)"
+    _chunks._LISTED_TABLE = "json_each(?)"  # the list as a table (candidate rows join it)
     assert _chunks.listed().endswith("json_each(?)")
 
 FAMILIES = [

@@ -51,6 +51,10 @@ STEPS = [
     ("backend search", "symi_memory.index.backend", "IndexedBackend", "search"),
     ("post-processing pipeline", "symi_memory.pipeline", "Pipeline", "run"),
     ("  supersession", "symi_memory_postprocess.supersede", "Supersession", "process"),
+    ("  month cue", "symi_memory_postprocess.monthcue", "MonthCue", "process"),
+    ("presentation", "symi_memory.manager", None, "present"),
+    # The manager's search: the backend's, the pipeline, the presentation and the manager's own work around them.
+    ("manager search", "symi_memory.manager", "MemoryManager", "_search"),
 ]
 
 
@@ -148,7 +152,11 @@ def main() -> int:
           "thread CPU ms per search (mean; p50 for the whole search)\n")
     print("| step | " + " | ".join(labels) + (" | ratio |" if len(labels) == 2 else " |"))
     print("|---|" + "---|" * (len(labels) + (1 if len(labels) == 2 else 0)))
-    order = ["whole search"] + [s[0] for s in STEPS]
+    order = ["whole search"] + [s[0] for s in STEPS] + ["outside the backend's search"]
+    for label in labels:  # what a search costs beyond the backend's search (the manager's search minus it)
+        for r in results[label]:
+            if "manager search" in r:
+                r["outside the backend's search"] = r["manager search"] - r.get("backend search", 0)
     for key in dict.fromkeys(order):
         vals = [[r.get(key, 0) / 1e6 for r in results[label]] for label in labels]
         if not any(any(v) for v in vals):

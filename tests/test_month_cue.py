@@ -111,3 +111,14 @@ def test_month_cue_config() -> None:
     assert MonthCue.from_config({}) == MonthCue(0.4)
     assert MonthCue.from_config({"monthCue": {"enabled": False}}) is None
     assert MonthCue.from_config({"monthCue": {"enabled": True, "boost": 0}}) is None
+
+
+def test_a_month_written_with_a_long_s_is_named_as_the_pattern_reads_it() -> None:
+    # The pattern matches case-insensitively, and the long s (U+017F) is an "s" to it, the dotless and dotted i an
+    # "i": such a month word is that month (lowered alone it was none, and raised), and the quick look for a month's
+    # letters, made before the pattern, must find "sep" in it too (in the query lowered it does not).
+    assert months_named("what changed in \u017feptember 2026?") == {(9, 2026)}
+    assert months_named("what changed in Apr\u0131l?") == {(4, None)}
+    assert months_named("what changed in APR\u0130L?") == {(4, None)}
+    assert months_named("what changed in SEPTEMBER?") == {(9, None)}
+    assert months_named("what changed in c16w5 common6?") == set()

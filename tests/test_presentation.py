@@ -44,3 +44,28 @@ def test_snippet_cap_of_a_backend_budget_never_exceeds_the_core_cap() -> None:
                   budget=SnippetBudget(max_snippet_chars=5000, max_injected_chars=100_000))
     # Trimmed, then capped at the core's 700: a backend cannot widen what the agent is shown.
     assert all(len(h.snippet) <= SNIPPET_MAX_CHARS and not h.snippet.startswith(" ") for h in big)
+
+
+def test_hits_are_the_records_their_fields_make_with_and_without_citations() -> None:
+    # Each hit is the MemoryHit of its candidate, every field (a superseded hit's links included), one per candidate.
+    import attrs
+
+    from symi_memory.types import MemoryHit
+
+    by = {"path": "memory/b.md", "startLine": 3, "endLine": 3}
+    cands = [attrs.evolve(_cand("memory/a.md", "  alpha  ", 2, 2), score=0.9, superseded_by=by),
+             attrs.evolve(_cand("sessions/s.jsonl", "beta", 4, 9), source="sessions", score=0.4,
+                          supersedes=({"path": "memory/c.md", "startLine": 1, "endLine": 1},))]
+    for mode, cited in (("on", True), ("off", False)):
+        hits = present(cands, citations=mode, session_key=None)
+        want = [MemoryHit(path=c.path, start_line=c.start_line, end_line=c.end_line, score=c.score,
+                          snippet=(f"{c.text.strip()}\n\nSource: {c.path}#L{c.start_line}"
+                                   + (f"-L{c.end_line}" if c.end_line > c.start_line else "")) if cited else c.text,
+                          source=c.source, citation=(f"{c.path}#L{c.start_line}"
+                                                     + (f"-L{c.end_line}" if c.end_line > c.start_line else ""))
+                          if cited else None, superseded_by=c.superseded_by, supersedes=c.supersedes)
+                for c in cands]
+        assert hits == want and [repr(h) for h in hits] == [repr(h) for h in want]
+        assert [h.to_dict() for h in hits] == [h.to_dict() for h in want]
+        assert all(type(h) is MemoryHit for h in hits)
+    assert present([], citations="on", session_key=None) == []

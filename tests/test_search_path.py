@@ -295,6 +295,11 @@ def test_reading_any_number_of_candidate_rows_compiles_no_sql_again(tmp_path: Pa
             assert rows == {r: whole[r]._replace(vector=None) for r in part} and epoch == store.search_epoch()
             store.line_analysis_by_id(ids[:k])
         assert compiled == [], compiled
+        # A rowid asked twice comes back once, in rowid order still; one no chunk has, not at all.
+        again = rowids[::-1] + rowids[:3] + [max(rowids) + 1000]
+        assert list(store.candidate_rows(again, ("memory",))) == rowids
+        assert store.candidate_rows_at(again) == ({r: whole[r]._replace(vector=None) for r in rowids},
+                                                  store.search_epoch())
 
 
 def test_candidate_rows_come_with_the_epoch_they_were_read_at(tmp_path: Path) -> None:
@@ -601,3 +606,25 @@ def test_candidates_are_what_init_makes_when_the_candidate_class_changes(monkeyp
     assert type(made) is cls
     assert attrs.asdict(made) == attrs.asdict(expected)
     assert made == expected and hash(made) == hash(expected) and repr(made) == repr(expected)
+
+
+def test_candidate_rows_read_alike_with_keys_bound_as_a_json_array(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where SQLite lacks carray the key list is a JSON array, joined as json_each: the same rows, in rowid order.
+    from symi_memory.index import chunks
+
+    notes = {f"memory/n{i}.md": f"# Note {i}\n\nzebra note {i}\n" for i in range(6)}
+    ws, mem = _memory(tmp_path, notes)
+    with mem:
+        mem.sync()
+        store = mem.backend.store
+        rowids = sorted(r for r, _ in store.keyword_search("zebra note", 50))
+        asked = rowids[::-1] + rowids[:2]
+        rows = store.candidate_rows(asked, ("memory",))
+        at = store.candidate_rows_at(asked)
+        monkeypatch.setattr(chunks, "CARRAY", False)
+        monkeypatch.setattr(chunks, "_LISTED", "SELECT value FROM json_each(?)")
+        monkeypatch.setattr(chunks, "_LISTED_TABLE", "json_each(?)")
+        assert isinstance(chunks.bound_list(asked), str)
+        assert store.candidate_rows(asked, ("memory",)) == rows and list(rows) == rowids
+        assert store.candidate_rows_at(asked) == at and at[1] == store.search_epoch()

@@ -237,3 +237,19 @@ def test_failing_reranker_never_fails_the_search(tmp_path: Path, ws: Path, caplo
     assert plugin.calls and plugin.calls[0][0] == "backwards"
     # A working reranker does change the order (so the comparison above can fail).
     assert flipped[0] != plain[0][0]
+
+
+def test_pipeline_orders_best_first_keeping_ties_in_order_and_cuts_at_min_score() -> None:
+    # Candidates already best first are kept as they come (ties too); others are sorted stably; the first
+    # max_results at min_score or above are returned either way, and a NaN score (a buggy plugin) fails nothing.
+    pipe = Pipeline(processors=[])
+    ranked = [cand(f"memory/{k}.md", s, "x") for k, s in zip("abcdef", (0.9, 0.7, 0.7, 0.5, 0.3, 0.3), strict=True)]
+    assert pipe.run("x", ranked, max_results=3, min_score=0.0) == ranked[:3]
+    assert pipe.run("x", ranked, max_results=10, min_score=0.5) == ranked[:4]
+    shuffled = [ranked[4], ranked[2], ranked[0], ranked[5], ranked[1], ranked[3]]
+    assert [c.path for c in pipe.run("x", shuffled, max_results=10, min_score=0.0)] == [
+        "memory/a.md", "memory/c.md", "memory/b.md", "memory/d.md", "memory/e.md", "memory/f.md"]
+    assert [c.path for c in pipe.run("x", shuffled, max_results=2, min_score=0.6)] == ["memory/a.md", "memory/c.md"]
+    odd = [*ranked[:2], cand("memory/n.md", float("nan"), "x"), *ranked[2:]]
+    want = [c for c in sorted(odd, key=lambda c: -c.score) if c.score >= 0.0][:4]
+    assert pipe.run("x", odd, max_results=4, min_score=0.0) == want

@@ -9,6 +9,8 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
+from operator import attrgetter, ge
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -35,8 +37,20 @@ def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:
     return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
 
 
+_SCORE = attrgetter("score")
+
+
 def _sorted(candidates: Sequence[Candidate]) -> list[Candidate]:
-    return sorted(candidates, key=lambda c: -c.score)
+    """``candidates`` best first (stable: equal scores keep their order)."""
+    return candidates if isinstance(candidates, list) and _best_first(candidates) else sorted(
+        candidates, key=lambda c: -c.score)
+
+
+def _best_first(candidates: Sequence[Candidate]) -> bool:
+    """True when no candidate scores above the one before it (and none scores NaN, which compares as neither): the
+    order ``_sorted`` gives them (most searches: the backend's order, which the default post-processors keep)."""
+    scores = list(map(_SCORE, candidates))
+    return all(map(ge, scores, islice(scores, 1, None)))
 
 
 @attrs.define
@@ -152,9 +166,13 @@ class Pipeline:
             items = list(proc.process(tuple(items), ctx))
             if trace is not None:
                 _trace_stage(trace, name, items)
-        if not sorted_yet:
+        ordered = _best_first(items)
+        if not sorted_yet and not ordered:
             items = _sorted(items)
-        kept = [c for c in items if c.score >= min_score]
+            ordered = _best_first(items)  # unless a score is NaN
+        # Best first, those at minScore or above come first: the first maxResults of them are among the first
+        # maxResults (unless a NaN score, which compares as neither, broke the order).
+        kept = [c for c in (items[:max_results] if ordered else items) if c.score >= min_score]
         if trace is not None:
             _trace_stage(trace, "final", items)
             rows = trace["candidates"]

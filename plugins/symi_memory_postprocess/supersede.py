@@ -11,6 +11,8 @@ newer hit's and it carries ``superseded_by``; the newer one lists what it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
+from operator import attrgetter, ge
 from typing import Any
 
 import attrs
@@ -51,6 +53,9 @@ from symi_memory.supersession import (
 from symi_memory.types import Candidate
 
 __all__ = ["Supersession", "find_supersessions"]
+
+_SCORE = attrgetter("score")
+_TEXT = attrgetter("text")
 
 
 def find_supersessions(candidates: Sequence[Candidate],
@@ -674,11 +679,17 @@ class Supersession:
         later = sorted(ctx.left_out, key=lambda c: -c.score)[: self.thresholds.window] if ctx.as_of is not None else []
         if not candidates or len(candidates) + len(later) < 2 or ctx.vectors is None:
             return list(candidates)
-        order = sorted(range(len(candidates)), key=[-c.score for c in candidates].__getitem__)
-        top = order[: self.thresholds.window]
-        head = [candidates[i] for i in top]
+        scores = list(map(_SCORE, candidates))
+        if all(map(ge, scores, islice(scores, 1, None))):
+            # Best first already (most searches: the backend's order): the order sorting gives them (no NaN score).
+            top = list(range(min(len(candidates), self.thresholds.window)))
+            head = list(candidates[: len(top)])
+        else:
+            order = sorted(range(len(candidates)), key=[-c for c in scores].__getitem__)
+            top = order[: self.thresholds.window]
+            head = [candidates[i] for i in top]
         pool = head + later
-        if all(plain_chunk(c.text) for c in pool):
+        if all(map(plain_chunk, map(_TEXT, pool))):
             # No line of any of them is a past state, states a change, gives a value or names an ending, a stage
             # or a thing gone: no pair can supersede (find_supersessions, _may_pair) and no past state held on an
             # "as of" date (_later_versions), so nothing is read or analysed. Most searches of a large index.

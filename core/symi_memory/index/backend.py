@@ -9,8 +9,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import count, repeat
-from operator import itemgetter
+from itertools import compress, count, filterfalse, repeat
+from operator import itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,10 @@ ROWS_CACHE_MAX = 20_000
 #: ... and while the kept rows' text stays under this many characters: larger chunks (``chunking.tokens`` 4000)
 #: would otherwise keep the whole indexed text in every long-running process (27 MB for 3,000 such chunks).
 ROWS_CACHE_CHARS = 8_000_000
+#: The store reads candidate rows this many rowids a statement, each statement's rows in rowid order.
+ROWS_READ_PART = 500
+_TEXT = itemgetter(6)  # a CandidateRow's text
+_SOURCE = itemgetter(3)  # ... and source
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 #: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
@@ -122,9 +126,10 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
     _terms: tuple[int, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (-1, {}))
-    _rows_cache: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
+    _rows_cache: dict[int, CandidateRow] = attrs.field(factory=dict)
     _rows_epoch: tuple[int, int] = (-1, -1)
     _rows_chars: int = 0  # the kept rows' text, in characters
+    _rows_sources: set[str] = attrs.field(factory=set)  # the sources of the kept rows (and perhaps of rows let go)
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
     _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
@@ -697,10 +702,10 @@ class IndexedBackend:
         ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
         are kept for (:meth:`_rows`)."""
         self._local.lines = None  # line analyses handed over by an earlier search's candidate_vectors: not these
-        head = [k for k, _ in ranked[:limit]]
+        head = list(map(itemgetter(0), ranked[:limit]))
         hits = vec_hits or {}
-        rows = self._rows(list(hits) + head, sources, vectors=vectors, scored=hits, epoch=epoch)
-        keyword_ids = [k for k in head if k in rows]
+        rows = self._rows([*hits, *head], sources, vectors=vectors, scored=hits, epoch=epoch)
+        keyword_ids = list(filter(rows.__contains__, head))
         further: dict[int, CandidateRow] = {}
         appended: list[int] = []
         if len(keyword_ids) < limit and len(ranked) > limit:
@@ -713,7 +718,8 @@ class IndexedBackend:
                 if k in further:
                     keyword_ids.append(k)
                     appended.append(k)
-        return _KeywordRows(head=head, rows=rows, further=further, appended=appended, keyword_ids=keyword_ids)
+        return _KeywordRows(head=head, rows=rows, further=further, appended=appended, keyword_ids=keyword_ids,
+                            hits=vec_hits)
 
     def _candidate_rows(self, keyword: _KeywordRows, vec_hits: dict[int, float], sources: tuple[str, ...], *,
                         vectors: bool = False, epoch: tuple[int, int] | None = None,
@@ -725,15 +731,20 @@ class IndexedBackend:
         The vector hits the keyword side has no row of are read here (a hit from another source again: none); the
         rest are the keyword side's rows (a row is the same read with or without its vector)."""
         known = {**keyword.further, **keyword.rows} if keyword.further else keyword.rows
-        missing = [k for k in vec_hits if k not in known]
+        missing = list(filterfalse(known.__contains__, vec_hits))
+        if (not missing and keyword.hits is vec_hits and not keyword.further
+                and len(vec_hits) + len(keyword.head) <= ROWS_READ_PART):
+            # Read with these vector hits, all found (most searches): the keyword side's rows are already in the order
+            # below (:meth:`_rows` gives the rows of up to ROWS_READ_PART rowids in rowid order).
+            return keyword.rows, keyword.keyword_ids
         if missing:
             known = {**known, **self._rows(missing, sources, vectors=vectors, scored=vec_hits, epoch=epoch)}
         # In the order one read of the vector hits, then the first keyword hits, gives (the store reads 500 rowids
         # per statement and gives each statement's rows in rowid order), then the keyword hits from further down.
         ids = list(vec_hits) + keyword.head
         rows: dict[int, CandidateRow] = {}
-        for i in range(0, len(ids), 500):
-            for k in sorted(set(ids[i : i + 500])):
+        for i in range(0, len(ids), ROWS_READ_PART):
+            for k in sorted(set(ids[i : i + ROWS_READ_PART])):
                 if k not in rows and (r := known.get(k)) is not None:
                     rows[k] = r
         for k in keyword.appended:
@@ -742,8 +753,8 @@ class IndexedBackend:
 
     def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
               epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
-        """``store.candidate_rows`` of these chunks, the same rows (in no set order: :meth:`_candidate_rows` orders
-        them), kept for the ``epoch``.
+        """``store.candidate_rows`` of these chunks, the same rows (up to ``ROWS_READ_PART`` rowids: in rowid order, as
+        one read gives them; more: in no set order, :meth:`_candidate_rows` orders them), kept for the ``epoch``.
 
         A search's candidates are about 140 chunks, and the same chunks come back search after search (on the
         10k bench store two of three candidates were candidates of an earlier search): a row kept for the
@@ -756,14 +767,18 @@ class IndexedBackend:
             self._rows_cache = {}
             self._rows_epoch = epoch
             self._rows_chars = 0
+            self._rows_sources = set()
         cache = self._rows_cache
-        missing = [k for k in rowids if k not in cache]
+        # Each rowid once: up to a statement's rowids in rowid order (as the store gives them), more in the order asked.
+        order = sorted(set(rowids)) if len(rowids) <= ROWS_READ_PART else list(dict.fromkeys(rowids))
+        kept = list(map(cache.get, order))  # a row is true, one not kept None
+        found = list(filter(None, kept))
         got: dict[int, CandidateRow] = {}
-        if missing:
+        if len(found) != len(kept):
             # From every source: the rows serve any search. With the epoch they were read at, in the same statement.
-            got, read_at = self.store.candidate_rows_at(missing)
+            got, read_at = self.store.candidate_rows_at(list(compress(order, map(not_, kept))))
             if read_at == epoch:  # not a newer index's rows under this epoch
-                chars = sum(len(r.text) for r in got.values())
+                chars = sum(map(len, map(_TEXT, got.values())))
                 keep = cache
                 if len(cache) + len(got) > ROWS_CACHE_MAX or self._rows_chars + chars > ROWS_CACHE_CHARS:
                     # This search's kept rows are taken out before the kept rows start again: emptied, they went
@@ -773,28 +788,30 @@ class IndexedBackend:
                     self._rows_chars = 0
                 if len(got) <= ROWS_CACHE_MAX and chars <= ROWS_CACHE_CHARS:
                     self._rows_chars += chars
-                    # Kept as plain tuples of strings and numbers, which the garbage collector stops tracking:
-                    # kept named tuples made each full collection walk the whole cache (0.1 ms a search at 10k).
-                    keep.update({k: tuple(r) for k, r in got.items()})
-        # A kept row becomes a CandidateRow as ``CandidateRow._make`` makes it (tuple.__new__ of the class, without
-        # _make's Python frame), and only once its source (the fourth field) is one asked for.
-        new = tuple.__new__
+                    # Kept as the store made them, handed out again as they are: made again from plain tuples (which
+                    # the garbage collector stops tracking) for each search, the ~180 rows of a search at 10k chunks
+                    # cost about 0.07 ms more (each new row touches every string it holds), against 3-6 us a search
+                    # of collector time the tracked rows add (1,500 searches of the 10k bench store, 10,000 rows kept).
+                    keep.update(got)
+                    self._rows_sources.update(map(_SOURCE, got.values()))
+                    if cache is keep:  # every row is kept now
+                        got = {}
+                        kept = list(map(cache.get, order))
+                        found = list(filter(None, kept))
+        if not got:  # every row kept (most searches at 10k chunks)
+            if self._rows_sources.issubset(sources):
+                # No kept row is of another source: the rows are those kept.
+                keys = order if len(found) == len(kept) else list(compress(order, kept))
+                return dict(zip(keys, found, strict=True))
+            return {k: r for k, r in zip(order, kept, strict=True) if r is not None and r.source in sources}
         out: dict[int, CandidateRow] = {}
-        if not got:  # every row kept (most searches at 10k chunks): the same loop without looking in got
-            get = cache.get
-            for k in rowids:
-                kept = get(k)
-                if kept is not None and kept[3] in sources:
-                    out[k] = new(CandidateRow, kept)
-            return out
-        for k in rowids:
+        for k in order:
             r = got.get(k)
             if r is None:
-                kept = cache.get(k)
-                if kept is None or kept[3] not in sources:
+                r = cache.get(k)
+                if r is None:
                     continue
-                r = new(CandidateRow, kept)
-            elif r.source not in sources:
+            if r.source not in sources:
                 continue
             out[k] = r
         return out
@@ -923,6 +940,7 @@ class _KeywordRows:
     further: dict[int, CandidateRow]  # rows of the keyword hits further down, when some were read
     appended: list[int]  # those of them that are keyword candidates, in keyword order
     keyword_ids: list[int]  # the keyword candidates, in keyword order
+    hits: dict[int, float] | None = None  # the vector hits read with them (``vec_hits``), if any
 
     def candidates(self) -> dict[int, CandidateRow]:
         """The keyword candidates' rows."""
