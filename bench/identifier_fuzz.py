@@ -9,11 +9,13 @@ counts read from FTS5 first, then from the kept term strings): the configured re
 backend's candidates with every field, one JSON line each. Run it with each checkout's interpreter and ``cmp``:
 
     python bench/identifier_fuzz.py SEED QUERIES none|hash OUT [--break nostem|asciionly]
+        [--rrf] [--synonyms] [--analyze] [--ascii]
 
 ``hash`` is the test fakes' embedder (hybrid mode); ``--break`` swaps in a deliberately wrong identifier rule
 (porter left out; non-ASCII texts ruled out too) to show the comparison catches one. ``--analyze`` gathers SQLite
 statistics (``ANALYZE``: sqlite_stat1 and sqlite_stat4) after each sync, as a user's tool might. ``--ascii``: every
-note ASCII (most candidates are then told apart by their term counts).
+note ASCII (most candidates are then told apart by their term counts). ``--rrf``: reciprocal rank fusion.
+``--synonyms``: the local provider with local synonyms on (the provider argument is then ignored).
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def token(rng: random.Random) -> str:
     else:  # near miss: an identifier with a letter/digit glued on, or a case change
         t = rng.choice(IDENTS)
         t = rng.choice([t + rng.choice("xs1e"), rng.choice("xa9") + t, t.upper(), t.lower(), t.title(), t + "s",
-                        t + "ed", t + "ing", t.replace("_", " "), t.replace("_", "-")])
+                        t + "ed", t + "ing", t.replace("_", " "), t.replace("_", "-"),
+                        # the token as written glued to a letter, then in another case on its own
+                        "x" + t.lower() + " " + t.upper(), t.lower() + t.upper() + " " + t.title(),
+                        "".join(c.upper() if i % 2 else c for i, c in enumerate(t))])
     return t
 
 
@@ -131,6 +136,7 @@ def broken_rule(mode: str) -> None:
         code = code.replace("if not terms or not known.issuperset(terms):", "if not terms:")
     elif mode == "asciionly":  # texts with other characters ruled out by their counts too
         code = code.replace("not r.text.isascii() or ", "").replace("if not r.text.isascii()\n", "if False\n")
+        code = code.replace("other = [k for k, r in rows.items() if not r.text.isascii()]", "other = []")
     else:
         raise SystemExit(f"unknown --break {mode}")
     ns = dict(vars(backend))
@@ -154,6 +160,13 @@ def main() -> int:
     if "--ascii" in args:  # every note ASCII: most candidates then have their identifiers told by term counts
         args.remove("--ascii")
         ascii_share = 1.0
+    ms: dict[str, Any] = {}
+    if "--rrf" in args:  # reciprocal rank fusion instead of the weighted one
+        args.remove("--rrf")
+        ms["query"] = {"hybrid": {"fusion": "rrf"}}
+    if "--synonyms" in args:  # local synonyms on (with the local provider: the provider argument is ignored)
+        args.remove("--synonyms")
+        ms.setdefault("query", {}).setdefault("hybrid", {})["synonyms"] = {"enabled": True}
     if "--break" in args:
         i = args.index("--break")
         broken_rule(args[i + 1])
@@ -161,14 +174,24 @@ def main() -> int:
     seed, n_queries, provider, out = int(args[0]), int(args[1]), args[2], Path(args[3])
     work = Path(tempfile.mkdtemp(prefix="identifier-fuzz-"))
     plan = build(seed, n_queries, work, ascii_share)
+    if "synonyms" in ms.get("query", {}).get("hybrid", {}):
+        provider = "local"
     cfg = load_config(None, state_dir=work / "s",
-                      overrides={"agents": {"defaults": {"memorySearch": {"provider": provider}}}})
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": provider, **ms}}}})
     mem = open_memory(cfg, workspace=work / "ws", start=False)
     n = 0
     try:
         with out.open("w", encoding="utf-8") as f:
             for phase in range(2):
                 mem.sync()
+                if provider == "local":
+                    import time
+
+                    for _ in range(300):  # until the synonyms' word vectors are in
+                        st = mem.status()
+                        if ((st.get("custom") or {}).get("synonyms") or st.get("synonyms") or {}).get("active"):
+                            break
+                        time.sleep(0.1)
                 if analyze:
                     import apsw
 

@@ -1292,8 +1292,8 @@ _make_candidates = _candidates_maker()
 def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, CandidateRow],
                            chunk_terms: dict[int, tuple[dict[str, int], int]]) -> dict[str, list[int]] | None:
     """For each identifier token of the query, the candidates that may hold it (``score_hits``'s
-    ``identifier_candidates``), told by their term counts; None when the counts cannot tell (every candidate's
-    text is then searched for every identifier).
+    ``identifier_candidates_by_token``), told by their term counts; None when the counts cannot tell (every
+    candidate's text is then searched for every identifier).
 
     An ASCII text holding an ASCII identifier as a token (no letter or digit either side; ASCII folds to lower
     case) holds that identifier's tokens as FTS5 makes them (its runs of letters and digits: the characters
