@@ -75,7 +75,7 @@ def test_a_search_after_another_process_synced_hands_out_the_rows_the_index_hold
         db = mem.status()["dbPath"]
         before = _found(mem)
         assert {p for p, *_ in before.values()} == {"MEMORY.md", "memory/a.md", "memory/b.md"}
-        assert mem.backend._rows_cache  # the rows are kept
+        assert mem.backend._rows_kept[1]  # the rows are kept
         if change == "touch":  # same content, new mtime: no new generation
             st = (ws / "memory/a.md").stat()
             os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 500))
@@ -172,7 +172,7 @@ def test_kept_rows_stay_within_their_text_budget_and_answer_the_same(tmp_path: P
         for i in range(12):
             found = _found(mem, f"field {i}")
             assert found and found == _in_index(db, list(found))
-            kept = sum(len(r[6]) for r in mem.backend._rows_cache.values())
+            kept = sum(len(r[6]) for r in mem.backend._rows_kept[1].values())
             assert kept <= budget
 
 
