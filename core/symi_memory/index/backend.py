@@ -798,9 +798,11 @@ class IndexedBackend:
                     kept_sources.update(map(_SOURCE, got.values()))
                     keep.update(got)
                     if cache is keep:  # every row is kept now
-                        got = {}
-                        kept = list(map(cache.get, order))
+                        # This search's rows are those it found kept and those it read (not looked up in the kept rows
+                        # again: another thread's search may have started them again since).
+                        kept = [r or got.get(k) for k, r in zip(order, kept, strict=True)]
                         found = list(filter(None, kept))
+                        got = {}
         if not got:  # every row kept (most searches at 10k chunks)
             if kept_sources.issubset(sources):
                 # No kept row is of another source: the rows are those kept.
