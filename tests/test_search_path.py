@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -338,7 +339,7 @@ def test_search_candidates_carry_the_current_mtime_and_text_after_their_rows_wer
             return {c.path: (c.mtime, c.text) for c in res.candidates}
 
         first = found()
-        assert set(first) == {"memory/a.md", "MEMORY.md"} and backend._rows_cache
+        assert set(first) == {"memory/a.md", "MEMORY.md"} and backend._rows_kept[1]
         st = (ws / "memory/a.md").stat()
         os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 100))
         gen = backend.store.generation()
@@ -628,3 +629,55 @@ def test_candidate_rows_read_alike_with_keys_bound_as_a_json_array(tmp_path: Pat
         assert isinstance(chunks.bound_list(asked), str)
         assert store.candidate_rows(asked, ("memory",)) == rows and list(rows) == rowids
         assert store.candidate_rows_at(asked) == at and at[1] == store.search_epoch()
+
+
+def test_a_search_paused_while_another_starts_the_kept_rows_again_gets_only_its_sources(tmp_path: Path) -> None:
+    # A search whose rows are all kept checks the kept rows' sources before handing them out. Another thread's
+    # search after a write starts the kept rows again (new epoch) between the first search's look-up and that
+    # check: the first search must still judge its rows by their own sources, not by the new (empty) kept rows'.
+    import sys
+    import threading
+
+    from symi_memory.index.backend import IndexedBackend
+
+    ws, mem = _memory(tmp_path, {f"memory/n{i}.md": f"# N{i}\n\nzebras crossing {i}\n" for i in range(6)})
+    with mem:
+        mem.sync()
+        backend = mem.backend
+        wide = SearchQuery(text="zebras", max_results=10, min_score=0.0, candidate_limit=40)
+        assert len(backend.search(wide).candidates) == 6 and backend._rows_kept[1]  # every row kept
+        at_check, go = threading.Event(), threading.Event()
+        code = IndexedBackend._rows.__code__
+
+        def local(frame, event, arg):  # type: ignore[no-untyped-def]
+            if event == "line" and not at_check.is_set():
+                line = inspect.getsourcelines(code)[0][frame.f_lineno - code.co_firstlineno]
+                if "issubset" in line:  # about to judge the kept rows by their sources
+                    at_check.set()
+                    go.wait(30)
+            return local
+
+        def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+            return local if frame.f_code is code else None
+
+        got: list[tuple] = []
+
+        def sessions_only() -> None:
+            sys.settrace(tracer)
+            try:
+                got.extend(backend.search(SearchQuery(text="zebras", max_results=10, min_score=0.0,
+                                                      candidate_limit=40, sources=("sessions",))).candidates)
+            finally:
+                sys.settrace(None)
+
+        t = threading.Thread(target=sessions_only)
+        t.start()
+        assert at_check.wait(30)
+        st = (ws / "memory/n0.md").stat()
+        os.utime(ws / "memory/n0.md", (st.st_atime, st.st_mtime + 100))
+        mem.sync()  # a new epoch: the next search starts the kept rows again
+        assert backend.search(SearchQuery(text="qqqq", max_results=10, min_score=0.0, candidate_limit=40)
+                              ).candidates == ()
+        go.set()
+        t.join(30)
+        assert got == []  # no memory note answers a search of the sessions

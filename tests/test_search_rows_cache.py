@@ -75,7 +75,7 @@ def test_a_search_after_another_process_synced_hands_out_the_rows_the_index_hold
         db = mem.status()["dbPath"]
         before = _found(mem)
         assert {p for p, *_ in before.values()} == {"MEMORY.md", "memory/a.md", "memory/b.md"}
-        assert mem.backend._rows_cache  # the rows are kept
+        assert mem.backend._rows_kept[1]  # the rows are kept
         if change == "touch":  # same content, new mtime: no new generation
             st = (ws / "memory/a.md").stat()
             os.utime(ws / "memory/a.md", (st.st_atime, st.st_mtime + 500))
@@ -172,7 +172,7 @@ def test_kept_rows_stay_within_their_text_budget_and_answer_the_same(tmp_path: P
         for i in range(12):
             found = _found(mem, f"field {i}")
             assert found and found == _in_index(db, list(found))
-            kept = sum(len(r[6]) for r in mem.backend._rows_cache.values())
+            kept = sum(len(r[6]) for r in mem.backend._rows_kept[1].values())
             assert kept <= budget
 
 
@@ -396,3 +396,50 @@ def test_the_search_epoch_is_read_again_only_after_another_process_wrote(tmp_pat
             assert any(v[4].endswith("now striped\n") for v in after.values())
         else:
             assert [v[5] for v in after.values()] == [pytest.approx(os.stat(ws / "memory/a.md").st_mtime)]
+
+
+def test_a_search_whose_new_rows_another_thread_let_go_still_answers_with_them(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search keeps the rows it read; another thread's search passing the text budget starts the kept rows again
+    right after. The first search hands out the rows it read, not only those still kept (none: it answered nothing)."""
+    import inspect
+
+    from symi_memory.index import backend as backend_module
+
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    for i, word in enumerate(["okapi", "heron"]):  # each file one chunk of about 1,300 characters
+        _write(ws, f"memory/n{i}.md", f"# Note {i}\n\n" + f"{word} seen at dawn in field {i}. " * 40 + "\n")
+    monkeypatch.setattr(backend_module, "ROWS_CACHE_CHARS", 2_000)  # one of those chunks
+    code = backend_module.IndexedBackend._rows.__code__
+    lines, first = inspect.getsourcelines(code)
+    at = next(first + i for i, line in enumerate(lines) if "if cache is keep" in line)  # the new rows just kept
+    paused, go = threading.Event(), threading.Event()
+
+    def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "line" and frame.f_lineno == at and not paused.is_set():
+            paused.set()
+            go.wait(30)
+        return local
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        return local if frame.f_code is code else None
+
+    cfg = load_config(None, state_dir=state, overrides=OVERRIDES)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        got: dict[str, tuple] = {}
+
+        def okapi() -> None:
+            sys.settrace(tracer)
+            try:
+                got.update(_found(mem, "okapi"))
+            finally:
+                sys.settrace(None)
+
+        t = threading.Thread(target=okapi)
+        t.start()
+        assert paused.wait(30)
+        assert {v[0] for v in _found(mem, "heron").values()} == {"memory/n1.md"}  # okapi's row let go for heron's
+        go.set()
+        t.join(30)
+        assert {v[0] for v in got.values()} == {"memory/n0.md"}

@@ -253,3 +253,14 @@ def test_pipeline_orders_best_first_keeping_ties_in_order_and_cuts_at_min_score(
     odd = [*ranked[:2], cand("memory/n.md", float("nan"), "x"), *ranked[2:]]
     want = [c for c in sorted(odd, key=lambda c: -c.score) if c.score >= 0.0][:4]
     assert pipe.run("x", odd, max_results=4, min_score=0.0) == want
+
+
+def test_pipeline_cut_at_a_negative_max_results_is_the_slice_of_what_passes_min_score() -> None:
+    # ``history(max_results=-1)`` reaches the pipeline unchecked: the answer is every candidate at min_score or above,
+    # best first, cut as ``[:max_results]`` cuts them (all but the last), whether or not they came best first.
+    pipe = Pipeline(processors=[])
+    ranked = [cand(f"memory/{k}.md", s, "x") for k, s in zip("abcd", (0.9, 0.7, 0.5, 0.3), strict=True)]
+    for n in (-1, -2):
+        assert pipe.run("x", ranked, max_results=n, min_score=0.0) == ranked[:n]
+        assert pipe.run("x", ranked, max_results=n, min_score=0.4) == ranked[:3][:n]
+        assert pipe.run("x", ranked[::-1], max_results=n, min_score=0.0) == ranked[:n]

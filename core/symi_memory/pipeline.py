@@ -171,8 +171,9 @@ class Pipeline:
             items = _sorted(items)
             ordered = _best_first(items)  # unless a score is NaN
         # Best first, those at minScore or above come first: the first maxResults of them are among the first
-        # maxResults (unless a NaN score, which compares as neither, broke the order).
-        kept = [c for c in (items[:max_results] if ordered else items) if c.score >= min_score]
+        # maxResults (unless a NaN score, which compares as neither, broke the order). A negative maxResults
+        # (``history`` passes it unchecked) cuts from the end of those at minScore or above: all are read.
+        kept = [c for c in (items[:max_results] if ordered and max_results >= 0 else items) if c.score >= min_score]
         if trace is not None:
             _trace_stage(trace, "final", items)
             rows = trace["candidates"]

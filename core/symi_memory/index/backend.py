@@ -126,10 +126,12 @@ class IndexedBackend:
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
     _terms: tuple[int, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (-1, {}))
-    _rows_cache: dict[int, CandidateRow] = attrs.field(factory=dict)
-    _rows_epoch: tuple[int, int] = (-1, -1)
+    # (epoch, the rows kept for it by rowid, the sources of those rows and perhaps of rows let go): replaced whole
+    # when the epoch changes, so a search holds the rows and the sources it looked at together (another thread's
+    # search of a newer epoch starting the kept rows again in between cannot pair them with another set of sources).
+    _rows_kept: tuple[tuple[int, int], dict[int, CandidateRow], set[str]] = attrs.field(
+        factory=lambda: ((-1, -1), {}, set()))
     _rows_chars: int = 0  # the kept rows' text, in characters
-    _rows_sources: set[str] = attrs.field(factory=set)  # the sources of the kept rows (and perhaps of rows let go)
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
     _units_gen: int = -1
     _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
@@ -763,12 +765,11 @@ class IndexedBackend:
         """
         if vectors or epoch is None or self.store.chunks_at(epoch[0]) > ROWS_CACHE_MAX:
             return self.store.candidate_rows(rowids, sources, vectors=vectors, scored=scored)
-        if self._rows_epoch != epoch:
-            self._rows_cache = {}
-            self._rows_epoch = epoch
+        kept_epoch, cache, kept_sources = self._rows_kept
+        if kept_epoch != epoch:
+            cache, kept_sources = {}, set()
+            self._rows_kept = (epoch, cache, kept_sources)
             self._rows_chars = 0
-            self._rows_sources = set()
-        cache = self._rows_cache
         # Each rowid once: up to a statement's rowids in rowid order (as the store gives them), more in the order asked.
         order = sorted(set(rowids)) if len(rowids) <= ROWS_READ_PART else list(dict.fromkeys(rowids))
         kept = list(map(cache.get, order))  # a row is true, one not kept None
@@ -792,14 +793,18 @@ class IndexedBackend:
                     # the garbage collector stops tracking) for each search, the ~180 rows of a search at 10k chunks
                     # cost about 0.07 ms more (each new row touches every string it holds), against 3-6 us a search
                     # of collector time the tracked rows add (1,500 searches of the 10k bench store, 10,000 rows kept).
+                    # Their sources first: a search on another thread that finds one of them in the kept rows
+                    # then finds its source among the kept rows' sources.
+                    kept_sources.update(map(_SOURCE, got.values()))
                     keep.update(got)
-                    self._rows_sources.update(map(_SOURCE, got.values()))
                     if cache is keep:  # every row is kept now
-                        got = {}
-                        kept = list(map(cache.get, order))
+                        # This search's rows are those it found kept and those it read (not looked up in the kept rows
+                        # again: another thread's search may have started them again since).
+                        kept = [r or got.get(k) for k, r in zip(order, kept, strict=True)]
                         found = list(filter(None, kept))
+                        got = {}
         if not got:  # every row kept (most searches at 10k chunks)
-            if self._rows_sources.issubset(sources):
+            if kept_sources.issubset(sources):
                 # No kept row is of another source: the rows are those kept.
                 keys = order if len(found) == len(kept) else list(compress(order, kept))
                 return dict(zip(keys, found, strict=True))
