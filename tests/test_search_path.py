@@ -681,3 +681,24 @@ def test_a_search_paused_while_another_starts_the_kept_rows_again_gets_only_its_
         go.set()
         t.join(30)
         assert got == []  # no memory note answers a search of the sessions
+
+
+def test_term_counts_of_a_search_overtaken_by_a_write_are_not_kept_for_its_older_generation(tmp_path: Path) -> None:
+    # A search reads the index generation; a write lands and gives a chunk's rowid new text (the last file's chunks
+    # get their rowids back), and the rows this search reads after carry it. Their terms are not kept as the older
+    # generation's: another search of that generation, its row read before the write, counted its words from them.
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nzebra crossing notes\n"})
+    with mem:
+        mem.sync()
+        backend, store = mem.backend, mem.backend.store
+        before = store.generation()
+        backend._chunk_terms({}, before, [])  # the term cache kept for this generation, as a search of it leaves it
+        rowid = store.keyword_search("zebra", 5)[0][0]
+        old = store.candidate_rows([rowid])[rowid]
+        (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
+        mem.sync()
+        assert store.generation() != before
+        new = old._replace(text="okapi grazing notes")  # the row as read after the write
+        assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid][0] == {"okapi": 1}
+        # Another search of the older generation, with the row it read before the write.
+        assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid][0] == {"zebra": 1}

@@ -591,16 +591,22 @@ class IndexedBackend:
         cache = kept[1]
         wanted = needles(terms)
         out = {k: (found, len(rows[k].text)) for k, found in self._indexed_term_counts(rows, terms, gen).items()}
+        fresh: dict[int, tuple[str, int]] = {}
         for k, row in rows.items():
             if k in out:
                 continue
             got = cache.get(k)
             if got is None:
-                got = (term_string(row.text), len(row.text))
-                if len(cache) >= TERMS_CACHE_MAX:
-                    cache.clear()
-                cache[k] = got
+                got = fresh[k] = (term_string(row.text), len(row.text))
             out[k] = (counts_in(got[0], wanted), got[1])
+        # Kept for the generation only while it is still the index's: a write landing after this search read it may
+        # have given a rowid new text, which rows read since carry (another search of the older generation, its rows
+        # read before the write, would count its words from the newer text's terms). Unchanged now, the rows, read
+        # before, are that generation's text.
+        if fresh and self.store.generation() == gen:
+            if len(cache) + len(fresh) > TERMS_CACHE_MAX:
+                cache.clear()
+            cache.update(fresh)
         return out
 
     def _indexed_term_counts(self, rows: dict[int, CandidateRow], terms: Sequence[str],
