@@ -702,3 +702,26 @@ def test_term_counts_of_a_search_overtaken_by_a_write_are_not_kept_for_its_older
         assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid][0] == {"okapi": 1}
         # Another search of the older generation, with the row it read before the write.
         assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid][0] == {"zebra": 1}
+
+
+def test_a_search_overtaken_by_a_write_counts_each_row_from_the_text_it_shows(tmp_path: Path) -> None:
+    # A search reads the index generation; a write lands and gives a chunk's rowid new text, and the row this search
+    # reads after carries it. The terms kept for the older generation are the older text's: counted from them, the
+    # chunk now saying "okapi" held no okapi (and the length of the older text), so it ranked as if it lacked the
+    # query words while its snippet showed them.
+    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nzebra crossing notes\n"})
+    with mem:
+        mem.sync()
+        backend, store = mem.backend, mem.backend.store
+        before = store.generation()
+        rowid = store.keyword_search("zebra", 5)[0][0]
+        old = store.candidate_rows([rowid])[rowid]
+        assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid] == ({"zebra": 1}, len(old.text))
+        (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
+        mem.sync()
+        assert store.generation() != before
+        new = store.candidate_rows([rowid])[rowid]  # the row as this search reads it after the write
+        assert "okapi" in new.text
+        assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid] == ({"okapi": 1}, len(new.text))
+        # The row read before the write is still counted from the older text.
+        assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid] == ({"zebra": 1}, len(old.text))

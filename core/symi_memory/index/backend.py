@@ -590,7 +590,8 @@ class IndexedBackend:
             _import_search_path()
         cache = kept[1]
         wanted = needles(terms)
-        out = {k: (found, len(rows[k].text)) for k, found in self._indexed_term_counts(rows, terms, gen).items()}
+        indexed = self._indexed_term_counts(rows, terms, gen)
+        out = {k: (found, len(rows[k].text)) for k, found in indexed.items()}
         fresh: dict[int, tuple[str, int]] = {}
         for k, row in rows.items():
             if k in out:
@@ -599,11 +600,17 @@ class IndexedBackend:
             if got is None:
                 got = fresh[k] = (term_string(row.text), len(row.text))
             out[k] = (counts_in(got[0], wanted), got[1])
-        # Kept for the generation only while it is still the index's: a write landing after this search read it may
-        # have given a rowid new text, which rows read since carry (another search of the older generation, its rows
-        # read before the write, would count its words from the newer text's terms). Unchanged now, the rows, read
-        # before, are that generation's text.
-        if fresh and self.store.generation() == gen:
+        if not rows:
+            return out
+        if self.store.generation() != gen:
+            # A write landed after this search read the generation: it may have given a rowid new text, which rows
+            # read since carry. Their terms are not kept as the older generation's (another search of it, its rows
+            # read before the write, would count its words from the newer text's terms), and the terms kept for it
+            # are the older text's: each row is counted from the text it carries, the text this search shows.
+            for k, row in rows.items():
+                if k not in indexed and k not in fresh:
+                    out[k] = (counts_in(term_string(row.text), wanted), len(row.text))
+        elif fresh:  # unchanged: the rows, read before, are that generation's text
             if len(cache) + len(fresh) > TERMS_CACHE_MAX:
                 cache.clear()
             cache.update(fresh)
