@@ -241,40 +241,25 @@ class ExactMatcher:
         # The same, one token at a time over the texts that may hold it (a token no candidate may hold, say a new
         # identifier, is searched for in none; most texts may hold one token of the query at most).
         get: Callable[[K], str | None] = texts.get
-        for pattern, lit in zip(self.idents, self.ident_literals, strict=True):
-            if not lit:
+        for pattern in self.idents:  # each a plain literal here (checked above)
+            if not pattern._literal:
                 continue
-            n = len(lit)
             for key in candidates.get(pattern.token, texts.keys()):
                 if key in held:
                     continue
                 chunk = get(key)
                 if chunk is None:
                     continue
+                # An ASCII text: the token as the chunk has it, then as its lower case has it. An occurrence of the
+                # (lower-case) token in it is one of its lower case too, at the same place with the same characters
+                # either side (letters or digits still), and most texts hold it as written: lower casing a chunk
+                # costs more than looking through it.
                 if chunk.isascii():
-                    # The token as the chunk has it, then as its lower case has it: in an ASCII text an occurrence
-                    # of the (lower-case) token is one of its lower case too, at the same place with the same
-                    # characters either side (letters or digits still), and most texts hold it as written. Lower
-                    # casing a chunk costs more than looking through it.
-                    at = chunk.find(lit)
-                    while at >= 0:
-                        after = at + n
-                        if (at == 0 or not chunk[at - 1].isalnum()) and (after >= len(chunk) or not chunk[after].isalnum()):
-                            break
-                        at = chunk.find(lit, at + 1)
-                    if at >= 0:
-                        add(key)
-                        continue
-                    folded = chunk.lower()
+                    found = pattern.found_in(chunk) or pattern.found_in(chunk.lower())
                 else:
-                    folded = fold_text(chunk)
-                at = folded.find(lit)
-                while at >= 0:
-                    after = at + n
-                    if (at == 0 or not folded[at - 1].isalnum()) and (after >= len(folded) or not folded[after].isalnum()):
-                        add(key)
-                        break
-                    at = folded.find(lit, at + 1)
+                    found = pattern.found_in(fold_text(chunk))
+                if found:
+                    add(key)
         return held
 
     def classify(self, text: str) -> tuple[bool, bool]:
