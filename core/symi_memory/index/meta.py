@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .db import new_index_id
 from .parts import StoreParts
 from .records import FileRow
 
@@ -19,6 +22,8 @@ __all__ = ["NO_GENERATION", "Generation", "MetaRows", "generation_key"]
 Generation = tuple[str, int]
 #: A key no index state has: what a cache holds before its first fill.
 NO_GENERATION: Generation = ("", -1)
+log = logging.getLogger("symi_memory.index")
+
 # An index without an id (rebuilt by a release from before ids) gets another key at every look: its caches
 # then last only while nothing commits, until this version's next open or write gives it an id.
 _unnamed = itertools.count(1)
@@ -81,10 +86,29 @@ class MetaRows(StoreParts):
             return kept[2]  # type: ignore[no-any-return]
         got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches', 'identity', "
                               "'index_id')").fetchall())
+        if got.get("index_id") is None:
+            self._claim_index_id()
         state = ((generation_key(got.get("index_id"), got.get("generation")), int(got.get("touches") or 0)),
                  got.get("identity"))
         self._local.epoch = (conn, version, state)
         return state
+
+    def _claim_index_id(self) -> None:
+        """Give an index without an id (a release from before ids rebuilt it while this process ran) one, on a
+        thread of its own: a search never writes. Until it lands each look gives the index another key, so
+        nothing kept per generation (the scan copy, faiss's index) would stay current for long."""
+        claim = self._id_claim
+        if claim is not None and claim.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                self.claim_meta("index_id", new_index_id())
+            except Exception as exc:  # apsw.Error: locked past the retries, a read-only file, a closed store
+                log.info("could not give the index an id yet (%s)", exc)
+
+        self._id_claim = claim = threading.Thread(target=run, daemon=True, name="symi-index-id")
+        claim.start()
 
     # ----------------------------------------------------------------- files
 
