@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from .meta import Generation
 from .parts import StoreParts
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class KeywordSearch(StoreParts):
     """FTS5 candidates and the IDF of query terms."""
 
     def keyword_search(self, query: str, limit: int, *, analysis: QueryAnalysis | None = None,
-                       generation: int | None = None) -> list[tuple[int, float]]:
+                       generation: Generation | None = None) -> list[tuple[int, float]]:
         """``(rowid, bm25 rank)`` best first (more negative is better), all sources.
 
         Only the query's content words are matched (stop words and question
@@ -50,7 +51,7 @@ class KeywordSearch(StoreParts):
         only picks keyword candidates: their score comes from
         :func:`analysis.keyword_evidence`. ``analysis``: the query already
         tokenized (:class:`~.analysis.QueryAnalysis` of ``query``); ``generation``:
-        the index generation the caller read for this search (else it is read).
+        the index generation key the caller read for this search (else it is read).
         """
         if self.fts_error is not None:
             return []
@@ -77,7 +78,7 @@ class KeywordSearch(StoreParts):
             return []
         return [(rowid, float(rank)) for rowid, rank in rows]
 
-    def term_weights(self, terms: Sequence[str], *, generation: int | None = None) -> dict[str, float]:
+    def term_weights(self, terms: Sequence[str], *, generation: Generation | None = None) -> dict[str, float]:
         """IDF of each index term in this index (absent terms weigh the most); ``generation`` as in keyword_search."""
         if not terms:
             return {}
@@ -92,14 +93,14 @@ class KeywordSearch(StoreParts):
 
         return {t: _analysis.idf(int(df.get(t, 0)), n) for t in terms}
 
-    def _weighty_tokens(self, tokens: list[str], *, size: tuple[int, int] | None = None) -> list[str]:
+    def _weighty_tokens(self, tokens: list[str], *, size: tuple[Generation, int] | None = None) -> list[str]:
         """Leave out tokens found in more than half of the chunks.
 
         FTS5's BM25 gives such a term an IDF of 1e-6, so it cannot change the
         ranking, but matching it makes FTS5 rank nearly every chunk: leaving
         it out keeps keyword search fast on a large index. If every token is
         that common, the rarest one stays. ``size``: the index's
-        ``(generation, chunk count)`` when the caller has read it already.
+        ``(generation key, chunk count)`` when the caller has read it already.
         """
         generation, n = size if size is not None else self._index_size()
         if len(tokens) < 2 or n < PRUNE_MIN_CHUNKS:
@@ -118,7 +119,7 @@ class KeywordSearch(StoreParts):
             kept.append(min(present, key=lambda t: df[stems[t]]))
         return kept
 
-    def _found_somewhere(self, tokens: list[str], generation: int) -> list[str]:
+    def _found_somewhere(self, tokens: list[str], generation: Generation) -> list[str]:
         """Leave out the tokens that cannot match: one index term (no CJK run: no bigram phrase) that no chunk holds.
 
         Such a token's phrase matches no chunk and adds exactly 0.0 to every chunk's bm25 (its frequency is 0;
@@ -140,7 +141,7 @@ class KeywordSearch(StoreParts):
             return tokens
         return [t for t in tokens if t not in single or df[single[t]] > 0]
 
-    def _doc_freqs(self, terms: Sequence[str], generation: int) -> dict[str, int]:
+    def _doc_freqs(self, terms: Sequence[str], generation: Generation) -> dict[str, int]:
         """How many chunks hold each index term, remembered for this generation of the index.
 
         One search asks twice (pruning the MATCH, then weighing the terms), and the same words
@@ -149,7 +150,7 @@ class KeywordSearch(StoreParts):
         known = self._term_stats(terms, generation)
         return {t: known[t][0] for t in terms}
 
-    def _term_stats(self, terms: Sequence[str], generation: int) -> dict[str, tuple[int, int]]:
+    def _term_stats(self, terms: Sequence[str], generation: Generation) -> dict[str, tuple[int, int]]:
         """``(chunks holding it, occurrences)`` of each index term, remembered for this generation of the index."""
         cached = getattr(self._local, "df", None)
         if cached is None or cached[0] != generation or len(cached[1]) > DF_CACHE_MAX:
@@ -165,7 +166,7 @@ class KeywordSearch(StoreParts):
                 known[t] = found.get(t, (0, 0))
         return known
 
-    def term_occurrences(self, terms: Sequence[str], generation: int) -> dict[str, int] | None:
+    def term_occurrences(self, terms: Sequence[str], generation: Generation) -> dict[str, int] | None:
         """How often each of these index terms occurs in the whole index (what :meth:`term_counts` reads),
         or None when FTS5 cannot tell (unavailable, or the keyword table predates this tokenizer)."""
         if self.fts_error is not None or not self._fts_current(generation):
@@ -240,7 +241,7 @@ class KeywordSearch(StoreParts):
             return None
         return dict(Counter(got if isinstance(got, list) else () if got is None else (got,)))
 
-    def _fts_current(self, generation: int) -> bool:
+    def _fts_current(self, generation: Generation) -> bool:
         """Whether ``chunks_fts`` uses this version's tokenizer (checked once per generation and thread)."""
         cached = getattr(self._local, "fts_current", None)
         if cached is None or cached[0] != generation:
@@ -251,9 +252,9 @@ class KeywordSearch(StoreParts):
             self._local.fts_current = cached
         return bool(cached[1])
 
-    def _index_size(self, generation: int | None = None) -> tuple[int, int]:
-        """``(generation, chunk count)``: the generation read once (unless given), the count cached per generation."""
-        gen = self.generation() if generation is None else generation
+    def _index_size(self, generation: Generation | None = None) -> tuple[Generation, int]:
+        """``(generation key, chunk count)``: the key read once (unless given), the count cached per key."""
+        gen = self.generation_key() if generation is None else generation
         cached = getattr(self._local, "count", None)
         if cached is None or cached[0] != gen:
             cached = (gen, int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]))
@@ -263,6 +264,6 @@ class KeywordSearch(StoreParts):
     def _chunk_count(self) -> int:
         return self._index_size()[1]
 
-    def chunks_at(self, generation: int) -> int:
+    def chunks_at(self, generation: Generation) -> int:
         """How many chunks the index holds at this generation (counted once per generation and thread)."""
         return self._index_size(generation)[1]
