@@ -211,7 +211,7 @@ def _drive(windows_file: Path, mode: str) -> None:
     from symi_memory_postprocess.supersede import Supersession
 
     if mode == "broken":
-        supersede.plain_chunk = _broken_plain  # type: ignore[attr-defined]
+        supersede.plain_chunks = lambda texts: all(map(_broken_plain, texts))  # type: ignore[attr-defined]
     proc = Supersession()
     windows = [json.loads(line) for line in windows_file.read_text(encoding="utf-8").splitlines()]
     if mode != "threads":

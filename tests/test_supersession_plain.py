@@ -16,6 +16,7 @@ from symi_memory.supersession import (
     lines_from_analysis,
     may_name_move,
     plain_chunk,
+    plain_chunks,
     split_lines,
     stage,
 )
@@ -302,3 +303,35 @@ def test_remembered_answers_hold_about_the_memory_they_are_bounded_by(monkeypatc
         tracemalloc.stop()
         supersession._PLAIN.clear()
     assert held <= 1.5 * bound, (held, len(supersession._PLAIN))
+
+
+def test_texts_told_together_are_plain_exactly_when_each_is() -> None:
+    # plain_chunks tells the texts it has not seen from their join by line breaks: random texts of flag words,
+    # numbers starting a word or inside one, dd-dd days, dashes, v before a digit, spaces and line breaks at either
+    # end (where a join could make or break a match), each window fresh, answer as all(map(plain_chunk, ...)) over
+    # the same texts told alone. Half the windows have texts seen before (remembered either way) in them.
+    import random
+
+    import symi_memory.supersession as supersession
+
+    pieces = ["c5w12", "common9", "the", "car", "is", "blue", "sold", "anymore", "retired", "swapped", "changed",
+              "v", "d", "vd", "v2", "2", "12", "12-30", "1-2", "-", "30-", "-12", "x9", "9x", "q17", "now", "moved",
+              "before", "until", "\n", " ", "", "#", ".", ":", "v0.4", "Was", "WAS", "ended"]
+    rng = random.Random(13)
+    plain_seen = not_plain_seen = 0
+    for round_ in range(3000):
+        texts = []
+        for _ in range(rng.randint(1, 6)):
+            words = [rng.choice(pieces) for _ in range(rng.randint(0, 5))]
+            texts.append(rng.choice(["", " ", "\n"]) + rng.choice([" ", "\n", ""]).join(words)
+                         + rng.choice(["", " ", "\n", "v", "1"]))
+        if round_ % 2:
+            supersession._PLAIN.clear()
+        alone = all(supersession._plain_text(t) for t in texts)
+        assert plain_chunks(list(texts)) is alone, texts
+        assert all(supersession._PLAIN.get(t, supersession._plain_text(t)) is supersession._plain_text(t)
+                   for t in texts)
+        plain_seen += alone
+        not_plain_seen += not alone
+    assert plain_seen > 300 and not_plain_seen > 300
+    assert plain_chunks([]) and not plain_chunks(["plain words", "caf\u00e9 ok"])

@@ -37,7 +37,7 @@ from symi_memory.supersession import (
     may_move_on,
     may_name_move,
     moves_on,
-    plain_chunk,
+    plain_chunks,
     query_names,
     query_score,
     remeasured,
@@ -689,7 +689,7 @@ class Supersession:
             top = order[: self.thresholds.window]
             head = [candidates[i] for i in top]
         pool = head + later
-        if all(map(plain_chunk, map(_TEXT, pool))):
+        if plain_chunks(map(_TEXT, pool)):
             # No line of any of them is a past state, states a change, gives a value or names an ending, a stage
             # or a thing gone: no pair can supersede (find_supersessions, _may_pair) and no past state held on an
             # "as of" date (_later_versions), so nothing is read or analysed. Most searches of a large index.
