@@ -14,8 +14,8 @@ from .records import FileRow
 
 __all__ = ["NO_GENERATION", "Generation", "MetaRows", "generation_key"]
 
-#: What a running process's per-generation caches (candidate rows, term counts, document frequencies, the
-#: synonyms vocabulary, the scan copy) are kept for: ``(index id, generation)``. The generation numbers the
+#: What a running process's per-generation caches (candidate rows, term counts, document frequencies, rare
+#: terms' postings, the scan copy) are kept for: ``(index id, generation)``. The generation numbers the
 #: writes to one index; the id (meta ``index_id``, random, written when the index is created) tells indexes
 #: apart, so an index numbered from 1 again (an older release's rebuild, a fresh index in place of an
 #: unreadable file) never reaches a key cached for another one's text.
