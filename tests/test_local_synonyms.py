@@ -379,3 +379,28 @@ def test_a_negative_min_cosine_is_refused_with_the_key_named() -> None:
     with pytest.raises(ConfigError, match=r"synonyms\.minCosine: -0\.5 is out of range"):
         load_config(None, overrides={"agents": {"defaults": {"memorySearch": {
             "query": {"hybrid": {"synonyms": {"minCosine": -0.5}}}}}}})
+
+
+def test_a_rebuild_by_another_process_gives_a_running_manager_the_new_index_words(tmp_path: Path) -> None:
+    """The word vectors a running manager loaded are the index's it read them from: another process that drops
+    and rebuilds the index (another schema version) writes a vocabulary of as many words (one word replaced by
+    another), and the running manager's searches stand in the new index's words, as a fresh process's do."""
+    from symi_memory.index.db import SCHEMA_VERSION
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Facts\n\n- Allergic to peanuts.\n- Plays the cello on Sundays.\n",
+                                  encoding="utf-8")
+    note = ws / "memory" / "2026-03-02.md"
+    note.write_text("# 2026-03-02\n\n- Booked flights to Lisbon for the May long weekend.\n", encoding="utf-8")
+    with _mem(tmp_path, ws) as running:
+        running.sync()
+        assert _top(running, "Portugal").text_score  # Lisbon stands in: the word vectors are loaded
+        note.write_text("# 2026-03-02\n\n- Booked flights to Madrid for the May long weekend.\n", encoding="utf-8")
+        running.backend.store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        with _mem(tmp_path, ws) as other:  # drops every table, rebuilds: as many words, Madrid for Lisbon
+            assert other.sync().full
+            fresh = _top(other, "Spain")
+        assert fresh.path == "memory/2026-03-02.md" and fresh.text_score  # Madrid stands in for Spain
+        got = _top(running, "Spain")
+        assert (got.path, got.text_score) == (fresh.path, pytest.approx(fresh.text_score))

@@ -338,3 +338,49 @@ def test_an_unreadable_index_set_aside_never_answers_from_the_old_files_caches(t
         thread.join()
         assert got and got[0] and all("harbour ferry" not in s for s in got[0])
         assert any("mountain railway" in s for s in got[0])
+
+
+
+def test_giving_an_index_its_id_never_holds_up_the_close_while_another_process_writes(
+        tmp_path: Path, ws: Path) -> None:
+    """A running manager's search that finds an index without an id (an older release rebuilt it) gives it one
+    on a thread of its own. While another process holds the write lock that thread must not hold the manager's
+    own writer lock (which its syncs and its close take): closing the manager (serve's shutdown) does not wait
+    for the other process's write. Once that write commits, the manager's next search gives the index its id."""
+    import threading
+    import time
+
+    import apsw
+
+    with open_mem(tmp_path, ws) as running:
+        running.sync()
+        store = running.backend.store
+        other = apsw.Connection(running.status()["dbPath"])
+        other.set_busy_timeout(10_000)
+        try:
+            with other:  # what the older release's rebuild leaves: no index id
+                other.execute("DELETE FROM meta WHERE key = 'index_id'")
+            other.execute("BEGIN IMMEDIATE")  # and its next write, a long one, holds the lock
+            assert _answers(running, "harbour ferry")  # the search starts the thread giving the id
+            time.sleep(0.5)
+            free = store.lock.acquire(timeout=1)
+            if free:
+                store.lock.release()
+            assert free
+            other.execute("COMMIT")
+            assert _answers(running, "harbour ferry")  # sees the other process's commit: gives the id now
+            assert wait_for(lambda: rows(running, "SELECT value FROM meta WHERE key = 'index_id'"))
+            with other:
+                other.execute("DELETE FROM meta WHERE key = 'index_id'")
+            other.execute("BEGIN IMMEDIATE")
+            assert _answers(running, "harbour ferry")
+            time.sleep(0.5)
+            release = threading.Timer(6, lambda: other.execute("COMMIT"))
+            release.start()
+            started = time.monotonic()
+            running.close()
+            closed = time.monotonic() - started
+            release.join()
+        finally:
+            other.close()
+    assert closed < 3

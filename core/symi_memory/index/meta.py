@@ -5,17 +5,18 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from .db import new_index_id
+from .db import BUSY_TIMEOUT_MS, new_index_id
 from .parts import StoreParts
 from .records import FileRow
 
 __all__ = ["NO_GENERATION", "Generation", "MetaRows", "generation_key"]
 
-#: What a running process's per-generation caches (candidate rows, term counts, document frequencies, the
-#: synonyms vocabulary, the scan copy) are kept for: ``(index id, generation)``. The generation numbers the
+#: What a running process's per-generation caches (candidate rows, term counts, document frequencies, rare
+#: terms' postings, the scan copy) are kept for: ``(index id, generation)``. The generation numbers the
 #: writes to one index; the id (meta ``index_id``, random, written when the index is created) tells indexes
 #: apart, so an index numbered from 1 again (an older release's rebuild, a fresh index in place of an
 #: unreadable file) never reaches a key cached for another one's text.
@@ -23,6 +24,12 @@ Generation = tuple[str, int]
 #: A key no index state has: what a cache holds before its first fill.
 NO_GENERATION: Generation = ("", -1)
 log = logging.getLogger("symi_memory.index")
+
+# Giving an index without an id one (MetaRows._write_index_id): each try waits this long for SQLite's write lock
+# holding the store's writer lock, then waits without it (doubling from the pause below) before the next.
+_CLAIM_BUSY_MS = 50
+_CLAIM_TRIES = 6
+_CLAIM_PAUSE_S = 0.25
 
 # An index without an id (rebuilt by a release from before ids) gets another key at every look: its caches
 # then last only while nothing commits, until this version's next open or write gives it an id.
@@ -103,12 +110,44 @@ class MetaRows(StoreParts):
 
         def run() -> None:
             try:
-                self.claim_meta("index_id", new_index_id())
+                self._write_index_id()
             except Exception as exc:  # apsw.Error: locked past the retries, a read-only file, a closed store
                 log.info("could not give the index an id yet (%s)", exc)
 
         self._id_claim = claim = threading.Thread(target=run, daemon=True, name="symi-index-id")
         claim.start()
+
+    def _write_index_id(self) -> None:
+        """Write a new ``index_id`` unless the index has one, holding the writer's ``lock`` only while SQLite's
+        write lock is free: another process's long write (an older release's sync) would otherwise keep this
+        process's syncs and its close waiting for as long as :meth:`write`'s retries (about a minute). Waits for
+        that write between tries, without the lock; after the last, the next look after a commit tries again."""
+        import apsw
+
+        for attempt in range(_CLAIM_TRIES):
+            with self.lock:
+                self.conn.set_busy_timeout(_CLAIM_BUSY_MS)
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                except apsw.BusyError:
+                    if attempt == _CLAIM_TRIES - 1:
+                        raise
+                    busy = True
+                else:
+                    busy = False
+                    try:
+                        self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)",
+                                          (new_index_id(),))
+                        self.conn.execute("COMMIT")
+                    except BaseException:
+                        if not self.conn.getautocommit():
+                            self.conn.execute("ROLLBACK")
+                        raise
+                finally:
+                    self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            if not busy:
+                return
+            time.sleep(_CLAIM_PAUSE_S * 2 ** attempt)
 
     # ----------------------------------------------------------------- files
 

@@ -117,8 +117,8 @@ class Vocabulary:
 
     store: Any
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
-    # (row count, last rowid, embedder) of the loaded matrix, the index terms and words, the matrix.
-    _loaded: tuple[tuple[int, int, str], list[str], list[str], Any] | None = None
+    # (row count, last rowid, embedder, index id) of the loaded matrix, the index terms and words, the matrix.
+    _loaded: tuple[tuple[int, int, str, str | None], list[str], list[str], Any] | None = None
     # Query words' unit vectors by word, for the provider named by ``_words_key``.
     _words: dict[str, Any] = attrs.field(factory=dict)
     _words_key: str = ""
@@ -263,12 +263,17 @@ class Vocabulary:
             row = self.store._read("SELECT value FROM meta WHERE key=?", (EMBEDDER_META,)).fetchone()
             if row is None or row[0] != key:
                 return None
-            count, last = self.store._read(f"SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM {TABLE}").fetchone()
+            # With the index's id (meta index_id): another process that drops and rebuilds the index writes a
+            # vocabulary from rowid 1 again, as many words as the one loaded (one word in place of another) under
+            # the same count and last rowid.
+            count, last, index_id = self.store._read(
+                f"SELECT COUNT(*), COALESCE(MAX(rowid), 0), (SELECT value FROM meta WHERE key = 'index_id') "
+                f"FROM {TABLE}").fetchone()
         except apsw.SQLError:  # no vocabulary table yet (an index built before it, or no sync since)
             return None
         if not count:
             return None
-        stamp = (int(count), int(last), key)
+        stamp = (int(count), int(last), key, index_id)
         with self._lock:
             if self._loaded is not None and self._loaded[0] == stamp:
                 return self._loaded[1], self._loaded[2], self._loaded[3]
