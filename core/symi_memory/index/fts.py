@@ -109,6 +109,10 @@ class KeywordSearch(StoreParts):
 
         words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
         size = self._index_size(generation)
+        # Only a keyword table of this tokenizer matches a query word by the index term it makes (one migrated from
+        # schema 3 holds words unstemmed until its rebuild, and its MATCH tokenizes the query with its own tokenizer).
+        if postings is not None and generation is not None and not self._fts_current(generation):
+            postings = None
         if postings is not None and generation is not None:
             self._probe_term_stats(words, generation, postings)
         tokens = self._weighty_tokens(words, size=size)
