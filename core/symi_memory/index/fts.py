@@ -266,7 +266,10 @@ class KeywordSearch(StoreParts):
             if len(fresh) != len(missing) or self.generation() != generation:
                 return None  # a chunk without sizes, or a write landed meanwhile: these may be a later generation's
             if len(known) + len(fresh) > DOC_SIZES_MAX:
-                known.clear()  # kept again from these
+                # Kept again from these chunks' (the ones kept already taken out first: emptied, they went missing).
+                asked = {d: known[d] for d in docs if d in known}
+                known.clear()
+                known.update(asked)
             known.update(fresh)
         return n_row, known
 
