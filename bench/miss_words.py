@@ -47,7 +47,7 @@ def main() -> int:
         if loaded is None:
             raise SystemExit("the index holds no word vectors (local synonyms off?)")
         _, words, m = loaded
-        gen = be.store.generation()
+        gen = be.store.generation_key()
         for qid in args.ids.split(","):
             q = qs[qid]
             qa = QueryAnalysis.of(q["query"])

@@ -54,7 +54,7 @@ def main() -> int:
             added = Vocabulary(store).update(off.backend.choice.provider, words, max_words=len(words))
             vocab_cpu = time.process_time() - t
             with mem(True) as on:
-                gen = store.generation()
+                gen = store.generation_key()
                 unknown = set()
                 for q in queries:
                     qa = QueryAnalysis.of(q["query"])

@@ -335,3 +335,46 @@ def test_the_configured_thread_count_holds_on_every_searching_thread(tmp_path: P
         worker.start()
         worker.join(30)
         assert seen == [(3, 3)]
+
+
+def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_index(tmp_path: Path) -> None:
+    """The faiss index is kept for the store's (index id, generation): an already released version that drops and
+    rebuilds the index numbers generations from 1 again and writes no index id, and reaching the generation a
+    running manager built its faiss index at, that index (the old text's vectors under the same rowids) must not
+    answer. The running manager's answers are a fresh process's."""
+    import apsw
+    from support.sqlite_memory import add_filler, wait_for, write
+
+    from symi_memory.index.db import SCHEMA_VERSION
+
+    journal = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
+    ws = tmp_path / "ws"
+    add_filler(ws, 10)
+    write(ws, "memory/journal.md", journal)
+    state = tmp_path / "state"
+    query = "mountain railway schedule"
+    with _open(state, ws, "faiss", units="off", index="flat") as running:
+        running.sync()
+        wait_for(running.backend.vectors.ready)
+        cached = running.backend.store.generation()
+        _top(running, query)
+        write(ws, "memory/journal.md", journal.replace("harbour ferry", "mountain railway"))
+        running.backend.store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        with _open(state, ws, "faiss", units="off", index="flat") as other:  # drops every table, rebuilds
+            assert other.sync().full
+            path = other.status()["dbPath"]
+        conn = apsw.Connection(path)
+        try:
+            with conn:  # what the older release's rebuild leaves: no index id, numbering from 1 again
+                conn.execute("DELETE FROM meta WHERE key IN ('index_id', 'touches')")
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(cached),))
+        finally:
+            conn.close()
+        assert running.backend.store.generation() == cached
+        _top(running, query)  # answered exactly while the faiss index is rebuilt
+        wait_for(running.backend.vectors.ready)
+        got = _top(running, query)
+    with _open(state, ws, "faiss", units="off", index="flat") as fresh:
+        wait_for(fresh.backend.vectors.ready)
+        assert got == _top(fresh, query)
+        assert got[0][0] == "memory/journal.md"

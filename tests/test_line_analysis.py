@@ -165,11 +165,12 @@ def test_an_mtime_change_without_a_text_change_reorders_undated_notes(tmp_path: 
 
 
 def _downgrade_to_schema_6(db: Path) -> None:
-    """Rewrite the index as schema 6 wrote it: chunks without the ``lines`` column."""
+    """Rewrite the index as schema 6 wrote it: chunks without the ``lines`` column, no index id."""
     con = apsw.Connection(str(db))
     with con:
         con.execute("ALTER TABLE chunks DROP COLUMN lines")
         con.execute("UPDATE meta SET value='6' WHERE key='schema_version'")
+        con.execute("DELETE FROM meta WHERE key='index_id'")
     con.close()
 
 
@@ -183,6 +184,7 @@ def test_a_schema_6_index_answers_at_once_and_gains_its_analyses_on_the_next_syn
     _downgrade_to_schema_6(db)
     with open_mem(tmp_path, ws, ON) as mem:
         assert _rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        assert len(_rows(mem, "SELECT value FROM meta WHERE key='index_id'")) == 1  # given in the migration
         assert _rows(mem, "SELECT COUNT(*) FROM chunks WHERE lines IS NULL") == [(chunks,)]
         assert mem.status()["chunks"] == chunks
         assert _answers(mem) == before  # analysed at query time meanwhile

@@ -16,6 +16,7 @@ from support.sqlite_memory import add_filler, open_mem, write
 
 from symi_memory.index import fts as fts_mod
 from symi_memory.index.analysis import QueryAnalysis
+from symi_memory.index.meta import Generation
 
 FAMILIES = ["flight flights flying", "deploy deploys deployed", "garden gardens gardening", "rose roses rosy",
             "caf\u00e9 cafe CAFE", "r\u00e9sum\u00e9 resume", "a828e60", "db_host_2", "v1.2.3", "zebra zebras",
@@ -32,7 +33,7 @@ def _notes(ws: Path, rng: random.Random, count: int) -> None:
 def _compare(mem: Any, rng: random.Random, rounds: int) -> int:
     """Ask random queries both ways; returns how many the postings ranked (the rest fell back to FTS5)."""
     store = mem.backend.store
-    gen = store.generation()
+    gen = store.generation_key()
     postings = mem.backend._whole_postings  # what a search passes: the counts it keeps for the generation
     words = " ".join(FAMILIES).split() + ["absent", "nowhere9"]
     ranked = 0
@@ -93,15 +94,16 @@ def test_a_write_meanwhile_or_common_terms_fall_back_to_fts5(tmp_path: Path, mon
     with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
         mem.sync()
         store = mem.backend.store
-        gen = store.generation()
+        gen = store.generation_key()
         qa = QueryAnalysis.of("zebras okapi")
 
-        def postings(terms: list[str], generation: int, cap: int | None) -> dict[str, dict[int, int]] | None:
+        def postings(terms: list[str], generation: Generation, cap: int | None) -> dict[str, dict[int, int]] | None:
             return {t: store.term_docs(t, None) for t in terms}
 
         assert store._rank_from_postings(["zebras", "okapi"], 10, gen, postings) is not None
-        # Counts read for another generation than the one the index is at now: not used.
-        assert store._rank_from_postings(["zebras", "okapi"], 10, gen + 1, postings) is None
+        # Counts read for another generation than the one the index is at now (or another index's): not used.
+        assert store._rank_from_postings(["zebras", "okapi"], 10, (gen[0], gen[1] + 1), postings) is None
+        assert store._rank_from_postings(["zebras", "okapi"], 10, ("another-index", gen[1]), postings) is None
         # A token of two index terms (a phrase) or terms occurring too often: FTS5 ranks them.
         assert store._rank_from_postings(["db_host_2"], 10, gen, postings) is None
         monkeypatch.setattr(fts_mod, "RANK_FROM_POSTINGS_MAX", 0)

@@ -691,13 +691,13 @@ def test_term_counts_of_a_search_overtaken_by_a_write_are_not_kept_for_its_older
     with mem:
         mem.sync()
         backend, store = mem.backend, mem.backend.store
-        before = store.generation()
+        before = store.generation_key()
         backend._chunk_terms({}, before, [])  # the term cache kept for this generation, as a search of it leaves it
         rowid = store.keyword_search("zebra", 5)[0][0]
         old = store.candidate_rows([rowid])[rowid]
         (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
         mem.sync()
-        assert store.generation() != before
+        assert store.generation_key() != before
         new = old._replace(text="okapi grazing notes")  # the row as read after the write
         assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid][0] == {"okapi": 1}
         # Another search of the older generation, with the row it read before the write.
@@ -713,13 +713,13 @@ def test_a_search_overtaken_by_a_write_counts_each_row_from_the_text_it_shows(tm
     with mem:
         mem.sync()
         backend, store = mem.backend, mem.backend.store
-        before = store.generation()
+        before = store.generation_key()
         rowid = store.keyword_search("zebra", 5)[0][0]
         old = store.candidate_rows([rowid])[rowid]
         assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid] == ({"zebra": 1}, len(old.text))
         (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
         mem.sync()
-        assert store.generation() != before
+        assert store.generation_key() != before
         new = store.candidate_rows([rowid])[rowid]  # the row as this search reads it after the write
         assert "okapi" in new.text
         assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid] == ({"okapi": 1}, len(new.text))

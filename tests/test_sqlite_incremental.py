@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import add_filler, open_mem, write
+from support.sqlite_memory import add_filler, open_mem, wait_for, write
 
 from symi_memory.index.db import SCHEMA_VERSION
 
@@ -249,3 +249,92 @@ def test_a_rebuild_by_another_schema_version_never_reuses_a_generation(tmp_path:
         hits = running.search("mountain railway").results
         assert hits and all("harbour ferry" not in h.snippet for h in hits)
         assert any("mountain railway" in h.snippet for h in hits)
+
+
+def _answers(mem, query: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.snippet for h in mem.search(query).results]
+
+
+def _generation_of(mem) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    got = dict(rows(mem, "SELECT key, value FROM meta WHERE key IN ('generation', 'touches')"))
+    return int(got.get("generation") or 0), int(got.get("touches") or 0)
+
+
+def test_a_rebuild_by_an_older_release_numbering_from_1_never_reaches_a_cached_generation(
+        tmp_path: Path, ws: Path) -> None:
+    """An already released version drops and rebuilds the index numbering generations from 1 again, and knows
+    no index id: a running manager's searches then read the new text, never its caches of the old index.
+
+    Simulated by the state such a rebuild leaves once it reached the generation the running manager cached:
+    every table dropped and the new text indexed (chunk rowids from 1 again), then no ``index_id`` in meta
+    and the generation and touches reset (written by another connection, as the older release's would)."""
+    import apsw
+
+    with open_mem(tmp_path, ws) as running:
+        running.sync()
+        cached = _generation_of(running)
+        first_id = rows(running, "SELECT value FROM meta WHERE key = 'index_id'")
+        assert any("harbour ferry" in s for s in _answers(running, "harbour ferry"))
+        assert any("harbour ferry" in s for s in _answers(running, "mountain railway harbour"))
+        write(ws, "memory/journal.md", JOURNAL.replace("harbour ferry", "mountain railway"))
+        running.backend.store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        with open_mem(tmp_path, ws) as other:  # drops every table and rebuilds
+            assert other.sync().full
+            path = other.status()["dbPath"]
+        conn = apsw.Connection(path)
+        try:
+            with conn:  # what the older release's rebuild leaves: no index id, numbering from 1 again
+                conn.execute("DELETE FROM meta WHERE key IN ('index_id', 'touches')")
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(cached[0]),))
+        finally:
+            conn.close()
+        assert cached[1] == 0 and _generation_of(running) == cached
+        hits = _answers(running, "mountain railway")
+        assert hits and all("harbour ferry" not in s for s in hits)
+        assert any("mountain railway" in s for s in hits)
+        # The running manager gives the index an id of its own (off the search's thread), another than the one
+        # it cached the old text for; its searches go on answering from the file.
+        given = wait_for(lambda: rows(running, "SELECT value FROM meta WHERE key = 'index_id'"))
+        assert given != first_id
+        hits = _answers(running, "mountain railway")
+        assert hits and all("harbour ferry" not in s for s in hits)
+        assert any("mountain railway" in s for s in hits)
+
+
+def test_an_unreadable_index_set_aside_never_answers_from_the_old_files_caches(tmp_path: Path, ws: Path) -> None:
+    """An open that finds the index file unreadable moves it aside and builds a fresh index, numbered from 1:
+    a running manager's search on a new thread (serve's pool) opens the fresh file, and must answer from it,
+    never from what it cached for the old file at the same generation number."""
+    import os
+    import threading
+
+    with open_mem(tmp_path, ws) as running:
+        running.sync()
+        cached = _generation_of(running)
+        assert any("harbour ferry" in s for s in _answers(running, "harbour ferry"))
+        assert any("harbour ferry" in s for s in _answers(running, "mountain railway harbour"))
+        path = running.status()["dbPath"]
+        # Something (a file sync, a bad copy) replaced the index file with one that is not a database (and took
+        # its write-ahead log: else SQLite reads every page from the log); this process keeps the old ones open.
+        garbage = tmp_path / "garbage"
+        garbage.write_bytes(b"not a database, " * 512)
+        os.replace(garbage, path)
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+        write(ws, "memory/journal.md", JOURNAL.replace("harbour ferry", "mountain railway"))
+        with open_mem(tmp_path, ws) as other:  # sets the file aside, indexes afresh
+            assert list(Path(path).parent.glob("*.unreadable-*"))
+            other.sync()
+            n = 0
+            while _generation_of(other) < cached:  # up to the generation the running manager cached
+                n += 1
+                write(ws, "memory/extra.md", f"- extra note {n}\n")
+                other.sync()
+            assert _generation_of(other) == cached
+        got: list[list[str]] = []
+        thread = threading.Thread(target=lambda: got.append(_answers(running, "mountain railway")))
+        thread.start()
+        thread.join()
+        assert got and got[0] and all("harbour ferry" not in s for s in got[0])
+        assert any("mountain railway" in s for s in got[0])

@@ -153,3 +153,19 @@ def test_a_line_about_the_query_that_a_newer_line_gives_another_value_of_is_supe
     assert _lesson("- Japanese lesson at 20:00 with Yumiko: counters.\n" + gift,
                    "- Nadia's piano lesson with Yumiko moved to Tuesdays at 20:30.",
                    "When is Nadia's Japanese lesson with Yumiko now?") == {}
+
+
+def test_a_negative_or_non_integer_window_is_refused_with_its_name() -> None:
+    """A library user building thresholds by hand gets a clear error, not a supersession that silently compares
+    nothing (a negative ``window`` cut the candidates compared from the end: ``order[:-1]``)."""
+    import attrs
+    import pytest
+
+    from symi_memory.supersession import THRESHOLDS, Thresholds
+
+    for bad in (-1, -20):
+        with pytest.raises(ValueError, match="window"):
+            attrs.evolve(THRESHOLDS, window=bad)
+    with pytest.raises(TypeError, match="window"):
+        Thresholds(window=2.5)  # type: ignore[arg-type]
+    assert attrs.evolve(THRESHOLDS, window=0).window == 0  # compares nothing, as asked

@@ -108,7 +108,7 @@ def test_backend_reads_rare_terms_from_the_index_for_chunks_without_cjk(tmp_path
         mem.sync()
         backend = mem.backend
         store = backend.store
-        gen = store.generation()
+        gen = store.generation_key()
         chunks = _chunks(store)
         rows = store.candidate_rows(list(chunks))
         terms = QueryAnalysis.of("gold flights deploy").terms
@@ -121,7 +121,7 @@ def test_backend_reads_rare_terms_from_the_index_for_chunks_without_cjk(tmp_path
             assert got[k] == counts_in(term_string(chunks[k]), needles(terms))
         assert any(got.values())
         # The rows were read at another generation (a write landed meanwhile): nothing from the index.
-        assert backend._indexed_term_counts(rows, terms, gen - 1) == {}
+        assert backend._indexed_term_counts(rows, terms, (gen[0], gen[1] - 1)) == {}
         # Terms whose occurrences cost more to read than counting in the text: tokenized instead.
         monkeypatch.setattr(backend_mod, "FTS_COUNT_CHARS_PER_OCCURRENCE", 10**6)
         assert backend._indexed_term_counts(rows, terms, gen) == {}

@@ -115,6 +115,8 @@ class Thresholds:
     embedded and compared. New text that says something changed ("moved
     to", "raised", "from April") with values the stored line lacks is never
     a restatement.
+    ``window``: how many of the best candidates are compared (a whole number, 0 or more: 0 compares none; a
+    negative or fractional one raises ValueError or TypeError when the thresholds are made).
     ``change_*``: how close a stored line must be for new text with
     different values to count as changing it (``change_marked_vector`` when
     the new text says that something changed: "moved to", "now", "instead").
@@ -138,7 +140,7 @@ class Thresholds:
     conflict_score_ratio: float = 0.1
     demote: float = 0.98
     promote: bool = False
-    window: int = 20
+    window: int = attrs.field(default=20, validator=[attrs.validators.instance_of(int), attrs.validators.ge(0)])
     as_of_undated: float = 0.6
     as_of_answer_share: float = 0.5
     dup_hits: int = 5

@@ -20,6 +20,7 @@ class Snapshot:
     dims: int
     rowids: Any  # int64 array
     matrix: Any  # float32, unit rows
+    index_id: str | None = None  # the store's meta index_id the snapshot was read from
 
 
 def store_uid(store: IndexStore) -> str:
@@ -43,7 +44,8 @@ def unit_rows(matrix: Any) -> Any:
 def read_snapshot(store: IndexStore) -> Snapshot:
     """Generation and unit-length vectors from one read transaction (``IndexStore.read_vectors``)."""
     snap = store.read_vectors()
-    return Snapshot(generation=snap.generation, dims=snap.dims, rowids=snap.rowids, matrix=unit_rows(snap.matrix))
+    return Snapshot(generation=snap.generation, dims=snap.dims, rowids=snap.rowids, matrix=unit_rows(snap.matrix),
+                    index_id=snap.index_id)
 
 
 def vector_stats(store: IndexStore, dims: int) -> tuple[int, int]:

@@ -57,6 +57,9 @@ class FaissVectors:
     path: Path = attrs.field(default=None)
     _index: FaissIndex | None = None
     _generation: int = -1
+    # The store's index id the faiss index was built for: generations number one index id's writes (an index
+    # an older release rebuilt, or a fresh one in place of an unreadable file, numbers them from 1 again).
+    _index_id: str | None = None
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
     # Held by a save for its whole write and by changes to the live index: a save never holds
     # ``_lock``, so searches go on while a large index is written (seconds at 1M vectors).
@@ -82,12 +85,12 @@ class FaissVectors:
         self.store.listeners.append(self._on_change)
         remove_stale_temps(self.path)
         with self.store.lock:  # no write can slip between reading the generation and loading
-            generation = self.store.generation()
+            index_id, generation = self.store.generation_key()
             expect = self._expected_header(generation)
             loaded = load_index(self.path, self.settings, expect) if expect else None
             if loaded is not None:
                 with self._lock:
-                    self._index, self._generation = loaded, generation
+                    self._index, self._generation, self._index_id = loaded, generation, index_id
                 log.info("loaded faiss %s index (%d vectors) from %s", loaded.kind, loaded.live, self.path)
 
     def _expected_header(self, generation: int) -> dict[str, Any] | None:
@@ -128,7 +131,8 @@ class FaissVectors:
                 self._pending.append(change)
                 return
             index = self._index
-            if change.full or index is None or self._generation != change.generation - 1:
+            if (change.full or index is None or self._generation != change.generation - 1
+                    or change.index_id != self._index_id):
                 self._generation = -1  # searches get exact answers from the store until the rebuild is done
                 rebuild = True
             else:
@@ -154,9 +158,9 @@ class FaissVectors:
 
     def ready(self) -> bool:
         """True when the faiss index matches the store; otherwise starts a background rebuild (never waits)."""
-        generation = self.store.generation()
+        key = self.store.generation_key()
         with self._lock:
-            if self._generation == generation and self._index is not None:
+            if (self._index_id, self._generation) == key and self._index is not None:
                 return True
             if self._building:
                 return False
@@ -175,7 +179,7 @@ class FaissVectors:
             size, vector_stats(self.store, self.store.vec_dims or self._dims() or 0)[0]
         ) <= SYNC_BUILD_LIMIT:
             self._rebuild()
-            return self._generation == self.store.generation()
+            return (self._index_id, self._generation) == self.store.generation_key()
         self._thread = threading.Thread(target=self._rebuild, daemon=True, name="symi-faiss-build")
         self._thread.start()
         return False
@@ -200,14 +204,15 @@ class FaissVectors:
                 return
             generation = snap.generation
             for change in self._pending:  # writes committed while we were building
-                if change.generation <= generation:
+                if change.index_id == snap.index_id and change.generation <= generation:
                     continue
-                if change.full or change.generation != generation + 1 or index is None:
+                if (change.full or change.generation != generation + 1 or index is None
+                        or change.index_id != snap.index_id):
                     generation = -1
                     break
                 self._apply(index, change)
                 generation = change.generation
-            self._index, self._generation = index, generation
+            self._index, self._generation, self._index_id = index, generation, snap.index_id
             self._pending, self._building, self._dirty = [], False, True
         log.info("built faiss %s index: %d vectors in %.2fs", self.settings.kind, snap.rowids.size,
                  time.perf_counter() - started)

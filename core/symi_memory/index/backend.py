@@ -28,7 +28,9 @@ from ..specs import (
 )
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
+from .chunks import NO_EPOCH
 from .indexer import Indexer, SyncCancelled
+from .meta import NO_GENERATION, Generation
 from .records import CandidateRow, all_finite
 from .store import IndexStore
 
@@ -125,21 +127,21 @@ class IndexedBackend:
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
-    _terms: tuple[int, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (-1, {}))
+    _terms: tuple[Generation, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (NO_GENERATION, {}))
     # (epoch, the rows kept for it by rowid, the sources of those rows and perhaps of rows let go): replaced whole
     # when the epoch changes, so a search holds the rows and the sources it looked at together (another thread's
     # search of a newer epoch starting the kept rows again in between cannot pair them with another set of sources).
-    _rows_kept: tuple[tuple[int, int], dict[int, CandidateRow], set[str]] = attrs.field(
-        factory=lambda: ((-1, -1), {}, set()))
+    _rows_kept: tuple[tuple[Generation, int], dict[int, CandidateRow], set[str]] = attrs.field(
+        factory=lambda: (NO_EPOCH, {}, set()))
     _rows_chars: int = 0  # the kept rows' text, in characters
     _units_cache: dict[str, list[tuple[int, int, Any]]] = attrs.field(factory=dict)
-    _units_gen: int = -1
+    _units_gen: Generation = NO_GENERATION
     _vectors_cache: dict[str, Any] = attrs.field(factory=dict)
-    _vectors_gen: int = -1
+    _vectors_gen: Generation = NO_GENERATION
     #: ``(generation, {term: {rowid: count}}, [counts kept])``: rare query terms' counts in every chunk holding
     #: them, read from FTS5 (one object, replaced whole when the generation changes, so a search of another
     #: generation never fills it; plain dicts of ints, which the garbage collector does not track).
-    _postings: tuple[int, dict[str, dict[int, int]], list[int]] = (-1, {}, [0])
+    _postings: tuple[Generation, dict[str, dict[int, int]], list[int]] = (NO_GENERATION, {}, [0])
     _hung_query: _Done | None = None
     _local: threading.local = attrs.field(factory=threading.local)
     _query_worker: _Worker | None = None
@@ -150,7 +152,7 @@ class IndexedBackend:
     #: against a runtime-checkable protocol lists the protocol's members again at every call).
     _any_thread: tuple[Any, bool] | None = None
     #: ``(vector side, generation)`` :meth:`_prepare_vectors` last asked the vector side to be ready at.
-    _prepared: tuple[Any, int] | None = None
+    _prepared: tuple[Any, Generation] | None = None
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""
@@ -333,7 +335,7 @@ class IndexedBackend:
         # while the counts kept for the generation are the old text's. Read again after the counts: unchanged, no
         # write landed before the rows were read, and the rows carry the text of this generation.
         ident_candidates = (_identifier_candidates(qa, terms, rows, chunk_terms)
-                            if qa.identifiers and self.store.generation() == generation else None)
+                            if qa.identifiers and self.store.generation_key() == generation else None)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=weights,
@@ -365,7 +367,7 @@ class IndexedBackend:
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
 
-    def synonyms_for(self, provider: Any, qa: Any, generation: int, *, stale: bool | None = None,
+    def synonyms_for(self, provider: Any, qa: Any, generation: Generation, *, stale: bool | None = None,
                      ) -> QuerySynonyms | None:
         """The local synonyms of this query (:mod:`.synonyms`), or None (switched off, no provider, no threshold
         known for its model, or vectors of another model: ``stale``, :meth:`Indexer.needs_full`, read here when
@@ -456,7 +458,7 @@ class IndexedBackend:
         pending.then(scan.start)
         return scan
 
-    def _prepare_vectors(self, generation: int) -> None:
+    def _prepare_vectors(self, generation: Generation) -> None:
         """Bring the vector side up to date (a one-shot search loads its scan copy here) before the query
         vector is there, so the loading overlaps the embedding; a failure is left to the vector search.
 
@@ -569,7 +571,7 @@ class IndexedBackend:
             return None
         return provider.embed_documents(list(texts))
 
-    def _chunk_terms(self, rows: dict[int, CandidateRow], generation: int | None, terms: Sequence[str],
+    def _chunk_terms(self, rows: dict[int, CandidateRow], generation: Generation | None, terms: Sequence[str],
                      ) -> dict[int, tuple[dict[str, int], int]]:
         """Frequencies of the query's ``terms`` (the absent ones left out) and length of each candidate chunk.
 
@@ -577,14 +579,14 @@ class IndexedBackend:
         (:func:`~.analysis.term_string`): a ``Counter`` per chunk took 130 MB after a few hundred
         searches of a 100k-chunk index.
         """
-        gen = self.store.generation() if generation is None else generation
+        gen = self.store.generation_key() if generation is None else generation
         kept = self._terms
         if kept[0] != gen:
             # A new dict, not the kept one emptied: another thread's search may be counting from it. Kept only by a
             # search of the current generation: one that began before a write landed (serve's threads) would
             # otherwise label the newer text's terms as its older generation's, for the searches after it.
             kept = (gen, {})
-            if generation is None or self.store.generation() == gen:
+            if generation is None or self.store.generation_key() == gen:
                 self._terms = kept
         if not _SEARCH_IMPORTED:
             _import_search_path()
@@ -602,7 +604,7 @@ class IndexedBackend:
             out[k] = (counts_in(got[0], wanted), got[1])
         if not rows:
             return out
-        if self.store.generation() != gen:
+        if self.store.generation_key() != gen:
             # A write landed after this search read the generation: it may have given a rowid new text, which rows
             # read since carry. Their terms are not kept as the older generation's (another search of it, its rows
             # read before the write, would count its words from the newer text's terms), and the terms kept for it
@@ -617,7 +619,7 @@ class IndexedBackend:
         return out
 
     def _indexed_term_counts(self, rows: dict[int, CandidateRow], terms: Sequence[str],
-                             generation: int) -> dict[int, dict[str, int]]:
+                             generation: Generation) -> dict[int, dict[str, int]]:
         """Counts of ``terms`` in candidates read from FTS5's index, when that costs less than tokenizing the
         ones the term cache does not hold and counting in the others (rare terms); the chunks left out of
         the answer are counted by the caller.
@@ -667,7 +669,7 @@ class IndexedBackend:
                 if docs is None:
                     return {}
             postings.append((t, docs))
-        if self.store.generation() != generation:
+        if self.store.generation_key() != generation:
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
         out: dict[int, dict[str, int]] = {k: {} for k in eligible}
@@ -678,7 +680,7 @@ class IndexedBackend:
                     out[k][t] = docs[k]
         return out
 
-    def _whole_postings(self, terms: Sequence[str], generation: int, cap: int | None = None,
+    def _whole_postings(self, terms: Sequence[str], generation: Generation, cap: int | None = None,
                         ) -> dict[str, dict[int, int]] | None:
         """``{term: {rowid: count}}``: each of these (rare) index terms' counts in the ``text`` column of every chunk
         holding it (:meth:`~.fts.KeywordSearch.term_docs`), kept for the index generation (up to
@@ -706,7 +708,7 @@ class IndexedBackend:
             out[t] = docs
         if not fresh:
             return out
-        if self.store.generation() != generation:
+        if self.store.generation_key() != generation:
             return None
         for t, docs in fresh:  # counts of this generation (checked above)
             # A term counts once at least: one in the cjk column only (a CJK bigram) is kept with no counts.
@@ -734,7 +736,7 @@ class IndexedBackend:
         return spec.calibration_for(provider.model, line_aware=line_aware)
 
     def _keyword_rows(self, ranked: list[tuple[int, float]], limit: int, sources: tuple[str, ...], *,
-                      vectors: bool, epoch: tuple[int, int] | None, vec_hits: dict[int, float] | None = None,
+                      vectors: bool, epoch: tuple[Generation, int] | None, vec_hits: dict[int, float] | None = None,
                       ) -> _KeywordRows:
         """Rows of the first ``limit`` keyword hits from ``sources``, looking further down the ranking while other
         sources took some of those places (``vectors``: with their stored vectors), read before the vector hits are
@@ -764,7 +766,7 @@ class IndexedBackend:
                             hits=vec_hits)
 
     def _candidate_rows(self, keyword: _KeywordRows, vec_hits: dict[int, float], sources: tuple[str, ...], *,
-                        vectors: bool = False, epoch: tuple[int, int] | None = None,
+                        vectors: bool = False, epoch: tuple[Generation, int] | None = None,
                         ) -> tuple[dict[int, CandidateRow], list[int]]:
         """Rows of the vector hits and of the keyword candidates (:meth:`_keyword_rows`), in the order one read of
         them all gives (``vectors``: the vector hits' rows with their vectors, as the store reads them: none, the
@@ -794,7 +796,7 @@ class IndexedBackend:
         return rows, keyword.keyword_ids
 
     def _rows(self, rowids: list[int], sources: tuple[str, ...], *, vectors: bool, scored: dict[int, float],
-              epoch: tuple[int, int] | None) -> dict[int, CandidateRow]:
+              epoch: tuple[Generation, int] | None) -> dict[int, CandidateRow]:
         """``store.candidate_rows`` of these chunks, the same rows (up to ``ROWS_READ_PART`` rowids: in rowid order, as
         one read gives them; more: in no set order, :meth:`_candidate_rows` orders them), kept for the ``epoch``.
 

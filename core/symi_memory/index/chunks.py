@@ -11,6 +11,7 @@ from typing import Any
 
 import apsw
 
+from .meta import NO_GENERATION, Generation
 from .parts import StoreParts
 from .records import CandidateRow
 
@@ -26,10 +27,13 @@ __all__ = ["EPOCH_COLUMNS", "ChunkReads", "bound_list", "listed"]
 CARRAY = getattr(apsw, "carray", None) is not None and "ENABLE_CARRAY" in getattr(apsw, "compile_options", ())
 _LISTED_TABLE = "carray(?)" if CARRAY else "json_each(?)"
 _LISTED = f"SELECT value FROM {_LISTED_TABLE}"
-#: The index's ``(generation, touches)`` (:meth:`~.meta.MetaRows.search_epoch`) as two columns of a statement
-#: reading chunk rows: the epoch those rows were read at (one statement reads one snapshot of the database).
-EPOCH_COLUMNS = ("(SELECT value FROM meta WHERE key = 'generation'), "
+#: The index's ``((index id, generation), touches)`` (:meth:`~.meta.MetaRows.search_epoch`) as three columns of a
+#: statement reading chunk rows: the epoch those rows were read at (one statement reads one snapshot of the database).
+EPOCH_COLUMNS = ("(SELECT value FROM meta WHERE key = 'index_id'), "
+                 "(SELECT value FROM meta WHERE key = 'generation'), "
                  "(SELECT value FROM meta WHERE key = 'touches')")
+#: The epoch of rows read across snapshots, or of an index without an id: equal to no search's.
+NO_EPOCH = (NO_GENERATION, -1)
 
 _FIRST = itemgetter(0)
 _ROW_FIELDS = itemgetter(slice(0, len(CandidateRow._fields)))  # a row's CandidateRow columns, without the epoch's
@@ -79,7 +83,7 @@ class ChunkReads(StoreParts):
         """
         return self._candidate_rows(rowids, sources, vectors=vectors, scored=scored)[0]
 
-    def candidate_rows_at(self, rowids: Sequence[int]) -> tuple[dict[int, CandidateRow], tuple[int, int] | None]:
+    def candidate_rows_at(self, rowids: Sequence[int]) -> tuple[dict[int, CandidateRow], tuple[Generation, int] | None]:
         """:meth:`candidate_rows` of these chunks (every source, no vectors) and the index's epoch
         (:meth:`~.meta.MetaRows.search_epoch`) they were read at, in the same statement: None when no row
         came back."""
@@ -87,9 +91,9 @@ class ChunkReads(StoreParts):
 
     def _candidate_rows(self, rowids: Sequence[int], sources: Sequence[str] | None, *, vectors: bool,
                         scored: Collection[int], epoch: bool = False,
-                        ) -> tuple[dict[int, CandidateRow], tuple[int, int] | None]:
+                        ) -> tuple[dict[int, CandidateRow], tuple[Generation, int] | None]:
         out: dict[int, CandidateRow] = {}
-        read_at: tuple[int, int] | None = None
+        read_at: tuple[Generation, int] | None = None
         if not rowids:
             return out, read_at
         where = ""
@@ -125,11 +129,12 @@ class ChunkReads(StoreParts):
                 continue
             # One statement reads one snapshot: its rows' epoch columns are all the same.
             first = rows[0]
-            at = (int(first[9] or 0), int(first[10] or 0))
+            # Without an id (an index an older release rebuilt): like no search's epoch (which got another key).
+            at = ((first[9], int(first[10] or 0)), int(first[11] or 0)) if first[9] is not None else NO_EPOCH
             if read_at is None:
                 read_at = at
             elif at != read_at:  # statements of 500 rowids each read a later snapshot than the one before
-                read_at = (-1, -1)
+                read_at = NO_EPOCH
             out.update(zip(map(_FIRST, rows), map(new, repeat(CandidateRow), map(_ROW_FIELDS, rows)), strict=True))
         return out, read_at
 

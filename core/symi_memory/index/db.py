@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ __all__ = [
     "drop_old_vec_table",
     "fts_current",
     "load_vec_extension",
+    "meta_values",
     "migrate_vectors",
+    "new_index_id",
     "open_db",
     "open_index_db",
 ]
@@ -204,8 +207,20 @@ def _schema_current(conn: apsw.Connection) -> bool:
     if not {"meta", "files", "chunks", "chunk_units", "embedders", "embedding_cache", "skipped", "chunks_fts",
              "chunks_vocab"} <= have:
         return False
-    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    return row is not None and row[0] == str(SCHEMA_VERSION)
+    got = meta_values(conn, "schema_version", "index_id")
+    # An index without an id (built by a release from before ids) gets one: a write, once.
+    return got.get("schema_version") == str(SCHEMA_VERSION) and "index_id" in got
+
+
+def meta_values(conn: apsw.Connection, *keys: str) -> dict[str, Any]:
+    """These meta keys' values, as one read of ``conn`` sees them (absent keys left out)."""
+    rows: Any = conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})", keys).fetchall()
+    return dict(rows)
+
+
+def new_index_id() -> str:
+    """A random id for a new index (meta ``index_id``): per-generation caches are kept for (id, generation)."""
+    return uuid.uuid4().hex
 
 
 def _int_or_zero(value: Any) -> int:
@@ -353,6 +368,10 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     conn.execute(SCHEMA)
     if generation:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (str(generation),))
+    # A new index (a new file, a rebuild after the drop above) gets a new id; an index from before ids gets one
+    # here, in the transaction of its migration if it has one. Its caches in running processes are kept for
+    # (id, generation): a number reached again under another id never finds another index's text.
+    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)", (new_index_id(),))
     if not _has_column(conn, "chunks", "lines"):
         conn.execute("ALTER TABLE chunks ADD COLUMN lines BLOB")
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from .meta import Generation
 from .parts import StoreParts
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ PROBE_MAX = 500
 #: ``postings(terms, generation, cap)``: ``{term: {rowid: count in the text column}}`` of every chunk holding each of
 #: these index terms at that generation (read from FTS5's index, or kept), or None when they cannot be told; with a
 #: ``cap``, the terms occurring more often than that are left out.
-Postings = Callable[[Sequence[str], int, "int | None"], "dict[str, dict[int, int]] | None"]
+Postings = Callable[[Sequence[str], Generation, "int | None"], "dict[str, dict[int, int]] | None"]
 
 
 def _varints(blob: bytes) -> list[int] | None:
@@ -90,7 +91,7 @@ class KeywordSearch(StoreParts):
     """FTS5 candidates and the IDF of query terms."""
 
     def keyword_search(self, query: str, limit: int, *, analysis: QueryAnalysis | None = None,
-                       generation: int | None = None, postings: Postings | None = None) -> list[tuple[int, float]]:
+                       generation: Generation | None = None, postings: Postings | None = None) -> list[tuple[int, float]]:
         """``(rowid, bm25 rank)`` best first (more negative is better), all sources.
 
         Only the query's content words are matched (stop words and question
@@ -98,7 +99,7 @@ class KeywordSearch(StoreParts):
         only picks keyword candidates: their score comes from
         :func:`analysis.keyword_evidence`. ``analysis``: the query already
         tokenized (:class:`~.analysis.QueryAnalysis` of ``query``); ``generation``:
-        the index generation the caller read for this search (else it is read); ``postings``: where the counts
+        the index generation key the caller read for this search (else it is read); ``postings``: where the counts
         of rare terms in every chunk holding them come from (:data:`Postings`), when the caller keeps them: a
         query of such terms is then ranked from them (:meth:`_rank_from_postings`), not by FTS5's MATCH.
         """
@@ -137,7 +138,7 @@ class KeywordSearch(StoreParts):
             return []
         return [(rowid, float(rank)) for rowid, rank in rows]
 
-    def _rank_from_postings(self, tokens: list[str], limit: int, generation: int, postings: Postings,
+    def _rank_from_postings(self, tokens: list[str], limit: int, generation: Generation, postings: Postings,
                             ) -> list[tuple[int, float]] | None:
         """What the MATCH query of ``tokens`` (:func:`~.keyword.match_tokens`) ranked by ``bm25()`` answers, computed
         from the counts of their index terms in every chunk holding them, or None when it cannot be (a token of
@@ -197,7 +198,7 @@ class KeywordSearch(StoreParts):
         ranks = sorted(zip(map(neg, scores.values()), scores, strict=True))
         return [(doc, rank) for rank, doc in ranks[:limit]]
 
-    def _probe_term_stats(self, words: Sequence[str], generation: int, postings: Postings) -> None:
+    def _probe_term_stats(self, words: Sequence[str], generation: Generation, postings: Postings) -> None:
         """Learn the document frequency of these query words' index terms (one term without a CJK run each) not
         known yet from their counts in every chunk (:data:`PROBE_MAX` at most): for such a term the chunks and
         instances ``chunks_vocab`` counts are the ones of its instances in the ``text`` column, which
@@ -222,7 +223,7 @@ class KeywordSearch(StoreParts):
         for t, docs in found.items():  # of this generation (the caller checked)
             known[t] = (len(docs), sum(docs.values()))
 
-    def _length_norms(self, docs: Collection[int], generation: int) -> tuple[int, dict[int, float]] | None:
+    def _length_norms(self, docs: Collection[int], generation: Generation) -> tuple[int, dict[int, float]] | None:
         """The index's rows N and ``{rowid: k1 * (1 - b + b * D / avgdl)}`` (``bm25()``'s length normalisation) of
         these chunks (and others kept), kept for the generation per thread (up to :data:`DOC_SIZES_MAX` chunks);
         None when FTS5's sizes cannot be read.
@@ -239,7 +240,7 @@ class KeywordSearch(StoreParts):
             values = _varints(row[0]) if row is not None and isinstance(row[0], bytes) else None
             if values is None or len(values) != 3 or values[0] <= 0:
                 return None
-            if self.generation() != generation:
+            if self.generation_key() != generation:
                 return None  # a write landed after the caller read the generation: this may be a later one's
             kept: dict[int, float] = {}
             cached = (generation, values[0], float(values[1] + values[2]) / float(values[0]), kept)
@@ -263,7 +264,7 @@ class KeywordSearch(StoreParts):
                 if sizes is None or len(sizes) != 2:
                     return None
                 fresh[doc] = k1 * (1 - b + b * float(sizes[0] + sizes[1]) / avgdl)
-            if len(fresh) != len(missing) or self.generation() != generation:
+            if len(fresh) != len(missing) or self.generation_key() != generation:
                 return None  # a chunk without sizes, or a write landed meanwhile: these may be a later generation's
             if len(known) + len(fresh) > DOC_SIZES_MAX:
                 # Kept again from these chunks' (the ones kept already taken out first: emptied, they went missing).
@@ -273,7 +274,7 @@ class KeywordSearch(StoreParts):
             known.update(fresh)
         return n_row, known
 
-    def term_weights(self, terms: Sequence[str], *, generation: int | None = None) -> dict[str, float]:
+    def term_weights(self, terms: Sequence[str], *, generation: Generation | None = None) -> dict[str, float]:
         """IDF of each index term in this index (absent terms weigh the most); ``generation`` as in keyword_search."""
         if not terms:
             return {}
@@ -288,14 +289,14 @@ class KeywordSearch(StoreParts):
 
         return {t: _analysis.idf(int(df.get(t, 0)), n) for t in terms}
 
-    def _weighty_tokens(self, tokens: list[str], *, size: tuple[int, int] | None = None) -> list[str]:
+    def _weighty_tokens(self, tokens: list[str], *, size: tuple[Generation, int] | None = None) -> list[str]:
         """Leave out tokens found in more than half of the chunks.
 
         FTS5's BM25 gives such a term an IDF of 1e-6, so it cannot change the
         ranking, but matching it makes FTS5 rank nearly every chunk: leaving
         it out keeps keyword search fast on a large index. If every token is
         that common, the rarest one stays. ``size``: the index's
-        ``(generation, chunk count)`` when the caller has read it already.
+        ``(generation key, chunk count)`` when the caller has read it already.
         """
         generation, n = size if size is not None else self._index_size()
         if len(tokens) < 2 or n < PRUNE_MIN_CHUNKS:
@@ -314,7 +315,7 @@ class KeywordSearch(StoreParts):
             kept.append(min(present, key=lambda t: df[stems[t]]))
         return kept
 
-    def _found_somewhere(self, tokens: list[str], generation: int) -> list[str]:
+    def _found_somewhere(self, tokens: list[str], generation: Generation) -> list[str]:
         """Leave out the tokens that cannot match: one index term (no CJK run: no bigram phrase) that no chunk holds.
 
         Such a token's phrase matches no chunk and adds exactly 0.0 to every chunk's bm25 (its frequency is 0;
@@ -336,7 +337,7 @@ class KeywordSearch(StoreParts):
             return tokens
         return [t for t in tokens if t not in single or df[single[t]] > 0]
 
-    def _doc_freqs(self, terms: Sequence[str], generation: int) -> dict[str, int]:
+    def _doc_freqs(self, terms: Sequence[str], generation: Generation) -> dict[str, int]:
         """How many chunks hold each index term, remembered for this generation of the index.
 
         One search asks twice (pruning the MATCH, then weighing the terms), and the same words
@@ -345,7 +346,7 @@ class KeywordSearch(StoreParts):
         known = self._term_stats(terms, generation)
         return {t: known[t][0] for t in terms}
 
-    def _term_stats(self, terms: Sequence[str], generation: int) -> dict[str, tuple[int, int]]:
+    def _term_stats(self, terms: Sequence[str], generation: Generation) -> dict[str, tuple[int, int]]:
         """``(chunks holding it, occurrences)`` of each index term, remembered for this generation of the index."""
         cached = getattr(self._local, "df", None)
         if cached is None or cached[0] != generation or len(cached[1]) > DF_CACHE_MAX:
@@ -361,7 +362,7 @@ class KeywordSearch(StoreParts):
                 known[t] = found.get(t, (0, 0))
         return known
 
-    def term_occurrences(self, terms: Sequence[str], generation: int) -> dict[str, int] | None:
+    def term_occurrences(self, terms: Sequence[str], generation: Generation) -> dict[str, int] | None:
         """How often each of these index terms occurs in the whole index (what :meth:`term_counts` reads),
         or None when FTS5 cannot tell (unavailable, or the keyword table predates this tokenizer)."""
         if self.fts_error is not None or not self._fts_current(generation):
@@ -440,7 +441,7 @@ class KeywordSearch(StoreParts):
             return None
         return dict(Counter(got if isinstance(got, list) else () if got is None else (got,)))
 
-    def _fts_current(self, generation: int) -> bool:
+    def _fts_current(self, generation: Generation) -> bool:
         """Whether ``chunks_fts`` uses this version's tokenizer (checked once per generation and thread)."""
         cached = getattr(self._local, "fts_current", None)
         if cached is None or cached[0] != generation:
@@ -451,9 +452,9 @@ class KeywordSearch(StoreParts):
             self._local.fts_current = cached
         return bool(cached[1])
 
-    def _index_size(self, generation: int | None = None) -> tuple[int, int]:
-        """``(generation, chunk count)``: the generation read once (unless given), the count cached per generation."""
-        gen = self.generation() if generation is None else generation
+    def _index_size(self, generation: Generation | None = None) -> tuple[Generation, int]:
+        """``(generation key, chunk count)``: the key read once (unless given), the count cached per key."""
+        gen = self.generation_key() if generation is None else generation
         cached = getattr(self._local, "count", None)
         if cached is None or cached[0] != gen:
             cached = (gen, int(self._read("SELECT COUNT(*) FROM chunks").fetchone()[0]))
@@ -463,6 +464,6 @@ class KeywordSearch(StoreParts):
     def _chunk_count(self) -> int:
         return self._index_size()[1]
 
-    def chunks_at(self, generation: int) -> int:
+    def chunks_at(self, generation: Generation) -> int:
         """How many chunks the index holds at this generation (counted once per generation and thread)."""
         return self._index_size(generation)[1]

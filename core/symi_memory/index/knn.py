@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .db import meta_values
+from .meta import Generation
 from .parts import StoreParts
 from .records import VectorSnapshot
 
@@ -107,12 +109,13 @@ class VectorReads(StoreParts):
         finally:
             conn.close()
 
-    def vector_rows(self, vector_ids: Sequence[int], dims: int, generation: int) -> Any:
+    def vector_rows(self, vector_ids: Sequence[int], dims: int, generation: Generation) -> Any:
         """The stored float32 vectors with these ``embedding_cache`` ids, as an ``(n, dims)`` matrix in that order.
 
         Read as blobs (``sqlite3_blob_reopen``: no statement per row, no row objects), about twice as
         fast as selecting them, in one read transaction that first checks the index is still at
-        ``generation`` (the ids come from a scan copy of that generation). None when it is not, or
+        ``generation`` (:meth:`~.meta.MetaRows.generation_key`: the ids come from a scan copy of that index and
+        generation). None when it is not (or the index has no id), or
         when a vector is gone or of another width: the caller then reads by chunk.
         """
         import apsw
@@ -124,8 +127,8 @@ class VectorReads(StoreParts):
         width = dims * 4
         conn = self.reader()
         with conn:  # one read transaction: the generation and the vectors are of the same index state
-            row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
-            if (int(row[0]) if row else 0) != generation:
+            got = meta_values(conn, "index_id", "generation")
+            if (got.get("index_id"), int(got.get("generation") or 0)) != generation:
                 return None
             try:
                 blob = conn.blob_open("main", "embedding_cache", "embedding", int(vector_ids[0]), False)
@@ -227,8 +230,8 @@ class VectorReads(StoreParts):
 
         conn = self.reader()
         with conn:  # one read transaction: WAL gives a consistent view
-            row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
-            generation = int(row[0]) if row else 0
+            got = meta_values(conn, "index_id", "generation")
+            generation = int(got.get("generation") or 0)
             dims = self.vector_dims() or 0
             n = self.vector_stats(dims)[0] if dims else 0
             rowids = np.empty(n, dtype=np.int64)
@@ -244,4 +247,5 @@ class VectorReads(StoreParts):
                     rowids[i] = rowid
                     matrix[i] = np.frombuffer(blob, dtype=np.float32)
                     i += 1
-        return VectorSnapshot(generation=generation, dims=dims, rowids=rowids[:i], matrix=matrix[:i])
+        return VectorSnapshot(generation=generation, dims=dims, rowids=rowids[:i], matrix=matrix[:i],
+                              index_id=got.get("index_id"))

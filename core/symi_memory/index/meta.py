@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .db import new_index_id
 from .parts import StoreParts
 from .records import FileRow
 
-__all__ = ["MetaRows"]
+__all__ = ["NO_GENERATION", "Generation", "MetaRows", "generation_key"]
+
+#: What a running process's per-generation caches (candidate rows, term counts, document frequencies, the
+#: synonyms vocabulary, the scan copy) are kept for: ``(index id, generation)``. The generation numbers the
+#: writes to one index; the id (meta ``index_id``, random, written when the index is created) tells indexes
+#: apart, so an index numbered from 1 again (an older release's rebuild, a fresh index in place of an
+#: unreadable file) never reaches a key cached for another one's text.
+Generation = tuple[str, int]
+#: A key no index state has: what a cache holds before its first fill.
+NO_GENERATION: Generation = ("", -1)
+log = logging.getLogger("symi_memory.index")
+
+# An index without an id (rebuilt by a release from before ids) gets another key at every look: its caches
+# then last only while nothing commits, until this version's next open or write gives it an id.
+_unnamed = itertools.count(1)
+
+
+def generation_key(index_id: Any, generation: Any) -> Generation:
+    """The cache key of the index state with meta ``index_id`` (None when absent) and ``generation``."""
+    return (str(index_id) if index_id is not None else f"unnamed-{next(_unnamed)}", int(generation or 0))
 
 
 class MetaRows(StoreParts):
@@ -35,17 +58,21 @@ class MetaRows(StoreParts):
 
     def generation(self) -> int:
         """The index generation as this thread's reading connection sees it (:meth:`search_epoch`'s, read again
-        only after another connection committed)."""
+        only after another connection committed). Caches key on :meth:`generation_key`, never on this alone."""
+        return self.search_epoch()[0][1]
+
+    def generation_key(self) -> Generation:
+        """``(index id, generation)`` as :meth:`generation` reads it: what per-generation caches are kept for."""
         return self.search_epoch()[0]
 
-    def search_epoch(self) -> tuple[int, int]:
-        """``(generation, touches)`` in one read: what a search's caches of chunk rows are kept for.
+    def search_epoch(self) -> tuple[Generation, int]:
+        """``(generation key, touches)`` in one read: what a search's caches of chunk rows are kept for.
 
         ``touches`` counts the files whose mtime :meth:`touch_file` updated (same content, no new generation).
         """
         return self.search_state()[0]
 
-    def search_state(self) -> tuple[tuple[int, int], str | None]:
+    def search_state(self) -> tuple[tuple[Generation, int], str | None]:
         """:meth:`search_epoch`, and the ``identity`` meta value (``get_meta("identity")``: which provider and model
         built the vectors) of the same read: a search asks for both, and reading the data version once serves both.
         """
@@ -57,11 +84,31 @@ class MetaRows(StoreParts):
         kept = getattr(self._local, "epoch", None)
         if kept is not None and kept[0] is conn and kept[1] == version:
             return kept[2]  # type: ignore[no-any-return]
-        got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches', 'identity')")
-                   .fetchall())
-        state = (int(got.get("generation") or 0), int(got.get("touches") or 0)), got.get("identity")
+        got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches', 'identity', "
+                              "'index_id')").fetchall())
+        if got.get("index_id") is None:
+            self._claim_index_id()
+        state = ((generation_key(got.get("index_id"), got.get("generation")), int(got.get("touches") or 0)),
+                 got.get("identity"))
         self._local.epoch = (conn, version, state)
         return state
+
+    def _claim_index_id(self) -> None:
+        """Give an index without an id (a release from before ids rebuilt it while this process ran) one, on a
+        thread of its own: a search never writes. Until it lands each look gives the index another key, so
+        nothing kept per generation (the scan copy, faiss's index) would stay current for long."""
+        claim = self._id_claim
+        if claim is not None and claim.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                self.claim_meta("index_id", new_index_id())
+            except Exception as exc:  # apsw.Error: locked past the retries, a read-only file, a closed store
+                log.info("could not give the index an id yet (%s)", exc)
+
+        self._id_claim = claim = threading.Thread(target=run, daemon=True, name="symi-index-id")
+        claim.start()
 
     # ----------------------------------------------------------------- files
 
@@ -108,6 +155,11 @@ class MetaRows(StoreParts):
         """The generation as the writer connection sees it (inside ``lock``)."""
         row = self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
         return int(row[0]) if row else 0
+
+    def index_id_now(self) -> str | None:
+        """The index id (meta ``index_id``) as the writer connection sees it (inside ``lock``)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='index_id'").fetchone()
+        return str(row[0]) if row else None
 
     def file_mtimes(self, paths: Iterable[str]) -> dict[str, float]:
         """Modification times of the given indexed files."""

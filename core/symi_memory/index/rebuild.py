@@ -10,7 +10,7 @@ from pathlib import Path
 
 import apsw
 
-from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current
+from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current, new_index_id
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
 
@@ -124,7 +124,7 @@ class Rebuild(StoreParts):
                     raise
                 finally:
                     self.conn.execute("DETACH DATABASE build")
-                self._notify(IndexChange(generation=self.generation_now(), full=True))
+                self._notify(IndexChange(generation=self.generation_now(), full=True, index_id=self.index_id_now()))
         finally:
             build.unlink(missing_ok=True)
             os.close(fd)
@@ -213,3 +213,4 @@ class Rebuild(StoreParts):
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
         c.execute("INSERT INTO meta(key, value) VALUES ('generation', '1') "
                   "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)", (new_index_id(),))

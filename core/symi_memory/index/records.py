@@ -85,6 +85,8 @@ class IndexChange:
     full: bool
     removed: tuple[int, ...] = ()
     added: tuple[tuple[int, bytes], ...] = ()
+    #: The written index's meta ``index_id``: generations number the writes of one index id.
+    index_id: str | None = None
 
 
 @attrs.frozen
@@ -92,13 +94,16 @@ class VectorSnapshot:
     """Every chunk vector of one width, read in one transaction (a consistent view of the index).
 
     ``rowids`` (int64) and ``matrix`` (float32, one row per chunk, as stored: not normalised) are
-    numpy arrays, ordered by rowid; ``dims`` is 0 when the index holds no vector.
+    numpy arrays, ordered by rowid; ``dims`` is 0 when the index holds no vector. ``index_id``: the index's
+    meta ``index_id`` (None for an index an older release rebuilt), which tells apart indexes whose
+    generations are numbered alike.
     """
 
     generation: int
     dims: int
     rowids: Any
     matrix: Any
+    index_id: str | None = None
 
 
 class CandidateRow(NamedTuple):

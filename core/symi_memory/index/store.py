@@ -85,6 +85,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     #: The indexer embeds the finer units of each chunk only for a store that keeps them.
     stores_units: bool = True
     _embedder_ids: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
+    #: Giving an index without an id one (:meth:`~.meta.MetaRows._claim_index_id`), while it runs.
+    _id_claim: threading.Thread | None = None
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""

@@ -30,6 +30,7 @@ import attrs
 
 if TYPE_CHECKING:
     from .analysis import QueryAnalysis
+    from .meta import Generation
 
 __all__ = ["GAMMA", "MEASURED", "THETA", "TOP", "QuerySynonyms", "Vocabulary", "min_cosine", "vocabulary_words"]
 
@@ -362,7 +363,7 @@ class Vocabulary:
                 self._words.update(fresh)
         return out
 
-    def for_query(self, provider: Any, qa: QueryAnalysis, generation: int,
+    def for_query(self, provider: Any, qa: QueryAnalysis, generation: Generation,
                   embed: Callable[[list[str]], list[list[float]]] | None = None, *,
                   theta: float = THETA) -> QuerySynonyms:
         """What one search needs: the words to add to the keyword match, the terms to count, the weights.

@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from .meta import NO_GENERATION, Generation
 from .store import IndexStore, pack_vector
 
 __all__ = ["ExactVectors", "SYNC_LOAD_LIMIT", "combine_unit", "combined_cosines"]
@@ -236,7 +237,7 @@ class _Quantized:
 
     index: _Parts  # the faiss IndexScalarQuantizer(s) holding the codes
     kind: str  # int8 or float16
-    generation: int  # of the index the copy was loaded from: the stored ids below are valid for it
+    generation: Generation  # (index id, generation) the copy was loaded from: the stored ids below are valid for it
     ids: Any  # the chunk rowid of each scan row
     offsets: Any  # where each chunk's rows start, when the scan holds units (else None)
     chunk_ids: Any  # the chunk rowid of each chunk (segment)
@@ -391,7 +392,7 @@ class ExactVectors:
     _chunk_ids: Any = None  # the chunk rowid of each segment, when the scan holds units
     _matrix: Any = None
     _quant: _Quantized | None = None  # when the scan copy is quantized
-    _generation: int = -1
+    _generation: Generation = NO_GENERATION
     _loading: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _thread: threading.Thread | None = None
@@ -429,7 +430,7 @@ class ExactVectors:
         """True when the int8 copy of ``n`` rows keeps its rows' residual codes (it does not keep float32 rows)."""
         return not self._keeps_rows(n) and n <= FINE_MAX_ROWS
 
-    def _load(self, generation: int) -> None:
+    def _load(self, generation: Generation) -> None:
         import numpy as np
 
         # Rows go straight into the scan copy (a preallocated float32 matrix, or the quantized index
@@ -613,7 +614,7 @@ class ExactVectors:
         fine_scale[at : at + len(err)] = step
         return err_dim, err_row
 
-    def _background(self, generation: int) -> None:
+    def _background(self, generation: Generation) -> None:
         try:
             self._load(generation)
         except Exception:  # the next search retries; never kill the thread silently
@@ -630,7 +631,7 @@ class ExactVectors:
         start, sqlite-vec's exact KNN does. Without sqlite-vec the load is
         synchronous, since there is nothing else exact to answer with.
         """
-        generation = self.store.generation()
+        generation = self.store.generation_key()
         with self._lock:
             self._last.current = self._generation == generation
             if self._last.current:
@@ -824,7 +825,7 @@ class ExactVectors:
         with self._lock:
             current = self._quant
         if (current is None or ref() is not current or not asked.issuperset(rowids) or pq.shape != q.shape
-                or not np.array_equal(pq, q) or self.store.generation() != current.generation):
+                or not np.array_equal(pq, q) or self.store.generation_key() != current.generation):
             return None
         return {r: got[r] for r in rowids if r in got}
 
@@ -1136,7 +1137,7 @@ class ExactVectors:
         ``FINE_MAX_ROWS``); ``parts`` how many parts a search scans at once; ``residual`` whether residual
         codes narrow the rescoring."""
         with self._lock:
-            loaded = (self._matrix is not None or self._quant is not None) and self._generation >= 0
+            loaded = (self._matrix is not None or self._quant is not None) and self._generation != NO_GENERATION
             quant = self._quant if loaded else None
             if quant is not None:
                 size = int(quant.index.ntotal) * int(quant.index.d) * (1 if quant.kind == "int8" else 2)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .db import new_index_id
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
 
@@ -78,7 +79,7 @@ class FileWrites(StoreParts):
                 self._forget_uncommitted(saved_dims)
                 raise
             self._notify(IndexChange(generation=self.generation_now(), full=False, removed=tuple(removed),
-                                     added=tuple(added)))
+                                     added=tuple(added), index_id=self.index_id_now()))
         return written
 
     def _notify(self, change: IndexChange) -> None:
@@ -116,6 +117,8 @@ class FileWrites(StoreParts):
             "INSERT INTO meta(key, value) VALUES ('generation', '1') "
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+        # An index an older release rebuilt while this process ran has no id: it gets one with this write.
+        self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)", (new_index_id(),))
         return written
 
     def _delete_path(self, path: str) -> list[int]:
