@@ -335,3 +335,59 @@ def test_texts_told_together_are_plain_exactly_when_each_is() -> None:
         not_plain_seen += not alone
     assert plain_seen > 300 and not_plain_seen > 300
     assert plain_chunks([]) and not plain_chunks(["plain words", "caf\u00e9 ok"])
+
+
+def test_no_join_boundary_makes_or_hides_what_plain_chunk_looks_for() -> None:
+    # The join's line break meets every pair of ASCII characters (with digits, a dash, "v", a colon or a word
+    # around them: "12-" + "05", "2026-" + "05-01", "v" + "2"), every flag word or start cut in two across it
+    # ("mo" + "ved", "Retir" + "ed", upper and lower case), "\r", "\r\n", "\x0b" to "\x1f", empty texts and
+    # spaces: their join is plain exactly when each is, plain_chunks over the two fresh texts answers as plain_chunk
+    # over each alone, and remembers each right.
+    import symi_memory.supersession as supersession
+
+    chars = [chr(c) for c in range(128)]
+    lefts = ["", "x", "1", "12", "12-", "2026-", "v", "a:", "a/", "moved\n", "\r", " "]
+    rights = ["", "x", "1", "05", "-05", "05-01", "2", "d", " to", ":1", "\r\n", " "]
+    pairs = [(left + a, b + right) for i, a in enumerate(chars) for j, b in enumerate(chars)
+             for left, right in [(lefts[(i + j) % len(lefts)], rights[(i * 7 + j) % len(rights)])]]
+    pairs += [(a, b) for a in lefts + chars for b in rights + chars]
+    words = sorted(w.decode("ascii") for w in supersession._FLAG_WORDS)
+    words += [s.decode("ascii") + "ed" for s in supersession._MOVE_STARTS + supersession._DISPOSE_STARTS]
+    for word in words:
+        for cut in range(len(word) + 1):
+            for head, tail in [(word[:cut], word[cut:]), (word[:cut].upper(), word[cut:].upper())]:
+                pairs += [(head, tail), ("the " + head, tail + " car"), (head + "\r", "\r" + tail)]
+    not_plain = 0
+    for a, b in pairs:
+        supersession._PLAIN.clear()
+        alone = supersession._plain_text(a), supersession._plain_text(b)
+        # Exactly: a join that hid a flag would answer wrongly, one that made a flag would tell each text again.
+        assert supersession._plain_text(a + "\n" + b) is all(alone), (a, b)
+        assert plain_chunks([a, b]) is all(alone), (a, b)
+        assert all(supersession._PLAIN.get(t, p) is p for t, p in zip((a, b), alone, strict=True)), (a, b)
+        not_plain += not all(alone)
+    supersession._PLAIN.clear()
+    assert 0 < not_plain < len(pairs)
+
+
+def test_texts_told_together_are_remembered_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # plain_chunks remembers a plain window's texts itself: within PLAIN_KEPT_CHARS as plain_chunk keeps them (the
+    # count of what is kept is the texts' characters and an entry's cost each, cleared when full), a text asked
+    # twice in one window counted once.
+    import symi_memory.supersession as supersession
+
+    bound = 20_000
+    monkeypatch.setattr(supersession, "PLAIN_KEPT_CHARS", bound)
+    supersession._PLAIN.clear()
+    monkeypatch.setattr(supersession, "_PLAIN_CHARS", 0)
+    try:
+        for i in range(2_000):
+            window = [f"c{i}w{k} common words " * (1 + k % 3) for k in range(5)]
+            assert plain_chunks(window + window[:2])
+            kept = sum(len(t) + supersession._PLAIN_ENTRY_COST for t in supersession._PLAIN)
+            assert kept == supersession._PLAIN_CHARS <= bound
+            assert all(supersession._PLAIN[t] for t in supersession._PLAIN)
+        assert plain_chunks([("x" * bound) + " a", "and the rest"])  # too long to keep: told, not remembered
+        assert ("x" * bound) + " a" not in supersession._PLAIN
+    finally:
+        supersession._PLAIN.clear()
