@@ -258,7 +258,7 @@ class IndexedBackend:
         weights: dict[str, float] | None = None
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
-                                               generation=generation, postings=self._whole_postings)
+                                               generation=generation)
             if scan is not None:
                 # With their stored vectors when the keyword candidates the scan does not score are scored from them.
                 keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
@@ -285,7 +285,7 @@ class IndexedBackend:
             scan.cancel()  # the vector came too late (or not at all): no scan of it is wanted now
         if ranked is None:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
-                                               generation=generation, postings=self._whole_postings) if use_text else []
+                                               generation=generation) if use_text else []
         vec_hits: dict[int, float] = {}
         if use_vec:
             if scan is not None:
@@ -658,58 +658,24 @@ class IndexedBackend:
         # A rare term's counts are read for every chunk holding it and kept for the generation (any later
         # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
         # asked about, kept per term, cost more than they saved at 100k chunks, where chunks seldom come back).
-        whole = self._whole_postings([t for t in present if occurrences[t] <= FTS_COUNT_WHOLE_MAX], generation)
-        if whole is None:
-            return {}
-        postings: list[tuple[str, dict[int, int]]] = []
-        for t in present:
-            docs = whole.get(t)
-            if docs is None:
-                docs = self.store.term_docs(t, eligible)
-                if docs is None:
-                    return {}
-            postings.append((t, docs))
-        if self.store.generation_key() != generation:
-            return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
-        # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
-        out: dict[int, dict[str, int]] = {k: {} for k in eligible}
-        wanted = out.keys()
-        for t, docs in postings:
-            if docs:
-                for k in docs.keys() & wanted:
-                    out[k][t] = docs[k]
-        return out
-
-    def _whole_postings(self, terms: Sequence[str], generation: Generation, cap: int | None = None,
-                        ) -> dict[str, dict[int, int]] | None:
-        """``{term: {rowid: count}}``: each of these (rare) index terms' counts in the ``text`` column of every chunk
-        holding it (:meth:`~.fts.KeywordSearch.term_docs`), kept for the index generation (up to
-        :data:`POSTINGS_CACHE_MAX` counts); None when FTS5 cannot tell, or a write landed after ``generation``
-        was read (the counts read then may be a later generation's); with a ``cap``, the terms occurring more
-        often than that are left out (their counts not read further). What keyword search ranks rare terms by
-        (:data:`~.fts.Postings`) and what the candidates' counts are read from."""
         kept = self._postings
         if kept[0] != generation:
             kept = self._postings = (generation, {}, [0])
         known = kept[1]
-        out: dict[str, dict[int, int]] = {}
+        postings: list[tuple[str, dict[int, int]]] = []
         fresh: list[tuple[str, dict[int, int]]] = []
-        for t in terms:
+        for t in present:
             docs = known.get(t)
             if docs is None:
-                docs = self.store.term_docs(t, None, cap=cap)
+                whole = occurrences[t] <= FTS_COUNT_WHOLE_MAX
+                docs = self.store.term_docs(t, None if whole else eligible)
                 if docs is None:
-                    return None
-                if cap is not None and sum(docs.values()) > cap:
-                    continue  # a commoner term: neither kept nor given
-                fresh.append((t, docs))
-            elif cap is not None and sum(docs.values()) > cap:
-                continue
-            out[t] = docs
-        if not fresh:
-            return out
+                    return {}
+                if whole:
+                    fresh.append((t, docs))
+            postings.append((t, docs))
         if self.store.generation_key() != generation:
-            return None
+            return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         for t, docs in fresh:  # counts of this generation (checked above)
             # A term counts once at least: one in the cjk column only (a CJK bigram) is kept with no counts.
             size = len(docs) or 1
@@ -718,6 +684,13 @@ class IndexedBackend:
             if size <= POSTINGS_CACHE_MAX:
                 kept[1][t] = docs
                 kept[2][0] += size
+        # As store.term_counts gives them: each chunk's terms in the query's order, the absent ones left out.
+        out: dict[int, dict[str, int]] = {k: {} for k in eligible}
+        wanted = out.keys()
+        for t, docs in postings:
+            if docs:
+                for k in docs.keys() & wanted:
+                    out[k][t] = docs[k]
         return out
 
     def calibration(self) -> ScoreCalibration:

@@ -1,14 +1,12 @@
-"""Keyword search over FTS5: the MATCH query (or the same ranking from rare terms' counts), common-term pruning, term weights (IDF)."""
+"""Keyword search over FTS5: the MATCH query, common-term pruning, and term weights (IDF)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import logging
-import math
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
-from operator import neg
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import apsw
@@ -22,7 +20,7 @@ if TYPE_CHECKING:
 # The query side (`analysis`, `keyword`) is imported by the methods that search: opening the store for
 # `status` or `get` does not need it.
 
-__all__ = ["PRUNE_MIN_CHUNKS", "KeywordSearch", "Postings"]
+__all__ = ["PRUNE_MIN_CHUNKS", "KeywordSearch"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -30,52 +28,6 @@ log = logging.getLogger("symi_memory.index")
 PRUNE_MIN_CHUNKS = 50
 # Document frequencies remembered per reading thread for the current generation (then forgotten).
 DF_CACHE_MAX = 50_000
-# A keyword query is ranked from its terms' counts in every chunk holding them (KeywordSearch._rank_from_postings)
-# when they occur at most this many times in all.
-RANK_FROM_POSTINGS_MAX = 4_000
-# Chunk sizes (tokens) remembered per reading thread for the current generation.
-DOC_SIZES_MAX = 20_000
-# FTS5's bm25() constants (fts5_aux.c).
-FTS5_BM25_K1 = 1.2
-FTS5_BM25_B = 0.75
-
-# A query word's counts are read (PROBE_MAX + 1 instances at most) before its document frequency when neither is
-# known yet: a rare word's counts tell its frequency too (one read of FTS5's index, not two), which the ranking
-# and the candidates' counts need anyway; a commoner word's frequency is then read as before.
-PROBE_MAX = 500
-
-#: ``postings(terms, generation, cap)``: ``{term: {rowid: count in the text column}}`` of every chunk holding each of
-#: these index terms at that generation (read from FTS5's index, or kept), or None when they cannot be told; with a
-#: ``cap``, the terms occurring more often than that are left out.
-Postings = Callable[[Sequence[str], Generation, "int | None"], "dict[str, dict[int, int]] | None"]
-
-
-def _varints(blob: bytes) -> list[int] | None:
-    """The SQLite varints (big-endian, 7 bits a byte, the 9th byte whole) that make up ``blob``; None if cut off."""
-    out: list[int] = []
-    i, n = 0, len(blob)
-    while i < n:
-        c = blob[i]
-        if c < 0x80:  # one byte: nearly every size
-            out.append(c)
-            i += 1
-            continue
-        v = 0
-        for _ in range(8):
-            if i >= n:
-                return None
-            c = blob[i]
-            i += 1
-            v = (v << 7) | (c & 0x7F)
-            if c < 0x80:
-                break
-        else:
-            if i >= n:
-                return None
-            v = (v << 8) | blob[i]
-            i += 1
-        out.append(v)
-    return out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -91,7 +43,7 @@ class KeywordSearch(StoreParts):
     """FTS5 candidates and the IDF of query terms."""
 
     def keyword_search(self, query: str, limit: int, *, analysis: QueryAnalysis | None = None,
-                       generation: Generation | None = None, postings: Postings | None = None) -> list[tuple[int, float]]:
+                       generation: Generation | None = None) -> list[tuple[int, float]]:
         """``(rowid, bm25 rank)`` best first (more negative is better), all sources.
 
         Only the query's content words are matched (stop words and question
@@ -99,9 +51,7 @@ class KeywordSearch(StoreParts):
         only picks keyword candidates: their score comes from
         :func:`analysis.keyword_evidence`. ``analysis``: the query already
         tokenized (:class:`~.analysis.QueryAnalysis` of ``query``); ``generation``:
-        the index generation key the caller read for this search (else it is read); ``postings``: where the counts
-        of rare terms in every chunk holding them come from (:data:`Postings`), when the caller keeps them: a
-        query of such terms is then ranked from them (:meth:`_rank_from_postings`), not by FTS5's MATCH.
+        the index generation key the caller read for this search (else it is read).
         """
         if self.fts_error is not None:
             return []
@@ -110,12 +60,6 @@ class KeywordSearch(StoreParts):
 
         words = list(analysis.words) if analysis is not None else _analysis.content_words(query_tokens(query))
         size = self._index_size(generation)
-        # Only a keyword table of this tokenizer matches a query word by the index term it makes (one migrated from
-        # schema 3 holds words unstemmed until its rebuild, and its MATCH tokenizes the query with its own tokenizer).
-        if postings is not None and generation is not None and not self._fts_current(generation):
-            postings = None
-        if postings is not None and generation is not None:
-            self._probe_term_stats(words, generation, postings)
         tokens = self._weighty_tokens(words, size=size)
         # Their document frequencies were read just now. Only a keyword table of this tokenizer holds the index
         # terms the check looks up: one migrated from schema 3 holds words unstemmed until its rebuild.
@@ -124,10 +68,6 @@ class KeywordSearch(StoreParts):
         match = match_tokens(tokens)
         if match is None:
             return []
-        if postings is not None and generation is not None:
-            ranked = self._rank_from_postings(tokens, limit, generation, postings)
-            if ranked is not None:
-                return ranked
         try:
             # bm25() ordered by SQLite, not FTS5's own `ORDER BY rank` sorter: the same ranks (rank is bm25
             # here) at about half the cost, and equal ranks in rowid order, as that sorter leaves them.
@@ -137,142 +77,6 @@ class KeywordSearch(StoreParts):
             log.warning("keyword query failed (%s); query was %r", exc, query)
             return []
         return [(rowid, float(rank)) for rowid, rank in rows]
-
-    def _rank_from_postings(self, tokens: list[str], limit: int, generation: Generation, postings: Postings,
-                            ) -> list[tuple[int, float]] | None:
-        """What the MATCH query of ``tokens`` (:func:`~.keyword.match_tokens`) ranked by ``bm25()`` answers, computed
-        from the counts of their index terms in every chunk holding them, or None when it cannot be (a token of
-        a CJK run or of more than one index term, terms occurring more than :data:`RANK_FROM_POSTINGS_MAX` times
-        in all, FTS5's counts unreadable, or a write landed meanwhile).
-
-        The caller reads those counts anyway, to score the candidates: FTS5's MATCH looked each term up again in
-        every segment of its index, and its ``bm25()`` counted each term's chunks once more and read each matching
-        chunk's size. Here each matching chunk's size is read (kept for the generation), and BM25 is computed as
-        FTS5's ``bm25()`` computes it, operation for operation in IEEE doubles: for each phrase (one per token, in
-        order) ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 when not positive) with N the index's rows and n the
-        rows whose ``text`` column holds the term, then ``score += idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b *
-        D / avgdl)))`` with f the term's count in the row's ``text`` column (each token is one column-filtered
-        term: its instances there), D the row's tokens in all columns and avgdl the index's tokens over its rows;
-        the rank is ``-1.0 * score``, ordered by rank then rowid. A term without a CJK character never occurs in
-        the ``cjk`` column (it holds CJK bigrams only), so its instances and rows are those of the ``text`` column.
-        """
-        from .keyword import CJK_RUN_RE
-
-        terms: list[str] = []
-        for t in tokens:
-            got = _index_terms(t)
-            if len(got) != 1 or CJK_RUN_RE.search(t) is not None:
-                return None
-            terms.append(got[0])
-        distinct = list(dict.fromkeys(terms))
-        try:
-            stats = self._term_stats(distinct, generation)
-        except apsw.SQLError:
-            return None
-        if sum(stats[t][1] for t in distinct) > RANK_FROM_POSTINGS_MAX:
-            return None
-        got_postings = postings(distinct, generation, None)
-        if got_postings is None:
-            return None
-        lists = [got_postings[t] for t in terms]
-        docs: set[int] = set()
-        for p in lists:
-            docs.update(p)
-        if not docs:
-            return []
-        norms = self._length_norms(docs, generation)
-        if norms is None:
-            return None
-        n_row = norms[0]
-        k1_1 = FTS5_BM25_K1 + 1.0
-        scores = dict.fromkeys(docs, 0.0)
-        # Phrase by phrase: each row's score takes its phrases' parts in the phrase order bm25() adds them in.
-        for p in lists:
-            n_hit = len(p)
-            idf = math.log((n_row - n_hit + 0.5) / (n_hit + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            kept = norms[1]
-            for doc, f in p.items():
-                scores[doc] += idf * ((f * k1_1) / (f + kept[doc]))
-        ranks = sorted(zip(map(neg, scores.values()), scores, strict=True))
-        return [(doc, rank) for rank, doc in ranks[:limit]]
-
-    def _probe_term_stats(self, words: Sequence[str], generation: Generation, postings: Postings) -> None:
-        """Learn the document frequency of these query words' index terms (one term without a CJK run each) not
-        known yet from their counts in every chunk (:data:`PROBE_MAX` at most): for such a term the chunks and
-        instances ``chunks_vocab`` counts are the ones of its instances in the ``text`` column, which
-        :meth:`term_docs` reads (it holds no CJK bigram); the rest are read from ``chunks_vocab`` when asked."""
-        cached = getattr(self._local, "df", None)
-        if cached is None or cached[0] != generation or len(cached[1]) > DF_CACHE_MAX:
-            cached = (generation, {})
-            self._local.df = cached
-        known: dict[str, tuple[int, int]] = cached[1]
-        from .keyword import CJK_RUN_RE
-
-        wanted: list[str] = []
-        for w in words:
-            got = _index_terms(w)
-            if len(got) == 1 and got[0] not in known and CJK_RUN_RE.search(w) is None:
-                wanted.append(got[0])
-        if not wanted:
-            return
-        found = postings(list(dict.fromkeys(wanted)), generation, PROBE_MAX)
-        if found is None:
-            return
-        for t, docs in found.items():  # of this generation (the caller checked)
-            known[t] = (len(docs), sum(docs.values()))
-
-    def _length_norms(self, docs: Collection[int], generation: Generation) -> tuple[int, dict[int, float]] | None:
-        """The index's rows N and ``{rowid: k1 * (1 - b + b * D / avgdl)}`` (``bm25()``'s length normalisation) of
-        these chunks (and others kept), kept for the generation per thread (up to :data:`DOC_SIZES_MAX` chunks);
-        None when FTS5's sizes cannot be read.
-
-        As ``bm25()`` reads them: N and the tokens of each column in all rows from FTS5's averages record
-        (varints), avgdl their sum over N, and D a row's tokens in all columns (its ``%_docsize`` row, a varint
-        per column)."""
-        cached = getattr(self._local, "length_norms", None)
-        if cached is None or cached[0] != generation:
-            try:
-                row = self._read("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-            except apsw.SQLError:
-                return None
-            values = _varints(row[0]) if row is not None and isinstance(row[0], bytes) else None
-            if values is None or len(values) != 3 or values[0] <= 0:
-                return None
-            if self.generation_key() != generation:
-                return None  # a write landed after the caller read the generation: this may be a later one's
-            kept: dict[int, float] = {}
-            cached = (generation, values[0], float(values[1] + values[2]) / float(values[0]), kept)
-            self._local.length_norms = cached
-        n_row: int = cached[1]
-        avgdl: float = cached[2]
-        known: dict[int, float] = cached[3]
-        missing = [d for d in docs if d not in known]
-        if missing:
-            from .chunks import _LISTED_TABLE, bound_list
-
-            try:
-                rows = self._read(f"SELECT d.id, d.sz FROM {_LISTED_TABLE} k CROSS JOIN chunks_fts_docsize d "
-                                  "ON d.id = k.value", (bound_list(sorted(missing)),)).fetchall()
-            except apsw.SQLError:
-                return None
-            k1, b = FTS5_BM25_K1, FTS5_BM25_B
-            fresh: dict[int, float] = {}
-            for doc, blob in rows:
-                sizes = _varints(blob) if isinstance(blob, bytes) else None
-                if sizes is None or len(sizes) != 2:
-                    return None
-                fresh[doc] = k1 * (1 - b + b * float(sizes[0] + sizes[1]) / avgdl)
-            if len(fresh) != len(missing) or self.generation_key() != generation:
-                return None  # a chunk without sizes, or a write landed meanwhile: these may be a later generation's
-            if len(known) + len(fresh) > DOC_SIZES_MAX:
-                # Kept again from these chunks' (the ones kept already taken out first: emptied, they went missing).
-                asked = {d: known[d] for d in docs if d in known}
-                known.clear()
-                known.update(asked)
-            known.update(fresh)
-        return n_row, known
 
     def term_weights(self, terms: Sequence[str], *, generation: Generation | None = None) -> dict[str, float]:
         """IDF of each index term in this index (absent terms weigh the most); ``generation`` as in keyword_search."""
@@ -396,7 +200,7 @@ class KeywordSearch(StoreParts):
                     got[term] = count
         return out
 
-    def term_docs(self, term: str, rowids: Collection[int] | None, *, cap: int | None = None) -> dict[int, int] | None:
+    def term_docs(self, term: str, rowids: Collection[int] | None) -> dict[int, int] | None:
         """``{rowid: count}``: how often this index term occurs in the ``text`` column of each of these chunks
         (:meth:`term_counts` of one term; every chunk holding it when ``rowids`` is None), chunks without it
         left out; None when FTS5 cannot answer.
@@ -405,8 +209,7 @@ class KeywordSearch(StoreParts):
         chunks come back (the rest are skipped inside SQLite), which costs less once the term occurs more
         than a few hundred times (at 10,000 occurrences, 3.2 ms against 8.7 for reading them all); the
         statement's text does not depend on how many chunks are asked about (a JSON array), so it stays
-        prepared. The rows are counted by ``Counter`` in C. With a ``cap`` (and no ``rowids``), at most ``cap + 1``
-        instances are read: counts adding up to more than ``cap`` are not the term's whole counts.
+        prepared. The rows are counted by ``Counter`` in C.
         """
         conn = self.reader()
         if getattr(self._local, "instances", None) is not conn:  # made once in each reading connection
@@ -427,10 +230,7 @@ class KeywordSearch(StoreParts):
         column = " AND col = 'text'" if CJK_RUN_RE.search(term) is not None else ""
         try:
             # apsw's ``get``: the values of a one-column result (one value alone for one row, None for none).
-            if rowids is None and cap is not None:  # stops after cap + 1 instances: more than cap
-                got = conn.execute(f"SELECT doc FROM temp.chunks_instances WHERE term = ?{column} LIMIT ?",
-                                   (term, cap + 1)).get
-            elif rowids is None:
+            if rowids is None:
                 got = conn.execute(f"SELECT doc FROM temp.chunks_instances WHERE term = ?{column}", (term,)).get
             else:
                 got = conn.execute(f"SELECT doc FROM temp.chunks_instances WHERE term = ?{column} "
