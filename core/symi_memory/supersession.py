@@ -1337,10 +1337,15 @@ def plain_chunk(text: str) -> bool:
     if known is not None:
         return known
     plain = _plain_text(text)
-    # Remembered by text (what the answer depends on alone): the best hits of one index come back search after
-    # search. Bounded by the memory kept: each text's characters (ASCII, a byte each) and what an entry costs
-    # beside them (the string's header, the dict's slot), so short texts are bounded too; a dict of strings and
-    # booleans, which the collector does not track.
+    _remember_plain(text, plain)
+    return plain
+
+
+def _remember_plain(text: str, plain: bool) -> None:
+    """Keep ``text``'s answer: by text (what the answer depends on alone), as the best hits of one index come back
+    search after search. Bounded by the memory kept: each text's characters (ASCII, a byte each) and what an entry
+    costs beside them (the string's header, the dict's slot), so short texts are bounded too; a dict of strings and
+    booleans, which the collector does not track."""
     global _PLAIN_CHARS
     cost = len(text) + _PLAIN_ENTRY_COST
     if _PLAIN_CHARS + cost > PLAIN_KEPT_CHARS:
@@ -1349,7 +1354,6 @@ def plain_chunk(text: str) -> bool:
     if cost <= PLAIN_KEPT_CHARS:
         _PLAIN[text] = plain
         _PLAIN_CHARS += cost
-    return plain
 
 
 def plain_chunks(texts: Iterable[str]) -> bool:
@@ -1379,15 +1383,8 @@ def plain_chunks(texts: Iterable[str]) -> bool:
         return all(map(plain_chunk, unknown))
     if not _plain_text("\n".join(unknown)):
         return all(map(plain_chunk, unknown))  # one at least is not: each told (and remembered) alone
-    global _PLAIN_CHARS
     for text in dict.fromkeys(unknown):  # each is plain: remembered (once) as plain_chunk remembers it
-        cost = len(text) + _PLAIN_ENTRY_COST
-        if _PLAIN_CHARS + cost > PLAIN_KEPT_CHARS:
-            _PLAIN.clear()
-            _PLAIN_CHARS = 0
-        if cost <= PLAIN_KEPT_CHARS:
-            _PLAIN[text] = True
-            _PLAIN_CHARS += cost
+        _remember_plain(text, True)
     return True
 
 
