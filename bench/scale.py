@@ -155,6 +155,22 @@ def bench_plugin(table: dict[str, list[float]]) -> Any:
     return Plugin()
 
 
+def open_sqlite_memory(db: Path, table: dict[str, list[float]]) -> tuple[Any, Path]:
+    """A manager searching the builtin-sqlite store at ``db`` with the ``bench`` provider over ``table``, its
+    vector side ready, and the scratch workspace it uses (the caller closes the one and removes the other)."""
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
+    cfg = load_config(None, state_dir=ws, overrides={
+        "plugins": {"slots": {"memory": "builtin-sqlite"}},
+        "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", bench_plugin(table))])
+    while not mem.backend.vectors.ready():
+        time.sleep(0.05)
+    return mem, ws
+
+
 def peak_rss_mb() -> float:
     """VmHWM: unlike ru_maxrss it is reset by exec, so it is this engine's own peak."""
     try:

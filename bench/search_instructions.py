@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,18 +37,9 @@ LIBRARIES = [("Python interpreter", r"libpython|python3\.\d+$"), ("faiss", r"fai
 
 
 def child(db: Path, n: int, count: int, made: int) -> None:
-    from symi_memory import load_config
-    from symi_memory.manager import open_memory
-
     queries = scale.make_queries(n, WARM + made)  # the same set in both runs: they differ only by the searches
     table = {q["text"]: q["vector"] for q in queries}
-    ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
-    cfg = load_config(None, state_dir=ws, overrides={
-        "plugins": {"slots": {"memory": "builtin-sqlite"}},
-        "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", scale.bench_plugin(table))])
-    while not mem.backend.vectors.ready():
-        time.sleep(0.05)
+    mem, ws = scale.open_sqlite_memory(db, table)
     for q in queries[:WARM]:
         mem.search(q["text"], max_results=10, min_score=0)
     for q in queries[WARM:WARM + count]:

@@ -61,9 +61,6 @@ STEPS = [
 def child(db: Path, n: int, count: int) -> None:
     import importlib
 
-    from symi_memory import load_config
-    from symi_memory.manager import open_memory
-
     queries = scale.make_queries(n, count)
     table = {q["text"]: q["vector"] for q in queries}
 
@@ -84,13 +81,7 @@ def child(db: Path, n: int, count: int) -> None:
                 acc[_label] += time.thread_time_ns() - t
 
         setattr(owner, name, timed)
-    ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
-    cfg = load_config(None, state_dir=ws, overrides={
-        "plugins": {"slots": {"memory": "builtin-sqlite"}},
-        "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", scale.bench_plugin(table))])
-    while not mem.backend.vectors.ready():
-        time.sleep(0.05)
+    mem, ws = scale.open_sqlite_memory(db, table)
     print("ready", flush=True)
     for line in sys.stdin:
         i = int(line)

@@ -58,19 +58,10 @@ STEPS = [
 
 
 def child(db: Path, count: int) -> dict[str, Any]:
-    from symi_memory import load_config
-    from symi_memory.manager import open_memory
-
     queries = scale.make_queries(int(os.environ["SEARCH_STEPS_N"]), count)
     table = {q["text"]: q["vector"] for q in queries}
 
-    ws = Path(tempfile.mkdtemp(prefix="bench-ws-"))
-    cfg = load_config(None, state_dir=ws, overrides={
-        "plugins": {"slots": {"memory": "builtin-sqlite"}},
-        "agents": {"defaults": {"memorySearch": {"provider": "bench", "store": {"path": str(db)}}}}})
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=[("bench", scale.bench_plugin(table))])
-    while not mem.backend.vectors.ready():
-        time.sleep(0.05)
+    mem, ws = scale.open_sqlite_memory(db, table)
     for q in queries[:20]:  # warm: thread-local connections, caches
         mem.search(q["text"], max_results=10, min_score=0)
     wall, cpu, proc = [], [], []
