@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from pathlib import Path
@@ -683,21 +684,33 @@ def test_a_search_paused_while_another_starts_the_kept_rows_again_gets_only_its_
         assert got == []  # no memory note answers a search of the sessions
 
 
-def test_term_counts_of_a_search_overtaken_by_a_write_are_not_kept_for_its_older_generation(tmp_path: Path) -> None:
-    # A search reads the index generation; a write lands and gives a chunk's rowid new text (the last file's chunks
-    # get their rowids back), and the rows this search reads after carry it. Their terms are not kept as the older
-    # generation's: another search of that generation, its row read before the write, counted its words from them.
+@contextlib.contextmanager
+def _zebra_chunk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """One synced chunk, "zebra crossing notes", as a search sees it: ``(backend, the generation key it read, the
+    chunk's rowid, its row as read now, rewrite)``; ``rewrite()`` is the write that lands meanwhile, giving that
+    rowid the text "okapi grazing notes" (the last file's chunks get their rowids back) in a new generation."""
     ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nzebra crossing notes\n"})
     with mem:
         mem.sync()
-        backend, store = mem.backend, mem.backend.store
+        store = mem.backend.store
         before = store.generation_key()
-        backend._chunk_terms({}, before, [])  # the term cache kept for this generation, as a search of it leaves it
         rowid = store.keyword_search("zebra", 5)[0][0]
-        old = store.candidate_rows([rowid])[rowid]
-        (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
-        mem.sync()
-        assert store.generation_key() != before
+
+        def rewrite() -> None:
+            (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
+            mem.sync()
+            assert store.generation_key() != before
+
+        yield mem.backend, before, rowid, store.candidate_rows([rowid])[rowid], rewrite
+
+
+def test_term_counts_of_a_search_overtaken_by_a_write_are_not_kept_for_its_older_generation(tmp_path: Path) -> None:
+    # A search reads the index generation; a write lands and gives a chunk's rowid new text, and the rows this search
+    # reads after carry it. Their terms are not kept as the older generation's: another search of that generation,
+    # its row read before the write, counted its words from them.
+    with _zebra_chunk(tmp_path) as (backend, before, rowid, old, rewrite):
+        backend._chunk_terms({}, before, [])  # the term cache kept for this generation, as a search of it leaves it
+        rewrite()
         new = old._replace(text="okapi grazing notes")  # the row as read after the write
         assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid][0] == {"okapi": 1}
         # Another search of the older generation, with the row it read before the write.
@@ -709,18 +722,10 @@ def test_a_search_overtaken_by_a_write_counts_each_row_from_the_text_it_shows(tm
     # reads after carries it. The terms kept for the older generation are the older text's: counted from them, the
     # chunk now saying "okapi" held no okapi (and the length of the older text), so it ranked as if it lacked the
     # query words while its snippet showed them.
-    ws, mem = _memory(tmp_path, {"memory/a.md": "# A\n\nzebra crossing notes\n"})
-    with mem:
-        mem.sync()
-        backend, store = mem.backend, mem.backend.store
-        before = store.generation_key()
-        rowid = store.keyword_search("zebra", 5)[0][0]
-        old = store.candidate_rows([rowid])[rowid]
+    with _zebra_chunk(tmp_path) as (backend, before, rowid, old, rewrite):
         assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid] == ({"zebra": 1}, len(old.text))
-        (ws / "memory/a.md").write_text("# A\n\nokapi grazing notes\n", encoding="utf-8")
-        mem.sync()
-        assert store.generation_key() != before
-        new = store.candidate_rows([rowid])[rowid]  # the row as this search reads it after the write
+        rewrite()
+        new = backend.store.candidate_rows([rowid])[rowid]  # the row as this search reads it after the write
         assert "okapi" in new.text
         assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid] == ({"okapi": 1}, len(new.text))
         # The row read before the write is still counted from the older text.
