@@ -342,8 +342,7 @@ def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_inde
     rebuilds the index numbers generations from 1 again and writes no index id, and reaching the generation a
     running manager built its faiss index at, that index (the old text's vectors under the same rowids) must not
     answer. The running manager's answers are a fresh process's."""
-    import apsw
-    from support.sqlite_memory import add_filler, wait_for, write
+    from support.sqlite_memory import add_filler, rebuilt_by_older_release, wait_for, write
 
     from symi_memory.index.db import SCHEMA_VERSION
 
@@ -363,13 +362,7 @@ def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_inde
         with _open(state, ws, "faiss", units="off", index="flat") as other:  # drops every table, rebuilds
             assert other.sync().full
             path = other.status()["dbPath"]
-        conn = apsw.Connection(path)
-        try:
-            with conn:  # what the older release's rebuild leaves: no index id, numbering from 1 again
-                conn.execute("DELETE FROM meta WHERE key IN ('index_id', 'touches')")
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(cached),))
-        finally:
-            conn.close()
+        rebuilt_by_older_release(path, cached)
         assert running.backend.store.generation() == cached
         _top(running, query)  # answered exactly while the faiss index is rebuilt
         wait_for(running.backend.vectors.ready)

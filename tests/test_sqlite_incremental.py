@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import add_filler, open_mem, wait_for, write
+from support.sqlite_memory import add_filler, open_mem, rebuilt_by_older_release, wait_for, write
 
 from symi_memory.index.db import SCHEMA_VERSION
 
@@ -268,7 +268,6 @@ def test_a_rebuild_by_an_older_release_numbering_from_1_never_reaches_a_cached_g
     Simulated by the state such a rebuild leaves once it reached the generation the running manager cached:
     every table dropped and the new text indexed (chunk rowids from 1 again), then no ``index_id`` in meta
     and the generation and touches reset (written by another connection, as the older release's would)."""
-    import apsw
 
     with open_mem(tmp_path, ws) as running:
         running.sync()
@@ -281,13 +280,7 @@ def test_a_rebuild_by_an_older_release_numbering_from_1_never_reaches_a_cached_g
         with open_mem(tmp_path, ws) as other:  # drops every table and rebuilds
             assert other.sync().full
             path = other.status()["dbPath"]
-        conn = apsw.Connection(path)
-        try:
-            with conn:  # what the older release's rebuild leaves: no index id, numbering from 1 again
-                conn.execute("DELETE FROM meta WHERE key IN ('index_id', 'touches')")
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(cached[0]),))
-        finally:
-            conn.close()
+        rebuilt_by_older_release(path, cached[0])
         assert cached[1] == 0 and _generation_of(running) == cached
         hits = _answers(running, "mountain railway")
         assert hits and all("harbour ferry" not in s for s in hits)

@@ -71,3 +71,17 @@ def wait_for(check: Callable[[], Any], *, timeout: float = 20.0, interval: float
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
         time.sleep(interval)
+
+
+def rebuilt_by_older_release(db_path: str | Path, generation: int) -> None:
+    """Leave the index at ``db_path`` as a rebuild by a release from before index ids leaves it, written by another
+    connection: no ``index_id``, no ``touches``, and its generations numbered from 1 again (up to ``generation``)."""
+    import apsw
+
+    conn = apsw.Connection(str(db_path))
+    try:
+        with conn:
+            conn.execute("DELETE FROM meta WHERE key IN ('index_id', 'touches')")
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(generation),))
+    finally:
+        conn.close()
