@@ -171,6 +171,23 @@ def open_sqlite_memory(db: Path, table: dict[str, list[float]]) -> tuple[Any, Pa
     return mem, ws
 
 
+def side_stores(n: int, baseline_python: str | None, work: Path, env: dict[str, str], *, quiet: bool = False,
+                ) -> dict[str, tuple[str, Path]]:
+    """``{label: (interpreter, store)}`` for this checkout and, when given, the baseline: each side's synthetic
+    store of ``n`` chunks in ``work``, built by its own code (``search_steps.py --build``)."""
+    sides = {"this checkout": sys.executable}
+    if baseline_python:
+        sides["baseline"] = baseline_python
+    steps = Path(__file__).resolve().parent / "search_steps.py"
+    out = {}
+    for label, python in sides.items():
+        db = work / f"{label.replace(' ', '-')}.sqlite"
+        subprocess.run([python, str(steps), "--build", str(db), "--n", str(n)], check=True, env=env,
+                       stdout=subprocess.DEVNULL if quiet else None)
+        out[label] = (python, db)
+    return out
+
+
 def peak_rss_mb() -> float:
     """VmHWM: unlike ru_maxrss it is reset by exec, so it is this engine's own peak."""
     try:

@@ -88,17 +88,11 @@ def main() -> int:
         ap.error("--queries must be 1 or more")
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         ap.error("needs valgrind and callgrind_annotate (Debian's valgrind package)")
-    sides = {"this checkout": sys.executable}
-    if args.baseline_python:
-        sides["baseline"] = args.baseline_python
     work = Path(tempfile.mkdtemp(prefix="symi-instructions-"))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    steps = Path(__file__).resolve().parent / "search_steps.py"
+    sides = scale.side_stores(args.n, args.baseline_python, work, env, quiet=True)
     jobs = []
-    for label, python in sides.items():
-        db = work / f"{label.replace(' ', '-')}.sqlite"
-        subprocess.run([python, str(steps), "--build", str(db), "--n", str(args.n)], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+    for label, (python, db) in sides.items():
         for count in (0, args.queries):
             jobs.append((label, count, python, db))
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -106,16 +106,11 @@ def main() -> int:
     if args.child:
         child(Path(args.child), args.n, args.queries)
         return 0
-    sides = {"this checkout": sys.executable}
-    if args.baseline_python:
-        sides["baseline"] = args.baseline_python
     work = Path(tempfile.mkdtemp(prefix="symi-interleaved-"))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    steps = Path(__file__).resolve().parent / "search_steps.py"
+    sides = scale.side_stores(args.n, args.baseline_python, work, env)
     procs = {}
-    for label, python in sides.items():
-        db = work / f"{label.replace(' ', '-')}.sqlite"
-        subprocess.run([python, str(steps), "--build", str(db), "--n", str(args.n)], check=True, env=env)
+    for label, (python, db) in sides.items():
         procs[label] = subprocess.Popen([python, __file__, "--child", str(db), "--n", str(args.n),
                                          "--queries", str(args.queries)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
