@@ -377,3 +377,35 @@ def test_giving_an_index_its_id_never_holds_up_the_close_while_another_process_w
         finally:
             other.close()
     assert closed < 3
+
+
+def test_a_rebuild_after_another_process_dropped_the_index_stores_its_own_models_vectors(
+        tmp_path: Path, ws: Path) -> None:
+    """An open by another schema version drops every table, the embedders' too, and its syncs number the providers
+    they meet from 1 again: a running manager that kept its provider's embedder id from the old index read another
+    model's vectors as its own from the cache and stored them for its chunks (a 384-d model's index holding
+    256-d vectors: status reported 256 dims and searches scored chunks by the other model's vectors). Its index
+    must be the one a clean build gives."""
+
+    def top(mem) -> list[tuple[str, int, float]]:  # type: ignore[no-untyped-def]
+        return [(h.path, h.start_line, h.score) for h in mem.search("harbour ferry schedule").results]
+
+    with open_mem(tmp_path / "clean", ws) as clean:
+        clean.sync()
+        expected = top(clean)
+        assert clean.status()["vector"]["dims"] == 384
+    with open_mem(tmp_path, ws) as running:
+        running.sync()
+        running.backend.store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        with open_mem(tmp_path, ws, {"model": "hash-256"}) as other:  # its open drops every table
+            assert other.sync().full
+            assert other.status()["vector"]["dims"] == 256
+        report = running.sync()  # the index is another model's now: rebuilt with this manager's
+        assert report.full
+        assert running.status()["vector"]["dims"] == 384
+        assert top(running) == expected
+        assert report.embeddings_cached == 0  # the cache holds no vector of this model's in the new index
+    with open_mem(tmp_path, ws) as fresh:
+        assert fresh.sync().full is False
+        assert fresh.status()["vector"]["dims"] == 384
+        assert top(fresh) == expected

@@ -17,17 +17,20 @@ class EmbeddingCache(StoreParts):
         """Stored vectors of these text hashes by this provider (the index's own vectors included)."""
         out: dict[str, bytes] = {}
         with self.lock:
-            embedder = self._embedder_id(provider, model, fingerprint, create=False)
-            if embedder is None:
-                return out
-            for i in range(0, len(hashes), 500):
-                part = list(hashes[i : i + 500])
-                marks = ",".join("?" * len(part))
-                for h, blob in self.conn.execute(
-                    f"SELECT hash, embedding FROM embedding_cache WHERE embedder=? AND hash IN ({marks})",
-                    (embedder, *part),
-                ):
-                    out[h] = blob
+            # One read transaction: the vectors are read under the embedder id it looked up (another process's
+            # drop of the index, committed between the two, would give that id to another provider).
+            with self.conn:
+                embedder = self._embedder_id(provider, model, fingerprint, create=False)
+                if embedder is None:
+                    return out
+                for i in range(0, len(hashes), 500):
+                    part = list(hashes[i : i + 500])
+                    marks = ",".join("?" * len(part))
+                    for h, blob in self.conn.execute(
+                        f"SELECT hash, embedding FROM embedding_cache WHERE embedder=? AND hash IN ({marks})",
+                        (embedder, *part),
+                    ):
+                        out[h] = blob
             if out:
                 now = time.time()
                 with self.write():

@@ -40,6 +40,7 @@ class StoreParts:
         _local: threading.local
         listeners: list[Callable[[IndexChange], None]]
         _embedder_ids: dict[tuple[str, str, str], int]
+        _embedder_ids_of: str | None
         _id_claim: threading.Thread | None
 
         def reader(self) -> apsw.Connection: ...

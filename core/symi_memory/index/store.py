@@ -85,6 +85,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     #: The indexer embeds the finer units of each chunk only for a store that keeps them.
     stores_units: bool = True
     _embedder_ids: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
+    #: The index id (meta ``index_id``) ``_embedder_ids`` were read for (:meth:`~.writes.FileWrites._embedder_id`).
+    _embedder_ids_of: str | None = None
     #: Giving an index without an id one (:meth:`~.meta.MetaRows._claim_index_id`), while it runs.
     _id_claim: threading.Thread | None = None
 

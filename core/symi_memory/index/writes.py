@@ -41,17 +41,31 @@ class FileWrites(StoreParts):
                                  str(ident.get("fingerprint") or ""))
 
     def _embedder_id(self, provider: str, model: str, fingerprint: str, *, create: bool = True) -> int | None:
+        """The ``embedders`` id of this provider, model and fingerprint (inserted unless ``create`` is false, then
+        None when it has none); writer only, under ``lock`` (inside the caller's transaction, when it has one).
+
+        Kept per index id (meta ``index_id``, read here on the same connection): an index dropped and created
+        again (another schema version's open) numbers its embedders from 1 again, in the order its syncs met them,
+        and an id kept for the old index would name another provider's vectors, or none, in the new one. An index
+        without an id (an older release's drop) keeps none."""
         key = (provider, model, fingerprint)
-        cached = self._embedder_ids.get(key)
-        if cached is not None:
-            return cached
-        conn = self.conn if create else self.reader()
+        conn = self.conn
+        row = conn.execute("SELECT value FROM meta WHERE key = 'index_id'").fetchone()
+        index_id = None if row is None else str(row[0])
+        if index_id is None or index_id != self._embedder_ids_of:
+            self._embedder_ids.clear()
+            self._embedder_ids_of = index_id
+        else:
+            cached = self._embedder_ids.get(key)
+            if cached is not None:
+                return cached
         if create:
             conn.execute("INSERT OR IGNORE INTO embedders(provider, model, fingerprint) VALUES (?,?,?)", key)
         row = conn.execute("SELECT id FROM embedders WHERE provider=? AND model=? AND fingerprint=?", key).fetchone()
         if row is None:
             return None
-        self._embedder_ids[key] = int(row[0])  # forgotten when a write rolls back (_forget_uncommitted)
+        if index_id is not None:
+            self._embedder_ids[key] = int(row[0])  # forgotten when a write rolls back (_forget_uncommitted)
         return int(row[0])
 
     def _forget_uncommitted(self, saved_dims: int | None) -> None:
