@@ -409,3 +409,38 @@ def test_a_rebuild_after_another_process_dropped_the_index_stores_its_own_models
         assert fresh.sync().full is False
         assert fresh.status()["vector"]["dims"] == 384
         assert top(fresh) == expected
+
+
+def test_the_first_open_of_an_index_from_before_ids_never_waits_for_another_processs_write(
+        tmp_path: Path, ws: Path) -> None:
+    """An index a release from before index ids built has none: this version's first open gives it one. While
+    another process holds SQLite's write lock (an older release's long sync) that open must not wait for it, nor
+    fail after the busy timeout ("the index is busy"): it opens at once and answers searches; the id is written
+    once the write lock is free."""
+    import time
+
+    import apsw
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        path = mem.status()["dbPath"]
+    other = apsw.Connection(path)
+    other.set_busy_timeout(10_000)
+    try:
+        with other:  # as a release from before ids left it
+            other.execute("DELETE FROM meta WHERE key = 'index_id'")
+        other.execute("BEGIN IMMEDIATE")  # and its next write, a long one, holds the lock
+        started = time.monotonic()
+        with open_mem(tmp_path, ws) as mem:
+            opened = time.monotonic() - started
+            assert any("harbour ferry" in s for s in _answers(mem, "harbour ferry"))
+            assert not rows(mem, "SELECT value FROM meta WHERE key = 'index_id'")
+            other.execute("COMMIT")
+            assert any("harbour ferry" in s for s in _answers(mem, "harbour ferry"))
+            given = wait_for(lambda: rows(mem, "SELECT value FROM meta WHERE key = 'index_id'"))
+            assert any("harbour ferry" in s for s in _answers(mem, "harbour ferry"))
+        assert opened < 3
+        with open_mem(tmp_path, ws) as mem:  # kept: the next open writes nothing
+            assert rows(mem, "SELECT value FROM meta WHERE key = 'index_id'") == given
+    finally:
+        other.close()

@@ -207,9 +207,9 @@ def _schema_current(conn: apsw.Connection) -> bool:
     if not {"meta", "files", "chunks", "chunk_units", "embedders", "embedding_cache", "skipped", "chunks_fts",
              "chunks_vocab"} <= have:
         return False
-    got = meta_values(conn, "schema_version", "index_id")
-    # An index without an id (built by a release from before ids) gets one: a write, once.
-    return got.get("schema_version") == str(SCHEMA_VERSION) and "index_id" in got
+    # An index without an id (built by a release from before ids) is current too: the store gives it one off the
+    # open (IndexStore.open), as a running process does, so the open never waits for another process's write.
+    return meta_values(conn, "schema_version").get("schema_version") == str(SCHEMA_VERSION)
 
 
 def meta_values(conn: apsw.Connection, *keys: str) -> dict[str, Any]:
@@ -369,7 +369,7 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     if generation:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (str(generation),))
     # A new index (a new file, a rebuild after the drop above) gets a new id; an index from before ids gets one
-    # here, in the transaction of its migration if it has one. Its caches in running processes are kept for
+    # here, in the transaction of its migration when it has one. Its caches in running processes are kept for
     # (id, generation): a number reached again under another id never finds another index's text.
     conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)", (new_index_id(),))
     if not _has_column(conn, "chunks", "lines"):

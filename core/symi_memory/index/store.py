@@ -132,6 +132,10 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         if vec.available:
             drop_old_vec_table(conn)
         compact_after_migration(conn)
+        if conn.execute("SELECT 1 FROM meta WHERE key = 'index_id'").fetchone() is None:
+            # Built by a release from before index ids: given one on a thread of its own, which waits for another
+            # process's write without holding up this open (searches meanwhile key its caches apart at each look).
+            store._claim_index_id()
         dims = store.vector_dims()
         if dims and vec.available and vector_enabled:
             store.vec_dims = dims
