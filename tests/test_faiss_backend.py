@@ -371,3 +371,62 @@ def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_inde
         wait_for(fresh.backend.vectors.ready)
         assert got == _top(fresh, query)
         assert got[0][0] == "memory/journal.md"
+
+
+@pytest.mark.parametrize("replaced_by", ["older-release", "unreadable"])
+def test_a_saved_faiss_index_is_never_loaded_for_another_index_at_its_generation(
+        tmp_path: Path, replaced_by: str) -> None:
+    """The saved faiss file is kept for its SQLite index by the store id in its header (meta ``faiss_store_uid``),
+    beside the generation: every way the SQLite index becomes another one (an older release's drop and rebuild,
+    numbering generations from 1 and writing no index id; a fresh index in place of an unreadable file) starts a
+    new meta, so a saved file never matches it, even at the same generation, chunk count and rowids."""
+    from support.sqlite_memory import add_filler, rebuilt_by_older_release, wait_for, write
+
+    from symi_memory.index.db import SCHEMA_VERSION
+
+    journal = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
+    ws = tmp_path / "ws"
+    add_filler(ws, 10)
+    write(ws, "memory/journal.md", journal)
+    state = tmp_path / "state"
+    query = "canal railway schedule"
+    with _open(state, ws, "faiss", units="off", index="flat") as first:
+        first.sync()
+        wait_for(first.backend.vectors.ready)
+        saved_at = first.backend.store.generation()
+        path = first.status()["dbPath"]
+    faiss_file = state / "memory" / "main.sqlite.faiss"
+    header = json.loads(faiss_file.read_bytes().split(b"\n", 2)[1])
+    assert header["generation"] == saved_at
+    write(ws, "memory/journal.md", journal.replace("harbour ferry", "canal railway"))  # as long: as many chunks
+    if replaced_by == "older-release":
+        with _open(state, ws, "builtin-sqlite", units="off") as other:
+            other.backend.store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        with _open(state, ws, "builtin-sqlite", units="off") as other:  # its open drops every table
+            assert other.sync().full
+        rebuilt_by_older_release(path, saved_at)
+    else:
+        Path(path).write_bytes(b"not a database, " * 512)
+        for suffix in ("-wal", "-shm"):
+            Path(path + suffix).unlink(missing_ok=True)
+        with _open(state, ws, "builtin-sqlite", units="off") as other:  # sets the file aside, indexes afresh
+            other.sync()
+            n = 0
+            while other.backend.store.generation() < saved_at:
+                n += 1
+                write(ws, "memory/notes/n00.md", f"# Note\n\nfiller {n}\n" + "project meeting notes\n" * 8)
+                other.sync()
+            assert other.backend.store.generation() == saved_at
+    with _open(state, ws, "faiss", units="off", index="flat") as reopened:
+        store = reopened.backend.store
+        assert store.generation() == saved_at
+        assert store.vector_stats(header["dims"]) == (header["live"], header["rowidSum"])  # only the store id differs
+        assert reopened.status()["vector"]["exactLoaded"] is False
+        wait_for(reopened.backend.vectors.ready)
+        got = _top(reopened, query)
+        _assert_vector_side_is_current(reopened, query)
+    with _open(tmp_path / "clean", ws, "faiss", units="off", index="flat") as clean:
+        clean.sync()
+        wait_for(clean.backend.vectors.ready)
+        assert got == _top(clean, query)
+        assert got[0][0] == "memory/journal.md"
