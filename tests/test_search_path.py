@@ -730,3 +730,47 @@ def test_a_search_overtaken_by_a_write_counts_each_row_from_the_text_it_shows(tm
         assert backend._chunk_terms({rowid: new}, before, ["okapi"])[rowid] == ({"okapi": 1}, len(new.text))
         # The row read before the write is still counted from the older text.
         assert backend._chunk_terms({rowid: old}, before, ["zebra"])[rowid] == ({"zebra": 1}, len(old.text))
+
+
+def test_a_search_overtaken_by_a_write_after_its_vector_scan_scores_each_row_from_the_vector_it_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The last file's chunk gets its rowid back when the file is rewritten. A write landing after a search's vector
+    # scan (of the scan copy loaded for the generation it read) and before it read its candidate rows handed it the
+    # new text under that rowid with the old text's vector score: "zebra crossing" was answered first by a chunk
+    # now saying "okapi grazing notes", scored 0.29 (vector score 0.65), where a search a moment later scores that
+    # chunk 0.0058. Each row must be scored from the vector stored for the text it shows.
+    from support.sqlite_memory import add_filler, open_mem, write
+
+    from symi_memory.index.vectors import ExactVectors
+
+    ws = tmp_path / "ws"
+    add_filler(ws, 10)
+    query = SearchQuery(text="zebra crossing", max_results=10, min_score=0.0, candidate_limit=50)
+
+    def answers(mem) -> list[tuple[str, str, float, float | None]]:  # type: ignore[no-untyped-def]
+        return [(c.path, c.text, c.score, c.vector_score) for c in mem.backend.search(query).candidates]
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        write(ws, "memory/z.md", "# Z\n\nzebra crossing notes by the harbour\n")
+        mem.sync()  # the last chunk written: the highest rowid
+        armed = []
+        scan = ExactVectors.search
+
+        def scan_then_write(self, q, k):  # type: ignore[no-untyped-def]
+            hits = scan(self, q, k)  # the real scan, then the write lands
+            while armed:
+                armed.pop()()
+            return hits
+
+        def rewrite() -> None:
+            write(ws, "memory/z.md", "# Z\n\nokapi grazing notes by the harbour\n")
+            mem.sync()
+
+        monkeypatch.setattr(ExactVectors, "search", scan_then_write)
+        armed.append(rewrite)
+        overtaken = answers(mem)
+        assert not armed
+        now = answers(mem)
+        assert [a for a in now if a[0] == "memory/z.md"][0][1].startswith("# Z\n\nokapi")
+        assert overtaken == now
