@@ -306,37 +306,35 @@ class IndexedBackend:
         rows, keyword_ids = self._candidate_rows(keyword, vec_hits, sources,
                                                  vectors=cosine_missing and rescore is None, epoch=epoch)
         vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
+        if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
+            # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
+            vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
+        if cosine_missing:
+            # Only keyword candidates the vector side did not rank need their score computed here.
+            if rescore is not None:
+                vec_hits.update(rescore(qvec, [k for k in rows if k not in vec_hits]))  # chunks without a vector: none
+            elif weight > 0:
+                unscored = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
+                vec_hits.update(combined_cosines(self.store, qvec, list(unscored), weight,  # type: ignore[arg-type]
+                                                 blobs=unscored))
+            else:
+                missing = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
+                vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
         # Keyword side: BM25 normalised by the query (scale-free), calibrated to P(relevant); the vector
         # side through the provider's calibration. Length is normalised against the configured chunk size,
         # not the index's average: a fixed reference keeps a chunk's score independent of what else is indexed.
         # With the scan on the worker, the keyword candidates' counts are in already: the other rows' are counted here.
-        # Counted before the vector scores: the last count's look at the index, after every row was read, tells
-        # whether a write landed since this search read the generation (``_local.overtaken``).
         if not chunk_terms:
             chunk_terms = self._chunk_terms(rows, generation, terms)
         elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
         if use_vec and self._local.overtaken:
-            # A write landed after this search read the generation: the rows read since may carry a rowid's new
-            # text while the vector side scored its old vector (the scan copy, faiss's index). Each row is read
-            # again with its stored vector, in one statement, and scored from that vector.
+            # The last count's look at the index, after every row was read, found that a write landed since this
+            # search read the generation (``_local.overtaken``): the rows read since may carry a rowid's new text
+            # while the vector side scored its old vector (the scan copy, faiss's index). Each row is read again with
+            # its stored vector, in one statement, and scored from that vector (no statement more otherwise).
             rows, keyword_ids, vec_hits, chunk_terms = self._rows_as_they_are(
                 rows, keyword_ids, sources, qvec, weight, generation, terms)  # type: ignore[arg-type]
-        else:
-            if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
-                # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
-                vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
-            if cosine_missing:
-                # Only keyword candidates the vector side did not rank need their score computed here.
-                if rescore is not None:
-                    vec_hits.update(rescore(qvec, [k for k in rows if k not in vec_hits]))  # without a vector: none
-                elif weight > 0:
-                    unscored = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
-                    vec_hits.update(combined_cosines(self.store, qvec, list(unscored), weight,  # type: ignore[arg-type]
-                                                     blobs=unscored))
-                else:
-                    missing = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
-                    vec_hits.update(self.vectors.cosine(qvec, missing))  # type: ignore[arg-type]
         if weights is None:
             weights = self.store.term_weights(qa.terms, generation=generation) if use_text else {}
         # Term counts tell which candidates cannot hold an identifier only when they are the counts of the text
