@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from symi_memory import open_memory
+from symi_memory.errors import PluginError
+
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
@@ -106,3 +109,50 @@ def test_selecting_a_plugin_whose_hook_raised_names_what_went_wrong(tmp_path: Pa
     (line,) = [ln for ln in out.stderr.splitlines() if ln.startswith("symi-memory: error:")]
     assert "plugins.slots.memory = 'broken-backend'" in line
     assert "'broken'" in line and "RuntimeError: backend table is corrupt" in line
+FACTORIES = """
+from symi_memory import hookimpl
+from symi_memory.specs import BackendSpec
+
+
+def _raises(ctx):
+    raise ZeroDivisionError("division by zero")
+
+
+@hookimpl
+def symi_memory_register_backends(register):
+    register(BackendSpec(name="raising", short_name="raising", factory=_raises))
+    register(BackendSpec(name="returns-none", short_name="none", factory=lambda ctx: None))
+    register(BackendSpec(name="returns-object", short_name="obj", factory=lambda ctx: object()))
+"""
+
+
+@pytest.mark.parametrize(("slot", "why"), [
+    ("raising", "ZeroDivisionError: division by zero"),
+    ("returns-none", "returned None, not a MemoryBackend"),
+    ("returns-object", "returned object, not a MemoryBackend"),
+])
+def test_a_backend_factory_that_fails_is_one_line_naming_the_slot_and_plugin(tmp_path: Path, slot: str,
+                                                                             why: str) -> None:
+    site = tmp_path / "site"
+    _install(site, "factories", "factories_plugin", FACTORIES)
+    for command in (["status"], ["search", "NAS", "--no-server"]):
+        out = _cli(tmp_path, site, *command, slot=slot)
+        assert out.returncode == 2, (command, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr
+        # Not "memory is disabled": the operator asked for this backend, and its plugin failed.
+        assert "disabled" not in out.stderr
+        (line,) = out.stderr.strip().splitlines()
+        assert f"plugins.slots.memory = {slot!r}" in line and "'factories'" in line and why in line
+
+
+def test_open_memory_raises_a_plugin_error_for_a_failing_backend_factory(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    _install(site, "factories", "factories_plugin", FACTORIES)
+    monkeypatch.syspath_prepend(str(site))
+    cfg = tmp_path / "symi.toml"
+    for slot in ("raising", "returns-none", "returns-object"):
+        cfg.write_text(f'[plugins.slots]\nmemory = "{slot}"\n', encoding="utf-8")
+        with pytest.raises(PluginError, match=f"plugins.slots.memory = {slot!r}"):
+            open_memory(cfg, workspace=_workspace(tmp_path) if not (tmp_path / "ws").exists() else tmp_path / "ws",
+                        state_dir=tmp_path / "state", start=False)

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .config import AgentView, Config
-from .errors import SymiMemoryError
+from .errors import PluginError, SymiMemoryError
 from .host import load_config
-from .plugins import Plugins, load_plugins, resolve_backend_name
+from .plugins import OWN_DISTRIBUTION, Plugins, load_plugins, resolve_backend_name
 from .presentation import present
 from .specs import (
     BackendContext,
+    BackendSpec,
     MemoryBackend,
     PreparesQueries,
     ProviderUnavailable,
@@ -90,8 +91,38 @@ class Services:
         """Build another registered backend for the same agent (qmd uses this for its fallback)."""
         spec = self.plugins.backend(name)
         own = self.plugins.entry_settings("backends", name, self.agent.plugin_entries)
-        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self, spec=spec,
-                                           plugin_settings=own))
+        return _create_backend(self.plugins, spec, BackendContext(config=self.config, agent=self.agent, services=self,
+                                                                  spec=spec, plugin_settings=own))
+
+
+def _create_backend(plugins: Plugins, spec: BackendSpec, ctx: BackendContext,
+                    key: str = "plugins.slots.memory") -> MemoryBackend:
+    """Run ``spec``'s factory; a third party's factory failing is a :class:`PluginError` naming ``key`` and its plugin.
+
+    Our errors and ``OSError`` pass through as they are (the CLI explains them), and so does anything the
+    builtins' factories raise (an index database error has its own message); a factory returning
+    something that is not a backend (None, by a forgotten ``return``) is refused here, not taken for
+    memory being off.
+    """
+    owner = plugins.owners.get("backends", {}).get(spec.name, "?")
+    try:
+        backend = spec.factory(ctx)
+    except (SymiMemoryError, OSError):
+        raise
+    except Exception as exc:
+        if plugins.dists.get(owner, ("?",))[0] == OWN_DISTRIBUTION:
+            raise
+        raise PluginError(
+            f"{key} = {spec.name!r}: the backend of plugin {owner!r} failed to start ({type(exc).__name__}: "
+            f"{exc}); fix or uninstall the plugin, or choose another backend"
+        ) from exc
+    if not isinstance(backend, MemoryBackend):
+        raise PluginError(
+            f"{key} = {spec.name!r}: the factory of plugin {owner!r} returned {'None' if backend is None else type(backend).__name__}, not a "
+            f"MemoryBackend (search, sync, read_file, status and close); fix or uninstall the plugin, or choose "
+            f"another backend"
+        )
+    return backend
 
 
 def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
@@ -463,9 +494,9 @@ def open_memory(
         return Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
                                       entries=agent.plugin_entries)
 
-    backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec,
-                                          plugin_settings=loaded.entry_settings("backends", name,
-                                                                                agent.plugin_entries)))
+    backend = _create_backend(loaded, spec, BackendContext(
+        config=config, agent=agent, services=services, spec=spec,
+        plugin_settings=loaded.entry_settings("backends", name, agent.plugin_entries)))
     if start and isinstance(backend, StartableBackend):
         backend.start()
     return MemoryManager(config=config, agent=agent, plugins=loaded, backend=backend, backend_name=name,
