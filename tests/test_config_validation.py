@@ -101,3 +101,22 @@ def _nest(path: str, value: object) -> dict:
     for part in reversed(path.split(".")):
         out = {part: out}
     return out  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('{"agents": {"defaults": {"memorySearch": {"sources": ["memry"]}}}}', f"{MS}.sources"),
+    ('{"agents": {"defaults": {"memorySearch": {"sources": ["memory", "session"]}}}}', f"{MS}.sources"),
+    ('{"agents": {"list": [{"id": "work", "memorySearch": {"sources": ["transcripts"]}}]}}',
+     "agents.list[0].memorySearch.sources"),
+])
+def test_a_misspelt_source_is_refused_naming_the_choices(tmp_path: Path, text: str, key: str) -> None:
+    # Before, the typo loaded and every search answered nothing: the index holds no source of that name.
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert f"{key}" in line and "memory, sessions" in line
+
+
+def test_the_sources_one_may_write_load(tmp_path: Path) -> None:
+    for sources in ([], ["memory"], ["memory", "sessions"], ["Sessions", "MEMORY"]):
+        cfg = load_config(_write(tmp_path, "c.json", json.dumps(_nest(f"{MS}.sources", sources))),
+                          state_dir=tmp_path / "state")
+        assert cfg.agent("main").memory_search["sources"] == [s.lower() for s in sources]
