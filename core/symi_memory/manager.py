@@ -296,9 +296,11 @@ class MemoryManager:
                 backend.candidate_line_analysis  # type: ignore[attr-defined]
                 if analysis or isinstance(backend, StoredLineAnalysis) else None)
 
-    def history(self, query: str, *, max_results: int = 30,
+    def history(self, query: str, *, max_results: int = 30, min_score: float | None = None,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
-        """Every version of the fact that best answers ``query``, oldest first.
+        """Every version of the fact that best answers ``query``, oldest first; ``[]`` when memory holds no
+        answer (the best candidate scores below ``min_score``, default the configured ``minScore``, where
+        search returns nothing either).
 
         Each entry: ``{path, startLine, endLine, date, text, current}``;
         ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
@@ -321,6 +323,12 @@ class MemoryManager:
                                   line_vectors=line_vectors, query_vector=result.query_vector,
                                   section_dates=self._section_dates if cutoff is not None else None,
                                   line_analysis=analysis)
+        # The fact is the best candidate, if search would return it: below the floor search applies
+        # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
+        ms = float(min_score if min_score is not None else self.agent.memory_search["query"]["minScore"])
+        floor = min(1.0, max(0.0, ms)) if result.calibrated else 0.0
+        if not final or final[0].score < floor:
+            return []
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
