@@ -61,7 +61,7 @@ def parse_as_of(value: str | float | date | datetime | None) -> float | None:
             day = date.fromisoformat(text)
         except ValueError:
             day = None
-        if day is not None and len(text) == 10:
+        if day is not None:  # any ISO 8601 date (2026-03-04, 20260304, 2026-W10-3): the whole day counts
             if day == date.max:  # the cutoff is the next day's start, which no datetime holds
                 raise ValueError(f"asOf must be a date before 9999-12-31, got {value!r}")
             return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
