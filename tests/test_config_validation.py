@@ -120,3 +120,22 @@ def test_the_sources_one_may_write_load(tmp_path: Path) -> None:
         cfg = load_config(_write(tmp_path, "c.json", json.dumps(_nest(f"{MS}.sources", sources))),
                           state_dir=tmp_path / "state")
         assert cfg.agent("main").memory_search["sources"] == [s.lower() for s in sources]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('{"agents": {"defaults": {"userTimezone": "Europe/Amsterdm"}}}', "agents.defaults.userTimezone"),
+    ('{"agents": {"defaults": {"userTimezone": "Mars/Olympus"}}}', "agents.defaults.userTimezone"),
+    ('{"agents": {"list": [{"id": "work", "userTimezone": "CEST+2"}]}}', "agents.list[0].userTimezone"),
+])
+def test_an_unknown_time_zone_is_refused_when_config_loads(tmp_path: Path, text: str, key: str) -> None:
+    # It loaded, search worked, and then every memory_append (the flush turn's notes included), `flush prompts`
+    # and `context` failed with "time zone ... is unknown", naming no key.
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert key in line and "IANA" in line
+
+
+def test_known_time_zones_load(tmp_path: Path) -> None:
+    for zone in ("Europe/Amsterdam", "UTC", "America/Argentina/Buenos_Aires", ""):
+        cfg = load_config(_write(tmp_path, "c.json", json.dumps({"agents": {"defaults": {"userTimezone": zone}}})),
+                          state_dir=tmp_path / "state")
+        assert cfg.agent("main").user_timezone == zone

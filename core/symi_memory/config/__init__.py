@@ -235,6 +235,8 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
                    schema: type = RootConfig) -> dict[str, Any]:
     problems: list[str] = []
     data = validate(schema, raw, "", problems, extra)
+    defaults = (data.get("agents") or {}).get("defaults") or {}
+    _check_timezone(defaults.get("userTimezone"), "agents.defaults.userTimezone", problems)
     agents = raw.get("agents")
     entries = agents.get("list") if isinstance(agents, Mapping) else None
     # validate() has already reported an agents/agents.list of the wrong type.
@@ -247,10 +249,24 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
         rest = {k: v for k, v in entry.items() if k != "id"}
         agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
-        validate(_agent_model(schema), rest, where, problems, agent_extra)
+        own = validate(_agent_model(schema), rest, where, problems, agent_extra)
+        _check_timezone(own.get("userTimezone"), f"{where}.userTimezone", problems)
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
     return data
+
+
+def _check_timezone(name: Any, where: str, problems: list[str]) -> None:
+    """An unknown ``userTimezone`` is a config error now, not a failed memory_append (or flush) later."""
+    if not isinstance(name, str) or not name.strip():
+        return  # unset or blank: the system's zone
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(f"{where}: {name!r} is not a known IANA time zone; use a name such as 'Europe/Berlin' "
+                        f"(or remove it for the system's zone)")
 
 
 def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[str, Any],
