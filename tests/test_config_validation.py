@@ -139,3 +139,12 @@ def test_known_time_zones_load(tmp_path: Path) -> None:
         cfg = load_config(_write(tmp_path, "c.json", json.dumps({"agents": {"defaults": {"userTimezone": zone}}})),
                           state_dir=tmp_path / "state")
         assert cfg.agent("main").user_timezone == zone
+
+
+def test_an_agent_id_listed_twice_is_refused(tmp_path: Path) -> None:
+    # The last entry silently won: `status` showed the second entry's workspace for "main", the first's was never
+    # indexed or searched.
+    text = json.dumps({"agents": {"list": [{"id": "main", "workspace": str(tmp_path / "a")},
+                                           {"id": "work"}, {"id": "main", "workspace": str(tmp_path / "b")}]}})
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert "agents.list[2].id" in line and "'main'" in line and "agents.list[0]" in line

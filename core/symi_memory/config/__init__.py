@@ -240,6 +240,7 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     agents = raw.get("agents")
     entries = agents.get("list") if isinstance(agents, Mapping) else None
     # validate() has already reported an agents/agents.list of the wrong type.
+    first_of: dict[str, int] = {}
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         where = f"agents.list[{i}]"
         if not isinstance(entry, Mapping):
@@ -247,6 +248,12 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
             continue
         if not isinstance(entry.get("id"), str) or not entry.get("id"):
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
+        elif entry["id"] in first_of:
+            # One entry would silently win over the other (its workspace, its settings).
+            problems.append(f"{where}.id: {entry['id']!r} is listed twice (agents.list[{first_of[entry['id']]}] "
+                            f"too); merge the two entries into one")
+        else:
+            first_of[entry["id"]] = i
         rest = {k: v for k, v in entry.items() if k != "id"}
         agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
         own = validate(_agent_model(schema), rest, where, problems, agent_extra)
