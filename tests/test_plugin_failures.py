@@ -78,6 +78,25 @@ def symi_memory_config_defaults():
 """
 
 
+COMMANDS_RAISE = """
+from symi_memory import hookimpl
+
+@hookimpl
+def symi_memory_register_commands(subparsers):
+    raise RuntimeError("no such parser option")
+"""
+
+
+def test_a_plugin_whose_commands_hook_raises_leaves_every_other_command_working(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _install(site, "broken", "broken_plugin", COMMANDS_RAISE)
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+    (warning,) = [ln for ln in out.stderr.splitlines() if "broken" in ln]
+    assert "symi_memory_register_commands raised RuntimeError: no such parser option" in warning
+
+
 @pytest.mark.parametrize(("source", "why"), [
     (RAISES_IN_HOOK, "symi_memory_register_backends raised RuntimeError: backend table is corrupt"),
     (MISNAMED_ARGUMENT, "registr"),
