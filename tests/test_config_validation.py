@@ -148,3 +148,32 @@ def test_an_agent_id_listed_twice_is_refused(tmp_path: Path) -> None:
                                            {"id": "work"}, {"id": "main", "workspace": str(tmp_path / "b")}]}})
     line = _refused(_write(tmp_path, "c.json", text))
     assert "agents.list[2].id" in line and "'main'" in line and "agents.list[0]" in line
+
+
+@pytest.mark.parametrize("agent_id", ["../evil", "..", ".", "a/b", "team\\x", "a\x00b", ""])
+def test_an_agent_id_that_would_leave_the_state_dir_is_refused(tmp_path: Path, agent_id: str) -> None:
+    # The id names the index file ({stateDir}/memory/{agentId}.sqlite) and the agent's state folder: "../evil"
+    # put the index at <stateDir>/evil.sqlite, "../../x" anywhere the process may write.
+    from symi_memory import open_memory
+
+    state = tmp_path / "state"
+    with pytest.raises(ConfigError, match="agent id"):
+        open_memory(None, agent_id=agent_id, workspace=tmp_path, state_dir=state, start=False)
+    assert {p.name for p in tmp_path.iterdir()} <= {"state"} and not list(tmp_path.rglob("*.sqlite"))
+    line = _refused(_write(tmp_path, "c.json", json.dumps({"agents": {"list": [{"id": agent_id}]}})))
+    assert "agents.list[0].id" in line
+
+
+def test_agent_ids_people_use_still_open(tmp_path: Path) -> None:
+    from symi_memory import open_memory
+
+    for agent_id in ("main", "work", "agent-2.v1", "Main Bot", "ops_bot", "..hidden-not-parent"):
+        with open_memory(None, agent_id=agent_id, workspace=tmp_path, state_dir=tmp_path / "state", start=False) as m:
+            assert m.agent.id == agent_id
+
+
+def test_cli_refuses_a_traversing_agent_id_in_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = cli("--state-dir", str(tmp_path / "state"), "--workspace", str(tmp_path), "--agent", "../evil",
+                         "status")
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "evil.sqlite").exists()

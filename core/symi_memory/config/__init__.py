@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..errors import ConfigError
-from .fields import build, deep_merge, defaults_of, fields_by_key, validate
+from .fields import _show, build, deep_merge, defaults_of, fields_by_key, validate
 from .schema import MemorySearch, RootConfig
 
 __all__ = [
@@ -177,7 +177,14 @@ class Config:
         return node
 
     def agent(self, agent_id: str = "main", *, workspace: str | os.PathLike[str] | None = None) -> AgentView:
-        """Resolve ``agents.defaults`` plus the ``agents.list[]`` entry with this id."""
+        """Resolve ``agents.defaults`` plus the ``agents.list[]`` entry with this id.
+
+        The id names the agent's index file and state folder, so one that is not a plain file name
+        (``../x``, ``a/b``, empty) is a :class:`ConfigError`.
+        """
+        problem = agent_id_problem(agent_id)
+        if problem is not None:
+            raise ConfigError(f"agent id {_show(agent_id)} {problem}")
         agents = self.data["agents"]
         defaults = agents["defaults"]
         override: dict[str, Any] = {}
@@ -248,6 +255,8 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
             continue
         if not isinstance(entry.get("id"), str) or not entry.get("id"):
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
+        elif (problem := agent_id_problem(entry["id"])) is not None:
+            problems.append(f"{where}.id: {_show(entry['id'])} {problem}")
         elif entry["id"] in first_of:
             # One entry would silently win over the other (its workspace, its settings).
             problems.append(f"{where}.id: {entry['id']!r} is listed twice (agents.list[{first_of[entry['id']]}] "
@@ -261,6 +270,21 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
     return data
+
+
+def agent_id_problem(agent_id: object) -> str | None:
+    """Why ``agent_id`` cannot name an agent, or None.
+
+    The id is a file name: ``{stateDir}/memory/{agentId}.sqlite`` and ``{stateDir}/agents/{agentId}/``. So no
+    path separators, control characters, ``.`` or ``..``.
+    """
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        return "is empty; use a name such as 'main' or 'work'"
+    if agent_id in (".", "..") or "/" in agent_id or "\\" in agent_id or any(
+            ord(c) < 32 or ord(c) == 127 for c in agent_id):
+        return ("cannot be used: it names the agent's index file and state folder, so it may not contain '/', '\\' "
+                "or control characters, nor be '.' or '..'; use letters, digits, '_', '.', '-'")
+    return None
 
 
 def _check_timezone(name: Any, where: str, problems: list[str]) -> None:
