@@ -262,3 +262,20 @@ def test_a_line_near_the_query_by_a_name_alone_does_not_keep_an_undated_hit_in_a
     assert left_out("- Brigitte: Nadia's mother in Hamburg, a retired teacher; calls on Sundays.")
     # A line near the query by meaning alone (no query word) may be the answer in other words: the hit stays.
     assert not left_out("- The review board meets in the autumn round.")
+
+
+def test_a_date_in_iso_basic_or_week_form_means_the_end_of_that_day_like_yyyy_mm_dd(tmp_path: Path) -> None:
+    # "20260304" (and the week date "2026-W10-3", the same Wednesday) parsed as that day's first
+    # instant, so the note written that day was left out, while "2026-03-04" kept it.
+    from symi_memory.manager import parse_as_of
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-04.md", "# 2026-03-04\n\n- Ledger p95 dropped to 210 ms.\n")
+    write(ws, "memory/2026-03-05.md", "# 2026-03-05\n\n- Ledger p95 rose again to 260 ms.\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        expected = [h["path"] for h in _as_of(mem, "ledger p95", "2026-03-04")]
+        assert expected == ["memory/2026-03-04.md"]
+        for day in ("20260304", "2026-W10-3", "2026W103"):
+            assert parse_as_of(day) == parse_as_of("2026-03-04"), day
+            assert [h["path"] for h in _as_of(mem, "ledger p95", day)] == expected, day

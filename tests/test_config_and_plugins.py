@@ -298,3 +298,21 @@ def test_post_processors_are_built_on_the_first_search_not_on_open(tmp_path: Pat
         assert counted.built == 1
         assert [name for _, name, _ in mem.pipeline.processors][-1] == "counted"
     assert counted.built == 1
+
+
+def test_the_tool_schema_names_the_defaults_search_uses(tmp_path: Path) -> None:
+    """A model reads the tool description: the minScore and maxResults defaults it names are the real ones.
+
+    It said "usually 0.35" while the default is 0.015; a model passing 0.35 as "the default" got
+    almost nothing back (docs/search-scores.md: 0.35 empties most answers on the calibrated scale).
+    """
+    import re
+
+    from symi_memory import tools
+
+    query = load_config(None, state_dir=tmp_path).agent("main").memory_search["query"]
+    props = tools.TOOL_DEFINITIONS[0]["parameters"]["properties"]
+    for key in ("minScore", "maxResults"):
+        named = re.search(r"usually ([0-9.]+)", props[key]["description"])
+        assert named is not None, props[key]["description"]
+        assert float(named.group(1)) == query[key], (key, props[key]["description"])

@@ -101,3 +101,79 @@ def _nest(path: str, value: object) -> dict:
     for part in reversed(path.split(".")):
         out = {part: out}
     return out  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('{"agents": {"defaults": {"memorySearch": {"sources": ["memry"]}}}}', f"{MS}.sources"),
+    ('{"agents": {"defaults": {"memorySearch": {"sources": ["memory", "session"]}}}}', f"{MS}.sources"),
+    ('{"agents": {"list": [{"id": "work", "memorySearch": {"sources": ["transcripts"]}}]}}',
+     "agents.list[0].memorySearch.sources"),
+])
+def test_a_misspelt_source_is_refused_naming_the_choices(tmp_path: Path, text: str, key: str) -> None:
+    # Before, the typo loaded and every search answered nothing: the index holds no source of that name.
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert f"{key}" in line and "memory, sessions" in line
+
+
+def test_the_sources_one_may_write_load(tmp_path: Path) -> None:
+    for sources in ([], ["memory"], ["memory", "sessions"], ["Sessions", "MEMORY"]):
+        cfg = load_config(_write(tmp_path, "c.json", json.dumps(_nest(f"{MS}.sources", sources))),
+                          state_dir=tmp_path / "state")
+        assert cfg.agent("main").memory_search["sources"] == [s.lower() for s in sources]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('{"agents": {"defaults": {"userTimezone": "Europe/Amsterdm"}}}', "agents.defaults.userTimezone"),
+    ('{"agents": {"defaults": {"userTimezone": "Mars/Olympus"}}}', "agents.defaults.userTimezone"),
+    ('{"agents": {"list": [{"id": "work", "userTimezone": "CEST+2"}]}}', "agents.list[0].userTimezone"),
+])
+def test_an_unknown_time_zone_is_refused_when_config_loads(tmp_path: Path, text: str, key: str) -> None:
+    # It loaded, search worked, and then every memory_append (the flush turn's notes included), `flush prompts`
+    # and `context` failed with "time zone ... is unknown", naming no key.
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert key in line and "IANA" in line
+
+
+def test_known_time_zones_load(tmp_path: Path) -> None:
+    for zone in ("Europe/Amsterdam", "UTC", "America/Argentina/Buenos_Aires", ""):
+        cfg = load_config(_write(tmp_path, "c.json", json.dumps({"agents": {"defaults": {"userTimezone": zone}}})),
+                          state_dir=tmp_path / "state")
+        assert cfg.agent("main").user_timezone == zone
+
+
+def test_an_agent_id_listed_twice_is_refused(tmp_path: Path) -> None:
+    # The last entry silently won: `status` showed the second entry's workspace for "main", the first's was never
+    # indexed or searched.
+    text = json.dumps({"agents": {"list": [{"id": "main", "workspace": str(tmp_path / "a")},
+                                           {"id": "work"}, {"id": "main", "workspace": str(tmp_path / "b")}]}})
+    line = _refused(_write(tmp_path, "c.json", text))
+    assert "agents.list[2].id" in line and "'main'" in line and "agents.list[0]" in line
+
+
+@pytest.mark.parametrize("agent_id", ["../evil", "..", ".", "a/b", "team\\x", "a\x00b", ""])
+def test_an_agent_id_that_would_leave_the_state_dir_is_refused(tmp_path: Path, agent_id: str) -> None:
+    # The id names the index file ({stateDir}/memory/{agentId}.sqlite) and the agent's state folder: "../evil"
+    # put the index at <stateDir>/evil.sqlite, "../../x" anywhere the process may write.
+    from symi_memory import open_memory
+
+    state = tmp_path / "state"
+    with pytest.raises(ConfigError, match="agent id"):
+        open_memory(None, agent_id=agent_id, workspace=tmp_path, state_dir=state, start=False)
+    assert {p.name for p in tmp_path.iterdir()} <= {"state"} and not list(tmp_path.rglob("*.sqlite"))
+    line = _refused(_write(tmp_path, "c.json", json.dumps({"agents": {"list": [{"id": agent_id}]}})))
+    assert "agents.list[0].id" in line
+
+
+def test_agent_ids_people_use_still_open(tmp_path: Path) -> None:
+    from symi_memory import open_memory
+
+    for agent_id in ("main", "work", "agent-2.v1", "Main Bot", "ops_bot", "..hidden-not-parent"):
+        with open_memory(None, agent_id=agent_id, workspace=tmp_path, state_dir=tmp_path / "state", start=False) as m:
+            assert m.agent.id == agent_id
+
+
+def test_cli_refuses_a_traversing_agent_id_in_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = cli("--state-dir", str(tmp_path / "state"), "--workspace", str(tmp_path), "--agent", "../evil",
+                         "status")
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "evil.sqlite").exists()

@@ -39,3 +39,38 @@ def test_the_recall_prompt_says_not_to_cite_paths_when_citations_are_off() -> No
     assert "do not cite" not in tools.recall_prompt("auto", "agent:main:main")  # a direct chat cites
     assert "do not cite memory file paths" in tools.recall_prompt("auto", "agent:main:telegram:group:42")
     assert tools.recall_prompt("on") == tools.MEMORY_RECALL_PROMPT
+
+
+def test_a_session_entry_with_counts_another_runtime_wrote_oddly_still_gets_a_decision(tmp_path: Path, cli,
+                                                                                       workspace: Path) -> None:
+    """sessions.json is shared with the agent runtime: counts it wrote as text, Infinity or junk were a traceback."""
+    import json
+
+    from symi_memory.flush import FlushSettings, should_flush
+    from symi_memory.session_store import SessionStore
+
+    settings = FlushSettings()
+    for entry, expected in (
+        ({"totalTokens": 190000, "compactionCount": "2", "memoryFlushCompactionCount": "2"}, False),  # flushed in 2
+        ({"totalTokens": 190000, "compactionCount": "3", "memoryFlushCompactionCount": 2}, True),
+        ({"totalTokens": 190000, "compactionCount": "x", "memoryFlushCompactionCount": "y"}, True),
+        ({"totalTokens": 190000, "compactionCount": float("inf")}, True),
+        ({"totalTokens": float("inf"), "compactionCount": 1}, False),  # unknown count: no flush
+        ({"totalTokens": "190000", "compactionCount": 1}, True),
+        ({"totalTokens": float("nan")}, False),
+        ({"totalTokens": 178123.7}, True),  # an estimate
+    ):
+        assert should_flush(entry, settings).should_flush is expected, entry
+
+    state = tmp_path / "state"
+    store = SessionStore.for_agent(state, "main")
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    store.path.write_text(json.dumps({"k": {"totalTokens": 190000, "compactionCount": "x",
+                                            "memoryFlushCompactionCount": "y"}}), encoding="utf-8")
+    base = ("--state-dir", str(state), "--workspace", str(workspace), "flush")
+    code, out, err = cli(*base, "check", "--session", "k", "--json", json_out=True)
+    assert code == 0 and out["shouldFlush"] is True, err
+    code, out, err = cli(*base, "record", "--session", "k", "--json", json_out=True)
+    assert code == 0 and out["memoryFlushCompactionCount"] == 0, err
+    code, out, err = cli(*base, "check", "--session", "k", "--json", json_out=True)
+    assert code == 0 and out["shouldFlush"] is False, err

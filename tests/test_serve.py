@@ -406,16 +406,22 @@ def test_as_of_history_and_dedup_through_the_server_match_the_cli(setup: dict[st
     local = {
         "search": cli("search", q, "--min-score", "0", "--as-of", "2026-04-01", "--json", "--no-server",
                       json_out=True)[1],
-        "history": cli("history", q, "--json", "--no-server", json_out=True)[1],
+        # The fake hash provider scores this question below the configured minScore 0.2, as for search.
+        "history": cli("history", q, "--min-score", "0", "--json", "--no-server", json_out=True)[1],
     }
     assert local["search"]["results"][0]["path"] == "memory/2026-03-01.md"
     assert [v["current"] for v in local["history"]["versions"]] == [False, True]
     with running_server(setup["state"]) as srv:
         status, out = srv.request("POST", "/api/agents/main/search", {"query": q, "minScore": 0, "asOf": "2026-04-01"})
         assert status == 200 and out == local["search"]
-        status, out = srv.request("POST", "/api/agents/main/history", {"query": q})
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "minScore": 0})
         assert status == 200 and out == local["history"]
-        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "asOf": "2026-04-01"})
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q})
+        assert status == 200 and out == {"versions": []}  # below minScore 0.2: search finds nothing either
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "minScore": "0"})
+        assert status == 400 and "minScore" in out["error"]
+        status, out = srv.request("POST", "/api/agents/main/history", {"query": q, "minScore": 0,
+                                                                       "asOf": "2026-04-01"})
         assert [v["path"] for v in out["versions"]] == ["memory/2026-03-01.md"]
         status, out = srv.request("POST", "/api/agents/main/search", {"query": q, "asOf": 5})
         assert status == 200 and out["results"] == [] and "asOf" in out["error"]
@@ -424,12 +430,12 @@ def test_as_of_history_and_dedup_through_the_server_match_the_cli(setup: dict[st
         # The CLI's search --as-of and history go through the server, with the in-process answers.
         code, out, err = cli("search", q, "--min-score", "0", "--as-of", "2026-04-01", "--json", json_out=True)
         assert code == 0 and out == local["search"], err
-        code, out, err = cli("history", q, "--json", json_out=True)
+        code, out, err = cli("history", q, "--min-score", "0", "--json", json_out=True)
         assert code == 0 and out == local["history"], err
-        code, text, _ = cli("history", q)
+        code, text, _ = cli("history", q, "--min-score", "0")
         assert "current" in text and "memory/2026-06-01.md:3" in text
         status, st = srv.request("GET", "/api/agents/main/status")
-        assert st["server"]["requests"]["search"] == 3 and st["server"]["requests"]["history"] == 5  # 2 from the CLI
+        assert st["server"]["requests"]["search"] == 3 and st["server"]["requests"]["history"] == 7  # 2 from the CLI
         # A bad date is still the CLI's usage error (exit 2), never a server round trip.
         code, _, err = cli("search", "car", "--as-of", "April")
         assert code == 2 and "--as-of" in err

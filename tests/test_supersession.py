@@ -104,6 +104,20 @@ def test_acceptance_in_the_issues_own_words(tmp_path: Path, issue_car_ws: Path, 
         assert all(h["path"] != JUNE for h in as_of)
 
 
+@pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])
+def test_history_of_what_memory_never_said_is_empty(tmp_path: Path, issue_car_ws: Path, backend: str) -> None:
+    # It listed the best-scoring line however unrelated ("Likes hiking in the Alps" as the current version of
+    # the dentist appointment) where search, with the same floor, answers nothing.
+    with _open_local_backend(tmp_path, issue_car_ws, backend) as mem:
+        mem.sync()
+        for query in ("when is my dentist appointment?", "quarterly tax filing deadline"):
+            assert _hits(tools.memory_search(mem, {"query": query})) == []
+            assert mem.history(query) == []
+            assert mem.history(query, as_of="2026-04-01") == []
+        assert [(v["path"], v["current"]) for v in mem.history(ISSUE_QUERY)] == [(MARCH, False), (JUNE, True)]
+        assert [(v["path"], v["current"]) for v in mem.history(ISSUE_QUERY, as_of="2026-04-01")] == [(MARCH, True)]
+
+
 @pytest.mark.parametrize("june", [
     "Washed the hatchback and vacuumed the seats.",  # the thing, but nothing ends
     "The hatchback needs new tyres before winter.",  # "new" is no ending of the hatchback

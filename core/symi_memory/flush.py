@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from .errors import ConfigError
+from .session_store import whole_count
 
 __all__ = [
     "DEFAULT_FLUSH_PROMPT",
@@ -138,8 +139,7 @@ def should_flush(
     entry = entry or {}
     window = context_window if context_window and context_window > 0 else settings.context_window
     threshold = window - settings.reserve_tokens_floor - settings.soft_threshold_tokens
-    raw_total = entry.get("totalTokens")
-    total = int(raw_total) if isinstance(raw_total, int | float) and not isinstance(raw_total, bool) else None
+    total = whole_count(entry.get("totalTokens"))
 
     def decide(ok: bool, reason: str) -> FlushDecision:
         return FlushDecision(should_flush=ok, threshold_tokens=threshold, total_tokens=total, reason=reason)
@@ -156,9 +156,9 @@ def should_flush(
         return decide(False, "token count stale")
     if total < threshold:
         return decide(False, "below threshold")
-    cycle = int(entry.get("compactionCount") or 0)
-    flushed = entry.get("memoryFlushCompactionCount")
-    if flushed is not None and int(flushed) == cycle:
+    cycle = whole_count(entry.get("compactionCount")) or 0  # unreadable counts as unset
+    flushed = whole_count(entry.get("memoryFlushCompactionCount"))
+    if flushed is not None and flushed == cycle:
         return decide(False, "already flushed this compaction cycle")
     return decide(True, "threshold reached")
 

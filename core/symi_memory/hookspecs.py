@@ -138,8 +138,10 @@ def symi_memory_register_commands(subparsers: Any) -> None:
     parsed :class:`argparse.Namespace` and the CLI's ``App`` (``app.config``,
     ``app.manager()``, ``app.print_json()``) and returns the exit code. The
     core's own commands are added through this same hook. A command name that
-    is already taken is an error naming your plugin. Keep the hook cheap:
-    import what the command needs inside ``run``.
+    is already taken is an error naming your plugin; a hook that raises
+    anything else leaves your commands out, with a warning, and every other
+    command works. Keep the hook cheap: import what the command needs inside
+    ``run``.
 
     :param subparsers: the ``argparse`` subparsers action to add commands to.
     :return: ignored.

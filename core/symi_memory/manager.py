@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .config import AgentView, Config
-from .errors import SymiMemoryError
+from .errors import PluginError, SymiMemoryError
 from .host import load_config
-from .plugins import Plugins, load_plugins, resolve_backend_name
+from .plugins import OWN_DISTRIBUTION, Plugins, load_plugins, resolve_backend_name
 from .presentation import present
 from .specs import (
     BackendContext,
+    BackendSpec,
     MemoryBackend,
     PreparesQueries,
     ProviderUnavailable,
@@ -60,7 +61,7 @@ def parse_as_of(value: str | float | date | datetime | None) -> float | None:
             day = date.fromisoformat(text)
         except ValueError:
             day = None
-        if day is not None and len(text) == 10:
+        if day is not None:  # any ISO 8601 date (2026-03-04, 20260304, 2026-W10-3): the whole day counts
             if day == date.max:  # the cutoff is the next day's start, which no datetime holds
                 raise ValueError(f"asOf must be a date before 9999-12-31, got {value!r}")
             return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
@@ -90,8 +91,38 @@ class Services:
         """Build another registered backend for the same agent (qmd uses this for its fallback)."""
         spec = self.plugins.backend(name)
         own = self.plugins.entry_settings("backends", name, self.agent.plugin_entries)
-        return spec.factory(BackendContext(config=self.config, agent=self.agent, services=self, spec=spec,
-                                           plugin_settings=own))
+        return _create_backend(self.plugins, spec, BackendContext(config=self.config, agent=self.agent, services=self,
+                                                                  spec=spec, plugin_settings=own))
+
+
+def _create_backend(plugins: Plugins, spec: BackendSpec, ctx: BackendContext,
+                    key: str = "plugins.slots.memory") -> MemoryBackend:
+    """Run ``spec``'s factory; a third party's factory failing is a :class:`PluginError` naming ``key`` and its plugin.
+
+    Our errors and ``OSError`` pass through as they are (the CLI explains them), and so does anything the
+    builtins' factories raise (an index database error has its own message); a factory returning
+    something that is not a backend (None, by a forgotten ``return``) is refused here, not taken for
+    memory being off.
+    """
+    owner = plugins.owners.get("backends", {}).get(spec.name, "?")
+    try:
+        backend = spec.factory(ctx)
+    except (SymiMemoryError, OSError):
+        raise
+    except Exception as exc:
+        if plugins.dists.get(owner, ("?",))[0] == OWN_DISTRIBUTION:
+            raise
+        raise PluginError(
+            f"{key} = {spec.name!r}: the backend of plugin {owner!r} failed to start ({type(exc).__name__}: "
+            f"{exc}); fix or uninstall the plugin, or choose another backend"
+        ) from exc
+    if not isinstance(backend, MemoryBackend):
+        raise PluginError(
+            f"{key} = {spec.name!r}: the factory of plugin {owner!r} returned {'None' if backend is None else type(backend).__name__}, not a "
+            f"MemoryBackend (search, sync, read_file, status and close); fix or uninstall the plugin, or choose "
+            f"another backend"
+        )
+    return backend
 
 
 def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
@@ -265,9 +296,11 @@ class MemoryManager:
                 backend.candidate_line_analysis  # type: ignore[attr-defined]
                 if analysis or isinstance(backend, StoredLineAnalysis) else None)
 
-    def history(self, query: str, *, max_results: int = 30,
+    def history(self, query: str, *, max_results: int = 30, min_score: float | None = None,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
-        """Every version of the fact that best answers ``query``, oldest first.
+        """Every version of the fact that best answers ``query``, oldest first; ``[]`` when memory holds no
+        answer (the best candidate scores below ``min_score``, default the configured ``minScore``, where
+        search returns nothing either).
 
         Each entry: ``{path, startLine, endLine, date, text, current}``;
         ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
@@ -290,6 +323,12 @@ class MemoryManager:
                                   line_vectors=line_vectors, query_vector=result.query_vector,
                                   section_dates=self._section_dates if cutoff is not None else None,
                                   line_analysis=analysis)
+        # The fact is the best candidate, if search would return it: below the floor search applies
+        # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
+        ms = float(min_score if min_score is not None else self.agent.memory_search["query"]["minScore"])
+        floor = min(1.0, max(0.0, ms)) if result.calibrated else 0.0
+        if not final or final[0].score < floor:
+            return []
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
@@ -463,9 +502,9 @@ def open_memory(
         return Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
                                       entries=agent.plugin_entries)
 
-    backend = spec.factory(BackendContext(config=config, agent=agent, services=services, spec=spec,
-                                          plugin_settings=loaded.entry_settings("backends", name,
-                                                                                agent.plugin_entries)))
+    backend = _create_backend(loaded, spec, BackendContext(
+        config=config, agent=agent, services=services, spec=spec,
+        plugin_settings=loaded.entry_settings("backends", name, agent.plugin_entries)))
     if start and isinstance(backend, StartableBackend):
         backend.start()
     return MemoryManager(config=config, agent=agent, plugins=loaded, backend=backend, backend_name=name,

@@ -172,16 +172,39 @@ class Plugins:
         return _pick(self.rerankers, name, key, "reranker", self.failed)
 
     def _build(self) -> None:
+        """Build the registries; a plugin whose hook raises is dropped (like one that fails to import).
+
+        What a plugin registers wrongly (a wrong record type, a name another plugin has) stays an error:
+        that is a conflict to resolve, not one plugin's breakage.
+        """
+        while True:
+            try:
+                self._build_once()
+                return
+            except _HookRaised as exc:
+                self._drop(exc.plugin_id, f"{exc.hook_name} raised {type(exc.error).__name__}: {exc.error}")
+
+    def _drop(self, plugin_id: str, why: str) -> None:
+        dist = self.dists.pop(plugin_id, ("?", "?"))[0]
+        self.pm.unregister(name=plugin_id)
+        self.failed[plugin_id] = f"{dist}: {why}"
+        log.warning("plugin %r from %s failed (%s); skipped", plugin_id, dist, why)
+
+    def _build_once(self) -> None:
         for kind, (hook_name, spec_type) in _KINDS.items():
             registry: dict[str, Any] = {}
             owners: dict[str, str] = {}
             for plugin_id, caller in _per_plugin_callers(self.pm, hook_name):
-                caller(register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
+                _call(plugin_id, hook_name, caller,
+                      register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
             self.registries[kind] = registry
             self.owners[kind] = owners
         self.config_sections = []
         for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
-            caller(register=self._register_section(plugin_id))
+            _call(plugin_id, "symi_memory_register_config_sections", caller, register=self._register_section(plugin_id))
+        # Config loading calls this hook on every start; a plugin whose hook raises is found here, once.
+        for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_config_defaults"):
+            _call(plugin_id, "symi_memory_config_defaults", caller)
         self._schema = None
 
     def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
@@ -238,11 +261,30 @@ class Plugins:
         return register
 
 
+class _HookRaised(Exception):
+    """A plugin's hook raised something other than a :class:`PluginError` while the registries were built."""
+
+    def __init__(self, plugin_id: str, hook_name: str, error: Exception) -> None:
+        super().__init__(plugin_id, hook_name, error)
+        self.plugin_id = plugin_id
+        self.hook_name = hook_name
+        self.error = error
+
+
+def _call(plugin_id: str, hook_name: str, caller: Any, **kwargs: Any) -> Any:
+    try:
+        return caller(**kwargs)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise _HookRaised(plugin_id, hook_name, exc) from exc
+
+
 def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: Mapping[str, str]) -> Any:
     if name in registry:
         return registry[name]
     available = ", ".join(sorted(registry)) or "(none)"
-    broken = "".join(f" Plugin {pid!r} failed to import ({why})." for pid, why in sorted(failed.items()))
+    broken = "".join(f" Plugin {pid!r} failed to load ({why})." for pid, why in sorted(failed.items()))
     raise ConfigError(
         f"{key} = {name!r}: no {what} of that name; available: {available}. Is the plugin installed "
         f"(and not listed in plugins.disabled)?{broken}"
@@ -361,7 +403,14 @@ def load_plugins(
             failed[ep.name] = f"{dist}: {type(exc).__name__}: {exc}"
             log.warning("plugin %r from %s failed to import (%s); skipped", ep.name, dist, exc)
             continue
-        pm.register(module, name=ep.name)
+        try:
+            pm.register(module, name=ep.name)
+        except pluggy.PluginValidationError as exc:
+            # A hook implementation whose arguments the hook does not have (a misspelt ``register``).
+            why = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            failed[ep.name] = f"{dist}: {why}"
+            log.warning("plugin %r from %s failed to register (%s); skipped", ep.name, dist, why)
+            continue
         dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
     own_version = next((v for d, v in dists.values() if d == OWN_DISTRIBUTION), None)
     for plugin_id, obj, dist_info in [*_env_plugins(own_version),

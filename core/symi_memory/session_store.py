@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -29,12 +30,31 @@ from typing import Any
 from .errors import SymiMemoryError
 from .sessions import sessions_dir
 
-__all__ = ["SESSIONS_FILE", "SessionStore", "SessionStoreCorrupt"]
+__all__ = ["SESSIONS_FILE", "SessionStore", "SessionStoreCorrupt", "whole_count"]
 
 log = logging.getLogger("symi_memory.sessions")
 
 SESSIONS_FILE = "sessions.json"
 Entry = dict[str, Any]
+
+
+def whole_count(value: Any) -> int | None:
+    """A token or compaction count from a session entry (a fraction is dropped), or None when it is not a number.
+
+    ``sessions.json`` is shared with the agent runtime, which may write a count as text (``"2"``), as
+    ``Infinity`` or as junk; none of that may stop a flush decision.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None  # an estimate such as 178123.7 counts as 178123
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.lstrip("-").isdigit() and len(text) <= 20:
+            return int(text)
+    return None
 
 
 class SessionStoreCorrupt(SymiMemoryError):
@@ -147,7 +167,7 @@ class SessionStore:
 
         def mark(entry: Entry) -> Entry:
             cycle = (
-                compaction_count if compaction_count is not None else int(entry.get("compactionCount") or 0)
+                compaction_count if compaction_count is not None else (whole_count(entry.get("compactionCount")) or 0)
             )
             entry["memoryFlushAt"] = stamp
             entry["memoryFlushCompactionCount"] = cycle

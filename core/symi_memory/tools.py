@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import append_tool
 from .append_tool import MEMORY_APPEND_DEFINITION
+from .config.fields import fields_by_key
+from .config.schema import Query
 from .errors import PathRefused, SymiMemoryError
 
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ __all__ = [
 
 log = logging.getLogger("symi_memory.tools")
 
+# The defaults the descriptions name are the config's own (a model takes "usually N" at its word).
+_QUERY_DEFAULTS = {key: field.default for key, field in fields_by_key(Query).items()}
+
 TOOL_DEFINITIONS: list[dict[str, Any]] = [
     {
         "name": "memory_search",
@@ -47,8 +52,11 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
             "type": "object",
             "properties": {
                 "query": {"type": "string", "minLength": 1, "description": "What to look for, in natural language or exact tokens (IDs, names, error text)."},
-                "maxResults": {"type": "integer", "minimum": 1, "maximum": 200, "description": "How many snippets to return (default from config, usually 6)."},
-                "minScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (default from config, usually 0.35)."},
+                "maxResults": {"type": "integer", "minimum": 1, "maximum": 200, "description": f"How many snippets to return (default from config, usually {_QUERY_DEFAULTS['maxResults']})."},
+                "minScore": {"type": "number", "minimum": 0, "maximum": 1, "description": (
+                    "Drop results scoring below this. Scores are calibrated probabilities of relevance, so a "
+                    f"useful hit may score well under 0.5 (default from config, usually {_QUERY_DEFAULTS['minScore']})."
+                )},
                 "asOf": {"type": "string", "description": "Answer as memory stood on this date (YYYY-MM-DD): later notes are left out."},
             },
             "required": ["query"],

@@ -50,7 +50,9 @@ def _disabled_plugins(argv: Sequence[str] | None) -> list[str]:
 
 
 def _add_commands(sub: Any, plugins: Any) -> None:
-    from ..errors import PluginError
+    import logging
+
+    from ..errors import PluginError, SymiMemoryError
     from ..plugins import _per_plugin_callers
     from . import builtin_commands
 
@@ -63,6 +65,15 @@ def _add_commands(sub: Any, plugins: Any) -> None:
         except argparse.ArgumentError as exc:
             raise PluginError(f"plugin {plugin_id!r} adds a command that already exists ({exc}); "
                               f"uninstall or disable one of them (plugins.disabled)") from exc
+        except SymiMemoryError:
+            raise
+        except Exception as exc:
+            if plugin_id == builtin_commands.PLUGIN_ID:
+                raise
+            # Like a plugin that fails to import: its commands are missing, every other command works.
+            logging.getLogger("symi_memory.plugins").warning(
+                "plugin %r: symi_memory_register_commands raised %s: %s; its commands are left out",
+                plugin_id, type(exc).__name__, exc)
 
 
 def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> argparse.ArgumentParser:

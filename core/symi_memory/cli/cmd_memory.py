@@ -52,6 +52,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("history", help="every version of a fact, oldest first, with paths and lines")
     p.add_argument("query")
     p.add_argument("--as-of", default=None, metavar="DATE", help="only versions written by DATE (YYYY-MM-DD)")
+    p.add_argument("--min-score", type=float, default=None, metavar="X",
+                   help="no fact unless the best match scores X or more (default: minScore, as search)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_history)
@@ -212,7 +214,7 @@ def run_history(args: argparse.Namespace, app: App) -> int:
 
         print(f"symi-memory: error: {MEMORY_DISABLED}", file=sys.stderr)
         return 1
-    return render.print_history(manager.history(args.query, as_of=args.as_of), as_json=args.json)
+    return render.print_history(manager.history(args.query, as_of=args.as_of, min_score=args.min_score), as_json=args.json)
 
 
 def run_append(args: argparse.Namespace, app: App) -> int:

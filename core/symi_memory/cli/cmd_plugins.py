@@ -33,5 +33,5 @@ def run(args: argparse.Namespace, app: App) -> int:
     for info in disabled:
         print(f"{app.color(info.id.ljust(width), '2')}  {info.distribution} {info.version}  disabled (plugins.disabled)")
     for pid, why in sorted(plugins.failed.items()):
-        print(f"{app.color(pid.ljust(width), '31')}  failed to import: {why}")
+        print(f"{app.color(pid.ljust(width), '31')}  failed to load: {why}")
     return 0

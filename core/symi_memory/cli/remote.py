@@ -55,6 +55,7 @@ def _parser() -> _Parser:
     h = sub.add_parser("history", add_help=False)
     h.add_argument("query")
     h.add_argument("--as-of", default=None)
+    h.add_argument("--min-score", type=float, default=None)
     h.add_argument("--json", action="store_true")
     h.add_argument("--no-server", action="store_true")
     g = sub.add_parser("get", add_help=False)
@@ -162,6 +163,8 @@ def try_server(argv: Sequence[str] | None) -> int | None:
             body.update(query=args.query, fresh=True)
             if args.as_of is not None:
                 body["asOf"] = args.as_of
+            if args.min_score is not None:
+                body["minScore"] = args.min_score
             out = client.call("POST", client.agent_path(args.agent, "history"), body)
         elif args.command == "get":
             body["path"] = args.path

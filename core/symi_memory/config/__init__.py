@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..errors import ConfigError
-from .fields import build, deep_merge, defaults_of, fields_by_key, validate
+from .fields import _show, build, deep_merge, defaults_of, fields_by_key, validate
 from .schema import MemorySearch, RootConfig
 
 __all__ = [
@@ -177,7 +177,14 @@ class Config:
         return node
 
     def agent(self, agent_id: str = "main", *, workspace: str | os.PathLike[str] | None = None) -> AgentView:
-        """Resolve ``agents.defaults`` plus the ``agents.list[]`` entry with this id."""
+        """Resolve ``agents.defaults`` plus the ``agents.list[]`` entry with this id.
+
+        The id names the agent's index file and state folder, so one that is not a plain file name
+        (``../x``, ``a/b``, empty) is a :class:`ConfigError`.
+        """
+        problem = agent_id_problem(agent_id)
+        if problem is not None:
+            raise ConfigError(f"agent id {_show(agent_id)} {problem}")
         agents = self.data["agents"]
         defaults = agents["defaults"]
         override: dict[str, Any] = {}
@@ -235,9 +242,12 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
                    schema: type = RootConfig) -> dict[str, Any]:
     problems: list[str] = []
     data = validate(schema, raw, "", problems, extra)
+    defaults = (data.get("agents") or {}).get("defaults") or {}
+    _check_timezone(defaults.get("userTimezone"), "agents.defaults.userTimezone", problems)
     agents = raw.get("agents")
     entries = agents.get("list") if isinstance(agents, Mapping) else None
     # validate() has already reported an agents/agents.list of the wrong type.
+    first_of: dict[str, int] = {}
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         where = f"agents.list[{i}]"
         if not isinstance(entry, Mapping):
@@ -245,12 +255,49 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
             continue
         if not isinstance(entry.get("id"), str) or not entry.get("id"):
             problems.append(f"{where}.id: every agents.list entry needs a non-empty string id")
+        elif (problem := agent_id_problem(entry["id"])) is not None:
+            problems.append(f"{where}.id: {_show(entry['id'])} {problem}")
+        elif entry["id"] in first_of:
+            # One entry would silently win over the other (its workspace, its settings).
+            problems.append(f"{where}.id: {entry['id']!r} is listed twice (agents.list[{first_of[entry['id']]}] "
+                            f"too); merge the two entries into one")
+        else:
+            first_of[entry["id"]] = i
         rest = {k: v for k, v in entry.items() if k != "id"}
         agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
-        validate(_agent_model(schema), rest, where, problems, agent_extra)
+        own = validate(_agent_model(schema), rest, where, problems, agent_extra)
+        _check_timezone(own.get("userTimezone"), f"{where}.userTimezone", problems)
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
     return data
+
+
+def agent_id_problem(agent_id: object) -> str | None:
+    """Why ``agent_id`` cannot name an agent, or None.
+
+    The id is a file name: ``{stateDir}/memory/{agentId}.sqlite`` and ``{stateDir}/agents/{agentId}/``. So no
+    path separators, control characters, ``.`` or ``..``.
+    """
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        return "is empty; use a name such as 'main' or 'work'"
+    if agent_id in (".", "..") or "/" in agent_id or "\\" in agent_id or any(
+            ord(c) < 32 or ord(c) == 127 for c in agent_id):
+        return ("cannot be used: it names the agent's index file and state folder, so it may not contain '/', '\\' "
+                "or control characters, nor be '.' or '..'; use letters, digits, '_', '.', '-'")
+    return None
+
+
+def _check_timezone(name: Any, where: str, problems: list[str]) -> None:
+    """An unknown ``userTimezone`` is a config error now, not a failed memory_append (or flush) later."""
+    if not isinstance(name, str) or not name.strip():
+        return  # unset or blank: the system's zone
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(f"{where}: {name!r} is not a known IANA time zone; use a name such as 'Europe/Berlin' "
+                        f"(or remove it for the system's zone)")
 
 
 def _without_disabled_keys(raw: Mapping[str, Any], plugins: Any, extra: Mapping[str, Any],

@@ -348,6 +348,15 @@ def check_value(meta: Mapping[str, Any], value: Any, where: str, problems: list[
         if meta.get("item") == "str" and not all(isinstance(v, str) for v in value):
             problems.append(f"{where}: every entry must be a string, got {show(value)}")
             return False, None
+        allowed = meta.get("choices")
+        if allowed and meta.get("item") == "str":
+            unknown = [v for v in value if v not in allowed and v.lower() not in allowed]
+            if unknown:
+                problems.append(f"{where}: {show(unknown[0])} is not allowed"
+                                f"{did_you_mean(unknown[0].lower(), list(allowed))}; "
+                                f"each entry is one of {', '.join(map(str, allowed))}")
+                return False, None
+            return True, [v if v in allowed else v.lower() for v in value]
         if meta.get("item") == "collection":
             for i, entry in enumerate(value):
                 bad = _collection_problem(entry)

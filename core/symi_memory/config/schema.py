@@ -193,7 +193,8 @@ class MemorySearch:
     provider: str = opt("provider", "auto", doc="Embedding provider: auto, openai, gemini, voyage, local, none, or a plugin's name.")
     fallback: str = opt("fallback", "none", doc="Provider used when the primary fails: openai, gemini, voyage, local, none.")
     model: str | None = opt("model", None, kind="str", doc="Embedding model; unset: the provider's default.")
-    sources: list = opt("sources", ["memory"], item="str", doc='What to index: "memory", "sessions".')
+    sources: list = opt("sources", ["memory"], item="str", choices=("memory", "sessions"),
+                        doc='What to index: "memory", "sessions".')
     extra_paths: list = opt("extraPaths", [], item="str", doc="More Markdown files or directories (absolute or workspace-relative).")
     experimental: Experimental = section(Experimental, "experimental")
     store: Store = section(Store, "store")

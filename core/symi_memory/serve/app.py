@@ -295,9 +295,12 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             n = tools._int_param(body, "maxResults")
             if n is not None and not 1 <= n <= 200:
                 raise ValueError(f"maxResults must be from 1 to 200, got {n}")
+            min_score = body.get("minScore")
+            if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
+                raise ValueError(f"minScore must be a number from 0 to 1, got {min_score!r}")
             if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
                 ensure_fresh(manager, reason="cli-search")
-            return {"versions": manager.history(query, max_results=n or 30, as_of=as_of)}
+            return {"versions": manager.history(query, max_results=n or 30, min_score=min_score, as_of=as_of)}
         except ValueError as exc:
             raise _Bad(400, str(exc)) from None
 

@@ -1,0 +1,177 @@
+"""A broken third-party plugin: what the operator and the library user see.
+
+Each plugin here is installed the way a real one is (a ``*.dist-info`` with an
+``entry_points.txt`` on ``sys.path``), and the CLI runs in a subprocess, so the
+test sees exactly what an operator sees: one line naming the plugin and what
+went wrong, never a Python traceback; and a plugin nobody selected never takes
+memory down.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from symi_memory import open_memory
+from symi_memory.errors import PluginError
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _install(site: Path, plugin_id: str, module: str, source: str) -> None:
+    """Install plugin ``plugin_id`` (entry point -> ``module``) into ``site``."""
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[symi_memory]\n{plugin_id} = {module}\n", encoding="utf-8")
+    (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- The NAS is at 192.168.1.20.\n", encoding="utf-8")
+    return ws
+
+
+def _cli(tmp_path: Path, site: Path, *args: str, slot: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "symi_memory.cli", "--state-dir", str(tmp_path / "state"),
+           "--workspace", str(_workspace(tmp_path) if not (tmp_path / "ws").exists() else tmp_path / "ws")]
+    if slot is not None:
+        cfg = tmp_path / "symi.toml"
+        cfg.write_text(f'[plugins.slots]\nmemory = "{slot}"\n[agents.defaults.memorySearch]\nprovider = "none"\n',
+                       encoding="utf-8")
+        cmd += ["--config", str(cfg)]
+    env = {k: v for k, v in os.environ.items() if k not in ("SYMI_CONFIG", "SYMI_MEMORY_PLUGINS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+RAISES_IN_HOOK = """
+from symi_memory import hookimpl
+
+@hookimpl
+def symi_memory_register_backends(register):
+    raise RuntimeError("backend table is corrupt")
+"""
+
+MISNAMED_ARGUMENT = """
+from symi_memory import hookimpl
+
+@hookimpl
+def symi_memory_register_backends(registr):
+    pass
+"""
+
+DEFAULTS_RAISE = """
+from symi_memory import hookimpl
+
+@hookimpl
+def symi_memory_config_defaults():
+    raise KeyError("windowDays")
+"""
+
+
+COMMANDS_RAISE = """
+from symi_memory import hookimpl
+
+@hookimpl
+def symi_memory_register_commands(subparsers):
+    raise RuntimeError("no such parser option")
+"""
+
+
+def test_a_plugin_whose_commands_hook_raises_leaves_every_other_command_working(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _install(site, "broken", "broken_plugin", COMMANDS_RAISE)
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+    (warning,) = [ln for ln in out.stderr.splitlines() if "broken" in ln]
+    assert "symi_memory_register_commands raised RuntimeError: no such parser option" in warning
+
+
+@pytest.mark.parametrize(("source", "why"), [
+    (RAISES_IN_HOOK, "symi_memory_register_backends raised RuntimeError: backend table is corrupt"),
+    (MISNAMED_ARGUMENT, "registr"),
+    (DEFAULTS_RAISE, "symi_memory_config_defaults raised KeyError"),
+], ids=["hook-raises", "misnamed-hook-argument", "config-defaults-raises"])
+def test_a_broken_plugin_nobody_selected_leaves_memory_working(tmp_path: Path, source: str, why: str) -> None:
+    site = tmp_path / "site"
+    _install(site, "broken", "broken_plugin", source)
+
+    searched = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert searched.returncode == 0, searched.stderr
+    assert "192.168.1.20" in searched.stdout
+    assert "Traceback" not in searched.stderr
+    assert "broken" in searched.stderr  # a warning names the plugin it skipped
+
+    listed = _cli(tmp_path, site, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("broken"))
+    assert why in line
+
+
+def test_selecting_a_plugin_whose_hook_raised_names_what_went_wrong(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _install(site, "broken", "broken_plugin", RAISES_IN_HOOK)
+    out = _cli(tmp_path, site, "status", slot="broken-backend")
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if ln.startswith("symi-memory: error:")]
+    assert "plugins.slots.memory = 'broken-backend'" in line
+    assert "'broken'" in line and "RuntimeError: backend table is corrupt" in line
+FACTORIES = """
+from symi_memory import hookimpl
+from symi_memory.specs import BackendSpec
+
+
+def _raises(ctx):
+    raise ZeroDivisionError("division by zero")
+
+
+@hookimpl
+def symi_memory_register_backends(register):
+    register(BackendSpec(name="raising", short_name="raising", factory=_raises))
+    register(BackendSpec(name="returns-none", short_name="none", factory=lambda ctx: None))
+    register(BackendSpec(name="returns-object", short_name="obj", factory=lambda ctx: object()))
+"""
+
+
+@pytest.mark.parametrize(("slot", "why"), [
+    ("raising", "ZeroDivisionError: division by zero"),
+    ("returns-none", "returned None, not a MemoryBackend"),
+    ("returns-object", "returned object, not a MemoryBackend"),
+])
+def test_a_backend_factory_that_fails_is_one_line_naming_the_slot_and_plugin(tmp_path: Path, slot: str,
+                                                                             why: str) -> None:
+    site = tmp_path / "site"
+    _install(site, "factories", "factories_plugin", FACTORIES)
+    for command in (["status"], ["search", "NAS", "--no-server"]):
+        out = _cli(tmp_path, site, *command, slot=slot)
+        assert out.returncode == 2, (command, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr
+        # Not "memory is disabled": the operator asked for this backend, and its plugin failed.
+        assert "disabled" not in out.stderr
+        (line,) = out.stderr.strip().splitlines()
+        assert f"plugins.slots.memory = {slot!r}" in line and "'factories'" in line and why in line
+
+
+def test_open_memory_raises_a_plugin_error_for_a_failing_backend_factory(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    _install(site, "factories", "factories_plugin", FACTORIES)
+    monkeypatch.syspath_prepend(str(site))
+    cfg = tmp_path / "symi.toml"
+    for slot in ("raising", "returns-none", "returns-object"):
+        cfg.write_text(f'[plugins.slots]\nmemory = "{slot}"\n', encoding="utf-8")
+        with pytest.raises(PluginError, match=f"plugins.slots.memory = {slot!r}"):
+            open_memory(cfg, workspace=_workspace(tmp_path) if not (tmp_path / "ws").exists() else tmp_path / "ws",
+                        state_dir=tmp_path / "state", start=False)
