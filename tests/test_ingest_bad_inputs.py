@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from support.sqlite_memory import open_mem, write
@@ -144,3 +145,27 @@ def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_di
     finally:
         if tmp_path.name.startswith("symi-unreadable-"):
             shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_transcript_line_with_an_absurd_timestamp_does_not_break_search(tmp_path: Path) -> None:
+    """A timestamp no clock gives (an integer of 400 digits, ``1e400``, NaN, year 10^13) is left out: the message
+    is still found, by every search that reads message times (plain, ``as_of``, ``history``)."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    stamps = ["1" + "0" * 400, "1e400", "-1e400", "NaN", "1e300", "-99999999999999999999999"]
+    lines = [f'{{"type":"message","timestamp":{s},"message":{{"role":"user","content":"the kayak hangs in the '
+             f'boathouse number {i}"}}}}' for i, s in enumerate(stamps)]
+    lines.append('{"type":"message","timestamp":"2026-01-02T00:00:00Z","message":{"role":"assistant",'
+                 '"content":"noted, the kayak hangs in the boathouse"}}')
+    write(sessions, "s.jsonl", "\n".join(lines) + "\n")
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        assert [h.path for h in mem.search("where does the kayak hang").results] == ["sessions/s.jsonl"]
+        assert [h.path for h in mem.search("where does the kayak hang", as_of="2026-06-01").results] == [
+            "sessions/s.jsonl"]
+        assert {v["path"] for v in mem.history("where does the kayak hang")} == {"sessions/s.jsonl"}
+    from symi_memory.sessions import message_times
+
+    day = datetime(2026, 1, 2, tzinfo=UTC).timestamp()
+    assert message_times(sessions, "sessions/s.jsonl", 1, len(lines)) == (day, day)
