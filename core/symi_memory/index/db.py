@@ -30,6 +30,7 @@ __all__ = [
     "new_index_id",
     "open_db",
     "open_index_db",
+    "set_aside",
 ]
 
 log = logging.getLogger("symi_memory.index")
@@ -184,12 +185,19 @@ def open_index_db(path: Path) -> apsw.Connection:
     try:
         return open_db(path)
     except (apsw.NotADBError, apsw.CorruptError) as exc:
-        aside = f"{path}.unreadable-{int(time.time())}"
-        log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, exc, aside)
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(f"{path}{suffix}"):
-                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        set_aside(path, exc)
         return open_db(path)
+
+
+def set_aside(path: Path, why: object) -> str:
+    """Rename a damaged index file (with its ``-wal`` and ``-shm``) to ``<path>.unreadable-<time>``, kept for
+    inspection; the caller opens a fresh one in its place. Returns the new name."""
+    aside = f"{path}.unreadable-{int(time.time())}"
+    log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, why, aside)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(f"{path}{suffix}"):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
 
 
 def _drop_all(conn: apsw.Connection) -> None:
