@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from support.sqlite_memory import open_mem, write
+from support.unprivileged import Unprivileged
 
 SESSION_MS = {"experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"]}
 
@@ -95,20 +96,6 @@ def test_a_file_nested_deeper_than_path_max_is_listed_as_skipped(tmp_path: Path)
         assert mem.status()["dirty"] is False
 
 
-class _Unprivileged:
-    """Root reads any file: as root, run the block with the effective uid of ``nobody`` (restored after)."""
-
-    def __enter__(self) -> None:
-        if os.geteuid() == 0:
-            os.setegid(65534)
-            os.seteuid(65534)
-
-    def __exit__(self, *exc: object) -> None:
-        if os.getuid() == 0:
-            os.seteuid(0)
-            os.setegid(0)
-
-
 def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_dirty(tmp_path: Path) -> None:
     if os.geteuid() == 0:  # pytest's own temp root is private to root: use a folder nobody can reach
         tmp_path = Path(tempfile.mkdtemp(prefix="symi-unreadable-"))
@@ -127,7 +114,7 @@ def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_di
             os.chown(p, 65534, 65534)
         tmp_path.chmod(0o755)
     try:
-        with _Unprivileged():
+        with Unprivileged():
             with open_mem(tmp_path, ws) as mem:
                 mem.sync()
                 st = mem.status()

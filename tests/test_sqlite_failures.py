@@ -136,3 +136,44 @@ def test_a_forced_reindex_repairs_an_index_damaged_inside(tmp_path: Path, ws: Pa
     assert "moved it to" in err
     code, out, err = cli(*args, "search", "a828e60")
     assert code == 0 and "MEMORY.md" in out, err
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_cannot_sync(what: str) -> None:
+    """A read-only index file, or one in a folder the process may not write (a read-only mount, another
+    user's state dir): status and search answer from it; a sync fails saying why, not 'readonly database'."""
+    import os
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        write(ws, "memory/a.md", "- the otter lives by the weir\n")
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            mem.search("otter")
+            db = Path(mem.status()["dbPath"])
+        write(ws, "memory/b.md", "- the heron nests by the reservoir\n")  # on disk, not indexed
+        for p in [root, *root.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o555)
+        if what == "file":
+            if os.geteuid() == 0:
+                for p in [root, *root.rglob("*")]:
+                    os.chown(p, 65534, 65534)
+            db.chmod(0o444)
+        else:
+            db.parent.chmod(0o555)
+        with Unprivileged(), open_mem(root, ws) as mem:
+            st = mem.status()
+            assert st["files"] == 1 and st["dirty"] is True
+            assert "is read-only for this process" in st["lastError"]
+            assert [h.path for h in mem.search("otter weir").results] == ["memory/a.md"]
+            with pytest.raises(BackendError, match="is read-only for this process .*nothing can be indexed until the "
+                                                   "file and its folder are writable"):
+                mem.sync()
+    finally:
+        db.parent.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)

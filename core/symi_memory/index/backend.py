@@ -875,6 +875,8 @@ class IndexedBackend:
             dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
         last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        if self.store.read_only():
+            last_error = str(self.store.read_only_error())
         damaged = self.store.damaged()
         if damaged is not None:
             dirty = True

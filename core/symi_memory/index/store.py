@@ -24,6 +24,7 @@ from typing import Any
 import apsw
 import attrs
 
+from ..errors import BackendError
 from .cache import EmbeddingCache
 from .chunks import ChunkReads
 from .db import (
@@ -177,6 +178,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 try:
                     self.conn.execute("BEGIN IMMEDIATE")
                     break
+                except apsw.ReadOnlyError as exc:
+                    raise self.read_only_error(exc) from exc
                 except apsw.BusyError:
                     if attempt == LOCK_RETRIES:
                         raise
@@ -189,10 +192,22 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             try:
                 yield
                 self.conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if not self.conn.getautocommit():  # SQLite may have rolled back already
                     self.conn.execute("ROLLBACK")
+                if isinstance(exc, apsw.ReadOnlyError):
+                    raise self.read_only_error(exc) from exc
                 raise
+
+    def read_only(self) -> bool:
+        """Whether this process may only read the index (a read-only file, or a folder it may not write)."""
+        return bool(self.conn.readonly("main"))
+
+    def read_only_error(self, exc: BaseException | None = None) -> BackendError:
+        """The error a write to an index this process may only read fails with."""
+        return BackendError(f"the index {self.path} is read-only for this process{f' ({exc})' if exc else ''}: "
+                            "nothing can be indexed until the file and its folder are writable (check their "
+                            "owner and permissions, or memorySearch.store.path); searches answer from it as it is")
 
     def _read(self, sql: str, params: Any = ()) -> Any:
         """Run a query on this thread's read connection (rows typed loosely, as SQLite is)."""
