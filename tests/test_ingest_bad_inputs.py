@@ -156,3 +156,38 @@ def test_a_transcript_line_with_an_absurd_timestamp_does_not_break_search(tmp_pa
 
     day = datetime(2026, 1, 2, tzinfo=UTC).timestamp()
     assert message_times(sessions, "sessions/s.jsonl", 1, len(lines)) == (day, day)
+
+
+def test_a_file_swapped_for_a_fifo_or_a_symlink_while_the_sync_runs_is_skipped(tmp_path: Path) -> None:
+    """The walker lists only regular files; one replaced after the listing (a FIFO, a symlink to a file outside
+    memory) must neither hang the sync nor get the symlink's target indexed (memory_get never reads either)."""
+    import threading
+
+    ws = tmp_path / "ws"
+    for i in range(300):  # more chunks than one embedding group: the sync reports progress in between
+        write(ws, f"memory/a{i:03d}.md", f"- note {i} about the garden\n")
+    fifo, link = write(ws, "memory/zz-fifo.md", "- fifo\n"), write(ws, "memory/zz-link.md", "- link\n")
+    secret = write(tmp_path, "secret.txt", "- the vault code is quokka-7731\n")
+
+    def swap(progress) -> None:  # type: ignore[no-untyped-def]
+        if progress.phase == "index" and fifo.is_file():
+            fifo.unlink()
+            os.mkfifo(fifo)
+            link.unlink()
+            link.symlink_to(secret)
+
+    with open_mem(tmp_path, ws) as mem:
+        done: list[object] = []
+        worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
+        worker.start()
+        worker.join(60)
+        if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(10)
+            raise AssertionError("the sync hung on a file swapped for a FIFO")
+        assert done, "the sync failed"
+        assert not [h for h in mem.search("vault code quokka").results if "quokka" in h.snippet]
+        reasons = skipped(mem)
+        assert set(reasons) == {"memory/zz-fifo.md", "memory/zz-link.md"}, reasons
+        assert all(r.startswith("cannot read: ") for r in reasons.values()), reasons
+        assert mem.status()["files"] == 300

@@ -5,6 +5,7 @@ Implements spec/behaviour.md §2 once, for every backend.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -27,6 +28,7 @@ __all__ = [
     "printable_path",
     "read_allowed",
     "read_lines",
+    "read_regular",
     "stored_path",
 ]
 
@@ -376,6 +378,26 @@ class PathRules:
         """
         abs_path, rel = self.resolve(path)
         return read_allowed(abs_path, shown if shown is not None else rel, from_line=from_line, lines=lines)
+
+
+def read_regular(abs_path: str) -> tuple[bytes, os.stat_result]:
+    """The bytes and ``fstat`` of the regular file at ``abs_path``, as the indexer reads a listed file.
+
+    The file is opened without following a symlink and without waiting on a FIFO, so a file swapped for
+    either after it was listed is refused (an ``OSError`` saying so) instead of reading the link's
+    target or hanging the sync.
+    """
+    try:
+        fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symlink, not a regular file", abs_path) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", abs_path)
+        return fh.read(), st
 
 
 def read_allowed(abs_path: str, shown: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
