@@ -191,3 +191,29 @@ def test_a_file_swapped_for_a_fifo_or_a_symlink_while_the_sync_runs_is_skipped(t
         assert set(reasons) == {"memory/zz-fifo.md", "memory/zz-link.md"}, reasons
         assert all(r.startswith("cannot read: ") for r in reasons.values()), reasons
         assert mem.status()["files"] == 300
+
+
+def test_a_utf16_memory_file_with_a_byte_order_mark_is_read_as_text(tmp_path: Path) -> None:
+    """Windows PowerShell's ``echo ... > MEMORY.md`` and Notepad's "Unicode" write UTF-16 with a byte order mark:
+    its text is indexed, cited, read and appended to as text, not as bytes with a NUL between letters."""
+    from symi_memory import tools
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "\ufeff# Memory\r\n\r\n- The kestrel nests on the water tower.\r\n".encode("utf-16-le"))
+    write(ws, "memory/notes.md", "\ufeff- Zoë keeps the spare key under the heron statue.\n".encode("utf-16-be"))
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        st = mem.status()
+        assert st["files"] == 2 and st["invalidUtf8Files"] == 0
+        hit = mem.search("where does the kestrel nest").results[0]
+        assert hit.path == "MEMORY.md" and (hit.start_line, hit.end_line) == (1, 4)
+        assert "- The kestrel nests on the water tower." in hit.snippet and "\x00" not in hit.snippet
+        hit = mem.search("spare key heron statue").results[0]
+        assert hit.path == "memory/notes.md" and "Zoë keeps the spare key" in hit.snippet
+        got = tools.memory_get(mem, {"path": "MEMORY.md", "from": 3, "lines": 1})
+        assert got["text"] == "- The kestrel nests on the water tower."
+        mem.append("The kestrel fledged two chicks in June.", target="long-term", allow_duplicate=True)
+        data = (ws / "MEMORY.md").read_bytes()
+        assert data.decode("utf-16-le").endswith("tower.\r\nThe kestrel fledged two chicks in June.\n")
+        mem.sync()
+        assert "fledged two chicks" in mem.search("how many chicks fledged").results[0].snippet

@@ -19,6 +19,7 @@ from .types import ReadResult
 
 __all__ = [
     "IGNORED_DIRS",
+    "bom_encoding",
     "MemoryFile",
     "PathRoot",
     "PathRules",
@@ -190,13 +191,33 @@ def read_lines(text: str, from_line: int | None, lines: int | None) -> str:
     return "\n".join(all_lines[start - 1 : end])
 
 
+#: Byte order marks of the encodings other than UTF-8 a memory file may be in (UTF-32 first: its little-endian
+#: mark starts with UTF-16's). Windows PowerShell's ``>`` and Notepad's "Unicode" write UTF-16 with a mark.
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"),
+         (b"\xfe\xff", "utf-16-be"))
+
+
+def bom_encoding(head: bytes) -> tuple[str, int] | None:
+    """``(codec, mark length)`` when ``head`` (a file's first bytes) starts with a UTF-16 or UTF-32 byte order
+    mark; None for anything else (UTF-8, with or without its mark)."""
+    for mark, codec in _BOMS:
+        if head.startswith(mark):
+            return codec, len(mark)
+    return None
+
+
 def decode_text(data: bytes) -> tuple[str, bool]:
-    """UTF-8 with replacement, BOM dropped, CRLF/CR normalised. Returns (text, had_invalid_bytes)."""
+    """UTF-8 (or UTF-16/32 with a byte order mark) with replacement, BOM dropped, CRLF/CR normalised.
+
+    Returns (text, had_invalid_bytes).
+    """
+    marked = bom_encoding(data[:4])
+    codec, data = (marked[0], data[marked[1]:]) if marked else ("utf-8", data)
     try:
-        text = data.decode("utf-8")
+        text = data.decode(codec)
         bad = False
     except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
+        text = data.decode(codec, errors="replace")
         bad = True
     if text.startswith("\ufeff"):
         text = text[1:]
