@@ -6,9 +6,11 @@ import json
 import os
 import shutil
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from support.sqlite_memory import open_mem, write
+from support.unprivileged import Unprivileged
 
 SESSION_MS = {"experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"]}
 
@@ -94,20 +96,6 @@ def test_a_file_nested_deeper_than_path_max_is_listed_as_skipped(tmp_path: Path)
         assert mem.status()["dirty"] is False
 
 
-class _Unprivileged:
-    """Root reads any file: as root, run the block with the effective uid of ``nobody`` (restored after)."""
-
-    def __enter__(self) -> None:
-        if os.geteuid() == 0:
-            os.setegid(65534)
-            os.seteuid(65534)
-
-    def __exit__(self, *exc: object) -> None:
-        if os.getuid() == 0:
-            os.seteuid(0)
-            os.setegid(0)
-
-
 def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_dirty(tmp_path: Path) -> None:
     if os.geteuid() == 0:  # pytest's own temp root is private to root: use a folder nobody can reach
         tmp_path = Path(tempfile.mkdtemp(prefix="symi-unreadable-"))
@@ -126,7 +114,7 @@ def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_di
             os.chown(p, 65534, 65534)
         tmp_path.chmod(0o755)
     try:
-        with _Unprivileged():
+        with Unprivileged():
             with open_mem(tmp_path, ws) as mem:
                 mem.sync()
                 st = mem.status()
@@ -144,3 +132,88 @@ def test_an_unreadable_file_is_skipped_with_a_reason_and_does_not_keep_status_di
     finally:
         if tmp_path.name.startswith("symi-unreadable-"):
             shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_transcript_line_with_an_absurd_timestamp_does_not_break_search(tmp_path: Path) -> None:
+    """A timestamp no clock gives (an integer of 400 digits, ``1e400``, NaN, year 10^13) is left out: the message
+    is still found, by every search that reads message times (plain, ``as_of``, ``history``)."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    stamps = ["1" + "0" * 400, "1e400", "-1e400", "NaN", "1e300", "-99999999999999999999999"]
+    lines = [f'{{"type":"message","timestamp":{s},"message":{{"role":"user","content":"the kayak hangs in the '
+             f'boathouse number {i}"}}}}' for i, s in enumerate(stamps)]
+    lines.append('{"type":"message","timestamp":"2026-01-02T00:00:00Z","message":{"role":"assistant",'
+                 '"content":"noted, the kayak hangs in the boathouse"}}')
+    write(sessions, "s.jsonl", "\n".join(lines) + "\n")
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        assert [h.path for h in mem.search("where does the kayak hang").results] == ["sessions/s.jsonl"]
+        assert [h.path for h in mem.search("where does the kayak hang", as_of="2026-06-01").results] == [
+            "sessions/s.jsonl"]
+        assert {v["path"] for v in mem.history("where does the kayak hang")} == {"sessions/s.jsonl"}
+    from symi_memory.sessions import message_times
+
+    day = datetime(2026, 1, 2, tzinfo=UTC).timestamp()
+    assert message_times(sessions, "sessions/s.jsonl", 1, len(lines)) == (day, day)
+
+
+def test_a_file_swapped_for_a_fifo_or_a_symlink_while_the_sync_runs_is_skipped(tmp_path: Path) -> None:
+    """The walker lists only regular files; one replaced after the listing (a FIFO, a symlink to a file outside
+    memory) must neither hang the sync nor get the symlink's target indexed (memory_get never reads either)."""
+    import threading
+
+    ws = tmp_path / "ws"
+    for i in range(300):  # more chunks than one embedding group: the sync reports progress in between
+        write(ws, f"memory/a{i:03d}.md", f"- note {i} about the garden\n")
+    fifo, link = write(ws, "memory/zz-fifo.md", "- fifo\n"), write(ws, "memory/zz-link.md", "- link\n")
+    secret = write(tmp_path, "secret.txt", "- the vault code is quokka-7731\n")
+
+    def swap(progress) -> None:  # type: ignore[no-untyped-def]
+        if progress.phase == "index" and fifo.is_file():
+            fifo.unlink()
+            os.mkfifo(fifo)
+            link.unlink()
+            link.symlink_to(secret)
+
+    with open_mem(tmp_path, ws) as mem:
+        done: list[object] = []
+        worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
+        worker.start()
+        worker.join(60)
+        if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(10)
+            raise AssertionError("the sync hung on a file swapped for a FIFO")
+        assert done, "the sync failed"
+        assert not [h for h in mem.search("vault code quokka").results if "quokka" in h.snippet]
+        reasons = skipped(mem)
+        assert set(reasons) == {"memory/zz-fifo.md", "memory/zz-link.md"}, reasons
+        assert all(r.startswith("cannot read: ") for r in reasons.values()), reasons
+        assert mem.status()["files"] == 300
+
+
+def test_a_utf16_memory_file_with_a_byte_order_mark_is_read_as_text(tmp_path: Path) -> None:
+    """Windows PowerShell's ``echo ... > MEMORY.md`` and Notepad's "Unicode" write UTF-16 with a byte order mark:
+    its text is indexed, cited, read and appended to as text, not as bytes with a NUL between letters."""
+    from symi_memory import tools
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "\ufeff# Memory\r\n\r\n- The kestrel nests on the water tower.\r\n".encode("utf-16-le"))
+    write(ws, "memory/notes.md", "\ufeff- Zoë keeps the spare key under the heron statue.\n".encode("utf-16-be"))
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        st = mem.status()
+        assert st["files"] == 2 and st["invalidUtf8Files"] == 0
+        hit = mem.search("where does the kestrel nest").results[0]
+        assert hit.path == "MEMORY.md" and (hit.start_line, hit.end_line) == (1, 4)
+        assert "- The kestrel nests on the water tower." in hit.snippet and "\x00" not in hit.snippet
+        hit = mem.search("spare key heron statue").results[0]
+        assert hit.path == "memory/notes.md" and "Zoë keeps the spare key" in hit.snippet
+        got = tools.memory_get(mem, {"path": "MEMORY.md", "from": 3, "lines": 1})
+        assert got["text"] == "- The kestrel nests on the water tower."
+        mem.append("The kestrel fledged two chicks in June.", target="long-term", allow_duplicate=True)
+        data = (ws / "MEMORY.md").read_bytes()
+        assert data.decode("utf-16-le").endswith("tower.\r\nThe kestrel fledged two chicks in June.\n")
+        mem.sync()
+        assert "fledged two chicks" in mem.search("how many chicks fledged").results[0].snippet

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.sqlite_memory import add_filler, open_mem, write
+from support.sqlite_memory import add_filler, open_mem, settings, write
 
 from symi_memory import hookimpl
-from symi_memory.errors import EmbeddingError
+from symi_memory.errors import BackendError, EmbeddingError
 from symi_memory.specs import ProviderSpec
 from symi_memory.testing import HashEmbedder
 
@@ -74,3 +75,105 @@ def test_unreadable_index_file_is_set_aside_and_rebuilt(tmp_path: Path, ws: Path
         assert mem.search("a828e60").results[0].path == "MEMORY.md"
     kept = [p for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")]
     assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not sqlite")
+
+
+def _damage(db: Path, *tables: str) -> None:
+    """Overwrite the pages of ``tables`` (but the root of a table of several pages) with bytes that are no b-tree
+    page (a disk fault)."""
+    import apsw
+
+    con = apsw.Connection(str(db))
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = [(n, size) for n, size, path, alone in con.execute(
+            "SELECT pageno, pgsize, path, count(*) OVER (PARTITION BY name) = 1 FROM dbstat "
+            f"WHERE name IN ({','.join('?' * len(tables))})", tables) if alone or path != "/"]
+    finally:
+        con.close()
+    assert pages
+    with open(db, "r+b") as fh:
+        for n, size in pages:
+            fh.seek((n - 1) * size)
+            fh.write(bytes(range(256)) * (size // 256))
+
+
+def test_an_index_damaged_inside_says_so_in_every_process_and_the_next_sync_rebuilds_it(tmp_path: Path,
+                                                                                        ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        counts = (mem.status()["files"], mem.status()["chunks"])
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as mem:
+        with pytest.raises(BackendError, match=r"is damaged \(database disk image is malformed\); the next sync "
+                                               r"sets it aside and rebuilds it"):
+            mem.search("a828e60")
+        st = mem.status()
+        assert st["dirty"] is True and "the index file is damaged" in st["lastError"]
+    with open_mem(tmp_path, ws) as other:  # another process: its status tells the truth too
+        st = other.status()
+        assert st["dirty"] is True and "the index file is damaged" in st["lastError"]
+        report = other.sync()  # an ordinary sync, nothing changed on disk
+        assert report.full and report.files_indexed == counts[0]
+        assert (other.status()["files"], other.status()["chunks"]) == counts
+        assert other.status()["dirty"] is False and other.status()["lastError"] is None
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+    kept = sorted(p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite."))
+    assert len(kept) == 1 and kept[0].startswith("main.sqlite.unreadable-")
+
+
+@pytest.mark.parametrize("tables", [("chunks",), ("embedding_cache",), ("meta",)])
+def test_a_forced_reindex_repairs_an_index_damaged_inside(tmp_path: Path, ws: Path, cli,  # type: ignore[no-untyped-def]
+                                                          tables: tuple[str, ...]) -> None:
+    cfg = tmp_path / "symi.json"
+    cfg.write_text(json.dumps(settings()), encoding="utf-8")
+    args = ("--config", str(cfg), "--workspace", str(ws))
+    assert cli(*args, "index")[0] == 0
+    db = tmp_path / "state" / "memory" / "main.sqlite"
+    _damage(db, *tables)
+    code, out, err = cli(*args, "index", "--force")  # what the error message of a damaged index says to run
+    assert code == 0, err
+    assert "moved it to" in err
+    code, out, err = cli(*args, "search", "a828e60")
+    assert code == 0 and "MEMORY.md" in out, err
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_cannot_sync(what: str) -> None:
+    """A read-only index file, or one in a folder the process may not write (a read-only mount, another
+    user's state dir): status and search answer from it; a sync fails saying why, not 'readonly database'."""
+    import os
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        write(ws, "memory/a.md", "- the otter lives by the weir\n")
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            mem.search("otter")
+            db = Path(mem.status()["dbPath"])
+        write(ws, "memory/b.md", "- the heron nests by the reservoir\n")  # on disk, not indexed
+        for p in [root, *root.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o555)
+        if what == "file":
+            if os.geteuid() == 0:
+                for p in [root, *root.rglob("*")]:
+                    os.chown(p, 65534, 65534)
+            db.chmod(0o444)
+        else:
+            db.parent.chmod(0o555)
+        with Unprivileged(), open_mem(root, ws) as mem:
+            st = mem.status()
+            assert st["files"] == 1 and st["dirty"] is True
+            assert "is read-only for this process" in st["lastError"]
+            assert [h.path for h in mem.search("otter weir").results] == ["memory/a.md"]
+            with pytest.raises(BackendError, match="is read-only for this process .*nothing can be indexed until the "
+                                                   "file and its folder are writable"):
+                mem.sync()
+    finally:
+        db.parent.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)

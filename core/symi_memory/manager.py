@@ -383,6 +383,7 @@ class MemoryManager:
         intros give their lines (:func:`symi_memory.chronology.file_line_since`), read from the whole file
         (a chunk may start below the heading that dates it). Cached per file version."""
         from .chronology import file_date, file_line_since
+        from .workspace import decode_text
 
         out: dict[str, dict[int, float]] = {}
         root = Path(self.agent.workspace).resolve()
@@ -400,7 +401,7 @@ class MemoryManager:
             dates = self._section_cache.get(key)
             if dates is None:
                 try:
-                    dates = file_line_since(path.read_text(encoding="utf-8", errors="replace"))
+                    dates = file_line_since(decode_text(path.read_bytes())[0])
                 except OSError:
                     continue
                 if len(self._section_cache) > 256:

@@ -167,6 +167,11 @@ def parse_session_file(path: str | Path) -> SessionDocument:
     return parse_session_bytes(p.read_bytes(), p.name)
 
 
+#: The times a message may carry (epoch seconds): days every ``datetime`` can show, in any time zone.
+_FIRST_STAMP = -62_135_510_400.0  # 0001-01-02T00:00:00Z
+_LAST_STAMP = 253_402_128_000.0  # 9999-12-30T00:00:00Z
+
+
 def epoch_seconds(value: float) -> float:
     """An epoch timestamp in seconds, from seconds, milliseconds, microseconds or nanoseconds.
 
@@ -207,14 +212,21 @@ def message_times(directory: str | Path, path: str, start_line: int, end_line: i
                     value = json.loads(raw).get("timestamp")
                 except (ValueError, AttributeError):
                     continue
+                seconds: float | None = None
                 if isinstance(value, int | float) and not isinstance(value, bool):
-                    stamps.append(epoch_seconds(value))
+                    try:
+                        seconds = epoch_seconds(value)
+                    except OverflowError:  # an integer of hundreds of digits: no clock wrote it
+                        continue
                 elif isinstance(value, str):
                     try:
                         stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
                     except ValueError:
                         continue
-                    stamps.append((stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp())
+                    seconds = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+                # NaN, infinity and times outside the calendar (which no date can show) are left out.
+                if seconds is not None and _FIRST_STAMP <= seconds <= _LAST_STAMP:
+                    stamps.append(seconds)
     except OSError:
         return None
     return (min(stamps), max(stamps)) if stamps else None

@@ -5,6 +5,7 @@ Implements spec/behaviour.md §2 once, for every backend.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -18,6 +19,7 @@ from .types import ReadResult
 
 __all__ = [
     "IGNORED_DIRS",
+    "bom_encoding",
     "MemoryFile",
     "PathRoot",
     "PathRules",
@@ -27,6 +29,7 @@ __all__ = [
     "printable_path",
     "read_allowed",
     "read_lines",
+    "read_regular",
     "stored_path",
 ]
 
@@ -188,13 +191,33 @@ def read_lines(text: str, from_line: int | None, lines: int | None) -> str:
     return "\n".join(all_lines[start - 1 : end])
 
 
+#: Byte order marks of the encodings other than UTF-8 a memory file may be in (UTF-32 first: its little-endian
+#: mark starts with UTF-16's). Windows PowerShell's ``>`` and Notepad's "Unicode" write UTF-16 with a mark.
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"),
+         (b"\xfe\xff", "utf-16-be"))
+
+
+def bom_encoding(head: bytes) -> tuple[str, int] | None:
+    """``(codec, mark length)`` when ``head`` (a file's first bytes) starts with a UTF-16 or UTF-32 byte order
+    mark; None for anything else (UTF-8, with or without its mark)."""
+    for mark, codec in _BOMS:
+        if head.startswith(mark):
+            return codec, len(mark)
+    return None
+
+
 def decode_text(data: bytes) -> tuple[str, bool]:
-    """UTF-8 with replacement, BOM dropped, CRLF/CR normalised. Returns (text, had_invalid_bytes)."""
+    """UTF-8 (or UTF-16/32 with a byte order mark) with replacement, BOM dropped, CRLF/CR normalised.
+
+    Returns (text, had_invalid_bytes).
+    """
+    marked = bom_encoding(data[:4])
+    codec, data = (marked[0], data[marked[1]:]) if marked else ("utf-8", data)
     try:
-        text = data.decode("utf-8")
+        text = data.decode(codec)
         bad = False
     except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
+        text = data.decode(codec, errors="replace")
         bad = True
     if text.startswith("\ufeff"):
         text = text[1:]
@@ -376,6 +399,26 @@ class PathRules:
         """
         abs_path, rel = self.resolve(path)
         return read_allowed(abs_path, shown if shown is not None else rel, from_line=from_line, lines=lines)
+
+
+def read_regular(abs_path: str) -> tuple[bytes, os.stat_result]:
+    """The bytes and ``fstat`` of the regular file at ``abs_path``, as the indexer reads a listed file.
+
+    The file is opened without following a symlink and without waiting on a FIFO, so a file swapped for
+    either after it was listed is refused (an ``OSError`` saying so) instead of reading the link's
+    target or hanging the sync.
+    """
+    try:
+        fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symlink, not a regular file", abs_path) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", abs_path)
+        return fh.read(), st
 
 
 def read_allowed(abs_path: str, shown: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:

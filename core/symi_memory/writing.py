@@ -25,6 +25,7 @@ import attrs
 from .citations import ChatType, chat_type_from_session_key
 from .errors import SymiMemoryError
 from .flush import user_moment, workspace_writable
+from .workspace import bom_encoding, decode_text
 
 __all__ = [
     "AppendResult",
@@ -75,10 +76,15 @@ def _open_dir(path: Path, parent_fd: int | None = None) -> Iterator[int]:
 
 
 def _append(fd: int, data: bytes) -> int:
+    """Append UTF-8 ``data`` (in the file's own encoding when it starts with a UTF-16/32 byte order mark)."""
     size = os.fstat(fd).st_size
-    # O_APPEND writes go to the end whatever the offset, so seeking to read the last byte is safe.
-    if size and os.lseek(fd, size - 1, os.SEEK_SET) >= 0 and os.read(fd, 1) != b"\n":
-        data = b"\n" + data
+    newline = b"\n"
+    marked = bom_encoding(os.pread(fd, 4, 0)) if size else None
+    if marked is not None:
+        data, newline = data.decode("utf-8").encode(marked[0]), "\n".encode(marked[0])
+    # O_APPEND writes go to the end whatever the offset, so seeking to read the last character is safe.
+    if size and os.lseek(fd, max(0, size - len(newline)), os.SEEK_SET) >= 0 and os.read(fd, len(newline)) != newline:
+        data = newline + data
     view, written = memoryview(data), 0
     while written < len(data):
         written += os.write(fd, view[written:])
@@ -200,7 +206,11 @@ def _read_memory_file(root: Path, rel: str) -> ContextFile | None:
     path = root / rel
     if path.is_symlink() or not path.is_file():
         return None
-    return ContextFile(path=rel, text=path.read_text(encoding="utf-8", errors="replace"))
+    try:
+        text, _ = decode_text(path.read_bytes())
+    except OSError:
+        return None
+    return ContextFile(path=rel, text=text)
 
 
 def session_start_context(

@@ -14,6 +14,7 @@ from operator import itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import apsw
 import attrs
 
 from ..errors import BackendError, EmbeddingError
@@ -110,6 +111,10 @@ def _import_search_path() -> None:
     _SEARCH_IMPORTED = True
 
 
+#: What SQLite raises reading a damaged index file ("database disk image is malformed", "file is not a database").
+DAMAGE_ERRORS = (apsw.CorruptError, apsw.NotADBError)
+
+
 @attrs.define
 class IndexedBackend:
     """Hybrid search over the SQLite index with a pluggable vector side."""
@@ -171,7 +176,15 @@ class IndexedBackend:
             if self._closing:
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
             changes = self.scheduler.changes if self.scheduler else 0
-            report = self.indexer.sync(reason=reason, force=force, progress=progress)
+            damaged = self.store.damaged()
+            if damaged is not None:  # a read (here or in another process) found the file damaged
+                self.store.recover_damaged(damaged)
+            try:
+                report = self.indexer.sync(reason=reason, force=force, progress=progress)
+            except DAMAGE_ERRORS as exc:
+                # The index is derived from the files: set the damaged one aside and build it again.
+                self.store.recover_damaged(exc)
+                report = self.indexer.sync(reason=reason, force=True, progress=progress)
         if self.scheduler:
             self.scheduler.mark_clean(changes)
         if self.on_synced:
@@ -194,7 +207,7 @@ class IndexedBackend:
         A transcript that grew counts at once, unless ``any_session_change`` is false (the background
         check): then only once it grew past the delta thresholds that start a background sync.
         """
-        if self.indexer.needs_full() or self.indexer.needs_units():
+        if self.indexer.needs_full() or self.indexer.needs_units() or self.store.damaged() is not None:
             return True
         changed, removed = self.indexer.changed_files(retry_pending=retry_pending, retry_failed=False)
         if removed or any(f.source != "sessions" for f in changed):
@@ -207,6 +220,16 @@ class IndexedBackend:
     # ---------------------------------------------------------------- search
 
     def search(self, query: SearchQuery) -> BackendResult:
+        try:
+            return self._search(query)
+        except DAMAGE_ERRORS as exc:
+            self.store.note_damaged(exc)
+            if self.scheduler:
+                self.scheduler.mark_dirty("damaged")
+            raise BackendError(f"the index {self.store.path} is damaged ({exc}); the next sync sets it aside and "
+                               "rebuilds it from the memory files (`symi-memory index`)") from exc
+
+    def _search(self, query: SearchQuery) -> BackendResult:
         if not _SEARCH_IMPORTED:
             _import_search_path()
         if self.scheduler:
@@ -874,6 +897,13 @@ class IndexedBackend:
             dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
         last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        if self.store.read_only():
+            last_error = str(self.store.read_only_error())
+        damaged = self.store.damaged()
+        if damaged is not None:
+            dirty = True
+            last_error = (f"the index file is damaged ({damaged}); the next sync sets it aside and rebuilds it "
+                          "from the memory files (`symi-memory index`)")
         fallback = self.choice.fallback.to_dict() if self.choice.fallback else None
         ident = self._index_identity()
         if fallback is None and recorded.get("fallback") and ident.get("provider") == recorded.get("provider") and (

@@ -30,6 +30,7 @@ __all__ = [
     "new_index_id",
     "open_db",
     "open_index_db",
+    "set_aside",
 ]
 
 log = logging.getLogger("symi_memory.index")
@@ -154,11 +155,23 @@ def _bundled_vec_path() -> str:
     return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
+def _may_write(folder: Path) -> bool:
+    """Whether this process (its effective user) may create files in ``folder``."""
+    return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
 def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     """Open (creating folders) with WAL and a busy timeout so readers never see 'locked'."""
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(str(path), flags=flags)
+    if readonly and not _may_write(path.parent) and not os.path.exists(f"{path}-wal"):
+        # SQLite cannot read a WAL database in a folder where it may not create ``-shm`` unless told the file
+        # will not change: with no ``-wal`` beside it, nobody is writing it now.
+        conn.close()
+        from urllib.parse import quote
+
+        conn = apsw.Connection(f"file:{quote(str(path))}?immutable=1", flags=flags | apsw.SQLITE_OPEN_URI)
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         if not readonly and not os.path.getsize(path):
@@ -168,6 +181,15 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except apsw.ReadOnlyError:
+        conn.close()
+        if readonly:
+            raise
+        # A file (or its folder) this process may only read: status and searches read it as it is (opened
+        # read-only, SQLite keeps the WAL index in memory when it cannot create ``-shm``); a sync fails with
+        # the reason (IndexStore.write).
+        log.info("index %s is read-only for this process", path)
+        return open_db(path, readonly=True)
     except BaseException:
         conn.close()
         raise
@@ -184,12 +206,19 @@ def open_index_db(path: Path) -> apsw.Connection:
     try:
         return open_db(path)
     except (apsw.NotADBError, apsw.CorruptError) as exc:
-        aside = f"{path}.unreadable-{int(time.time())}"
-        log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, exc, aside)
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(f"{path}{suffix}"):
-                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        set_aside(path, exc)
         return open_db(path)
+
+
+def set_aside(path: Path, why: object) -> str:
+    """Rename a damaged index file (with its ``-wal`` and ``-shm``) to ``<path>.unreadable-<time>``, kept for
+    inspection; the caller opens a fresh one in its place. Returns the new name."""
+    aside = f"{path}.unreadable-{int(time.time())}"
+    log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, why, aside)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(f"{path}{suffix}"):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
 
 
 def _drop_all(conn: apsw.Connection) -> None:

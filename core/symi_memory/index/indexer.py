@@ -16,7 +16,7 @@ import attrs
 from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
-from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path
+from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path, read_regular
 from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
 if TYPE_CHECKING:
@@ -267,16 +267,13 @@ class Indexer:
         if f.size - row.size >= deltas["deltaBytes"]:
             return True
         try:
-            with open(f.abs_path, "rb") as fh:
-                lines = fh.read().count(b"\n")
+            lines = read_regular(f.abs_path)[0].count(b"\n")
         except OSError:
             return True  # the sync reads it, and records why it cannot
         return lines - row.lines >= deltas["deltaMessages"]
 
     def _load(self, f: MemoryFile) -> _Loaded:
-        with open(f.abs_path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            data = fh.read()
+        data, st = read_regular(f.abs_path)  # a file swapped for a symlink or a FIFO since the listing: refused
         # The row must describe the bytes indexed, not the listing's older stat: a transcript that grew
         # in between would otherwise look changed forever, or (size from the listing) look indexed.
         f = attrs.evolve(f, mtime=st.st_mtime, size=len(data))

@@ -55,12 +55,13 @@ class MetaRows(StoreParts):
     def claim_meta(self, key: str, value: str) -> str:
         """Record ``value`` under ``key`` unless a value is already there; return the value in force.
 
-        One write transaction, so of two processes claiming at once exactly one wins; none when a value is there
-        already (every open claims the workspace: it must not wait for another process's write).
+        One write transaction, so of two processes claiming at once exactly one wins. A value already there is
+        read without writing: every open claims the workspace, and it must neither wait for another process's
+        write nor fail on an index the process may only read (a read-only file or folder).
         """
-        held = self.get_meta(key)
-        if held is not None:
-            return held
+        kept = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        if kept is not None:
+            return str(kept[0])
         with self.write():
             self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
             row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()

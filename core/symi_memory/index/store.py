@@ -11,7 +11,9 @@ full rebuild and its swap), :mod:`.cache` (the embedding cache), :mod:`.fts`
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -22,6 +24,7 @@ from typing import Any
 import apsw
 import attrs
 
+from ..errors import BackendError
 from .cache import EmbeddingCache
 from .chunks import ChunkReads
 from .db import (
@@ -32,6 +35,7 @@ from .db import (
     load_vec_extension,
     open_db,
     open_index_db,
+    set_aside,
 )
 from .fts import PRUNE_MIN_CHUNKS, KeywordSearch
 from .knn import VectorReads
@@ -57,6 +61,8 @@ LOCK_RETRIES = 4
 #: 1.25 GB.
 SEARCH_CACHE_KIB = 8 * 1024
 LOCK_RETRY_BASE_S = 0.5
+#: Beside the index, ``<index>.damaged`` records that a read found the file damaged (:meth:`IndexStore.note_damaged`).
+DAMAGED_SUFFIX = ".damaged"
 
 
 @attrs.define
@@ -89,11 +95,17 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     _embedder_ids_of: str | None = None
     #: Giving an index without an id one (:meth:`~.meta.MetaRows._claim_index_id`), while it runs.
     _id_claim: threading.Thread | None = None
+    #: How many times the file was set aside and opened again (:meth:`recover_damaged`): a thread's read
+    #: connection to an earlier file is replaced.
+    _opened: int = 0
+    #: ``(file id, reason)`` of damage this process found (kept even when the marker cannot be written).
+    _damaged_here: tuple[tuple[int, int] | None, str] | None = None
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
         conn = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or self._opened and getattr(self._local, "opened", 0) != self._opened:
+            self._local.opened = self._opened
             conn = open_db(self.path)
             # The query planner stability guarantee: a statement's plan never depends on the values bound to it.
             # Without it SQLite compiled FTS5's internal term lookup (segid = ? AND term <= ?) again for every term
@@ -122,21 +134,39 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     @classmethod
     def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
+        """Open the index at ``path``; a file found damaged on the way (its meta or schema pages) is set aside
+        and an empty one opened in its place, as :func:`~.db.open_index_db` does with one that is no database."""
+        try:
+            return cls._open(path, vector_enabled=vector_enabled, extension_path=extension_path)
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            set_aside(path, exc)
+            return cls._open(path, vector_enabled=vector_enabled, extension_path=extension_path)
+
+    @classmethod
+    def _open(cls, path: Path, *, vector_enabled: bool, extension_path: str | None) -> IndexStore:
         conn = open_index_db(path)
-        remove_stale_builds(path)
-        vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
-        fts_error = create_schema(conn)
-        store = cls(
-            path=path, conn=conn, vec=vec, fts_error=fts_error, vector_wanted=vector_enabled, extension_path=extension_path
-        )
-        if vec.available:
-            drop_old_vec_table(conn)
-        compact_after_migration(conn)
-        if conn.execute("SELECT 1 FROM meta WHERE key = 'index_id'").fetchone() is None:
-            # Built by a release from before index ids: given one on a thread of its own, which waits for another
-            # process's write without holding up this open (searches meanwhile key its caches apart at each look).
-            store._claim_index_id()
-        dims = store.vector_dims()
+        store: IndexStore | None = None
+        try:
+            remove_stale_builds(path)
+            vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
+            fts_error = create_schema(conn)
+            store = cls(path=path, conn=conn, vec=vec, fts_error=fts_error, vector_wanted=vector_enabled,
+                        extension_path=extension_path)
+            if vec.available:
+                drop_old_vec_table(conn)
+            compact_after_migration(conn)
+            if conn.execute("SELECT 1 FROM meta WHERE key = 'index_id'").fetchone() is None:
+                # Built by a release from before index ids: given one on a thread of its own, which waits for
+                # another process's write without holding up this open (searches meanwhile key its caches apart at
+                # each look).
+                store._claim_index_id()
+            dims = store.vector_dims()
+        except BaseException:
+            if store is not None:
+                store.close()
+            else:
+                conn.close()
+            raise
         if dims and vec.available and vector_enabled:
             store.vec_dims = dims
         return store
@@ -155,6 +185,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 try:
                     self.conn.execute("BEGIN IMMEDIATE")
                     break
+                except apsw.ReadOnlyError as exc:
+                    raise self.read_only_error(exc) from exc
                 except apsw.BusyError:
                     if attempt == LOCK_RETRIES:
                         raise
@@ -167,14 +199,96 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             try:
                 yield
                 self.conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if not self.conn.getautocommit():  # SQLite may have rolled back already
                     self.conn.execute("ROLLBACK")
+                if isinstance(exc, apsw.ReadOnlyError):
+                    raise self.read_only_error(exc) from exc
                 raise
+
+    def read_only(self) -> bool:
+        """Whether this process may only read the index (a read-only file, or a folder it may not write)."""
+        return bool(self.conn.readonly("main"))
+
+    def read_only_error(self, exc: BaseException | None = None) -> BackendError:
+        """The error a write to an index this process may only read fails with."""
+        return BackendError(f"the index {self.path} is read-only for this process{f' ({exc})' if exc else ''}: "
+                            "nothing can be indexed until the file and its folder are writable (check their "
+                            "owner and permissions, or memorySearch.store.path); searches answer from it as it is")
 
     def _read(self, sql: str, params: Any = ()) -> Any:
         """Run a query on this thread's read connection (rows typed loosely, as SQLite is)."""
         return self.reader().execute(sql, params)
+
+    # ------------------------------------------------------------ damage
+
+    def _marker(self) -> Path:
+        return self.path.with_name(self.path.name + DAMAGED_SUFFIX)
+
+    def note_damaged(self, exc: BaseException) -> None:
+        """Record that reading this index file hit damage (SQLite's "database disk image is malformed").
+
+        A small file beside the index names the damaged file (device and inode) and the reason: ``status``
+        in any process reports it, and the next sync in any process sets the file aside and rebuilds
+        (:meth:`recover_damaged`). A file already replaced is never taken for the damaged one.
+        """
+        try:
+            st = os.stat(self.path)
+            marker = self._marker()
+            tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"dev": st.st_dev, "ino": st.st_ino, "reason": str(exc)}), encoding="utf-8")
+            os.replace(tmp, marker)
+        except OSError as err:  # a read-only state dir: this process still reports it
+            log.info("could not record that index %s is damaged (%s)", self.path, err)
+        self._damaged_here = (self._file_id(), str(exc))
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def damaged(self) -> str | None:
+        """Why the index file now in place is damaged, when a read of it (in any process) found out; else None."""
+        here = self._damaged_here
+        try:
+            raw = json.loads(self._marker().read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # no marker: the usual case, one failed open
+            raw = None
+        if here is None and raw is None:
+            return None
+        now = self._file_id()
+        if here is not None and here[0] == now:
+            return here[1]
+        if not isinstance(raw, dict) or now is None or (raw.get("dev"), raw.get("ino")) != now:
+            return None
+        return str(raw.get("reason") or "damaged")
+
+    def recover_damaged(self, why: object) -> None:
+        """Set the damaged index file aside (kept as ``<path>.unreadable-<time>``) and open an empty one in its
+        place; the caller rebuilds it from the memory files. Every thread's next read uses the new file."""
+        with self.lock:
+            with self._readers_lock:
+                readers = list(self._readers)
+                self._readers.clear()
+            for conn in readers:
+                try:
+                    conn.close()
+                except apsw.ThreadingViolationError:
+                    pass  # in use by a search right now; closed when that thread lets go of it
+            self.conn.close()
+            set_aside(self.path, why)
+            with contextlib.suppress(OSError):
+                self._marker().unlink()
+            self._damaged_here = None
+            self.conn = open_index_db(self.path)
+            if self.vec.available:
+                self.vec = load_vec_extension(self.conn, self.extension_path)
+            self.fts_error = create_schema(self.conn)
+            self.vec_dims = None
+            self._embedder_ids.clear()
+            self._opened += 1
 
     def close(self) -> None:
         with self.lock:
