@@ -92,3 +92,15 @@ def test_listing_dedupes_skips_symlinks_and_ignored_dirs(workspace: Path, tmp_pa
     (workspace / "memory.md").write_text("lower", encoding="utf-8")
     paths = [f.path for f in list_memory_files(workspace, ["memory", str(workspace / "MEMORY.md")])]
     assert paths == ["MEMORY.md", "memory.md", "memory/2026-01-01.md", "memory/deep/er/z.md"]
+
+
+def test_a_file_below_the_filesystem_root_keeps_its_whole_name() -> None:
+    # extraPaths = ["/"] stored "../../mp/notes.md" for /tmp/notes.md: the part below a root was cut one character
+    # past the root's separator, and the root "/" ends with one already. (Listing "/" itself walks the whole file
+    # system, too long for a test: the prefix each listed path loses is checked, for "/" and for a folder.)
+    from symi_memory.workspace import _with_sep
+
+    for root, path, below in (("/", "/tmp/notes.md", "tmp/notes.md"),
+                              (os.path.join("/srv", "ws"), os.path.join("/srv", "ws", "a.md"), "a.md")):
+        assert path[len(_with_sep(root)):] == below
+        assert _with_sep(os.path.realpath(root)) + below == os.path.realpath(path)

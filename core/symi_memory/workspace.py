@@ -53,6 +53,11 @@ def stored_path(abs_path: str, workspace: str) -> str:
     return os.path.relpath(abs_path, workspace).replace(os.sep, "/")
 
 
+def _with_sep(folder: str) -> str:
+    """``folder`` ending with one separator: the part of a path below it follows (the root ``/`` has it already)."""
+    return folder if folder.endswith(os.sep) else folder + os.sep
+
+
 def _walk_md(root: str, problems: dict[str, str] | None = None) -> Iterator[tuple[str, os.stat_result]]:
     """Yield ``(path, stat)`` of regular, non-symlink ``.md`` files below ``root``, sorted, symlinked dirs skipped.
 
@@ -124,13 +129,13 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
     seen: set[str] = set()
 
     def add_tree(root: str) -> None:
-        real_root = os.path.realpath(root)
+        real_root = _with_sep(os.path.realpath(root))
         stored_root = stored_path(root, ws)
-        prefix = len(root) + 1
+        prefix = len(_with_sep(root))
         found_problems: dict[str, str] | None = {} if problems is not None else None
         for path, st in _walk_md(root, found_problems):
             rel = path[prefix:]
-            real = real_root + os.sep + rel
+            real = real_root + rel
             if real in seen:
                 continue
             seen.add(real)
