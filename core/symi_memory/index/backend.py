@@ -328,6 +328,13 @@ class IndexedBackend:
             chunk_terms = self._chunk_terms(rows, generation, terms)
         elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
+        elif use_vec and rows and self.store.generation_key() != generation:
+            # Every row is the keyword side's, read and counted before the scan (the scan worker's, or this
+            # thread's when no core was free), so that count's look came too early: a scan after a write scanned a
+            # copy reloaded for the newer generation (up to vectors.SYNC_LOAD_LIMIT chunks it reloads at once),
+            # scoring rows read before it by the vectors of the text that replaced theirs. A look here, after the
+            # scan, tells (the scan path only: a search without it counts its rows after its vector search).
+            self._local.overtaken = True
         if use_vec and self._local.overtaken:
             # The last count's look at the index, after every row was read, found that a write landed since this
             # search read the generation (``_local.overtaken``): the rows read since may carry a rowid's new text
