@@ -838,3 +838,74 @@ def test_a_search_whose_vector_scan_ran_after_a_write_on_the_scan_worker_scores_
         # side's BM25 may still be the older generation's: its FTS query ran before the write).
         vector_score = {(path, text): v for path, text, _, v in before + now}
         assert [(p, t, v) for p, t, _, v in overtaken] == [(p, t, vector_score[(p, t)]) for p, t, _, v in overtaken]
+
+
+def test_a_search_overtaken_by_another_models_rebuild_scores_no_row_from_the_new_models_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another process configured with another model of the same width (an operator switching models while an agent
+    # host serves) rebuilds the index after this search's vector scan. The overtaken search read its rows again
+    # with their stored vectors, the other model's, and scored them against its own model's query vector: cosines
+    # across two models' spaces, meaning nothing. A search after the rebuild answers by keyword (its vectors are
+    # another model's until this host reindexes); an overtaken one must not rank by those cosines either.
+    from collections.abc import Callable
+    from typing import Any
+
+    from support.sqlite_memory import add_filler, open_mem, write
+
+    from symi_memory import hookimpl
+    from symi_memory.index.vectors import ExactVectors
+    from symi_memory.specs import ProviderSpec
+    from symi_memory.testing import HashEmbedder
+
+    class MirrorEmbedder(HashEmbedder):
+        """Another model of the same width: the hash vectors with their dimensions in reverse order."""
+
+        def __init__(self) -> None:
+            super().__init__(id="mirror", model="mirror-384")
+
+        @property
+        def fingerprint(self) -> str:
+            return "mirror:384"
+
+        def _vector(self, text: str) -> list[float]:
+            return super()._vector(text)[::-1]
+
+    class MirrorPlugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+            register(ProviderSpec(name="mirror", factory=lambda ctx: MirrorEmbedder(), default_model="mirror-384"))
+
+    ws = tmp_path / "ws"
+    add_filler(ws, 10)
+    write(ws, "memory/z.md", "# Z\n\nzebra crossing notes by the harbour\n")
+    query = SearchQuery(text="zebra crossing harbour", max_results=10, min_score=0.0, candidate_limit=50)
+
+    def answers(mem) -> list[tuple[str, str, float | None]]:  # type: ignore[no-untyped-def]
+        return [(c.path, c.text, c.vector_score) for c in mem.backend.search(query).candidates]
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        before = answers(mem)
+        assert all(v is not None for _, _, v in before)
+        armed = []
+        scan = ExactVectors.search
+
+        def scan_then_write(self, q, k):  # type: ignore[no-untyped-def]
+            hits = scan(self, q, k)  # the real scan, then the other model's rebuild lands
+            while armed:
+                armed.pop()()
+            return hits
+
+        def rebuild_with_another_model() -> None:
+            with open_mem(tmp_path, ws, {"provider": "mirror"}, plugins=[("mirror-test", MirrorPlugin())]) as other:
+                assert other.sync().full
+
+        monkeypatch.setattr(ExactVectors, "search", scan_then_write)
+        armed.append(rebuild_with_another_model)
+        overtaken = answers(mem)
+        assert not armed
+        now = answers(mem)
+        assert all(v is None for _, _, v in now)  # keyword only until this host reindexes with its own model
+        scored = {(path, text): v for path, text, v in before}
+        # Each row is scored from this model's vector of its text, or not by vector at all.
+        assert all(v is None or v == scored.get((path, text)) for path, text, v in overtaken), overtaken

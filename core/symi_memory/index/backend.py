@@ -388,11 +388,18 @@ class IndexedBackend:
                                      dict[int, tuple[dict[str, int], int]]]:
         """A search overtaken by a write: its candidates' rows read again with their stored vectors (one statement:
         each row's text and vector of one snapshot), in the same order, with their vector scores from those vectors
-        and their term counts from that text. A chunk deleted since is left out."""
+        and their term counts from that text. A chunk deleted since is left out. Vectors another model built
+        (a rebuild by another process's configuration) score nothing: the rows are scored by keyword alone, as a
+        search after that rebuild is."""
         fresh = self.store.candidate_rows(list(rows), sources, vectors=True)
         rows = {k: r for k in rows if (r := fresh.get(k)) is not None}
-        blobs = {k: r.vector for k, r in rows.items() if r.vector is not None}
-        vec_hits = combined_cosines(self.store, qvec, list(blobs), weight, blobs=blobs)
+        vec_hits: dict[int, float] = {}
+        # The write may have been another model's rebuild (another process's config): its vectors are not
+        # comparable with this search's query vector, and a search now answers by keyword until this process
+        # reindexes. Looked at after the rows were read: a rebuild landing in between is seen too.
+        if not self.indexer.needs_full(self.store.search_state()[1]):
+            blobs = {k: r.vector for k, r in rows.items() if r.vector is not None}
+            vec_hits = combined_cosines(self.store, qvec, list(blobs), weight, blobs=blobs)
         return rows, [k for k in keyword_ids if k in rows], vec_hits, self._chunk_terms(rows, generation, terms)
 
     def synonyms_for(self, provider: Any, qa: Any, generation: Generation, *, stale: bool | None = None,
