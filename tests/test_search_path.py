@@ -774,3 +774,138 @@ def test_a_search_overtaken_by_a_write_after_its_vector_scan_scores_each_row_fro
         now = answers(mem)
         assert [a for a in now if a[0] == "memory/z.md"][0][1].startswith("# Z\n\nokapi")
         assert overtaken == now
+
+
+def test_a_search_whose_vector_scan_ran_after_a_write_on_the_scan_worker_scores_each_row_from_its_vector(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large scan copy is scanned beside the keyword side (the scan worker, or the searching thread when no core
+    # is free), so it may run after the keyword candidates' rows were read and counted. A write landing between
+    # the two hands the scan a copy reloaded for the newer generation (a copy of up to 20,000 chunks reloads at
+    # once): a keyword candidate read before the write showed its old text ("zebra crossing") with the vector score
+    # of the text that replaced it under its rowid, a score neither the search before the write nor the one after
+    # gives it. Each row must be scored from the vector stored for the text it shows.
+    import threading
+
+    from support.sqlite_memory import open_mem, write
+
+    from symi_memory.index import vectors as vectors_module
+    from symi_memory.index.store import IndexStore
+    from symi_memory.index.vectors import ExactVectors
+
+    ws = tmp_path / "ws"
+    # Every chunk holds a query word: the vector hits are all keyword candidates, their rows read before the scan.
+    for n in range(10):
+        write(ws, f"memory/notes/n{n:02}.md", f"# Note {n}\n\nthe river crossing log, day {n}: ferry on time\n")
+    query = SearchQuery(text="zebra crossing", max_results=10, min_score=0.0, candidate_limit=50)
+
+    def answers(mem) -> list[tuple[str, str, float, float | None]]:  # type: ignore[no-untyped-def]
+        return [(c.path, c.text, c.score, c.vector_score) for c in mem.backend.search(query).candidates]
+
+    # Every loaded copy is worth the scan worker (a test index is far below HAND_OFF_MIN_ROWS).
+    monkeypatch.setattr(vectors_module, "HAND_OFF_MIN_ROWS", 1)
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        write(ws, "memory/z.md", "# Z\n\nzebra crossing notes by the harbour\n")
+        mem.sync()  # the last chunk written: the highest rowid
+        before = answers(mem)
+        assert before[0][0] == "memory/z.md" and "zebra" in before[0][1]
+        counted = threading.Event()
+        armed: list[object] = []
+        weights = IndexStore.term_weights
+        scan = ExactVectors.search
+
+        def weights_then_signal(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            got = weights(self, *args, **kwargs)  # the keyword side's rows are read and counted by now
+            counted.set()
+            return got
+
+        def write_then_scan(self, q, k):  # type: ignore[no-untyped-def]
+            if armed:
+                assert counted.wait(30)
+                armed.pop()
+                write(ws, "memory/z.md", "# Z\n\nokapi grazing notes by the harbour\n")
+                mem.sync()
+            return scan(self, q, k)  # the real scan, of the copy as it is now
+
+        monkeypatch.setattr(IndexStore, "term_weights", weights_then_signal)
+        monkeypatch.setattr(ExactVectors, "search", write_then_scan)
+        armed.append(True)
+        overtaken = answers(mem)
+        assert not armed
+        now = answers(mem)
+        assert [a for a in now if a[0] == "memory/z.md"][0][1].startswith("# Z\n\nokapi")
+        # Each row's vector score is the one its text gets from a search that no write overtook (the keyword
+        # side's BM25 may still be the older generation's: its FTS query ran before the write).
+        vector_score = {(path, text): v for path, text, _, v in before + now}
+        assert [(p, t, v) for p, t, _, v in overtaken] == [(p, t, vector_score[(p, t)]) for p, t, _, v in overtaken]
+
+
+def test_a_search_overtaken_by_another_models_rebuild_scores_no_row_from_the_new_models_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another process configured with another model of the same width (an operator switching models while an agent
+    # host serves) rebuilds the index after this search's vector scan. The overtaken search read its rows again
+    # with their stored vectors, the other model's, and scored them against its own model's query vector: cosines
+    # across two models' spaces, meaning nothing. A search after the rebuild answers by keyword (its vectors are
+    # another model's until this host reindexes); an overtaken one must not rank by those cosines either.
+    from collections.abc import Callable
+    from typing import Any
+
+    from support.sqlite_memory import add_filler, open_mem, write
+
+    from symi_memory import hookimpl
+    from symi_memory.index.vectors import ExactVectors
+    from symi_memory.specs import ProviderSpec
+    from symi_memory.testing import HashEmbedder
+
+    class MirrorEmbedder(HashEmbedder):
+        """Another model of the same width: the hash vectors with their dimensions in reverse order."""
+
+        def __init__(self) -> None:
+            super().__init__(id="mirror", model="mirror-384")
+
+        @property
+        def fingerprint(self) -> str:
+            return "mirror:384"
+
+        def _vector(self, text: str) -> list[float]:
+            return super()._vector(text)[::-1]
+
+    class MirrorPlugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+            register(ProviderSpec(name="mirror", factory=lambda ctx: MirrorEmbedder(), default_model="mirror-384"))
+
+    ws = tmp_path / "ws"
+    add_filler(ws, 10)
+    write(ws, "memory/z.md", "# Z\n\nzebra crossing notes by the harbour\n")
+    query = SearchQuery(text="zebra crossing harbour", max_results=10, min_score=0.0, candidate_limit=50)
+
+    def answers(mem) -> list[tuple[str, str, float | None]]:  # type: ignore[no-untyped-def]
+        return [(c.path, c.text, c.vector_score) for c in mem.backend.search(query).candidates]
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        before = answers(mem)
+        assert all(v is not None for _, _, v in before)
+        armed = []
+        scan = ExactVectors.search
+
+        def scan_then_write(self, q, k):  # type: ignore[no-untyped-def]
+            hits = scan(self, q, k)  # the real scan, then the other model's rebuild lands
+            while armed:
+                armed.pop()()
+            return hits
+
+        def rebuild_with_another_model() -> None:
+            with open_mem(tmp_path, ws, {"provider": "mirror"}, plugins=[("mirror-test", MirrorPlugin())]) as other:
+                assert other.sync().full
+
+        monkeypatch.setattr(ExactVectors, "search", scan_then_write)
+        armed.append(rebuild_with_another_model)
+        overtaken = answers(mem)
+        assert not armed
+        now = answers(mem)
+        assert all(v is None for _, _, v in now)  # keyword only until this host reindexes with its own model
+        scored = {(path, text): v for path, text, v in before}
+        # Each row is scored from this model's vector of its text, or not by vector at all.
+        assert all(v is None or v == scored.get((path, text)) for path, text, v in overtaken), overtaken

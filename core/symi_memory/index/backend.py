@@ -351,6 +351,13 @@ class IndexedBackend:
             chunk_terms = self._chunk_terms(rows, generation, terms)
         elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
+        elif use_vec and rows and self.store.generation_key() != generation:
+            # Every row is the keyword side's, read and counted before the scan (the scan worker's, or this
+            # thread's when no core was free), so that count's look came too early: a scan after a write scanned a
+            # copy reloaded for the newer generation (up to vectors.SYNC_LOAD_LIMIT chunks it reloads at once),
+            # scoring rows read before it by the vectors of the text that replaced theirs. A look here, after the
+            # scan, tells (the scan path only: a search without it counts its rows after its vector search).
+            self._local.overtaken = True
         if use_vec and self._local.overtaken:
             # The last count's look at the index, after every row was read, found that a write landed since this
             # search read the generation (``_local.overtaken``): the rows read since may carry a rowid's new text
@@ -404,11 +411,18 @@ class IndexedBackend:
                                      dict[int, tuple[dict[str, int], int]]]:
         """A search overtaken by a write: its candidates' rows read again with their stored vectors (one statement:
         each row's text and vector of one snapshot), in the same order, with their vector scores from those vectors
-        and their term counts from that text. A chunk deleted since is left out."""
+        and their term counts from that text. A chunk deleted since is left out. Vectors another model built
+        (a rebuild by another process's configuration) score nothing: the rows are scored by keyword alone, as a
+        search after that rebuild is."""
         fresh = self.store.candidate_rows(list(rows), sources, vectors=True)
         rows = {k: r for k in rows if (r := fresh.get(k)) is not None}
-        blobs = {k: r.vector for k, r in rows.items() if r.vector is not None}
-        vec_hits = combined_cosines(self.store, qvec, list(blobs), weight, blobs=blobs)
+        vec_hits: dict[int, float] = {}
+        # The write may have been another model's rebuild (another process's config): its vectors are not
+        # comparable with this search's query vector, and a search now answers by keyword until this process
+        # reindexes. Looked at after the rows were read: a rebuild landing in between is seen too.
+        if not self.indexer.needs_full(self.store.search_state()[1]):
+            blobs = {k: r.vector for k, r in rows.items() if r.vector is not None}
+            vec_hits = combined_cosines(self.store, qvec, list(blobs), weight, blobs=blobs)
         return rows, [k for k in keyword_ids if k in rows], vec_hits, self._chunk_terms(rows, generation, terms)
 
     def synonyms_for(self, provider: Any, qa: Any, generation: Generation, *, stale: bool | None = None,
