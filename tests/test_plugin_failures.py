@@ -175,3 +175,41 @@ def test_open_memory_raises_a_plugin_error_for_a_failing_backend_factory(tmp_pat
         with pytest.raises(PluginError, match=f"plugins.slots.memory = {slot!r}"):
             open_memory(cfg, workspace=_workspace(tmp_path) if not (tmp_path / "ws").exists() else tmp_path / "ws",
                         state_dir=tmp_path / "state", start=False)
+
+
+WRAPPER_RAISES = """
+from symi_memory import hookimpl
+
+@hookimpl(wrapper=True)
+def symi_memory_register_backends(register):
+    yield
+    raise RuntimeError("wrapper broke")
+"""
+
+OLD_STYLE_WRAPPER_RAISES = """
+from symi_memory import hookimpl
+
+@hookimpl(hookwrapper=True)
+def symi_memory_register_config_sections(register):
+    raise RuntimeError("wrapper broke")
+    yield
+"""
+
+
+@pytest.mark.parametrize("source", [WRAPPER_RAISES, OLD_STYLE_WRAPPER_RAISES], ids=["wrapper", "hookwrapper"])
+def test_a_third_party_wrapper_that_raises_is_the_plugin_skipped_not_the_builtins_it_wraps(
+        tmp_path: Path, source: str) -> None:
+    """A wrapper runs around every plugin's call: it raising was blamed on each builtin in turn, all of
+    them were dropped as 'failed', and memory had no backend while the wrapper's plugin stayed loaded."""
+    site = tmp_path / "site"
+    _install(site, "wrapping", "wrapping_plugin", source)
+    searched = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert searched.returncode == 0, searched.stderr
+    assert "192.168.1.20" in searched.stdout and "Traceback" not in searched.stderr
+    (warning,) = [ln for ln in searched.stderr.splitlines() if "skipped" in ln]
+    assert "'wrapping'" in warning and "RuntimeError: wrapper broke" in warning
+
+    listed = _cli(tmp_path, site, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    failed = [ln for ln in listed.stdout.splitlines() if "failed to load" in ln]
+    assert len(failed) == 1 and failed[0].startswith("wrapping"), listed.stdout

@@ -182,6 +182,8 @@ class Plugins:
                 self._build_once()
                 return
             except _HookRaised as exc:
+                if self.dists.get(exc.plugin_id, ("?",))[0] == OWN_DISTRIBUTION:
+                    raise exc.error from None  # a bug of ours: shown as one, not hidden as a skipped plugin
                 self._drop(exc.plugin_id, f"{exc.hook_name} raised {type(exc.error).__name__}: {exc.error}")
 
     def _drop(self, plugin_id: str, why: str) -> None:
@@ -195,16 +197,17 @@ class Plugins:
             registry: dict[str, Any] = {}
             owners: dict[str, str] = {}
             for plugin_id, caller in _per_plugin_callers(self.pm, hook_name):
-                _call(plugin_id, hook_name, caller,
+                _call(self.pm, plugin_id, hook_name, caller,
                       register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
             self.registries[kind] = registry
             self.owners[kind] = owners
         self.config_sections = []
         for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
-            _call(plugin_id, "symi_memory_register_config_sections", caller, register=self._register_section(plugin_id))
+            _call(self.pm, plugin_id, "symi_memory_register_config_sections", caller,
+                  register=self._register_section(plugin_id))
         # Config loading calls this hook on every start; a plugin whose hook raises is found here, once.
         for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_config_defaults"):
-            _call(plugin_id, "symi_memory_config_defaults", caller)
+            _call(self.pm, plugin_id, "symi_memory_config_defaults", caller)
         self._schema = None
 
     def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
@@ -271,13 +274,40 @@ class _HookRaised(Exception):
         self.error = error
 
 
-def _call(plugin_id: str, hook_name: str, caller: Any, **kwargs: Any) -> Any:
+def _call(pm: pluggy.PluginManager, plugin_id: str, hook_name: str, caller: Any, **kwargs: Any) -> Any:
     try:
         return caller(**kwargs)
     except PluginError:
         raise
     except Exception as exc:
-        raise _HookRaised(plugin_id, hook_name, exc) from exc
+        raise _HookRaised(_culprit(pm, hook_name, plugin_id, kwargs), hook_name, exc) from exc
+
+
+def _culprit(pm: pluggy.PluginManager, hook_name: str, plugin_id: str, kwargs: Mapping[str, Any]) -> str:
+    """Which plugin made ``plugin_id``'s call of ``hook_name`` raise: it, or a wrapper around it.
+
+    Every plugin's wrappers run around every call (see :func:`_per_plugin_callers`), so a raising wrapper
+    shows up in the call of whichever plugin comes first, often a builtin. The call is tried again with
+    ``plugin_id``'s implementation alone, then with each wrapper in turn; registrations during these
+    tries go nowhere. When nothing raises again, ``plugin_id`` is blamed.
+    """
+    impls = getattr(pm.hook, hook_name).get_hookimpls()
+    wrappers = [i.plugin_name for i in impls if (i.hookwrapper or i.wrapper) and i.plugin_name != plugin_id]
+    if not wrappers:
+        return plugin_id
+    probe = {k: (lambda *_a, **_k: None) if k == "register" else v for k, v in kwargs.items()}
+
+    def raises(keep: set[str]) -> bool:
+        others = [i.plugin for i in impls if i.plugin_name not in keep]
+        try:
+            pm.subset_hook_caller(hook_name, remove_plugins=others)(**probe)
+        except Exception:
+            return True
+        return False
+
+    if raises({plugin_id}):
+        return plugin_id
+    return next((w for w in wrappers if raises({plugin_id, w})), plugin_id)
 
 
 def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: Mapping[str, str]) -> Any:
