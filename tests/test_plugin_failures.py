@@ -213,3 +213,27 @@ def test_a_third_party_wrapper_that_raises_is_the_plugin_skipped_not_the_builtin
     assert listed.returncode == 0, listed.stderr
     failed = [ln for ln in listed.stdout.splitlines() if "failed to load" in ln]
     assert len(failed) == 1 and failed[0].startswith("wrapping"), listed.stdout
+
+
+DEFAULTS_RAISE_LATER = """
+from symi_memory import hookimpl
+
+calls = []
+
+@hookimpl
+def symi_memory_config_defaults():
+    calls.append(1)
+    if len(calls) > 1:
+        raise KeyError("windowDays")
+    return {"plugins": {"entries": {"later": {"windowDays": 3}}}}
+"""
+
+
+def test_a_config_defaults_hook_that_raises_only_when_called_again_is_no_traceback(tmp_path: Path) -> None:
+    """Loading plugins calls the hook once; config loading called it again (twice per start), and a raise
+    there was a KeyError traceback from every command. The defaults read at load are the ones used."""
+    site = tmp_path / "site"
+    _install(site, "later", "later_plugin", DEFAULTS_RAISE_LATER)
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr

@@ -7,6 +7,7 @@ plugins. Nothing here is a module-level global: call :func:`load_plugins`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -82,6 +83,8 @@ class Plugins:
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
     config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
+    #: What each plugin's ``symi_memory_config_defaults`` returned when the registries were built.
+    contributed_defaults: list[tuple[str, list[Any]]] = attrs.field(factory=list)
     _schema: Any = None
 
     @property
@@ -205,9 +208,11 @@ class Plugins:
         for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
             _call(self.pm, plugin_id, "symi_memory_register_config_sections", caller,
                   register=self._register_section(plugin_id))
-        # Config loading calls this hook on every start; a plugin whose hook raises is found here, once.
-        for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_config_defaults"):
-            _call(self.pm, plugin_id, "symi_memory_config_defaults", caller)
+        # Called here once, and what it returned is what config loading uses (every time): a plugin whose hook
+        # raises is found here, and a hook that would raise on a later call cannot take a command down.
+        self.contributed_defaults = [
+            (plugin_id, list(_call(self.pm, plugin_id, "symi_memory_config_defaults", caller)))
+            for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_config_defaults")]
         self._schema = None
 
     def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
@@ -468,9 +473,9 @@ def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = No
 
     core = defaults_of(RootConfig)
     out: dict[str, Any] = {}
-    for plugin_id, caller in _per_plugin_callers(plugins.pm, "symi_memory_config_defaults"):
-        for contributed in caller():
-            out = _merge_contributed(out, contributed, plugin_id, core)
+    for plugin_id, results in plugins.contributed_defaults:
+        for contributed in results:
+            out = _merge_contributed(out, copy.deepcopy(contributed), plugin_id, core)
     return out
 
 
