@@ -237,3 +237,25 @@ def test_a_config_defaults_hook_that_raises_only_when_called_again_is_no_traceba
     out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
     assert out.returncode == 0, out.stderr
     assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+
+
+COMMANDS_WRAPPER_RAISES = """
+from symi_memory import hookimpl
+
+@hookimpl(wrapper=True)
+def symi_memory_register_commands(subparsers):
+    yield
+    raise RuntimeError("wrapper broke")
+"""
+
+
+def test_a_commands_wrapper_that_raises_leaves_every_command_working(tmp_path: Path) -> None:
+    """The wrapper runs around the core's own commands hook too: it raising was taken for a bug of the
+    core's commands and every command was a RuntimeError traceback."""
+    site = tmp_path / "site"
+    _install(site, "wrapping", "wrapping_plugin", COMMANDS_WRAPPER_RAISES)
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+    (warning,) = [ln for ln in out.stderr.splitlines() if "wrapping" in ln]
+    assert "symi_memory_register_commands raised RuntimeError: wrapper broke" in warning
