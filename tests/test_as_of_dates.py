@@ -279,3 +279,19 @@ def test_a_date_in_iso_basic_or_week_form_means_the_end_of_that_day_like_yyyy_mm
         for day in ("20260304", "2026-W10-3", "2026W103"):
             assert parse_as_of(day) == parse_as_of("2026-03-04"), day
             assert [h["path"] for h in _as_of(mem, "ledger p95", day)] == expected, day
+
+
+def test_a_week_or_an_ordinal_date_as_of_covers_that_whole_week_or_day(tmp_path: Path) -> None:
+    # "2026-W10" (a week, no day) meant the end of its Monday, so the Wednesday note of that week was left out;
+    # the ordinal date "2026-063" (4 March) was refused as not a date.
+    from symi_memory.manager import parse_as_of
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-04.md", "# 2026-03-04\n\n- Ledger p95 dropped to 210 ms.\n")
+    write(ws, "memory/2026-03-09.md", "# 2026-03-09\n\n- Ledger p95 rose again to 260 ms.\n")
+    assert parse_as_of("2026-W10") == parse_as_of("2026W10") == parse_as_of("2026-03-08")  # its Sunday
+    assert parse_as_of("2026-063") == parse_as_of("2026063") == parse_as_of("2026-03-04")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        for value in ("2026-W10", "2026-063"):
+            assert [h["path"] for h in _as_of(mem, "ledger p95", value)] == ["memory/2026-03-04.md"], value

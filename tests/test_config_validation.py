@@ -177,3 +177,23 @@ def test_cli_refuses_a_traversing_agent_id_in_one_line(cli, tmp_path: Path) -> N
                          "status")
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "evil.sqlite").exists()
+
+
+def test_an_agent_s_own_sources_in_any_case_search_that_source(tmp_path: Path) -> None:
+    # "Memory" in an agents.list entry loaded (the case-insensitive check let it through) but was kept as written,
+    # so the index, which names the source "memory", answered every search of that agent with nothing.
+    from symi_memory import open_memory
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- The NAS is at 192.168.1.20.\n", encoding="utf-8")
+    cfg = _write(tmp_path, "c.json", json.dumps({"agents": {
+        "defaults": {"memorySearch": {"provider": "none"}},
+        "list": [{"id": "work", "memorySearch": {"sources": ["Memory", "SESSIONS"]}}]}}))
+    manager = open_memory(cfg, agent_id="work", workspace=ws, state_dir=tmp_path / "state")
+    try:
+        assert manager.agent.memory_search["sources"] == ["memory", "sessions"]
+        manager.sync()
+        assert [r["path"] for r in manager.search("NAS address").to_dict()["results"]] == ["MEMORY.md"]
+    finally:
+        manager.close()

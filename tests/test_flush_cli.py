@@ -74,3 +74,17 @@ def test_a_session_entry_with_counts_another_runtime_wrote_oddly_still_gets_a_de
     assert code == 0 and out["memoryFlushCompactionCount"] == 0, err
     code, out, err = cli(*base, "check", "--session", "k", "--json", json_out=True)
     assert code == 0 and out["shouldFlush"] is False, err
+
+
+def test_a_count_written_as_dashed_or_decimal_text_still_gets_a_decision() -> None:
+    """'--5' was a ValueError traceback from flush check; '178123.7' as text was 'no token count' while the
+    same number unquoted counted."""
+    from symi_memory.flush import FlushSettings, should_flush
+
+    settings = FlushSettings()
+    assert should_flush({"totalTokens": 190000, "compactionCount": "--5"}, settings).should_flush is True
+    assert should_flush({"totalTokens": "--5"}, settings).reason == should_flush({}, settings).reason
+    decision = should_flush({"totalTokens": "178123.7"}, settings)
+    assert (decision.should_flush, decision.total_tokens) == (True, 178123)
+    assert should_flush({"totalTokens": 190000, "compactionCount": "2.0", "memoryFlushCompactionCount": 2},
+                        settings).should_flush is False

@@ -175,3 +175,87 @@ def test_open_memory_raises_a_plugin_error_for_a_failing_backend_factory(tmp_pat
         with pytest.raises(PluginError, match=f"plugins.slots.memory = {slot!r}"):
             open_memory(cfg, workspace=_workspace(tmp_path) if not (tmp_path / "ws").exists() else tmp_path / "ws",
                         state_dir=tmp_path / "state", start=False)
+
+
+WRAPPER_RAISES = """
+from symi_memory import hookimpl
+
+@hookimpl(wrapper=True)
+def symi_memory_register_backends(register):
+    yield
+    raise RuntimeError("wrapper broke")
+"""
+
+OLD_STYLE_WRAPPER_RAISES = """
+from symi_memory import hookimpl
+
+@hookimpl(hookwrapper=True)
+def symi_memory_register_config_sections(register):
+    raise RuntimeError("wrapper broke")
+    yield
+"""
+
+
+@pytest.mark.parametrize("source", [WRAPPER_RAISES, OLD_STYLE_WRAPPER_RAISES], ids=["wrapper", "hookwrapper"])
+def test_a_third_party_wrapper_that_raises_is_the_plugin_skipped_not_the_builtins_it_wraps(
+        tmp_path: Path, source: str) -> None:
+    """A wrapper runs around every plugin's call: it raising was blamed on each builtin in turn, all of
+    them were dropped as 'failed', and memory had no backend while the wrapper's plugin stayed loaded."""
+    site = tmp_path / "site"
+    _install(site, "wrapping", "wrapping_plugin", source)
+    searched = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert searched.returncode == 0, searched.stderr
+    assert "192.168.1.20" in searched.stdout and "Traceback" not in searched.stderr
+    (warning,) = [ln for ln in searched.stderr.splitlines() if "skipped" in ln]
+    assert "'wrapping'" in warning and "RuntimeError: wrapper broke" in warning
+
+    listed = _cli(tmp_path, site, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    failed = [ln for ln in listed.stdout.splitlines() if "failed to load" in ln]
+    assert len(failed) == 1 and failed[0].startswith("wrapping"), listed.stdout
+
+
+DEFAULTS_RAISE_LATER = """
+from symi_memory import hookimpl
+
+calls = []
+
+@hookimpl
+def symi_memory_config_defaults():
+    calls.append(1)
+    if len(calls) > 1:
+        raise KeyError("windowDays")
+    return {"plugins": {"entries": {"later": {"windowDays": 3}}}}
+"""
+
+
+def test_a_config_defaults_hook_that_raises_only_when_called_again_is_no_traceback(tmp_path: Path) -> None:
+    """Loading plugins calls the hook once; config loading called it again (twice per start), and a raise
+    there was a KeyError traceback from every command. The defaults read at load are the ones used."""
+    site = tmp_path / "site"
+    _install(site, "later", "later_plugin", DEFAULTS_RAISE_LATER)
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+
+
+COMMANDS_WRAPPER_RAISES = """
+from symi_memory import hookimpl
+
+@hookimpl(wrapper=True)
+def symi_memory_register_commands(subparsers):
+    yield
+    raise RuntimeError("wrapper broke")
+"""
+
+
+def test_a_commands_wrapper_that_raises_leaves_every_command_working(tmp_path: Path) -> None:
+    """The wrapper runs around the core's own commands hook too: it raising was taken for a bug of the
+    core's commands and every command was a RuntimeError traceback."""
+    site = tmp_path / "site"
+    _install(site, "wrapping", "wrapping_plugin", COMMANDS_WRAPPER_RAISES)
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+    (warning,) = [ln for ln in out.stderr.splitlines() if "wrapping" in ln]
+    assert "symi_memory_register_commands raised RuntimeError: wrapper broke" in warning

@@ -119,7 +119,9 @@ def symi_memory_config_defaults() -> dict[str, Any] | None:
     values, or None. The keys become known to validation, typed by their
     default value, and appear in ``config show``. Keep to a namespace your
     plugin owns, for example ``{"plugins": {"entries": {"my-plugin": {...}}}}``.
-    Contributing a key the core already defines is an error.
+    Contributing a key the core already defines is an error. It is called
+    once, when plugins load; what it returned then is used for every config
+    load in that process.
 
     :return: a nested dict of defaults, or None.
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -57,11 +59,13 @@ def parse_as_of(value: str | float | date | datetime | None) -> float | None:
         return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp() + 86_400
     if isinstance(value, str):
         text = value.strip()
-        try:
-            day = date.fromisoformat(text)
-        except ValueError:
-            day = None
-        if day is not None:  # any ISO 8601 date (2026-03-04, 20260304, 2026-W10-3): the whole day counts
+        day = _iso_period_end(text)
+        if day is None:
+            try:
+                day = date.fromisoformat(text)
+            except ValueError:
+                day = None
+        if day is not None:  # any ISO 8601 date (2026-03-04, 20260304, 2026-W10-3, 2026-063): the whole day counts
             if day == date.max:  # the cutoff is the next day's start, which no datetime holds
                 raise ValueError(f"asOf must be a date before 9999-12-31, got {value!r}")
             return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
@@ -72,6 +76,23 @@ def parse_as_of(value: str | float | date | datetime | None) -> float | None:
         else:
             return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
     raise ValueError(f"asOf must be a date like 2026-04-01 or an ISO datetime, got {value!r}")
+
+
+_ISO_WEEK = re.compile(r"([0-9]{4})-?[Ww]([0-9]{2})")
+_ISO_ORDINAL = re.compile(r"([0-9]{4})-?([0-9]{3})")
+
+
+def _iso_period_end(text: str) -> date | None:
+    """The last day of an ISO week without a day (``2026-W10``: its Sunday) or the day of an ordinal date
+    (``2026-063``), which ``date.fromisoformat`` reads as the week's Monday or not at all; None otherwise."""
+    if (m := _ISO_WEEK.fullmatch(text)) is not None:
+        with contextlib.suppress(ValueError):
+            return date.fromisocalendar(int(m.group(1)), int(m.group(2)), 7)
+    elif (m := _ISO_ORDINAL.fullmatch(text)) is not None:
+        year, n = int(m.group(1)), int(m.group(2))
+        if year >= 1 and 1 <= n <= (date(year, 12, 31) - date(year, 1, 1)).days + 1:
+            return date(year, 1, 1) + timedelta(days=n - 1)
+    return None
 
 
 @attrs.define

@@ -7,6 +7,7 @@ plugins. Nothing here is a module-level global: call :func:`load_plugins`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -82,6 +83,8 @@ class Plugins:
     registries: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     owners: dict[str, dict[str, str]] = attrs.field(factory=dict)
     config_sections: list[tuple[str, ConfigSection]] = attrs.field(factory=list)
+    #: What each plugin's ``symi_memory_config_defaults`` returned when the registries were built.
+    contributed_defaults: list[tuple[str, list[Any]]] = attrs.field(factory=list)
     _schema: Any = None
 
     @property
@@ -182,6 +185,8 @@ class Plugins:
                 self._build_once()
                 return
             except _HookRaised as exc:
+                if self.dists.get(exc.plugin_id, ("?",))[0] == OWN_DISTRIBUTION:
+                    raise exc.error from None  # a bug of ours: shown as one, not hidden as a skipped plugin
                 self._drop(exc.plugin_id, f"{exc.hook_name} raised {type(exc.error).__name__}: {exc.error}")
 
     def _drop(self, plugin_id: str, why: str) -> None:
@@ -195,16 +200,19 @@ class Plugins:
             registry: dict[str, Any] = {}
             owners: dict[str, str] = {}
             for plugin_id, caller in _per_plugin_callers(self.pm, hook_name):
-                _call(plugin_id, hook_name, caller,
+                _call(self.pm, plugin_id, hook_name, caller,
                       register=self._register_fn(kind, spec_type, plugin_id, registry, owners))
             self.registries[kind] = registry
             self.owners[kind] = owners
         self.config_sections = []
         for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_register_config_sections"):
-            _call(plugin_id, "symi_memory_register_config_sections", caller, register=self._register_section(plugin_id))
-        # Config loading calls this hook on every start; a plugin whose hook raises is found here, once.
-        for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_config_defaults"):
-            _call(plugin_id, "symi_memory_config_defaults", caller)
+            _call(self.pm, plugin_id, "symi_memory_register_config_sections", caller,
+                  register=self._register_section(plugin_id))
+        # Called here once, and what it returned is what config loading uses (every time): a plugin whose hook
+        # raises is found here, and a hook that would raise on a later call cannot take a command down.
+        self.contributed_defaults = [
+            (plugin_id, list(_call(self.pm, plugin_id, "symi_memory_config_defaults", caller)))
+            for plugin_id, caller in _per_plugin_callers(self.pm, "symi_memory_config_defaults")]
         self._schema = None
 
     def _register_section(self, plugin_id: str) -> Callable[[ConfigSection], None]:
@@ -271,13 +279,40 @@ class _HookRaised(Exception):
         self.error = error
 
 
-def _call(plugin_id: str, hook_name: str, caller: Any, **kwargs: Any) -> Any:
+def _call(pm: pluggy.PluginManager, plugin_id: str, hook_name: str, caller: Any, **kwargs: Any) -> Any:
     try:
         return caller(**kwargs)
     except PluginError:
         raise
     except Exception as exc:
-        raise _HookRaised(plugin_id, hook_name, exc) from exc
+        raise _HookRaised(_culprit(pm, hook_name, plugin_id, kwargs), hook_name, exc) from exc
+
+
+def _culprit(pm: pluggy.PluginManager, hook_name: str, plugin_id: str, kwargs: Mapping[str, Any]) -> str:
+    """Which plugin made ``plugin_id``'s call of ``hook_name`` raise: it, or a wrapper around it.
+
+    Every plugin's wrappers run around every call (see :func:`_per_plugin_callers`), so a raising wrapper
+    shows up in the call of whichever plugin comes first, often a builtin. The call is tried again with
+    ``plugin_id``'s implementation alone, then with each wrapper in turn; registrations during these
+    tries go nowhere. When nothing raises again, ``plugin_id`` is blamed.
+    """
+    impls = getattr(pm.hook, hook_name).get_hookimpls()
+    wrappers = [i.plugin_name for i in impls if (i.hookwrapper or i.wrapper) and i.plugin_name != plugin_id]
+    if not wrappers:
+        return plugin_id
+    probe = {k: (lambda *_a, **_k: None) if k == "register" else v for k, v in kwargs.items()}
+
+    def raises(keep: set[str]) -> bool:
+        others = [i.plugin for i in impls if i.plugin_name not in keep]
+        try:
+            pm.subset_hook_caller(hook_name, remove_plugins=others)(**probe)
+        except Exception:
+            return True
+        return False
+
+    if raises({plugin_id}):
+        return plugin_id
+    return next((w for w in wrappers if raises({plugin_id, w})), plugin_id)
 
 
 def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: Mapping[str, str]) -> Any:
@@ -438,9 +473,9 @@ def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = No
 
     core = defaults_of(RootConfig)
     out: dict[str, Any] = {}
-    for plugin_id, caller in _per_plugin_callers(plugins.pm, "symi_memory_config_defaults"):
-        for contributed in caller():
-            out = _merge_contributed(out, contributed, plugin_id, core)
+    for plugin_id, results in plugins.contributed_defaults:
+        for contributed in results:
+            out = _merge_contributed(out, copy.deepcopy(contributed), plugin_id, core)
     return out
 
 

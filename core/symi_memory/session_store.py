@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -38,6 +39,9 @@ SESSIONS_FILE = "sessions.json"
 Entry = dict[str, Any]
 
 
+_COUNT_TEXT = re.compile(r"(-?[0-9]{1,20})(?:\.[0-9]+)?")
+
+
 def whole_count(value: Any) -> int | None:
     """A token or compaction count from a session entry (a fraction is dropped), or None when it is not a number.
 
@@ -51,9 +55,10 @@ def whole_count(value: Any) -> int | None:
     if isinstance(value, float):
         return int(value) if math.isfinite(value) else None  # an estimate such as 178123.7 counts as 178123
     if isinstance(value, str):
-        text = value.strip()
-        if text.isascii() and text.lstrip("-").isdigit() and len(text) <= 20:
-            return int(text)
+        # "2", "-1" or "178123.7" (a runtime that writes numbers as text); "--5", "1e3", "2." are junk.
+        match = _COUNT_TEXT.fullmatch(value.strip())
+        if match is not None:
+            return int(match.group(1))
     return None
 
 

@@ -53,7 +53,7 @@ def _add_commands(sub: Any, plugins: Any) -> None:
     import logging
 
     from ..errors import PluginError, SymiMemoryError
-    from ..plugins import _per_plugin_callers
+    from ..plugins import _culprit, _per_plugin_callers
     from . import builtin_commands
 
     callers = _per_plugin_callers(plugins.pm, "symi_memory_register_commands")
@@ -68,12 +68,26 @@ def _add_commands(sub: Any, plugins: Any) -> None:
         except SymiMemoryError:
             raise
         except Exception as exc:
+            # A wrapper runs around every plugin's call (the core's too): find whose code raised.
+            culprit = _culprit(plugins.pm, "symi_memory_register_commands", plugin_id,
+                               {"subparsers": argparse.ArgumentParser().add_subparsers()})
+            if culprit != plugin_id:
+                raise _WrapperRaised(culprit, exc) from exc
             if plugin_id == builtin_commands.PLUGIN_ID:
                 raise
             # Like a plugin that fails to import: its commands are missing, every other command works.
             logging.getLogger("symi_memory.plugins").warning(
                 "plugin %r: symi_memory_register_commands raised %s: %s; its commands are left out",
                 plugin_id, type(exc).__name__, exc)
+
+
+class _WrapperRaised(Exception):
+    """A plugin's wrapper of symi_memory_register_commands raised around another plugin's commands."""
+
+    def __init__(self, plugin_id: str, error: Exception) -> None:
+        super().__init__(plugin_id, error)
+        self.plugin_id = plugin_id
+        self.error = error
 
 
 def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> argparse.ArgumentParser:
@@ -89,14 +103,27 @@ def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> a
         plugins = load_plugins(_disabled_plugins(argv), extra=[(builtin_commands.PLUGIN_ID, builtin_commands)])
     elif not plugins.pm.is_registered(builtin_commands):
         plugins.pm.register(builtin_commands, name=builtin_commands.PLUGIN_ID)
-    parser = argparse.ArgumentParser(
-        prog="symi-memory",
-        description="Durable, searchable memory for AI agents: index Markdown memory files and search them.",
-    )
-    _global_options(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_commands(sub, plugins)
-    return parser
+    while True:
+        parser = argparse.ArgumentParser(
+            prog="symi-memory",
+            description="Durable, searchable memory for AI agents: index Markdown memory files and search them.",
+        )
+        _global_options(parser)
+        sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+        try:
+            _add_commands(sub, plugins)
+        except _WrapperRaised as exc:
+            # The wrapping plugin leaves (its other hooks too); the parser is built again without it.
+            import logging
+
+            why = f"symi_memory_register_commands raised {type(exc.error).__name__}: {exc.error}"
+            plugins.pm.unregister(name=exc.plugin_id)
+            dist = plugins.dists.pop(exc.plugin_id, ("?", "?"))[0]
+            plugins.failed[exc.plugin_id] = f"{dist}: {why}"
+            logging.getLogger("symi_memory.plugins").warning(
+                "plugin %r: %s; its commands are left out", exc.plugin_id, why)
+            continue
+        return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

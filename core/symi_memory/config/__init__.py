@@ -248,6 +248,7 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     entries = agents.get("list") if isinstance(agents, Mapping) else None
     # validate() has already reported an agents/agents.list of the wrong type.
     first_of: dict[str, int] = {}
+    normalised: list[dict[str, Any]] = []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         where = f"agents.list[{i}]"
         if not isinstance(entry, Mapping):
@@ -267,8 +268,13 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
         agent_extra = ((extra or {}).get("agents") or {}).get("defaults")
         own = validate(_agent_model(schema), rest, where, problems, agent_extra)
         _check_timezone(own.get("userTimezone"), f"{where}.userTimezone", problems)
+        normalised.append({"id": entry.get("id"), **own})
     if problems:
         raise ConfigError([f"{origin}: {p}" for p in problems])
+    if isinstance(entries, list):
+        # An entry as validation normalised it (sources ["Memory"] -> ["memory"]), like agents.defaults is:
+        # Config.agent() merges these, and the index names its sources in lower case.
+        data["agents"]["list"] = normalised
     return data
 
 
