@@ -74,6 +74,7 @@ def test_a_search_during_another_processs_first_build_answers_at_once_and_builds
                                       capture_output=True, text=True, timeout=180)
             assert follower.returncode == 0, follower.stderr
             assert builder.poll() is not None, "`index` returned before the build it should wait for landed"
+            assert "waiting for that build to land" in follower.stderr, follower.stderr
             report = json.loads(follower.stdout)
             assert (report["full"], report["filesIndexed"], report["embeddingsComputed"]) == (False, 0, 0), report
         finally:

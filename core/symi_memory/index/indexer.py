@@ -316,7 +316,7 @@ class Indexer:
                 return SyncReport(reason=reason, seconds=time.perf_counter() - started)
             # An explicit sync returns with the index up to date, so it waits for that build and syncs what changed
             # since; an explicit full rebuild (`index --force`) follows it, so the index it asked for lands last.
-            self._wait_for_other_build(reason)
+            self._wait_for_other_build()
             full = force or self.needs_full() or self.needs_units()
         problems: dict[str, str] = {}
         files = list_sources(self.agent, problems)
@@ -386,9 +386,10 @@ class Indexer:
         running = getattr(self.store, "build_running", None)
         return bool(running is not None and running())
 
-    def _wait_for_other_build(self, reason: str) -> None:
-        log.info("sync (%s) waits for another process's build of the index %s to land", reason,
-                 getattr(self.store, "path", ""))
+    def _wait_for_other_build(self) -> None:
+        # A warning: an operator's `index` may wait as long as that build runs, and should see why.
+        log.warning("another process is building the index %s: waiting for that build to land, then syncing what "
+                    "changed since", getattr(self.store, "path", ""))
         while self._other_build_running():
             if self.cancel.wait(BUILD_POLL_SECONDS):
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
