@@ -185,7 +185,7 @@ class IndexedBackend:
                 # The index is derived from the files: set the damaged one aside and build it again.
                 self.store.recover_damaged(exc)
                 report = self.indexer.sync(reason=reason, force=True, progress=progress)
-        if self.scheduler:
+        if self.scheduler and self.indexer.deferred is None:  # deferred: dirty until the other build lands
             self.scheduler.mark_clean(changes)
         if self.on_synced:
             self.on_synced(report)
@@ -258,6 +258,10 @@ class IndexedBackend:
         generation = epoch[0]
         # Read once, before the wait: vectors built by another provider/model are not comparable.
         stale = provider is None or self.indexer.needs_full(identity)
+        if stale and provider is not None and fallback is None and self.store.build_running():
+            # The index's first build (or a reindex) is running, here or in another process: say why no vectors.
+            fallback = Fallback(from_=provider.id, reason="the index is being built (another process or sync); "
+                                "keyword results from the index as it is until the build lands")
         # Local synonyms: query words no chunk holds, matched through index words of like meaning.
         syn = self.synonyms_for(provider, qa, generation, stale=stale) if hybrid["enabled"] else None
         match = syn.match if syn is not None else qa

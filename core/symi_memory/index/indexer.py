@@ -33,6 +33,11 @@ BACKGROUND_REASONS = frozenset({"search", "stale", "stale-search", "watch", "int
 # Syncs that take a transcript's new lines only past the delta thresholds (spec: background indexing of
 # sessions is paced by them). A search's syncs take every line: the agent is asking memory now.
 SESSION_PACED_REASONS = frozenset({"watch", "interval", "stale"})
+# Syncs that never wait for another process's full build of the index (nor start one of their own beside it): the
+# background ones, a search's before it answers (one-shot CLI, `serve`), the one after an append and `serve`'s first
+# of an agent. They leave the index as it is until that build lands.
+NO_WAIT_REASONS = BACKGROUND_REASONS | {"cli-search", "append", "serve-open"}
+BUILD_POLL_SECONDS = 0.2
 RETRY_BASE_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
@@ -172,6 +177,8 @@ class Indexer:
     #: ``(identity meta value, what it parses to without "dims")`` as :meth:`needs_full` last read it: every search
     #: asks, and the value changes only with a full reindex (one tuple, replaced whole).
     _identity_read: tuple[str, dict[str, Any]] | None = None
+    #: Why the last sync wrote nothing while the index needs a full build (another process is building it), else None.
+    deferred: str | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -297,9 +304,22 @@ class Indexer:
         self._down_in_this_sync = None
         if isinstance(self.choice.provider, BatchingProvider):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
+        full = force or self.needs_full() or self.needs_units()
+        self.deferred = None
+        if full and self._other_build_running():
+            # Another live build of this index (a process's first build, a reindex): a second one beside it would
+            # redo all its work to swap in the same rows.
+            if not force and reason.split(" ")[0] in NO_WAIT_REASONS:
+                self.deferred = (f"another process is building the index {getattr(self.store, 'path', '')}; "
+                                 "searches use the index as it is until that build lands")
+                log.info("not syncing (%s): %s", reason, self.deferred)
+                return SyncReport(reason=reason, seconds=time.perf_counter() - started)
+            # An explicit sync returns with the index up to date, so it waits for that build and syncs what changed
+            # since; an explicit full rebuild (`index --force`) follows it, so the index it asked for lands last.
+            self._wait_for_other_build()
+            full = force or self.needs_full() or self.needs_units()
         problems: dict[str, str] = {}
         files = list_sources(self.agent, problems)
-        full = force or self.needs_full() or self.needs_units()
         indexed = {} if full else self.store.files()
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
@@ -361,6 +381,18 @@ class Indexer:
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
             errors=(failed_now,) if failed_now else (),
         )
+
+    def _other_build_running(self) -> bool:
+        running = getattr(self.store, "build_running", None)
+        return bool(running is not None and running())
+
+    def _wait_for_other_build(self) -> None:
+        # A warning: an operator's `index` may wait as long as that build runs, and should see why.
+        log.warning("another process is building the index %s: waiting for that build to land, then syncing what "
+                    "changed since", getattr(self.store, "path", ""))
+        while self._other_build_running():
+            if self.cancel.wait(BUILD_POLL_SECONDS):
+                raise SyncCancelled("sync cancelled: the memory manager is closing")
 
     def _keeps_vocabulary(self) -> bool:
         """Whether this index keeps word vectors for local synonyms: the SQLite index, a provider, the switch

@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["BUILD_SCHEMA", "Rebuild", "remove_stale_builds"]
+__all__ = ["BUILD_SCHEMA", "Rebuild", "build_running", "remove_stale_builds"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -89,8 +89,35 @@ def remove_stale_builds(index: Path) -> int:
     return freed
 
 
+def build_running(index: Path) -> bool:
+    """Whether a live rebuild of ``index`` (this process or another) holds a build file now.
+
+    A shared lock, taken without waiting and let go at once, fails only on a file a live builder holds;
+    a build file nobody holds (a killed builder's leftover) does not count. Without flock (Windows)
+    nothing can tell, so never.
+    """
+    if fcntl is None:
+        return False
+    for build in index.parent.glob(index.name + ".build-*"):
+        try:
+            fd = os.open(build, os.O_RDONLY)
+        except OSError:
+            continue  # swapped in and deleted meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # lets the probe's lock go
+    return False
+
+
 class Rebuild(StoreParts):
     """``build_full``: the rebuild swap."""
+
+    def build_running(self) -> bool:
+        """Whether a live rebuild of this index holds its build file now (:func:`build_running`)."""
+        return build_running(self.path)
 
     def build_full(
         self,
