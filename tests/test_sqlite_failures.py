@@ -177,3 +177,51 @@ def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_ca
     finally:
         db.parent.chmod(0o755)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_process_still_holding_a_damaged_index_never_gets_the_rebuilt_one_set_aside(tmp_path: Path,
+                                                                                      ws: Path) -> None:
+    """A long-running process (an agent's server) keeps its connections while another process (`symi-memory
+    index`) sets the damaged file aside and rebuilds it: the healthy rebuilt index must stay in place."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as held, open_mem(tmp_path, ws) as other:
+        with pytest.raises(BackendError, match="is damaged"):
+            held.search("a828e60")
+        assert other.sync().full  # sets the damaged file aside, rebuilds a fresh one
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+        # The process that found the damage now reads the rebuilt file, not the one set aside.
+        assert held.search("a828e60").results[0].path == "MEMORY.md"
+        assert held.status()["dirty"] is False and other.status()["dirty"] is False
+        other.sync()
+        held.sync()
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+    kept = sorted(p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")
+                  and not p.name.endswith(("-wal", "-shm")))
+    assert len(kept) == 1, kept
+
+
+def test_two_processes_recovering_the_same_damaged_index_set_aside_only_the_damaged_file(tmp_path: Path,
+                                                                                        ws: Path) -> None:
+    """Both processes saw the marker before either moved the file: the second must not set aside the file the
+    first just rebuilt (its rebuild would go on into a file nobody reads)."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as first, open_mem(tmp_path, ws) as second:
+        with pytest.raises(BackendError, match="is damaged"):
+            first.search("a828e60")
+        why = second.backend.store.damaged()
+        assert why is not None  # second read the marker: the damaged file is still in place
+        first.sync()  # sets it aside and rebuilds
+        second.backend.store.recover_damaged(why)  # what second's sync does next with what it read
+        assert first.search("a828e60").results[0].path == "MEMORY.md"
+        second.sync()
+        assert second.search("a828e60").results[0].path == "MEMORY.md"
+        assert first.status()["files"] == second.status()["files"] == 11
+    kept = sorted(p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")
+                  and not p.name.endswith(("-wal", "-shm")))
+    assert len(kept) == 1, kept

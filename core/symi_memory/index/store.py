@@ -32,6 +32,7 @@ from .db import (
     compact_after_migration,
     create_schema,
     drop_old_vec_table,
+    file_id,
     load_vec_extension,
     open_db,
     open_index_db,
@@ -100,6 +101,9 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     _opened: int = 0
     #: ``(file id, reason)`` of damage this process found (kept even when the marker cannot be written).
     _damaged_here: tuple[tuple[int, int] | None, str] | None = None
+    #: ``(device, inode)`` of the file this store's connections have open; another process that sets the file
+    #: aside (:meth:`recover_damaged`) puts a new one at ``path``, which this one then reopens.
+    _file: tuple[int, int] | None = None
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
@@ -136,22 +140,24 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
         """Open the index at ``path``; a file found damaged on the way (its meta or schema pages) is set aside
         and an empty one opened in its place, as :func:`~.db.open_index_db` does with one that is no database."""
+        before = file_id(path)
         try:
             return cls._open(path, vector_enabled=vector_enabled, extension_path=extension_path)
         except (apsw.CorruptError, apsw.NotADBError) as exc:
-            set_aside(path, exc)
+            set_aside(path, exc, expect=before)  # unless another process opening it did so already
             return cls._open(path, vector_enabled=vector_enabled, extension_path=extension_path)
 
     @classmethod
     def _open(cls, path: Path, *, vector_enabled: bool, extension_path: str | None) -> IndexStore:
         conn = open_index_db(path)
+        opened = file_id(path)
         store: IndexStore | None = None
         try:
             remove_stale_builds(path)
             vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
             fts_error = create_schema(conn)
             store = cls(path=path, conn=conn, vec=vec, fts_error=fts_error, vector_wanted=vector_enabled,
-                        extension_path=extension_path)
+                        extension_path=extension_path, file=opened)
             if vec.available:
                 drop_old_vec_table(conn)
             compact_after_migration(conn)
@@ -230,24 +236,30 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
         A small file beside the index names the damaged file (device and inode) and the reason: ``status``
         in any process reports it, and the next sync in any process sets the file aside and rebuilds
-        (:meth:`recover_damaged`). A file already replaced is never taken for the damaged one.
+        (:meth:`recover_damaged`). A file already replaced is never taken for the damaged one:
+        the marker names the file this process has open, which another process may have set aside and
+        replaced with a healthy one since (then no marker is written).
         """
-        try:
-            st = os.stat(self.path)
-            marker = self._marker()
-            tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"dev": st.st_dev, "ino": st.st_ino, "reason": str(exc)}), encoding="utf-8")
-            os.replace(tmp, marker)
-        except OSError as err:  # a read-only state dir: this process still reports it
-            log.info("could not record that index %s is damaged (%s)", self.path, err)
-        self._damaged_here = (self._file_id(), str(exc))
+        damaged = self._file
+        if damaged is not None and damaged == self._file_id():
+            try:
+                marker = self._marker()
+                tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
+                tmp.write_text(json.dumps({"dev": damaged[0], "ino": damaged[1], "reason": str(exc)}),
+                               encoding="utf-8")
+                os.replace(tmp, marker)
+            except OSError as err:  # a read-only state dir: this process still reports it
+                log.info("could not record that index %s is damaged (%s)", self.path, err)
+        self._damaged_here = (damaged, str(exc))
+
+    def replaced(self) -> bool:
+        """Whether the file at ``path`` is no longer the one this store has open (another process set the
+        damaged one aside and opened a fresh one): :meth:`recover_damaged` then reopens onto it."""
+        now = self._file_id()
+        return self._file is not None and now is not None and now != self._file
 
     def _file_id(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ino)
+        return file_id(self.path)
 
     def damaged(self) -> str | None:
         """Why the index file now in place is damaged, when a read of it (in any process) found out; else None."""
@@ -267,8 +279,21 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     def recover_damaged(self, why: object) -> None:
         """Set the damaged index file aside (kept as ``<path>.unreadable-<time>``) and open an empty one in its
-        place; the caller rebuilds it from the memory files. Every thread's next read uses the new file."""
+        place; the caller rebuilds it from the memory files. Every thread's next read uses the new file.
+
+        Only the damaged file is moved: the one this store has open, or the one a marker names. When another
+        process set it aside first, the file now in place (perhaps its rebuild in progress) is left where it
+        is and this store reopens onto it.
+        """
         with self.lock:
+            now = self._file_id()
+            try:
+                raw = json.loads(self._marker().read_text(encoding="utf-8"))
+                marked = (raw.get("dev"), raw.get("ino")) if isinstance(raw, dict) else None
+            except (OSError, ValueError):
+                marked = None
+            # The file in place is the damaged one when it is this store's own, or a marker names it.
+            damaged = now if now is not None and (now == self._file or marked == now) else self._file
             with self._readers_lock:
                 readers = list(self._readers)
                 self._readers.clear()
@@ -278,11 +303,12 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 except apsw.ThreadingViolationError:
                     pass  # in use by a search right now; closed when that thread lets go of it
             self.conn.close()
-            set_aside(self.path, why)
-            with contextlib.suppress(OSError):
-                self._marker().unlink()
+            if set_aside(self.path, why, expect=damaged) is not None:
+                with contextlib.suppress(OSError):
+                    self._marker().unlink()
             self._damaged_here = None
             self.conn = open_index_db(self.path)
+            self._file = self._file_id()
             if self.vec.available:
                 self.vec = load_vec_extension(self.conn, self.extension_path)
             self.fts_error = create_schema(self.conn)
