@@ -225,3 +225,38 @@ def test_two_processes_recovering_the_same_damaged_index_set_aside_only_the_dama
     kept = sorted(p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")
                   and not p.name.endswith(("-wal", "-shm")))
     assert len(kept) == 1, kept
+
+
+def test_a_damaged_index_this_process_may_only_read_keeps_answering_status_after_a_sync() -> None:
+    """The damaged file cannot be set aside from a folder this process may not write: the sync says why, and the
+    memory keeps answering (status, searches of the undamaged tables) instead of failing on closed connections."""
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        add_filler(ws, 10)
+        write(ws, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n")
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            db = Path(mem.status()["dbPath"])
+        _damage(db, "chunks")
+        for p in [root, *root.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o555)
+        db.parent.chmod(0o555)
+        with Unprivileged(), open_mem(root, ws) as mem:
+            with pytest.raises(BackendError, match="is damaged"):
+                mem.search("a828e60")
+            with pytest.raises(BackendError, match="read-only for this process"):
+                mem.sync()
+            st = mem.status()
+            assert st["dirty"] is True and "damaged" in st["lastError"]
+            with pytest.raises(BackendError, match="is damaged"):
+                mem.search("a828e60")
+        assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
+    finally:
+        db.parent.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)

@@ -216,7 +216,7 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         """Whether this process may only read the index (a read-only file, or a folder it may not write)."""
         return bool(self.conn.readonly("main"))
 
-    def read_only_error(self, exc: BaseException | None = None) -> BackendError:
+    def read_only_error(self, exc: object = None) -> BackendError:
         """The error a write to an index this process may only read fails with."""
         return BackendError(f"the index {self.path} is read-only for this process{f' ({exc})' if exc else ''}: "
                             "nothing can be indexed until the file and its folder are writable (check their "
@@ -294,6 +294,9 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 marked = None
             # The file in place is the damaged one when it is this store's own, or a marker names it.
             damaged = now if now is not None and (now == self._file or marked == now) else self._file
+            if now is not None and now == damaged and self.read_only():
+                # It cannot be moved from here (a read-only folder or mount): keep answering from it as it is.
+                raise self.read_only_error(f"damaged: {why}")
             with self._readers_lock:
                 readers = list(self._readers)
                 self._readers.clear()
@@ -303,10 +306,15 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 except apsw.ThreadingViolationError:
                     pass  # in use by a search right now; closed when that thread lets go of it
             self.conn.close()
-            if set_aside(self.path, why, expect=damaged) is not None:
+            failed: OSError | None = None
+            try:
+                moved = set_aside(self.path, why, expect=damaged)
+            except OSError as err:  # still in place: reopen it, so that status and searches go on answering
+                failed, moved = err, None
+            if moved is not None:
                 with contextlib.suppress(OSError):
                     self._marker().unlink()
-            self._damaged_here = None
+                self._damaged_here = None
             self.conn = open_index_db(self.path)
             self._file = self._file_id()
             if self.vec.available:
@@ -315,6 +323,9 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             self.vec_dims = None
             self._embedder_ids.clear()
             self._opened += 1
+            if failed is not None:
+                raise BackendError(f"the index {self.path} is damaged ({why}) and could not be set aside ({failed}); "
+                                   "move it away by hand and run `symi-memory index`") from failed
 
     def close(self) -> None:
         with self.lock:
