@@ -260,3 +260,23 @@ def test_a_damaged_index_this_process_may_only_read_keeps_answering_status_after
     finally:
         db.parent.chmod(0o755)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_damage_marker_left_after_the_index_was_removed_by_hand_does_not_name_the_new_file(tmp_path: Path,
+                                                                                             ws: Path) -> None:
+    """The user deleted the damaged index by hand (the marker beside it stays): the new file often gets the
+    freed inode number, which the marker names. A fresh file is never damaged."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as mem, pytest.raises(BackendError, match="is damaged"):
+        mem.search("a828e60")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    with open_mem(tmp_path, ws) as mem:
+        st = mem.status()
+        assert st["lastError"] is None or "damaged" not in st["lastError"]
+        mem.sync()
+        assert mem.search("a828e60").results[0].path == "MEMORY.md"
+    assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []

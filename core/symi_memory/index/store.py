@@ -149,8 +149,17 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     @classmethod
     def _open(cls, path: Path, *, vector_enabled: bool, extension_path: str | None) -> IndexStore:
+        try:
+            fresh = not os.path.getsize(path) and not os.path.exists(f"{path}-wal")
+        except OSError:
+            fresh = True
         conn = open_index_db(path)
         opened = file_id(path)
+        if fresh:
+            # A new file is not damaged: a marker left beside it names a file removed by hand, whose inode number
+            # the new one may well have been given.
+            with contextlib.suppress(OSError):
+                path.with_name(path.name + DAMAGED_SUFFIX).unlink()
         store: IndexStore | None = None
         try:
             remove_stale_builds(path)
