@@ -285,3 +285,45 @@ def test_a_damage_marker_left_after_the_index_was_removed_by_hand_does_not_name_
         mem.sync()
         assert mem.search("a828e60").results[0].path == "MEMORY.md"
     assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
+
+
+def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_users_syncs() -> None:
+    """In a folder this process may not write the index is read as a file nobody changes (SQLite's immutable
+    mode). When its owner syncs meanwhile, this process must answer from the new index: not miss the new notes
+    forever, nor call the healthy file damaged ("database disk image is malformed" from pages that moved)."""
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        add_filler(ws, 30)
+        write(ws, "memory/a.md", "- the otter lives by the weir\n")
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            db = Path(mem.status()["dbPath"])
+        for p in [root, *root.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o555)
+        db.parent.chmod(0o555)
+        with Unprivileged():
+            reader = open_mem(root, ws)
+        try:
+            with Unprivileged():
+                assert [h.path for h in reader.search("otter weir").results] == ["memory/a.md"]
+            # The owner (this test's own user) adds a note and rebuilds the index, then closes it.
+            write(ws, "memory/b.md", "- the heron nests by the reservoir\n")
+            with open_mem(root, ws) as owner:
+                owner.sync(force=True)
+            with Unprivileged():
+                assert reader.search("heron reservoir").results[0].path == "memory/b.md"
+                assert [h.path for h in reader.search("otter weir").results][:1] == ["memory/a.md"]
+                st = reader.status()
+                assert st["lastError"] is None or "damaged" not in st["lastError"]
+        finally:
+            with Unprivileged():
+                reader.close()
+    finally:
+        db.parent.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)

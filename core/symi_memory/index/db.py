@@ -28,6 +28,7 @@ __all__ = [
     "fts_current",
     "load_vec_extension",
     "meta_values",
+    "may_write",
     "migrate_vectors",
     "new_index_id",
     "open_db",
@@ -158,7 +159,7 @@ def _bundled_vec_path() -> str:
     return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
-def _may_write(folder: Path) -> bool:
+def may_write(folder: Path) -> bool:
     """Whether this process (its effective user) may create files in ``folder``."""
     return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
 
@@ -168,7 +169,7 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(str(path), flags=flags)
-    if readonly and not _may_write(path.parent) and not os.path.exists(f"{path}-wal"):
+    if readonly and not may_write(path.parent) and not os.path.exists(f"{path}-wal"):
         # SQLite cannot read a WAL database in a folder where it may not create ``-shm`` unless told the file
         # will not change: with no ``-wal`` beside it, nobody is writing it now.
         conn.close()

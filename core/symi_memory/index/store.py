@@ -34,6 +34,7 @@ from .db import (
     drop_old_vec_table,
     file_id,
     load_vec_extension,
+    may_write,
     open_db,
     open_index_db,
     set_aside,
@@ -64,6 +65,14 @@ SEARCH_CACHE_KIB = 8 * 1024
 LOCK_RETRY_BASE_S = 0.5
 #: Beside the index, ``<index>.damaged`` records that a read found the file damaged (:meth:`IndexStore.note_damaged`).
 DAMAGED_SUFFIX = ".damaged"
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @attrs.define
@@ -104,9 +113,15 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     #: ``(device, inode)`` of the file this store's connections have open; another process that sets the file
     #: aside (:meth:`recover_damaged`) puts a new one at ``path``, which this one then reopens.
     _file: tuple[int, int] | None = None
+    #: For an index in a folder this process may not write (read as a file nobody changes: SQLite's immutable
+    #: mode, which neither sees another process's commits nor survives its pages moving), the file's
+    #: ``(inode, size, mtime_ns)`` as opened: when its owner changes it, every connection is opened again.
+    _unchanging: tuple[int, int, int] | None = None
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
+        if self._unchanging is not None and self._unchanging != (now := _signature(self.path)) and now is not None:
+            self.reopen()
         conn = getattr(self._local, "conn", None)
         if conn is None or self._opened and getattr(self._local, "opened", 0) != self._opened:
             self._local.opened = self._opened
@@ -184,7 +199,42 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             raise
         if dims and vec.available and vector_enabled:
             store.vec_dims = dims
+        if store.read_only() and not may_write(path.parent):
+            store._unchanging = _signature(path)
         return store
+
+    def reopen(self) -> None:
+        """Open every connection again on the file now at ``path`` (an index this process may only read, which
+        its owner changed)."""
+        with self.lock:
+            self._close_connections()
+            self._connect()
+            self._damaged_here = None  # what a read found in the file read before is no longer known
+            dims = self.vector_dims()
+            self.vec_dims = dims if dims and self.vec.available and self.vector_wanted else None
+
+    def _close_connections(self) -> None:
+        with self._readers_lock:
+            readers = list(self._readers)
+            self._readers.clear()
+        for conn in readers:
+            try:
+                conn.close()
+            except apsw.ThreadingViolationError:
+                pass  # in use by a search right now; closed when that thread lets go of it
+        self.conn.close()
+
+    def _connect(self) -> None:
+        self.conn = open_index_db(self.path)
+        self._file = self._file_id()
+        if self._unchanging is not None:
+            self._unchanging = _signature(self.path)
+        if self.vec.available:
+            self.vec = load_vec_extension(self.conn, self.extension_path)
+        self.fts_error = create_schema(self.conn)
+        self.vec_dims = None
+        self._embedder_ids.clear()
+        self._opened += 1
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
@@ -263,8 +313,11 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     def replaced(self) -> bool:
         """Whether the file at ``path`` is no longer the one this store has open (another process set the
-        damaged one aside and opened a fresh one): :meth:`recover_damaged` then reopens onto it."""
+        damaged one aside and opened a fresh one), or one read as unchanging changed: :meth:`reopen` then reads
+        the file now in place."""
         now = self._file_id()
+        if self._unchanging is not None and self._unchanging != (sig := _signature(self.path)) and sig is not None:
+            return True
         return self._file is not None and now is not None and now != self._file
 
     def _file_id(self) -> tuple[int, int] | None:
@@ -306,15 +359,7 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             if now is not None and now == damaged and self.read_only():
                 # It cannot be moved from here (a read-only folder or mount): keep answering from it as it is.
                 raise self.read_only_error(f"damaged: {why}")
-            with self._readers_lock:
-                readers = list(self._readers)
-                self._readers.clear()
-            for conn in readers:
-                try:
-                    conn.close()
-                except apsw.ThreadingViolationError:
-                    pass  # in use by a search right now; closed when that thread lets go of it
-            self.conn.close()
+            self._close_connections()
             failed: OSError | None = None
             try:
                 moved = set_aside(self.path, why, expect=damaged)
@@ -324,14 +369,7 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 with contextlib.suppress(OSError):
                     self._marker().unlink()
                 self._damaged_here = None
-            self.conn = open_index_db(self.path)
-            self._file = self._file_id()
-            if self.vec.available:
-                self.vec = load_vec_extension(self.conn, self.extension_path)
-            self.fts_error = create_schema(self.conn)
-            self.vec_dims = None
-            self._embedder_ids.clear()
-            self._opened += 1
+            self._connect()
             if failed is not None:
                 raise BackendError(f"the index {self.path} is damaged ({why}) and could not be set aside ({failed}); "
                                    "move it away by hand and run `symi-memory index`") from failed
