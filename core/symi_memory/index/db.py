@@ -235,7 +235,10 @@ def _folder_lock(path: Path) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network mounts): move as before, unguarded
+            pass
         yield
     finally:
         os.close(fd)
