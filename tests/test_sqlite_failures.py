@@ -327,3 +327,4 @@ def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_
     finally:
         db.parent.chmod(0o755)
         shutil.rmtree(root, ignore_errors=True)
+

@@ -185,6 +185,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             if vec.available:
                 drop_old_vec_table(conn)
             compact_after_migration(conn)
+            if conn.readonly("main") and not may_write(path.parent):
+                store._unchanging = _signature(path)
             if conn.execute("SELECT 1 FROM meta WHERE key = 'index_id'").fetchone() is None:
                 # Built by a release from before index ids: given one on a thread of its own, which waits for
                 # another process's write without holding up this open (searches meanwhile key its caches apart at
@@ -199,8 +201,6 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             raise
         if dims and vec.available and vector_enabled:
             store.vec_dims = dims
-        if store.read_only() and not may_write(path.parent):
-            store._unchanging = _signature(path)
         return store
 
     def reopen(self) -> None:
