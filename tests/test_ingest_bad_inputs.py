@@ -9,6 +9,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from support.sqlite_memory import open_mem, write
 from support.unprivileged import Unprivileged
 
@@ -217,3 +218,23 @@ def test_a_utf16_memory_file_with_a_byte_order_mark_is_read_as_text(tmp_path: Pa
         assert data.decode("utf-16-le").endswith("tower.\r\nThe kestrel fledged two chicks in June.\n")
         mem.sync()
         assert "fledged two chicks" in mem.search("how many chicks fledged").results[0].snippet
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-32-be"])
+def test_an_append_to_a_utf16_file_cut_inside_a_character_is_refused_not_garbled(tmp_path: Path, codec: str) -> None:
+    """A UTF-16/32 file cut off inside a character (a truncated copy): text appended after the stray bytes would
+    be out of step with the code units and read back as other characters. The append says why instead."""
+    from symi_memory.writing import MemoryWriteError
+
+    ws = tmp_path / "ws"
+    whole = "\ufeff# Memory\n\n- The kestrel nests on the water tower.\n".encode(codec)
+    write(ws, "MEMORY.md", whole[:-1])
+    with open_mem(tmp_path, ws) as mem:
+        with pytest.raises(MemoryWriteError, match="refusing to append to MEMORY.md: it is UTF-.* ends inside a "
+                                                   "character"):
+            mem.append("The kestrel fledged two chicks in June.", target="long-term", allow_duplicate=True)
+        assert (ws / "MEMORY.md").read_bytes() == whole[:-1], "the file is left as it was"
+        write(ws, "MEMORY.md", whole)  # whole again: appended in its encoding
+        mem.append("The kestrel fledged two chicks in June.", target="long-term", allow_duplicate=True)
+        assert (ws / "MEMORY.md").read_bytes().decode(codec).endswith("tower.\nThe kestrel fledged two chicks in "
+                                                                      "June.\n")

@@ -177,3 +177,154 @@ def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_ca
     finally:
         db.parent.chmod(0o755)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_process_still_holding_a_damaged_index_never_gets_the_rebuilt_one_set_aside(tmp_path: Path,
+                                                                                      ws: Path) -> None:
+    """A long-running process (an agent's server) keeps its connections while another process (`symi-memory
+    index`) sets the damaged file aside and rebuilds it: the healthy rebuilt index must stay in place."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as held, open_mem(tmp_path, ws) as other:
+        with pytest.raises(BackendError, match="is damaged"):
+            held.search("a828e60")
+        assert other.sync().full  # sets the damaged file aside, rebuilds a fresh one
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+        # The process that found the damage now reads the rebuilt file, not the one set aside.
+        assert held.search("a828e60").results[0].path == "MEMORY.md"
+        assert held.status()["dirty"] is False and other.status()["dirty"] is False
+        other.sync()
+        held.sync()
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+    kept = sorted(p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")
+                  and not p.name.endswith(("-wal", "-shm")))
+    assert len(kept) == 1, kept
+
+
+def test_two_processes_recovering_the_same_damaged_index_set_aside_only_the_damaged_file(tmp_path: Path,
+                                                                                        ws: Path) -> None:
+    """Both processes saw the marker before either moved the file: the second must not set aside the file the
+    first just rebuilt (its rebuild would go on into a file nobody reads)."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as first, open_mem(tmp_path, ws) as second:
+        with pytest.raises(BackendError, match="is damaged"):
+            first.search("a828e60")
+        why = second.backend.store.damaged()
+        assert why is not None  # second read the marker: the damaged file is still in place
+        first.sync()  # sets it aside and rebuilds
+        second.backend.store.recover_damaged(why)  # what second's sync does next with what it read
+        assert first.search("a828e60").results[0].path == "MEMORY.md"
+        second.sync()
+        assert second.search("a828e60").results[0].path == "MEMORY.md"
+        assert first.status()["files"] == second.status()["files"] == 11
+    kept = sorted(p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")
+                  and not p.name.endswith(("-wal", "-shm")))
+    assert len(kept) == 1, kept
+
+
+def test_a_damaged_index_this_process_may_only_read_keeps_answering_status_after_a_sync() -> None:
+    """The damaged file cannot be set aside from a folder this process may not write: the sync says why, and the
+    memory keeps answering (status, searches of the undamaged tables) instead of failing on closed connections."""
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        add_filler(ws, 10)
+        write(ws, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n")
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            db = Path(mem.status()["dbPath"])
+        _damage(db, "chunks")
+        for p in [root, *root.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o555)
+        db.parent.chmod(0o555)
+        with Unprivileged(), open_mem(root, ws) as mem:
+            with pytest.raises(BackendError, match="is damaged"):
+                mem.search("a828e60")
+            with pytest.raises(BackendError, match="read-only for this process"):
+                mem.sync()
+            st = mem.status()
+            assert st["dirty"] is True and "damaged" in st["lastError"]
+            with pytest.raises(BackendError, match="is damaged"):
+                mem.search("a828e60")
+        assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
+    finally:
+        db.parent.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_damage_marker_left_after_the_index_was_removed_by_hand_does_not_name_the_new_file(tmp_path: Path,
+                                                                                             ws: Path) -> None:
+    """The user deleted the damaged index by hand (the marker beside it stays): the new file often gets the
+    freed inode number, which the marker names. A fresh file is never damaged."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    with open_mem(tmp_path, ws) as mem, pytest.raises(BackendError, match="is damaged"):
+        mem.search("a828e60")
+    marker = Path(f"{db}.damaged")
+    left = json.loads(marker.read_text(encoding="utf-8"))
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    # The next file made there often gets the freed inode number (ext4 gives it back at once); make that so here.
+    db.touch()
+    marker.write_text(json.dumps({**left, "dev": db.stat().st_dev, "ino": db.stat().st_ino}), encoding="utf-8")
+    with open_mem(tmp_path, ws) as mem:
+        st = mem.status()
+        assert st["lastError"] is None or "damaged" not in st["lastError"]
+        mem.sync()
+        assert mem.search("a828e60").results[0].path == "MEMORY.md"
+    assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
+
+
+def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_users_syncs() -> None:
+    """In a folder this process may not write the index is read as a file nobody changes (SQLite's immutable
+    mode). When its owner syncs meanwhile, this process must answer from the new index: not miss the new notes
+    forever, nor call the healthy file damaged ("database disk image is malformed" from pages that moved)."""
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        add_filler(ws, 30)
+        write(ws, "memory/a.md", "- the otter lives by the weir\n")
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            db = Path(mem.status()["dbPath"])
+        for p in [root, *root.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o555)
+        db.parent.chmod(0o555)
+        with Unprivileged():
+            reader = open_mem(root, ws)
+        try:
+            with Unprivileged():
+                assert [h.path for h in reader.search("otter weir").results] == ["memory/a.md"]
+            # The owner (this test's own user) adds a note and rebuilds the index, then closes it.
+            write(ws, "memory/b.md", "- the heron nests by the reservoir\n")
+            with open_mem(root, ws) as owner:
+                owner.sync(force=True)
+            with Unprivileged():
+                assert reader.search("heron reservoir").results[0].path == "memory/b.md"
+                assert [h.path for h in reader.search("otter weir").results][:1] == ["memory/a.md"]
+                st = reader.status()
+                assert st["lastError"] is None or "damaged" not in st["lastError"]
+        finally:
+            with Unprivileged():
+                reader.close()
+    finally:
+        db.parent.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)
+

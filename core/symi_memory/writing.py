@@ -75,12 +75,18 @@ def _open_dir(path: Path, parent_fd: int | None = None) -> Iterator[int]:
         os.close(fd)
 
 
-def _append(fd: int, data: bytes) -> int:
+def _append(fd: int, data: bytes, rel: str) -> int:
     """Append UTF-8 ``data`` (in the file's own encoding when it starts with a UTF-16/32 byte order mark)."""
     size = os.fstat(fd).st_size
     newline = b"\n"
     marked = bom_encoding(os.pread(fd, 4, 0)) if size else None
     if marked is not None:
+        unit = 4 if "32" in marked[0] else 2
+        if (size - marked[1]) % unit:
+            # It ends inside a character (a cut-off copy): text written after it would be out of step with the
+            # code units and read back as other characters, so the note would be lost in plain sight.
+            raise MemoryWriteError(f"refusing to append to {rel}: it is {marked[0].upper()} (byte order mark) but "
+                                   f"ends inside a character ({size} bytes); repair or re-save the file first")
         data, newline = data.decode("utf-8").encode(marked[0]), "\n".encode(marked[0])
     # O_APPEND writes go to the end whatever the offset, so seeking to read the last character is safe.
     if size and os.lseek(fd, max(0, size - len(newline)), os.SEEK_SET) >= 0 and os.read(fd, len(newline)) != newline:
@@ -160,11 +166,11 @@ def _write_regular(fd: int, rel: str, data: bytes) -> int:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise MemoryWriteError(f"refusing to write {rel}: not a regular file")
         if sys.platform == "win32":  # O_APPEND alone
-            return _append(fd, data)
+            return _append(fd, data, rel)
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_EX)  # concurrent appenders must not both skip the separator newline
-        return _append(fd, data)
+        return _append(fd, data, rel)
     finally:
         os.close(fd)
 

@@ -179,6 +179,8 @@ class IndexedBackend:
             damaged = self.store.damaged()
             if damaged is not None:  # a read (here or in another process) found the file damaged
                 self.store.recover_damaged(damaged)
+            elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
+                self.store.reopen()
             try:
                 report = self.indexer.sync(reason=reason, force=force, progress=progress)
             except DAMAGE_ERRORS as exc:
@@ -223,6 +225,11 @@ class IndexedBackend:
         try:
             return self._search(query)
         except DAMAGE_ERRORS as exc:
+            if self.store.replaced():
+                # Another process already set this damaged file aside and opened a fresh one (or changed a file
+                # this one reads as unchanging, moving its pages): read the file now in place.
+                self.store.reopen()
+                return self.search(query)
             self.store.note_damaged(exc)
             if self.scheduler:
                 self.scheduler.mark_dirty("damaged")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,11 @@ __all__ = [
     "fts_current",
     "load_vec_extension",
     "meta_values",
+    "may_write",
     "migrate_vectors",
     "new_index_id",
     "open_db",
+    "file_id",
     "open_index_db",
     "set_aside",
 ]
@@ -155,7 +159,7 @@ def _bundled_vec_path() -> str:
     return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
-def _may_write(folder: Path) -> bool:
+def may_write(folder: Path) -> bool:
     """Whether this process (its effective user) may create files in ``folder``."""
     return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
 
@@ -165,7 +169,7 @@ def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(str(path), flags=flags)
-    if readonly and not _may_write(path.parent) and not os.path.exists(f"{path}-wal"):
+    if readonly and not may_write(path.parent) and not os.path.exists(f"{path}-wal"):
         # SQLite cannot read a WAL database in a folder where it may not create ``-shm`` unless told the file
         # will not change: with no ``-wal`` beside it, nobody is writing it now.
         conn.close()
@@ -203,22 +207,66 @@ def open_index_db(path: Path) -> apsw.Connection:
     is renamed (kept for inspection) and a fresh index is built in its place,
     instead of failing every open with "file is not a database".
     """
+    before = file_id(path)
     try:
         return open_db(path)
     except (apsw.NotADBError, apsw.CorruptError) as exc:
-        set_aside(path, exc)
+        set_aside(path, exc, expect=before)
         return open_db(path)
 
 
-def set_aside(path: Path, why: object) -> str:
+def file_id(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path`` now, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+@contextlib.contextmanager
+def _folder_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the index's folder (flock on the folder itself, no file of its own), so that
+    of several processes that found the same file damaged only one moves it."""
+    try:
+        import fcntl
+        fd = os.open(path.parent, os.O_RDONLY)
+    except (ImportError, OSError):  # Windows, or a folder this process cannot open: no lock to take
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network mounts): move as before, unguarded
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def set_aside(path: Path, why: object, *, expect: tuple[int, int] | None = None) -> str | None:
     """Rename a damaged index file (with its ``-wal`` and ``-shm``) to ``<path>.unreadable-<time>``, kept for
-    inspection; the caller opens a fresh one in its place. Returns the new name."""
-    aside = f"{path}.unreadable-{int(time.time())}"
-    log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, why, aside)
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(f"{path}{suffix}"):
-            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
-    return aside
+    inspection; the caller opens a fresh one in its place. Returns the new name.
+
+    ``expect`` is the ``(device, inode)`` of the file found damaged: when the file now at ``path`` is
+    another one (a process that found the same damage already set it aside and opened a fresh one, which
+    may be a rebuild in progress), nothing is moved and None is returned. The check and the move happen
+    under a lock on the folder, so two processes never both move.
+    """
+    with _folder_lock(path):
+        if expect is not None and file_id(path) != expect:
+            log.info("index %s was already set aside by another process (%s)", path, why)
+            return None
+        aside = f"{path}.unreadable-{int(time.time())}"
+        n = 1
+        while any(os.path.lexists(f"{aside}{suffix}") for suffix in ("", "-wal", "-shm")):
+            n += 1  # set aside twice within a second: keep the first one too
+            aside = f"{path}.unreadable-{int(time.time())}-{n}"
+        log.warning("index %s is unreadable (%s); moved it to %s and rebuilding", path, why, aside)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(f"{path}{suffix}"):
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        return aside
 
 
 def _drop_all(conn: apsw.Connection) -> None:

@@ -32,7 +32,9 @@ from .db import (
     compact_after_migration,
     create_schema,
     drop_old_vec_table,
+    file_id,
     load_vec_extension,
+    may_write,
     open_db,
     open_index_db,
     set_aside,
@@ -63,6 +65,14 @@ SEARCH_CACHE_KIB = 8 * 1024
 LOCK_RETRY_BASE_S = 0.5
 #: Beside the index, ``<index>.damaged`` records that a read found the file damaged (:meth:`IndexStore.note_damaged`).
 DAMAGED_SUFFIX = ".damaged"
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @attrs.define
@@ -100,9 +110,18 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     _opened: int = 0
     #: ``(file id, reason)`` of damage this process found (kept even when the marker cannot be written).
     _damaged_here: tuple[tuple[int, int] | None, str] | None = None
+    #: ``(device, inode)`` of the file this store's connections have open; another process that sets the file
+    #: aside (:meth:`recover_damaged`) puts a new one at ``path``, which this one then reopens.
+    _file: tuple[int, int] | None = None
+    #: For an index in a folder this process may not write (read as a file nobody changes: SQLite's immutable
+    #: mode, which neither sees another process's commits nor survives its pages moving), the file's
+    #: ``(inode, size, mtime_ns)`` as opened: when its owner changes it, every connection is opened again.
+    _unchanging: tuple[int, int, int] | None = None
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
+        if self._unchanging is not None and self._unchanging != (now := _signature(self.path)) and now is not None:
+            self.reopen()
         conn = getattr(self._local, "conn", None)
         if conn is None or self._opened and getattr(self._local, "opened", 0) != self._opened:
             self._local.opened = self._opened
@@ -136,25 +155,38 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     def open(cls, path: Path, *, vector_enabled: bool = True, extension_path: str | None = None) -> IndexStore:
         """Open the index at ``path``; a file found damaged on the way (its meta or schema pages) is set aside
         and an empty one opened in its place, as :func:`~.db.open_index_db` does with one that is no database."""
+        before = file_id(path)
         try:
             return cls._open(path, vector_enabled=vector_enabled, extension_path=extension_path)
         except (apsw.CorruptError, apsw.NotADBError) as exc:
-            set_aside(path, exc)
+            set_aside(path, exc, expect=before)  # unless another process opening it did so already
             return cls._open(path, vector_enabled=vector_enabled, extension_path=extension_path)
 
     @classmethod
     def _open(cls, path: Path, *, vector_enabled: bool, extension_path: str | None) -> IndexStore:
+        try:
+            fresh = not os.path.getsize(path) and not os.path.exists(f"{path}-wal")
+        except OSError:
+            fresh = True
         conn = open_index_db(path)
+        opened = file_id(path)
+        if fresh:
+            # A new file is not damaged: a marker left beside it names a file removed by hand, whose inode number
+            # the new one may well have been given.
+            with contextlib.suppress(OSError):
+                path.with_name(path.name + DAMAGED_SUFFIX).unlink()
         store: IndexStore | None = None
         try:
             remove_stale_builds(path)
             vec = load_vec_extension(conn, extension_path) if vector_enabled else VecExtension(False, None, None)
             fts_error = create_schema(conn)
             store = cls(path=path, conn=conn, vec=vec, fts_error=fts_error, vector_wanted=vector_enabled,
-                        extension_path=extension_path)
+                        extension_path=extension_path, file=opened)
             if vec.available:
                 drop_old_vec_table(conn)
             compact_after_migration(conn)
+            if conn.readonly("main") and not may_write(path.parent):
+                store._unchanging = _signature(path)
             if conn.execute("SELECT 1 FROM meta WHERE key = 'index_id'").fetchone() is None:
                 # Built by a release from before index ids: given one on a thread of its own, which waits for
                 # another process's write without holding up this open (searches meanwhile key its caches apart at
@@ -170,6 +202,39 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         if dims and vec.available and vector_enabled:
             store.vec_dims = dims
         return store
+
+    def reopen(self) -> None:
+        """Open every connection again on the file now at ``path`` (an index this process may only read, which
+        its owner changed)."""
+        with self.lock:
+            self._close_connections()
+            self._connect()
+            self._damaged_here = None  # what a read found in the file read before is no longer known
+            dims = self.vector_dims()
+            self.vec_dims = dims if dims and self.vec.available and self.vector_wanted else None
+
+    def _close_connections(self) -> None:
+        with self._readers_lock:
+            readers = list(self._readers)
+            self._readers.clear()
+        for conn in readers:
+            try:
+                conn.close()
+            except apsw.ThreadingViolationError:
+                pass  # in use by a search right now; closed when that thread lets go of it
+        self.conn.close()
+
+    def _connect(self) -> None:
+        self.conn = open_index_db(self.path)
+        self._file = self._file_id()
+        if self._unchanging is not None:
+            self._unchanging = _signature(self.path)
+        if self.vec.available:
+            self.vec = load_vec_extension(self.conn, self.extension_path)
+        self.fts_error = create_schema(self.conn)
+        self.vec_dims = None
+        self._embedder_ids.clear()
+        self._opened += 1
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
@@ -210,7 +275,7 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         """Whether this process may only read the index (a read-only file, or a folder it may not write)."""
         return bool(self.conn.readonly("main"))
 
-    def read_only_error(self, exc: BaseException | None = None) -> BackendError:
+    def read_only_error(self, exc: object = None) -> BackendError:
         """The error a write to an index this process may only read fails with."""
         return BackendError(f"the index {self.path} is read-only for this process{f' ({exc})' if exc else ''}: "
                             "nothing can be indexed until the file and its folder are writable (check their "
@@ -230,24 +295,33 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
         A small file beside the index names the damaged file (device and inode) and the reason: ``status``
         in any process reports it, and the next sync in any process sets the file aside and rebuilds
-        (:meth:`recover_damaged`). A file already replaced is never taken for the damaged one.
+        (:meth:`recover_damaged`). A file already replaced is never taken for the damaged one:
+        the marker names the file this process has open, which another process may have set aside and
+        replaced with a healthy one since (then no marker is written).
         """
-        try:
-            st = os.stat(self.path)
-            marker = self._marker()
-            tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"dev": st.st_dev, "ino": st.st_ino, "reason": str(exc)}), encoding="utf-8")
-            os.replace(tmp, marker)
-        except OSError as err:  # a read-only state dir: this process still reports it
-            log.info("could not record that index %s is damaged (%s)", self.path, err)
-        self._damaged_here = (self._file_id(), str(exc))
+        damaged = self._file
+        if damaged is not None and damaged == self._file_id():
+            try:
+                marker = self._marker()
+                tmp = marker.with_name(f"{marker.name}.{os.getpid()}")
+                tmp.write_text(json.dumps({"dev": damaged[0], "ino": damaged[1], "reason": str(exc)}),
+                               encoding="utf-8")
+                os.replace(tmp, marker)
+            except OSError as err:  # a read-only state dir: this process still reports it
+                log.info("could not record that index %s is damaged (%s)", self.path, err)
+        self._damaged_here = (damaged, str(exc))
+
+    def replaced(self) -> bool:
+        """Whether the file at ``path`` is no longer the one this store has open (another process set the
+        damaged one aside and opened a fresh one), or one read as unchanging changed: :meth:`reopen` then reads
+        the file now in place."""
+        now = self._file_id()
+        if self._unchanging is not None and self._unchanging != (sig := _signature(self.path)) and sig is not None:
+            return True
+        return self._file is not None and now is not None and now != self._file
 
     def _file_id(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ino)
+        return file_id(self.path)
 
     def damaged(self) -> str | None:
         """Why the index file now in place is damaged, when a read of it (in any process) found out; else None."""
@@ -267,28 +341,38 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     def recover_damaged(self, why: object) -> None:
         """Set the damaged index file aside (kept as ``<path>.unreadable-<time>``) and open an empty one in its
-        place; the caller rebuilds it from the memory files. Every thread's next read uses the new file."""
+        place; the caller rebuilds it from the memory files. Every thread's next read uses the new file.
+
+        Only the damaged file is moved: the one this store has open, or the one a marker names. When another
+        process set it aside first, the file now in place (perhaps its rebuild in progress) is left where it
+        is and this store reopens onto it.
+        """
         with self.lock:
-            with self._readers_lock:
-                readers = list(self._readers)
-                self._readers.clear()
-            for conn in readers:
-                try:
-                    conn.close()
-                except apsw.ThreadingViolationError:
-                    pass  # in use by a search right now; closed when that thread lets go of it
-            self.conn.close()
-            set_aside(self.path, why)
-            with contextlib.suppress(OSError):
-                self._marker().unlink()
-            self._damaged_here = None
-            self.conn = open_index_db(self.path)
-            if self.vec.available:
-                self.vec = load_vec_extension(self.conn, self.extension_path)
-            self.fts_error = create_schema(self.conn)
-            self.vec_dims = None
-            self._embedder_ids.clear()
-            self._opened += 1
+            now = self._file_id()
+            try:
+                raw = json.loads(self._marker().read_text(encoding="utf-8"))
+                marked = (raw.get("dev"), raw.get("ino")) if isinstance(raw, dict) else None
+            except (OSError, ValueError):
+                marked = None
+            # The file in place is the damaged one when it is this store's own, or a marker names it.
+            damaged = now if now is not None and (now == self._file or marked == now) else self._file
+            if now is not None and now == damaged and self.read_only():
+                # It cannot be moved from here (a read-only folder or mount): keep answering from it as it is.
+                raise self.read_only_error(f"damaged: {why}")
+            self._close_connections()
+            failed: OSError | None = None
+            try:
+                moved = set_aside(self.path, why, expect=damaged)
+            except OSError as err:  # still in place: reopen it, so that status and searches go on answering
+                failed, moved = err, None
+            if moved is not None:
+                with contextlib.suppress(OSError):
+                    self._marker().unlink()
+                self._damaged_here = None
+            self._connect()
+            if failed is not None:
+                raise BackendError(f"the index {self.path} is damaged ({why}) and could not be set aside ({failed}); "
+                                   "move it away by hand and run `symi-memory index`") from failed
 
     def close(self) -> None:
         with self.lock:
