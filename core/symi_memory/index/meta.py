@@ -59,7 +59,8 @@ class MetaRows(StoreParts):
         read without writing: every open claims the workspace, and it must neither wait for another process's
         write nor fail on an index the process may only read (a read-only file or folder).
         """
-        kept = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        with self.lock:  # the writer connection: the id-giving thread may be using it
+            kept = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         if kept is not None:
             return str(kept[0])
         with self.write():

@@ -273,7 +273,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     def read_only(self) -> bool:
         """Whether this process may only read the index (a read-only file, or a folder it may not write)."""
-        return bool(self.conn.readonly("main"))
+        with self.lock:  # the writer connection: the id-giving thread may be using it
+            return bool(self.conn.readonly("main"))
 
     def read_only_error(self, exc: object = None) -> BackendError:
         """The error a write to an index this process may only read fails with."""
