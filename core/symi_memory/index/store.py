@@ -377,13 +377,5 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
 
     def close(self) -> None:
         with self.lock:
-            with self._readers_lock:
-                readers = list(self._readers)
-                self._readers.clear()
-            for conn in readers:
-                try:
-                    conn.close()
-                except apsw.ThreadingViolationError:
-                    pass  # in use by a search right now; closed when that thread lets go of it
-            self.conn.close()
+            self._close_connections()
 
