@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,27 @@ def ws(tmp_path: Path) -> Path:
     add_filler(w, 10)
     write(w, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n- The heron nests by the reservoir.\n")
     return w
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A folder another user may read (pytest's temp root is private to root), removed after the test."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))
+    try:
+        yield root
+    finally:
+        for p in [root, *root.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(p.stat().st_mode | 0o700)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _readable_by_all(root: Path) -> None:
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o555)
 
 
 def test_embedding_outage_keeps_keyword_search_and_recovers(tmp_path: Path, ws: Path) -> None:
@@ -139,44 +160,37 @@ def test_a_forced_reindex_repairs_an_index_damaged_inside(tmp_path: Path, ws: Pa
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])
-def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_cannot_sync(what: str) -> None:
+def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_cannot_sync(what: str,
+                                                                                          root: Path) -> None:
     """A read-only index file, or one in a folder the process may not write (a read-only mount, another
     user's state dir): status and search answer from it; a sync fails saying why, not 'readonly database'."""
     import os
-    import shutil
-    import tempfile
 
     from support.unprivileged import Unprivileged
 
-    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
-    try:
-        ws = root / "ws"
-        write(ws, "memory/a.md", "- the otter lives by the weir\n")
-        with open_mem(root, ws) as mem:
+    ws = root / "ws"
+    write(ws, "memory/a.md", "- the otter lives by the weir\n")
+    with open_mem(root, ws) as mem:
+        mem.sync()
+        mem.search("otter")
+        db = Path(mem.status()["dbPath"])
+    write(ws, "memory/b.md", "- the heron nests by the reservoir\n")  # on disk, not indexed
+    _readable_by_all(root)
+    if what == "file":
+        if os.geteuid() == 0:
+            for p in [root, *root.rglob("*")]:
+                os.chown(p, 65534, 65534)
+        db.chmod(0o444)
+    else:
+        db.parent.chmod(0o555)
+    with Unprivileged(), open_mem(root, ws) as mem:
+        st = mem.status()
+        assert st["files"] == 1 and st["dirty"] is True
+        assert "is read-only for this process" in st["lastError"]
+        assert [h.path for h in mem.search("otter weir").results] == ["memory/a.md"]
+        with pytest.raises(BackendError, match="is read-only for this process .*nothing can be indexed until the "
+                                               "file and its folder are writable"):
             mem.sync()
-            mem.search("otter")
-            db = Path(mem.status()["dbPath"])
-        write(ws, "memory/b.md", "- the heron nests by the reservoir\n")  # on disk, not indexed
-        for p in [root, *root.rglob("*")]:
-            p.chmod(p.stat().st_mode | 0o555)
-        if what == "file":
-            if os.geteuid() == 0:
-                for p in [root, *root.rglob("*")]:
-                    os.chown(p, 65534, 65534)
-            db.chmod(0o444)
-        else:
-            db.parent.chmod(0o555)
-        with Unprivileged(), open_mem(root, ws) as mem:
-            st = mem.status()
-            assert st["files"] == 1 and st["dirty"] is True
-            assert "is read-only for this process" in st["lastError"]
-            assert [h.path for h in mem.search("otter weir").results] == ["memory/a.md"]
-            with pytest.raises(BackendError, match="is read-only for this process .*nothing can be indexed until the "
-                                                   "file and its folder are writable"):
-                mem.sync()
-    finally:
-        db.parent.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_process_still_holding_a_damaged_index_never_gets_the_rebuilt_one_set_aside(tmp_path: Path,
@@ -227,39 +241,30 @@ def test_two_processes_recovering_the_same_damaged_index_set_aside_only_the_dama
     assert len(kept) == 1, kept
 
 
-def test_a_damaged_index_this_process_may_only_read_keeps_answering_status_after_a_sync() -> None:
+def test_a_damaged_index_this_process_may_only_read_keeps_answering_status_after_a_sync(root: Path) -> None:
     """The damaged file cannot be set aside from a folder this process may not write: the sync says why, and the
     memory keeps answering (status, searches of the undamaged tables) instead of failing on closed connections."""
-    import shutil
-    import tempfile
-
     from support.unprivileged import Unprivileged
 
-    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
-    try:
-        ws = root / "ws"
-        add_filler(ws, 10)
-        write(ws, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n")
-        with open_mem(root, ws) as mem:
+    ws = root / "ws"
+    add_filler(ws, 10)
+    write(ws, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n")
+    with open_mem(root, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks")
+    _readable_by_all(root)
+    db.parent.chmod(0o555)
+    with Unprivileged(), open_mem(root, ws) as mem:
+        with pytest.raises(BackendError, match="is damaged"):
+            mem.search("a828e60")
+        with pytest.raises(BackendError, match="read-only for this process"):
             mem.sync()
-            db = Path(mem.status()["dbPath"])
-        _damage(db, "chunks")
-        for p in [root, *root.rglob("*")]:
-            p.chmod(p.stat().st_mode | 0o555)
-        db.parent.chmod(0o555)
-        with Unprivileged(), open_mem(root, ws) as mem:
-            with pytest.raises(BackendError, match="is damaged"):
-                mem.search("a828e60")
-            with pytest.raises(BackendError, match="read-only for this process"):
-                mem.sync()
-            st = mem.status()
-            assert st["dirty"] is True and "damaged" in st["lastError"]
-            with pytest.raises(BackendError, match="is damaged"):
-                mem.search("a828e60")
-        assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
-    finally:
-        db.parent.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
+        st = mem.status()
+        assert st["dirty"] is True and "damaged" in st["lastError"]
+        with pytest.raises(BackendError, match="is damaged"):
+            mem.search("a828e60")
+    assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
 
 
 def test_a_damage_marker_left_after_the_index_was_removed_by_hand_does_not_name_the_new_file(tmp_path: Path,
@@ -287,44 +292,35 @@ def test_a_damage_marker_left_after_the_index_was_removed_by_hand_does_not_name_
     assert [p.name for p in db.parent.iterdir() if "unreadable" in p.name] == []
 
 
-def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_users_syncs() -> None:
+def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_users_syncs(
+        root: Path) -> None:
     """In a folder this process may not write the index is read as a file nobody changes (SQLite's immutable
     mode). When its owner syncs meanwhile, this process must answer from the new index: not miss the new notes
     forever, nor call the healthy file damaged ("database disk image is malformed" from pages that moved)."""
-    import shutil
-    import tempfile
-
     from support.unprivileged import Unprivileged
 
-    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # pytest's temp root is private to root
+    ws = root / "ws"
+    add_filler(ws, 30)
+    write(ws, "memory/a.md", "- the otter lives by the weir\n")
+    with open_mem(root, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _readable_by_all(root)
+    db.parent.chmod(0o555)
+    with Unprivileged():
+        reader = open_mem(root, ws)
     try:
-        ws = root / "ws"
-        add_filler(ws, 30)
-        write(ws, "memory/a.md", "- the otter lives by the weir\n")
-        with open_mem(root, ws) as mem:
-            mem.sync()
-            db = Path(mem.status()["dbPath"])
-        for p in [root, *root.rglob("*")]:
-            p.chmod(p.stat().st_mode | 0o555)
-        db.parent.chmod(0o555)
         with Unprivileged():
-            reader = open_mem(root, ws)
-        try:
-            with Unprivileged():
-                assert [h.path for h in reader.search("otter weir").results] == ["memory/a.md"]
-            # The owner (this test's own user) adds a note and rebuilds the index, then closes it.
-            write(ws, "memory/b.md", "- the heron nests by the reservoir\n")
-            with open_mem(root, ws) as owner:
-                owner.sync(force=True)
-            with Unprivileged():
-                assert reader.search("heron reservoir").results[0].path == "memory/b.md"
-                assert [h.path for h in reader.search("otter weir").results][:1] == ["memory/a.md"]
-                st = reader.status()
-                assert st["lastError"] is None or "damaged" not in st["lastError"]
-        finally:
-            with Unprivileged():
-                reader.close()
+            assert [h.path for h in reader.search("otter weir").results] == ["memory/a.md"]
+        # The owner (this test's own user) adds a note and rebuilds the index, then closes it.
+        write(ws, "memory/b.md", "- the heron nests by the reservoir\n")
+        with open_mem(root, ws) as owner:
+            owner.sync(force=True)
+        with Unprivileged():
+            assert reader.search("heron reservoir").results[0].path == "memory/b.md"
+            assert [h.path for h in reader.search("otter weir").results][:1] == ["memory/a.md"]
+            st = reader.status()
+            assert st["lastError"] is None or "damaged" not in st["lastError"]
     finally:
-        db.parent.chmod(0o755)
-        shutil.rmtree(root, ignore_errors=True)
-
+        with Unprivileged():
+            reader.close()
