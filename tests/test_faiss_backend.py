@@ -337,20 +337,28 @@ def test_the_configured_thread_count_holds_on_every_searching_thread(tmp_path: P
         assert seen == [(3, 3)]
 
 
-def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_index(tmp_path: Path) -> None:
-    """The faiss index is kept for the store's (index id, generation): an already released version that drops and
-    rebuilds the index numbers generations from 1 again and writes no index id, and reaching the generation a
-    running manager built its faiss index at, that index (the old text's vectors under the same rowids) must not
-    answer. The running manager's answers are a fresh process's."""
-    from support.sqlite_memory import add_filler, rebuilt_by_older_release, wait_for, write
-
-    from symi_memory.index.db import SCHEMA_VERSION
+def _journal_workspace(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A workspace of 10 filler notes and a 160-line journal of harbour ferry schedules: (workspace, state dir,
+    the journal's text)."""
+    from support.sqlite_memory import add_filler, write
 
     journal = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
     ws = tmp_path / "ws"
     add_filler(ws, 10)
     write(ws, "memory/journal.md", journal)
-    state = tmp_path / "state"
+    return ws, tmp_path / "state", journal
+
+
+def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_index(tmp_path: Path) -> None:
+    """The faiss index is kept for the store's (index id, generation): an already released version that drops and
+    rebuilds the index numbers generations from 1 again and writes no index id, and reaching the generation a
+    running manager built its faiss index at, that index (the old text's vectors under the same rowids) must not
+    answer. The running manager's answers are a fresh process's."""
+    from support.sqlite_memory import rebuilt_by_older_release, wait_for, write
+
+    from symi_memory.index.db import SCHEMA_VERSION
+
+    ws, state, journal = _journal_workspace(tmp_path)
     query = "mountain railway schedule"
     with _open(state, ws, "faiss", units="off", index="flat") as running:
         running.sync()
@@ -380,15 +388,11 @@ def test_a_saved_faiss_index_is_never_loaded_for_another_index_at_its_generation
     beside the generation: every way the SQLite index becomes another one (an older release's drop and rebuild,
     numbering generations from 1 and writing no index id; a fresh index in place of an unreadable file) starts a
     new meta, so a saved file never matches it, even at the same generation, chunk count and rowids."""
-    from support.sqlite_memory import add_filler, rebuilt_by_older_release, wait_for, write
+    from support.sqlite_memory import rebuilt_by_older_release, wait_for, write
 
     from symi_memory.index.db import SCHEMA_VERSION
 
-    journal = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
-    ws = tmp_path / "ws"
-    add_filler(ws, 10)
-    write(ws, "memory/journal.md", journal)
-    state = tmp_path / "state"
+    ws, state, journal = _journal_workspace(tmp_path)
     query = "canal railway schedule"
     with _open(state, ws, "faiss", units="off", index="flat") as first:
         first.sync()
