@@ -53,6 +53,14 @@ def _cli(tmp_path: Path, site: Path, *args: str, slot: str | None = None) -> sub
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
+def _search_answers(tmp_path: Path, site: Path) -> str:
+    """A one-shot keyword search on builtin-sqlite finds the NAS note without a traceback; its stderr."""
+    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
+    assert out.returncode == 0, out.stderr
+    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+    return out.stderr
+
+
 RAISES_IN_HOOK = """
 from symi_memory import hookimpl
 
@@ -90,10 +98,8 @@ def symi_memory_register_commands(subparsers):
 def test_a_plugin_whose_commands_hook_raises_leaves_every_other_command_working(tmp_path: Path) -> None:
     site = tmp_path / "site"
     _install(site, "broken", "broken_plugin", COMMANDS_RAISE)
-    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
-    assert out.returncode == 0, out.stderr
-    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
-    (warning,) = [ln for ln in out.stderr.splitlines() if "broken" in ln]
+    stderr = _search_answers(tmp_path, site)
+    (warning,) = [ln for ln in stderr.splitlines() if "broken" in ln]
     assert "symi_memory_register_commands raised RuntimeError: no such parser option" in warning
 
 
@@ -106,11 +112,8 @@ def test_a_broken_plugin_nobody_selected_leaves_memory_working(tmp_path: Path, s
     site = tmp_path / "site"
     _install(site, "broken", "broken_plugin", source)
 
-    searched = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
-    assert searched.returncode == 0, searched.stderr
-    assert "192.168.1.20" in searched.stdout
-    assert "Traceback" not in searched.stderr
-    assert "broken" in searched.stderr  # a warning names the plugin it skipped
+    stderr = _search_answers(tmp_path, site)
+    assert "broken" in stderr  # a warning names the plugin it skipped
 
     listed = _cli(tmp_path, site, "plugins")
     assert listed.returncode == 0, listed.stderr
@@ -203,10 +206,8 @@ def test_a_third_party_wrapper_that_raises_is_the_plugin_skipped_not_the_builtin
     them were dropped as 'failed', and memory had no backend while the wrapper's plugin stayed loaded."""
     site = tmp_path / "site"
     _install(site, "wrapping", "wrapping_plugin", source)
-    searched = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
-    assert searched.returncode == 0, searched.stderr
-    assert "192.168.1.20" in searched.stdout and "Traceback" not in searched.stderr
-    (warning,) = [ln for ln in searched.stderr.splitlines() if "skipped" in ln]
+    stderr = _search_answers(tmp_path, site)
+    (warning,) = [ln for ln in stderr.splitlines() if "skipped" in ln]
     assert "'wrapping'" in warning and "RuntimeError: wrapper broke" in warning
 
     listed = _cli(tmp_path, site, "plugins")
@@ -234,9 +235,7 @@ def test_a_config_defaults_hook_that_raises_only_when_called_again_is_no_traceba
     there was a KeyError traceback from every command. The defaults read at load are the ones used."""
     site = tmp_path / "site"
     _install(site, "later", "later_plugin", DEFAULTS_RAISE_LATER)
-    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
-    assert out.returncode == 0, out.stderr
-    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
+    _search_answers(tmp_path, site)
 
 
 COMMANDS_WRAPPER_RAISES = """
@@ -254,8 +253,6 @@ def test_a_commands_wrapper_that_raises_leaves_every_command_working(tmp_path: P
     core's commands and every command was a RuntimeError traceback."""
     site = tmp_path / "site"
     _install(site, "wrapping", "wrapping_plugin", COMMANDS_WRAPPER_RAISES)
-    out = _cli(tmp_path, site, "search", "NAS address", "--no-server", slot="builtin-sqlite")
-    assert out.returncode == 0, out.stderr
-    assert "192.168.1.20" in out.stdout and "Traceback" not in out.stderr
-    (warning,) = [ln for ln in out.stderr.splitlines() if "wrapping" in ln]
+    stderr = _search_answers(tmp_path, site)
+    (warning,) = [ln for ln in stderr.splitlines() if "wrapping" in ln]
     assert "symi_memory_register_commands raised RuntimeError: wrapper broke" in warning
