@@ -769,3 +769,49 @@ def test_a_split_scan_answers_in_a_forked_child(tmp_path: Path) -> None:
                            str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["same", "child", "exit", "0"], proc.stdout + proc.stderr
+
+
+def test_a_copy_older_than_the_index_never_scores_a_reused_rowid_from_its_deleted_chunk(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A large index reloads its float32 scan copy in the background, the old copy answering meanwhile. SQLite
+    # gives a chunk written after the last ones were deleted their rowids again: the old copy's row of a
+    # reused rowid is the deleted chunk's vector, and must not score the new chunk (nor answer for it).
+    import json
+    import time
+
+    import numpy as np
+
+    from symi_memory.index import vectors as vectors_mod
+    from symi_memory.index.store import ChunkRow, FileRow
+    from symi_memory.index.vectors import ExactVectors
+
+    monkeypatch.setattr(vectors_mod, "SYNC_LOAD_LIMIT", 100)  # as if the index held more than 20,000 chunks
+    store, vecs, rng = _random_store(tmp_path / "i.sqlite", 500)
+    try:
+        side = ExactVectors(store, scan="float32")
+        target = vecs[450].tolist()
+        for _ in range(200):  # the first searches answer from sqlite-vec while the copy loads
+            side.search(target, 3)
+            if side.status()["scan"] == "float32" and not side._loading:
+                break
+            time.sleep(0.01)
+        before = {r for r, _ in side.search(target, 3)}
+        assert 451 in before  # vecs[450] is rowid 451's vector
+        # The last file's 100 chunks deleted; a new file's 100 chunks take their rowids, far from the target.
+        far = -vecs[400:500]
+        ident = {"identity": json.dumps({"provider": "test", "model": "m", "fingerprint": "f"})}
+        store.replace_files([], remove=["memory/400.md"], meta=ident)
+        rows = [ChunkRow(id=f"n{i}", path="memory/new.md", source="memory", start_line=i, end_line=i, hash=f"n{i}",
+                         text=f"new {i}", embedding=far[i].astype(np.float32).tobytes()) for i in range(100)]
+        store.replace_files([(FileRow(path="memory/new.md", source="memory", hash="n", mtime=0.0, size=0), rows)],
+                            meta=ident)
+        assert store.vectors_by_rowid([451]), "the new chunk took rowid 451 again"
+        got = side.search(target, 3)  # answered by the old copy while the new one loads
+        want = sorted(side.cosine(target, dict(store.vectors_by_rowid([r for r, _ in got]))).items(),
+                      key=lambda kv: -kv[1])
+        assert all(abs(s - dict(want)[r]) < 1e-5 for r, s in got), "each score is the chunk's own vector's"
+        assert 451 not in {r for r, _ in got}
+        rescored = side.rescore(target, [451])
+        assert rescored[451] < 0, "a keyword candidate with a reused rowid is scored from its own vector"
+    finally:
+        store.close()

@@ -700,6 +700,14 @@ class ExactVectors:
             # max(chunk, best unit).
             scores = combine_unit(scores[offsets], np.maximum.reduceat(scores, offsets), self.unit_weight)
             ids = chunk_ids
+        if not getattr(self._last, "current", False):
+            # A copy older than the index (a large one reloading in the background): a row may be a deleted
+            # chunk's, and a rowid written since may be another chunk's now (SQLite gives the rowids of the last
+            # rows deleted again). Its best rows only name candidates, scored from the chunks' stored vectors;
+            # twice as many as asked for, so that deleted ones leave k.
+            wide = min(2 * k, scores.shape[0])
+            best = np.argpartition(-scores, wide - 1)[:wide]
+            return self._fallback(offsets is not None, q, k, [int(r) for r in ids[best]])
         # Without units a chunk's score is its own cosine (combine_unit of it with itself), as rescoring computes it.
         self._last.scan = (q, ids, scores)
         k = min(k, scores.shape[0])
@@ -940,7 +948,7 @@ class ExactVectors:
             if first:
                 got = self._segments(copy, first, q) if ok else None
                 if got is None:
-                    return self._fallback(copy, q, k, chunk_ids[order].tolist())
+                    return self._fallback(copy.offsets is not None, q, k, chunk_ids[order].tolist())
                 exact.update(zip(first, got.tolist(), strict=True))
             # The k-th best exact score (the exact scores hold no NaN: _segments ranks those -inf).
             best = [exact[s] for s in order[:k]]
@@ -955,7 +963,7 @@ class ExactVectors:
             if rest:
                 got = self._segments(copy, rest, q)
                 if got is None:
-                    return self._fallback(copy, q, k, chunk_ids[order].tolist())
+                    return self._fallback(copy.offsets is not None, q, k, chunk_ids[order].tolist())
                 exact.update(zip(rest, got.tolist(), strict=True))
             break
         rowids = chunk_ids[list(exact)]
@@ -1070,7 +1078,7 @@ class ExactVectors:
             band = segs[: len(est)][~(est + fine < floor)]  # NaN (a non-finite stored vector) is rescored: it ranks last
             exact = self._segments(copy, band, q) if getattr(self._last, "current", False) else None
             if exact is None:  # the copy is older than the index: every chunk the scan returned, by chunk rowid
-                return self._fallback(copy, q, k, chunk_ids[segs].tolist())
+                return self._fallback(copy.offsets is not None, q, k, chunk_ids[segs].tolist())
             break
         rowids = chunk_ids[band]
         values = exact.astype(np.float64)
@@ -1106,9 +1114,10 @@ class ExactVectors:
         bound = min(first, math.sqrt(r.dot(r)) * err_row) + rounding + slack(q.shape[-1])
         return p.astype(np.float32).reshape(1, -1), 1.0 / t, bound
 
-    def _fallback(self, copy: _Quantized, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
-        """The index changed since the scan copy loaded: rescore its candidates by chunk rowid from SQLite."""
-        if copy.offsets is not None:
+    def _fallback(self, units: bool, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
+        """The index changed since the scan copy loaded: rescore its candidates by chunk rowid from SQLite
+        (``units``: the copy holds unit vectors, the chunks are scored with theirs)."""
+        if units:
             exact = combined_cosines(self.store, q, rowids, self.unit_weight)
         else:
             exact = self.cosine(q, dict(self.store.vectors_by_rowid(rowids)))
