@@ -324,3 +324,48 @@ def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_
     finally:
         with Unprivileged():
             reader.close()
+
+
+def test_index_check_finds_damage_no_search_read_and_the_same_run_rebuilds_it(tmp_path: Path, ws: Path,
+                                                                              cli) -> None:  # type: ignore[no-untyped-def]
+    # The index of chunks by path is read by syncs of changed files only: damage there stays unseen by searches
+    # and status, until `index --check` reads every page.
+    cfg = tmp_path / "symi.json"
+    cfg.write_text(json.dumps(settings()), encoding="utf-8")
+    args = ("--config", str(cfg), "--workspace", str(ws))
+    assert cli(*args, "index")[0] == 0
+    code, out, err = cli(*args, "index", "--check", "--json")
+    assert code == 0, err
+    assert json.loads(out)["check"]["damage"] is None and json.loads(out)["check"]["checked"] is True
+    db = tmp_path / "state" / "memory" / "main.sqlite"
+    _damage(db, "chunks_path")
+    code, out, err = cli(*args, "search", "a828e60")
+    assert code == 0 and "MEMORY.md" in out, err  # searches do not see it
+    code, out, err = cli(*args, "status", "--json")
+    assert json.loads(out)["dirty"] is False
+    code, out, err = cli(*args, "index", "--check")
+    assert code == 0, err
+    assert "index check" in err and "damaged" in err and "rebuilt" in err
+    assert "full reindex" in out
+    kept = [p for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")]
+    assert len(kept) == 1
+    code, out, err = cli(*args, "index", "--check")
+    assert code == 0 and "intact" in err, err
+    assert json.loads(cli(*args, "status", "--json")[1])["dirty"] is False
+
+
+def test_a_damage_check_is_recorded_for_every_process_until_a_sync_rebuilds(tmp_path: Path, ws: Path) -> None:
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        assert mem.check_integrity() is None
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks_path")
+    with open_mem(tmp_path, ws) as mem:
+        assert mem.status()["dirty"] is False
+        problem = mem.check_integrity()
+        assert problem is not None and "\n" not in problem
+    with open_mem(tmp_path, ws) as other:  # another process: its status tells the truth too
+        st = other.status()
+        assert st["dirty"] is True and "the index file is damaged" in st["lastError"]
+        assert other.sync().full
+        assert other.check_integrity() is None and other.status()["dirty"] is False

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .config import AgentView, Config
-from .errors import PluginError, SymiMemoryError
+from .errors import BackendError, PluginError, SymiMemoryError
 from .host import load_config
 from .plugins import OWN_DISTRIBUTION, Plugins, load_plugins, resolve_backend_name
 from .presentation import present
 from .specs import (
     BackendContext,
     BackendSpec,
+    ChecksIntegrity,
     MemoryBackend,
     PreparesQueries,
     ProviderUnavailable,
@@ -444,6 +445,17 @@ class MemoryManager:
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
         """Bring the index up to date now (blocking)."""
         return self._require().sync(reason=reason, force=force, progress=progress)
+
+    def check_integrity(self) -> str | None:
+        """Read the whole index for damage no search has read yet: None when intact, else what is wrong (one
+        line). Damage found is recorded: ``status()`` reports it and the next :meth:`sync` rebuilds the index
+        from the memory files. Raises :class:`~symi_memory.errors.BackendError` when the backend cannot check
+        (it does not implement :class:`~symi_memory.specs.ChecksIntegrity`)."""
+        backend = self._require()
+        if not isinstance(backend, ChecksIntegrity):
+            raise BackendError(f"the {self.backend_name or type(backend).__name__} backend cannot check its index "
+                               "for damage")
+        return backend.check_integrity()
 
     def status(self) -> dict[str, Any]:
         if self.backend is None:

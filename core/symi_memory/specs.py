@@ -25,6 +25,7 @@ __all__ = [
     "BackendServices",
     "BackendSpec",
     "BatchingProvider",
+    "ChecksIntegrity",
     "Closeable",
     "ConfigSection",
     "DEFAULT_BACKEND",
@@ -395,6 +396,20 @@ class StalenessAware(Protocol):
     """
 
     def is_stale(self, *, retry_pending: bool = True) -> bool: ...
+
+
+@runtime_checkable
+class ChecksIntegrity(Protocol):
+    """A backend that can read its whole index for damage no search has read yet (a disk fault in pages of
+    the embedding cache, or of rows no query matched).
+
+    ``check_integrity()`` returns None when the index is intact, else a one-line description of the damage,
+    which the backend records so that ``status()`` reports it (``dirty`` and ``lastError``) and its next
+    ``sync`` rebuilds the index from the memory files. It may take seconds on a large index and must not
+    stop searches meanwhile. ``symi-memory index --check`` calls it before syncing.
+    """
+
+    def check_integrity(self) -> str | None: ...
 
 
 @runtime_checkable

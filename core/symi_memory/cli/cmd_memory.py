@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import threading
+import time
 from typing import Any
 
 from ..errors import BackendError, ConfigError
@@ -35,6 +36,8 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("index", help="bring the index up to date (a progress bar on a terminal)")
     p.add_argument("--force", action="store_true", help="rebuild the whole index")
+    p.add_argument("--check", action="store_true",
+                   help="first read the whole index for damage (a disk fault); a damaged one is rebuilt")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_index)
 
@@ -110,6 +113,22 @@ def _summary(r: SyncReport) -> str:
             f"in {r.seconds:.2f}s")
 
 
+def _check(manager: Any, *, quiet: bool) -> dict[str, Any]:
+    """``index --check``: read the whole index for damage before the sync (which rebuilds a damaged one)."""
+    started = time.monotonic()
+    try:
+        problem = manager.check_integrity()
+    except BackendError as exc:
+        if not quiet:
+            print(f"symi-memory: note: {exc}; syncing without a check", file=sys.stderr)
+        return {"checked": False, "damage": None, "reason": str(exc)}
+    seconds = round(time.monotonic() - started, 2)
+    if not quiet:
+        said = "intact" if problem is None else f"damaged ({problem}); it is set aside and rebuilt from the files"
+        print(f"symi-memory: index check ({seconds:.2f}s): {said}", file=sys.stderr)
+    return {"checked": True, "damage": problem, "seconds": seconds}
+
+
 def run_index(args: argparse.Namespace, app: App) -> int:
     manager = app.manager()
     if not manager.agent.workspace.is_dir():
@@ -119,10 +138,11 @@ def run_index(args: argparse.Namespace, app: App) -> int:
     reason = manager.status().get("providerReason")
     if reason and not args.json:
         print(f"symi-memory: note: {reason}", file=sys.stderr)
+    check = _check(manager, quiet=args.json) if args.check else None
     progress = _Bar(sys.stderr) if sys.stderr.isatty() and not args.json else None
     report = manager.sync(reason="cli", force=args.force, progress=progress)
     if args.json:
-        app.print_json(report.to_dict())
+        app.print_json(report.to_dict() if check is None else {**report.to_dict(), "check": check})
     else:
         print(_summary(report))
     st = manager.status()

@@ -203,6 +203,14 @@ class IndexedBackend:
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, exc)
 
+    def check_integrity(self) -> str | None:
+        """:class:`~symi_memory.specs.ChecksIntegrity`: read the whole index file for damage; None when intact.
+        Damage found is recorded (``status`` reports it in any process) and the next sync rebuilds the index."""
+        problem = self.store.check_integrity()
+        if problem is not None and self.scheduler:
+            self.scheduler.mark_dirty("damaged")
+        return problem
+
     def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
         """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed.
 
