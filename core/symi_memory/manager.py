@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .as_of import parse_as_of
 from .config import AgentView, Config
 from .errors import PluginError, SymiMemoryError
 from .host import load_config
@@ -40,59 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
 log = logging.getLogger("symi_memory.manager")
-
-
-def parse_as_of(value: str | float | date | datetime | None) -> float | None:
-    """The exclusive cutoff (epoch seconds) of an "as of" value; a date means the end of that day (UTC).
-
-    Raises ValueError for anything else, with the accepted forms.
-    """
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"asOf must be a date like 2026-04-01, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp() + 86_400
-    if isinstance(value, str):
-        text = value.strip()
-        day = _iso_period_end(text)
-        if day is None:
-            try:
-                day = date.fromisoformat(text)
-            except ValueError:
-                day = None
-        if day is not None:  # any ISO 8601 date (2026-03-04, 20260304, 2026-W10-3, 2026-063): the whole day counts
-            if day == date.max:  # the cutoff is the next day's start, which no datetime holds
-                raise ValueError(f"asOf must be a date before 9999-12-31, got {value!r}")
-            return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
-        try:
-            stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
-    raise ValueError(f"asOf must be a date like 2026-04-01 or an ISO datetime, got {value!r}")
-
-
-_ISO_WEEK = re.compile(r"([0-9]{4})-?[Ww]([0-9]{2})")
-_ISO_ORDINAL = re.compile(r"([0-9]{4})-?([0-9]{3})")
-
-
-def _iso_period_end(text: str) -> date | None:
-    """The last day of an ISO week without a day (``2026-W10``: its Sunday) or the day of an ordinal date
-    (``2026-063``), which ``date.fromisoformat`` reads as the week's Monday or not at all; None otherwise."""
-    if (m := _ISO_WEEK.fullmatch(text)) is not None:
-        with contextlib.suppress(ValueError):
-            return date.fromisocalendar(int(m.group(1)), int(m.group(2)), 7)
-    elif (m := _ISO_ORDINAL.fullmatch(text)) is not None:
-        year, n = int(m.group(1)), int(m.group(2))
-        if year >= 1 and 1 <= n <= (date(year, 12, 31) - date(year, 1, 1)).days + 1:
-            return date(year, 1, 1) + timedelta(days=n - 1)
-    return None
 
 
 @attrs.define
@@ -227,7 +173,8 @@ class MemoryManager:
         ``as_of`` (a date such as ``"2026-04-01"``, a ``date``/``datetime``
         or epoch seconds) answers as memory stood then: memory written after
         it is left out and supersession is judged as of that moment. A date
-        means the end of that day (UTC).
+        means the end of that day (UTC, or the zone written after it:
+        ``"2026-04-01+02:00"``); see :func:`symi_memory.as_of.parse_as_of`.
         """
         return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
                             as_of=as_of)

@@ -71,17 +71,14 @@ def _parser() -> _Parser:
 
 
 def _is_date(text: str) -> bool:
-    """What ``--as-of`` accepts (a date or an ISO datetime); anything else goes to the full CLI's error."""
-    from datetime import date, datetime
+    """What ``--as-of`` accepts; anything else goes to the full CLI's error."""
+    from ..as_of import parse_as_of
 
-    text = text.strip()
-    for parse in (date.fromisoformat, lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))):
-        try:
-            parse(text)
-            return True
-        except ValueError:
-            pass
-    return False
+    try:
+        parse_as_of(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _state_dir(arg: str | None) -> str:
