@@ -173,8 +173,7 @@ class MemoryManager:
         ``as_of`` (a date such as ``"2026-04-01"``, a ``date``/``datetime``
         or epoch seconds) answers as memory stood then: memory written after
         it is left out and supersession is judged as of that moment. A date
-        means the end of that day (UTC, or the zone written after it:
-        ``"2026-04-01+02:00"``); see :func:`symi_memory.as_of.parse_as_of`.
+        means the end of that day (UTC); see :func:`symi_memory.as_of.parse_as_of`.
         """
         return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
                             as_of=as_of)
