@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import arguments
 from .as_of import parse_as_of
 from .config import AgentView, Config
 from .errors import PluginError, SymiMemoryError
@@ -174,6 +175,11 @@ class MemoryManager:
         or epoch seconds) answers as memory stood then: memory written after
         it is left out and supersession is judged as of that moment. A date
         means the end of that day (UTC); see :func:`symi_memory.as_of.parse_as_of`.
+
+        ``max_results`` is a whole number of at least 1 (above 200 it is 200)
+        and ``min_score`` a number (clamped to 0..1); ``None`` takes the
+        configured one. Anything else (``"5"``, ``True``, ``2.5``, NaN) raises
+        ValueError, as a blank query does.
         """
         return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
                             as_of=as_of)
@@ -211,11 +217,10 @@ class MemoryManager:
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
         q = self.agent.memory_search["query"]
-        n = int(max_results if max_results is not None else q["maxResults"])
-        if n < 1:
-            raise ValueError(f"maxResults must be at least 1, got {n}")
-        ms = float(min_score if min_score is not None else q["minScore"])
-        ms = min(1.0, max(0.0, ms))
+        n = arguments.max_results(max_results)
+        n = int(q["maxResults"]) if n is None else n
+        ms = arguments.min_score(min_score)
+        ms = min(1.0, max(0.0, float(q["minScore"]))) if ms is None else ms
         mult = q["hybrid"]["candidateMultiplier"]
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
@@ -263,7 +268,7 @@ class MemoryManager:
                 backend.candidate_line_analysis  # type: ignore[attr-defined]
                 if analysis or isinstance(backend, StoredLineAnalysis) else None)
 
-    def history(self, query: str, *, max_results: int = 30, min_score: float | None = None,
+    def history(self, query: str, *, max_results: int | None = 30, min_score: float | None = None,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
         """Every version of the fact that best answers ``query``, oldest first; ``[]`` when memory holds no
         answer (the best candidate scores below ``min_score``, default the configured ``minScore``, where
@@ -271,6 +276,8 @@ class MemoryManager:
 
         Each entry: ``{path, startLine, endLine, date, text, current}``;
         ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
+        ``max_results`` (default 30, at most 200) and ``min_score`` are checked as
+        :meth:`search` checks them: a value of the wrong kind raises ValueError.
         """
         from .supersession import versions
 
@@ -278,6 +285,9 @@ class MemoryManager:
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
         cutoff = parse_as_of(as_of)
+        max_results = arguments.max_results(max_results)
+        max_results = 30 if max_results is None else max_results
+        ms = arguments.min_score(min_score)
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
             sources = tuple(s for s in sources if s != "sessions") or ("memory",)
@@ -292,8 +302,8 @@ class MemoryManager:
                                   line_analysis=analysis)
         # The fact is the best candidate, if search would return it: below the floor search applies
         # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
-        ms = float(min_score if min_score is not None else self.agent.memory_search["query"]["minScore"])
-        floor = min(1.0, max(0.0, ms)) if result.calibrated else 0.0
+        ms = min(1.0, max(0.0, float(self.agent.memory_search["query"]["minScore"]))) if ms is None else ms
+        floor = ms if result.calibrated else 0.0
         if not final or final[0].score < floor:
             return []
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
@@ -311,11 +321,20 @@ class MemoryManager:
         A restatement of stored memory is not written: the answer carries
         ``duplicateOf`` and ``appended: false`` (unless ``allow_duplicate``).
         A change of a stored fact is written and ``supersedes`` names it.
-        Raises :class:`~symi_memory.writing.MemoryWriteError` when writing fails.
+        Raises :class:`~symi_memory.writing.MemoryWriteError` when writing fails, and ValueError for a
+        ``text`` that is not a string of valid Unicode or an ``allow_duplicate`` that is not a bool.
         """
         from .dedup import check_append
         from .writing import append_memory
 
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {text!r}")
+        if not isinstance(allow_duplicate, bool):
+            raise ValueError(f"allow_duplicate must be True or False, got {allow_duplicate!r}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"text must be valid Unicode: a lone surrogate at character {exc.start}") from None
         self._require()
         check = check_append(self, text) if text and text.strip() else None
         if check is not None and check.kind == "duplicate" and not allow_duplicate:
@@ -381,9 +400,8 @@ class MemoryManager:
 
     def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         """``memory_get``: a safe, targeted read."""
-        for name, value in (("from", from_line), ("lines", lines)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{name} must be a whole number, got {value!r}")
+        from_line = arguments.whole_number(from_line, "from")
+        lines = arguments.whole_number(lines, "lines")
         return self._require().read_file(path, from_line=from_line, lines=lines)
 
     def sync(self, *, reason: str = "manual", force: bool = False,

@@ -126,6 +126,8 @@ def try_server(argv: Sequence[str] | None) -> int | None:
         return None  # the full parser and tool report these
     if getattr(args, "as_of", None) is not None and not _is_date(args.as_of):
         return None
+    if getattr(args, "min_score", None) is not None and args.min_score != args.min_score:
+        return None  # NaN: the full parser reports it
     if args.command == "history" and not args.query.strip():
         return None
     from ..serve.record import read_record
