@@ -295,3 +295,30 @@ def test_a_week_or_an_ordinal_date_as_of_covers_that_whole_week_or_day(tmp_path:
         mem.sync()
         for value in ("2026-W10", "2026-063"):
             assert [h["path"] for h in _as_of(mem, "ledger p95", value)] == ["memory/2026-03-04.md"], value
+
+
+def test_a_date_with_the_zone_z_is_that_whole_day_and_another_zone_is_refused(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    # "2026-03-04Z" was read as that day's first instant (the note written that day was left out), and
+    # "2026-03-04+02:00" / "-05:00" as 02:00 / 05:00 UTC of it: the zone was taken for a time of day.
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-04.md", "# 2026-03-04\n\n- Ledger p95 dropped to 210 ms.\n")
+    write(ws, "memory/2026-03-05.md", "# 2026-03-05\n\n- Ledger p95 rose again to 260 ms.\n")
+    code, out, err = cli("--workspace", str(ws), "search", "ledger p95", "--min-score", "0", "--as-of", "2026-03-04Z", "--json",
+                         json_out=True)
+    assert code == 0, err
+    assert [h["path"] for h in out["results"]] == ["memory/2026-03-04.md"]
+    for zoned in ("2026-03-04+02:00", "2026-03-04-05:00"):
+        code, out, err = cli("--workspace", str(ws), "search", "ledger p95", "--as-of", zoned)
+        assert code == 2 and out == "", (zoned, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("symi-memory: error: --as-of: asOf must be a date alone"), err
+        assert "T00:00" + zoned[-6:] in lines[0], "the message shows the datetime that cuts there"
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        for day in ("20260304Z", "2026-W10-3Z", "2026-063Z", "2026-03-04+00:00"):
+            assert [h["path"] for h in _as_of(mem, "ledger p95", day)] == ["memory/2026-03-04.md"], day
+        for zoned in ("20260304+0100", "2026-W10-3-05:00", "2026-063+02"):
+            out = tools.memory_search(mem, {"query": "ledger p95", "asOf": zoned})
+            assert out["results"] == [] and out["error"].startswith("asOf must be a date alone"), (zoned, out)
+        # A datetime with a zone cuts at that instant, as before.
+        assert [h["path"] for h in _as_of(mem, "ledger p95", "2026-03-05T00:00+02:00")] == ["memory/2026-03-04.md"]

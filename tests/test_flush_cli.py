@@ -88,3 +88,40 @@ def test_a_count_written_as_dashed_or_decimal_text_still_gets_a_decision() -> No
     assert (decision.should_flush, decision.total_tokens) == (True, 178123)
     assert should_flush({"totalTokens": 190000, "compactionCount": "2.0", "memoryFlushCompactionCount": 2},
                         settings).should_flush is False
+
+
+def test_a_blank_session_key_or_a_negative_count_is_a_usage_error(tmp_path: Path, cli, workspace: Path) -> None:
+    # `flush check --session ""` answered (and with --tokens stored an entry under the key ""), and
+    # `--tokens -5` was stored as the session's count.
+    base = ("--workspace", str(workspace), "flush")
+    for args, named in ((("check", "--session", "", "--tokens", "190000"), "--session"),
+                        (("check", "--session", "   "), "--session"),
+                        (("record", "--session", "\t"), "--session"),
+                        (("check", "--session", "s", "--tokens", "-5"), "--tokens"),
+                        (("check", "--session", "s", "--compactions", "-1"), "--compactions"),
+                        (("check", "--session", "s", "--context-window", "0"), "--context-window"),
+                        (("record", "--session", "s", "--compactions", "two"), "--compactions")):
+        code, out, err = cli(*base, *args)
+        assert code == 2 and out == "", (args, err)
+        assert err.strip().splitlines()[-1].startswith(f"symi-memory flush {args[0]}: error: argument {named}: "), err
+    assert not (tmp_path / "state" / "agents" / "main" / "sessions" / "sessions.json").exists(), "nothing was stored"
+
+
+def test_the_session_store_refuses_a_blank_key_and_a_count_that_is_no_whole_number(tmp_path: Path) -> None:
+    import pytest
+
+    from symi_memory.flush import FlushSettings, should_flush
+    from symi_memory.session_store import SessionStore
+
+    store = SessionStore(tmp_path / "sessions.json")
+    for key in ("", "  \n", None, 5):
+        for call in (lambda: store.get(key), lambda: store.update(key, {"totalTokens": 1}),  # noqa: B023
+                     lambda: store.record_flush(key)):  # noqa: B023
+            with pytest.raises(ValueError, match="session key must be a non-empty string"):
+                call()
+    for bad in ("2", -1, 2.5, True, float("nan")):
+        with pytest.raises(ValueError, match="compaction_count must be"):
+            store.record_flush("s", compaction_count=bad)
+    with pytest.raises(ValueError, match="context_window must be a whole number"):
+        should_flush({"totalTokens": 190000}, FlushSettings(), context_window="200000")  # type: ignore[arg-type]
+    assert not store.path.exists()

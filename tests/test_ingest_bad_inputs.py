@@ -194,6 +194,45 @@ def test_a_file_swapped_for_a_fifo_or_a_symlink_while_the_sync_runs_is_skipped(t
         assert mem.status()["files"] == 300
 
 
+def test_the_in_memory_backend_neither_hangs_on_nor_follows_a_file_swapped_after_the_listing(tmp_path: Path) -> None:
+    """The test backend (symi_memory.testing) read listed files with open(): a FIFO swapped in hung its sync and
+    a symlink's target outside the workspace was indexed and searchable."""
+    import threading
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- The router is called gatekeeper.\n")
+    fifo, link = write(ws, "memory/fifo.md", "- fifo\n"), write(ws, "memory/link.md", "- link\n")
+    write(ws, "memory/plain.md", "- The garden hose is in the shed.\n")
+    secret = write(tmp_path, "secret.txt", "- the vault code is quokka-7731\n")
+
+    def swap(progress) -> None:  # type: ignore[no-untyped-def]
+        if progress.path == "MEMORY.md":  # listed first, read first: the other files are listed by now
+            fifo.unlink()
+            os.mkfifo(fifo)
+            link.unlink()
+            link.symlink_to(secret)
+
+    from support.sqlite_memory import settings
+
+    from symi_memory import load_config, open_memory
+
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=settings(plugins={"slots": {"memory": "in-memory"}}))
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        assert mem.status()["backend"] == "in-memory"
+        done: list[object] = []
+        worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
+        worker.start()
+        worker.join(60)
+        if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(10)
+            raise AssertionError("the sync hung on a file swapped for a FIFO")
+        assert done, "the sync failed"
+        assert not [h for h in mem.search("vault code quokka", min_score=0).results if "quokka" in h.snippet]
+        assert [h.path for h in mem.search("garden hose shed", min_score=0).results] == ["memory/plain.md"]
+        assert mem.status()["files"] == 4  # listed; the two swapped ones were left out of the chunks
+
+
 def test_a_utf16_memory_file_with_a_byte_order_mark_is_read_as_text(tmp_path: Path) -> None:
     """Windows PowerShell's ``echo ... > MEMORY.md`` and Notepad's "Unicode" write UTF-16 with a byte order mark:
     its text is indexed, cited, read and appended to as text, not as bytes with a NUL between letters."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from symi_memory import open_memory
+from symi_memory import hookimpl, open_memory
 from symi_memory.errors import PluginError
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -256,3 +256,90 @@ def test_a_commands_wrapper_that_raises_leaves_every_command_working(tmp_path: P
     stderr = _search_answers(tmp_path, site)
     (warning,) = [ln for ln in stderr.splitlines() if "wrapping" in ln]
     assert "symi_memory_register_commands raised RuntimeError: wrapper broke" in warning
+
+
+RERANKS = """
+from symi_memory import hookimpl
+from symi_memory.specs import RerankerSpec
+
+@hookimpl
+def symi_memory_register_rerankers(register):
+    register(RerankerSpec(name="echo-rerank", factory=lambda ctx: None, description="keeps the order"))
+"""
+
+# A wrapper that breaks only around some calls: the one that registers echo-rerank (it looks at what the
+# wrapped plugin registered), or its second call, whichever plugin that wraps.
+PICKY_WRAPPER = """
+from symi_memory import hookimpl
+
+@hookimpl(wrapper=True)
+def symi_memory_register_rerankers(register):
+    result = yield
+    if "echo-rerank" in getattr(register, "registered", []):
+        raise RuntimeError("picky wrapper broke")
+    return result
+"""
+
+SECOND_CALL_WRAPPER = """
+from symi_memory import hookimpl
+
+calls = []
+
+@hookimpl(hookwrapper=True)
+def symi_memory_register_rerankers(register):
+    calls.append(1)
+    outcome = yield
+    if len(calls) == 2:
+        raise RuntimeError("picky wrapper broke")
+"""
+
+
+@pytest.mark.parametrize("source", [PICKY_WRAPPER, SECOND_CALL_WRAPPER], ids=["by-registration", "second-call"])
+def test_a_wrapper_that_raises_around_only_some_calls_is_blamed_not_the_plugin_it_wrapped(
+        tmp_path: Path, source: str) -> None:
+    """The blame was found by calling the hook again: a wrapper that did not raise again (it had raised only
+    because of what the wrapped plugin registered, or only on one call) was not found, so the plugin it
+    wrapped was dropped as failed and the broken wrapper stayed."""
+    site = tmp_path / "site"
+    _install(site, "reranks", "reranks_plugin", RERANKS)
+    _install(site, "picky", "picky_plugin", source)
+    stderr = _search_answers(tmp_path, site)
+    (warning,) = [ln for ln in stderr.splitlines() if "skipped" in ln]
+    assert "'picky'" in warning and "RuntimeError: picky wrapper broke" in warning, warning
+    listed = _cli(tmp_path, site, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    failed = [ln for ln in listed.stdout.splitlines() if "failed to load" in ln]
+    assert len(failed) == 1 and failed[0].startswith("picky"), listed.stdout
+    assert any(ln.startswith("reranks") and "failed" not in ln for ln in listed.stdout.splitlines()), listed.stdout
+
+
+class _RaisingReranker:
+    @staticmethod
+    @hookimpl
+    def symi_memory_register_rerankers(register):  # type: ignore[no-untyped-def]
+        raise RuntimeError("reranker table is corrupt")
+
+
+class _PassThroughWrapper:
+    @staticmethod
+    @hookimpl(wrapper=True)
+    def symi_memory_register_rerankers(register):  # type: ignore[no-untyped-def]
+        return (yield)
+
+
+class _OldStylePassThroughWrapper:
+    @staticmethod
+    @hookimpl(hookwrapper=True)
+    def symi_memory_register_rerankers(register):  # type: ignore[no-untyped-def]
+        outcome = yield
+        outcome.get_result()  # re-raises the wrapped plugin's error
+
+
+@pytest.mark.parametrize("wrapper", [_PassThroughWrapper, _OldStylePassThroughWrapper], ids=["wrapper", "hookwrapper"])
+def test_a_plugin_that_raises_inside_a_wrapper_that_lets_errors_through_is_the_one_blamed(wrapper: type) -> None:
+    from symi_memory.plugins import load_plugins
+
+    plugins = load_plugins(extra=[("broken", _RaisingReranker()), ("wrapping", wrapper())])
+    assert set(plugins.failed) == {"broken"}, plugins.failed
+    assert "RuntimeError: reranker table is corrupt" in plugins.failed["broken"]
+    assert plugins.pm.has_plugin("wrapping")

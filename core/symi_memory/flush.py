@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 
+from .arguments import whole_number
 from .errors import ConfigError
 from .session_store import whole_count
 
@@ -134,9 +135,11 @@ def should_flush(
     Flushes when ``totalTokens >= contextWindow - reserveTokensFloor -
     softThresholdTokens``, the count is known, fresh (``totalTokensFresh`` is
     not false) and > 0, and no flush ran yet in the current compaction cycle
-    (``memoryFlushCompactionCount != compactionCount``).
+    (``memoryFlushCompactionCount != compactionCount``). A ``context_window``
+    that is not a whole number raises ValueError; 0 or less means the configured one.
     """
     entry = entry or {}
+    context_window = whole_number(context_window, "context_window")
     window = context_window if context_window and context_window > 0 else settings.context_window
     threshold = window - settings.reserve_tokens_floor - settings.soft_threshold_tokens
     total = whole_count(entry.get("totalTokens"))

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import arguments
+from .as_of import parse_as_of
 from .config import AgentView, Config
 from .errors import BackendError, PluginError, SymiMemoryError
 from .host import load_config
@@ -41,59 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
 log = logging.getLogger("symi_memory.manager")
-
-
-def parse_as_of(value: str | float | date | datetime | None) -> float | None:
-    """The exclusive cutoff (epoch seconds) of an "as of" value; a date means the end of that day (UTC).
-
-    Raises ValueError for anything else, with the accepted forms.
-    """
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"asOf must be a date like 2026-04-01, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp() + 86_400
-    if isinstance(value, str):
-        text = value.strip()
-        day = _iso_period_end(text)
-        if day is None:
-            try:
-                day = date.fromisoformat(text)
-            except ValueError:
-                day = None
-        if day is not None:  # any ISO 8601 date (2026-03-04, 20260304, 2026-W10-3, 2026-063): the whole day counts
-            if day == date.max:  # the cutoff is the next day's start, which no datetime holds
-                raise ValueError(f"asOf must be a date before 9999-12-31, got {value!r}")
-            return (datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)).timestamp()
-        try:
-            stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
-    raise ValueError(f"asOf must be a date like 2026-04-01 or an ISO datetime, got {value!r}")
-
-
-_ISO_WEEK = re.compile(r"([0-9]{4})-?[Ww]([0-9]{2})")
-_ISO_ORDINAL = re.compile(r"([0-9]{4})-?([0-9]{3})")
-
-
-def _iso_period_end(text: str) -> date | None:
-    """The last day of an ISO week without a day (``2026-W10``: its Sunday) or the day of an ordinal date
-    (``2026-063``), which ``date.fromisoformat`` reads as the week's Monday or not at all; None otherwise."""
-    if (m := _ISO_WEEK.fullmatch(text)) is not None:
-        with contextlib.suppress(ValueError):
-            return date.fromisocalendar(int(m.group(1)), int(m.group(2)), 7)
-    elif (m := _ISO_ORDINAL.fullmatch(text)) is not None:
-        year, n = int(m.group(1)), int(m.group(2))
-        if year >= 1 and 1 <= n <= (date(year, 12, 31) - date(year, 1, 1)).days + 1:
-            return date(year, 1, 1) + timedelta(days=n - 1)
-    return None
 
 
 @attrs.define
@@ -228,7 +175,12 @@ class MemoryManager:
         ``as_of`` (a date such as ``"2026-04-01"``, a ``date``/``datetime``
         or epoch seconds) answers as memory stood then: memory written after
         it is left out and supersession is judged as of that moment. A date
-        means the end of that day (UTC).
+        means the end of that day (UTC); see :func:`symi_memory.as_of.parse_as_of`.
+
+        ``max_results`` is a whole number of at least 1 (above 200 it is 200)
+        and ``min_score`` a number (clamped to 0..1); ``None`` takes the
+        configured one. Anything else (``"5"``, ``True``, ``2.5``, NaN) raises
+        ValueError, as a blank query does.
         """
         return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
                             as_of=as_of)
@@ -266,11 +218,10 @@ class MemoryManager:
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
         q = self.agent.memory_search["query"]
-        n = int(max_results if max_results is not None else q["maxResults"])
-        if n < 1:
-            raise ValueError(f"maxResults must be at least 1, got {n}")
-        ms = float(min_score if min_score is not None else q["minScore"])
-        ms = min(1.0, max(0.0, ms))
+        n = arguments.max_results(max_results)
+        n = int(q["maxResults"]) if n is None else n
+        ms = arguments.min_score(min_score)
+        ms = min(1.0, max(0.0, float(q["minScore"]))) if ms is None else ms
         mult = q["hybrid"]["candidateMultiplier"]
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
@@ -318,7 +269,7 @@ class MemoryManager:
                 backend.candidate_line_analysis  # type: ignore[attr-defined]
                 if analysis or isinstance(backend, StoredLineAnalysis) else None)
 
-    def history(self, query: str, *, max_results: int = 30, min_score: float | None = None,
+    def history(self, query: str, *, max_results: int | None = 30, min_score: float | None = None,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
         """Every version of the fact that best answers ``query``, oldest first; ``[]`` when memory holds no
         answer (the best candidate scores below ``min_score``, default the configured ``minScore``, where
@@ -326,6 +277,8 @@ class MemoryManager:
 
         Each entry: ``{path, startLine, endLine, date, text, current}``;
         ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
+        ``max_results`` (default 30, at most 200) and ``min_score`` are checked as
+        :meth:`search` checks them: a value of the wrong kind raises ValueError.
         """
         from .supersession import versions
 
@@ -333,6 +286,9 @@ class MemoryManager:
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
         cutoff = parse_as_of(as_of)
+        max_results = arguments.max_results(max_results)
+        max_results = 30 if max_results is None else max_results
+        ms = arguments.min_score(min_score)
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
             sources = tuple(s for s in sources if s != "sessions") or ("memory",)
@@ -347,8 +303,8 @@ class MemoryManager:
                                   line_analysis=analysis)
         # The fact is the best candidate, if search would return it: below the floor search applies
         # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
-        ms = float(min_score if min_score is not None else self.agent.memory_search["query"]["minScore"])
-        floor = min(1.0, max(0.0, ms)) if result.calibrated else 0.0
+        ms = min(1.0, max(0.0, float(self.agent.memory_search["query"]["minScore"]))) if ms is None else ms
+        floor = ms if result.calibrated else 0.0
         if not final or final[0].score < floor:
             return []
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
@@ -366,11 +322,20 @@ class MemoryManager:
         A restatement of stored memory is not written: the answer carries
         ``duplicateOf`` and ``appended: false`` (unless ``allow_duplicate``).
         A change of a stored fact is written and ``supersedes`` names it.
-        Raises :class:`~symi_memory.writing.MemoryWriteError` when writing fails.
+        Raises :class:`~symi_memory.writing.MemoryWriteError` when writing fails, and ValueError for a
+        ``text`` that is not a string of valid Unicode or an ``allow_duplicate`` that is not a bool.
         """
         from .dedup import check_append
         from .writing import append_memory
 
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {text!r}")
+        if not isinstance(allow_duplicate, bool):
+            raise ValueError(f"allow_duplicate must be True or False, got {allow_duplicate!r}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"text must be valid Unicode: a lone surrogate at character {exc.start}") from None
         self._require()
         check = check_append(self, text) if text and text.strip() else None
         if check is not None and check.kind == "duplicate" and not allow_duplicate:
@@ -436,9 +401,8 @@ class MemoryManager:
 
     def read_file(self, path: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         """``memory_get``: a safe, targeted read."""
-        for name, value in (("from", from_line), ("lines", lines)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{name} must be a whole number, got {value!r}")
+        from_line = arguments.whole_number(from_line, "from")
+        lines = arguments.whole_number(lines, "lines")
         return self._require().read_file(path, from_line=from_line, lines=lines)
 
     def sync(self, *, reason: str = "manual", force: bool = False,

@@ -285,17 +285,44 @@ def _call(pm: pluggy.PluginManager, plugin_id: str, hook_name: str, caller: Any,
     except PluginError:
         raise
     except Exception as exc:
-        raise _HookRaised(_culprit(pm, hook_name, plugin_id, kwargs), hook_name, exc) from exc
+        raise _HookRaised(_culprit(pm, hook_name, plugin_id, kwargs, exc), hook_name, exc) from exc
 
 
-def _culprit(pm: pluggy.PluginManager, hook_name: str, plugin_id: str, kwargs: Mapping[str, Any]) -> str:
-    """Which plugin made ``plugin_id``'s call of ``hook_name`` raise: it, or a wrapper around it.
+def _raiser(pm: pluggy.PluginManager, hook_name: str, error: BaseException) -> str | None:
+    """The plugin whose implementation of ``hook_name`` raised ``error``: the innermost of the hook's
+    implementations (wrappers included) that ``error``'s traceback passes through; None when it passes
+    through none, or through a function two plugins registered.
+
+    The traceback runs from the call down to the ``raise``: a wrapper that only let the wrapped plugin's
+    error through (``outcome.get_result()``, or the exception thrown back at its ``yield``) sits above that
+    plugin's frame, and a wrapper that raised its own error is the innermost implementation in it.
+    """
+    owners: dict[Any, set[str]] = {}
+    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+        code = getattr(impl.function, "__code__", None)
+        if code is not None and impl.plugin_name is not None:
+            owners.setdefault(code, set()).add(impl.plugin_name)
+    found: set[str] | None = None
+    tb = error.__traceback__
+    while tb is not None:
+        found = owners.get(tb.tb_frame.f_code, found)
+        tb = tb.tb_next
+    return next(iter(found)) if found is not None and len(found) == 1 else None
+
+
+def _culprit(pm: pluggy.PluginManager, hook_name: str, plugin_id: str, kwargs: Mapping[str, Any],
+             error: BaseException | None = None) -> str:
+    """Which plugin made ``plugin_id``'s call of ``hook_name`` raise ``error``: it, or a wrapper around it.
 
     Every plugin's wrappers run around every call (see :func:`_per_plugin_callers`), so a raising wrapper
-    shows up in the call of whichever plugin comes first, often a builtin. The call is tried again with
-    ``plugin_id``'s implementation alone, then with each wrapper in turn; registrations during these
-    tries go nowhere. When nothing raises again, ``plugin_id`` is blamed.
+    shows up in the call of whichever plugin comes first, often a builtin. The traceback names the
+    implementation that raised (:func:`_raiser`), also for a wrapper that raises around some calls only
+    (because of what the wrapped plugin registered, or on its second call). Without an answer there, the
+    call is tried again with ``plugin_id``'s implementation alone, then with each wrapper in turn;
+    registrations during these tries go nowhere. When nothing raises again, ``plugin_id`` is blamed.
     """
+    if error is not None and (raiser := _raiser(pm, hook_name, error)) is not None:
+        return raiser
     impls = getattr(pm.hook, hook_name).get_hookimpls()
     wrappers = [i.plugin_name for i in impls if (i.hookwrapper or i.wrapper) and i.plugin_name != plugin_id]
     if not wrappers:

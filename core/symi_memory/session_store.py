@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .arguments import nonblank, whole_number
 from .errors import SymiMemoryError
 from .sessions import sessions_dir
 
@@ -127,8 +128,8 @@ class SessionStore:
         return data
 
     def get(self, key: str) -> Entry | None:
-        """Return the entry for ``key`` (a copy), or ``None``."""
-        entry = self.load().get(key)
+        """Return the entry for ``key`` (a copy), or ``None``. A key that is not a non-blank string raises ValueError."""
+        entry = self.load().get(nonblank(key, "session key"))
         if entry is None:
             return None
         if not isinstance(entry, dict):
@@ -142,8 +143,10 @@ class SessionStore:
 
         ``change`` is a mapping of fields to merge, or a function that gets
         the current entry (``{}`` when new) and returns the new one (or
-        mutates it and returns ``None``).
+        mutates it and returns ``None``). A key that is not a non-blank string
+        raises ValueError.
         """
+        nonblank(key, "session key")
         with _exclusive(self.lock_path):
             data = self.load()
             current = data.get(key, {})
@@ -166,9 +169,13 @@ class SessionStore:
     ) -> Entry:
         """Record that a memory flush ran for ``key`` in the current compaction cycle.
 
-        ``compaction_count`` defaults to the entry's ``compactionCount`` (0 when unset).
+        ``compaction_count`` defaults to the entry's ``compactionCount`` (0 when unset). A blank key, or a count
+        or ``now_ms`` that is not a whole number >= 0, raises ValueError.
         """
-        stamp = int(time.time() * 1000) if now_ms is None else int(now_ms)
+        nonblank(key, "session key")
+        compaction_count = whole_number(compaction_count, "compaction_count", minimum=0)
+        given = whole_number(now_ms, "now_ms", minimum=0)
+        stamp = int(time.time() * 1000) if given is None else given
 
         def mark(entry: Entry) -> Entry:
             cycle = (

@@ -128,15 +128,6 @@ def anthropic_tools(definitions: list[dict[str, Any]] | None = None) -> list[dic
     ]
 
 
-def _int_param(params: Mapping[str, Any], name: str) -> int | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    return int(value)
-
-
 def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
     """Run the ``memory_search`` tool. Errors come back as ``{results: [], disabled: true, error}``."""
     try:
@@ -145,13 +136,11 @@ def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_
         query = params.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query required: pass a non-empty string")
-        min_score = params.get("minScore")
-        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
-            raise ValueError(f"minScore must be a number from 0 to 1, got {min_score!r}")
         as_of = params.get("asOf")
         if as_of is not None and not isinstance(as_of, str):
             raise ValueError(f"asOf must be a date like 2026-04-01, got {as_of!r}")
-        resp = manager.search(query, max_results=_int_param(params, "maxResults"), min_score=min_score,
+        # The manager checks maxResults and minScore (symi_memory.arguments), as for every other caller.
+        resp = manager.search(query, max_results=params.get("maxResults"), min_score=params.get("minScore"),
                               session_key=session_key, as_of=as_of)
         return resp.to_dict()
     except (SymiMemoryError, ValueError) as exc:
@@ -167,7 +156,7 @@ def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, A
     try:
         if not isinstance(path, str) or not path.strip():
             raise PathRefused()
-        return manager.read_file(path, from_line=_int_param(params, "from"), lines=_int_param(params, "lines")).to_dict()
+        return manager.read_file(path, from_line=params.get("from"), lines=params.get("lines")).to_dict()
     except (SymiMemoryError, ValueError) as exc:
         return {"path": path if isinstance(path, str) else "", "text": "", "disabled": True, "error": str(exc)}
     except Exception as exc:
@@ -184,7 +173,8 @@ def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str
     if not manager.enabled:
         return {"path": "", "bytesWritten": 0, "disabled": True, "error": MEMORY_DISABLED}
     text = params.get("text") if isinstance(params, Mapping) else None
-    target = (params.get("target") if isinstance(params, Mapping) else None) or "daily"
+    target = params.get("target") if isinstance(params, Mapping) else None
+    target = "daily" if target is None else target  # not `or`: 0, "" and false are refused, not the daily log
     allow = params.get("allowDuplicate", False) if isinstance(params, Mapping) else False
     if not isinstance(text, str) or target not in ("daily", "long-term") or not isinstance(allow, bool):
         if not isinstance(allow, bool):

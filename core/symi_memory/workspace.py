@@ -410,8 +410,11 @@ def read_regular(abs_path: str) -> tuple[bytes, os.stat_result]:
     """The bytes and ``fstat`` of the regular file at ``abs_path``, as the indexer reads a listed file.
 
     The file is opened without following a symlink and without waiting on a FIFO, so a file swapped for
-    either after it was listed is refused (an ``OSError`` saying so) instead of reading the link's
-    target or hanging the sync.
+    either after :func:`list_memory_files` listed it is refused (an ``OSError`` saying so) instead of
+    reading the link's target (which may be outside the workspace) or hanging the sync; so is a device
+    or a directory. A file that is gone raises ``FileNotFoundError``. Backends read listed files with
+    it and leave out the ones it refuses; :func:`decode_text` then decodes the bytes (byte order
+    marks, CRLF).
     """
     try:
         fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))

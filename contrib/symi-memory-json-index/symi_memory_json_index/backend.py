@@ -19,7 +19,7 @@ from symi_memory.chunking import chunk_text
 from symi_memory.errors import BackendError
 from symi_memory.specs import BackendContext
 from symi_memory.types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
-from symi_memory.workspace import PathRules, decode_text, list_memory_files
+from symi_memory.workspace import PathRules, decode_text, list_memory_files, read_regular
 
 from .hooks import PLUGIN_ID
 
@@ -99,8 +99,12 @@ class JsonIndexBackend:
                 if old is not None and not force and (old["mtime"], old["size"]) == (f.mtime, f.size):
                     fresh[f.path] = old
                     continue
-                with open(f.abs_path, "rb") as fh:
-                    text, _ = decode_text(fh.read())
+                try:
+                    data, _ = read_regular(f.abs_path)  # never a symlink's target, never waits on a FIFO
+                except OSError as exc:  # swapped for either since the listing, or gone: left out
+                    log.warning("%s: not indexed (%s)", f.path, exc.strerror or exc)
+                    continue
+                text, _ = decode_text(data)
                 chunks = [[c.start_line, c.end_line, c.text] for c in chunk_text(text, self.tokens, self.overlap)]
                 fresh[f.path] = {"mtime": f.mtime, "size": f.size, "chunks": chunks}
                 indexed += 1

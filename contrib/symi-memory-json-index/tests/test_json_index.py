@@ -51,3 +51,41 @@ def test_too_many_chunks_fail_the_sync_with_the_key_to_raise(tmp_path: Path) -> 
                      start=False) as mem:
         with pytest.raises(Exception, match=r"maxChunks = 1"):
             mem.sync()
+
+
+def test_a_file_swapped_for_a_fifo_or_a_symlink_after_the_listing_neither_hangs_nor_leaks(tmp_path: Path) -> None:
+    # The sync read listed files with open(): a FIFO swapped in hung it, and a symlink's target outside the
+    # workspace was indexed and searchable.
+    import os
+    import threading
+
+    ws = _workspace(tmp_path)
+    (ws / "MEMORY.md").write_text("- The router is called gatekeeper.\n", encoding="utf-8")
+    fifo, link = ws / "memory" / "fifo.md", ws / "memory" / "link.md"
+    fifo.write_text("- fifo\n", encoding="utf-8")
+    link.write_text("- link\n", encoding="utf-8")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("- the vault code is quokka-7731\n", encoding="utf-8")
+
+    def swap(progress) -> None:  # type: ignore[no-untyped-def]
+        if progress.path == "MEMORY.md":  # listed first, read first: the other files are listed by now
+            fifo.unlink()
+            os.mkfifo(fifo)
+            link.unlink()
+            link.symlink_to(secret)
+
+    with open_memory(load_config(None, state_dir=tmp_path / "state", overrides=SLOT), workspace=ws,
+                     start=False) as mem:
+        done: list[object] = []
+        worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
+        worker.start()
+        worker.join(60)
+        if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(10)
+            raise AssertionError("the sync hung on a file swapped for a FIFO")
+        assert done, "the sync failed"
+        assert not [h for h in mem.search("vault code quokka", min_score=0).results if "quokka" in h.snippet]
+        assert [h.path for h in mem.search("wifi password", min_score=0).results] == ["memory/2026-05-01.md"]
+        saved = json.loads(Path(mem.status()["indexPath"]).read_text(encoding="utf-8"))
+        assert sorted(saved["files"]) == ["MEMORY.md", "memory/2026-05-01.md"]

@@ -70,7 +70,7 @@ def _add_commands(sub: Any, plugins: Any) -> None:
         except Exception as exc:
             # A wrapper runs around every plugin's call (the core's too): find whose code raised.
             culprit = _culprit(plugins.pm, "symi_memory_register_commands", plugin_id,
-                               {"subparsers": argparse.ArgumentParser().add_subparsers()})
+                               {"subparsers": argparse.ArgumentParser().add_subparsers()}, exc)
             if culprit != plugin_id:
                 raise _WrapperRaised(culprit, exc) from exc
             if plugin_id == builtin_commands.PLUGIN_ID:

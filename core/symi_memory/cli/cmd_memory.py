@@ -28,6 +28,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value:  # NaN (written as such, or not a number at all)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; use one from 0 to 1")
+    return value
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="show the index and provider status")
     p.add_argument("--json", action="store_true")
@@ -44,7 +54,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("search", help="search memory (indexes first when needed)")
     p.add_argument("query")
     p.add_argument("-n", "--max-results", type=_positive_int, default=None, metavar="N")
-    p.add_argument("--min-score", type=float, default=None, metavar="X")
+    p.add_argument("--min-score", type=_score, default=None, metavar="X")
     p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
     p.add_argument("--as-of", default=None, metavar="DATE",
                    help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
@@ -55,7 +65,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("history", help="every version of a fact, oldest first, with paths and lines")
     p.add_argument("query")
     p.add_argument("--as-of", default=None, metavar="DATE", help="only versions written by DATE (YYYY-MM-DD)")
-    p.add_argument("--min-score", type=float, default=None, metavar="X",
+    p.add_argument("--min-score", type=_score, default=None, metavar="X",
                    help="no fact unless the best match scores X or more (default: minScore, as search)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")

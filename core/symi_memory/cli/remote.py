@@ -71,17 +71,14 @@ def _parser() -> _Parser:
 
 
 def _is_date(text: str) -> bool:
-    """What ``--as-of`` accepts (a date or an ISO datetime); anything else goes to the full CLI's error."""
-    from datetime import date, datetime
+    """What ``--as-of`` accepts; anything else goes to the full CLI's error."""
+    from ..as_of import parse_as_of
 
-    text = text.strip()
-    for parse in (date.fromisoformat, lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))):
-        try:
-            parse(text)
-            return True
-        except ValueError:
-            pass
-    return False
+    try:
+        parse_as_of(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _state_dir(arg: str | None) -> str:
@@ -129,6 +126,8 @@ def try_server(argv: Sequence[str] | None) -> int | None:
         return None  # the full parser and tool report these
     if getattr(args, "as_of", None) is not None and not _is_date(args.as_of):
         return None
+    if getattr(args, "min_score", None) is not None and args.min_score != args.min_score:
+        return None  # NaN: the full parser reports it
     if args.command == "history" and not args.query.strip():
         return None
     from ..serve.record import read_record

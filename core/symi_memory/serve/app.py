@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from .. import tools
+from .. import arguments, tools
 from ..aio import AsyncMemoryManager
 from ..errors import SymiMemoryError
 from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
@@ -279,8 +279,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         if as_of is not None and not isinstance(as_of, str):
             raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
         try:
-            return manager.explain(query, max_results=tools._int_param(body, "maxResults"),
-                                   min_score=body.get("minScore"), session_key=session_of(body), as_of=as_of)
+            return manager.explain(query, max_results=body.get("maxResults"), min_score=body.get("minScore"),
+                                   session_key=session_of(body), as_of=as_of)
         except ValueError as exc:
             raise _Bad(400, str(exc)) from None
 
@@ -292,12 +292,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         if as_of is not None and not isinstance(as_of, str):
             raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
         try:
-            n = tools._int_param(body, "maxResults")
-            if n is not None and not 1 <= n <= 200:
-                raise ValueError(f"maxResults must be from 1 to 200, got {n}")
-            min_score = body.get("minScore")
-            if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
-                raise ValueError(f"minScore must be a number from 0 to 1, got {min_score!r}")
+            n = arguments.max_results(body.get("maxResults"))  # checked before the sync below
+            min_score = arguments.min_score(body.get("minScore"))
             if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
                 ensure_fresh(manager, reason="cli-search")
             return {"versions": manager.history(query, max_results=n or 30, min_score=min_score, as_of=as_of)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -13,9 +14,11 @@ import attrs
 from ..chunking import chunk_text
 from ..specs import BackendContext, ProviderContext
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
-from ..workspace import PathRules, decode_text, list_memory_files
+from ..workspace import PathRules, decode_text, list_memory_files, read_regular
 
 __all__ = ["HashEmbedder", "InMemoryBackend"]
+
+log = logging.getLogger("symi_memory.testing")
 
 WORD_RE = re.compile(r"\w+", re.UNICODE)
 
@@ -106,8 +109,12 @@ class InMemoryBackend:
         files = list_memory_files(agent.workspace, agent.memory_search.get("extraPaths") or [])
         chunks: list[tuple[str, int, int, str]] = []
         for i, f in enumerate(files):
-            with open(f.abs_path, "rb") as fh:
-                text, _ = decode_text(fh.read())
+            try:
+                data, _ = read_regular(f.abs_path)
+            except OSError as exc:  # swapped for a symlink or a FIFO since it was listed, or gone: left out
+                log.warning("%s: not indexed (%s)", f.path, exc.strerror or exc)
+                continue
+            text, _ = decode_text(data)
             chunks.extend((f.path, c.start_line, c.end_line, c.text) for c in chunk_text(text, ch["tokens"], ch["overlap"]))
             if progress:
                 progress(SyncProgress(phase="index", done=i + 1, total=len(files), path=f.path))
