@@ -449,3 +449,26 @@ def test_as_of_history_and_dedup_through_the_server_match_the_cli(setup: dict[st
         status, out = srv.request("POST", "/api/agents/main/explain", {"query": q, "minScore": 0})
         march = next(c for c in out["candidates"] if c["path"] == "memory/2026-03-01.md")
         assert march["stages"]["supersession"]["supersededBy"]["path"] == "memory/2026-06-01.md"
+
+
+_INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+_MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def test_a_rebinding_name_that_starts_with_127_is_not_loopback(setup: dict[str, Path], cli: Any) -> None:
+    """A page at http://127.0.0.1.attacker.example:PORT/ whose name the attacker re-points at 127.0.0.1."""
+    with running_server(setup["state"]) as srv:
+        for host in (f"127.0.0.1.rebind.example:{srv.port}", "127.attacker.example", f"localhost.example:{srv.port}"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 421 and "results" not in out, host
+            status, _ = srv.request("POST", "/mcp", _INIT, headers={"Host": host, **_MCP_ACCEPT})
+            assert status == 421, host
+        for host in (f"127.0.0.1:{srv.port}", f"localhost:{srv.port}", f"127.1.2.3:{srv.port}"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 200 and out["results"], host
+    # A name is not a loopback address, whatever it starts with: binding it needs a token like any other.
+    code, _, err = cli("serve", "--host", "127.0.0.1.example.com", "--port", "0")
+    assert code == 2 and "needs a token" in err and "Traceback" not in err

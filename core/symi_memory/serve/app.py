@@ -16,6 +16,7 @@ up the others.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 import re
@@ -46,7 +47,13 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    """True for ``localhost`` and loopback IP addresses; never for a DNS name such as ``127.0.0.1.example.com``."""
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Guard:
