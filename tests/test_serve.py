@@ -472,3 +472,30 @@ def test_a_rebinding_name_that_starts_with_127_is_not_loopback(setup: dict[str, 
     # A name is not a loopback address, whatever it starts with: binding it needs a token like any other.
     code, _, err = cli("serve", "--host", "127.0.0.1.example.com", "--port", "0")
     assert code == 2 and "needs a token" in err and "Traceback" not in err
+
+
+def test_pages_of_other_sites_cannot_drive_the_server(setup: dict[str, Path]) -> None:
+    """A browser names the page behind each request in Origin: only the server's own (the inspector) is answered."""
+    init, mcp_headers = _INIT, _MCP_ACCEPT
+    with running_server(setup["state"]) as srv:
+        # A page elsewhere (or a sandboxed one, Origin "null") reaching 127.0.0.1 with the right Host.
+        for origin in ("http://evil.example", "null", f"http://localhost:{srv.port + 1}",
+                       f"http://127.0.0.1:{srv.port}.evil.example"):
+            hdr = {"Origin": origin}
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"}, headers=hdr)
+            assert status == 403 and "results" not in out, origin
+            status, _ = srv.request("POST", "/api/agents/main/sync", raw=b"", headers={**hdr, "Content-Type": "text/plain"})
+            assert status == 403, origin  # a "simple" request a page may send without asking first
+            status, out = srv.request("GET", "/api/agents/main/status", headers=hdr)
+            assert status == 403 and "files" not in out, origin
+            status, _ = srv.request("POST", "/mcp", init, headers={**hdr, **mcp_headers})
+            assert status == 403, origin
+        # The inspector's own requests name the server as their origin: answered.
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": "Prefers tea"},
+                                  headers={"Origin": f"http://127.0.0.1:{srv.port}"})
+        assert status == 200 and out["response"]["results"][0]["path"] == "MEMORY.md"
+        status, out = srv.request("GET", "/api/agents/main/files",
+                                  headers={"Host": f"localhost:{srv.port}", "Origin": f"http://localhost:{srv.port}"})
+        assert status == 200 and out["files"]
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert "search" not in st["server"]["requests"] and "sync" not in st["server"]["requests"]

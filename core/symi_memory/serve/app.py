@@ -6,7 +6,8 @@ new dependency, and the MCP endpoint and the JSON API share one event loop,
 one port and one guard.
 
 Every request passes :class:`Guard` first: the Host header must name a
-loopback address when the server binds one (DNS rebinding), the bearer token
+loopback address when the server binds one (DNS rebinding), a browser's
+``Origin`` must be the server itself (no other page may drive it), the bearer token
 must match when one is set, and bodies over ``serve.maxBodyBytes`` get 413
 before anything reads them. Blocking work (SQLite, embedding) runs in worker
 threads, so a slow search or a client that goes away mid-request never holds
@@ -37,7 +38,7 @@ from ..errors import SymiMemoryError
 from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
 
-__all__ = ["Guard", "ServerState", "build_app"]
+__all__ = ["Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
 
 log = logging.getLogger("symi_memory.serve")
 
@@ -56,8 +57,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def same_origin(origin: str, host: str) -> bool:
+    """True when the browser's ``Origin`` names the host and port the request was sent to (``Host``)."""
+    scheme, sep, netloc = origin.strip().partition("://")
+    return bool(sep) and scheme.lower() in ("http", "https") and bool(host) and netloc.lower() == host.lower()
+
+
 class Guard:
-    """ASGI middleware: Host check, bearer token, body cap, the server header, request counts."""
+    """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
     def __init__(self, app: Any, *, token: str | None, loopback: bool, max_body: int, mcp: Any = None,
                  state: ServerState | None = None) -> None:
@@ -88,13 +95,20 @@ class Guard:
             await send_marked({"type": "http.response.body", "body": body})
 
         path = scope.get("path", "")
+        host = headers.get(b"host", b"").decode("latin-1")
         if self.loopback:
-            host = headers.get(b"host", b"").decode("latin-1")
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if not is_loopback(name):
                 log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
+        origin = headers.get(b"origin")
+        if origin is not None and not same_origin(origin.decode("latin-1"), host):
+            # A browser names the page that sent the request: only the server's own pages (the inspector) may
+            # drive it, as the MCP spec asks of streamable HTTP servers; clients outside a browser send no Origin.
+            log.info("refused %s %s: Origin %r is not this server", scope["method"], path, origin.decode("latin-1"))
+            await refuse(403, "cross-origin request refused: only pages served by this server may call it")
+            return
         if self.token is not None:
             given = headers.get(b"authorization", b"")
             expected = b"Bearer " + self.token
