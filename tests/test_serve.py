@@ -499,3 +499,42 @@ def test_pages_of_other_sites_cannot_drive_the_server(setup: dict[str, Path]) ->
         assert status == 200 and out["files"]
         status, st = srv.request("GET", "/api/agents/main/status")
         assert "search" not in st["server"]["requests"] and "sync" not in st["server"]["requests"]
+
+
+def _raw_exchange(port: int, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` as is on a fresh connection; the status and body of the answer (the server may close early)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    out = b""
+    try:
+        try:
+            s.sendall(request)
+        except OSError:  # answered and closed before the whole body was sent
+            pass
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except OSError:
+            pass
+    finally:
+        s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_bodies_without_a_length_and_absurd_nesting_are_refused_cleanly(setup: dict[str, Path]) -> None:
+    with running_server(setup["state"]) as srv:
+        body = json.dumps({"query": "x" * 2_000_000}).encode()
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 65536]), body[i:i + 65536])
+                          for i in range(0, len(body), 65536)) + b"0\r\n\r\n"
+        for path, accept in (("/api/agents/main/search", ""), ("/mcp", "Accept: application/json, text/event-stream\r\n")):
+            head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: application/json\r\n{accept}"
+                    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+            status, answer = _raw_exchange(srv.port, head + chunks)
+            assert status == 413 and b"maxBodyBytes" in answer, (path, status, answer)
+        for nested in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000):
+            status, out = srv.request("POST", "/api/agents/main/search", raw=nested,
+                                      headers={"Content-Type": "application/json"})
+            assert status == 400 and out == {"error": "the request body is not valid JSON"}
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
+    assert "Traceback" not in srv.log.read_text()

@@ -80,9 +80,12 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
+        started = False
 
         async def send_marked(message: Any) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], SERVER_HEADER]
             await send(message)
@@ -136,7 +139,7 @@ class Guard:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_body:
-                    raise _BodyTooLarge()
+                    raise _BodyTooLarge(f"request body over serve.maxBodyBytes ({max_body} bytes)")
             return message
 
         try:
@@ -158,7 +161,8 @@ class Guard:
                 return
             await self.app(scope, capped_receive, send_marked)
         except _BodyTooLarge:
-            await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
+            if not started:  # else the app answered already (an error of its own): the connection just ends
+                await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
 
 
 class _BodyTooLarge(Exception):
@@ -219,14 +223,17 @@ async def _body(request: Request) -> dict[str, Any]:
     if request.method == "GET":
         return {}
     ctype = request.headers.get("content-type", "").split(";")[0].strip()
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except _BodyTooLarge as exc:  # a chunked body with no Content-Length, cut off by the Guard
+        raise _Bad(413, str(exc)) from None
     if not raw:
         return {}
     if ctype != "application/json":
         raise _Bad(415, "send the request body as application/json")
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
         raise _Bad(400, "the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise _Bad(400, "the request body must be a JSON object")
