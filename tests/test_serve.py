@@ -538,3 +538,37 @@ def test_bodies_without_a_length_and_absurd_nesting_are_refused_cleanly(setup: d
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
         assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_sigterm_during_the_first_sync_stops_it_at_the_next_file(setup: dict[str, Path]) -> None:
+    """An agent still catching up with its files when SIGTERM arrives: the server exits at once, the index is
+    sound, and the next server finishes the work."""
+    notes = setup["main"] / "memory" / "bulk"
+    notes.mkdir()
+    for i in range(1500):
+        (notes / f"n{i:04d}.md").write_text("".join(f"- note {i} line {j} about item {i * 31 + j}\n" for j in range(20)))
+    state = setup["state"]
+    with running_server(state) as srv:
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert srv.stop() == 0
+        took = time.monotonic() - started
+    assert "Traceback" not in srv.log.read_text() and "could not open agent" not in srv.log.read_text()
+    assert not (state / "serve.json").exists()
+    import apsw
+
+    db = apsw.Connection(str(state / "memory" / "main.sqlite"))
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    indexed = db.execute("SELECT count(*) FROM files").fetchone()[0]
+    db.close()
+    assert indexed < 1502, "the first sync ran to its end before the server stopped"
+    assert took < 10
+    with running_server(state) as srv:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, st = srv.request("GET", "/api/agents/main/status")
+            if status == 200 and st["files"] == 1502:
+                break
+            time.sleep(0.5)
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "note 1499 line 3"})
+        assert st["files"] == 1502 and any(r["path"] == "memory/bulk/n1499.md" for r in out["results"])

@@ -82,7 +82,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
                 pool.acquire(agent_id)
                 pool.release(agent_id)
             except Exception as exc:  # the server keeps serving the other agents
-                log.warning("could not open agent %s: %s", agent_id, exc)
+                if not stop.is_set():  # else a shutdown cut its first sync short
+                    log.warning("could not open agent %s: %s", agent_id, exc)
 
     def reaper() -> None:
         while not stop.wait(min(30.0, max(1.0, pool.idle_seconds / 4 or 30.0))):
@@ -104,8 +105,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
         server.run(sockets=[sock])
     finally:
         stop.set()
-        threads[0].join(timeout=60)  # an agent still opening finishes (or fails) before the pool closes
-        pool.close()
+        pool.close()  # an agent still catching up with its files stops at the next file
+        threads[0].join(timeout=60)  # and is closed by its opener before the process exits
         remove_record(config.state_dir, os.getpid())
         sock.close()
         for sig, handler in quiet.items():
