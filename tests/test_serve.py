@@ -6,6 +6,7 @@ import asyncio
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -85,11 +86,12 @@ class Server:
 
 
 @contextmanager
-def running_server(state: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+def running_server(state: Path, *args: str, env: dict[str, str] | None = None,
+                   prefix: tuple[str, ...] = ()) -> Iterator[Server]:
     log = state / f"serve-{time.monotonic_ns()}.log"
     full_env = {**os.environ, "SYMI_STATE_DIR": str(state), **(env or {})}
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "-v", "serve", "--port", "0", *args],
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "symi_memory.cli", "-v", "serve", "--port", "0", *args],
                                 stdout=fh, stderr=subprocess.STDOUT, text=True, env=full_env)
     record_file = state / "serve.json"
     deadline = time.monotonic() + 90
@@ -572,3 +574,32 @@ def test_sigterm_during_the_first_sync_stops_it_at_the_next_file(setup: dict[str
             time.sleep(0.5)
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "note 1499 line 3"})
         assert st["files"] == 1502 and any(r["path"] == "memory/bulk/n1499.md" for r in out["results"])
+
+
+def test_an_unreadable_file_is_listed_once_as_skipped_and_does_not_stop_the_watcher(setup: dict[str, Path]) -> None:
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:  # root reads any file: run the server without that privilege
+        if shutil.which("setpriv") is None:
+            pytest.skip("needs setpriv (util-linux) to serve as root without CAP_DAC_OVERRIDE")
+        prefix = ("setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                  "--bounding-set=-dac_override,-dac_read_search")
+    memory = setup["main"] / "memory"
+    with running_server(setup["state"], prefix=prefix) as srv:
+        locked = memory / "locked.md"
+        locked.write_text("- the heron is locked away\n")
+        locked.chmod(0)
+        (memory / "after.md").write_text("- the otter came after\n")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the watcher, not a search, brings the new note in
+            status, files = srv.request("GET", "/api/agents/main/files")
+            if {"memory/after.md", "memory/locked.md"} <= {f["path"] for f in files["files"]}:
+                if any(f["path"] == "memory/after.md" and f["state"] == "indexed" for f in files["files"]):
+                    break
+            time.sleep(0.2)
+        listed = [(f["state"], f["reason"]) for f in files["files"] if f["path"] == "memory/locked.md"]
+        assert listed == [("skipped", "cannot read: Permission denied")]
+        assert {f["path"]: f["state"] for f in files["files"]}["memory/after.md"] == "indexed"
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "otter came after"})
+        assert out["results"][0]["path"] == "memory/after.md"
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert st["skipped"] == [{"path": "memory/locked.md", "reason": "cannot read: Permission denied"}]

@@ -450,9 +450,11 @@ def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]
     rows = store.file_rows() if store is not None and hasattr(store, "file_rows") else []
     changed: dict[str, Any] = {}
     removed: list[str] = []
+    skipped = {s["path"] for s in st.get("skipped") or []}
     if indexer is not None:
         ch, removed = indexer.changed_files(retry_pending=False)
-        changed = {f.path: f for f in ch}
+        # A file the sync skips (unreadable, too large) is listed once, as skipped and why: no sync will take it.
+        changed = {f.path: f for f in ch if f.path not in skipped}
     files = []
     for row in rows:
         if row["path"] in removed:
