@@ -603,3 +603,30 @@ def test_an_unreadable_file_is_listed_once_as_skipped_and_does_not_stop_the_watc
         assert out["results"][0]["path"] == "memory/after.md"
         status, st = srv.request("GET", "/api/agents/main/status")
         assert st["skipped"] == [{"path": "memory/locked.md", "reason": "cannot read: Permission denied"}]
+
+
+def test_odd_arguments_get_an_answer_never_a_500(setup: dict[str, Path]) -> None:
+    """Every endpoint, every parameter, values of every JSON type, a lone surrogate (valid JSON, not valid
+    Unicode) and a long string: each call is answered (2xx or 4xx with an error), and the server goes on."""
+    values: list[Any] = [None, True, 5, -1, 1.5, "x", "", "\ud800", [], {}, [1], {"a": 1}, "y" * 100_000]
+    params = {"search": ["query", "maxResults", "minScore", "asOf", "session", "fresh", "workspace"],
+              "explain": ["query", "maxResults", "minScore", "asOf", "session"],
+              "history": ["query", "maxResults", "minScore", "asOf", "fresh"],
+              "get": ["path", "from", "lines"], "append": ["text", "target", "allowDuplicate"], "sync": ["force"]}
+    with running_server(setup["state"]) as srv:
+        failures = []
+        for n, (endpoint, name, value) in enumerate(
+                (e, p, v) for e, names in params.items() for p in names for v in values):
+            body = {"query": "tea", "path": "MEMORY.md", "text": f"odd argument note {n}", name: value}
+            status, out = srv.request("POST", f"/api/agents/main/{endpoint}", body)
+            if status >= 500 or not isinstance(out, dict) or (status >= 400 and not out.get("error")):
+                failures.append((endpoint, name, repr(value)[:20], status, str(out)[:80]))
+        assert failures == []
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": "tea", "minScore": [1]})
+        assert status == 400 and "minScore" in out["error"]
+        status, out = srv.request("POST", "/api/agents/main/get", {"path": "memory/\ud800.md"})
+        assert status == 200 and out == {"path": "memory/\ud800.md", "text": "", "disabled": True,
+                                         "error": "path required"}
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
+    assert "Traceback" not in srv.log.read_text()

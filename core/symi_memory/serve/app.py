@@ -192,27 +192,42 @@ class ServerState:
                 "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats()}
 
 
+class _JSON(JSONResponse):
+    """JSON as UTF-8; an answer that echoes a lone surrogate of the request (a path, a query) is sent
+    with ``\\u`` escapes instead of failing to encode."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return _JSON({"error": message}, status_code=status)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def _fit(out: dict[str, Any], limit: int) -> dict[str, Any]:
     """Trim a tool answer to ``limit`` bytes of JSON: drop trailing results, cut long text."""
-    size = len(json.dumps(out, ensure_ascii=False).encode())
+    size = _size(out)
     if size <= limit:
         return out
     out = dict(out)
     if isinstance(out.get("results"), list):
         results = list(out["results"])
-        while results and len(json.dumps({**out, "results": results}, ensure_ascii=False).encode()) > limit:
+        while results and _size({**out, "results": results}) > limit:
             results.pop()
         out["results"] = results
     if isinstance(out.get("text"), str):
-        budget = max(0, limit - (size - len(out["text"].encode())) - 200)
-        out["text"] = out["text"].encode()[:budget].decode("utf-8", "ignore")
+        budget = max(0, limit - (size - len(out["text"].encode("utf-8", "surrogatepass"))) - 200)
+        out["text"] = out["text"].encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
     if isinstance(out.get("candidates"), list):
         cands = list(out["candidates"])
-        while cands and len(json.dumps({**out, "candidates": cands}, ensure_ascii=False).encode()) > limit:
+        while cands and _size({**out, "candidates": cands}) > limit:
             cands.pop()
         out["candidates"] = cands
     out["truncated"] = f"answer trimmed to serve.maxResponseBytes ({limit} bytes); ask for fewer results or lines"
@@ -283,7 +298,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
             return _error(503 if "shutting down" in str(exc) else 400, str(exc))
-        return JSONResponse(_fit(out, state.max_response))
+        return _JSON(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
         return {k: body[k] for k in ("query", "maxResults", "minScore", "asOf") if k in body}
@@ -306,9 +321,12 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         as_of = body.get("asOf")
         if as_of is not None and not isinstance(as_of, str):
             raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        min_score = body.get("minScore")
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
+            raise _Bad(400, f"minScore must be a number from 0 to 1, got {min_score!r}")
         try:
             return manager.explain(query, max_results=tools._int_param(body, "maxResults"),
-                                   min_score=body.get("minScore"), session_key=session_of(body), as_of=as_of)
+                                   min_score=min_score, session_key=session_of(body), as_of=as_of)
         except ValueError as exc:
             raise _Bad(400, str(exc)) from None
 
@@ -375,17 +393,17 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return await agent_call(request, "files", do_files)
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"ok": True, **state.info()})
+        return _JSON({"ok": True, **state.info()})
 
     async def last_eval(request: Request) -> Response:
         path = Path(eval_record_path(state.state_dir))
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return JSONResponse({"result": None, "hint": "run `symi-memory eval DATASET` to see results here"})
+            return _JSON({"result": None, "hint": "run `symi-memory eval DATASET` to see results here"})
         except (OSError, ValueError) as exc:
             return _error(500, f"{path}: unreadable ({exc})")
-        return JSONResponse(data)
+        return _JSON(data)
 
     async def index_page(request: Request) -> Response:
         if not state.inspector:
