@@ -194,11 +194,15 @@ async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None)
 async def _stop_on_signal(scope: Any) -> None:
     import anyio
 
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("stopping on %s", signal.Signals(signum).name)
-            scope.cancel()
-            return
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
+        with receiver as signals:
+            async for signum in signals:
+                log.info("stopping on %s", signal.Signals(signum).name)
+                scope.cancel()
+                return
+    except NotImplementedError:  # no signal handlers in this event loop (Windows): stdin's end stops the server
+        await anyio.sleep_forever()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
