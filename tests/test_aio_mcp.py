@@ -165,7 +165,8 @@ def test_mcp_stdio_server_stops_on_a_signal_with_its_client_still_connected(
     terminal: the server exits at once with 0, without waiting for the client to write or close stdin."""
     pytest.importorskip("mcp_types")
     state = tmp_path / "state"
-    _config(state)
+    with open_memory(_config(state), workspace=notes, start=False) as mem:
+        mem.sync(force=True)  # the server's searches never wait for indexing
     proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "SYMI_STATE_DIR": str(state)})
