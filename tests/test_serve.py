@@ -630,3 +630,23 @@ def test_odd_arguments_get_an_answer_never_a_500(setup: dict[str, Path]) -> None
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
         assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_sigterm_right_after_the_serving_line_is_not_lost(setup: dict[str, Path]) -> None:
+    """A supervisor or script that waits for "serving on" and then stops the server: the server stops."""
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"])}
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "serve", "--port", "0"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        try:
+            assert proc.stdout.readline().startswith("serving on ")
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        rest = proc.stdout.read()
+        assert code == 0 and "Traceback" not in rest, rest
+        assert not (setup["state"] / "serve.json").exists()

@@ -92,10 +92,14 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     threads = [threading.Thread(target=warm, name="symi-serve-warm", daemon=True),
                threading.Thread(target=reaper, name="symi-serve-reaper", daemon=True)]
     # uvicorn handles SIGTERM/SIGINT (graceful shutdown), then re-raises the signal to the handler that was
-    # in place before it started; a no-op one here lets the cleanup below run and the process exit 0.
+    # in place before it started; this one lets the cleanup below run and the process exit 0. A signal that
+    # comes before uvicorn has taken over (just after the "serving on" line) stops the server as it starts.
+    def stop_early(signum: int, frame: Any) -> None:
+        server.should_exit = True
+
     quiet: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        quiet = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+        quiet = {sig: signal.signal(sig, stop_early) for sig in (signal.SIGTERM, signal.SIGINT)}
     write_record(config.state_dir, record)
     try:
         for t in threads:
