@@ -3,7 +3,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +156,42 @@ def test_disabled_memory_exposes_no_tools_and_writes_nothing(tmp_path: Path, not
     asyncio.run(asyncio.wait_for(scenario(), 60))
     assert sorted(p.name for p in (workspace / "memory").iterdir()) == before
     assert (workspace / "MEMORY.md").read_text() == memory_md
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_mcp_stdio_server_stops_on_a_signal_with_its_client_still_connected(
+        tmp_path: Path, notes: Path, signum: signal.Signals) -> None:
+    """A client that stops the server with SIGTERM (the MCP spec's next step after closing stdin) or Ctrl-C in a
+    terminal: the server exits at once with 0, without waiting for the client to write or close stdin."""
+    pytest.importorskip("mcp_types")
+    state = tmp_path / "state"
+    with open_memory(_config(state), workspace=notes, start=False) as mem:
+        mem.sync(force=True)  # the server's searches never wait for indexing
+    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        def call(message: dict[str, object]) -> dict[str, object]:
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+            proc.stdin.flush()
+            return json.loads(proc.stdout.readline())
+
+        init = call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        assert init["result"]["serverInfo"]["name"] == "symi-memory"
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        hit = call({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "memory_search", "arguments": {"query": "tea"}}})
+        assert hit["result"]["structuredContent"]["results"][0]["path"] == "MEMORY.md"
+        started = time.monotonic()
+        proc.send_signal(signum)
+        code = proc.wait(timeout=20)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read().decode()
+    assert code == 0 and "Traceback" not in err, err
+    assert took < 10

@@ -6,6 +6,7 @@ import asyncio
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -85,11 +86,12 @@ class Server:
 
 
 @contextmanager
-def running_server(state: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+def running_server(state: Path, *args: str, env: dict[str, str] | None = None,
+                   prefix: tuple[str, ...] = ()) -> Iterator[Server]:
     log = state / f"serve-{time.monotonic_ns()}.log"
     full_env = {**os.environ, "SYMI_STATE_DIR": str(state), **(env or {})}
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "-v", "serve", "--port", "0", *args],
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "symi_memory.cli", "-v", "serve", "--port", "0", *args],
                                 stdout=fh, stderr=subprocess.STDOUT, text=True, env=full_env)
     record_file = state / "serve.json"
     deadline = time.monotonic() + 90
@@ -449,3 +451,202 @@ def test_as_of_history_and_dedup_through_the_server_match_the_cli(setup: dict[st
         status, out = srv.request("POST", "/api/agents/main/explain", {"query": q, "minScore": 0})
         march = next(c for c in out["candidates"] if c["path"] == "memory/2026-03-01.md")
         assert march["stages"]["supersession"]["supersededBy"]["path"] == "memory/2026-06-01.md"
+
+
+_INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+_MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def test_a_rebinding_name_that_starts_with_127_is_not_loopback(setup: dict[str, Path], cli: Any) -> None:
+    """A page at http://127.0.0.1.attacker.example:PORT/ whose name the attacker re-points at 127.0.0.1."""
+    with running_server(setup["state"]) as srv:
+        for host in (f"127.0.0.1.rebind.example:{srv.port}", "127.attacker.example", f"localhost.example:{srv.port}"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 421 and "results" not in out, host
+            status, _ = srv.request("POST", "/mcp", _INIT, headers={"Host": host, **_MCP_ACCEPT})
+            assert status == 421, host
+        for host in (f"127.0.0.1:{srv.port}", f"localhost:{srv.port}", f"127.1.2.3:{srv.port}"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 200 and out["results"], host
+    # A name is not a loopback address, whatever it starts with: binding it needs a token like any other.
+    code, _, err = cli("serve", "--host", "127.0.0.1.example.com", "--port", "0")
+    assert code == 2 and "needs a token" in err and "Traceback" not in err
+
+
+def test_pages_of_other_sites_cannot_drive_the_server(setup: dict[str, Path]) -> None:
+    """A browser names the page behind each request in Origin: only the server's own (the inspector) is answered."""
+    init, mcp_headers = _INIT, _MCP_ACCEPT
+    with running_server(setup["state"]) as srv:
+        # A page elsewhere (or a sandboxed one, Origin "null") reaching 127.0.0.1 with the right Host.
+        for origin in ("http://evil.example", "null", f"http://localhost:{srv.port + 1}",
+                       f"http://127.0.0.1:{srv.port}.evil.example"):
+            hdr = {"Origin": origin}
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"}, headers=hdr)
+            assert status == 403 and "results" not in out, origin
+            status, _ = srv.request("POST", "/api/agents/main/sync", raw=b"", headers={**hdr, "Content-Type": "text/plain"})
+            assert status == 403, origin  # a "simple" request a page may send without asking first
+            status, out = srv.request("GET", "/api/agents/main/status", headers=hdr)
+            assert status == 403 and "files" not in out, origin
+            status, _ = srv.request("POST", "/mcp", init, headers={**hdr, **mcp_headers})
+            assert status == 403, origin
+        # The inspector's own requests name the server as their origin: answered.
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": "Prefers tea"},
+                                  headers={"Origin": f"http://127.0.0.1:{srv.port}"})
+        assert status == 200 and out["response"]["results"][0]["path"] == "MEMORY.md"
+        status, out = srv.request("GET", "/api/agents/main/files",
+                                  headers={"Host": f"localhost:{srv.port}", "Origin": f"http://localhost:{srv.port}"})
+        assert status == 200 and out["files"]
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert "search" not in st["server"]["requests"] and "sync" not in st["server"]["requests"]
+
+
+def _raw_exchange(port: int, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` as is on a fresh connection; the status and body of the answer (the server may close early)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    out = b""
+    try:
+        try:
+            s.sendall(request)
+        except OSError:  # answered and closed before the whole body was sent
+            pass
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except OSError:
+            pass
+    finally:
+        s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_bodies_without_a_length_and_absurd_nesting_are_refused_cleanly(setup: dict[str, Path]) -> None:
+    with running_server(setup["state"]) as srv:
+        body = json.dumps({"query": "x" * 2_000_000}).encode()
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 65536]), body[i:i + 65536])
+                          for i in range(0, len(body), 65536)) + b"0\r\n\r\n"
+        for path, accept in (("/api/agents/main/search", ""), ("/mcp", "Accept: application/json, text/event-stream\r\n")):
+            head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: application/json\r\n{accept}"
+                    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+            status, answer = _raw_exchange(srv.port, head + chunks)
+            assert status == 413 and b"maxBodyBytes" in answer, (path, status, answer)
+        for nested in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000):
+            status, out = srv.request("POST", "/api/agents/main/search", raw=nested,
+                                      headers={"Content-Type": "application/json"})
+            assert status == 400 and out == {"error": "the request body is not valid JSON"}
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_sigterm_during_the_first_sync_stops_it_at_the_next_file(setup: dict[str, Path]) -> None:
+    """An agent still catching up with its files when SIGTERM arrives: the server exits at once, the index is
+    sound, and the next server finishes the work."""
+    notes = setup["main"] / "memory" / "bulk"
+    notes.mkdir()
+    for i in range(1500):
+        (notes / f"n{i:04d}.md").write_text("".join(f"- note {i} line {j} about item {i * 31 + j}\n" for j in range(20)))
+    state = setup["state"]
+    with running_server(state) as srv:
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert srv.stop() == 0
+        took = time.monotonic() - started
+    assert "Traceback" not in srv.log.read_text() and "could not open agent" not in srv.log.read_text()
+    assert not (state / "serve.json").exists()
+    import apsw
+
+    db = apsw.Connection(str(state / "memory" / "main.sqlite"))
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    indexed = db.execute("SELECT count(*) FROM files").fetchone()[0]
+    db.close()
+    assert indexed < 1502, "the first sync ran to its end before the server stopped"
+    assert took < 10
+    with running_server(state) as srv:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, st = srv.request("GET", "/api/agents/main/status")
+            if status == 200 and st["files"] == 1502:
+                break
+            time.sleep(0.5)
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "note 1499 line 3"})
+        assert st["files"] == 1502 and any(r["path"] == "memory/bulk/n1499.md" for r in out["results"])
+
+
+def test_an_unreadable_file_is_listed_once_as_skipped_and_does_not_stop_the_watcher(setup: dict[str, Path]) -> None:
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:  # root reads any file: run the server without that privilege
+        if shutil.which("setpriv") is None:
+            pytest.skip("needs setpriv (util-linux) to serve as root without CAP_DAC_OVERRIDE")
+        prefix = ("setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                  "--bounding-set=-dac_override,-dac_read_search")
+    memory = setup["main"] / "memory"
+    with running_server(setup["state"], prefix=prefix) as srv:
+        locked = memory / "locked.md"
+        locked.write_text("- the heron is locked away\n")
+        locked.chmod(0)
+        (memory / "after.md").write_text("- the otter came after\n")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the watcher, not a search, brings the new note in
+            status, files = srv.request("GET", "/api/agents/main/files")
+            if {"memory/after.md", "memory/locked.md"} <= {f["path"] for f in files["files"]}:
+                if any(f["path"] == "memory/after.md" and f["state"] == "indexed" for f in files["files"]):
+                    break
+            time.sleep(0.2)
+        listed = [(f["state"], f["reason"]) for f in files["files"] if f["path"] == "memory/locked.md"]
+        assert listed == [("skipped", "cannot read: Permission denied")]
+        assert {f["path"]: f["state"] for f in files["files"]}["memory/after.md"] == "indexed"
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "otter came after"})
+        assert out["results"][0]["path"] == "memory/after.md"
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert st["skipped"] == [{"path": "memory/locked.md", "reason": "cannot read: Permission denied"}]
+
+
+def test_odd_arguments_get_an_answer_never_a_500(setup: dict[str, Path]) -> None:
+    """Every endpoint, every parameter, values of every JSON type, a lone surrogate (valid JSON, not valid
+    Unicode) and a long string: each call is answered (2xx or 4xx with an error), and the server goes on."""
+    values: list[Any] = [None, True, 5, -1, 1.5, "x", "", "\ud800", [], {}, [1], {"a": 1}, "y" * 100_000]
+    params = {"search": ["query", "maxResults", "minScore", "asOf", "session", "fresh", "workspace"],
+              "explain": ["query", "maxResults", "minScore", "asOf", "session"],
+              "history": ["query", "maxResults", "minScore", "asOf", "fresh"],
+              "get": ["path", "from", "lines"], "append": ["text", "target", "allowDuplicate"], "sync": ["force"]}
+    with running_server(setup["state"]) as srv:
+        failures = []
+        for n, (endpoint, name, value) in enumerate(
+                (e, p, v) for e, names in params.items() for p in names for v in values):
+            body = {"query": "tea", "path": "MEMORY.md", "text": f"odd argument note {n}", name: value}
+            status, out = srv.request("POST", f"/api/agents/main/{endpoint}", body)
+            if status >= 500 or not isinstance(out, dict) or (status >= 400 and not out.get("error")):
+                failures.append((endpoint, name, repr(value)[:20], status, str(out)[:80]))
+        assert failures == []
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": "tea", "minScore": [1]})
+        assert status == 400 and "minScore" in out["error"]
+        status, out = srv.request("POST", "/api/agents/main/get", {"path": "memory/\ud800.md"})
+        assert status == 200 and out == {"path": "memory/\ud800.md", "text": "", "disabled": True,
+                                         "error": "path required"}
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_sigterm_right_after_the_serving_line_is_not_lost(setup: dict[str, Path]) -> None:
+    """A supervisor or script that waits for "serving on" and then stops the server: the server stops."""
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"])}
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "serve", "--port", "0"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        try:
+            assert proc.stdout.readline().startswith("serving on ")
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        rest = proc.stdout.read()
+        assert code == 0 and "Traceback" not in rest, rest
+        assert not (setup["state"] / "serve.json").exists()

@@ -16,9 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import queue
+import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from .aio import AsyncMemoryManager
 from .errors import SymiMemoryError
@@ -106,13 +111,98 @@ def build_routed_server(resolve: Callable[[Any], Awaitable[AsyncMemoryManager]],
     )
 
 
+class _StdinLines:
+    """The lines of the MCP wire, read on a daemon thread; ``async for`` over them ends at end of input.
+
+    The SDK reads stdin in a worker thread that only a new line or end of input frees, and the
+    interpreter waits for that thread at exit: a server stopped by SIGTERM or Ctrl-C would hang until
+    its client wrote again. Here the blocking read runs on a daemon thread, and the async side waits
+    on a queue that a stop can abandon (:meth:`close` frees the waiting worker).
+    """
+
+    def __init__(self, wire: BinaryIO) -> None:
+        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        threading.Thread(target=self._read, args=(wire,), name="symi-mcp-stdin", daemon=True).start()
+
+    def _read(self, wire: BinaryIO) -> None:
+        try:
+            for raw in iter(wire.readline, b""):
+                self._lines.put(raw.decode("utf-8", "replace"))
+        except (OSError, ValueError) as exc:  # the wire broke: end of input
+            log.debug("stdin: %s", exc)
+        finally:
+            self._lines.put(None)
+
+    def close(self) -> None:
+        self._lines.put(None)
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        import anyio
+
+        line = await anyio.to_thread.run_sync(self._lines.get, abandon_on_cancel=True)
+        if line is None:
+            self._lines.put(None)  # ended for good
+            raise StopAsyncIteration
+        return line
+
+
+@contextmanager
+def _stdin_wire() -> Iterator[BinaryIO]:
+    """stdin's pipe for the server alone: fd 0 reads the null device meanwhile (a child process or plugin reading
+    stdin must not take bytes of the protocol), and points at the pipe again afterwards, as the SDK does."""
+    try:
+        wire = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+    except OSError:
+        yield sys.stdin.buffer
+        return
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        yield os.fdopen(wire, "rb", closefd=False)  # never closed: the reader thread may still be blocked on it
+    finally:
+        os.dup2(wire, 0)
+
+
 async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None) -> None:
-    """Serve ``manager`` over stdin/stdout until the client disconnects."""
-    server = build_server(manager, session_key=session_key)
+    """Serve ``manager`` over stdin/stdout until the client closes stdin, or (in the main thread) SIGTERM/SIGINT.
+
+    A signal stops the server at once: calls still running in worker threads finish, nothing waits for the client.
+    """
+    import anyio
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    server = build_server(manager, session_key=session_key)
+    with _stdin_wire() as wire:
+        lines = _StdinLines(wire)
+        try:
+            async with anyio.create_task_group() as tg:
+                if threading.current_thread() is threading.main_thread():
+                    tg.start_soon(_stop_on_signal, tg.cancel_scope)
+                async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+                    await server.run(read_stream, write_stream, server.create_initialization_options())
+                tg.cancel_scope.cancel()
+        finally:
+            lines.close()
+
+
+async def _stop_on_signal(scope: Any) -> None:
+    import anyio
+
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)
+        with receiver as signals:
+            async for signum in signals:
+                log.info("stopping on %s", signal.Signals(signum).name)
+                scope.cancel()
+                return
+    except NotImplementedError:  # no signal handlers in this event loop (Windows): stdin's end stops the server
+        await anyio.sleep_forever()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,7 +6,8 @@ new dependency, and the MCP endpoint and the JSON API share one event loop,
 one port and one guard.
 
 Every request passes :class:`Guard` first: the Host header must name a
-loopback address when the server binds one (DNS rebinding), the bearer token
+loopback address when the server binds one (DNS rebinding), a browser's
+``Origin`` must be the server itself (no other page may drive it), the bearer token
 must match when one is set, and bodies over ``serve.maxBodyBytes`` get 413
 before anything reads them. Blocking work (SQLite, embedding) runs in worker
 threads, so a slow search or a client that goes away mid-request never holds
@@ -16,6 +17,7 @@ up the others.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 import re
@@ -36,7 +38,7 @@ from ..errors import SymiMemoryError
 from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
 
-__all__ = ["Guard", "ServerState", "build_app"]
+__all__ = ["Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
 
 log = logging.getLogger("symi_memory.serve")
 
@@ -46,11 +48,23 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    """True for ``localhost`` and loopback IP addresses; never for a DNS name such as ``127.0.0.1.example.com``."""
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """True when the browser's ``Origin`` names the host and port the request was sent to (``Host``)."""
+    scheme, sep, netloc = origin.strip().partition("://")
+    return bool(sep) and scheme.lower() in ("http", "https") and bool(host) and netloc.lower() == host.lower()
 
 
 class Guard:
-    """ASGI middleware: Host check, bearer token, body cap, the server header, request counts."""
+    """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
     def __init__(self, app: Any, *, token: str | None, loopback: bool, max_body: int, mcp: Any = None,
                  state: ServerState | None = None) -> None:
@@ -66,9 +80,12 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
+        started = False
 
         async def send_marked(message: Any) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], SERVER_HEADER]
             await send(message)
@@ -81,13 +98,20 @@ class Guard:
             await send_marked({"type": "http.response.body", "body": body})
 
         path = scope.get("path", "")
+        host = headers.get(b"host", b"").decode("latin-1")
         if self.loopback:
-            host = headers.get(b"host", b"").decode("latin-1")
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if not is_loopback(name):
                 log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
+        origin = headers.get(b"origin")
+        if origin is not None and not same_origin(origin.decode("latin-1"), host):
+            # A browser names the page that sent the request: only the server's own pages (the inspector) may
+            # drive it, as the MCP spec asks of streamable HTTP servers; clients outside a browser send no Origin.
+            log.info("refused %s %s: Origin %r is not this server", scope["method"], path, origin.decode("latin-1"))
+            await refuse(403, "cross-origin request refused: only pages served by this server may call it")
+            return
         if self.token is not None:
             given = headers.get(b"authorization", b"")
             expected = b"Bearer " + self.token
@@ -115,7 +139,7 @@ class Guard:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_body:
-                    raise _BodyTooLarge()
+                    raise _BodyTooLarge(f"request body over serve.maxBodyBytes ({max_body} bytes)")
             return message
 
         try:
@@ -137,7 +161,8 @@ class Guard:
                 return
             await self.app(scope, capped_receive, send_marked)
         except _BodyTooLarge:
-            await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
+            if not started:  # else the app answered already (an error of its own): the connection just ends
+                await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
 
 
 class _BodyTooLarge(Exception):
@@ -167,27 +192,42 @@ class ServerState:
                 "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats()}
 
 
+class _JSON(JSONResponse):
+    """JSON as UTF-8; an answer that echoes a lone surrogate of the request (a path, a query) is sent
+    with ``\\u`` escapes instead of failing to encode."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return _JSON({"error": message}, status_code=status)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def _fit(out: dict[str, Any], limit: int) -> dict[str, Any]:
     """Trim a tool answer to ``limit`` bytes of JSON: drop trailing results, cut long text."""
-    size = len(json.dumps(out, ensure_ascii=False).encode())
+    size = _size(out)
     if size <= limit:
         return out
     out = dict(out)
     if isinstance(out.get("results"), list):
         results = list(out["results"])
-        while results and len(json.dumps({**out, "results": results}, ensure_ascii=False).encode()) > limit:
+        while results and _size({**out, "results": results}) > limit:
             results.pop()
         out["results"] = results
     if isinstance(out.get("text"), str):
-        budget = max(0, limit - (size - len(out["text"].encode())) - 200)
-        out["text"] = out["text"].encode()[:budget].decode("utf-8", "ignore")
+        budget = max(0, limit - (size - len(out["text"].encode("utf-8", "surrogatepass"))) - 200)
+        out["text"] = out["text"].encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
     if isinstance(out.get("candidates"), list):
         cands = list(out["candidates"])
-        while cands and len(json.dumps({**out, "candidates": cands}, ensure_ascii=False).encode()) > limit:
+        while cands and _size({**out, "candidates": cands}) > limit:
             cands.pop()
         out["candidates"] = cands
     out["truncated"] = f"answer trimmed to serve.maxResponseBytes ({limit} bytes); ask for fewer results or lines"
@@ -198,14 +238,17 @@ async def _body(request: Request) -> dict[str, Any]:
     if request.method == "GET":
         return {}
     ctype = request.headers.get("content-type", "").split(";")[0].strip()
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except _BodyTooLarge as exc:  # a chunked body with no Content-Length, cut off by the Guard
+        raise _Bad(413, str(exc)) from None
     if not raw:
         return {}
     if ctype != "application/json":
         raise _Bad(415, "send the request body as application/json")
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
         raise _Bad(400, "the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise _Bad(400, "the request body must be a JSON object")
@@ -255,7 +298,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
             return _error(503 if "shutting down" in str(exc) else 400, str(exc))
-        return JSONResponse(_fit(out, state.max_response))
+        return _JSON(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
         return {k: body[k] for k in ("query", "maxResults", "minScore", "asOf") if k in body}
@@ -343,17 +386,17 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return await agent_call(request, "files", do_files)
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"ok": True, **state.info()})
+        return _JSON({"ok": True, **state.info()})
 
     async def last_eval(request: Request) -> Response:
         path = Path(eval_record_path(state.state_dir))
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return JSONResponse({"result": None, "hint": "run `symi-memory eval DATASET` to see results here"})
+            return _JSON({"result": None, "hint": "run `symi-memory eval DATASET` to see results here"})
         except (OSError, ValueError) as exc:
             return _error(500, f"{path}: unreadable ({exc})")
-        return JSONResponse(data)
+        return _JSON(data)
 
     async def index_page(request: Request) -> Response:
         if not state.inspector:
@@ -418,9 +461,11 @@ def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]
     rows = store.file_rows() if store is not None and hasattr(store, "file_rows") else []
     changed: dict[str, Any] = {}
     removed: list[str] = []
+    skipped = {s["path"] for s in st.get("skipped") or []}
     if indexer is not None:
         ch, removed = indexer.changed_files(retry_pending=False)
-        changed = {f.path: f for f in ch}
+        # A file the sync skips (unreadable, too large) is listed once, as skipped and why: no sync will take it.
+        changed = {f.path: f for f in ch if f.path not in skipped}
     files = []
     for row in rows:
         if row["path"] in removed:

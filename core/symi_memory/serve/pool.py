@@ -156,6 +156,7 @@ class AgentPool:
         self._lock = threading.Lock()
         self._opening: dict[str, threading.Lock] = {}
         self._entries: dict[str, _Entry] = {}
+        self._starting: dict[str, MemoryManager] = {}  # opened, still catching up with the files
         self._syncs: dict[str, dict[str, Any]] = {}
         self._closed = False
 
@@ -197,13 +198,29 @@ class AgentPool:
     def _open(self, agent_id: str) -> MemoryManager:
         manager = open_memory(self.config, agent_id=agent_id, workspace=self.workspaces.get(agent_id),
                               plugins=self.plugins, start=True)
-        backend = manager.backend
-        if backend is not None and hasattr(backend, "on_synced"):
-            def synced(report: Any, agent_id: str = agent_id) -> None:
-                self._syncs[agent_id] = {"at": time.time(), **report.to_dict()}
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._starting[agent_id] = manager  # close() stops its first sync at the next file
+        if closed:
+            manager.close()
+            raise SymiMemoryError("the server is shutting down")
+        try:
+            backend = manager.backend
+            if backend is not None and hasattr(backend, "on_synced"):
+                def synced(report: Any, agent_id: str = agent_id) -> None:
+                    self._syncs[agent_id] = {"at": time.time(), **report.to_dict()}
 
-            backend.on_synced = synced
-        ensure_fresh(manager, reason="serve-open")
+                backend.on_synced = synced
+            ensure_fresh(manager, reason="serve-open")
+        except Exception:
+            manager.close()
+            if self._closed:  # close() cut its first sync short
+                raise SymiMemoryError("the server is shutting down") from None
+            raise
+        finally:
+            with self._lock:
+                self._starting.pop(agent_id, None)
         log.info("opened agent %s (%s)", agent_id, manager.backend_name)
         return manager
 
@@ -243,6 +260,12 @@ class AgentPool:
             self._closed = True
             entries = list(self._entries.values())
             self._entries.clear()
+            starting = list(self._starting.values())
+        for manager in starting:  # its first sync stops at the next file; acquire() then refuses and closes it
+            try:
+                manager.close()
+            except Exception as exc:
+                log.warning("closing agent %s failed: %s", manager.agent.id, exc)
         for entry in entries:
             try:
                 entry.manager.close()

@@ -82,7 +82,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
                 pool.acquire(agent_id)
                 pool.release(agent_id)
             except Exception as exc:  # the server keeps serving the other agents
-                log.warning("could not open agent %s: %s", agent_id, exc)
+                if not stop.is_set():  # else a shutdown cut its first sync short
+                    log.warning("could not open agent %s: %s", agent_id, exc)
 
     def reaper() -> None:
         while not stop.wait(min(30.0, max(1.0, pool.idle_seconds / 4 or 30.0))):
@@ -91,10 +92,14 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     threads = [threading.Thread(target=warm, name="symi-serve-warm", daemon=True),
                threading.Thread(target=reaper, name="symi-serve-reaper", daemon=True)]
     # uvicorn handles SIGTERM/SIGINT (graceful shutdown), then re-raises the signal to the handler that was
-    # in place before it started; a no-op one here lets the cleanup below run and the process exit 0.
+    # in place before it started; this one lets the cleanup below run and the process exit 0. A signal that
+    # comes before uvicorn has taken over (just after the "serving on" line) stops the server as it starts.
+    def stop_early(signum: int, frame: Any) -> None:
+        server.should_exit = True
+
     quiet: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        quiet = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+        quiet = {sig: signal.signal(sig, stop_early) for sig in (signal.SIGTERM, signal.SIGINT)}
     write_record(config.state_dir, record)
     try:
         for t in threads:
@@ -104,8 +109,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
         server.run(sockets=[sock])
     finally:
         stop.set()
-        threads[0].join(timeout=60)  # an agent still opening finishes (or fails) before the pool closes
-        pool.close()
+        pool.close()  # an agent still catching up with its files stops at the next file
+        threads[0].join(timeout=60)  # and is closed by its opener before the process exits
         remove_record(config.state_dir, os.getpid())
         sock.close()
         for sig, handler in quiet.items():
