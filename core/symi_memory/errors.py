@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BackendError",
+    "BuildWaitExpired",
     "ConfigError",
     "EmbeddingError",
     "EmbeddingPending",
@@ -50,6 +51,11 @@ class EmbeddingError(SymiMemoryError):
 
 class BackendError(SymiMemoryError):
     """A memory backend failed at run time."""
+
+
+class BuildWaitExpired(BackendError):
+    """An explicit sync waited ``sync.buildWaitSeconds`` for another process's full build of the index, which
+    still runs; the index was not synced (that build lands on its own). The message names the builder."""
 
 
 class PathRefused(SymiMemoryError):

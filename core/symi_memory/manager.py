@@ -407,7 +407,12 @@ class MemoryManager:
 
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
-        """Bring the index up to date now (blocking)."""
+        """Bring the index up to date now (blocking).
+
+        While another process runs a full build of the same index, waits for it to land (reported to ``progress``
+        as phase ``wait``), at most ``sync.buildWaitSeconds``; past that raises
+        :class:`~symi_memory.errors.BuildWaitExpired` naming that process. ``status()["build"]`` shows such a build.
+        """
         return self._require().sync(reason=reason, force=force, progress=progress)
 
     def check_integrity(self) -> str | None:

@@ -214,10 +214,11 @@ class ReadResult:
 class SyncProgress:
     """A progress report handed to ``sync(progress=...)`` callbacks."""
 
-    phase: str  # "scan", "index", "embed", "write", "done"
-    done: int
-    total: int
-    path: str | None = None
+    phase: str  # "scan", "index", "embed", "write", "done"; "wait": waiting for another process's full build
+    done: int  # for "wait": seconds waited
+    total: int  # for "wait": the most it waits (sync.buildWaitSeconds)
+    path: str | None = None  # for "wait": the other process's build file
+    detail: str | None = None  # for "wait": that build in words (its pid, start, size so far)
 
 
 @attrs.frozen(kw_only=True)

@@ -38,6 +38,16 @@ def _score(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="show the index and provider status")
     p.add_argument("--json", action="store_true")
@@ -48,6 +58,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="rebuild the whole index")
     p.add_argument("--check", action="store_true",
                    help="first read the whole index for damage (a disk fault); a damaged one is rebuilt")
+    p.add_argument("--build-wait", type=_seconds, default=None, metavar="SECONDS",
+                   help="wait at most this long for another process's full build of the index, then exit 1 "
+                        "(default: sync.buildWaitSeconds, 1800; 0: do not wait)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_index)
 
@@ -100,20 +113,44 @@ def run_status(args: argparse.Namespace, app: App) -> int:
 
 
 class _Bar:
-    """A one-line progress bar for terminals."""
+    """A one-line progress bar for terminals (and, while a sync waits for another process's build, a line saying so)."""
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
+        self.open_line = False
+        self.waiting = False
 
     def __call__(self, p: SyncProgress) -> None:
+        if p.phase == "wait":
+            import shutil
+
+            width = shutil.get_terminal_size((100, 20)).columns
+            text = f"  wait {p.done}/{p.total} s for another build of the index: {p.detail or p.path}"
+            self.stream.write("\r" + text[: max(20, width - 1)] + "\033[K")
+            self.stream.flush()
+            self.open_line = self.waiting = True
+            return
         if p.total <= 0:
             return
+        if self.waiting:  # the wait is over: the bar goes on the next line
+            self.end_line()
+            self.waiting = False
         width = 30
         filled = int(width * p.done / p.total)
         self.stream.write(f"\r{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
         self.stream.flush()
         if p.phase == "done" or (p.phase == "query" and p.done == p.total):
             self.stream.write("\n")
+            self.open_line = False
+        else:
+            self.open_line = True
+
+    def end_line(self) -> None:
+        """End the line the bar is drawing, if any (before another message or another phase)."""
+        if self.open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_line = False
 
 
 def _summary(r: SyncReport) -> str:
@@ -149,8 +186,14 @@ def run_index(args: argparse.Namespace, app: App) -> int:
     if reason and not args.json:
         print(f"symi-memory: note: {reason}", file=sys.stderr)
     check = _check(manager, quiet=args.json) if args.check else None
+    if args.build_wait is not None:
+        manager.agent.memory_search["sync"]["buildWaitSeconds"] = args.build_wait
     progress = _Bar(sys.stderr) if sys.stderr.isatty() and not args.json else None
-    report = manager.sync(reason="cli", force=args.force, progress=progress)
+    try:
+        report = manager.sync(reason="cli", force=args.force, progress=progress)
+    finally:
+        if progress is not None:
+            progress.end_line()
     if args.json:
         app.print_json(report.to_dict() if check is None else {**report.to_dict(), "check": check})
     else:

@@ -85,6 +85,13 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):
         if isinstance(st.get(key), dict):
             rows.append((key, ", ".join(f"{k}={v}" for k, v in st[key].items() if v is not None)))
+    build = st.get("build")
+    if isinstance(build, dict) and build.get("running"):
+        who = "this process" if build.get("thisProcess") else (
+            f"process {build['pid']}" if build.get("pid") is not None else "another process")
+        since = f" since {build['startedAt']}" if build.get("startedAt") else ""
+        rows.append(("build", f"a full build is running in {who}{since} ({build.get('fileBytes')} bytes written "
+                              "so far); searches use the index as it is until it lands"))
     sup = st.get("supersession")
     if isinstance(sup, dict):
         state = "applied" if sup.get("applied") else ("off" if not sup.get("enabled") else "not applied")

@@ -94,6 +94,12 @@ class Sync:
     watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, hi=86_400_000, doc="Watcher debounce.")
     interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, hi=525_600, doc="Periodic sync; 0 is off.")
     max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1, doc="Files larger than this are skipped (listed in status).")
+    build_wait_seconds: int = opt("buildWaitSeconds", 1800, lo=0, hi=31_536_000,
+                                  doc="How long an explicit sync (`symi-memory index`, MemoryManager.sync(), the "
+                                      "server's sync) waits for another live process's full build of the same index "
+                                      "before it gives up with an error naming that process (the build goes on); "
+                                      "0 gives up at once. A dead builder is never waited for. `index --build-wait` "
+                                      "overrides it.")
     sessions: SyncSessions = section(SyncSessions, "sessions")
 
 

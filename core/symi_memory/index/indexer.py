@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from ..errors import EmbeddingError, EmbeddingPending, SymiMemoryError
+from ..errors import BuildWaitExpired, EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
 from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path, read_regular
+from .rebuild import BuildInfo, describe_build
 from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ SESSION_PACED_REASONS = frozenset({"watch", "interval", "stale"})
 # of an agent. They leave the index as it is until that build lands.
 NO_WAIT_REASONS = BACKGROUND_REASONS | {"cli-search", "append", "serve-open"}
 BUILD_POLL_SECONDS = 0.2
+#: The default of ``sync.buildWaitSeconds``: how long an explicit sync waits for another process's full build.
+DEFAULT_BUILD_WAIT_SECONDS = 1800
+#: Without a progress callback, a waiting sync logs how long it has waited this often.
+BUILD_WAIT_NOTE_SECONDS = 60.0
 RETRY_BASE_SECONDS = 30.0
 RETRY_MAX_SECONDS = 900.0
 WRITE_BATCH_FILES = 200
@@ -48,6 +53,18 @@ UNIT_MIN_WORDS = 2
 UNIT_MIN_CHARS = 12
 FAILED_META = "failedFiles"
 LAST_SYNC_META = "lastSync"
+
+
+def _duration(seconds: float) -> str:
+    """``95`` -> ``1 min 35 s``."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
 class SyncCancelled(SymiMemoryError):
@@ -316,7 +333,7 @@ class Indexer:
                 return SyncReport(reason=reason, seconds=time.perf_counter() - started)
             # An explicit sync returns with the index up to date, so it waits for that build and syncs what changed
             # since; an explicit full rebuild (`index --force`) follows it, so the index it asked for lands last.
-            self._wait_for_other_build()
+            self._wait_for_other_build(progress)
             full = force or self.needs_full() or self.needs_units()
         problems: dict[str, str] = {}
         files = list_sources(self.agent, problems)
@@ -386,13 +403,54 @@ class Indexer:
         running = getattr(self.store, "build_running", None)
         return bool(running is not None and running())
 
-    def _wait_for_other_build(self) -> None:
+    def _wait_for_other_build(self, progress: Callable[[SyncProgress], None] | None = None) -> None:
+        """Wait until no other live process is building this index, at most ``sync.buildWaitSeconds``.
+
+        Says whom it waits for (a warning naming the builder's pid, when it started and its build file), then
+        reports the wait to ``progress`` (phase ``wait``: seconds waited of the most it waits, ``detail`` naming the
+        build) or, without one, logs a line a minute. A builder that dies (killed, crashed) lets its build file's
+        lock go with it: the wait ends at the next look, and its leftover file is deleted. Past the bound it raises
+        :class:`~symi_memory.errors.BuildWaitExpired`; the other build goes on and lands on its own.
+        """
+        bound = float(self.agent.memory_search["sync"].get("buildWaitSeconds", DEFAULT_BUILD_WAIT_SECONDS))
+        path = getattr(self.store, "path", "")
+        found = self._other_build()
+        if found is None:
+            return
         # A warning: an operator's `index` may wait as long as that build runs, and should see why.
-        log.warning("another process is building the index %s: waiting for that build to land, then syncing what "
-                    "changed since", getattr(self.store, "path", ""))
-        while self._other_build_running():
-            if self.cancel.wait(BUILD_POLL_SECONDS):
+        log.warning("another process is building the index %s (%s): waiting for that build to land, at most %s, "
+                    "then syncing what changed since", path, describe_build(found), _duration(bound))
+        started = time.monotonic()
+        next_note = started + BUILD_WAIT_NOTE_SECONDS
+        while found is not None:
+            waited = time.monotonic() - started
+            if waited >= bound:
+                raise BuildWaitExpired(
+                    f"another process is still building the index {path} ({describe_build(found)}) after "
+                    f"waiting {_duration(waited)} (sync.buildWaitSeconds = {bound:g}); the index was not synced. "
+                    "That build goes on and lands on its own: run `symi-memory index` again later, wait longer "
+                    "with `symi-memory index --build-wait SECONDS`, or, if that process is stuck, stop it "
+                    f"(kill {found.pid if found.pid is not None else '<pid>'}; its build file is then deleted) "
+                    "and run `symi-memory index`")
+            if progress is not None:
+                progress(SyncProgress(phase="wait", done=int(waited), total=max(1, int(bound)), path=str(found.path),
+                                      detail=describe_build(found)))
+            elif time.monotonic() >= next_note:
+                next_note += BUILD_WAIT_NOTE_SECONDS
+                log.warning("still waiting (%s of at most %s) for the build of the index %s (%s)", _duration(waited),
+                            _duration(bound), path, describe_build(found))
+            if self.cancel.wait(min(BUILD_POLL_SECONDS, max(0.0, bound - waited))):
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
+            found = self._other_build()
+        # The build landed, or its process died: a dead builder's file is a leftover nobody else would delete
+        # before the next open.
+        remove = getattr(self.store, "remove_stale_builds", None)
+        if remove is not None:
+            remove()
+
+    def _other_build(self) -> BuildInfo | None:
+        running = getattr(self.store, "running_build", None)
+        return running() if running is not None else None
 
     def _keeps_vocabulary(self) -> bool:
         """Whether this index keeps word vectors for local synonyms: the SQLite index, a provider, the switch

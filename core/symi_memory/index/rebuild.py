@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import apsw
 
@@ -19,7 +20,8 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["BUILD_SCHEMA", "Rebuild", "build_running", "remove_stale_builds"]
+__all__ = ["BUILD_SCHEMA", "BuildInfo", "Rebuild", "build_running", "describe_build", "remove_stale_builds",
+           "running_build"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -31,6 +33,44 @@ CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, sourc
                      end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB, lines BLOB);
 CREATE TABLE units (chunk_id TEXT, start_line INTEGER, end_line INTEGER, hash TEXT, embedding BLOB);
 """
+
+
+#: The names of the build files this process's rebuilds hold now (``BuildInfo.this_process``): a pid alone could be another
+#: container's process sharing the folder.
+_OWN_BUILDS: set[str] = set()
+
+
+class BuildInfo(NamedTuple):
+    """A live full build of an index, as its build file tells it (:func:`running_build`)."""
+
+    path: Path  #: the build file, ``<index>.build-<pid>-<start>-XXXX``
+    pid: int | None  #: the builder's process id as it saw it (None: named by a release from before pids)
+    started_at: float | None  #: when the build started (Unix time), else None
+    size: int  #: bytes the build file holds so far (it grows as the build writes its rows)
+    this_process: bool = False  #: whether this process is the builder
+
+
+def _build_prefix(index: Path) -> str:
+    return index.name + ".build-"
+
+
+def _build_files(index: Path) -> Iterator[os.DirEntry[str]]:
+    """The ``<index>.build-*`` files beside ``index`` (a folder listing: no glob, so no pattern in the name counts)."""
+    prefix = _build_prefix(index)
+    try:
+        with os.scandir(index.parent) as it:
+            found = [e for e in it if e.name.startswith(prefix)]
+    except OSError:
+        return iter(())
+    return iter(found)
+
+
+def _parse_build_name(index: Path, name: str) -> tuple[int | None, float | None]:
+    """``(pid, start time)`` from a build file's name; ``(None, None)`` for a name without them."""
+    parts = name[len(_build_prefix(index)):].split("-")
+    if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+        return int(parts[0]), float(parts[1])
+    return None, None
 
 
 def _try_lock(fd: int) -> bool:
@@ -45,11 +85,16 @@ def _try_lock(fd: int) -> bool:
 
 
 def _locked_build_file(index: Path) -> tuple[int, Path]:
-    """Create ``<index>.build-XXXX`` and lock it; returns the open, locked descriptor and the path."""
+    """Create ``<index>.build-<pid>-<start>-XXXX`` and lock it; returns the open, locked descriptor and the path.
+
+    The name carries the builder's pid and start time (whole seconds) for ``status`` and for a sync that waits
+    for this build (:func:`running_build`); the lock is what tells a live build from a leftover.
+    """
     import tempfile  # only a rebuild needs it; opening the index (a one-shot `status`) does not
 
     while True:
-        fd, name = tempfile.mkstemp(prefix=index.name + ".build-", dir=index.parent)
+        fd, name = tempfile.mkstemp(prefix=f"{_build_prefix(index)}{os.getpid()}-{int(time.time())}-",
+                                    dir=index.parent)
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -68,7 +113,8 @@ def remove_stale_builds(index: Path) -> int:
     """
     freed = 0
     cutoff = time.time() - 86_400
-    for leftover in index.parent.glob(index.name + ".build-*"):
+    for entry in _build_files(index):
+        leftover = Path(entry.path)
         try:
             fd = os.open(leftover, os.O_RDWR)
         except OSError:
@@ -89,27 +135,54 @@ def remove_stale_builds(index: Path) -> int:
     return freed
 
 
-def build_running(index: Path) -> bool:
-    """Whether a live rebuild of ``index`` (this process or another) holds a build file now.
+def running_build(index: Path) -> BuildInfo | None:
+    """The live full build of ``index`` (this process's or another's) that started first, or None.
 
-    A shared lock, taken without waiting and let go at once, fails only on a file a live builder holds;
-    a build file nobody holds (a killed builder's leftover) does not count. Without flock (Windows)
+    A live builder holds an exclusive lock on its build file for as long as it lives; a shared lock, taken
+    without waiting and let go at once, fails only on such a file. A build file nobody holds (a killed
+    builder's leftover: the kernel let its lock go with the process) does not count. Without flock (Windows)
     nothing can tell, so never.
     """
     if fcntl is None:
-        return False
-    for build in index.parent.glob(index.name + ".build-*"):
+        return None
+    live: list[BuildInfo] = []
+    for entry in _build_files(index):
         try:
-            fd = os.open(build, os.O_RDONLY)
+            fd = os.open(entry.path, os.O_RDONLY)
         except OSError:
             continue  # swapped in and deleted meanwhile
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            return True
+            pid, started = _parse_build_name(index, entry.name)
+            try:
+                size = os.fstat(fd).st_size
+            except OSError:
+                size = 0
+            live.append(BuildInfo(Path(entry.path), pid, started, size, entry.name in _OWN_BUILDS))
         finally:
             os.close(fd)  # lets the probe's lock go
-    return False
+    if not live:
+        return None
+    return min(live, key=lambda b: (b.started_at is None, b.started_at or 0.0))
+
+
+def describe_build(build: BuildInfo) -> str:
+    """One phrase naming a live build for a person: its process, when it started, its build file and size."""
+    who = "this process" if build.this_process else (
+        f"pid {build.pid}" if build.pid is not None else "a process from an older release")
+    parts = [who]
+    if build.started_at is not None:
+        ago = max(0, int(time.time() - build.started_at))
+        parts.append(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(build.started_at))}, "
+                     f"{ago} s ago")
+    parts.append(f"build file {build.path.name}, {build.size / 1e6:.1f} MB so far")
+    return "; ".join(parts)
+
+
+def build_running(index: Path) -> bool:
+    """Whether a live rebuild of ``index`` (this process or another) holds a build file now (:func:`running_build`)."""
+    return running_build(index) is not None
 
 
 class Rebuild(StoreParts):
@@ -118,6 +191,14 @@ class Rebuild(StoreParts):
     def build_running(self) -> bool:
         """Whether a live rebuild of this index holds its build file now (:func:`build_running`)."""
         return build_running(self.path)
+
+    def running_build(self) -> BuildInfo | None:
+        """The live rebuild of this index that started first, if any (:func:`running_build`)."""
+        return running_build(self.path)
+
+    def remove_stale_builds(self) -> int:
+        """Delete the build files killed rebuilds of this index left (:func:`remove_stale_builds`)."""
+        return remove_stale_builds(self.path)
 
     def build_full(
         self,
@@ -138,6 +219,7 @@ class Rebuild(StoreParts):
         # The builder holds a lock on its file for as long as it lives, so an open can tell a
         # live build from one a killed process left (remove_stale_builds).
         fd, build = _locked_build_file(self.path)
+        _OWN_BUILDS.add(build.name)
         try:
             written = self._fill_build(build, files)
             with self.lock:
@@ -153,6 +235,7 @@ class Rebuild(StoreParts):
                     self.conn.execute("DETACH DATABASE build")
                 self._notify(IndexChange(generation=self.generation_now(), full=True, index_id=self.index_id_now()))
         finally:
+            _OWN_BUILDS.discard(build.name)
             build.unlink(missing_ok=True)
             os.close(fd)
         return written

@@ -486,6 +486,6 @@ def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]
         files.append({"path": s["path"], "source": None, "chunks": 0, "mtime": None, "size": None, "pending": False,
                       "state": "skipped", "reason": s.get("reason")})
     keep = ("backend", "plugin", "files", "chunks", "dirty", "pendingFiles", "workspaceDir", "provider", "model",
-            "requestedProvider", "providerReason", "fallback", "lastError")
+            "requestedProvider", "providerReason", "fallback", "build", "lastError")
     return {"agent": manager.agent.id, "status": {k: st.get(k) for k in keep}, "lastSync": last_sync,
             "files": files}
