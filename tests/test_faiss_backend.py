@@ -381,13 +381,14 @@ def test_a_rebuild_by_an_older_release_is_never_answered_from_the_old_faiss_inde
         assert got[0][0] == "memory/journal.md"
 
 
-@pytest.mark.parametrize("replaced_by", ["older-release", "unreadable"])
+@pytest.mark.parametrize("replaced_by", ["older-release", "unreadable", "rebuilt-in-place"])
 def test_a_saved_faiss_index_is_never_loaded_for_another_index_at_its_generation(
         tmp_path: Path, replaced_by: str) -> None:
     """The saved faiss file is kept for its SQLite index by the store id in its header (meta ``faiss_store_uid``),
     beside the generation: every way the SQLite index becomes another one (an older release's drop and rebuild,
     numbering generations from 1 and writing no index id; a fresh index in place of an unreadable file) starts a
-    new meta, so a saved file never matches it, even at the same generation, chunk count and rowids."""
+    new meta, so a saved file never matches it, even at the same generation, chunk count and rowids. A store id
+    that outlived its index in place (meta kept, the index id gone) is bound to the old index id: never taken."""
     from support.sqlite_memory import rebuilt_by_older_release, wait_for, write
 
     from symi_memory.index.db import SCHEMA_VERSION
@@ -409,6 +410,13 @@ def test_a_saved_faiss_index_is_never_loaded_for_another_index_at_its_generation
         with _open(state, ws, "builtin-sqlite", units="off") as other:  # its open drops every table
             assert other.sync().full
         rebuilt_by_older_release(path, saved_at)
+    elif replaced_by == "rebuilt-in-place":
+        # Rebuilt without a drop (same rowids, as many vectors), then renumbered under no index id as an older
+        # release's rebuild leaves it: the store id in meta outlives the index it was claimed for.
+        with _open(state, ws, "builtin-sqlite", units="off") as other:
+            assert other.sync(force=True).full
+        rebuilt_by_older_release(path, saved_at)
+        assert _meta(path)["faiss_store_uid"] == header["store"]
     else:
         Path(path).write_bytes(b"not a database, " * 512)
         for suffix in ("-wal", "-shm"):
@@ -434,3 +442,85 @@ def test_a_saved_faiss_index_is_never_loaded_for_another_index_at_its_generation
         wait_for(clean.backend.vectors.ready)
         assert got == _top(clean, query)
         assert got[0][0] == "memory/journal.md"
+
+
+def _hold_write(db_path: str) -> subprocess.Popen[str]:
+    """Another process holding SQLite's write lock on the index (an open ``BEGIN IMMEDIATE`` with a write in it)
+    until its stdin closes."""
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, apsw
+        conn = apsw.Connection(sys.argv[1])
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('held_by_test', '1')")
+        print("held", flush=True)
+        sys.stdin.read()
+        conn.execute("COMMIT")
+        """), db_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def _meta(db_path: str) -> dict[str, str]:
+    import apsw
+
+    conn = apsw.Connection(db_path, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    finally:
+        conn.close()
+
+
+def test_the_first_faiss_open_beside_another_processs_long_write_answers_and_claims_its_store_id_later(
+        tmp_path: Path) -> None:
+    """Switching an index to faiss writes the store id its saved file is kept for (meta ``faiss_store_uid``): with
+    another process holding SQLite's write lock, the open must not wait for it nor fail "database is locked"; it
+    answers (exactly, from the store) and claims the id once the write lock is free, for the index id it read."""
+    from support.sqlite_memory import wait_for
+
+    ws, state, _ = _journal_workspace(tmp_path)
+    with _open(state, ws, "builtin-sqlite", units="off") as first:
+        first.sync()
+        path = first.status()["dbPath"]
+    assert "faiss_store_uid" not in _meta(path)
+    holder = _hold_write(path)
+    try:
+        started = time.monotonic()
+        with _open(state, ws, "faiss", units="off", index="flat") as fa:
+            hits = _top(fa, "harbour ferry schedule")
+            took = time.monotonic() - started
+            assert hits and hits[0][0] == "memory/journal.md"
+            assert took < 8, f"the open and first search took {took:.1f} s beside another process's write"
+            wait_for(fa.backend.vectors.ready)  # built from the store meanwhile
+            assert _top(fa, "harbour ferry schedule") == hits
+            assert "faiss_store_uid" not in _meta(path)  # not claimed: the write lock was never free
+            holder.communicate("", timeout=30)
+        # Closing saved the index, claiming the store id first (the lock is free now), bound to the index id.
+        meta = _meta(path)
+        assert meta["faiss_store_uid"] and meta["faiss_store_index"] == meta["index_id"], meta
+        header = json.loads((state / "memory" / "main.sqlite.faiss").read_bytes().split(b"\n", 2)[1])
+        assert header["store"] == meta["faiss_store_uid"]
+        with _open(state, ws, "faiss", units="off", index="flat") as again:
+            assert again.status()["vector"]["exactLoaded"] is True  # the saved file, loaded at open
+            assert _top(again, "harbour ferry schedule") == hits
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.communicate(timeout=30)
+
+
+def test_a_store_id_from_before_binding_keeps_its_saved_faiss_file(tmp_path: Path) -> None:
+    """An index whose store id a release before binding wrote (no ``faiss_store_index``) loads its saved file at
+    the next open, as before: an upgrade rebuilds no faiss index."""
+    import apsw
+
+    ws, state, _ = _journal_workspace(tmp_path)
+    with _open(state, ws, "faiss", units="off", index="flat") as first:
+        first.sync()
+        path = first.status()["dbPath"]
+    conn = apsw.Connection(path)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = 'faiss_store_index'")
+    conn.close()
+    with _open(state, ws, "faiss", units="off", index="flat") as again:
+        assert again.status()["vector"]["exactLoaded"] is True
+        _assert_vector_side_is_current(again, "harbour ferry schedule")

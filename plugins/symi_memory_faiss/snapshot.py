@@ -12,6 +12,7 @@ from symi_memory.index.store import IndexStore
 __all__ = ["Snapshot", "read_snapshot", "store_uid", "vector_stats"]
 
 STORE_UID_KEY = "faiss_store_uid"
+STORE_INDEX_KEY = "faiss_store_index"  # the index id the store id was claimed for
 
 
 @attrs.frozen
@@ -23,13 +24,15 @@ class Snapshot:
     index_id: str | None = None  # the store's meta index_id the snapshot was read from
 
 
-def store_uid(store: IndexStore) -> str:
-    """A random id of this SQLite file, so an index saved for a deleted and recreated store is never reused."""
-    uid = store.get_meta(STORE_UID_KEY)
-    if uid is None:
-        uid = uuid.uuid4().hex
-        store.set_meta(STORE_UID_KEY, uid)
-    return uid
+def store_uid(store: IndexStore) -> tuple[str, str] | None:
+    """``(store id, index id)``: a random id of this SQLite index (meta ``faiss_store_uid``), so an index saved for
+    a deleted, recreated or rebuilt-in-place store is never reused, and the index id it belongs to.
+
+    The id is bound to the index id (meta ``faiss_store_index``), read or claimed in one transaction with it
+    (:meth:`~symi_memory.index.meta.MetaRows.claim_bound_meta`). None while it cannot be claimed (another process
+    holds SQLite's write lock, a read-only index): the caller loads no saved file, saves none, and asks again.
+    """
+    return store.claim_bound_meta(STORE_UID_KEY, STORE_INDEX_KEY, uuid.uuid4().hex)
 
 
 def unit_rows(matrix: Any) -> Any:

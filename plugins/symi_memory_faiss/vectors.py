@@ -69,7 +69,9 @@ class FaissVectors:
     _dirty: bool = False
     _thread: threading.Thread | None = None
     last_error: str | None = None
-    _uid: str = ""
+    #: ``(store id, index id)`` (:func:`.snapshot.store_uid`): saved files are written and loaded for it, and only
+    #: for a faiss index of that index id. None until it could be claimed (another process's long write at open).
+    _claim: tuple[str, str] | None = None
     _save_timer: threading.Timer | None = None
     _closed: bool = False
 
@@ -81,24 +83,27 @@ class FaissVectors:
 
     def open(self) -> None:
         """Follow the store's writes and load the saved index if it still matches the store."""
-        self._uid = store_uid(self.store)
+        # Never waits for another process's write: without the store id now, no saved file is loaded (searches are
+        # answered exactly while the index is built from the store) and the id is claimed again before a save.
+        claim = self._claim = store_uid(self.store)
         self.store.listeners.append(self._on_change)
         remove_stale_temps(self.path)
         with self.store.lock:  # no write can slip between reading the generation and loading
             index_id, generation = self.store.generation_key()
-            expect = self._expected_header(generation)
+            # A saved file is kept for the store id of the index id it was claimed with: never for another index.
+            expect = self._expected_header(generation, claim[0]) if claim and claim[1] == index_id else None
             loaded = load_index(self.path, self.settings, expect) if expect else None
             if loaded is not None:
                 with self._lock:
                     self._index, self._generation, self._index_id = loaded, generation, index_id
                 log.info("loaded faiss %s index (%d vectors) from %s", loaded.kind, loaded.live, self.path)
 
-    def _expected_header(self, generation: int) -> dict[str, Any] | None:
+    def _expected_header(self, generation: int, uid: str) -> dict[str, Any] | None:
         dims = self.store.vec_dims or self._dims()
         if not dims:
             return None
         count, rowid_sum = vector_stats(self.store, dims)
-        return {"dims": dims, "generation": generation, "store": self._uid,
+        return {"dims": dims, "generation": generation, "store": uid,
                 "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
                 "live": count, "rowidSum": rowid_sum}
 
@@ -241,13 +246,19 @@ class FaissVectors:
         searches do); changes to this index wait for it on ``_save_lock``, and a rebuild swaps in
         a new index object, leaving the one being written alone.
         """
+        claim = self._store_claim()  # before the locks: a claim takes the store's, under which changes take these
         with self._save_lock:
             with self._lock:
                 index, generation = self._index, self._generation
                 if not self._dirty or index is None or generation < 0:
                     return False
+                if claim is None or claim[1] != self._index_id:
+                    # No store id yet (the write lock was never free), or the index was replaced since: no file
+                    # is saved that an open could take for another index's; the next save asks again.
+                    log.info("not saving the faiss index yet: no store id for index %s", self._index_id)
+                    return False
                 count = index.live
-                header = {"generation": generation, "store": self._uid,
+                header = {"generation": generation, "store": claim[0],
                           "identity": self.store.get_meta("identity"), "build": self.settings.build_identity(),
                           "rowidSum": int(index.labels().sum())}
             try:
@@ -261,6 +272,18 @@ class FaissVectors:
                     self._dirty = False
         log.debug("saved faiss index (%d vectors) to %s", count, self.path)
         return True
+
+    def _store_claim(self) -> tuple[str, str] | None:
+        """The store id for the index id of the faiss index held now, claimed if not yet (never waiting)."""
+        with self._lock:
+            claim, index_id = self._claim, self._index_id
+        if index_id is None or (claim is not None and claim[1] == index_id):
+            return claim
+        claim = store_uid(self.store)
+        if claim is not None:
+            with self._lock:
+                self._claim = claim
+        return claim
 
     # ---------------------------------------------------------------- search
 

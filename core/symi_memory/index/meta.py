@@ -69,6 +69,58 @@ class MetaRows(StoreParts):
         assert row is not None  # inserted or already there, inside this transaction
         return str(row[0])
 
+    def claim_bound_meta(self, key: str, bind_key: str, value: str, *,
+                         wait_ms: int = _CLAIM_BUSY_MS) -> tuple[str, str] | None:
+        """A value under meta ``key`` that belongs to this index, claimed without waiting on another process's write.
+
+        ``(value in force, index id)``: the value is bound to the index id it was claimed for (meta ``bind_key``),
+        read or written in one transaction with the id, so a value that outlived its index (an index rebuilt in
+        place under another id) is never taken for the new one's. A value there without a binding (written before
+        values were bound) is the index's own as read with its id. Otherwise ``value`` is recorded, bound to the
+        index id (given one if it has none), in one ``BEGIN IMMEDIATE`` transaction that waits at most ``wait_ms``
+        for SQLite's write lock: of two processes claiming at once exactly one value wins. None when the write lock
+        is held (another process's long write) or the index may only be read: the caller claims again later.
+        """
+        import apsw
+
+        got = dict(self._read("SELECT key, value FROM meta WHERE key IN (?, ?, 'index_id')", (key, bind_key)).fetchall())
+        index_id, kept, bound = got.get("index_id"), got.get(key), got.get(bind_key)
+        if index_id is not None and kept is not None and bound in (None, index_id):
+            return str(kept), str(index_id)
+        with self.lock:
+            conn = self.conn
+            conn.set_busy_timeout(wait_ms)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except (apsw.BusyError, apsw.ReadOnlyError) as exc:
+                log.info("not claiming meta %s now (%s): claimed later", key, exc)
+                return None
+            finally:
+                conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            try:
+                got = {str(k): v for k, v in conn.execute("SELECT key, value FROM meta WHERE key IN (?, ?, 'index_id')",
+                                                            (key, bind_key)).fetchall()}
+                index_id, kept, bound = got.get("index_id"), got.get(key), got.get(bind_key)
+                if index_id is None:
+                    index_id = new_index_id()
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('index_id', ?)", (index_id,))
+                if kept is not None and bound in (None, index_id):
+                    value = kept
+                if bound != index_id or kept != value:
+                    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+                    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (bind_key, index_id))
+                conn.execute("COMMIT")
+            except apsw.ReadOnlyError as exc:
+                if not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+                log.info("not claiming meta %s (%s)", key, exc)
+                return None
+            except BaseException:
+                if not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+                raise
+        return str(value), str(index_id)
+
     def generation(self) -> int:
         """The index generation as this thread's reading connection sees it (:meth:`search_epoch`'s, read again
         only after another connection committed). Caches key on :meth:`generation_key`, never on this alone."""
