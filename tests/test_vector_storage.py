@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import apsw
@@ -650,6 +651,7 @@ def test_a_quantized_scan_split_across_two_threads_answers_as_float32(tmp_path: 
 SEARCH_WHILE_EXITING = """
 import sys, threading, time
 sys.path.insert(0, sys.argv[2])
+import json
 from pathlib import Path
 from test_vector_storage import _random_store
 from symi_memory.index import vectors as vectors_mod
@@ -736,6 +738,7 @@ def test_a_chunk_with_a_non_finite_unit_vector_ranks_as_in_the_float32_scan(tmp_
 SEARCH_IN_A_FORKED_CHILD = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[2])
+import json
 from pathlib import Path
 from test_vector_storage import _random_store
 from symi_memory.index import vectors as vectors_mod
@@ -815,3 +818,59 @@ def test_a_copy_older_than_the_index_never_scores_a_reused_rowid_from_its_delete
         assert rescored[451] < 0, "a keyword candidate with a reused rowid is scored from its own vector"
     finally:
         store.close()
+
+
+_OPENER = """
+import json, logging, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
+from support.sqlite_memory import open_mem
+print("opening", flush=True)
+with open_mem(Path(sys.argv[1]), Path(sys.argv[2]), {"chunking": {"units": "off"}}) as mem:
+    st = mem.status()
+    hits = mem.search("harbour ferry schedule").results
+    print(json.dumps({"chunks": st["chunks"], "dirty": st["dirty"], "top": hits[0].path if hits else None}))
+"""
+
+
+def test_two_processes_opening_an_old_index_beside_a_long_write_migrate_it_once(tmp_path: Path, ws: Path) -> None:
+    # Another process (an older release's sync) holds the write lock longer than SQLite's busy timeout (10 s) while
+    # two processes of this version open a schema 4 index at once: both wait for it (they used to fail "database
+    # is locked"), one migrates, the other finds it migrated; both answer from every chunk.
+    import subprocess
+    import sys
+    import time
+
+    with open_mem(tmp_path, ws, NO_UNITS) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    chunks = downgrade_to_old_layout(db, "4")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, apsw\n"
+        "conn = apsw.Connection(sys.argv[1])\n"
+        "conn.execute('BEGIN IMMEDIATE')\n"
+        "conn.execute(\"INSERT OR REPLACE INTO meta(key, value) VALUES ('held_by_test', '1')\")\n"
+        "print('held', flush=True)\n"
+        "time.sleep(12)\n"
+        "conn.execute('COMMIT')\n"), str(db)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    support = str(Path(__file__).resolve().parent)
+    openers = [subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), str(ws), support],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    started = time.monotonic()
+    results = [p.communicate(timeout=240) for p in openers]
+    holder.communicate(timeout=60)
+    for p, (out, err) in zip(openers, results, strict=True):
+        assert p.returncode == 0, err
+        assert json.loads(out.splitlines()[-1]) == {"chunks": chunks, "dirty": False, "top": "memory/journal.md"}, err
+        assert "holds its write lock: waiting for it" in err, err
+    assert time.monotonic() - started >= 10  # they did wait for the holder
+    migrated = [err for _, err in results if "index schema 4 -> " in err]
+    assert len(migrated) == 1, [err for _, err in results]
+    with open_mem(tmp_path, ws, NO_UNITS) as mem:
+        assert rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        assert rows(mem, "SELECT value FROM meta WHERE key='held_by_test'") == [("1",)]
+        assert rows(mem, "SELECT COUNT(*) FROM chunks WHERE vector IS NULL") == [(0,)]
+        assert mem.status()["chunks"] == chunks
+        assert rows(mem, "PRAGMA integrity_check") == [("ok",)]

@@ -57,6 +57,9 @@ ADDS_LINES_FROM = {"5", "6"}
 # the FTS table with this tokenizer.
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 BUSY_TIMEOUT_MS = 10_000
+# How long an open that must create or migrate the schema waits for another process's write lock (a migration of
+# a large index by another process opening it at the same time takes that long at most), before it fails.
+SCHEMA_LOCK_WAIT_S = 300
 PAGE_SIZE = 8192
 
 SCHEMA = """
@@ -408,14 +411,48 @@ def create_schema(conn: apsw.Connection) -> str | None:
         return None
     # IMMEDIATE takes the write lock up front (waiting up to the busy timeout);
     # a deferred read upgraded to a write fails at once when another writer committed.
-    conn.execute("BEGIN IMMEDIATE")
+    _begin_schema_write(conn)
     try:
+        if _schema_current(conn):
+            # Another process opening it at the same time created or migrated it while this one waited for the
+            # lock: nothing is done twice.
+            conn.execute("COMMIT")
+            return None
         fts_error = _create_locked(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
     return fts_error
+
+
+def _begin_schema_write(conn: apsw.Connection) -> None:
+    """``BEGIN IMMEDIATE`` for a schema change, waiting up to :data:`SCHEMA_LOCK_WAIT_S` for the write lock.
+
+    An index that needs creating or migrating cannot be used before that, so the open waits for another
+    process's write (another process's migration of the same file, an older release's long sync) past the busy
+    timeout, saying so once; past the bound it fails naming the index and what to do.
+    """
+    from ..errors import BackendError
+
+    deadline = time.monotonic() + SCHEMA_LOCK_WAIT_S
+    warned = False
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # waits up to the connection's busy timeout
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise BackendError(
+                    f"the index {conn.db_filename('main')} needs its tables created or brought up to schema "
+                    f"{SCHEMA_VERSION}, and another process has held its write lock for {SCHEMA_LOCK_WAIT_S} s; "
+                    "try again once that process's write is done (or stop it)") from None
+            if not warned:
+                warned = True
+                log.warning("the index %s needs its tables created or brought up to schema %s and another process "
+                            "holds its write lock: waiting for it (at most %d s)", conn.db_filename("main"),
+                            SCHEMA_VERSION, SCHEMA_LOCK_WAIT_S)
+            time.sleep(0.05)  # a connection without a busy timeout would otherwise spin
 
 
 def _create_locked(conn: apsw.Connection) -> str | None:
