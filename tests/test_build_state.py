@@ -227,3 +227,25 @@ def test_a_killed_builder_never_makes_index_wait_and_its_build_file_is_removed(t
             assert json.loads(again.stdout)["full"]
             assert time.monotonic() - started < 60
             assert _builds(index) == []
+
+
+def test_the_servers_sync_beside_a_build_that_outlasts_build_wait_answers_503_naming_the_builder(
+        tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn")
+    from test_serve import running_server
+
+    ws = _workspace(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "symi.toml").write_text(f'[agents.defaults]\nworkspace = "{ws}"\n[agents.defaults.memorySearch]\n'
+                                     'provider = "hash"\n[agents.defaults.memorySearch.sync]\nbuildWaitSeconds = 1\n'
+                                     'watch = false\n', encoding="utf-8")
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", _slow(1.0))
+        with _builder(tmp_path, ws, server.url) as (builder, _index_path), running_server(state) as srv:
+            code, body = srv.request("POST", "/api/agents/main/sync", {"force": True})
+            assert code == 503, body
+            assert f"pid {builder.pid}" in body["error"] and "still building" in body["error"], body
+            code, st = srv.request("GET", "/api/agents/main/status")
+            assert code == 200 and st["build"]["running"] and st["build"]["pid"] == builder.pid, st
+            assert builder.poll() is None, "the build ended before the server's sync gave up: make it slower"

@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from .. import arguments, tools
 from ..aio import AsyncMemoryManager
-from ..errors import SymiMemoryError
+from ..errors import BuildWaitExpired, SymiMemoryError
 from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
 
@@ -297,7 +297,9 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         except _Bad as exc:
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
-            return _error(503 if "shutting down" in str(exc) else 400, str(exc))
+            # 503 for what a later try may get past: the server closing, another process's build still running.
+            busy = isinstance(exc, BuildWaitExpired) or "shutting down" in str(exc)
+            return _error(503 if busy else 400, str(exc))
         return _JSON(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
