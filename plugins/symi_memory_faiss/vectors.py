@@ -246,6 +246,9 @@ class FaissVectors:
         searches do); changes to this index wait for it on ``_save_lock``, and a rebuild swaps in
         a new index object, leaving the one being written alone.
         """
+        with self._lock:
+            if not self._dirty or self._index is None or self._generation < 0:
+                return False  # nothing to save: no store id is claimed for it
         claim = self._store_claim()  # before the locks: a claim takes the store's, under which changes take these
         with self._save_lock:
             with self._lock:
