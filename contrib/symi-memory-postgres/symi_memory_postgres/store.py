@@ -150,6 +150,11 @@ STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, pa
 STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]", "bytea"]
 
 
+def pg_text(text: str) -> str:
+    """``text`` as PostgreSQL ``text`` can hold it: a NUL byte (which it refuses, failing the whole write) as U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def hnsw_index_name(dims: int) -> str:
     return f"chunks_hnsw_{dims}"
 
@@ -291,7 +296,7 @@ class PgStore:
             if valid is None or not valid[0]:  # missing, being built elsewhere, or left invalid by a crash
                 self._new_dims.add(d)
             self._known_dims.add(d)
-        chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text,
+        chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, pg_text(c.text),
                        document_terms(c.text), len(c.embedding) // 4 if c.embedding else None,
                        unpack_vector(c.embedding) if c.embedding else None,
                        kept.get((c.path, c.start_line, c.hash)) or line_analysis(c.path, c.start_line, c.text))
