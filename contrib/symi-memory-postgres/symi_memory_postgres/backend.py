@@ -183,13 +183,27 @@ class PostgresBackend:
         return (psycopg.Error,)
 
     def _with_conn(self, work: Callable[[Any], Any], *, timeout: float | None = None) -> Any:
-        """Run ``work(conn)``; once more on a fresh connection when the pooled one died (a server restart)."""
+        """Run the reads ``work(conn)`` (searches, status), each statement bounded by ``searchTimeout``;
+        once more on a fresh connection when the pooled one died (a server restart).
+
+        Without the bound a search waited as long as another session held a lock on the tables (a
+        ``VACUUM FULL``, a ``REINDEX``, an ``ALTER TABLE``): the caller hung.
+        """
+        import psycopg
+
         transient = self._transient()
+        limit = self.settings.search_timeout
         for attempt in (1, 2):
             try:
                 with self._connection(timeout) as conn:
                     self._ensure(conn)
-                    return work(conn)
+                    with conn.transaction():
+                        conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
+                        return work(conn)
+            except psycopg.errors.QueryCanceled:
+                raise BackendError(f"postgres: the server did not answer within {limit:g} s "
+                                   "(memorySearch.store.postgres.searchTimeout; a lock held by another session, "
+                                   f"or an overloaded server) ({self.settings.safe_dsn})") from None
             except transient as exc:
                 from psycopg_pool import PoolTimeout
 

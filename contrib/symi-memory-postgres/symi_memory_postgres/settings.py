@@ -41,6 +41,7 @@ class PgSettings:
     owner: str
     pool_size: int
     connect_timeout: float
+    search_timeout: float
     m: int
     ef_construction: int
     ef_search: int
@@ -81,6 +82,7 @@ class PgSettings:
             raise BackendError("postgres: scopes.shared needs scopes.root, the folder holding one folder per scope")
         hnsw = pg.get("hnsw") or {}
         return cls(dsn=dsn, schema=schema, owner=pg.get("agentId") or agent.id, pool_size=max(1, int(pg.get("poolSize", 4))),
-                   connect_timeout=float(pg.get("connectTimeout", 5.0)), m=int(hnsw.get("m", 16)),
+                   connect_timeout=float(pg.get("connectTimeout", 5.0)),
+                   search_timeout=float(pg.get("searchTimeout", 10.0)), m=int(hnsw.get("m", 16)),
                    ef_construction=int(hnsw.get("efConstruction", 64)), ef_search=int(hnsw.get("efSearch", 100)),
                    shared=shared, shared_root=Path(root).expanduser().resolve() if root else None)

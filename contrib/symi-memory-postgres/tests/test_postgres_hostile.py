@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from pg_support import PgServer
 from test_postgres_backend import make_workspace, open_pg, paths, rows
@@ -28,3 +32,51 @@ def test_a_nul_byte_in_one_file_never_stops_indexing_the_others(tmp_path: Path, 
         st = mem.status()
         assert (st["files"], st["invalidUtf8Files"], st["lastError"], st["dirty"]) == (3, 1, None, False)
     assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE text LIKE %s", ("%\ufffd%",)) == [(2,)]
+
+
+def _waiting_on_lock(server: PgServer, schema: str) -> list[int]:
+    return [r[0] for r in rows(server, "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                       "AND application_name = 'symi-memory' AND position(%s in query) > 0", (schema,))]
+
+
+def test_a_search_never_hangs_behind_a_lock_and_survives_its_connection_being_killed(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    # A VACUUM FULL, REINDEX or ALTER TABLE holds the table: the search waited for as long as it lasted.
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, searchTimeout=1.5) as mem:
+        mem.sync()
+        locker = psycopg.connect(pg_server.dsn)
+        try:
+            locker.execute(f"LOCK TABLE {pg_schema}.chunks IN ACCESS EXCLUSIVE MODE")
+            answers: list[Any] = []
+            search = threading.Thread(target=lambda: answers.append(mem.search("pelican", min_score=0)))
+            search.start()
+            search.join(8)
+            assert answers, "the search still waits for the lock"
+            resp = answers[0]
+            assert resp.results == () and resp.mode == "unavailable"
+            assert "did not answer within 1.5 s" in resp.fallback.reason and "searchTimeout" in resp.fallback.reason
+            assert "\n" not in resp.fallback.reason
+            st = mem.status()
+            assert st["server"]["available"] is False and "searchTimeout" in st["server"]["error"]
+        finally:
+            locker.close()
+        assert paths(mem, "pelican")[0] == "MEMORY.md"
+    # The search's connection killed while it waits (pg_terminate_backend): it answers on a fresh one.
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        locker = psycopg.connect(pg_server.dsn)
+        got: list[Any] = []
+        try:
+            locker.execute(f"LOCK TABLE {pg_schema}.chunks IN ACCESS EXCLUSIVE MODE")
+            search = threading.Thread(target=lambda: got.append(mem.search("pelican", min_score=0)))
+            search.start()
+            deadline = time.monotonic() + 5
+            while not (waiting := _waiting_on_lock(pg_server, pg_schema)):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            rows(pg_server, "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (waiting,))
+            time.sleep(0.3)
+        finally:
+            locker.close()
+        search.join(15)
+        assert not search.is_alive() and got[0].mode == "hybrid" and got[0].results[0].path == "MEMORY.md"
