@@ -80,8 +80,14 @@ class PgSettings:
         root = (pg.get("scopes") or {}).get("root") or ""
         if shared and not root:
             raise BackendError("postgres: scopes.shared needs scopes.root, the folder holding one folder per scope")
+        owner = pg.get("agentId") or agent.id
+        if owner.startswith("@"):
+            # "@NAME" are the rows of the shared scope NAME: such an agent would sync its own files over the
+            # scope's (deleting them) and every agent sharing the scope would read its private notes.
+            raise BackendError(f"postgres: agent id {owner!r} cannot scope rows: ids starting with '@' name shared "
+                               "scopes; set memorySearch.store.postgres.agentId to a name without it")
         hnsw = pg.get("hnsw") or {}
-        return cls(dsn=dsn, schema=schema, owner=pg.get("agentId") or agent.id, pool_size=max(1, int(pg.get("poolSize", 4))),
+        return cls(dsn=dsn, schema=schema, owner=owner, pool_size=max(1, int(pg.get("poolSize", 4))),
                    connect_timeout=float(pg.get("connectTimeout", 5.0)),
                    search_timeout=float(pg.get("searchTimeout", 10.0)), m=int(hnsw.get("m", 16)),
                    ef_construction=int(hnsw.get("efConstruction", 64)), ef_search=int(hnsw.get("efSearch", 100)),

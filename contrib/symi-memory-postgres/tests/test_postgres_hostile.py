@@ -12,6 +12,8 @@ import pytest
 from pg_support import PgServer
 from test_postgres_backend import make_workspace, open_pg, paths, rows
 
+from symi_memory.errors import BackendError
+
 pytestmark = pytest.mark.postgres
 
 
@@ -80,3 +82,23 @@ def test_a_search_never_hangs_behind_a_lock_and_survives_its_connection_being_ki
             locker.close()
         search.join(15)
         assert not search.is_alive() and got[0].mode == "hybrid" and got[0].results[0].path == "MEMORY.md"
+
+
+@pytest.mark.parametrize("how", ["agentId", "agent id"])
+def test_an_agent_id_naming_a_shared_scope_is_refused(tmp_path: Path, pg_server: PgServer, pg_schema: str,
+                                                      how: str) -> None:
+    # "@team" owns the shared scope team's rows: an agent scoped by it synced its private notes over the
+    # team's runbook (deleting it), and every agent sharing the scope read them.
+    shared = make_workspace(tmp_path / "shared" / "team", {"memory/runbook.md": "# R\n\nthe pelican drill\n"})
+    scopes = {"shared": ["team"], "root": str(shared.parent)}
+    spy = make_workspace(tmp_path / "spy", {"MEMORY.md": "# Private\n\nthe spy's private osprey note\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, make_workspace(tmp_path / "alice", {"MEMORY.md": "# A\n\nalice\n"}),
+                 agent_id="alice", scopes=scopes) as alice:
+        alice.sync()
+        ids: dict[str, Any] = {"agent_id": "spy", "agentId": "@team"} if how == "agentId" else {"agent_id": "@team"}
+        with pytest.raises(BackendError) as err, open_pg(tmp_path / "s", pg_server, pg_schema, spy, **ids) as mem:
+            mem.sync()
+        assert "'@team'" in str(err.value) and "agentId" in str(err.value) and "\n" not in str(err.value)
+        alice.sync()
+        assert paths(alice, "pelican drill")[0] == "@team/memory/runbook.md"
+        assert all("osprey" not in r.snippet for r in alice.search("osprey", min_score=0).results)
