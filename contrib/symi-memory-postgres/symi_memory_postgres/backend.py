@@ -150,16 +150,31 @@ class PostgresBackend:
             self.settings = attrs.evolve(self.settings, owner=name)
 
     def _failure(self, exc: BaseException) -> str:
-        if isinstance(exc, BackendError):
-            return self.settings.scrub(str(exc))
+        return self._explain(exc)[0]
+
+    def _explain(self, exc: BaseException) -> tuple[str, bool]:
+        """One line saying why, and whether the server answered at all (``status``: ``server.reachable``)."""
+        if isinstance(exc, BackendError):  # the server answered: no pgvector, a newer schema, a timeout
+            return self.settings.scrub(str(exc)), True
         from psycopg_pool import PoolTimeout
 
         if isinstance(exc, PoolTimeout):
             exc = self._diagnose() or exc
         state = getattr(exc, "sqlstate", None) or ""
-        # No SQLSTATE (the connection broke), connection exceptions (08) and shutdowns (57P): the server is gone.
-        what = "server unreachable" if not state or state.startswith(("08", "57P")) else f"server error {state}"
-        return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {_one_line(exc)}")
+        text = _one_line(exc)
+        hint = ""
+        # No SQLSTATE (the connection broke), connection exceptions (08) and shutdowns (57P): the server is gone,
+        # unless it answered the connection attempt with a refusal (a wrong password, an unknown database or role).
+        if (not state or state.startswith("08")) and "failed: FATAL:" in text:
+            what, reachable = "server refused the connection", True
+        elif not state or state.startswith(("08", "57P")):
+            what, reachable = "server unreachable", False
+        else:
+            what, reachable = f"server error {state}", True
+            if state == "42501":
+                hint = (f"; grant the role CREATE on the database (schema {self.settings.schema} and its tables are "
+                        "created on first use), or the privileges on that schema and its tables")
+        return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {text}{hint}"), reachable
 
     def _diagnose(self) -> BaseException | None:
         """The pool only says it timed out; one direct attempt tells why (refused, unknown host, auth, ...)."""
@@ -648,7 +663,8 @@ class PostgresBackend:
             # The rows this workspace uses, known once the server was reached (see _claim_workspace).
             base.update(live, dirty=dirty, agentId=self.settings.owner)
         except (BackendError, *self._transient(), *self._server_errors()) as exc:
-            base["server"] = {"available": False, "error": self._failure(exc)}
+            error, reachable = self._explain(exc)
+            base["server"] = {"available": False, "reachable": reachable, "error": error}
         errors = [self.last_error] + [o.indexer.last_error for o in self.owners]
         base["lastError"] = next((e for e in errors if e), None)
         return base
@@ -705,7 +721,7 @@ class PostgresBackend:
                        for o in names},
             "cache": {"enabled": cache_cfg["enabled"], "entries": int(cache), "maxEntries": cache_cfg["maxEntries"],
                       "shared": True},
-            "server": {"available": True, "version": version},
+            "server": {"available": True, "reachable": True, "version": version},
             "fts": {"enabled": True, "available": True, "index": "gin" if "chunks_terms" in indexes else None},
             "vector": {
                 "enabled": self.agent.memory_search["store"]["vector"]["enabled"],
