@@ -14,6 +14,16 @@ from symi_memory.errors import BackendError
 __all__ = ["PgSettings", "redact_dsn"]
 
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# PostgreSQL's reserved and type/function-name keywords (pg_get_keywords() catcode R and T, PostgreSQL 17): as a bare
+# schema name each is a syntax error ("user", "order", "table", ...).
+RESERVED = frozenset("""
+all analyse analyze and any array as asc asymmetric both case cast check collate column constraint create
+current_catalog current_date current_role current_time current_timestamp current_user default deferrable desc
+distinct do else end except false fetch for foreign from grant group having in initially intersect into lateral
+leading limit localtime localtimestamp not null offset on only or order placing primary references returning select
+session_user some symmetric system_user table then to trailing true union unique user using variadic when where
+window with authorization binary collation concurrently cross current_schema freeze full ilike inner is isnull join
+left like natural notnull outer overlaps right similar tablesample verbose""".split())
 
 
 def _conninfo(dsn: str) -> dict[str, Any]:
@@ -73,6 +83,10 @@ class PgSettings:
         schema = pg.get("schema") or "symi_memory"
         if not NAME_RE.match(schema):
             raise BackendError(f"postgres: schema {schema!r} must be a lower-case SQL identifier")
+        if schema in RESERVED or schema.startswith("pg_"):
+            why = "is a reserved word in SQL" if schema in RESERVED else "starts with pg_, reserved for system schemas"
+            raise BackendError(f"postgres: schema {schema!r} {why}; set memorySearch.store.postgres.schema to another "
+                               f"name (e.g. symi_{schema.removeprefix('pg_')})")
         shared = tuple(dict.fromkeys(s.strip() for s in pg.get("scopes", {}).get("shared", []) if s.strip()))
         for name in shared:
             if not re.match(r"^[\w.-]+$", name):

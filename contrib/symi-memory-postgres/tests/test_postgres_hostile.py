@@ -102,3 +102,15 @@ def test_an_agent_id_naming_a_shared_scope_is_refused(tmp_path: Path, pg_server:
         alice.sync()
         assert paths(alice, "pelican drill")[0] == "@team/memory/runbook.md"
         assert all("osprey" not in r.snippet for r in alice.search("osprey", min_score=0).results)
+
+
+@pytest.mark.parametrize("schema", ["user", "order", "pg_memory"])
+def test_a_schema_name_sql_cannot_take_is_refused_with_what_to_set(tmp_path: Path, pg_server: PgServer,
+                                                                  schema: str) -> None:
+    # They passed the identifier check, then every sync and search failed with 'syntax error at or near "user"'.
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican\n"})
+    with pytest.raises(BackendError) as err, open_pg(tmp_path, pg_server, schema, ws) as mem:
+        mem.sync()
+    said = str(err.value)
+    assert f"schema '{schema}'" in said and "memorySearch.store.postgres.schema" in said and "\n" not in said
+    assert "syntax error" not in said
