@@ -241,6 +241,7 @@ class PostgresBackend:
                     self._ensure(conn)
                     for owner in self.owners:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
+                    self._store(conn, self.owners[0].name).heal_hnsw()
             except SyncCancelled:
                 raise
             except (BackendError, *self._transient(), *self._server_errors()) as exc:
@@ -682,8 +683,10 @@ class PostgresBackend:
         cache = conn.execute(f"SELECT count(*) FROM {s}.embedding_cache").fetchone()[0]
         skipped = conn.execute(f"SELECT owner, path, reason FROM {s}.skipped WHERE owner = ANY(%s) ORDER BY path",
                                (names,)).fetchall()
-        indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND "
-                                    "tablename = 'chunks'", (s,)).fetchall())
+        # Valid indexes only: one an interrupted build left invalid is not used (the next sync rebuilds it).
+        indexes = {r[0] for r in conn.execute("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                                              "WHERE i.indrelid = to_regclass(%s) AND i.indisvalid",
+                                              (f"{s}.chunks",)).fetchall()}
         own = self.settings.owner
         dims = next((int(d) for o, _, _, d in chunk_rows if d and o == own), None) or next(
             (int(d) for _, _, _, d in chunk_rows if d), None)

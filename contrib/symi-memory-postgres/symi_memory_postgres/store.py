@@ -359,6 +359,24 @@ class PgStore:
             log.info("postgres: stored the line analysis of %d chunks of %s", filled, self.owner)
         return filled
 
+    def heal_hnsw(self) -> None:
+        """Build again the HNSW indexes an interrupted build left invalid (a killed connection, a crash).
+
+        Such an index is neither used by searches (they scan exactly) nor rebuilt by a sync that writes
+        no new vectors, so each sync looks for one (one catalog read) and rebuilds it.
+        """
+        rows = self._q("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                       "WHERE i.indrelid = to_regclass(%s) AND NOT i.indisvalid AND c.relname ~ '^chunks_hnsw_[0-9]+$'",
+                       (f"{self.schema}.chunks",)).fetchall()
+        self._new_dims.update(int(name.rsplit("_", 1)[1]) for (name,) in rows)
+        import psycopg
+
+        try:
+            self._ensure_hnsw()
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse) as exc:  # not this role's to rebuild
+            log.warning("postgres: the HNSW index of %s is invalid and could not be rebuilt (%s); searches scan "
+                        "exactly until its owner rebuilds it", self.schema, " ".join(str(exc).split()))
+
     def _ensure_hnsw(self) -> None:
         """Build the HNSW index for vector widths written without one (one column holds every width).
 

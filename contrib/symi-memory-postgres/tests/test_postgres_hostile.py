@@ -114,3 +114,50 @@ def test_a_schema_name_sql_cannot_take_is_refused_with_what_to_set(tmp_path: Pat
     said = str(err.value)
     assert f"schema '{schema}'" in said and "memorySearch.store.postgres.schema" in said and "\n" not in said
     assert "syntax error" not in said
+
+
+def test_an_hnsw_build_killed_midway_is_rebuilt_by_the_next_sync(tmp_path: Path, pg_server: PgServer,
+                                                                  pg_schema: str) -> None:
+    # The killed CREATE INDEX CONCURRENTLY left an invalid index: searches scanned exactly for good (until some
+    # sync wrote vectors again) while status said vector.index = "hnsw".
+    ws = make_workspace(tmp_path / "ws", {f"memory/n-{i:02d}.md": f"# n {i}\n\nnote {i} on topic {i}\n"
+                                          for i in range(30)})
+    valid = (f"SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+             f"WHERE i.indrelid = '{pg_schema}.chunks'::regclass AND c.relname = 'chunks_hnsw_384'")
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        mem.sync()  # creates the tables; drop the index to build it again below
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP INDEX {pg_schema}.chunks_hnsw_384")
+        (ws / "memory" / "n-00.md").write_text("# n 0\n\nnote zero rewritten\n", encoding="utf-8")
+        # An open snapshot makes the concurrent build wait once its index exists (invalid): kill it there.
+        snapshot = psycopg.connect(pg_server.dsn)
+        failed: list[BaseException] = []
+
+        def sync() -> None:
+            try:
+                mem.sync()
+            except BackendError as exc:
+                failed.append(exc)
+
+        try:
+            snapshot.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            snapshot.execute("SELECT count(*) FROM pg_class")
+            syncing = threading.Thread(target=sync)
+            syncing.start()
+            deadline = time.monotonic() + 20
+            while not (building := [r[0] for r in rows(
+                    pg_server, "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
+                               "'CREATE INDEX CONCURRENTLY%%' AND position(%s in query) > 0", (pg_schema,))]):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            rows(pg_server, "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (building,))
+            syncing.join(30)
+        finally:
+            snapshot.close()
+        assert failed and rows(pg_server, valid) == [(False,)]
+        assert mem.status()["vector"]["index"] == "exact"
+        report = mem.sync()  # nothing changed on disk
+        assert report.files_indexed == 0
+        assert rows(pg_server, valid) == [(True,)]
+        st = mem.status()
+        assert st["vector"]["index"] == "hnsw" and st["lastError"] is None
