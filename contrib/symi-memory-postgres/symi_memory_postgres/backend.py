@@ -10,6 +10,7 @@ fuses; the core pipeline does the rest, as for every backend.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -90,6 +91,7 @@ class PostgresBackend:
     _schema_ready: bool = False
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
+    _pool_behind: bool = False
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
     on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
 
@@ -100,8 +102,32 @@ class PostgresBackend:
                                        check_stale=lambda for_search: self.is_stale(any_session_change=for_search))
         self.scheduler.start()
 
-    def _connection(self, timeout: float | None = None) -> Any:
-        return self.pool.connection(timeout=timeout or self.settings.connect_timeout)
+    @contextlib.contextmanager
+    def _connection(self, timeout: float | None = None) -> Iterator[Any]:
+        """A pooled connection; a connection of its own while the pool waits out its reconnect backoff.
+
+        After an outage the pool retries with exponential backoff, so once the server is back it could
+        wait about as long again (minutes) before it reconnects, every sync and search failing with
+        "couldn't get a connection" meanwhile. When the pool does not hand one out in time, one direct
+        attempt is made (its error, if any, says why); while the pool is behind, it is waited for
+        only briefly, until it hands out a connection again.
+        """
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        wait = timeout or self.settings.connect_timeout
+        try:
+            conn = self.pool.getconn(timeout=min(wait, 0.05) if self._pool_behind else wait)
+        except PoolTimeout:
+            with psycopg.connect(self.settings.dsn, **connect_kwargs(self.settings)) as direct:
+                self._pool_behind = True
+                yield direct
+            return
+        self._pool_behind = False
+        try:
+            yield conn
+        finally:
+            self.pool.putconn(conn)
 
     def _ensure(self, conn: Any) -> None:
         if not self._schema_ready:
@@ -209,8 +235,10 @@ class PostgresBackend:
         transient = self._transient()
         limit = self.settings.search_timeout
         for attempt in (1, 2):
+            connected = False
             try:
                 with self._connection(timeout) as conn:
+                    connected = True
                     self._ensure(conn)
                     with conn.transaction():
                         conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
@@ -219,10 +247,8 @@ class PostgresBackend:
                 raise BackendError(f"postgres: the server did not answer within {limit:g} s "
                                    "(memorySearch.store.postgres.searchTimeout; a lock held by another session, "
                                    f"or an overloaded server) ({self.settings.safe_dsn})") from None
-            except transient as exc:
-                from psycopg_pool import PoolTimeout
-
-                if attempt == 2 or isinstance(exc, PoolTimeout):
+            except transient:
+                if attempt == 2 or not connected:  # no connection to be had: trying again would wait as long
                     raise
         raise AssertionError("unreachable")
 
@@ -813,11 +839,15 @@ def create_backend(ctx: BackendContext) -> PostgresBackend:
         owners.append(Owner(name=SHARED_PREFIX + name, prefix=f"{SHARED_PREFIX}{name}/", indexer=indexer_for(view),
                             rules=PathRules.from_workspace(folder, [])))
     pool = ConnectionPool(settings.dsn, min_size=1, max_size=settings.pool_size, open=False, name="symi-memory",
-                          timeout=settings.connect_timeout,
-                          kwargs={"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
-                                  "application_name": "symi-memory"})
+                          timeout=settings.connect_timeout, kwargs=connect_kwargs(settings))
     pool.open(wait=False)
     return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners)
+
+
+def connect_kwargs(settings: PgSettings) -> dict[str, Any]:
+    """libpq/psycopg options of every connection, pooled or not."""
+    return {"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
+            "application_name": "symi-memory"}
 
 
 def _claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> dict[str, Any]:

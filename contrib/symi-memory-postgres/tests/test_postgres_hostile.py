@@ -161,3 +161,29 @@ def test_an_hnsw_build_killed_midway_is_rebuilt_by_the_next_sync(tmp_path: Path,
         assert rows(pg_server, valid) == [(True,)]
         st = mem.status()
         assert st["vector"]["index"] == "hnsw" and st["lastError"] is None
+
+
+def test_searches_and_syncs_answer_as_soon_as_a_restarted_server_is_back(tmp_path: Path, pg_schema: str) -> None:
+    # The pool retries with exponential backoff: after an outage of 20 s, a sync and a search right after the
+    # restart failed with "couldn't get a connection" (and kept failing for ~15 s more) though the server was up.
+    server = PgServer.start()
+    try:
+        ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n"})
+        with open_pg(tmp_path, server, pg_schema, ws, connectTimeout=1.0) as mem:
+            mem.sync()
+            server.kill()
+            down = time.monotonic()
+            while time.monotonic() - down < 20:
+                resp = mem.search("pelican", min_score=0)
+                assert resp.mode == "unavailable" and "unreachable" in resp.fallback.reason
+            server.restart()
+            started = time.monotonic()
+            (ws / "MEMORY.md").write_text("# M\n\nthe pelican roosts on the pier\nthe heron too\n", encoding="utf-8")
+            assert mem.sync().files_indexed == 1
+            resp = mem.search("heron", min_score=0)
+            assert resp.mode == "hybrid" and resp.results[0].path == "MEMORY.md"
+            assert time.monotonic() - started < 8
+            st = mem.status()
+            assert st["server"]["available"] is True and st["lastError"] is None
+    finally:
+        server.stop()
