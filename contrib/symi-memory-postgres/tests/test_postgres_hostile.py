@@ -9,10 +9,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_support import PgServer
+from pg_support import PgServer, pg_config
 from test_postgres_backend import make_workspace, open_pg, paths, rows
 
+from symi_memory import load_config
+from symi_memory.config.fields import deep_merge
 from symi_memory.errors import BackendError
+from symi_memory.manager import open_memory
 
 pytestmark = pytest.mark.postgres
 
@@ -187,3 +190,24 @@ def test_searches_and_syncs_answer_as_soon_as_a_restarted_server_is_back(tmp_pat
             assert st["server"]["available"] is True and st["lastError"] is None
     finally:
         server.stop()
+
+
+def test_a_chunk_too_big_for_a_tsvector_never_stops_indexing_the_others(tmp_path: Path, pg_server: PgServer,
+                                                                         pg_schema: str) -> None:
+    # Large chunks of CJK text (each distinct bigram a term) passed PostgreSQL's 1 MB tsvector limit: "string is
+    # too long for tsvector" failed the whole sync, and no file was indexed.
+    import random
+
+    rng = random.Random(7)
+    text = "\n".join("".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(60)) + "。" for _ in range(6000))
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n",
+                                          "memory/zh.md": "# zh\n\nosprey 鱼鹰在湖边筑巢\n" + text + "\n"})
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "none", "sync": {"watch": False}, "chunking": {"tokens": 100_000, "overlap": 0}}}}})
+    with open_memory(load_config(None, state_dir=tmp_path / "state", overrides=overrides), workspace=ws,
+                     start=False) as mem:
+        report = mem.sync()
+        assert report.files_indexed == 2 and report.errors == ()
+        assert paths(mem, "pelican") == ["MEMORY.md"]
+        assert paths(mem, "osprey")[0] == "memory/zh.md" and paths(mem, "鱼鹰")[0] == "memory/zh.md"
+        assert mem.status()["lastError"] is None
