@@ -234,20 +234,32 @@ class PostgresBackend:
 
         transient = self._transient()
         limit = self.settings.search_timeout
+        late = BackendError(f"postgres: the server did not answer within {limit:g} s "
+                            "(memorySearch.store.postgres.searchTimeout; a lock held by another session, "
+                            f"an overloaded or unresponsive server) ({self.settings.safe_dsn})")
         for attempt in (1, 2):
             connected = False
+            cut = threading.Event()
             try:
                 with self._connection(timeout) as conn:
                     connected = True
-                    self._ensure(conn)
-                    with conn.transaction():
-                        conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
-                        return work(conn)
+                    # A server that stopped answering altogether (paused, frozen) enforces no statement_timeout:
+                    # shut the socket down a little after it, and the waiting read returns.
+                    watchdog = threading.Timer(limit + WATCHDOG_GRACE, _cut_connection, (conn, cut))
+                    watchdog.daemon = True
+                    watchdog.start()
+                    try:
+                        self._ensure(conn)
+                        with conn.transaction():
+                            conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
+                            return work(conn)
+                    finally:
+                        watchdog.cancel()
             except psycopg.errors.QueryCanceled:
-                raise BackendError(f"postgres: the server did not answer within {limit:g} s "
-                                   "(memorySearch.store.postgres.searchTimeout; a lock held by another session, "
-                                   f"or an overloaded server) ({self.settings.safe_dsn})") from None
+                raise late from None
             except transient:
+                if cut.is_set():
+                    raise late from None
                 if attempt == 2 or not connected:  # no connection to be had: trying again would wait as long
                     raise
         raise AssertionError("unreachable")
@@ -778,6 +790,23 @@ class PostgresBackend:
 
 
 OWNER_LOCK_WAIT = 900.0
+#: Seconds past searchTimeout after which a read that the server still has not answered is cut off.
+WATCHDOG_GRACE = 2.0
+
+
+def _cut_connection(conn: Any, cut: threading.Event) -> None:
+    """Shut down ``conn``'s socket (not close: the thread reading it owns the descriptor), so that its read returns."""
+    cut.set()
+    try:
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+    except Exception:  # closed meanwhile
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def _acquire(conn: Any, key: int, owner: str) -> None:

@@ -211,3 +211,49 @@ def test_a_chunk_too_big_for_a_tsvector_never_stops_indexing_the_others(tmp_path
         assert paths(mem, "pelican") == ["MEMORY.md"]
         assert paths(mem, "osprey")[0] == "memory/zh.md" and paths(mem, "鱼鹰")[0] == "memory/zh.md"
         assert mem.status()["lastError"] is None
+
+
+def _server_processes(server: PgServer) -> list[int]:
+    """The postmaster of ``server`` and its children (the backends)."""
+    master = int((server.dir / "data" / "postmaster.pid").read_text().split()[0])
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == master:
+            kids.append(int(stat.parent.name))
+    return [master, *kids]
+
+
+def test_a_search_never_hangs_on_a_server_that_stopped_answering(tmp_path: Path, pg_schema: str) -> None:
+    # A paused or frozen server enforces no statement_timeout: the search waited until it came back.
+    import os
+    import signal
+
+    server = PgServer.start()
+    try:
+        ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n"})
+        with open_pg(tmp_path, server, pg_schema, ws, searchTimeout=1.0, connectTimeout=1.0) as mem:
+            mem.sync()
+            assert mem.search("pelican", min_score=0).mode == "hybrid"
+            frozen = _server_processes(server)
+            answers: list[Any] = []
+            try:
+                for pid in frozen:
+                    os.kill(pid, signal.SIGSTOP)
+                search = threading.Thread(target=lambda: answers.extend(
+                    [mem.search("pelican", min_score=0), mem.search("pelican", min_score=0)]))
+                search.start()
+                search.join(20)
+            finally:
+                for pid in frozen:
+                    os.kill(pid, signal.SIGCONT)
+            search.join(20)
+            assert len(answers) == 2, "a search still waits for the frozen server"
+            assert answers[0].mode == "unavailable" and "did not answer within 1 s" in answers[0].fallback.reason
+            assert answers[1].mode == "unavailable" and "\n" not in answers[1].fallback.reason
+            assert paths(mem, "pelican")[0] == "MEMORY.md"
+    finally:
+        server.stop()
