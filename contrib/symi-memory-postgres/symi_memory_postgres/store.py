@@ -150,6 +150,17 @@ STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, pa
 STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]", "bytea"]
 
 
+MAX_PATH_BYTES = 2400
+
+
+def _cut_path(path: str) -> str:
+    """``path`` cut to fit a btree index entry (``MAX_PATH_BYTES``), marked with "..." when cut."""
+    raw = path.encode("utf-8")
+    if len(raw) <= MAX_PATH_BYTES:
+        return path
+    return raw[:MAX_PATH_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
 def pg_text(text: str) -> str:
     """``text`` as PostgreSQL ``text`` can hold it: a NUL byte (which it refuses, failing the whole write) as U+FFFD."""
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
@@ -171,6 +182,9 @@ class PgStore:
 
     #: The core Indexer embeds each chunk's lines too (``chunking.units``) and hands them to ``_write``.
     stores_units: ClassVar[bool] = True
+    #: Paths are keys of btree indexes, whose entries hold at most 2704 bytes (with the owner): the Indexer
+    #: skips a file with a longer path; its ``skipped`` row keeps the path cut to this length.
+    max_path_bytes: ClassVar[int] = MAX_PATH_BYTES
 
     conn: Any
     schema: str
@@ -258,8 +272,9 @@ class PgStore:
             self._q("DELETE FROM {s}.skipped WHERE owner = %s", (self.owner,))
             if skipped:
                 with self.conn.cursor() as cur:
+                    cut = {_cut_path(p): why for p, why in skipped.items()}
                     cur.executemany(f"INSERT INTO {self.schema}.skipped (owner, path, reason) VALUES (%s, %s, %s)",
-                                    [(self.owner, p, why) for p, why in skipped.items()])
+                                    [(self.owner, p, why) for p, why in cut.items()])
         for key, value in (meta or {}).items():
             self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
                     "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))

@@ -257,3 +257,24 @@ def test_a_search_never_hangs_on_a_server_that_stopped_answering(tmp_path: Path,
             assert paths(mem, "pelican")[0] == "MEMORY.md"
     finally:
         server.stop()
+
+
+def test_a_path_too_long_for_an_index_entry_never_stops_indexing_the_others(tmp_path: Path, pg_server: PgServer,
+                                                                            pg_schema: str) -> None:
+    # A path past ~2.7 KB (incompressible) broke the btree limit: "index row size 2800 exceeds btree version 4
+    # maximum 2704 for index chunks_owner_path" failed the whole sync.
+    import random
+    import string
+
+    rng = random.Random(3)
+    deep = "memory/" + "/".join("".join(rng.choice(string.ascii_letters) for _ in range(250)) for _ in range(11))
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n",
+                                          deep + "/deep.md": "# D\n\nthe deep heron\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        report = mem.sync()
+        assert report.files_indexed == 1
+        assert paths(mem, "pelican")[0] == "MEMORY.md"
+        st = mem.status()
+        assert [s["reason"] for s in st["skipped"]] == ["path longer than 2400 bytes, the most this index stores"]
+        assert st["skipped"][0]["path"].startswith(deep[:100]) and st["skipped"][0]["path"].endswith("...")
+        assert (st["files"], st["lastError"], st["dirty"]) == (1, None, False)
