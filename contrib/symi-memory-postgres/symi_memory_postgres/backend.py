@@ -10,6 +10,7 @@ fuses; the core pipeline does the rest, as for every backend.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -90,6 +91,7 @@ class PostgresBackend:
     _schema_ready: bool = False
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
+    _pool_behind: bool = False
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
     on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
 
@@ -100,8 +102,32 @@ class PostgresBackend:
                                        check_stale=lambda for_search: self.is_stale(any_session_change=for_search))
         self.scheduler.start()
 
-    def _connection(self, timeout: float | None = None) -> Any:
-        return self.pool.connection(timeout=timeout or self.settings.connect_timeout)
+    @contextlib.contextmanager
+    def _connection(self, timeout: float | None = None) -> Iterator[Any]:
+        """A pooled connection; a connection of its own while the pool waits out its reconnect backoff.
+
+        After an outage the pool retries with exponential backoff, so once the server is back it could
+        wait about as long again (minutes) before it reconnects, every sync and search failing with
+        "couldn't get a connection" meanwhile. When the pool does not hand one out in time, one direct
+        attempt is made (its error, if any, says why); while the pool is behind, it is waited for
+        only briefly, until it hands out a connection again.
+        """
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        wait = timeout or self.settings.connect_timeout
+        try:
+            conn = self.pool.getconn(timeout=min(wait, 0.05) if self._pool_behind else wait)
+        except PoolTimeout:
+            with psycopg.connect(self.settings.dsn, **connect_kwargs(self.settings)) as direct:
+                self._pool_behind = True
+                yield direct
+            return
+        self._pool_behind = False
+        try:
+            yield conn
+        finally:
+            self.pool.putconn(conn)
 
     def _ensure(self, conn: Any) -> None:
         if not self._schema_ready:
@@ -150,16 +176,31 @@ class PostgresBackend:
             self.settings = attrs.evolve(self.settings, owner=name)
 
     def _failure(self, exc: BaseException) -> str:
-        if isinstance(exc, BackendError):
-            return self.settings.scrub(str(exc))
+        return self._explain(exc)[0]
+
+    def _explain(self, exc: BaseException) -> tuple[str, bool]:
+        """One line saying why, and whether the server answered at all (``status``: ``server.reachable``)."""
+        if isinstance(exc, BackendError):  # the server answered: no pgvector, a newer schema, a timeout
+            return self.settings.scrub(str(exc)), True
         from psycopg_pool import PoolTimeout
 
         if isinstance(exc, PoolTimeout):
             exc = self._diagnose() or exc
         state = getattr(exc, "sqlstate", None) or ""
-        # No SQLSTATE (the connection broke), connection exceptions (08) and shutdowns (57P): the server is gone.
-        what = "server unreachable" if not state or state.startswith(("08", "57P")) else f"server error {state}"
-        return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {_one_line(exc)}")
+        text = _one_line(exc)
+        hint = ""
+        # No SQLSTATE (the connection broke), connection exceptions (08) and shutdowns (57P): the server is gone,
+        # unless it answered the connection attempt with a refusal (a wrong password, an unknown database or role).
+        if (not state or state.startswith("08")) and "failed: FATAL:" in text:
+            what, reachable = "server refused the connection", True
+        elif not state or state.startswith(("08", "57P")):
+            what, reachable = "server unreachable", False
+        else:
+            what, reachable = f"server error {state}", True
+            if state == "42501":
+                hint = (f"; grant the role CREATE on the database (schema {self.settings.schema} and its tables are "
+                        "created on first use), or the privileges on that schema and its tables")
+        return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {text}{hint}"), reachable
 
     def _diagnose(self) -> BaseException | None:
         """The pool only says it timed out; one direct attempt tells why (refused, unknown host, auth, ...)."""
@@ -183,17 +224,43 @@ class PostgresBackend:
         return (psycopg.Error,)
 
     def _with_conn(self, work: Callable[[Any], Any], *, timeout: float | None = None) -> Any:
-        """Run ``work(conn)``; once more on a fresh connection when the pooled one died (a server restart)."""
+        """Run the reads ``work(conn)`` (searches, status), each statement bounded by ``searchTimeout``;
+        once more on a fresh connection when the pooled one died (a server restart).
+
+        Without the bound a search waited as long as another session held a lock on the tables (a
+        ``VACUUM FULL``, a ``REINDEX``, an ``ALTER TABLE``): the caller hung.
+        """
+        import psycopg
+
         transient = self._transient()
+        limit = self.settings.search_timeout
+        late = BackendError(f"postgres: the server did not answer within {limit:g} s "
+                            "(memorySearch.store.postgres.searchTimeout; a lock held by another session, "
+                            f"an overloaded or unresponsive server) ({self.settings.safe_dsn})")
         for attempt in (1, 2):
+            connected = False
+            cut = threading.Event()
             try:
                 with self._connection(timeout) as conn:
-                    self._ensure(conn)
-                    return work(conn)
-            except transient as exc:
-                from psycopg_pool import PoolTimeout
-
-                if attempt == 2 or isinstance(exc, PoolTimeout):
+                    connected = True
+                    # A server that stopped answering altogether (paused, frozen) enforces no statement_timeout:
+                    # shut the socket down a little after it, and the waiting read returns.
+                    watchdog = threading.Timer(limit + WATCHDOG_GRACE, _cut_connection, (conn, cut))
+                    watchdog.daemon = True
+                    watchdog.start()
+                    try:
+                        self._ensure(conn)
+                        with conn.transaction():
+                            conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
+                            return work(conn)
+                    finally:
+                        watchdog.cancel()
+            except psycopg.errors.QueryCanceled:
+                raise late from None
+            except transient:
+                if cut.is_set():
+                    raise late from None
+                if attempt == 2 or not connected:  # no connection to be had: trying again would wait as long
                     raise
         raise AssertionError("unreachable")
 
@@ -212,6 +279,7 @@ class PostgresBackend:
                     self._ensure(conn)
                     for owner in self.owners:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
+                    self._store(conn, self.owners[0].name).heal_hnsw()
             except SyncCancelled:
                 raise
             except (BackendError, *self._transient(), *self._server_errors()) as exc:
@@ -634,7 +702,8 @@ class PostgresBackend:
             # The rows this workspace uses, known once the server was reached (see _claim_workspace).
             base.update(live, dirty=dirty, agentId=self.settings.owner)
         except (BackendError, *self._transient(), *self._server_errors()) as exc:
-            base["server"] = {"available": False, "error": self._failure(exc)}
+            error, reachable = self._explain(exc)
+            base["server"] = {"available": False, "reachable": reachable, "error": error}
         errors = [self.last_error] + [o.indexer.last_error for o in self.owners]
         base["lastError"] = next((e for e in errors if e), None)
         return base
@@ -652,8 +721,10 @@ class PostgresBackend:
         cache = conn.execute(f"SELECT count(*) FROM {s}.embedding_cache").fetchone()[0]
         skipped = conn.execute(f"SELECT owner, path, reason FROM {s}.skipped WHERE owner = ANY(%s) ORDER BY path",
                                (names,)).fetchall()
-        indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND "
-                                    "tablename = 'chunks'", (s,)).fetchall())
+        # Valid indexes only: one an interrupted build left invalid is not used (the next sync rebuilds it).
+        indexes = {r[0] for r in conn.execute("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                                              "WHERE i.indrelid = to_regclass(%s) AND i.indisvalid",
+                                              (f"{s}.chunks",)).fetchall()}
         own = self.settings.owner
         dims = next((int(d) for o, _, _, d in chunk_rows if d and o == own), None) or next(
             (int(d) for _, _, _, d in chunk_rows if d), None)
@@ -691,7 +762,7 @@ class PostgresBackend:
                        for o in names},
             "cache": {"enabled": cache_cfg["enabled"], "entries": int(cache), "maxEntries": cache_cfg["maxEntries"],
                       "shared": True},
-            "server": {"available": True, "version": version},
+            "server": {"available": True, "reachable": True, "version": version},
             "fts": {"enabled": True, "available": True, "index": "gin" if "chunks_terms" in indexes else None},
             "vector": {
                 "enabled": self.agent.memory_search["store"]["vector"]["enabled"],
@@ -719,6 +790,23 @@ class PostgresBackend:
 
 
 OWNER_LOCK_WAIT = 900.0
+#: Seconds past searchTimeout after which a read that the server still has not answered is cut off.
+WATCHDOG_GRACE = 2.0
+
+
+def _cut_connection(conn: Any, cut: threading.Event) -> None:
+    """Shut down ``conn``'s socket (not close: the thread reading it owns the descriptor), so that its read returns."""
+    cut.set()
+    try:
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+    except Exception:  # closed meanwhile
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def _acquire(conn: Any, key: int, owner: str) -> None:
@@ -780,11 +868,15 @@ def create_backend(ctx: BackendContext) -> PostgresBackend:
         owners.append(Owner(name=SHARED_PREFIX + name, prefix=f"{SHARED_PREFIX}{name}/", indexer=indexer_for(view),
                             rules=PathRules.from_workspace(folder, [])))
     pool = ConnectionPool(settings.dsn, min_size=1, max_size=settings.pool_size, open=False, name="symi-memory",
-                          timeout=settings.connect_timeout,
-                          kwargs={"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
-                                  "application_name": "symi-memory"})
+                          timeout=settings.connect_timeout, kwargs=connect_kwargs(settings))
     pool.open(wait=False)
     return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners)
+
+
+def connect_kwargs(settings: PgSettings) -> dict[str, Any]:
+    """libpq/psycopg options of every connection, pooled or not."""
+    return {"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
+            "application_name": "symi-memory"}
 
 
 def _claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> dict[str, Any]:

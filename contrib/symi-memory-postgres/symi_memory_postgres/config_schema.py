@@ -31,5 +31,8 @@ class PostgresSettings:
                                            "Unique across the fleet.")
     pool_size: int = opt("poolSize", 4, lo=1, hi=256, doc="Connections per process.")
     connect_timeout: float = opt("connectTimeout", 5.0, lo=0.1, hi=600.0, doc="Seconds to wait for a connection.")
+    search_timeout: float = opt("searchTimeout", 10.0, lo=0.1, hi=600.0,
+                                doc="Seconds a search (or status) may take on the server before it answers with "
+                                    "a one-line error (statement_timeout).")
     hnsw: HnswSettings = section(HnswSettings, "hnsw")
     scopes: ScopeSettings = section(ScopeSettings, "scopes")

@@ -14,6 +14,16 @@ from symi_memory.errors import BackendError
 __all__ = ["PgSettings", "redact_dsn"]
 
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# PostgreSQL's reserved and type/function-name keywords (pg_get_keywords() catcode R and T, PostgreSQL 17): as a bare
+# schema name each is a syntax error ("user", "order", "table", ...).
+RESERVED = frozenset("""
+all analyse analyze and any array as asc asymmetric both case cast check collate column constraint create
+current_catalog current_date current_role current_time current_timestamp current_user default deferrable desc
+distinct do else end except false fetch for foreign from grant group having in initially intersect into lateral
+leading limit localtime localtimestamp not null offset on only or order placing primary references returning select
+session_user some symmetric system_user table then to trailing true union unique user using variadic when where
+window with authorization binary collation concurrently cross current_schema freeze full ilike inner is isnull join
+left like natural notnull outer overlaps right similar tablesample verbose""".split())
 
 
 def _conninfo(dsn: str) -> dict[str, Any]:
@@ -41,6 +51,7 @@ class PgSettings:
     owner: str
     pool_size: int
     connect_timeout: float
+    search_timeout: float
     m: int
     ef_construction: int
     ef_search: int
@@ -72,6 +83,10 @@ class PgSettings:
         schema = pg.get("schema") or "symi_memory"
         if not NAME_RE.match(schema):
             raise BackendError(f"postgres: schema {schema!r} must be a lower-case SQL identifier")
+        if schema in RESERVED or schema.startswith("pg_"):
+            why = "is a reserved word in SQL" if schema in RESERVED else "starts with pg_, reserved for system schemas"
+            raise BackendError(f"postgres: schema {schema!r} {why}; set memorySearch.store.postgres.schema to another "
+                               f"name (e.g. symi_{schema.removeprefix('pg_')})")
         shared = tuple(dict.fromkeys(s.strip() for s in pg.get("scopes", {}).get("shared", []) if s.strip()))
         for name in shared:
             if not re.match(r"^[\w.-]+$", name):
@@ -79,8 +94,15 @@ class PgSettings:
         root = (pg.get("scopes") or {}).get("root") or ""
         if shared and not root:
             raise BackendError("postgres: scopes.shared needs scopes.root, the folder holding one folder per scope")
+        owner = pg.get("agentId") or agent.id
+        if owner.startswith("@"):
+            # "@NAME" are the rows of the shared scope NAME: such an agent would sync its own files over the
+            # scope's (deleting them) and every agent sharing the scope would read its private notes.
+            raise BackendError(f"postgres: agent id {owner!r} cannot scope rows: ids starting with '@' name shared "
+                               "scopes; set memorySearch.store.postgres.agentId to a name without it")
         hnsw = pg.get("hnsw") or {}
-        return cls(dsn=dsn, schema=schema, owner=pg.get("agentId") or agent.id, pool_size=max(1, int(pg.get("poolSize", 4))),
-                   connect_timeout=float(pg.get("connectTimeout", 5.0)), m=int(hnsw.get("m", 16)),
+        return cls(dsn=dsn, schema=schema, owner=owner, pool_size=max(1, int(pg.get("poolSize", 4))),
+                   connect_timeout=float(pg.get("connectTimeout", 5.0)),
+                   search_timeout=float(pg.get("searchTimeout", 10.0)), m=int(hnsw.get("m", 16)),
                    ef_construction=int(hnsw.get("efConstruction", 64)), ef_search=int(hnsw.get("efSearch", 100)),
                    shared=shared, shared_root=Path(root).expanduser().resolve() if root else None)

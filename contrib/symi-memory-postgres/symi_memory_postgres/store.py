@@ -150,6 +150,22 @@ STAGE_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} (owner text, cid text, pa
 STAGE_TYPES = ["text", "text", "text", "text", "int4", "int4", "text", "text", "text", "int4", "float4[]", "bytea"]
 
 
+MAX_PATH_BYTES = 2400
+
+
+def _cut_path(path: str) -> str:
+    """``path`` cut to fit a btree index entry (``MAX_PATH_BYTES``), marked with "..." when cut."""
+    raw = path.encode("utf-8")
+    if len(raw) <= MAX_PATH_BYTES:
+        return path
+    return raw[:MAX_PATH_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
+def pg_text(text: str) -> str:
+    """``text`` as PostgreSQL ``text`` can hold it: a NUL byte (which it refuses, failing the whole write) as U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def hnsw_index_name(dims: int) -> str:
     return f"chunks_hnsw_{dims}"
 
@@ -166,6 +182,9 @@ class PgStore:
 
     #: The core Indexer embeds each chunk's lines too (``chunking.units``) and hands them to ``_write``.
     stores_units: ClassVar[bool] = True
+    #: Paths are keys of btree indexes, whose entries hold at most 2704 bytes (with the owner): the Indexer
+    #: skips a file with a longer path; its ``skipped`` row keeps the path cut to this length.
+    max_path_bytes: ClassVar[int] = MAX_PATH_BYTES
 
     conn: Any
     schema: str
@@ -253,8 +272,9 @@ class PgStore:
             self._q("DELETE FROM {s}.skipped WHERE owner = %s", (self.owner,))
             if skipped:
                 with self.conn.cursor() as cur:
+                    cut = {_cut_path(p): why for p, why in skipped.items()}
                     cur.executemany(f"INSERT INTO {self.schema}.skipped (owner, path, reason) VALUES (%s, %s, %s)",
-                                    [(self.owner, p, why) for p, why in skipped.items()])
+                                    [(self.owner, p, why) for p, why in cut.items()])
         for key, value in (meta or {}).items():
             self._q("INSERT INTO {s}.owner_meta (owner, key, value) VALUES (%s, %s, %s) "
                     "ON CONFLICT (owner, key) DO UPDATE SET value = EXCLUDED.value", (self.owner, key, value))
@@ -291,7 +311,7 @@ class PgStore:
             if valid is None or not valid[0]:  # missing, being built elsewhere, or left invalid by a crash
                 self._new_dims.add(d)
             self._known_dims.add(d)
-        chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text,
+        chunk_rows = [(self.owner, c.id, c.path, c.source, c.start_line, c.end_line, c.hash, pg_text(c.text),
                        document_terms(c.text), len(c.embedding) // 4 if c.embedding else None,
                        unpack_vector(c.embedding) if c.embedding else None,
                        kept.get((c.path, c.start_line, c.hash)) or line_analysis(c.path, c.start_line, c.text))
@@ -353,6 +373,24 @@ class PgStore:
         if filled:
             log.info("postgres: stored the line analysis of %d chunks of %s", filled, self.owner)
         return filled
+
+    def heal_hnsw(self) -> None:
+        """Build again the HNSW indexes an interrupted build left invalid (a killed connection, a crash).
+
+        Such an index is neither used by searches (they scan exactly) nor rebuilt by a sync that writes
+        no new vectors, so each sync looks for one (one catalog read) and rebuilds it.
+        """
+        rows = self._q("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                       "WHERE i.indrelid = to_regclass(%s) AND NOT i.indisvalid AND c.relname ~ '^chunks_hnsw_[0-9]+$'",
+                       (f"{self.schema}.chunks",)).fetchall()
+        self._new_dims.update(int(name.rsplit("_", 1)[1]) for (name,) in rows)
+        import psycopg
+
+        try:
+            self._ensure_hnsw()
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse) as exc:  # not this role's to rebuild
+            log.warning("postgres: the HNSW index of %s is invalid and could not be rebuilt (%s); searches scan "
+                        "exactly until its owner rebuilds it", self.schema, " ".join(str(exc).split()))
 
     def _ensure_hnsw(self) -> None:
         """Build the HNSW index for vector widths written without one (one column holds every width).

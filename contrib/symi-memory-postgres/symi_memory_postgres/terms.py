@@ -26,11 +26,37 @@ def _term(token: str) -> str:
     return "t" + token.encode("utf-8").hex()
 
 
+#: PostgreSQL refuses a tsvector whose lexemes and positions take more than 1 MB (1048575 bytes): "string is too
+#: long for tsvector", which failed the whole sync. A chunk of CJK text is the way there (each distinct bigram is
+#: a 13-byte term) once chunks are large (``chunking.tokens`` of about 20000 and more).
+TSVECTOR_BUDGET = 1_000_000
+#: Longer words are dropped by the server ("word is too long to be indexed"): they take no room.
+MAX_LEXEME = 2047
+
+
 def document_terms(text: str) -> str:
-    """The text handed to ``to_tsvector('simple', ...)`` for one chunk."""
+    """The text handed to ``to_tsvector('simple', ...)`` for one chunk.
+
+    Terms that would take the tsvector beyond PostgreSQL's limit are left out (in order of first
+    occurrence, the later ones): the chunk stays findable by the rest instead of failing the sync.
+    """
     words = [_term(t) for t in word_terms(text)]
     bigrams = [_term(b) for b in cjk_bigrams(text).split()]
-    return " ".join(words + (["x"] if bigrams else []) + bigrams)
+    terms = words + (["x"] if bigrams else []) + bigrams
+    counts: dict[str, int] = {}
+    for t in terms:
+        counts[t] = counts.get(t, 0) + 1
+    size = 0
+    kept: set[str] = set()
+    for t, n in counts.items():  # the server's size: each distinct term, aligned, then up to 256 positions
+        if len(t) > MAX_LEXEME:
+            continue
+        cost = len(t) + 3 + 2 * min(n, 256)
+        if size + cost > TSVECTOR_BUDGET:
+            break
+        size += cost
+        kept.add(t)
+    return " ".join(terms if len(kept) == len(counts) else [t for t in terms if t in kept])
 
 
 def word_terms(text: str) -> list[str]:

@@ -75,6 +75,52 @@ def test_server_down_is_one_line(tmp_path: Path, pg_schema: str) -> None:
     # One line says why (the search's own), not one per step that found the server down.
     said = search.stderr.strip().splitlines()
     assert len(said) == 1 and "unreachable" in said[0], search.stderr
+    st = json.loads(cli(state, "--workspace", str(ws), "status", "--json", dsn=dsn).stdout)
+    assert st["server"]["available"] is False and st["server"]["reachable"] is False
+    assert "server  unreachable: postgres server unreachable" in cli(state, "--workspace", str(ws), "status", dsn=dsn).stdout
     out = json.loads(search.stdout)
     assert out["results"] == [] and "unreachable" in out["fallback"]["reason"]
     assert SECRET not in index.stderr + search.stdout + search.stderr
+
+
+def test_bad_credentials_database_and_privileges_each_say_what_to_fix(tmp_path: Path, pg_server: PgServer,
+                                                                      pg_schema: str) -> None:
+    # A wrong password or database was reported as "server unreachable", sending the operator after the network;
+    # a role without CREATE got a bare "permission denied"; `status` showed "server None (pid None)" for all.
+    import psycopg
+
+    db = "nocreate_" + pg_schema
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {db}")
+        conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'plain') THEN "
+                     "CREATE ROLE plain LOGIN; END IF; END $$")
+        conn.execute(f"REVOKE CREATE ON DATABASE {db} FROM PUBLIC")
+    with psycopg.connect(f"host=127.0.0.1 port={pg_server.port} user=postgres dbname={db}", autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION vector")
+    try:
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
+        state = tmp_path / "state"
+        base = f"postgresql://plain:{SECRET}@127.0.0.1:{pg_server.port}"
+        for args in (("config", "set", "plugins.slots.memory", "postgres"),
+                     ("config", "set", "agents.defaults.memorySearch.provider", "none"),
+                     ("config", "set", "agents.defaults.memorySearch.store.postgres.schema", pg_schema),
+                     ("config", "set", "agents.defaults.memorySearch.store.postgres.connectTimeout", "1")):
+            assert cli(state, *args, dsn=base).returncode == 0
+        for dsn, says, reachable in ((f"{base}/no_such_db", 'database "no_such_db" does not exist', True),
+                                     (f"{base}/{db}", f"grant the role CREATE on the database (schema {pg_schema}",
+                                      True)):
+            index = cli(state, "--workspace", str(ws), "index", dsn=dsn)
+            errors = [line for line in index.stderr.splitlines() if "error" in line]
+            assert index.returncode == 1 and "Traceback" not in index.stderr and len(errors) == 1, index.stderr
+            assert says in errors[0] and "unreachable" not in errors[0], errors[0]
+            human = cli(state, "--workspace", str(ws), "status", dsn=dsn).stdout
+            assert "server  unavailable: postgres server" in human and says in human and "pid None" not in human
+            st = json.loads(cli(state, "--workspace", str(ws), "status", "--json", dsn=dsn).stdout)
+            assert st["server"]["available"] is False and st["server"]["reachable"] is reachable
+            assert SECRET not in index.stderr + human + json.dumps(st)
+        assert "refused the connection" in cli(state, "--workspace", str(ws), "index", dsn=f"{base}/no_such_db").stderr
+    finally:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")

@@ -107,9 +107,17 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
     server = st.get("server")
-    if isinstance(server, dict):
+    if isinstance(server, dict) and "available" in server:  # a backend's database server (postgres)
+        if server["available"]:
+            rows.append(("server", f"available{', version ' + str(server['version']) if server.get('version') else ''}"))
+        else:
+            state = "unreachable" if server.get("reachable") is False else "unavailable"
+            rows.append(("server", f"{state}: {server.get('error')}"))
+    elif isinstance(server, dict):
         served = ", ".join(f"{k} {v}" for k, v in (server.get("requests") or {}).items())
         rows.append(("server", f"{server.get('url')} (pid {server.get('pid')}); answered {served or 'nothing yet'}"))
+    if st.get("lastError"):
+        rows.append(("lastError", str(st["lastError"])))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{color(k.rjust(width), '2')}  {v}")

@@ -545,9 +545,18 @@ class Indexer:
         pending_chunks = 0
         done = 0
         group_limit = float("inf") if self._batch_mode() else EMBED_BATCH * 4
+        # A store may hold paths of at most so many UTF-8 bytes (postgres: its btree index entries): a longer one
+        # is skipped, as a file that cannot be read, instead of failing the write of every file with it.
+        path_limit: int | None = getattr(self.store, "max_path_bytes", None)
         for f in todo:
             if self.cancel.is_set():
                 raise SyncCancelled("sync cancelled: the memory manager is closing")
+            if path_limit is not None and len(f.path.encode("utf-8")) > path_limit:
+                reason = f"path longer than {path_limit} bytes, the most this index stores"
+                log.warning("skipping %s: %s", f.path[:200] + "...", reason)
+                skipped[f.path] = reason
+                failed[f.path] = [f.mtime, f.size]
+                continue
             try:
                 loaded = self._load(f)
                 old = indexed.get(f.path)
