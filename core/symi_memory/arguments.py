@@ -22,13 +22,18 @@ def whole_number(value: Any, name: str, *, minimum: int | None = None) -> int | 
     below ``minimum``."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or (
-            not isinstance(value, numbers.Integral) and not float(value).is_integer()):  # NaN, infinities: not integers
+    # NaN and the infinities are no integers
+    if not _number(value) or (not isinstance(value, numbers.Integral) and not float(value).is_integer()):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
     number = int(value)
     if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
     return number
+
+
+def _number(value: Any) -> bool:
+    """A real number, numpy's included (``numbers.Real``), and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def max_results(value: Any, name: str = "maxResults") -> int | None:
@@ -42,7 +47,7 @@ def min_score(value: Any, name: str = "minScore") -> float | None:
     anything not a number raise ValueError."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:  # NaN
+    if not _number(value) or value != value:  # NaN
         raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
     # Compared before float(): an int too large for a float (JSON's 1 and 400 zeros) is 1, not an OverflowError.
     return 1.0 if value >= 1 else 0.0 if value <= 0 else float(value)
