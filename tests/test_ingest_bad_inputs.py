@@ -6,8 +6,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.sqlite_memory import open_mem, write
@@ -159,34 +161,41 @@ def test_a_transcript_line_with_an_absurd_timestamp_does_not_break_search(tmp_pa
     assert message_times(sessions, "sessions/s.jsonl", 1, len(lines)) == (day, day)
 
 
+def _sync_swapping(mem: Any, fifo: Path, link: Path, secret: Path, when: Callable[[Any], bool]) -> None:
+    """``mem.sync()`` on a thread; at the first progress report ``when`` accepts, ``fifo`` is swapped for a FIFO and
+    ``link`` for a symlink to ``secret`` (outside the workspace). Fails when the sync hangs (after giving the FIFO
+    a writer, so that the thread can end) or raises."""
+    import threading
+
+    def swap(progress: Any) -> None:
+        if when(progress) and fifo.is_file():
+            fifo.unlink()
+            os.mkfifo(fifo)
+            link.unlink()
+            link.symlink_to(secret)
+
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+        raise AssertionError("the sync hung on a file swapped for a FIFO")
+    assert done, "the sync failed"
+
+
 def test_a_file_swapped_for_a_fifo_or_a_symlink_while_the_sync_runs_is_skipped(tmp_path: Path) -> None:
     """The walker lists only regular files; one replaced after the listing (a FIFO, a symlink to a file outside
     memory) must neither hang the sync nor get the symlink's target indexed (memory_get never reads either)."""
-    import threading
-
     ws = tmp_path / "ws"
     for i in range(300):  # more chunks than one embedding group: the sync reports progress in between
         write(ws, f"memory/a{i:03d}.md", f"- note {i} about the garden\n")
     fifo, link = write(ws, "memory/zz-fifo.md", "- fifo\n"), write(ws, "memory/zz-link.md", "- link\n")
     secret = write(tmp_path, "secret.txt", "- the vault code is quokka-7731\n")
 
-    def swap(progress) -> None:  # type: ignore[no-untyped-def]
-        if progress.phase == "index" and fifo.is_file():
-            fifo.unlink()
-            os.mkfifo(fifo)
-            link.unlink()
-            link.symlink_to(secret)
-
     with open_mem(tmp_path, ws) as mem:
-        done: list[object] = []
-        worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
-        worker.start()
-        worker.join(60)
-        if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            worker.join(10)
-            raise AssertionError("the sync hung on a file swapped for a FIFO")
-        assert done, "the sync failed"
+        _sync_swapping(mem, fifo, link, secret, lambda progress: progress.phase == "index")
         assert not [h for h in mem.search("vault code quokka").results if "quokka" in h.snippet]
         reasons = skipped(mem)
         assert set(reasons) == {"memory/zz-fifo.md", "memory/zz-link.md"}, reasons
@@ -197,20 +206,11 @@ def test_a_file_swapped_for_a_fifo_or_a_symlink_while_the_sync_runs_is_skipped(t
 def test_the_in_memory_backend_neither_hangs_on_nor_follows_a_file_swapped_after_the_listing(tmp_path: Path) -> None:
     """The test backend (symi_memory.testing) read listed files with open(): a FIFO swapped in hung its sync and
     a symlink's target outside the workspace was indexed and searchable."""
-    import threading
-
     ws = tmp_path / "ws"
     write(ws, "MEMORY.md", "- The router is called gatekeeper.\n")
     fifo, link = write(ws, "memory/fifo.md", "- fifo\n"), write(ws, "memory/link.md", "- link\n")
     write(ws, "memory/plain.md", "- The garden hose is in the shed.\n")
     secret = write(tmp_path, "secret.txt", "- the vault code is quokka-7731\n")
-
-    def swap(progress) -> None:  # type: ignore[no-untyped-def]
-        if progress.path == "MEMORY.md":  # listed first, read first: the other files are listed by now
-            fifo.unlink()
-            os.mkfifo(fifo)
-            link.unlink()
-            link.symlink_to(secret)
 
     from support.sqlite_memory import settings
 
@@ -219,15 +219,8 @@ def test_the_in_memory_backend_neither_hangs_on_nor_follows_a_file_swapped_after
     cfg = load_config(None, state_dir=tmp_path / "state", overrides=settings(plugins={"slots": {"memory": "in-memory"}}))
     with open_memory(cfg, workspace=ws, start=False) as mem:
         assert mem.status()["backend"] == "in-memory"
-        done: list[object] = []
-        worker = threading.Thread(target=lambda: done.append(mem.sync(progress=swap)), daemon=True)
-        worker.start()
-        worker.join(60)
-        if worker.is_alive():  # hung opening the FIFO: give it a writer so the thread can end
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            worker.join(10)
-            raise AssertionError("the sync hung on a file swapped for a FIFO")
-        assert done, "the sync failed"
+        # MEMORY.md is listed first and read first: the other files are listed by now
+        _sync_swapping(mem, fifo, link, secret, lambda progress: progress.path == "MEMORY.md")
         assert not [h for h in mem.search("vault code quokka", min_score=0).results if "quokka" in h.snippet]
         assert [h.path for h in mem.search("garden hose shed", min_score=0).results] == ["memory/plain.md"]
         assert mem.status()["files"] == 4  # listed; the two swapped ones were left out of the chunks

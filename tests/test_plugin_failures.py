@@ -343,3 +343,37 @@ def test_a_plugin_that_raises_inside_a_wrapper_that_lets_errors_through_is_the_o
     assert set(plugins.failed) == {"broken"}, plugins.failed
     assert "RuntimeError: reranker table is corrupt" in plugins.failed["broken"]
     assert plugins.pm.has_plugin("wrapping")
+
+
+class _AnnotatingWrapper:
+    @staticmethod
+    @hookimpl(wrapper=True)
+    def symi_memory_register_rerankers(register):  # type: ignore[no-untyped-def]
+        try:
+            return (yield)
+        except Exception as exc:
+            raise RuntimeError(f"while registering rerankers: {exc}") from exc
+
+
+class _OldStyleAnnotatingWrapper:
+    @staticmethod
+    @hookimpl(hookwrapper=True)
+    def symi_memory_register_rerankers(register):  # type: ignore[no-untyped-def]
+        outcome = yield
+        try:
+            outcome.get_result()
+        except Exception as exc:
+            raise RuntimeError(f"while registering rerankers: {exc}")  # noqa: B904 (the error it handles is its context)
+
+
+@pytest.mark.parametrize("wrapper", [_AnnotatingWrapper, _OldStyleAnnotatingWrapper], ids=["wrapper", "hookwrapper"])
+def test_a_wrapper_that_restates_the_wrapped_plugins_error_is_not_blamed_for_it(wrapper: type) -> None:
+    """A wrapper that raises its own error while handling the wrapped plugin's (adding what was being done) was
+    blamed once the traceback alone decided: both plugins were dropped, the wrapper first. The error began in
+    the plugin the wrapper wrapped, as calling that plugin again alone showed before."""
+    from symi_memory.plugins import load_plugins
+
+    plugins = load_plugins(extra=[("broken", _RaisingReranker()), ("wrapping", wrapper())])
+    assert set(plugins.failed) == {"broken"}, plugins.failed
+    assert "reranker table is corrupt" in plugins.failed["broken"]
+    assert plugins.pm.has_plugin("wrapping")

@@ -86,3 +86,30 @@ def test_the_cli_refuses_a_min_score_that_is_not_a_number(tmp_path: Path, cli, w
         assert code == 2 and out == "", err
         assert err.strip().splitlines()[-1] == (f"symi-memory {command}: error: argument --min-score: 'nan' is not a "
                                                 f"number; use one from 0 to 1")
+
+
+def test_numpy_counts_and_scores_answer_as_the_plain_ones(mem: Any) -> None:
+    # search(max_results=np.int64(3)) and search(min_score=np.float32(...)) answered before the checks came, then
+    # raised "maxResults must be a whole number, got np.int64(3)" (an integrator's k from numpy is one).
+    import numpy as np
+
+    assert mem.search("router", max_results=np.int64(3), min_score=np.float32(0.25)) == mem.search(
+        "router", max_results=3, min_score=0.25)
+    assert mem.history("router", max_results=np.int32(5), min_score=np.float32(0.25)) == mem.history(
+        "router", max_results=5, min_score=0.25)
+    assert mem.read_file("MEMORY.md", from_line=np.int64(3), lines=np.int64(1)) == mem.read_file(
+        "MEMORY.md", from_line=3, lines=1)
+    for bad in (np.float32(2.5), np.float64(math.nan), np.bool_(True)):
+        with pytest.raises(ValueError, match="maxResults must be a whole number"):
+            mem.search("router", max_results=bad)
+
+
+def test_a_score_too_large_for_a_float_is_1_not_an_overflow(mem: Any) -> None:
+    # JSON reads 1 followed by 400 zeros as an int; float() of it raised OverflowError: the HTTP API's history and
+    # explain answered 500, the tool "memory search failed: int too large to convert to float".
+    huge = 10**400
+    assert mem.history("router", min_score=huge) == mem.history("router", min_score=1) == []
+    assert mem.search("router", min_score=huge) == mem.search("router", min_score=1)
+    assert mem.search("router", min_score=-huge) == mem.search("router", min_score=0)
+    out = tools.memory_search(mem, {"query": "router", "minScore": huge})
+    assert "error" not in out and out["results"] == []

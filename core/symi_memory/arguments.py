@@ -7,7 +7,7 @@ Standard library only.
 
 from __future__ import annotations
 
-import math
+import numbers
 from typing import Any
 
 __all__ = ["MAX_RESULTS_CAP", "max_results", "min_score", "nonblank", "whole_number"]
@@ -17,17 +17,23 @@ MAX_RESULTS_CAP = 200
 
 
 def whole_number(value: Any, name: str, *, minimum: int | None = None) -> int | None:
-    """``value`` as an int (None stays None). JSON's ``5.0`` counts; ``"5"``, ``True``, ``2.5``, NaN, infinities,
-    lists and the like raise ValueError, and so does a number below ``minimum``."""
+    """``value`` as an int (None stays None). JSON's ``5.0`` counts, and so do numpy's integers and floats;
+    ``"5"``, ``True``, ``2.5``, NaN, infinities, lists and the like raise ValueError, and so does a number
+    below ``minimum``."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or (
-            isinstance(value, float) and not value.is_integer()):  # NaN and the infinities are not integers
+    # NaN and the infinities are no integers
+    if not _number(value) or (not isinstance(value, numbers.Integral) and not float(value).is_integer()):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
     number = int(value)
     if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
     return number
+
+
+def _number(value: Any) -> bool:
+    """A real number, numpy's included (``numbers.Real``), and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def max_results(value: Any, name: str = "maxResults") -> int | None:
@@ -41,9 +47,10 @@ def min_score(value: Any, name: str = "minScore") -> float | None:
     anything not a number raise ValueError."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+    if not _number(value) or value != value:  # NaN
         raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
-    return min(1.0, max(0.0, float(value)))
+    # Compared before float(): an int too large for a float (JSON's 1 and 400 zeros) is 1, not an OverflowError.
+    return 1.0 if value >= 1 else 0.0 if value <= 0 else float(value)
 
 
 def nonblank(value: Any, name: str) -> str:

@@ -295,18 +295,33 @@ def _raiser(pm: pluggy.PluginManager, hook_name: str, error: BaseException) -> s
 
     The traceback runs from the call down to the ``raise``: a wrapper that only let the wrapped plugin's
     error through (``outcome.get_result()``, or the exception thrown back at its ``yield``) sits above that
-    plugin's frame, and a wrapper that raised its own error is the innermost implementation in it.
+    plugin's frame, and a wrapper that raised its own error is the innermost implementation in it. An error
+    raised while handling another (its ``__cause__`` or ``__context__``) that an implementation raised began
+    there: a wrapper that restates the wrapped plugin's error is not the one that failed.
     """
     owners: dict[Any, set[str]] = {}
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
         code = getattr(impl.function, "__code__", None)
         if code is not None and impl.plugin_name is not None:
             owners.setdefault(code, set()).add(impl.plugin_name)
-    found: set[str] | None = None
-    tb = error.__traceback__
-    while tb is not None:
-        found = owners.get(tb.tb_frame.f_code, found)
-        tb = tb.tb_next
+
+    def innermost(exc: BaseException) -> set[str] | None:
+        found: set[str] | None = None
+        tb = exc.__traceback__
+        while tb is not None:
+            found = owners.get(tb.tb_frame.f_code, found)
+            tb = tb.tb_next
+        return found
+
+    found = innermost(error)
+    seen = {id(error)}
+    earlier: BaseException | None = error
+    while earlier is not None:
+        earlier = earlier.__cause__ if earlier.__cause__ is not None else earlier.__context__
+        if earlier is None or id(earlier) in seen:
+            break
+        seen.add(id(earlier))
+        found = innermost(earlier) or found
     return next(iter(found)) if found is not None and len(found) == 1 else None
 
 
