@@ -239,7 +239,7 @@ class Rebuild(StoreParts):
         """Rebuild the whole index: build it in a temporary database, then swap it in atomically.
 
         The slow part (reading, chunking, embedding: whatever produces
-        ``files``) fills ``<index>.build`` without touching the index, so
+        ``files``) fills ``<index>.build-<pid>-<start>-XXXX`` without touching the index, so
         readers and other writers are never held up by it. One short
         transaction then replaces every row. A crash or error at any point
         leaves the previous index untouched and searchable.
