@@ -70,9 +70,10 @@ def _builds(index: Path) -> list[Path]:
 
 
 @contextmanager
-def _builder(tmp_path: Path, ws: Path, url: str, *args: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+def _builder(tmp_path: Path, ws: Path, url: str, *args: str,
+             prefix: tuple[str, ...] = ()) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     """A real `symi-memory index` process, yielded once its full build holds its build file."""
-    proc = subprocess.Popen(_cli(tmp_path, ws, url, "index", "--json", *args), stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*prefix, *_cli(tmp_path, ws, url, "index", "--json", *args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -100,6 +101,7 @@ def test_status_names_another_processs_running_build_in_cli_json_text_and_python
                                            capture_output=True, text=True, timeout=60, check=True).stdout)
             build = st["build"]
             assert build["running"] is True and build["pid"] == builder.pid and build["thisProcess"] is False, build
+            assert build["elsewhere"] is False, build
             started = calendar.timegm(time.strptime(build["startedAt"], "%Y-%m-%dT%H:%M:%SZ"))
             assert before - 2 <= started <= time.time() + 1, build
             assert isinstance(build["fileBytes"], int)
@@ -116,8 +118,8 @@ def test_status_names_another_processs_running_build_in_cli_json_text_and_python
             assert builder.returncode == 0, err
         st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),
                                        capture_output=True, text=True, timeout=60, check=True).stdout)
-        assert st["build"] == {"running": False, "pid": None, "thisProcess": False, "startedAt": None,
-                               "fileBytes": None}
+        assert st["build"] == {"running": False, "pid": None, "thisProcess": False, "elsewhere": False,
+                               "startedAt": None, "fileBytes": None}
         assert st["files"] == FILES
         text = subprocess.run(_cli(tmp_path, ws, server.url, "status", "--no-server"), capture_output=True,
                               text=True, timeout=60, check=True).stdout
@@ -249,3 +251,39 @@ def test_the_servers_sync_beside_a_build_that_outlasts_build_wait_answers_503_na
             code, st = srv.request("GET", "/api/agents/main/status")
             assert code == 200 and st["build"]["running"] and st["build"]["pid"] == builder.pid, st
             assert builder.poll() is None, "the build ended before the server's sync gave up: make it slower"
+
+
+def _own_pid_namespace() -> tuple[str, ...]:
+    """A command prefix that runs a process in a pid namespace of its own, as in another container."""
+    import shutil
+
+    prefix = ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc")
+    if shutil.which("unshare") is None or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("no unshare for a process in a pid namespace of its own")
+    return prefix
+
+
+def test_a_builder_in_another_container_is_not_named_by_a_pid_that_is_another_process_here(tmp_path: Path) -> None:
+    """A builder in another pid namespace (a container sharing the state dir) names itself pid 1 or so, which here
+    is another process (this container's init): `index` told the operator to `kill 1`, status said process 1."""
+    ws = _workspace(tmp_path)
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", _slow(1.0))
+        with _builder(tmp_path, ws, server.url, prefix=_own_pid_namespace()) as (builder, index):
+            named = running_build(index)
+            assert named is not None and named.pid is not None and named.pid != builder.pid, named
+            follower = subprocess.run(_cli(tmp_path, ws, server.url, "index", "--build-wait", "1"),
+                                      capture_output=True, text=True, timeout=120)
+            assert follower.returncode == 1, follower.stderr
+            err = follower.stderr
+            assert f"kill {named.pid}" not in err, err
+            assert f"pid {named.pid} in another container or on another host" in err, err
+            st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),
+                                           capture_output=True, text=True, timeout=60, check=True).stdout)
+            assert st["build"]["running"] and st["build"]["pid"] == named.pid and st["build"]["elsewhere"], st
+            text = subprocess.run(_cli(tmp_path, ws, server.url, "status", "--no-server"), capture_output=True,
+                                  text=True, timeout=60, check=True).stdout
+            assert f"process {named.pid} in another container or on another host" in text, text
+            assert builder.poll() is None, "the build ended before the checks: make the endpoint slower"
+        # A builder here is still named for what it is.
+        assert running_build(index) is None

@@ -503,6 +503,29 @@ def test_pages_of_other_sites_cannot_drive_the_server(setup: dict[str, Path]) ->
         assert "search" not in st["server"]["requests"] and "sync" not in st["server"]["requests"]
 
 
+def test_the_inspector_behind_a_reverse_proxy_is_answered(setup: dict[str, Path]) -> None:
+    """nginx (``proxy_pass http://127.0.0.1:PORT``, ``proxy_set_header X-Forwarded-Host $host``) or Apache's
+    ``ProxyPass`` in front of the loopback-bound server at https://memory.example.com: the server sees its own
+    address as Host and the browser's name in X-Forwarded-Host, and the inspector's POSTs carry that name as
+    Origin. They were refused 403 (and passing the browser's Host through, as the docs said, got 421)."""
+    with running_server(setup["state"]) as srv:
+        proxied = {"Origin": "https://memory.example.com", "X-Forwarded-Host": "memory.example.com",
+                   "X-Forwarded-Proto": "https"}
+        status, out = srv.request("POST", "/api/agents/main/explain", {"query": "Prefers tea"}, headers=proxied)
+        assert status == 200 and out["response"]["results"][0]["path"] == "MEMORY.md", (status, out)
+        status, page = srv.request("GET", "/", headers=proxied)
+        assert status == 200 and "<html" in page.lower()
+        # Another site's page is still refused, whatever the proxy forwards.
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                  headers={**proxied, "Origin": "https://evil.example"})
+        assert status == 403 and "results" not in out
+        # A page can only set X-Forwarded-Host after a preflight, and the preflight itself is refused.
+        status, _ = srv.request("OPTIONS", "/api/agents/main/search",
+                                headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST",
+                                         "Access-Control-Request-Headers": "x-forwarded-host"})
+        assert status == 403
+
+
 def _raw_exchange(port: int, request: bytes) -> tuple[int, bytes]:
     """Send ``request`` as is on a fresh connection; the status and body of the answer (the server may close early)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)

@@ -15,7 +15,21 @@ from ..errors import ConfigError
 from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 
-__all__ = ["App", "workspace_state"]
+__all__ = ["App", "whole_arg", "workspace_state"]
+
+
+def whole_arg(minimum: int) -> Any:
+    """An argparse ``type``: a whole number of at least ``minimum``, else a usage error (exit 2) saying why."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def workspace_state(path: Any) -> str:

@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from .app import App
+from .app import App, whole_arg
 
 
 def _session(text: str) -> str:
@@ -15,28 +15,15 @@ def _session(text: str) -> str:
     return text
 
 
-def _whole(minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("flush", help="decide on and record the pre-compaction memory flush")
     fsub = p.add_subparsers(dest="flush_command", metavar="ACTION", required=True)
 
     c = fsub.add_parser("check", help="should this session flush memory now?")
     c.add_argument("--session", required=True, type=_session, metavar="KEY")
-    c.add_argument("--tokens", type=_whole(0), default=None, metavar="N", help="current session token estimate")
-    c.add_argument("--context-window", type=_whole(1), default=None, metavar="N")
-    c.add_argument("--compactions", type=_whole(0), default=None, metavar="N", help="current compaction count")
+    c.add_argument("--tokens", type=whole_arg(0), default=None, metavar="N", help="current session token estimate")
+    c.add_argument("--context-window", type=whole_arg(1), default=None, metavar="N")
+    c.add_argument("--compactions", type=whole_arg(0), default=None, metavar="N", help="current compaction count")
     c.add_argument("--stale", action="store_true", help="the token count is not fresh")
     c.add_argument("--workspace-access", choices=("rw", "ro", "none"), default=None,
                    help="the sandbox's workspace access; ro and none mean no flush")
@@ -45,7 +32,7 @@ def add_parsers(sub: Any) -> None:
 
     r = fsub.add_parser("record", help="record that a flush ran in this compaction cycle")
     r.add_argument("--session", required=True, type=_session, metavar="KEY")
-    r.add_argument("--compactions", type=_whole(0), default=None, metavar="N")
+    r.add_argument("--compactions", type=whole_arg(0), default=None, metavar="N")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=run_record)
 

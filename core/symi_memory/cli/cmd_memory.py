@@ -13,19 +13,9 @@ from ..errors import BackendError, ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
 from . import render
-from .app import App, workspace_state
+from .app import App, whole_arg, workspace_state
 
 log = logging.getLogger("symi_memory.cli")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _score(text: str) -> float:
@@ -35,16 +25,6 @@ def _score(text: str) -> float:
         value = float("nan")
     if value != value:  # NaN (written as such, or not a number at all)
         raise argparse.ArgumentTypeError(f"{text!r} is not a number; use one from 0 to 1")
-    return value
-
-
-def _seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
@@ -58,7 +38,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="rebuild the whole index")
     p.add_argument("--check", action="store_true",
                    help="first read the whole index for damage (a disk fault); a damaged one is rebuilt")
-    p.add_argument("--build-wait", type=_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--build-wait", type=whole_arg(0), default=None, metavar="SECONDS",
                    help="wait at most this long for another process's full build of the index, then exit 1 "
                         "(default: sync.buildWaitSeconds, 1800; 0: do not wait)")
     p.add_argument("--json", action="store_true")
@@ -66,7 +46,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("search", help="search memory (indexes first when needed)")
     p.add_argument("query")
-    p.add_argument("-n", "--max-results", type=_positive_int, default=None, metavar="N")
+    p.add_argument("-n", "--max-results", type=whole_arg(1), default=None, metavar="N")
     p.add_argument("--min-score", type=_score, default=None, metavar="X")
     p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
     p.add_argument("--as-of", default=None, metavar="DATE",

@@ -89,6 +89,8 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     if isinstance(build, dict) and build.get("running"):
         who = "this process" if build.get("thisProcess") else (
             f"process {build['pid']}" if build.get("pid") is not None else "another process")
+        if build.get("elsewhere"):
+            who += " in another container or on another host"
         since = f" since {build['startedAt']}" if build.get("startedAt") else ""
         rows.append(("build", f"a full build is running in {who}{since} ({build.get('fileBytes')} bytes written "
                               "so far); searches use the index as it is until it lands"))

@@ -987,12 +987,13 @@ class IndexedBackend:
         """The full build of this index running now, in this process or another (:func:`.rebuild.running_build`)."""
         found = self.store.running_build()
         if found is None:
-            return {"running": False, "pid": None, "thisProcess": False, "startedAt": None, "fileBytes": None}
+            return {"running": False, "pid": None, "thisProcess": False, "elsewhere": False, "startedAt": None,
+                    "fileBytes": None}
         started = None
         if found.started_at is not None:
             started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.started_at))
-        return {"running": True, "pid": found.pid, "thisProcess": found.this_process, "startedAt": started,
-                "fileBytes": found.size}
+        return {"running": True, "pid": found.pid, "thisProcess": found.this_process, "elsewhere": found.elsewhere,
+                "startedAt": started, "fileBytes": found.size}
 
     def _synonyms_status(self) -> dict[str, Any]:
         """Whether local synonyms expand queries on this index, with how many word vectors, or why not."""

@@ -67,6 +67,13 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
+def _stop_hint(build: BuildInfo) -> str:
+    """How to stop a stuck builder: ``kill PID`` only when that pid is the builder as this process sees pids."""
+    if build.elsewhere:
+        return f"where it runs: pid {build.pid} is another container's or host's"
+    return f"kill {build.pid if build.pid is not None else '<pid>'}"
+
+
 class SyncCancelled(SymiMemoryError):
     """A sync stopped early because the manager is closing; the index keeps its last committed state."""
 
@@ -430,8 +437,7 @@ class Indexer:
                     f"waiting {_duration(waited)} (sync.buildWaitSeconds = {bound:g}); the index was not synced. "
                     "That build goes on and lands on its own: run `symi-memory index` again later, wait longer "
                     "with `symi-memory index --build-wait SECONDS`, or, if that process is stuck, stop it "
-                    f"(kill {found.pid if found.pid is not None else '<pid>'}; its build file is then deleted) "
-                    "and run `symi-memory index`")
+                    f"({_stop_hint(found)}; its build file is then deleted) and run `symi-memory index`")
             if progress is not None:
                 progress(SyncProgress(phase="wait", done=int(waited), total=max(1, int(bound)), path=str(found.path),
                                       detail=describe_build(found)))

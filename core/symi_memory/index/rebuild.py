@@ -48,6 +48,9 @@ class BuildInfo(NamedTuple):
     started_at: float | None  #: when the build started (Unix time), else None
     size: int  #: bytes the build file holds so far (it grows as the build writes its rows)
     this_process: bool = False  #: whether this process is the builder
+    #: the process ``pid`` names here has not got the build file open: the builder runs in another pid namespace
+    #: (a container sharing the folder) or on another host, and ``pid`` is no process to stop from here
+    elsewhere: bool = False
 
 
 def _build_prefix(index: Path) -> str:
@@ -71,6 +74,28 @@ def _parse_build_name(index: Path, name: str) -> tuple[int | None, float | None]
     if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
         return int(parts[0]), float(parts[1])
     return None, None
+
+
+def _pid_elsewhere(pid: int, build: os.stat_result) -> bool:
+    """Whether process ``pid``, as this process sees pids, is not the one holding ``build`` open: no such process
+    here, or one without it among its open files. False where that cannot be told (no /proc, another user's)."""
+    if pid == os.getpid():
+        return True  # not this process's build (those are in _OWN_BUILDS), so another namespace's pid
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self/fd")  # with /proc: no process of that pid here
+    except OSError:
+        return False
+    for name in names:
+        try:
+            st = os.stat(f"{fds}/{name}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (build.st_dev, build.st_ino):
+            return False
+    return True
 
 
 def _try_lock(fd: int) -> bool:
@@ -155,11 +180,13 @@ def running_build(index: Path) -> BuildInfo | None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
             pid, started = _parse_build_name(index, entry.name)
+            mine = entry.name in _OWN_BUILDS
             try:
-                size = os.fstat(fd).st_size
+                st = os.fstat(fd)
             except OSError:
-                size = 0
-            live.append(BuildInfo(Path(entry.path), pid, started, size, entry.name in _OWN_BUILDS))
+                st = None
+            elsewhere = pid is not None and not mine and st is not None and _pid_elsewhere(pid, st)
+            live.append(BuildInfo(Path(entry.path), pid, started, st.st_size if st else 0, mine, elsewhere))
         finally:
             os.close(fd)  # lets the probe's lock go
     if not live:
@@ -171,6 +198,8 @@ def describe_build(build: BuildInfo) -> str:
     """One phrase naming a live build for a person: its process, when it started, its build file and size."""
     who = "this process" if build.this_process else (
         f"pid {build.pid}" if build.pid is not None else "a process from an older release")
+    if build.elsewhere:
+        who += f" in another container or on another host (no process {build.pid} here has its build file open)"
     parts = [who]
     if build.started_at is not None:
         ago = max(0, int(time.time() - build.started_at))
@@ -210,7 +239,7 @@ class Rebuild(StoreParts):
         """Rebuild the whole index: build it in a temporary database, then swap it in atomically.
 
         The slow part (reading, chunking, embedding: whatever produces
-        ``files``) fills ``<index>.build`` without touching the index, so
+        ``files``) fills ``<index>.build-<pid>-<start>-XXXX`` without touching the index, so
         readers and other writers are never held up by it. One short
         transaction then replaces every row. A crash or error at any point
         leaves the previous index untouched and searchable.

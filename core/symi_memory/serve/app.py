@@ -106,7 +106,12 @@ class Guard:
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
         origin = headers.get(b"origin")
-        if origin is not None and not same_origin(origin.decode("latin-1"), host):
+        # Behind a reverse proxy the browser's name for the server is X-Forwarded-Host (nginx, Apache, Caddy), Host
+        # being the proxy's upstream address. A page elsewhere cannot forge it: a custom header needs a preflight,
+        # and the preflight carries its own Origin, refused here.
+        forwarded = headers.get(b"x-forwarded-host", b"").decode("latin-1").split(",")[0].strip()
+        if origin is not None and not (same_origin(origin.decode("latin-1"), host)
+                                       or (forwarded and same_origin(origin.decode("latin-1"), forwarded))):
             # A browser names the page that sent the request: only the server's own pages (the inspector) may
             # drive it, as the MCP spec asks of streamable HTTP servers; clients outside a browser send no Origin.
             log.info("refused %s %s: Origin %r is not this server", scope["method"], path, origin.decode("latin-1"))
