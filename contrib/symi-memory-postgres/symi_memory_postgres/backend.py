@@ -11,6 +11,7 @@ fuses; the core pipeline does the rest, as for every backend.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -370,9 +371,12 @@ class PostgresBackend:
                 ident = store.get_meta("identity")
                 if ident is None or json.loads(ident) != owner.indexer.index_identity():
                     return True
-                owner.indexer.store = store
-                changed, removed = owner.indexer.changed_files(
-                    list_sources(owner.indexer.agent), retry_pending=retry_pending and owner.indexer.retry_due(),
+                # A copy reads through this check's connection: the owner's Indexer may be syncing (another
+                # thread) through its store, which must stay on the sync's connection.
+                indexer = copy.copy(owner.indexer)
+                indexer.store = store
+                changed, removed = indexer.changed_files(
+                    list_sources(indexer.agent), retry_pending=retry_pending and indexer.retry_due(),
                     retry_failed=False)
                 if removed or any(f.source != "sessions" for f in changed):
                     return True
