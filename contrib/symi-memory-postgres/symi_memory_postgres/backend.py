@@ -11,6 +11,7 @@ fuses; the core pipeline does the rest, as for every backend.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -92,6 +93,8 @@ class PostgresBackend:
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: bool = False
     _pool_behind: bool = False
+    _held: int = 0  # connections this process holds (pooled or direct): at most poolSize
+    _held_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
     on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
 
@@ -116,17 +119,34 @@ class PostgresBackend:
         from psycopg_pool import PoolTimeout
 
         wait = timeout or self.settings.connect_timeout
+        size = self.settings.pool_size
         try:
-            conn = self.pool.getconn(timeout=min(wait, 0.05) if self._pool_behind else wait)
+            conn = self.pool.getconn(timeout=min(wait, 0.05) if self._pool_behind and self._held < size else wait)
         except PoolTimeout:
-            with psycopg.connect(self.settings.dsn, **connect_kwargs(self.settings)) as direct:
-                self._pool_behind = True
-                yield direct
+            # Every connection in use (a busy process, not an outage): a direct one would pass poolSize.
+            with self._held_lock:
+                busy = self._held >= size
+                self._held += 0 if busy else 1
+            if busy:
+                raise BackendError(f"postgres: all {size} connections of this process (memorySearch.store.postgres."
+                                   f"poolSize) are in use; none came free within {wait:g} s "
+                                   f"({self.settings.safe_dsn})") from None
+            try:
+                with psycopg.connect(self.settings.dsn, **connect_kwargs(self.settings)) as direct:
+                    self._pool_behind = True
+                    yield direct
+            finally:
+                with self._held_lock:
+                    self._held -= 1
             return
         self._pool_behind = False
+        with self._held_lock:
+            self._held += 1
         try:
             yield conn
         finally:
+            with self._held_lock:
+                self._held -= 1
             self.pool.putconn(conn)
 
     def _ensure(self, conn: Any) -> None:
@@ -351,9 +371,12 @@ class PostgresBackend:
                 ident = store.get_meta("identity")
                 if ident is None or json.loads(ident) != owner.indexer.index_identity():
                     return True
-                owner.indexer.store = store
-                changed, removed = owner.indexer.changed_files(
-                    list_sources(owner.indexer.agent), retry_pending=retry_pending and owner.indexer.retry_due(),
+                # A copy reads through this check's connection: the owner's Indexer may be syncing (another
+                # thread) through its store, which must stay on the sync's connection.
+                indexer = copy.copy(owner.indexer)
+                indexer.store = store
+                changed, removed = indexer.changed_files(
+                    list_sources(indexer.agent), retry_pending=retry_pending and indexer.retry_due(),
                     retry_failed=False)
                 if removed or any(f.source != "sessions" for f in changed):
                     return True

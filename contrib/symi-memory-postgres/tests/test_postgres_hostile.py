@@ -278,3 +278,70 @@ def test_a_path_too_long_for_an_index_entry_never_stops_indexing_the_others(tmp_
         assert [s["reason"] for s in st["skipped"]] == ["path longer than 2400 bytes, the most this index stores"]
         assert st["skipped"][0]["path"].startswith(deep[:100]) and st["skipped"][0]["path"].endswith("...")
         assert (st["files"], st["lastError"], st["dirty"]) == (1, None, False)
+
+
+def test_busy_searches_never_open_more_connections_than_pool_size(tmp_path: Path, pg_server: PgServer,
+                                                                  pg_schema: str) -> None:
+    # The direct connection meant for a pool waiting out its reconnect backoff was also opened when the pool was
+    # merely busy: with poolSize 2, eight searches held up behind a lock held eight server connections (a server
+    # under load, answering slowly, got one connection more per request until max_connections).
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, poolSize=2, connectTimeout=1.0, searchTimeout=5.0) as mem:
+        mem.sync()
+        locker = psycopg.connect(pg_server.dsn)
+        answers: list[Any] = []
+        try:
+            locker.execute(f"LOCK TABLE {pg_schema}.chunks IN ACCESS EXCLUSIVE MODE")
+            searches = [threading.Thread(target=lambda: answers.append(mem.search("pelican", min_score=0)))
+                        for _ in range(8)]
+            for search in searches:
+                search.start()
+            time.sleep(2.5)  # past connectTimeout: the searches the pool could not serve have answered or connected
+            held = len(_waiting_on_lock(pg_server, pg_schema))
+        finally:
+            locker.close()
+        for search in searches:
+            search.join(15)
+        assert held <= 2, f"{held} server connections for poolSize 2"
+        busy = [a for a in answers if a.mode == "unavailable"]
+        assert len(answers) == 8 and len(busy) == 6
+        assert all("poolSize" in a.fallback.reason and "unreachable" not in a.fallback.reason for a in busy)
+        assert paths(mem, "pelican")[0] == "MEMORY.md"
+        assert mem.status()["server"]["available"] is True
+
+
+def test_status_and_searches_during_a_sync_never_break_it(tmp_path: Path, pg_server: PgServer,
+                                                          pg_schema: str) -> None:
+    # status() (and a search's staleness check) pointed the syncing Indexer's store at their own pooled connection:
+    # the sync then wrote through a connection it did not own and failed, "postgres server unreachable (...): the
+    # connection is closed", though the server was fine.
+    files = {f"memory/n-{i:04d}.md": f"# n {i}\n\nnote {i} " + "filler words here " * 40 + "\n" for i in range(1000)}
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n", **files})
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        mem.sync()
+        for i in range(1000):
+            (ws / f"memory/n-{i:04d}.md").write_text(f"# n {i}\n\nrewritten heron {i} " + "other words " * 40 + "\n",
+                                                    encoding="utf-8")
+        outcome: list[Any] = []
+
+        def sync() -> None:
+            try:
+                outcome.append(mem.sync())
+            except BackendError as exc:
+                outcome.append(exc)
+
+        syncing = threading.Thread(target=sync)
+        syncing.start()
+        rounds = 0
+        while syncing.is_alive():
+            mem.status()
+            assert paths(mem, "pelican")[0] == "MEMORY.md"
+            rounds += 1
+        syncing.join()
+        assert rounds > 0
+        assert not isinstance(outcome[0], BackendError), outcome[0]
+        assert outcome[0].files_indexed == 1000 and outcome[0].errors == ()
+        st = mem.status()
+        assert (st["files"], st["dirty"], st["lastError"]) == (1001, False, None)
+    assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE text LIKE %s", ("%rewritten heron%",)) \
+        == [(1000,)]
