@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .db import new_index_id
+from .fts_segments import merge_after_write
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
 
@@ -125,6 +126,8 @@ class FileWrites(StoreParts):
         if skipped is not None:
             self.conn.execute("DELETE FROM skipped")
             self.conn.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
+        if self.fts_error is None:
+            merge_after_write(self.conn, written)  # a large write: the keyword index in one segment again
         for k, v in (meta or {}).items():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, v))
         self.conn.execute(
