@@ -704,7 +704,7 @@ class IndexedBackend:
         if not _SEARCH_IMPORTED:
             _import_search_path()
         cjk = CJK_RUN_RE.search
-        eligible = [k for k, text in zip(rows, map(_TEXT, rows.values()))  # (the text by index: no attribute look-up)
+        eligible = [k for k, text in zip(rows, map(_TEXT, rows.values()), strict=True)  # (texts by index)
                     if (len(text) < FTS_MAX_TOKEN_BYTES and text.isascii())
                     or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
         if not eligible:

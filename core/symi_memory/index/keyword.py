@@ -242,10 +242,10 @@ class ExactMatcher:
         # identifier, is searched for in none; most texts may hold one token of the query at most).
         get: Callable[[K], str | None] = texts.get
         for pattern in self.idents:  # each a plain literal here (checked above)
-            lit = pattern._literal
-            if not lit:
+            token = pattern._literal
+            if not token:
                 continue
-            n = len(lit)
+            n = len(token)
             for key in candidates.get(pattern.token, texts.keys()):
                 if key in held:
                     continue
@@ -262,7 +262,7 @@ class ExactMatcher:
                     continue
                 # pattern.found_in(chunk) written out for its first occurrence, which most texts holding the token
                 # hold it as (a call per candidate cost more than the look); the rest as found_in looks.
-                at = chunk.find(lit)
+                at = chunk.find(token)
                 if at >= 0:
                     after = at + n
                     if (at == 0 or not chunk[at - 1].isalnum()) and (after >= len(chunk)

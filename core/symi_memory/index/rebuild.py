@@ -234,7 +234,7 @@ class Rebuild(StoreParts):
             c.execute("INSERT INTO chunks_fts(rowid, text, cjk) SELECT rowid, text, cjk FROM build.chunks")
             # Every chunk written again: the keyword index in one segment (fts_segments), counted from here.
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '0')", (PENDING_META,))
-            merge_after_write(c, int(c.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]))
+            merge_after_write(c, int((c.execute("SELECT COUNT(*) FROM chunks").fetchone() or (0,))[0]))
         row = c.execute("SELECT length(embedding) / 4 FROM build.chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
         if row and embedder is not None:
             self._note_dims(int(row[0]))  # type: ignore[arg-type]
