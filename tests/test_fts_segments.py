@@ -6,7 +6,11 @@ go is merged into one segment (``index/fts_segments.py``); the rows, ranks and c
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
+
+import attrs
 
 from symi_memory.index.fts_segments import MERGE_MIN_CHUNKS, PENDING_META
 from symi_memory.index.store import ChunkRow, FileRow, IndexStore
@@ -67,5 +71,24 @@ def test_small_writes_are_counted_and_left_to_fts5(tmp_path: Path) -> None:
         rowid_of = dict(store.conn.execute("SELECT id, rowid FROM chunks").fetchall())
         assert [r for r, _ in store.keyword_search(f"uniq{PER_FILE}c", 5)] == [rowid_of[f"c{PER_FILE:06d}"]]
         assert store.keyword_search(f"uniq{PER_FILE}", 5) == []  # its old text is gone
+    finally:
+        store.close()
+
+
+def test_one_write_below_the_merge_size_leaves_one_segment(tmp_path: Path) -> None:
+    # The keyword rows of one write go in together: FTS5 writes its pending terms as a segment whenever another
+    # statement of the transaction opens a statement journal (each chunk's vector upsert did), not once per chunk.
+    store = IndexStore.open(tmp_path / "index.sqlite")
+    try:
+        files = [(frow, [attrs.evolve(c, embedding=struct.pack("4f", 1.0, float(i), 0.0, 0.5)) for i, c in enumerate(rows)])
+                 for frow, rows in _files(0, MERGE_MIN_CHUNKS - PER_FILE)]
+        identity = {"provider": "test", "model": "m", "fingerprint": "f", "chunkTokens": 400, "chunkOverlap": 80}
+        store.replace_files(files, meta={"identity": json.dumps(identity, sort_keys=True)})
+        assert store.conn.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0] == len(
+            [c for _, rows in files for c in rows])
+        assert _pending(store) == MERGE_MIN_CHUNKS - PER_FILE  # not merged
+        assert _segments(store) == 1
+        rowid_of = dict(store.conn.execute("SELECT id, rowid FROM chunks").fetchall())
+        assert [r for r, _ in store.keyword_search("uniq3", 5)] == [rowid_of["000003"]]
     finally:
         store.close()

@@ -1,7 +1,8 @@
 """Keeping the keyword index (FTS5) in few segments, so that a search's term look-ups stay cheap.
 
-FTS5 writes each transaction's terms as a new segment (more when one transaction writes a lot) and merges them
-only when several pile up on one level (``automerge``), so a large index built by a sync holds several segments,
+FTS5 writes the terms it holds as a new segment at each commit, and whenever another statement of the transaction
+opens a statement journal (a write inserts its chunks' keyword rows together at its end for that, ``writes.py``), and
+merges segments only when several pile up on one level (``automerge``), so a large index built by a sync holds several,
 and every term a search looks up (its MATCH, the document counts, the counts read through ``fts5vocab``) is sought
 in each of them. On the 10,000-chunk bench store (seven segments) merging them into one cut the instructions of a
 hybrid search by about 4% (the rows, ranks and counts read are the same: only where FTS5 keeps them changes).
