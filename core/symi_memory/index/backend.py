@@ -712,8 +712,8 @@ class IndexedBackend:
         if not _SEARCH_IMPORTED:
             _import_search_path()
         cjk = CJK_RUN_RE.search
-        eligible = [k for k, r in rows.items()
-                    if (len(text := r.text) < FTS_MAX_TOKEN_BYTES and text.isascii())
+        eligible = [k for k, text in zip(rows, map(_TEXT, rows.values()), strict=True)  # (texts by index)
+                    if (len(text) < FTS_MAX_TOKEN_BYTES and text.isascii())
                     or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
         if not eligible:
             return {}
@@ -1441,7 +1441,7 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
         needs[ident] = terms
     # Every text with other characters, then the ASCII ones (or any: the others are listed already) counting
     # every term of the identifier.
-    other = [k for k, r in rows.items() if not r.text.isascii()]
+    other = list(compress(rows, map(not_, map(str.isascii, map(_TEXT, rows.values())))))
     listed = set(other)
     out: dict[str, list[int]] = {}
     for ident, terms in needs.items():

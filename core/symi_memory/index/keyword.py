@@ -242,8 +242,10 @@ class ExactMatcher:
         # identifier, is searched for in none; most texts may hold one token of the query at most).
         get: Callable[[K], str | None] = texts.get
         for pattern in self.idents:  # each a plain literal here (checked above)
-            if not pattern._literal:
+            token = pattern._literal
+            if not token:
                 continue
+            n = len(token)
             for key in candidates.get(pattern.token, texts.keys()):
                 if key in held:
                     continue
@@ -254,11 +256,23 @@ class ExactMatcher:
                 # (lower-case) token in it is one of its lower case too, at the same place with the same characters
                 # either side (letters or digits still), and most texts hold it as written: lower casing a chunk
                 # costs more than looking through it.
-                if chunk.isascii():
-                    found = pattern.found_in(chunk) or pattern.found_in(chunk.lower())
-                else:
-                    found = pattern.found_in(fold_text(chunk))
-                if found:
+                if not chunk.isascii():
+                    if pattern.found_in(fold_text(chunk)):
+                        add(key)
+                    continue
+                # pattern.found_in(chunk) written out for its first occurrence, which most texts holding the token
+                # hold it as (a call per candidate cost more than the look); the rest as found_in looks.
+                at = chunk.find(token)
+                if at >= 0:
+                    after = at + n
+                    if (at == 0 or not chunk[at - 1].isalnum()) and (after >= len(chunk)
+                                                                      or not chunk[after].isalnum()):
+                        add(key)
+                        continue
+                    if pattern.found_in(chunk):
+                        add(key)
+                        continue
+                if pattern.found_in(chunk.lower()):
                     add(key)
         return held
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import apsw
 
 from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current, new_index_id
+from .fts_segments import PENDING_META, merge_after_write
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
 
@@ -343,6 +344,9 @@ class Rebuild(StoreParts):
                       "JOIN embedding_cache v ON v.embedder = ? AND v.hash = u.hash", (embedder,))
         if self.fts_error is None:
             c.execute("INSERT INTO chunks_fts(rowid, text, cjk) SELECT rowid, text, cjk FROM build.chunks")
+            # Every chunk written again: the keyword index in one segment (fts_segments), counted from here.
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '0')", (PENDING_META,))
+            merge_after_write(c, int((c.execute("SELECT COUNT(*) FROM chunks").fetchone() or (0,))[0]))
         row = c.execute("SELECT length(embedding) / 4 FROM build.chunks WHERE embedding IS NOT NULL LIMIT 1").fetchone()
         if row and embedder is not None:
             self._note_dims(int(row[0]))  # type: ignore[arg-type]
