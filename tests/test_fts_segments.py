@@ -92,3 +92,22 @@ def test_one_write_below_the_merge_size_leaves_one_segment(tmp_path: Path) -> No
         assert [r for r, _ in store.keyword_search("uniq3", 5)] == [rowid_of["000003"]]
     finally:
         store.close()
+
+
+def test_a_path_written_twice_in_one_write_keeps_only_its_last_text_searchable(tmp_path: Path) -> None:
+    # The second copy deletes the first's chunks before their (deferred) keyword rows went in, and its new chunks
+    # take the same rowids: a search for a word only the first copy had must find nothing.
+    store = IndexStore.open(tmp_path / "index.sqlite")
+    try:
+        store.replace_files(_files(0, 3))
+        old = _files(100, 3, tag="old")[0]
+        new = _files(100, 3, tag="new")[0]
+        store.replace_files([(attrs.evolve(old[0], path="memory/twice.md"), [attrs.evolve(c, path="memory/twice.md") for c in old[1]]),
+                             (attrs.evolve(new[0], path="memory/twice.md"), [attrs.evolve(c, path="memory/twice.md") for c in new[1]])])
+        rowid_of = dict(store.conn.execute("SELECT id, rowid FROM chunks").fetchall())
+        assert store.keyword_search("uniq101old", 5) == []
+        assert [r for r, _ in store.keyword_search("uniq101new", 5)] == [rowid_of["new000101"]]
+        # Each chunk's keyword row once: as many rows in the keyword index as chunks.
+        assert store.conn.execute("SELECT COUNT(*) FROM chunks_fts_docsize").fetchone()[0] == len(rowid_of)
+    finally:
+        store.close()

@@ -114,10 +114,15 @@ class FileWrites(StoreParts):
         # The keyword index's rows of the chunks written, inserted together at the end: FTS5 writes the terms it
         # holds as a segment whenever another statement of the transaction opens a statement journal (an upsert,
         # say), so inserted between the other rows a 10,000-chunk write left 7 segments (fts_segments).
-        keyword_rows: list[tuple[int, str, str]] = []
+        # By rowid: a path written twice in one call deletes its first chunks before their rows went in, and its
+        # new chunks take the same rowids.
+        keyword_rows: dict[int, tuple[str, str]] = {}
         for frow, chunks in files:
             kept = self._kept_analyses(self.conn, frow.path)
-            removed += self._delete_path(frow.path)
+            gone = self._delete_path(frow.path)
+            removed += gone
+            for rowid in gone:
+                keyword_rows.pop(rowid, None)
             self.conn.execute(
                 "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
                 (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
@@ -128,7 +133,8 @@ class FileWrites(StoreParts):
                     added.append((rowid, c.embedding))
                 written += 1
         if keyword_rows:
-            self.conn.executemany("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", keyword_rows)
+            self.conn.executemany("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)",
+                                  [(rowid, text, cjk) for rowid, (text, cjk) in keyword_rows.items()])
         if skipped is not None:
             self.conn.execute("DELETE FROM skipped")
             self.conn.executemany("INSERT INTO skipped(path, reason) VALUES (?, ?)", list(skipped.items()))
@@ -167,9 +173,9 @@ class FileWrites(StoreParts):
             if blob and blob[0] == LINE_ANALYSIS_VERSION}
 
     def _insert_chunk(self, c: ChunkRow, embedder: int | None, analysis: bytes | None = None,
-                      keyword_rows: list[tuple[int, str, str]] | None = None) -> int:
+                      keyword_rows: dict[int, tuple[str, str]] | None = None) -> int:
         """Insert one chunk (its vector into the cache, its units); its keyword index row is inserted here, or
-        appended to ``keyword_rows`` for the caller to insert."""
+        kept in ``keyword_rows`` (by rowid) for the caller to insert."""
         from ..supersession import line_analysis
         from .keyword import cjk_bigrams
 
@@ -202,11 +208,11 @@ class FileWrites(StoreParts):
                 [(rowid, u.start_line, u.end_line, embedder, u.hash) for u in c.units],
             )
         if self.fts_error is None:
-            row = (rowid, c.text, cjk_bigrams(c.text))
             if keyword_rows is None:
-                self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)", row)
+                self.conn.execute("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)",
+                                  (rowid, c.text, cjk_bigrams(c.text)))
             else:
-                keyword_rows.append(row)
+                keyword_rows[rowid] = (c.text, cjk_bigrams(c.text))
         return rowid
 
     def fill_line_analysis(self, batch: int = 500, should_stop: Callable[[], bool] | None = None) -> int:
