@@ -220,8 +220,7 @@ class MemoryManager:
         q = self.agent.memory_search["query"]
         n = arguments.max_results(max_results)
         n = int(q["maxResults"]) if n is None else n
-        ms = arguments.min_score(min_score)
-        ms = min(1.0, max(0.0, float(q["minScore"]))) if ms is None else ms
+        ms = self._min_score(min_score)
         mult = q["hybrid"]["candidateMultiplier"]
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
@@ -269,6 +268,12 @@ class MemoryManager:
                 backend.candidate_line_analysis  # type: ignore[attr-defined]
                 if analysis or isinstance(backend, StoredLineAnalysis) else None)
 
+    def _min_score(self, value: Any) -> float:
+        """A search's score floor: ``value`` checked as :func:`~symi_memory.arguments.min_score` checks it, or the
+        configured ``query.minScore`` when None (both on 0..1)."""
+        ms = arguments.min_score(value)
+        return min(1.0, max(0.0, float(self.agent.memory_search["query"]["minScore"]))) if ms is None else ms
+
     def history(self, query: str, *, max_results: int | None = 30, min_score: float | None = None,
                 as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
         """Every version of the fact that best answers ``query``, oldest first; ``[]`` when memory holds no
@@ -288,7 +293,7 @@ class MemoryManager:
         cutoff = parse_as_of(as_of)
         max_results = arguments.max_results(max_results)
         max_results = 30 if max_results is None else max_results
-        ms = arguments.min_score(min_score)
+        ms = self._min_score(min_score)
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
             sources = tuple(s for s in sources if s != "sessions") or ("memory",)
@@ -303,7 +308,6 @@ class MemoryManager:
                                   line_analysis=analysis)
         # The fact is the best candidate, if search would return it: below the floor search applies
         # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
-        ms = min(1.0, max(0.0, float(self.agent.memory_search["query"]["minScore"]))) if ms is None else ms
         floor = ms if result.calibrated else 0.0
         if not final or final[0].score < floor:
             return []

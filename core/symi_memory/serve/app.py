@@ -133,7 +133,7 @@ class Guard:
                 await refuse(400, "bad Content-Length")
                 return
             if too_big:
-                await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
+                await refuse(413, _too_large(self.max_body))
                 return
         seen = 0
         max_body = self.max_body
@@ -144,7 +144,7 @@ class Guard:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_body:
-                    raise _BodyTooLarge(f"request body over serve.maxBodyBytes ({max_body} bytes)")
+                    raise _BodyTooLarge(_too_large(max_body))
             return message
 
         try:
@@ -165,9 +165,14 @@ class Guard:
                 await self.mcp.handle_request(scope, capped_receive, send_marked)
                 return
             await self.app(scope, capped_receive, send_marked)
-        except _BodyTooLarge:
+        except _BodyTooLarge as exc:
             if not started:  # else the app answered already (an error of its own): the connection just ends
-                await refuse(413, f"request body over serve.maxBodyBytes ({self.max_body} bytes)")
+                await refuse(413, str(exc))
+
+
+def _too_large(max_body: int) -> str:
+    """What a request whose body is over the limit is answered (413)."""
+    return f"request body over serve.maxBodyBytes ({max_body} bytes)"
 
 
 class _BodyTooLarge(Exception):
