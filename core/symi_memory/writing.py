@@ -130,6 +130,9 @@ def append_memory(
         raise MemoryWriteError("nothing to append: text is empty")
     root = Path(workspace).expanduser().resolve()
     if not root.is_dir():
+        if root.exists():
+            raise MemoryWriteError(f"workspace {root} is a file, not a folder; point agents.defaults.workspace at "
+                                   "the folder that holds MEMORY.md and memory/")
         raise MemoryWriteError(f"workspace {root} does not exist; create it or set agents.defaults.workspace")
     if not workspace_writable(root, access):
         raise MemoryWriteError(
