@@ -67,6 +67,45 @@ def test_async_facade_round_trip(tmp_path: Path, notes: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_a_cancelled_async_sync_stops_its_work_and_the_next_sync_finishes_it(tmp_path: Path) -> None:
+    """``asyncio.timeout``/``wait_for`` around ``await amm.sync()``: the sync in the worker thread must stop too
+    (not run on for seconds, still calling the progress callback its caller gave up on), leaving the index
+    consistent for the next call."""
+    from support.sqlite_memory import open_mem, write
+
+    ws = tmp_path / "ws"
+    for i in range(3000):
+        write(ws, f"memory/n{i:04d}.md", f"# Note {i}\nalpha beta gamma kestrel n{i}x\n" * 3)
+
+    async def scenario() -> None:
+        mem = open_mem(tmp_path, ws)
+        amm = AsyncMemoryManager(mem)
+        loop = asyncio.get_running_loop()
+        seen: list[str] = []
+        cancelled_at: list[int] = []
+        task: asyncio.Task | None = None
+
+        def progress(p) -> None:  # type: ignore[no-untyped-def]
+            seen.append(p.phase)
+            if p.phase == "index" and not cancelled_at:
+                cancelled_at.append(len(seen))
+                loop.call_soon_threadsafe(task.cancel)  # type: ignore[union-attr]
+
+        task = asyncio.create_task(amm.sync(progress=progress))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        time.sleep(0.5)  # the worker thread's sync reaches its next step meanwhile (the loop waits with it)
+        assert cancelled_at and len(seen) <= cancelled_at[0] + 1, seen  # at most the report already under way
+        report = await amm.sync()  # the cancelled full build never landed: this one does the whole of it
+        assert report.files_indexed == 3000 and report.full
+        hits = await amm.search("n2999x", min_score=0)
+        assert hits.results and hits.results[0].path == "memory/n2999.md"
+        assert not [p for p in (tmp_path / "state" / "memory").iterdir() if ".build" in p.name]
+        await amm.close()
+
+    asyncio.run(scenario())
+
+
 def test_mcp_stdio_server_end_to_end(tmp_path: Path, notes: Path) -> None:
     workspace = notes
     pytest.importorskip("mcp_types")

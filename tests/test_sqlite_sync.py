@@ -187,3 +187,31 @@ def test_symlinks_and_ignored_dirs_are_skipped(tmp_path: Path, ws: Path) -> None
             assert paths_for(mem, "marmoset") == set()
             assert paths_for(mem, "wombat") == {"memory/sub/real.md"}
             assert mem.status()["files"] == 32
+
+
+def test_a_long_sync_reports_its_progress_and_a_callback_that_raises_stops_it(tmp_path: Path) -> None:
+    """What integration.md promises a runtime with a big workspace: steps it can show, and a way to stop."""
+    w = tmp_path / "big"
+    for i in range(2000):
+        write(w, f"memory/n{i:04d}.md", f"# Note {i}\nalpha beta gamma kestrel n{i}x\n")
+
+    class Stop(Exception):
+        pass
+
+    def stop_early(p) -> None:  # type: ignore[no-untyped-def]
+        if p.phase == "index":
+            raise Stop
+
+    mem = open_mem(tmp_path, w)
+    with pytest.raises(Stop):
+        mem.sync(progress=stop_early)
+    assert mem.status()["files"] == 0  # the first build did not land, and left nothing behind
+    assert not [p for p in (tmp_path / "state" / "memory").iterdir() if ".build" in p.name]
+    seen: list[tuple[str, int, int]] = []
+    report = mem.sync(progress=lambda p: seen.append((p.phase, p.done, p.total)))
+    assert report.files_indexed == 2000 and report.embeddings_cached > 0  # what the stopped sync embedded is kept
+    assert seen[0] == ("scan", 0, 2000) and seen[-1] == ("done", 2000, 2000)
+    steps = [done for phase, done, total in seen if phase == "index"]
+    assert len(steps) >= 4 and steps == sorted(steps) and steps[-1] == 2000
+    assert [h.path for h in mem.search("n1999x", min_score=0).results][:1] == ["memory/n1999.md"]
+    mem.close()

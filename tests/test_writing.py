@@ -66,6 +66,11 @@ def test_refuses_bad_input_and_sandbox_access(tmp_path: Path) -> None:
         append_memory(tmp_path, "   \n")
     with pytest.raises(MemoryWriteError, match="does not exist"):
         append_memory(tmp_path / "nope", "x")
+    (tmp_path / "afile").write_text("keep\n")
+    with pytest.raises(MemoryWriteError, match="afile is a file, not a folder"):
+        append_memory(tmp_path / "afile", "x")
+    assert (tmp_path / "afile").read_text() == "keep\n"
+    (tmp_path / "afile").unlink()
     with pytest.raises(MemoryWriteError, match="not writable.*workspaceAccess=ro"):
         append_memory(tmp_path, "x", access="ro")
     with pytest.raises(MemoryWriteError, match="'weekly'"):

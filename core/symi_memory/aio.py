@@ -8,6 +8,7 @@ stalls the event loop of an async agent runtime.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +55,27 @@ class AsyncMemoryManager:
         force: bool = False,
         progress: Callable[[SyncProgress], None] | None = None,
     ) -> SyncReport:
-        """Bring the index up to date; ``progress`` is called from the worker thread."""
-        return await asyncio.to_thread(self.manager.sync, reason=reason, force=force, progress=progress)
+        """Bring the index up to date; ``progress`` is called from the worker thread.
+
+        Cancelling the awaiting task (``asyncio.timeout``, ``wait_for``) stops the sync in the worker thread at its
+        next progress step (a few hundred chunks; a backend that reports no progress runs on): ``progress`` is not
+        called again, what was written stays consistent and the next sync carries on from it.
+        """
+        stop = threading.Event()
+
+        def report(step: SyncProgress) -> None:
+            if stop.is_set():
+                from .index.indexer import SyncCancelled
+
+                raise SyncCancelled("sync cancelled: the task awaiting it was cancelled")
+            if progress is not None:
+                progress(step)
+
+        try:
+            return await asyncio.to_thread(self.manager.sync, reason=reason, force=force, progress=report)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
 
     async def status(self) -> dict[str, Any]:
         """The status dict of behaviour §9."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -41,6 +42,25 @@ if TYPE_CHECKING:
 __all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
 
 log = logging.getLogger("symi_memory.manager")
+
+#: How long :meth:`MemoryManager.close` waits for calls running in other threads (searches, status, the dedup
+#: lookup of an append) before it closes the index under them anyway.
+CLOSE_WAIT_SECONDS = 30.0
+
+#: One lock per workspace (its resolved path) for :meth:`MemoryManager.append`: the dedup lookup, the write and
+#: the indexing of one append finish before the next append's lookup starts, so notes appended at once from
+#: several threads (or managers of this process) are judged against each other, not all written as new.
+_APPEND_LOCKS: dict[str, threading.Lock] = {}
+_APPEND_LOCKS_GUARD = threading.Lock()
+
+
+def _append_lock(workspace: str | os.PathLike[str]) -> threading.Lock:
+    key = str(Path(workspace).expanduser().resolve())
+    with _APPEND_LOCKS_GUARD:
+        lock = _APPEND_LOCKS.get(key)
+        if lock is None:
+            lock = _APPEND_LOCKS[key] = threading.Lock()
+        return lock
 
 
 @attrs.define
@@ -113,7 +133,11 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
 
 @attrs.define
 class MemoryManager:
-    """Thread-safe facade: search, read_file, sync, status, close."""
+    """Thread-safe facade: search, read_file, sync, status, close.
+
+    :meth:`close` lets calls already running in other threads finish (at most :data:`CLOSE_WAIT_SECONDS`), then
+    closes the index; a call made after it raises :class:`~symi_memory.errors.SymiMemoryError`.
+    """
 
     config: Config
     agent: AgentView
@@ -131,6 +155,31 @@ class MemoryManager:
     #: call). A protocol the class does not define is asked of the backend at each search: an instance may gain or
     #: lose its members (a wrapper looking them up on the backend it currently serves from).
     _stored: tuple[type, bool, bool, bool] | None = None
+    #: Calls running now (search, explain, history, read_file, status, check_integrity, an append's lookup and
+    #: write), by thread: :meth:`close` waits for them, so the index is not closed under them.
+    _calls: dict[int, int] = attrs.field(factory=dict)
+    _idle: threading.Condition = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._idle = threading.Condition(self._lock)
+
+    def _enter(self) -> MemoryBackend:
+        """Count a call on this thread (refused once closed) and return the backend; pair with :meth:`_leave`."""
+        me = threading.get_ident()
+        with self._lock:
+            backend = self._require()
+            self._calls[me] = self._calls.get(me, 0) + 1
+        return backend
+
+    def _leave(self) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            left = self._calls[me] - 1
+            if left:
+                self._calls[me] = left
+            else:
+                del self._calls[me]
+                self._idle.notify_all()
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -182,8 +231,12 @@ class MemoryManager:
         configured one. Anything else (``"5"``, ``True``, ``2.5``, NaN) raises
         ValueError, as a blank query does.
         """
-        return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
-                            as_of=as_of)
+        self._enter()
+        try:
+            return self._search(query, max_results=max_results, min_score=min_score, session_key=session_key,
+                                now=now, as_of=as_of)
+        finally:
+            self._leave()
 
     def explain(self, query: str, *, max_results: int | None = None, min_score: float | None = None,
                 session_key: str | None = None, now: float | None = None,
@@ -199,8 +252,12 @@ class MemoryManager:
         normal search path records nothing.
         """
         trace: dict[str, Any] = {}
-        resp = self._search(query, max_results=max_results, min_score=min_score, session_key=session_key, now=now,
-                            as_of=as_of, trace=trace)
+        self._enter()
+        try:
+            resp = self._search(query, max_results=max_results, min_score=min_score, session_key=session_key,
+                                now=now, as_of=as_of, trace=trace)
+        finally:
+            self._leave()
         rows = list(trace.get("candidates", {}).values())
         rows.sort(key=lambda r: r["stages"].get("final", {}).get("rank", 10**9))  # the dropped ones last
         hybrid = self.agent.memory_search["query"]["hybrid"]
@@ -285,6 +342,14 @@ class MemoryManager:
         ``max_results`` (default 30, at most 200) and ``min_score`` are checked as
         :meth:`search` checks them: a value of the wrong kind raises ValueError.
         """
+        self._enter()
+        try:
+            return self._history(query, max_results=max_results, min_score=min_score, as_of=as_of)
+        finally:
+            self._leave()
+
+    def _history(self, query: str, *, max_results: int | None, min_score: float | None,
+                 as_of: str | float | date | datetime | None) -> list[dict[str, Any]]:
         from .supersession import versions
 
         backend = self._require()
@@ -341,20 +406,27 @@ class MemoryManager:
         except UnicodeEncodeError as exc:
             raise ValueError(f"text must be valid Unicode: a lone surrogate at character {exc.start}") from None
         self._require()
-        check = check_append(self, text) if text and text.strip() else None
-        if check is not None and check.kind == "duplicate" and not allow_duplicate:
-            return {"path": "", "bytesWritten": 0, "appended": False, "duplicateOf": check.target}
-        result = append_memory(self.agent.workspace, text, target=target,  # type: ignore[arg-type]
-                               now=now, tz=self.agent.user_timezone)
-        out: dict[str, Any] = {**result.to_dict(), "appended": True}
-        if check is not None and check.kind == "change":
-            out["supersedes"] = check.target
-        elif check is not None and check.kind == "duplicate":
-            out["duplicateOf"] = check.target
-        try:  # index the new text now, so the next append (and search) sees it
-            self._require().sync(reason="append")
-        except Exception as exc:
-            log.info("indexing after append failed (%s); the next sync picks it up", exc)
+        # One append at a time per workspace: a note appended at once from two threads is checked against the
+        # first one's write (indexed before the lock is let go), not written twice.
+        with _append_lock(self.agent.workspace):
+            self._enter()
+            try:
+                check = check_append(self, text) if text and text.strip() else None
+                if check is not None and check.kind == "duplicate" and not allow_duplicate:
+                    return {"path": "", "bytesWritten": 0, "appended": False, "duplicateOf": check.target}
+                result = append_memory(self.agent.workspace, text, target=target,  # type: ignore[arg-type]
+                                       now=now, tz=self.agent.user_timezone)
+            finally:
+                self._leave()
+            out: dict[str, Any] = {**result.to_dict(), "appended": True}
+            if check is not None and check.kind == "change":
+                out["supersedes"] = check.target
+            elif check is not None and check.kind == "duplicate":
+                out["duplicateOf"] = check.target
+            try:  # index the new text now, so the next append (and search) sees it
+                self._require().sync(reason="append")
+            except Exception as exc:
+                log.info("indexing after append failed (%s); the next sync picks it up", exc)
         return out
 
     def _written_at(self, candidates: Sequence[Candidate]) -> dict[str, tuple[float, float]]:
@@ -407,7 +479,11 @@ class MemoryManager:
         """``memory_get``: a safe, targeted read."""
         from_line = arguments.whole_number(from_line, "from")
         lines = arguments.whole_number(lines, "lines")
-        return self._require().read_file(path, from_line=from_line, lines=lines)
+        backend = self._enter()
+        try:
+            return backend.read_file(path, from_line=from_line, lines=lines)
+        finally:
+            self._leave()
 
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
@@ -424,17 +500,23 @@ class MemoryManager:
         line). Damage found is recorded: ``status()`` reports it and the next :meth:`sync` rebuilds the index
         from the memory files. Raises :class:`~symi_memory.errors.BackendError` when the backend cannot check
         (it does not implement :class:`~symi_memory.specs.ChecksIntegrity`)."""
-        backend = self._require()
-        if not isinstance(backend, ChecksIntegrity):
-            raise BackendError(f"the {self.backend_name or type(backend).__name__} backend cannot check its index "
-                               "for damage")
-        return backend.check_integrity()
+        backend = self._enter()
+        try:
+            if not isinstance(backend, ChecksIntegrity):
+                raise BackendError(f"the {self.backend_name or type(backend).__name__} backend cannot check its "
+                                   "index for damage")
+            return backend.check_integrity()
+        finally:
+            self._leave()
 
     def status(self) -> dict[str, Any]:
         if self.backend is None:
             return {"backend": "none", "plugin": None, "enabled": False, "workspaceDir": str(self.agent.workspace)}
-        backend = self._require()
-        out = dict(backend.status())
+        backend = self._enter()
+        try:
+            out = dict(backend.status())
+        finally:
+            self._leave()
         if self.backend_name is not None and ("backend" not in out or "plugin" not in out):
             spec = self.plugins.backends.get(self.backend_name)
             out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
@@ -454,10 +536,23 @@ class MemoryManager:
                 "unavailable": unavailable}
 
     def close(self) -> None:
+        """Stop the watcher and background syncs, cancel a running sync (it raises ``SyncCancelled``, a
+        :class:`~symi_memory.errors.SymiMemoryError`), let calls running in other threads finish (at most
+        :data:`CLOSE_WAIT_SECONDS`) and close the index. Calls made after it raise SymiMemoryError."""
+        me = threading.get_ident()
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+            # Not for a call of this thread: close() from inside a search (a plugin's hook) would wait for itself.
+            while any(thread != me for thread in self._calls):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("closing memory with %d call(s) still running after %.0f s",
+                                sum(n for t, n in self._calls.items() if t != me), CLOSE_WAIT_SECONDS)
+                    break
+                self._idle.wait(left)
         if self.backend is not None:
             self.backend.close()
         self._make_pipeline = None

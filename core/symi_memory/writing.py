@@ -2,7 +2,9 @@
 
 ``append_memory`` is the one write path (the ``memory_append`` tool and the
 flush turn use it): it only ever appends, so a crash can cost the tail of
-the new text but never existing notes. ``session_start_context`` loads what
+the new text but never existing notes; a write that fails (a full disk)
+takes back the part of the note that went in, so the file is as it was and
+the error says so. ``session_start_context`` loads what
 the product document says a session starts with: today's and yesterday's
 daily logs, plus ``MEMORY.md`` in the main private session only.
 """
@@ -92,9 +94,18 @@ def _append(fd: int, data: bytes, rel: str) -> int:
     if size and os.lseek(fd, max(0, size - len(newline)), os.SEEK_SET) >= 0 and os.read(fd, len(newline)) != newline:
         data = newline + data
     view, written = memoryview(data), 0
-    while written < len(data):
-        written += os.write(fd, view[written:])
-    os.fsync(fd)
+    try:
+        while written < len(data):
+            written += os.write(fd, view[written:])
+        os.fsync(fd)
+    except BaseException:
+        # A full disk (ENOSPC), a file size limit (EFBIG), an I/O error: the caller is told nothing was appended,
+        # so take back what part of the note did go in (it would stay as a cut-off line, and a retry would write
+        # the note again after it). Only when nothing but this note can have grown the file since.
+        with contextlib.suppress(OSError):
+            if size <= os.fstat(fd).st_size <= size + len(data):
+                os.ftruncate(fd, size)
+        raise
     return written
 
 
@@ -119,6 +130,9 @@ def append_memory(
         raise MemoryWriteError("nothing to append: text is empty")
     root = Path(workspace).expanduser().resolve()
     if not root.is_dir():
+        if root.exists():
+            raise MemoryWriteError(f"workspace {root} is a file, not a folder; point agents.defaults.workspace at "
+                                   "the folder that holds MEMORY.md and memory/")
         raise MemoryWriteError(f"workspace {root} does not exist; create it or set agents.defaults.workspace")
     if not workspace_writable(root, access):
         raise MemoryWriteError(

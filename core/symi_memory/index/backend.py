@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -182,16 +183,33 @@ class IndexedBackend:
             elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
                 self.store.reopen()
             try:
-                report = self.indexer.sync(reason=reason, force=force, progress=progress)
-            except DAMAGE_ERRORS as exc:
-                # The index is derived from the files: set the damaged one aside and build it again.
-                self.store.recover_damaged(exc)
-                report = self.indexer.sync(reason=reason, force=True, progress=progress)
+                try:
+                    report = self.indexer.sync(reason=reason, force=force, progress=progress)
+                except DAMAGE_ERRORS as exc:
+                    # The index is derived from the files: set the damaged one aside and build it again.
+                    self.store.recover_damaged(exc)
+                    report = self.indexer.sync(reason=reason, force=True, progress=progress)
+            except (apsw.FullError, apsw.IOError) as exc:
+                raise self._disk_error(exc) from exc
         if self.scheduler and self.indexer.deferred is None:  # deferred: dirty until the other build lands
             self.scheduler.mark_clean(changes)
         if self.on_synced:
             self.on_synced(report)
         return report
+
+    def _disk_error(self, exc: apsw.Error) -> BackendError:
+        """The error a sync that SQLite could not write (a full disk, a file size limit, an I/O error) raises,
+        also shown by ``status()["lastError"]`` until a sync succeeds. SQLite says only "disk I/O error"
+        (EFBIG) or "database or disk is full"; the OS error it hit says which."""
+        code = self.store.conn.system_errno
+        why = os.strerror(code) if code else str(exc)
+        full = isinstance(exc, apsw.FullError) or code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1))
+        message = (f"could not write the index {self.store.path}: {why} ({exc}); "
+                   + ("free disk space (or raise the file size limit) and sync again" if full else
+                      "check the disk and sync again")
+                   + ": the memory files are unchanged and searches answer from the index as it was")
+        self.indexer.last_error, self.indexer.synced = message, True
+        return BackendError(message)
 
     def _background_sync(self, reason: str) -> None:
         if self._closing:

@@ -1,0 +1,134 @@
+"""A disk that fills up: appends and syncs that cannot write.
+
+Simulated without root with ``RLIMIT_FSIZE`` in a subprocess (SIGXFSZ ignored, so a write past the limit fails
+with EFBIG, as a full disk fails with ENOSPC): the file limit applies to every file the process writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from support.sqlite_memory import open_mem, write
+
+from symi_memory import tools
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+
+TESTS = Path(__file__).resolve().parent
+
+PRELUDE = textwrap.dedent("""
+    import json, resource, signal, sys
+    from pathlib import Path
+    from support.sqlite_memory import open_mem, write
+    from symi_memory import tools
+    from symi_memory.errors import SymiMemoryError
+
+    def limit(nbytes):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.RLIM_INFINITY))
+
+    def unlimit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    tmp, ws = Path(sys.argv[1]), Path(sys.argv[2])
+""")
+
+
+def _run(tmp_path: Path, ws: Path, body: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(tmp_path), str(ws)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_an_append_the_disk_cannot_hold_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    """The agent is told the append failed: no half of its note may stay behind (a retry would write it twice)."""
+    ws = tmp_path / "ws"
+    before = "# Memory\n\n- Prefers tea.\n"
+    write(ws, "MEMORY.md", before)
+    daily = "- an earlier note today\n"
+    write(ws, "memory/2026-05-04.md", daily)
+    note = "The quick brown fox jumps over the lazy dog, and this note is longer than the room left."
+    got = _run(tmp_path, ws, f"""
+        mem = open_mem(tmp, ws)
+        mem.sync()
+        limit(Path(ws / "MEMORY.md").stat().st_size + 10)
+        out = {{"long": tools.memory_append(mem, {{"text": {note!r}, "target": "long-term"}})}}
+        from datetime import datetime, timezone
+        from symi_memory.writing import append_memory
+        try:
+            append_memory(ws, {note!r}, now=datetime(2026, 5, 4, 12, tzinfo=timezone.utc), tz="UTC")
+        except SymiMemoryError as exc:
+            out["daily"] = str(exc)
+        unlimit()
+        mem.close()
+        print(json.dumps(out))
+    """)
+    assert got["long"]["bytesWritten"] == 0 and "File too large" in got["long"]["error"], got
+    assert "File too large" in got["daily"], got
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == before
+    assert (ws / "memory" / "2026-05-04.md").read_text(encoding="utf-8") == daily
+    # With room again the same append is written once, whole.
+    mem = open_mem(tmp_path, ws)
+    again = tools.memory_append(mem, {"text": note, "target": "long-term"})
+    mem.close()
+    assert again["appended"] is True, again
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == before + note + "\n"
+
+
+def test_a_sync_the_disk_cannot_hold_says_so_keeps_answering_and_the_next_sync_repairs(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    words = "alpha beta gamma delta kestrel zebra budget coffee garden server backup report".split()
+    for i in range(1200):
+        line = " ".join(words[(i + k) % len(words)] for k in range(12))
+        write(ws, f"memory/n{i:04d}.md", f"# Note {i}\n" + f"{line} n{i}x\n" * 6)
+    got = _run(tmp_path, ws, """
+        import os
+        names = sorted((ws / "memory").iterdir())
+        later = {p: p.read_bytes() for p in names[200:]}
+        for p in later:
+            p.unlink()
+        mem = open_mem(tmp, ws)
+        mem.sync()
+        mem.close()  # checkpoints the WAL: the index file holds the first 200 notes
+        mem = open_mem(tmp, ws)
+        for p, data in later.items():
+            p.write_bytes(data)
+        db = Path(mem.status()["dbPath"])
+        limit(db.stat().st_size + 300_000)
+        out = {}
+        try:
+            mem.sync()
+            out["error"] = None
+        except Exception as exc:
+            out["error"] = str(exc)
+            out["ours"] = isinstance(exc, SymiMemoryError)
+        st = mem.status()
+        out["lastError"] = st["lastError"]
+        out["files"] = st["files"]
+        out["dirty"] = st["dirty"]
+        out["hits"] = [h.path for h in mem.search("n7x", min_score=0).results]
+        unlimit()
+        report = mem.sync()
+        out["after"] = mem.status()["files"]
+        out["afterError"] = mem.status()["lastError"]
+        out["hitsAfter"] = [h.path for h in mem.search("n1100x", min_score=0).results]
+        out["intact"] = mem.check_integrity()
+        mem.close()
+        print(json.dumps(out))
+    """)
+    assert got["error"] is not None and got["ours"], got
+    assert "File too large" in got["error"] and str(tmp_path / "state") in got["error"], got
+    assert got["lastError"] and "File too large" in got["lastError"], got
+    assert got["files"] == 200 and got["dirty"] is True
+    assert got["hits"][:1] == ["memory/n0007.md"], got
+    assert got["after"] == 1200 and got["afterError"] is None, got
+    assert got["hitsAfter"][:1] == ["memory/n1100.md"], got
+    assert got["intact"] is None
