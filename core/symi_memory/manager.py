@@ -148,7 +148,8 @@ class MemoryManager:
     #: Builds the pipeline on first use, so `status` and `get` construct no reranker or post-processor.
     _make_pipeline: Callable[[], Pipeline] | None = attrs.field(default=None, alias="make_pipeline")
     _closed: bool = False
-    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: Re-entrant: :meth:`close` may run in a signal handler that interrupted this thread inside the lock.
+    _lock: threading.RLock = attrs.field(factory=threading.RLock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
     #: ``(backend class, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?)``: what the backend's class defines,
     #: asked once (``isinstance`` against a runtime-checkable protocol lists the protocol's members again at every
@@ -159,6 +160,9 @@ class MemoryManager:
     #: write), by thread: :meth:`close` waits for them, so the index is not closed under them.
     _calls: dict[int, int] = attrs.field(factory=dict)
     _idle: threading.Condition = attrs.field(init=False)
+    #: :meth:`close` was called inside a call of the thread named here (a plugin's hook, a signal handler): that
+    #: thread closes the index when its last call returns, not under the call.
+    _close_on_leave: int | None = None
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
@@ -167,9 +171,14 @@ class MemoryManager:
         """Count a call on this thread (refused once closed) and return the backend; pair with :meth:`_leave`."""
         me = threading.get_ident()
         with self._lock:
-            backend = self._require()
             self._calls[me] = self._calls.get(me, 0) + 1
-        return backend
+        # Counted first, then checked: a close() in between (a signal handler) sees the call and leaves the index
+        # open for it, and this check then refuses it.
+        try:
+            return self._require()
+        except BaseException:
+            self._leave()
+            raise
 
     def _leave(self) -> None:
         me = threading.get_ident()
@@ -177,9 +186,14 @@ class MemoryManager:
             left = self._calls[me] - 1
             if left:
                 self._calls[me] = left
-            else:
-                del self._calls[me]
-                self._idle.notify_all()
+                return
+            del self._calls[me]
+            self._idle.notify_all()
+            if self._close_on_leave != me:
+                return
+            self._close_on_leave = None
+            self._wait_for_calls()
+        self._release()
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -538,21 +552,35 @@ class MemoryManager:
     def close(self) -> None:
         """Stop the watcher and background syncs, cancel a running sync (it raises ``SyncCancelled``, a
         :class:`~symi_memory.errors.SymiMemoryError`), let calls running in other threads finish (at most
-        :data:`CLOSE_WAIT_SECONDS`) and close the index. Calls made after it raise SymiMemoryError."""
+        :data:`CLOSE_WAIT_SECONDS`) and close the index. Calls made after it raise SymiMemoryError.
+
+        Called inside a call of its own thread (a plugin's hook during a search, a signal handler that interrupted
+        one), it returns at once and that call finishes first: the index closes when it returns. Called inside a
+        sync's progress callback, the sync stops at its next step and the index closes as it returns."""
         me = threading.get_ident()
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            deadline = time.monotonic() + CLOSE_WAIT_SECONDS
-            # Not for a call of this thread: close() from inside a search (a plugin's hook) would wait for itself.
-            while any(thread != me for thread in self._calls):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.warning("closing memory with %d call(s) still running after %.0f s",
-                                sum(n for t, n in self._calls.items() if t != me), CLOSE_WAIT_SECONDS)
-                    break
-                self._idle.wait(left)
+            if me in self._calls:
+                self._close_on_leave = me
+                return
+            self._wait_for_calls()
+        self._release()
+
+    def _wait_for_calls(self) -> None:
+        """Wait (holding ``_lock``) until no call runs in any thread, at most :data:`CLOSE_WAIT_SECONDS`."""
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while self._calls:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("closing memory with %d call(s) still running after %.0f s",
+                            sum(self._calls.values()), CLOSE_WAIT_SECONDS)
+                break
+            self._idle.wait(left)
+
+    def _release(self) -> None:
+        """Close the backend and the pipeline (once, after :meth:`close` marked the manager closed)."""
         if self.backend is not None:
             self.backend.close()
         self._make_pipeline = None
