@@ -163,6 +163,8 @@ class MemoryManager:
     #: :meth:`close` was called inside a call of the thread named here (a plugin's hook, a signal handler): that
     #: thread closes the index when its last call returns, not under the call.
     _close_on_leave: int | None = None
+    #: Whether a sync has logged that the workspace is missing (once, until it exists).
+    _warned_workspace: bool = False
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
@@ -506,8 +508,29 @@ class MemoryManager:
         While another process runs a full build of the same index, waits for it to land (reported to ``progress``
         as phase ``wait``), at most ``sync.buildWaitSeconds``; past that raises
         :class:`~symi_memory.errors.BuildWaitExpired` naming that process. ``status()["build"]`` shows such a build.
+
+        A workspace that does not exist (a mistyped path, or one not created yet) is not an error: the sync indexes
+        nothing there, and the report's ``warnings`` (and ``status()["warnings"]``) say so; it is logged once.
         """
-        return self._require().sync(reason=reason, force=force, progress=progress)
+        report = self._require().sync(reason=reason, force=force, progress=progress)
+        warning = self._workspace_warning()
+        if warning is None:
+            self._warned_workspace = False
+            return report
+        if not self._warned_workspace:
+            self._warned_workspace = True
+            log.warning("%s", warning)
+        return attrs.evolve(report, warnings=(*report.warnings, warning))
+
+    def _workspace_warning(self) -> str | None:
+        """Why the workspace cannot hold memory (it does not exist, or is a file), else None."""
+        ws = Path(self.agent.workspace)
+        if ws.is_dir():
+            return None
+        how = "is a file, not a folder" if ws.exists() else "does not exist"
+        return (f"workspace {ws} {how}: nothing there is indexed or searched, and appends fail; create it, or "
+                "point the workspace (agents.defaults.workspace, open_memory(workspace=...), --workspace) at the "
+                "folder that holds MEMORY.md and memory/")
 
     def check_integrity(self) -> str | None:
         """Read the whole index for damage no search has read yet: None when intact, else what is wrong (one
@@ -536,6 +559,8 @@ class MemoryManager:
             out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
             out.setdefault("plugin", self.backend_name)
         out["supersession"] = self._supersession_status(backend)
+        warning = self._workspace_warning()
+        out["warnings"] = [*out.get("warnings", []), *([warning] if warning else [])]
         return out
 
     def _supersession_status(self, backend: MemoryBackend) -> dict[str, Any]:
