@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,22 @@ def _append_lock(workspace: str | os.PathLike[str]) -> threading.Lock:
         if lock is None:
             lock = _APPEND_LOCKS[key] = threading.Lock()
         return lock
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _version_day(seconds: float, path: str) -> str | None:
+    """``YYYY-MM-DD`` of a version's moment (before 1970 too: a negative one), None when no date is known. A
+    moment of 0 is the one a line no date was found for gets, unless its note is dated 1970-01-01."""
+    from .chronology import file_date
+
+    if seconds == 0 and file_date(path) != 0:
+        return None
+    try:
+        return (_EPOCH + timedelta(seconds=seconds)).date().isoformat()  # fromtimestamp() refuses < 0 on Windows
+    except (OverflowError, ValueError):
+        return None
 
 
 @attrs.define
@@ -395,7 +411,7 @@ class MemoryManager:
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
-            day = datetime.fromtimestamp(ln.moment[0], tz=UTC).date().isoformat() if ln.moment[0] > 0 else None
+            day = _version_day(ln.moment[0], ln.path)
             out.append({"path": ln.path, "startLine": ln.line_no, "endLine": ln.line_no, "date": day,
                         "text": ln.text, "current": k == len(found) - 1})
         return out
