@@ -57,3 +57,11 @@ def test_the_async_facade_passes_the_warning_on(tmp_path: Path) -> None:
             assert report.warnings and "does not exist" in report.warnings[0]
 
     asyncio.run(scenario())
+
+
+def test_the_cli_index_and_search_warn_once_each(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    nope = tmp_path / "nope"
+    for args in (("index",), ("search", "tea")):
+        code, _out, err = cli("--workspace", str(nope), *args)
+        assert code == 0, err
+        assert err.count(f"workspace {nope} does not exist") == 1, err

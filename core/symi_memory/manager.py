@@ -545,8 +545,8 @@ class MemoryManager:
             return None
         how = "is a file, not a folder" if ws.exists() else "does not exist"
         return (f"workspace {ws} {how}: nothing there is indexed or searched, and appends fail; create it, or "
-                "point the workspace (agents.defaults.workspace, open_memory(workspace=...), --workspace) at the "
-                "folder that holds MEMORY.md and memory/")
+                "set the workspace to the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, "
+                "--workspace, open_memory(workspace=...))")
 
     def check_integrity(self) -> str | None:
         """Read the whole index for damage no search has read yet: None when intact, else what is wrong (one
