@@ -234,3 +234,70 @@ def test_mcp_stdio_server_stops_on_a_signal_with_its_client_still_connected(
     err = proc.stderr.read().decode()
     assert code == 0 and "Traceback" not in err, err
     assert took < 10
+
+
+def test_async_explain_history_and_check_integrity_answer_as_the_manager_does(tmp_path: Path) -> None:
+    from support.sqlite_memory import open_mem, write
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-01.md", "# 2026-03-01\n\n- The car is a blue hatchback.\n")
+    write(ws, "memory/2026-06-01.md", "# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.\n")
+    write(ws, "MEMORY.md", "# Memory\n\n- Likes hiking in the Alps.\n")
+    query = "what car do I drive?"
+
+    async def scenario() -> None:
+        mem = open_mem(tmp_path, ws)
+        mem.sync()
+        async with AsyncMemoryManager(mem) as amm:
+            history = await amm.history(query, min_score=0)
+            assert [(v["path"], v["current"]) for v in history] == [
+                ("memory/2026-03-01.md", False), ("memory/2026-06-01.md", True)], history
+            assert history == mem.history(query, min_score=0)
+            assert await amm.history(query, min_score=0, as_of="2026-04-01") == mem.history(
+                query, min_score=0, as_of="2026-04-01")
+            explained = await amm.explain(query, min_score=0, max_results=3)
+            assert explained["response"] == mem.explain(query, min_score=0, max_results=3)["response"]
+            assert explained["candidates"] and explained["maxResults"] == 3
+            assert await amm.check_integrity() is None
+            # The manager's argument checks, raised to the awaiting task.
+            for call in (amm.history, amm.explain):
+                with pytest.raises(ValueError, match="maxResults must be a whole number, got '5'"):
+                    await call(query, max_results="5")  # type: ignore[operator]
+                with pytest.raises(ValueError, match="query must be a non-empty string"):
+                    await call("  ")  # type: ignore[operator]
+            with pytest.raises(ValueError, match="minScore must be a number"):
+                await amm.history(query, min_score="high")  # type: ignore[arg-type]
+        with pytest.raises(Exception, match="closed"):
+            await AsyncMemoryManager(mem).check_integrity()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_async_integrity_check_still_records_the_damage_it_finds(tmp_path: Path) -> None:
+    """Cancelling the task does not stop the check in its worker thread (it cannot be interrupted); close() waits for
+    it, and what it found is recorded, so the next sync rebuilds the index."""
+    from support.sqlite_memory import open_mem, write
+    from test_sqlite_failures import _damage
+
+    ws = tmp_path / "ws"
+    for i in range(300):
+        write(ws, f"memory/n{i:03d}.md", f"# Note {i}\nalpha beta gamma kestrel n{i}x\n" * 4)
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    _damage(db, "chunks_path")
+
+    async def scenario() -> None:
+        amm = AsyncMemoryManager(open_mem(tmp_path, ws))
+        task = asyncio.create_task(amm.check_integrity())
+        await asyncio.sleep(0)  # the check is handed to its worker thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await amm.close()
+
+    asyncio.run(scenario())
+    with open_mem(tmp_path, ws) as other:
+        st = other.status()
+        assert st["dirty"] is True and "the index file is damaged" in st["lastError"], st["lastError"]
+        assert other.sync().full and other.check_integrity() is None

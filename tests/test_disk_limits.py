@@ -132,3 +132,43 @@ def test_a_sync_the_disk_cannot_hold_says_so_keeps_answering_and_the_next_sync_r
     assert got["after"] == 1200 and got["afterError"] is None, got
     assert got["hitsAfter"][:1] == ["memory/n1100.md"], got
     assert got["intact"] is None
+
+
+EDITOR = textwrap.dedent("""
+    import sys, time
+    path, stop = sys.argv[1], time.monotonic() + float(sys.argv[2])
+    n = 0
+    with open(path, "ab", buffering=0) as f:  # another program appending, without our lock (a shell's >>)
+        while time.monotonic() < stop:
+            f.write(f"editor {n}\\n".encode())
+            n += 1
+    print(n)
+""")
+
+
+def test_a_failed_append_never_takes_back_bytes_another_program_wrote(tmp_path: Path) -> None:
+    """Taking back a failed append must cut only this note's own bytes: another program (no lock) appending to the
+    same file between our write and the take-back keeps every line it wrote."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    editor = subprocess.Popen([sys.executable, "-c", EDITOR, str(ws / "MEMORY.md"), "4"], stdout=subprocess.PIPE,
+                              text=True)
+    got = _run(tmp_path, ws, """
+        import time
+        from symi_memory.writing import append_memory
+        time.sleep(0.3)  # the editor is writing
+        limit(Path(ws / "MEMORY.md").stat().st_size)  # every append of ours now fails (past the file size limit)
+        failed = 0
+        stop = time.monotonic() + 3
+        while time.monotonic() < stop:
+            try:
+                append_memory(ws, "- a note of ours", target="long-term")
+            except SymiMemoryError:
+                failed += 1
+        print(json.dumps({"failed": failed}))
+    """)
+    written = int(editor.communicate(timeout=60)[0])
+    assert got["failed"] > 100 and written > 100, (got, written)
+    lines = (ws / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+    assert lines[:3] == ["# Memory", "", "- Prefers tea."]
+    assert lines[3:] == [f"editor {n}" for n in range(written)], [ln for ln in lines[3:] if "editor" not in ln][:5]

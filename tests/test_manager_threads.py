@@ -174,3 +174,147 @@ def test_distinct_notes_appended_from_several_threads_keep_every_line_whole(tmp_
     assert mem.status()["dirty"] is False
     assert mem.search("w3n14", min_score=0).results
     mem.close()
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _run_script(tmp_path: Path, body: str, timeout: float = 120) -> dict:
+    """Run ``body`` in a fresh interpreter (signal handlers need its main thread; a hang must not hang pytest)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    prelude = textwrap.dedent("""
+        import json, os, signal, sys, threading, time
+        from pathlib import Path
+        from support.sqlite_memory import open_mem, write
+        from symi_memory.errors import SymiMemoryError
+        tmp = Path(sys.argv[1]); ws = tmp / "ws"
+
+        def open_on(index):
+            out = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    target = os.readlink(f"/proc/self/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith(str(index)):
+                    out.append(target)
+            return out
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(body), str(tmp_path)],
+                              capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"hung: no answer within {timeout:g} s") from None
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_close_from_a_sync_progress_callback_stops_the_sync_instead_of_hanging(tmp_path: Path) -> None:
+    """A runtime shutting down from inside the progress callback it gave sync(): close() waited for the sync
+    that was waiting for the callback, forever."""
+    _notes(tmp_path / "ws", 600)
+    got = _run_script(tmp_path, """
+        mem = open_mem(tmp, ws)
+        index = Path(mem.status()["dbPath"])
+        steps = []
+
+        def progress(p):
+            steps.append(p.phase)
+            if p.phase == "index" and steps.count("index") == 1:
+                mem.close()
+
+        try:
+            mem.sync(progress=progress)
+            out = {"raised": None}
+        except Exception as exc:
+            out = {"raised": type(exc).__name__, "ours": isinstance(exc, SymiMemoryError)}
+        out["index_steps_after_close"] = steps.count("index") - 1
+        out["open"] = open_on(index)
+        out["builds"] = [p.name for p in index.parent.iterdir() if ".build" in p.name]
+        try:
+            mem.search("kestrel")
+        except SymiMemoryError:
+            out["search_after"] = "refused"
+        print(json.dumps(out))
+    """, timeout=60)
+    assert got["raised"] == "SyncCancelled" and got["ours"], got
+    assert got["index_steps_after_close"] <= 1, got
+    assert got["open"] == [] and got["builds"] == [], got
+    assert got["search_after"] == "refused"
+
+
+def test_close_from_a_signal_handler_during_a_sync_stops_it_and_closes_the_index(tmp_path: Path) -> None:
+    """SIGTERM-style shutdown (the handler calls close()) while the main thread is in sync(): it hung."""
+    _notes(tmp_path / "ws", 1500)
+    got = _run_script(tmp_path, """
+        mem = open_mem(tmp, ws)
+        index = Path(mem.status()["dbPath"])
+        signal.signal(signal.SIGALRM, lambda *a: mem.close())
+        started = []
+        def progress(p):
+            if p.phase == "index" and not started:
+                started.append(1)
+                signal.setitimer(signal.ITIMER_REAL, 0.05)  # the signal lands in the middle of the build
+        t0 = time.monotonic()
+        try:
+            mem.sync(progress=progress)
+            out = {"raised": None}
+        except Exception as exc:
+            out = {"raised": type(exc).__name__}
+        out["seconds"] = time.monotonic() - t0
+        out["open"] = open_on(index)
+        out["builds"] = [p.name for p in index.parent.iterdir() if ".build" in p.name]
+        print(json.dumps(out))
+    """, timeout=90)
+    assert got["raised"] == "SyncCancelled", got
+    assert got["open"] == [] and got["builds"] == [], got
+
+
+def test_close_from_a_signal_handler_inside_a_search_waits_for_that_search(tmp_path: Path) -> None:
+    """The handler runs in the thread it interrupted, which may be holding the manager's lock (here: building
+    the search pipeline on the first search, where a plugin's factory runs): close() waited for that lock, which
+    its own thread held, forever. Now the search finishes and the index closes as it returns."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the kestrel nests on the church tower\n")
+    got = _run_script(tmp_path, """
+        from symi_memory.hookspecs import hookimpl
+        from symi_memory.specs import PostProcessorSpec
+
+        class Keep:
+            name = "keep"
+            def process(self, candidates, ctx):
+                return candidates
+
+        def factory(hybrid):
+            signal.raise_signal(signal.SIGUSR1)  # a signal that arrives while the pipeline is being built
+            return Keep()
+
+        class Plugin:
+            @hookimpl
+            def symi_memory_register_postprocessors(self, register):
+                register(PostProcessorSpec(name="keep", factory=factory, order=700))
+
+        mem = open_mem(tmp, ws, plugins=[("keep", Plugin())])
+        mem.sync()
+        index = Path(mem.status()["dbPath"])
+        signal.signal(signal.SIGUSR1, lambda *a: mem.close())
+        out = {}
+        try:
+            out["hits"] = [h.path for h in mem.search("kestrel", min_score=0).results]
+        except Exception as exc:
+            out["raised"] = f"{type(exc).__name__}: {exc}"
+            out["ours"] = isinstance(exc, SymiMemoryError)
+        out["open"] = open_on(index)
+        try:
+            mem.search("kestrel")
+        except SymiMemoryError:
+            out["search_after"] = "refused"
+        print(json.dumps(out))
+    """, timeout=60)
+    assert got.get("hits") == ["MEMORY.md"], got
+    assert got["open"] == [] and got["search_after"] == "refused", got

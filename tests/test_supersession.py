@@ -104,6 +104,18 @@ def test_acceptance_in_the_issues_own_words(tmp_path: Path, issue_car_ws: Path, 
         assert all(h["path"] != JUNE for h in as_of)
 
 
+def test_history_dates_versions_written_before_1970_and_on_its_first_day(tmp_path: Path) -> None:
+    # Notes dated before 1970 (a family history, a digitised diary) were listed with no date at all.
+    ws = tmp_path / "ws"
+    write(ws, "memory/1968-03-01.md", "# 1968-03-01\n\n- The car is a blue hatchback.\n")
+    write(ws, "memory/1970-01-01.md", "# 1970-01-01\n\n- Sold the hatchback; now the car is a red SUV.\n")
+    write(ws, "MEMORY.md", "# Memory\n\n- Likes hiking in the Alps.\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        got = [(v["date"], v["current"]) for v in mem.history("what car do I drive?", min_score=0)]
+    assert got == [("1968-03-01", False), ("1970-01-01", True)]
+
+
 @pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])
 def test_history_of_what_memory_never_said_is_empty(tmp_path: Path, issue_car_ws: Path, backend: str) -> None:
     # It listed the best-scoring line however unrelated ("Likes hiking in the Alps" as the current version of

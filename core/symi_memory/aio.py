@@ -22,7 +22,12 @@ __all__ = ["AsyncMemoryManager"]
 
 
 class AsyncMemoryManager:
-    """Awaitable ``search``/``read_file``/``sync``/``status``/``close`` plus the three tools."""
+    """Awaitable ``search``/``explain``/``history``/``read_file``/``sync``/``status``/``check_integrity``/``append``/
+    ``close`` plus the three tools.
+
+    Arguments are checked as :class:`~symi_memory.manager.MemoryManager` checks them (the same ValueError). A
+    cancelled call other than :meth:`sync` finishes in its worker thread and its answer is dropped.
+    """
 
     def __init__(self, manager: MemoryManager) -> None:
         self.manager = manager
@@ -41,6 +46,35 @@ class AsyncMemoryManager:
             self.manager.search, query, max_results=max_results, min_score=min_score, session_key=session_key,
             as_of=as_of,
         )
+
+    async def explain(
+        self,
+        query: str,
+        *,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        session_key: str | None = None,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        """The search of :meth:`search` with each candidate's score at every stage (:meth:`MemoryManager.explain`)."""
+        return await asyncio.to_thread(
+            self.manager.explain, query, max_results=max_results, min_score=min_score, session_key=session_key,
+            as_of=as_of,
+        )
+
+    async def history(
+        self, query: str, *, max_results: int | None = 30, min_score: float | None = None, as_of: Any = None
+    ) -> list[dict[str, Any]]:
+        """Every version of the fact that best answers ``query``, oldest first (:meth:`MemoryManager.history`)."""
+        return await asyncio.to_thread(
+            self.manager.history, query, max_results=max_results, min_score=min_score, as_of=as_of
+        )
+
+    async def check_integrity(self) -> str | None:
+        """Read the whole index for damage: None when intact, else what is wrong
+        (:meth:`MemoryManager.check_integrity`). Cancelled, the check still runs to its end in its thread (seconds
+        at 100,000 chunks; :meth:`close` waits for it) and damage it finds is still recorded for the next sync."""
+        return await asyncio.to_thread(self.manager.check_integrity)
 
     async def read_file(
         self, path: str, *, from_line: int | None = None, lines: int | None = None

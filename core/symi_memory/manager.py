@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,22 @@ def _append_lock(workspace: str | os.PathLike[str]) -> threading.Lock:
         if lock is None:
             lock = _APPEND_LOCKS[key] = threading.Lock()
         return lock
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _version_day(seconds: float, path: str) -> str | None:
+    """``YYYY-MM-DD`` of a version's moment (before 1970 too: a negative one), None when no date is known. A
+    moment of 0 is the one a line no date was found for gets, unless its note is dated 1970-01-01."""
+    from .chronology import file_date
+
+    if seconds == 0 and file_date(path) != 0:
+        return None
+    try:
+        return (_EPOCH + timedelta(seconds=seconds)).date().isoformat()  # fromtimestamp() refuses < 0 on Windows
+    except (OverflowError, ValueError):
+        return None
 
 
 @attrs.define
@@ -148,7 +164,8 @@ class MemoryManager:
     #: Builds the pipeline on first use, so `status` and `get` construct no reranker or post-processor.
     _make_pipeline: Callable[[], Pipeline] | None = attrs.field(default=None, alias="make_pipeline")
     _closed: bool = False
-    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: Re-entrant: :meth:`close` may run in a signal handler that interrupted this thread inside the lock.
+    _lock: threading.RLock = attrs.field(factory=threading.RLock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
     #: ``(backend class, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?)``: what the backend's class defines,
     #: asked once (``isinstance`` against a runtime-checkable protocol lists the protocol's members again at every
@@ -159,6 +176,11 @@ class MemoryManager:
     #: write), by thread: :meth:`close` waits for them, so the index is not closed under them.
     _calls: dict[int, int] = attrs.field(factory=dict)
     _idle: threading.Condition = attrs.field(init=False)
+    #: :meth:`close` was called inside a call of the thread named here (a plugin's hook, a signal handler): that
+    #: thread closes the index when its last call returns, not under the call.
+    _close_on_leave: int | None = None
+    #: Whether a sync has logged that the workspace is missing (once, until it exists).
+    _warned_workspace: bool = False
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
@@ -167,9 +189,14 @@ class MemoryManager:
         """Count a call on this thread (refused once closed) and return the backend; pair with :meth:`_leave`."""
         me = threading.get_ident()
         with self._lock:
-            backend = self._require()
             self._calls[me] = self._calls.get(me, 0) + 1
-        return backend
+        # Counted first, then checked: a close() in between (a signal handler) sees the call and leaves the index
+        # open for it, and this check then refuses it.
+        try:
+            return self._require()
+        except BaseException:
+            self._leave()
+            raise
 
     def _leave(self) -> None:
         me = threading.get_ident()
@@ -177,9 +204,14 @@ class MemoryManager:
             left = self._calls[me] - 1
             if left:
                 self._calls[me] = left
-            else:
-                del self._calls[me]
-                self._idle.notify_all()
+                return
+            del self._calls[me]
+            self._idle.notify_all()
+            if self._close_on_leave != me:
+                return
+            self._close_on_leave = None
+            self._wait_for_calls()
+        self._release()
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -379,7 +411,7 @@ class MemoryManager:
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
-            day = datetime.fromtimestamp(ln.moment[0], tz=UTC).date().isoformat() if ln.moment[0] > 0 else None
+            day = _version_day(ln.moment[0], ln.path)
             out.append({"path": ln.path, "startLine": ln.line_no, "endLine": ln.line_no, "date": day,
                         "text": ln.text, "current": k == len(found) - 1})
         return out
@@ -492,8 +524,29 @@ class MemoryManager:
         While another process runs a full build of the same index, waits for it to land (reported to ``progress``
         as phase ``wait``), at most ``sync.buildWaitSeconds``; past that raises
         :class:`~symi_memory.errors.BuildWaitExpired` naming that process. ``status()["build"]`` shows such a build.
+
+        A workspace that does not exist (a mistyped path, or one not created yet) is not an error: the sync indexes
+        nothing there, and the report's ``warnings`` (and ``status()["warnings"]``) say so; it is logged once.
         """
-        return self._require().sync(reason=reason, force=force, progress=progress)
+        report = self._require().sync(reason=reason, force=force, progress=progress)
+        warning = self._workspace_warning()
+        if warning is None:
+            self._warned_workspace = False
+            return report
+        if not self._warned_workspace:
+            self._warned_workspace = True
+            log.warning("%s", warning)
+        return attrs.evolve(report, warnings=(*report.warnings, warning))
+
+    def _workspace_warning(self) -> str | None:
+        """Why the workspace cannot hold memory (it does not exist, or is a file), else None."""
+        ws = Path(self.agent.workspace)
+        if ws.is_dir():
+            return None
+        how = "is a file, not a folder" if ws.exists() else "does not exist"
+        return (f"workspace {ws} {how}: nothing there is indexed or searched, and appends fail; create it, or "
+                "set the workspace to the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, "
+                "--workspace, open_memory(workspace=...))")
 
     def check_integrity(self) -> str | None:
         """Read the whole index for damage no search has read yet: None when intact, else what is wrong (one
@@ -522,6 +575,8 @@ class MemoryManager:
             out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
             out.setdefault("plugin", self.backend_name)
         out["supersession"] = self._supersession_status(backend)
+        warning = self._workspace_warning()
+        out["warnings"] = [*out.get("warnings", []), *([warning] if warning else [])]
         return out
 
     def _supersession_status(self, backend: MemoryBackend) -> dict[str, Any]:
@@ -538,21 +593,35 @@ class MemoryManager:
     def close(self) -> None:
         """Stop the watcher and background syncs, cancel a running sync (it raises ``SyncCancelled``, a
         :class:`~symi_memory.errors.SymiMemoryError`), let calls running in other threads finish (at most
-        :data:`CLOSE_WAIT_SECONDS`) and close the index. Calls made after it raise SymiMemoryError."""
+        :data:`CLOSE_WAIT_SECONDS`) and close the index. Calls made after it raise SymiMemoryError.
+
+        Called inside a call of its own thread (a plugin's hook during a search, a signal handler that interrupted
+        one), it returns at once and that call finishes first: the index closes when it returns. Called inside a
+        sync's progress callback, the sync stops at its next step and the index closes as it returns."""
         me = threading.get_ident()
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            deadline = time.monotonic() + CLOSE_WAIT_SECONDS
-            # Not for a call of this thread: close() from inside a search (a plugin's hook) would wait for itself.
-            while any(thread != me for thread in self._calls):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.warning("closing memory with %d call(s) still running after %.0f s",
-                                sum(n for t, n in self._calls.items() if t != me), CLOSE_WAIT_SECONDS)
-                    break
-                self._idle.wait(left)
+            if me in self._calls:
+                self._close_on_leave = me
+                return
+            self._wait_for_calls()
+        self._release()
+
+    def _wait_for_calls(self) -> None:
+        """Wait (holding ``_lock``) until no call runs in any thread, at most :data:`CLOSE_WAIT_SECONDS`."""
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while self._calls:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("closing memory with %d call(s) still running after %.0f s",
+                            sum(self._calls.values()), CLOSE_WAIT_SECONDS)
+                break
+            self._idle.wait(left)
+
+    def _release(self) -> None:
+        """Close the backend and the pipeline (once, after :meth:`close` marked the manager closed)."""
         if self.backend is not None:
             self.backend.close()
         self._make_pipeline = None

@@ -235,6 +235,9 @@ class SyncReport:
     embeddings_cached: int = 0
     seconds: float = 0.0
     errors: tuple[str, ...] = ()
+    #: Nothing failed, but what was indexed may not be what was meant: the workspace does not exist (a mistyped
+    #: path syncs 0 files).
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -248,5 +251,6 @@ class SyncReport:
             "embeddingsCached": self.embeddings_cached,
             "seconds": round(self.seconds, 3),
             "errors": list(self.errors),
+            "warnings": list(self.warnings),
         }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 import sys
@@ -28,6 +29,8 @@ from .citations import ChatType, chat_type_from_session_key
 from .errors import SymiMemoryError
 from .flush import user_moment, workspace_writable
 from .workspace import bom_encoding, decode_text
+
+log = logging.getLogger("symi_memory.writing")
 
 __all__ = [
     "AppendResult",
@@ -101,12 +104,26 @@ def _append(fd: int, data: bytes, rel: str) -> int:
     except BaseException:
         # A full disk (ENOSPC), a file size limit (EFBIG), an I/O error: the caller is told nothing was appended,
         # so take back what part of the note did go in (it would stay as a cut-off line, and a retry would write
-        # the note again after it). Only when nothing but this note can have grown the file since.
+        # the note again after it).
         with contextlib.suppress(OSError):
-            if size <= os.fstat(fd).st_size <= size + len(data):
-                os.ftruncate(fd, size)
+            _take_back(fd, view[:written], size, rel)
         raise
     return written
+
+
+def _take_back(fd: int, ours: memoryview, size: int, rel: str) -> None:
+    """Cut ``ours`` (the part of a failed append that was written) off the end of the file, only while it is still
+    the file's last bytes: another program appending without our lock (an editor, a shell's ``>>``) may have
+    written before or after it, and its bytes are never cut."""
+    if not ours:
+        return
+    end = os.fstat(fd).st_size
+    start = end - len(ours)
+    if start >= size and os.pread(fd, len(ours), start) == ours:
+        os.ftruncate(fd, start)
+    else:
+        log.warning("an append to %s failed after writing %d bytes, and another program wrote to the file after "
+                    "them: the cut-off note is left in place", rel, len(ours))
 
 
 def append_memory(

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 
-__all__ = ["App", "whole_arg", "workspace_state"]
+__all__ = ["App", "whole_arg"]
 
 
 def whole_arg(minimum: int) -> Any:
@@ -30,11 +30,6 @@ def whole_arg(minimum: int) -> Any:
         return value
 
     return parse
-
-
-def workspace_state(path: Any) -> str:
-    """How a workspace path is missing: ``does not exist`` or ``is not a directory``."""
-    return "is not a directory" if os.path.exists(path) else "does not exist"
 
 
 @attrs.define

@@ -13,7 +13,7 @@ from ..errors import BackendError, ConfigError
 from ..specs import NotifiesSyncs, StalenessAware
 from ..types import SyncProgress, SyncReport
 from . import render
-from .app import App, whole_arg, workspace_state
+from .app import App, whole_arg
 
 log = logging.getLogger("symi_memory.cli")
 
@@ -157,11 +157,7 @@ def _check(manager: Any, *, quiet: bool) -> dict[str, Any]:
 
 
 def run_index(args: argparse.Namespace, app: App) -> int:
-    manager = app.manager()
-    if not manager.agent.workspace.is_dir():
-        print(f"symi-memory: warning: workspace {manager.agent.workspace} {workspace_state(manager.agent.workspace)}; "
-              f"the index will be empty "
-              f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
+    manager = app.manager()  # a workspace that does not exist: the sync logs a warning saying so
     reason = manager.status().get("providerReason")
     if reason and not args.json:
         print(f"symi-memory: note: {reason}", file=sys.stderr)
@@ -204,10 +200,6 @@ def _ensure_fresh(app: App) -> None:
     manager = app.manager()
     if not manager.enabled:
         return  # the tool itself answers with the disabled error shape
-    if not manager.agent.workspace.is_dir():
-        print(f"symi-memory: warning: workspace {manager.agent.workspace} {workspace_state(manager.agent.workspace)}; "
-              f"nothing to search "
-              f"(pass --workspace or set agents.defaults.workspace)", file=sys.stderr)
     st = manager.status()
     backend = manager.backend
     if isinstance(backend, StalenessAware) and ("files" not in st or st["files"]):

@@ -120,6 +120,7 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
         rows.append(("server", f"{server.get('url')} (pid {server.get('pid')}); answered {served or 'nothing yet'}"))
     if st.get("lastError"):
         rows.append(("lastError", str(st["lastError"])))
+    rows.extend(("warning", str(w)) for w in st.get("warnings") or [])
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{color(k.rjust(width), '2')}  {v}")

@@ -130,6 +130,11 @@ class IndexedBackend:
     plugin_name: str
     scheduler: SyncScheduler | None = None
     _sync_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: The thread running a sync (holding ``_sync_lock``), else None.
+    _sync_thread: int | None = None
+    #: :meth:`close` was called from inside the running sync (its progress callback, a signal handler): the sync
+    #: finishes closing as it returns.
+    _close_after_sync: bool = False
     _closing: bool = False
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
@@ -173,29 +178,43 @@ class IndexedBackend:
 
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
-        with self._sync_lock:
-            if self._closing:
-                raise SyncCancelled("sync cancelled: the memory manager is closing")
-            changes = self.scheduler.changes if self.scheduler else 0
-            damaged = self.store.damaged()
-            if damaged is not None:  # a read (here or in another process) found the file damaged
-                self.store.recover_damaged(damaged)
-            elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
-                self.store.reopen()
-            try:
+        try:
+            with self._sync_lock:
+                self._sync_thread = threading.get_ident()
                 try:
-                    report = self.indexer.sync(reason=reason, force=force, progress=progress)
-                except DAMAGE_ERRORS as exc:
-                    # The index is derived from the files: set the damaged one aside and build it again.
-                    self.store.recover_damaged(exc)
-                    report = self.indexer.sync(reason=reason, force=True, progress=progress)
-            except (apsw.FullError, apsw.IOError) as exc:
-                raise self._disk_error(exc) from exc
+                    report, changes = self._sync_locked(reason, force, progress)
+                finally:
+                    self._sync_thread = None
+        finally:
+            if self._close_after_sync:
+                self._close_after_sync = False
+                self._finish_close()
         if self.scheduler and self.indexer.deferred is None:  # deferred: dirty until the other build lands
             self.scheduler.mark_clean(changes)
         if self.on_synced:
             self.on_synced(report)
         return report
+
+    def _sync_locked(self, reason: str, force: bool,
+                     progress: Callable[[SyncProgress], None] | None) -> tuple[SyncReport, int]:
+        if self._closing:
+            raise SyncCancelled("sync cancelled: the memory manager is closing")
+        changes = self.scheduler.changes if self.scheduler else 0
+        damaged = self.store.damaged()
+        if damaged is not None:  # a read (here or in another process) found the file damaged
+            self.store.recover_damaged(damaged)
+        elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
+            self.store.reopen()
+        try:
+            try:
+                report = self.indexer.sync(reason=reason, force=force, progress=progress)
+            except DAMAGE_ERRORS as exc:
+                # The index is derived from the files: set the damaged one aside and build it again.
+                self.store.recover_damaged(exc)
+                report = self.indexer.sync(reason=reason, force=True, progress=progress)
+        except (apsw.FullError, apsw.IOError) as exc:
+            raise self._disk_error(exc) from exc
+        return report, changes
 
     def _disk_error(self, exc: apsw.Error) -> BackendError:
         """The error a sync that SQLite could not write (a full disk, a file size limit, an I/O error) raises,
@@ -1052,6 +1071,14 @@ class IndexedBackend:
         # so nothing is closed under it.
         self._closing = True
         self.indexer.cancel.set()
+        if self._sync_thread == threading.get_ident():
+            # From inside this thread's sync (its progress callback, a signal handler): waiting for the sync would
+            # wait for ourselves. It stops at its next step and closes as it returns.
+            self._close_after_sync = True
+            return
+        self._finish_close()
+
+    def _finish_close(self) -> None:
         if self.scheduler:
             self.scheduler.stop()
         with self._sync_lock:
