@@ -524,3 +524,24 @@ def test_a_store_id_from_before_binding_keeps_its_saved_faiss_file(tmp_path: Pat
     with _open(state, ws, "faiss", units="off", index="flat") as again:
         assert again.status()["vector"]["exactLoaded"] is True
         _assert_vector_side_is_current(again, "harbour ferry schedule")
+
+
+def test_a_faiss_index_that_cannot_be_saved_says_why_in_status(tmp_path: Path) -> None:
+    """A save that fails (here a folder in the way of the file; a full disk the same) leaves every later open
+    rebuilding from SQLite. It was logged once and status showed nothing."""
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 20)
+    faiss_file = state / "memory" / "main.sqlite.faiss"
+    faiss_file.mkdir(parents=True)
+    with _open(state, ws, "faiss") as mem:
+        mem.sync()
+        assert mem.backend.vectors.save() is False  # what the timed save after a sync does
+        st = mem.status()
+        assert st["vector"]["exactError"] and str(faiss_file) in st["vector"]["exactError"]
+        assert st["lastError"] == st["vector"]["exactError"]
+        faiss_file.rmdir()
+        assert mem.backend.vectors.save() is True
+        st = mem.status()
+        assert st["vector"]["exactError"] is None and st["lastError"] is None
+    with _open(state, ws, "faiss") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is True

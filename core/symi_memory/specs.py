@@ -571,8 +571,10 @@ class VectorSide(Protocol):
 
     ``search`` returns ``(rowid, cosine)`` best first; ``cosine`` scores given
     stored vectors (float32 bytes, or None when a chunk has none) against the
-    query; ``status`` is merged into ``status().vector``. A vector side that is
-    also :class:`Closeable` is closed with its backend.
+    query; ``status`` is merged into ``status().vector`` (each key prefixed ``exact``);
+    an ``error`` there that is not None (a vector index of its own that failed to
+    build or save) is also ``status().lastError`` when nothing else is. A vector
+    side that is also :class:`Closeable` is closed with its backend.
     """
 
     def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]: ...

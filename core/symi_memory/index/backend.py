@@ -937,6 +937,9 @@ class IndexedBackend:
             dirty = True
             last_error = (f"the index file is damaged ({damaged}); the next sync sets it aside and rebuilds it "
                           "from the memory files (`symi-memory index`)")
+        vector_side = self.vectors.status()
+        if last_error is None and vector_side.get("error"):
+            last_error = str(vector_side["error"])  # a vector side of its own (faiss) that cannot rebuild or save
         fallback = self.choice.fallback.to_dict() if self.choice.fallback else None
         ident = self._index_identity()
         if fallback is None and recorded.get("fallback") and ident.get("provider") == recorded.get("provider") and (
@@ -974,7 +977,7 @@ class IndexedBackend:
                 "extensionPath": self.store.vec.path,
                 "loadError": self.store.vec.error,
                 "dims": self.store.vec_dims or self._dims(),
-                **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
+                **{f"exact{k.title()}": v for k, v in vector_side.items()},
             },
             "fallback": fallback,
             "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
