@@ -174,6 +174,19 @@ class FaissVectors:
         self._start_rebuild(inline_if_small=False)
         return False
 
+    def catch_up(self) -> None:
+        """:class:`~symi_memory.specs.CatchesUp`: after an explicit sync, rebuild an index found behind the store
+        (inline up to ``SYNC_BUILD_LIMIT`` vectors, so ``close`` saves it; larger ones in the background)."""
+        key = self.store.generation_key()
+        with self._lock:
+            if self._building or self._closed or ((self._index_id, self._generation) == key and self._index is not None):
+                return
+        try:
+            self._start_rebuild(inline_if_small=True)
+        except Exception as exc:  # the next search starts it again
+            self.last_error = f"{REBUILD_FAILED}: {exc}"
+            log.warning("cannot bring the faiss index up to date after the sync: %s", exc)
+
     def _start_rebuild(self, *, inline_if_small: bool) -> bool:
         """Rebuild; inline (returns True when current) only for a sync's small rebuild, else in a thread."""
         with self._lock:

@@ -21,6 +21,7 @@ from ..errors import BackendError, EmbeddingError
 from ..specs import (
     DEFAULT_CALIBRATION,
     BatchingProvider,
+    CatchesUp,
     Closeable,
     ScoreCalibration,
     SearchesOnAnyThread,
@@ -30,7 +31,7 @@ from ..specs import (
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .chunks import NO_EPOCH
-from .indexer import Indexer, SyncCancelled
+from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled
 from .meta import NO_GENERATION, Generation
 from .records import CandidateRow, all_finite
 from .store import IndexStore
@@ -189,6 +190,8 @@ class IndexedBackend:
                 report = self.indexer.sync(reason=reason, force=True, progress=progress)
         if self.scheduler and self.indexer.deferred is None:  # deferred: dirty until the other build lands
             self.scheduler.mark_clean(changes)
+        if isinstance(self.vectors, CatchesUp) and reason.split(" ")[0] not in NO_WAIT_REASONS:
+            self.vectors.catch_up()  # a saved vector index the sync had nothing to write to (faiss)
         if self.on_synced:
             self.on_synced(report)
         return report
