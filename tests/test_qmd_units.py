@@ -305,3 +305,22 @@ def test_one_transcript_that_cannot_be_exported_skips_only_itself(tmp_path, capl
     assert (out / "a.md").read_text(encoding="utf-8") == "User: the kestrel nests on the tower\n"
     assert "cannot export session transcript" in caplog.text and "b.jsonl" in caplog.text
     assert not list(out.glob("*.tmp*"))
+
+
+def test_a_qmd_home_that_cannot_be_written_is_a_qmd_failure_not_a_crash(tmp_path):
+    """Without write access to the qmd home the update lock cannot be taken: that is reported like any qmd failure
+    (the sync's errors, status's fallback reason), not raised as an OSError out of the sync."""
+    from qmd_standin.helpers import make_backend, standin_command
+    from support.unprivileged import Unprivileged
+
+    (tmp_path / "ws").mkdir()
+    home = tmp_path / "state" / "agents" / "main" / "qmd"
+    home.mkdir(parents=True)
+    os.chmod(tmp_path, 0o755)
+    home.chmod(0o555)
+    b = make_backend(tmp_path, standin_command())
+    with Unprivileged():
+        report = b.sync()
+        st = b.status()
+    assert any("cannot take the qmd update lock" in e for e in report.errors), report.errors
+    assert "cannot take the qmd update lock" in st["fallback"]["reason"]

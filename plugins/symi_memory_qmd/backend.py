@@ -154,12 +154,15 @@ class QmdBackend:
         """
         lock = UpdateLock(self.home)
         try:
-            fd = lock.acquire(BUSY_GRACE_S)
-        except UpdateBusy as busy:
-            if reason.split(" ")[0] in NO_WAIT_REASONS:
-                raise
-            log.warning("%s; waiting for it (at most %.0f s)", busy, self._lock_wait_s())
-            fd = lock.acquire(self._lock_wait_s())
+            try:
+                fd = lock.acquire(BUSY_GRACE_S)
+            except UpdateBusy as busy:
+                if reason.split(" ")[0] in NO_WAIT_REASONS:
+                    raise
+                log.warning("%s; waiting for it (at most %.0f s)", busy, self._lock_wait_s())
+                fd = lock.acquire(self._lock_wait_s())
+        except OSError as exc:  # a qmd home that cannot be written: qmd could not update its index there either
+            raise QmdError(f"cannot take the qmd update lock {lock.path}: {exc.strerror or exc}") from None
         try:
             self._update_locked(embed, attrs.evolve(self.runner, pass_fds=(fd,)))
         finally:
