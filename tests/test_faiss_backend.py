@@ -524,3 +524,57 @@ def test_a_store_id_from_before_binding_keeps_its_saved_faiss_file(tmp_path: Pat
     with _open(state, ws, "faiss", units="off", index="flat") as again:
         assert again.status()["vector"]["exactLoaded"] is True
         _assert_vector_side_is_current(again, "harbour ferry schedule")
+
+
+def test_a_faiss_index_that_cannot_be_saved_says_why_in_status(tmp_path: Path) -> None:
+    """A save that fails (here a folder in the way of the file; a full disk the same) leaves every later open
+    rebuilding from SQLite. It was logged once and status showed nothing."""
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 20)
+    faiss_file = state / "memory" / "main.sqlite.faiss"
+    faiss_file.mkdir(parents=True)
+    with _open(state, ws, "faiss") as mem:
+        mem.sync()
+        assert mem.backend.vectors.save() is False  # what the timed save after a sync does
+        st = mem.status()
+        assert st["vector"]["exactError"] and str(faiss_file) in st["vector"]["exactError"]
+        assert st["lastError"] == st["vector"]["exactError"]
+        faiss_file.rmdir()
+        assert mem.backend.vectors.save() is True
+        st = mem.status()
+        assert st["vector"]["exactError"] is None and st["lastError"] is None
+    with _open(state, ws, "faiss") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is True
+
+
+SYNC_THEN_KILLED = textwrap.dedent("""
+    import os, signal, sys
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+    cfg = load_config(None, state_dir=sys.argv[1], overrides={
+        "plugins": {"slots": {"memory": "faiss"}},
+        "agents": {"defaults": {"memorySearch": {"provider": "hash"}}}})
+    mem = open_memory(cfg, workspace=sys.argv[2], start=False)
+    mem.sync()
+    os.kill(os.getpid(), signal.SIGKILL)  # committed to SQLite; the faiss save (a timer, or close) never ran
+""")
+
+
+def test_the_next_sync_repairs_a_faiss_file_left_behind_by_a_killed_process(tmp_path: Path) -> None:
+    """A process killed after its sync committed but before the faiss save leaves a file that no longer matches.
+    The next `index` found nothing to write and left it so: every later process answered from the exact scan and
+    started a rebuild it then abandoned at exit."""
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    _write_notes(ws, 40)
+    with _open(state, ws, "faiss") as mem:
+        mem.sync()
+    (ws / "memory" / "topic-003.md").write_text("# Topic 3\n\nThe pelican ferry timetable.\n", encoding="utf-8")
+    child = subprocess.run([sys.executable, "-c", SYNC_THEN_KILLED, str(state), str(ws)], timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    with _open(state, ws, "faiss") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is False  # the file is behind the store
+        assert mem.sync().files_indexed == 0  # nothing left to write: the killed sync committed it all
+        assert mem.status()["vector"]["exactLoaded"] is True
+    with _open(state, ws, "faiss") as mem:
+        assert mem.status()["vector"]["exactLoaded"] is True  # loaded as saved: no rebuild in this process
+        _assert_vector_side_is_current(mem, "pelican ferry timetable")

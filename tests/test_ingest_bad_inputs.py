@@ -270,3 +270,60 @@ def test_an_append_to_a_utf16_file_cut_inside_a_character_is_refused_not_garbled
         mem.append("The kestrel fledged two chicks in June.", target="long-term", allow_duplicate=True)
         assert (ws / "MEMORY.md").read_bytes().decode(codec).endswith("tower.\nThe kestrel fledged two chicks in "
                                                                       "June.\n")
+
+
+def test_a_transcript_line_nested_too_deep_for_json_does_not_break_search(tmp_path: Path) -> None:
+    """A line of 200,000 ``[`` (a crashed writer, a fuzzer) makes Python's JSON decoder raise RecursionError, not
+    ValueError. Indexing skipped the line, but every search reading the transcript's message times (plain searches
+    whose hits state a change, ``as_of``, ``history``) failed with "memory search failed"."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    lines = [
+        json.dumps({"type": "message", "timestamp": "2026-01-01T10:00:00Z",
+                    "message": {"role": "user", "content": "The kestrel database used to be MySQL 5.7"}}),
+        "[" * 200_000,
+        json.dumps({"type": "message", "timestamp": "2026-01-02T10:00:00Z",
+                    "message": {"role": "assistant", "content": "The kestrel database moved to PostgreSQL 16, "
+                                                                "no longer MySQL"}}),
+    ]
+    write(sessions, "s.jsonl", "\n".join(lines) + "\n")
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        assert [h.path for h in mem.search("kestrel database").results] == ["sessions/s.jsonl"]
+        assert [h.path for h in mem.search("kestrel database", as_of="2026-06-01").results] == ["sessions/s.jsonl"]
+        assert {v["path"] for v in mem.history("kestrel database")} == {"sessions/s.jsonl"}
+    from symi_memory.sessions import message_times
+
+    first = datetime(2026, 1, 1, 10, tzinfo=UTC).timestamp()
+    assert message_times(sessions, "sessions/s.jsonl", 1, 3) == (first, first + 86400)
+
+
+def test_a_search_does_not_hang_on_a_transcript_swapped_for_a_fifo_after_indexing(tmp_path: Path) -> None:
+    """Searches read message times from the transcript itself; one replaced by a FIFO (no writer) since the sync
+    must not hang the search (nor be read through a symlink put in its place)."""
+    import threading
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    s = write(sessions, "s.jsonl", "\n".join([
+        json.dumps({"type": "message", "timestamp": "2026-01-01T10:00:00Z",
+                    "message": {"role": "user", "content": "the kayak hangs in the boathouse"}}),
+        json.dumps({"type": "message", "timestamp": "2026-01-02T10:00:00Z",
+                    "message": {"role": "assistant", "content": "noted, the kayak hangs in the boathouse"}}),
+    ]) + "\n")
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        s.unlink()
+        os.mkfifo(s)
+        done: list[object] = []
+        worker = threading.Thread(
+            target=lambda: done.append(mem.search("where does the kayak hang", as_of="2026-06-01")), daemon=True)
+        worker.start()
+        worker.join(30)
+        if worker.is_alive():
+            os.close(os.open(s, os.O_WRONLY | os.O_NONBLOCK))  # a writer lets the thread end
+            worker.join(10)
+            raise AssertionError("the search hung reading message times from a FIFO")
+        assert done and [h.path for h in done[0].results] == ["sessions/s.jsonl"]

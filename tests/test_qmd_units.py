@@ -13,8 +13,15 @@ import pytest
 
 from symi_memory.errors import ConfigError, PathRefused
 from symi_memory_qmd.collections import CollectionSpec, derive_collections
-from symi_memory_qmd.parse import QmdParseError, is_flag_rejection, parse_search_output, snippet_lines
+from symi_memory_qmd.parse import (
+    QmdParseError,
+    is_flag_rejection,
+    parse_search_output,
+    snippet_lines,
+    update_counts,
+)
 from symi_memory_qmd.paths import display_path, read_qmd_path
+from symi_memory_qmd.runner import QmdFailed, QmdRunner
 from symi_memory_qmd.scope import check_scope
 from symi_memory_qmd.settings import QmdSettings
 
@@ -236,3 +243,84 @@ def test_hooks_register_the_backend_by_name():
     spec = load_plugins(disabled=others).backend("qmd-sidecar")
     assert spec.short_name == "qmd"
     assert Path(spec.factory.__code__.co_filename).name == "hooks.py"
+
+
+# ---------------------------------------------------------------- update report and failures
+
+
+def test_update_counts_read_qmds_report():
+    report = """Updating 3 collection(s)...
+
+[1/3] memory-root-main (MEMORY.md)
+Collection: /ws (MEMORY.md)
+
+Indexed: 0 new, 0 updated, 1 unchanged, 0 removed
+
+[2/3] memory-alt-main (memory.md)
+Collection: /ws (memory.md)
+No files found matching pattern.
+
+Indexed: 0 new, 0 updated, 0 unchanged, 0 removed
+
+[3/3] memory-dir-main (**/*.md)
+Collection: /ws/memory (**/*.md)
+
+Indexed: 2 new, 1 updated, 397 unchanged, 3 removed
+
+\u2713 All collections updated.
+"""
+    assert update_counts(report) == {"memory-root-main": 1, "memory-alt-main": 0, "memory-dir-main": 400}
+    assert update_counts("garbage\nIndexed: 1 new, 0 updated, 0 unchanged, 0 removed\n") == {}
+
+
+def test_a_node_crash_is_reported_by_its_error_line_not_its_source_location(tmp_path):
+    """Node prints an uncaught error as the source location, the code line and a caret first: the status and the
+    warning said ``qmd update exited 1: file:///.../store.js:2254``."""
+    import shlex
+    import sys
+
+    crash = tmp_path / "crash.py"
+    crash.write_text("import sys\nsys.stderr.write('file:///q/dist/store.js:2254\\n    stmt.run(id);\\n    ^\\n\\n"
+                     "SqliteError: constraint failed\\n    at rebuildDocumentFTS (file:///q/dist/store.js:2240:6)\\n')\n"
+                     "sys.exit(1)\n", encoding="utf-8")
+    runner = QmdRunner(command=shlex.join([sys.executable, str(crash)]), home=tmp_path / "home")
+    with pytest.raises(QmdFailed) as failed:
+        runner.run(["update"], timeout_ms=20_000)
+    assert str(failed.value) == "qmd update exited 1: SqliteError: constraint failed"
+
+
+def test_one_transcript_that_cannot_be_exported_skips_only_itself(tmp_path, caplog):
+    """One transcript whose export cannot be written (here a folder in the way; a transcript gone or swapped for a
+    FIFO since the listing the same) raised out of the export, and so out of the whole qmd update."""
+    from symi_memory_qmd.export import export_sessions
+
+    src, out = tmp_path / "sessions", tmp_path / "export"
+    src.mkdir()
+    for name, text in (("a", "the kestrel nests on the tower"), ("b", "the heron waits")):
+        (src / f"{name}.jsonl").write_text(
+            json.dumps({"type": "message", "message": {"role": "user", "content": text}}) + "\n", encoding="utf-8")
+    (out / "b.md").mkdir(parents=True)
+    report = export_sessions(src, out)
+    assert report.written == ("a.md",)
+    assert (out / "a.md").read_text(encoding="utf-8") == "User: the kestrel nests on the tower\n"
+    assert "cannot export session transcript" in caplog.text and "b.jsonl" in caplog.text
+    assert not list(out.glob("*.tmp*"))
+
+
+def test_a_qmd_home_that_cannot_be_written_is_a_qmd_failure_not_a_crash(tmp_path):
+    """Without write access to the qmd home the update lock cannot be taken: that is reported like any qmd failure
+    (the sync's errors, status's fallback reason), not raised as an OSError out of the sync."""
+    from qmd_standin.helpers import make_backend, standin_command
+    from support.unprivileged import Unprivileged
+
+    (tmp_path / "ws").mkdir()
+    home = tmp_path / "state" / "agents" / "main" / "qmd"
+    home.mkdir(parents=True)
+    os.chmod(tmp_path, 0o755)
+    home.chmod(0o555)
+    b = make_backend(tmp_path, standin_command())
+    with Unprivileged():
+        report = b.sync()
+        st = b.status()
+    assert any("cannot take the qmd update lock" in e for e in report.errors), report.errors
+    assert "cannot take the qmd update lock" in st["fallback"]["reason"]

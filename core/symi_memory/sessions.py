@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +204,12 @@ def message_times(directory: str | Path, path: str, start_line: int, end_line: i
         return None
     stamps: list[float] = []
     try:
-        with open(Path(directory) / name, encoding="utf-8", errors="replace") as fh:
+        # Opened as the indexer reads it: a transcript swapped for a FIFO since the sync must not hang the search,
+        # nor one swapped for a symlink be read through it.
+        fd = os.open(Path(directory) / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, encoding="utf-8", errors="replace") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
             for number, raw in enumerate(fh, start=1):
                 if number < start_line:
                     continue
@@ -210,7 +217,7 @@ def message_times(directory: str | Path, path: str, start_line: int, end_line: i
                     break
                 try:
                     value = json.loads(raw).get("timestamp")
-                except (ValueError, AttributeError):
+                except Exception:  # any line (nested too deep for the decoder, not an object) is only skipped
                     continue
                 seconds: float | None = None
                 if isinstance(value, int | float) and not isinstance(value, bool):

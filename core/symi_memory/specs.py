@@ -25,6 +25,7 @@ __all__ = [
     "BackendServices",
     "BackendSpec",
     "BatchingProvider",
+    "CatchesUp",
     "ChecksIntegrity",
     "Closeable",
     "ConfigSection",
@@ -571,8 +572,10 @@ class VectorSide(Protocol):
 
     ``search`` returns ``(rowid, cosine)`` best first; ``cosine`` scores given
     stored vectors (float32 bytes, or None when a chunk has none) against the
-    query; ``status`` is merged into ``status().vector``. A vector side that is
-    also :class:`Closeable` is closed with its backend.
+    query; ``status`` is merged into ``status().vector`` (each key prefixed ``exact``);
+    an ``error`` there that is not None (a vector index of its own that failed to
+    build or save) is also ``status().lastError`` when nothing else is. A vector
+    side that is also :class:`Closeable` is closed with its backend.
     """
 
     def search(self, query: Sequence[float], k: int) -> list[tuple[int, float]]: ...
@@ -580,6 +583,19 @@ class VectorSide(Protocol):
     def cosine(self, query: Sequence[float], blobs: dict[int, bytes | None]) -> dict[int, float]: ...
 
     def status(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class CatchesUp(Protocol):
+    """A :class:`VectorSide` with an index of its own that can be behind the store with nothing left to write: a
+    saved file that no longer matched when it was opened (another process synced, or was killed before saving).
+
+    ``catch_up()`` runs after each explicit sync (``index``, ``sync()``; not background ones): it brings that
+    index up to date, in the calling thread when that is quick, so the sync leaves it current for the processes
+    that open it next. It never raises; a failure shows in the vector side's status.
+    """
+
+    def catch_up(self) -> None: ...
 
 
 @runtime_checkable

@@ -46,6 +46,8 @@ CLOSE_JOIN_S = 2.0  # close() waits this long for a running build, then leaves t
 SAVE_DELAY_S = 2.0  # saves run in a timer thread, off the sync path, coalescing bursts of syncs
 SAVE_INTERVAL_S = 60.0  # indexes above SAVE_LARGE are saved at most this often (and on close)
 SAVE_LARGE = 20_000
+REBUILD_FAILED = "faiss rebuild failed"
+SAVE_FAILED = "cannot save the faiss index to"
 
 
 @attrs.define
@@ -172,6 +174,19 @@ class FaissVectors:
         self._start_rebuild(inline_if_small=False)
         return False
 
+    def catch_up(self) -> None:
+        """:class:`~symi_memory.specs.CatchesUp`: after an explicit sync, rebuild an index found behind the store
+        (inline up to ``SYNC_BUILD_LIMIT`` vectors, so ``close`` saves it; larger ones in the background)."""
+        key = self.store.generation_key()
+        with self._lock:
+            if self._building or self._closed or ((self._index_id, self._generation) == key and self._index is not None):
+                return
+        try:
+            self._start_rebuild(inline_if_small=True)
+        except Exception as exc:  # the next search starts it again
+            self.last_error = f"{REBUILD_FAILED}: {exc}"
+            log.warning("cannot bring the faiss index up to date after the sync: %s", exc)
+
     def _start_rebuild(self, *, inline_if_small: bool) -> bool:
         """Rebuild; inline (returns True when current) only for a sync's small rebuild, else in a thread."""
         with self._lock:
@@ -200,7 +215,7 @@ class FaissVectors:
                 self._building = False
                 if self._closed:  # the store was closed under us: nothing to report
                     return
-            self.last_error = f"faiss rebuild failed: {exc}"
+            self.last_error = f"{REBUILD_FAILED}: {exc}"
             log.exception("faiss rebuild failed")
             return
         with self._lock:
@@ -219,6 +234,8 @@ class FaissVectors:
                 generation = change.generation
             self._index, self._generation, self._index_id = index, generation, snap.index_id
             self._pending, self._building, self._dirty = [], False, True
+            if self.last_error is not None and self.last_error.startswith(REBUILD_FAILED):
+                self.last_error = None
         log.info("built faiss %s index: %d vectors in %.2fs", self.settings.kind, snap.rowids.size,
                  time.perf_counter() - started)
         self._schedule_save()
@@ -267,12 +284,14 @@ class FaissVectors:
             try:
                 save_index(self.path, index, header)
             except OSError as exc:
-                self.last_error = f"cannot save {self.path}: {exc}"
+                self.last_error = f"{SAVE_FAILED} {self.path}: {exc}"
                 log.warning("cannot save the faiss index to %s: %s", self.path, exc)
                 return False
             with self._lock:
                 if self._index is index and self._generation == generation:
                     self._dirty = False
+                if self.last_error is not None and self.last_error.startswith(SAVE_FAILED):
+                    self.last_error = None
         log.debug("saved faiss index (%d vectors) to %s", count, self.path)
         return True
 
@@ -359,7 +378,10 @@ class FaissVectors:
                     "rows": index.live if index else 0,
                     "index": index.kind if index else self.settings.kind,
                     "tombstones": index.dead if index else 0,
-                    "file": str(self.path)}
+                    "file": str(self.path),
+                    # The last rebuild or save that failed, until one succeeds: an index that cannot be saved is
+                    # rebuilt from SQLite by every later open.
+                    "error": self.last_error}
 
 
 def _top_k(q: Any, ids: list[int], packed: bytes, k: int) -> list[tuple[int, float]]:

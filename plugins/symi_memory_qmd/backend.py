@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory.sessions import list_session_files
 from symi_memory.specs import DEFAULT_BACKEND, MemoryBackend, StartableBackend
 from symi_memory.types import (
     BackendResult,
@@ -32,13 +33,14 @@ from symi_memory.workspace import PathRules
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import export_sessions
-from .parse import QmdParseError
+from .lock import UpdateBusy, UpdateLock, holder
+from .parse import QmdParseError, update_counts
 from .paths import is_qmd_path, read_qmd_path
 from .runner import QmdError, QmdRunner
 from .scope import check_scope
 from .search import QmdSearcher, hits_to_candidates
 from .settings import QmdSettings
-from .updater import UpdateScheduler
+from .updater import UpdateScheduler, UpdateSkipped
 
 __all__ = ["QmdBackend"]
 
@@ -46,6 +48,12 @@ log = logging.getLogger("symi_memory.qmd")
 
 FALLBACK_BACKEND = DEFAULT_BACKEND
 STATE_FILE = "symi-state.json"
+#: Syncs that never wait for another process's qmd update: background ones and a search's (as with the builtin's
+#: full builds, ``symi_memory.index.indexer``), plus this plugin's boot and retry updates.
+NO_WAIT_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start", "cli-search",
+                             "append", "serve-open", "boot", "retry"})
+#: A lock found held is looked at again for this long first: a ``status`` elsewhere holds it for a moment.
+BUSY_GRACE_S = 0.5
 
 
 class QmdBackend:
@@ -102,6 +110,10 @@ class QmdBackend:
         self._closed = False
         self._kick_thread: threading.Thread | None = None
         self.last_update: float | None = None
+        self.export_error: str | None = None
+        self._fingerprint_done: str | None = None  # of the files as this process's last update began
+        self._counts: dict[str, int] | None = None  # documents per collection after that update
+        self._last_state: dict[str, Any] | None = None
         self.scheduler = UpdateScheduler(
             work=self._update_work,
             interval_s=settings.interval_s,
@@ -134,29 +146,67 @@ class QmdBackend:
     # ------------------------------------------------------------ updates
 
     def _update_work(self, reason: str, embed: bool) -> None:
-        upd = self.settings.update
+        """One update, holding the qmd home's update lock (:mod:`.lock`) across processes.
+
+        A sync someone waits for (``index``, ``sync()``) waits for another process's update, then runs its own;
+        a background one, or a search's, skips while another runs (:class:`~.updater.UpdateSkipped`): searches
+        meanwhile use qmd's index as it is.
+        """
+        lock = UpdateLock(self.home)
         try:
-            if self.settings.sessions.get("enabled"):
+            try:
+                fd = lock.acquire(BUSY_GRACE_S)
+            except UpdateBusy as busy:
+                if reason.split(" ")[0] in NO_WAIT_REASONS:
+                    raise
+                log.warning("%s; waiting for it (at most %.0f s)", busy, self._lock_wait_s())
+                fd = lock.acquire(self._lock_wait_s())
+        except OSError as exc:  # a qmd home that cannot be written: qmd could not update its index there either
+            raise QmdError(f"cannot take the qmd update lock {lock.path}: {exc.strerror or exc}") from None
+        try:
+            self._update_locked(embed, attrs.evolve(self.runner, pass_fds=(fd,)))
+        finally:
+            lock.release()
+
+    def _lock_wait_s(self) -> float:
+        """How long a sync waits for another process's update: as long as that update may take."""
+        upd = self.settings.update
+        return (int(upd["updateTimeoutMs"]) + int(upd["embedTimeoutMs"]) + 4 * int(upd["commandTimeoutMs"])) / 1000.0
+
+    def _update_locked(self, embed: bool, runner: QmdRunner) -> None:
+        upd = self.settings.update
+        # Listed before anything is read: a file changed after this makes the next staleness check see it.
+        fingerprint = self._fingerprint()
+        self.export_error = None
+        if self.settings.sessions.get("enabled"):
+            try:
                 export_sessions(
                     self.sessions_source, self.export_dir, retention_days=self.settings.sessions.get("retentionDays")
                 )
+            except OSError as exc:
+                # The transcripts' collection keeps its last export; memory is updated all the same.
+                self.export_error = f"cannot export session transcripts to {self.export_dir}: {exc.strerror or exc}"
+                log.warning("%s", self.export_error)
+        try:
             if self._needs_reconcile or len(self._ready) < len(self.collections):
-                pending = reconcile_collections(self.runner, self.collections, timeout_ms=int(upd["commandTimeoutMs"]))
+                pending = reconcile_collections(runner, self.collections, timeout_ms=int(upd["commandTimeoutMs"]))
                 self._ready = {c.name for c in self.collections} - set(pending)
                 self._needs_reconcile = False
                 self._reconciled = True
-            self.runner.run(["update"], timeout_ms=int(upd["updateTimeoutMs"]))
+            out = runner.run(["update"], timeout_ms=int(upd["updateTimeoutMs"]))
         except QmdError as exc:
             self._needs_reconcile = True
             self._mark_failed(f"qmd update failed: {exc}")
-            self._save_state()
+            self._save_state(update_error=str(exc))
             raise
         self.last_update = time.time()
+        self._fingerprint_done = fingerprint
+        self._counts = update_counts(out.stdout)
         self._clear_failure()
         if embed:
             self.last_embed_at = time.time()
             try:
-                self.runner.run(["embed"], timeout_ms=int(upd["embedTimeoutMs"]))
+                runner.run(["embed"], timeout_ms=int(upd["embedTimeoutMs"]))
                 self.embed_error = None
             except QmdError as exc:
                 # Said once: the same failure in a later update or process (a GPU that never comes
@@ -166,23 +216,56 @@ class QmdBackend:
                     "qmd embed failed, so vector search is off (keyword search still works); retried every "
                     "memory.qmd.update.embedInterval: %s", exc)
                 self.embed_error = str(exc)
-        self._save_state()
+        self._save_state(update_error=None)
+
+    def _spec_key(self) -> list[list[str]]:
+        """The collections as this config defines them, as the state file records them."""
+        return [[c.name, str(c.path), c.pattern] for c in self.collections]
+
+    def _fingerprint(self) -> str:
+        """A digest of every file the collections index (path, mtime, size; transcripts for the sessions one).
+
+        Compared with the one taken when the last update began, it tells a file added, changed, deleted or
+        moved in with an old mtime since, which comparing mtimes with the update's time cannot.
+        """
+        import hashlib
+
+        digest = hashlib.sha256()
+        for c in self.collections:
+            if c.source == "sessions":
+                paths = [str(p) for p in list_session_files(self.sessions_source)]
+            else:
+                paths = _memory_files(str(c.path), c.pattern)
+            for path in sorted(paths):
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue  # gone (or unreachable): left out, which differs from a listing that had it
+                digest.update(f"{c.name}\0{path}\0{st.st_mtime_ns}\0{st.st_size}\n".encode("utf-8", "surrogateescape"))
+        return digest.hexdigest()
+
+    def _adopt_saved(self) -> None:
+        """In a process that has not updated yet: search the collections the last update (in any process) made
+        ready, when they are this config's and it succeeded. This process's first update still reconciles them."""
+        if self._reconciled:
+            return
+        saved = self._saved_state()
+        if saved.get("lastUpdate") is None or saved.get("failure") or saved.get("collections") != self._spec_key():
+            return
+        with self._lock:
+            if not self._reconciled:
+                self._ready = set(saved.get("ready") or ()) & set(self.by_name)
+                self._reconciled = True
 
     def is_stale(self, **_: Any) -> bool:
-        """Whether a one-shot command must update first: never updated, degraded, or a file changed since."""
+        """Whether a one-shot command must update first: never updated, degraded, another config's collections,
+        or a file added, changed or deleted since the last update began."""
         saved = self._saved_state()
-        last = self.last_update or saved.get("lastUpdate")
-        if last is None or self._failure is not None or saved.get("failure"):
+        if saved.get("lastUpdate") is None or self._failure is not None or saved.get("failure"):
             return True
-        roots = {str(c.path): c.pattern for c in self.collections if c.source == "memory"}
-        for root, pattern in roots.items():
-            for path in _memory_files(root, pattern):
-                try:
-                    if os.stat(path).st_mtime > last:
-                        return True
-                except OSError:
-                    continue
-        return False
+        if saved.get("collections") != self._spec_key():
+            return True
+        return saved.get("fingerprint") != self._fingerprint()
 
     def sync(
         self,
@@ -196,6 +279,11 @@ class QmdBackend:
         errors: tuple[str, ...] = ()
         try:
             self.scheduler.run(reason=reason, force=force or reason == "manual")
+        except UpdateSkipped as exc:
+            # Another process is updating (a search's sync does not wait for it), or it still was after the
+            # longest wait: the index is as that update leaves it, and nothing failed.
+            if reason.split(" ")[0] not in NO_WAIT_REASONS:
+                errors = (f"not updated: {exc}",)
         except QmdError as exc:
             errors = (str(exc),)
             self._mark_failed(f"qmd update failed: {exc}")
@@ -203,7 +291,6 @@ class QmdBackend:
         # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
         # one-shot process would cancel on exit. While degraded it must stay current too.
         fb = self._get_fallback(first_sync=False) if self._failure is not None else self._fallback
-        self._save_state()
         if fb is not None:
             fb_report = fb.sync(reason=reason, force=force, progress=progress)
             return attrs.evolve(fb_report, reason=reason, seconds=time.monotonic() - started,
@@ -212,25 +299,34 @@ class QmdBackend:
             progress(SyncProgress(phase="done", done=1, total=1))
         return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors)
 
-    def _save_state(self) -> None:
-        """Keep what the last update learnt in the qmd home, for ``status`` in a later process."""
-        state = {"lastUpdate": self.last_update, "lastUpdateError": self.scheduler.last_error,
+    def _save_state(self, *, update_error: str | None) -> None:
+        """Keep what the last update learnt in the qmd home, for ``status`` and searches in other processes."""
+        state = {"lastUpdate": self.last_update, "lastUpdateError": update_error,
                  "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
-                 "embedError": self.embed_error}
+                 "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
+                 "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error}
+        self._last_state = state
+        tmp = self.home / f"{STATE_FILE}.tmp{os.getpid()}"
         try:
             self.home.mkdir(parents=True, exist_ok=True)
-            tmp = self.home / "symi-state.json.tmp"
             tmp.write_text(json.dumps(state), encoding="utf-8")
             os.replace(tmp, self.home / STATE_FILE)
         except OSError as exc:
-            log.debug("cannot save the qmd state: %s", exc)
+            tmp.unlink(missing_ok=True)
+            log.warning("cannot save the qmd state to %s (other processes do not see this update): %s", self.home,
+                        exc)
 
     def _saved_state(self) -> dict[str, Any]:
+        """The newest update's state: the state file (any process), or this process's when it could not write it."""
         try:
             raw = json.loads((self.home / STATE_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {}
-        return raw if isinstance(raw, dict) else {}
+            raw = {}
+        saved = raw if isinstance(raw, dict) else {}
+        mine = self._last_state
+        if mine is not None and (mine.get("lastUpdate") or 0) > (saved.get("lastUpdate") or 0):
+            return mine
+        return saved
 
     # ------------------------------------------------------------- search
 
@@ -246,6 +342,7 @@ class QmdBackend:
             return BackendResult(candidates=(), mode="qmd", provider="qmd")
         if self._failure is not None and time.monotonic() < self._retry_at:
             return self._from_fallback(query, self._failure)
+        self._adopt_saved()
         if not self._reconciled:
             self._kick_update()
             return self._from_fallback(query, self._failure or "qmd collections are not indexed yet")
@@ -327,11 +424,14 @@ class QmdBackend:
     # ------------------------------------------------------------- status
 
     def status(self) -> dict[str, Any]:
-        # A one-shot process that has not updated reports what the last update (in any process) learnt.
-        saved = {} if self.scheduler.runs or self._started else self._saved_state()
-        failure = self._failure or saved.get("failure")
-        ready = self._ready or set(saved.get("ready") or ())
-        last_update = self.last_update or saved.get("lastUpdate")
+        # What the newest update (in any process) learnt; this process's own view once it has updated.
+        saved = self._saved_state()
+        own = bool(self.scheduler.runs)
+        failure = self._failure or (None if own else saved.get("failure"))
+        ready = self._ready if own else (self._ready or set(saved.get("ready") or ()))
+        last_update = max((t for t in (self.last_update, saved.get("lastUpdate")) if isinstance(t, (int, float))),
+                          default=None)
+        counts = saved.get("files") if isinstance(saved.get("files"), dict) and saved.get("files") else None
         fb = self._fallback
         if fb is None and failure is not None and self._fallback_factory is not None:
             fb = self._get_fallback(first_sync=False)
@@ -339,6 +439,8 @@ class QmdBackend:
         if fb is not None:
             fst = fb.status()
             fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
+        last_error = self.scheduler.last_error or saved.get("lastUpdateError")
+        export_error = self.export_error if own else saved.get("exportError")
         return {
             "backend": "qmd",
             "plugin": "qmd-sidecar",
@@ -347,18 +449,24 @@ class QmdBackend:
             "searchMode": self.searcher.mode,
             "workspaceDir": str(self.workspace),
             "qmdHome": str(self.home),
+            "files": None if counts is None else sum(counts.get(c, 0) for c in ready if c in self.by_name),
             "collections": [
-                {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source, "ready": c.name in ready}
+                {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source,
+                 "ready": c.name in ready, "files": None if counts is None else counts.get(c.name)}
                 for c in self.collections
             ],
             "ready": bool(ready) and failure is None,
             "lastUpdate": None if last_update is None else int(last_update * 1000),
-            "lastUpdateError": self.scheduler.last_error or saved.get("lastUpdateError"),
-            "dirty": not (self._reconciled or (ready and not failure)),
+            "lastUpdateError": last_error,
+            "lastError": failure or last_error or export_error,
+            # Never "clean" while a file differs from what the last update saw (behaviour §3).
+            "dirty": self.is_stale(),
+            "build": _build_status(holder(self.home)),
             "fallback": None if failure is None else {"from": "qmd", "reason": failure},
             "fallbackIndex": fallback_index,
             "embedding": {"enabled": self.embed_error is None, "error": self.embed_error},
-            "sessions": {"enabled": bool(self.settings.sessions.get("enabled")), "exportDir": str(self.export_dir)},
+            "sessions": {"enabled": bool(self.settings.sessions.get("enabled")), "exportDir": str(self.export_dir),
+                         "error": export_error},
         }
 
     def close(self) -> None:
@@ -410,3 +518,14 @@ def _first_sync(backend: MemoryBackend) -> None:
         backend.sync(reason="qmd-fallback")
     except Exception as exc:  # e.g. closed meanwhile; the next search or the watcher tries again
         log.warning("%s fallback sync failed: %s", FALLBACK_BACKEND, exc)
+
+
+def _build_status(found: dict[str, Any] | None) -> dict[str, Any]:
+    """The qmd update running now, in this process or another, in the shape of builtin-sqlite's ``build``."""
+    if found is None:
+        return {"running": False, "pid": None, "thisProcess": False, "elsewhere": False, "startedAt": None,
+                "fileBytes": None}
+    started = found.get("startedAt")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if isinstance(started, (int, float)) else None
+    return {"running": True, "pid": found.get("pid"), "thisProcess": bool(found.get("thisProcess")), "elsewhere": False,
+            "startedAt": stamp, "fileBytes": None}

@@ -37,6 +37,7 @@ __all__ = [
     "is_flag_rejection",
     "parse_search_output",
     "snippet_lines",
+    "update_counts",
 ]
 
 _HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? @@[^\n]*(?:\n|$)")
@@ -135,3 +136,26 @@ def parse_search_output(stdout: str) -> list[QmdHit]:
             )
         )
     return hits
+
+
+_UPDATE_HEAD = re.compile(r"^\[\d+/\d+\] (\S+) \(")
+_INDEXED = re.compile(r"^Indexed: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) removed")
+
+
+def update_counts(text: str) -> dict[str, int]:
+    """Documents per collection after ``qmd update``, from its report (``[1/3] <name> (<mask>)`` ... ``Indexed: N
+    new, N updated, N unchanged, N removed``): new + updated + unchanged. Collections it does not report are left out.
+    """
+    out: dict[str, int] = {}
+    name = None
+    for line in text.splitlines():
+        line = line.strip()
+        head = _UPDATE_HEAD.match(line)
+        if head is not None:
+            name = head.group(1)
+            continue
+        done = _INDEXED.match(line)
+        if done is not None and name is not None:
+            out[name] = int(done.group(1)) + int(done.group(2)) + int(done.group(3))
+            name = None
+    return out

@@ -36,6 +36,7 @@ log = logging.getLogger("symi_memory.qmd")
 
 DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ERROR_LINE = re.compile(r"^[A-Za-z]*Error: \S")  # "SqliteError: constraint failed", "Error: ..."
 
 
 class QmdError(Exception):
@@ -81,6 +82,8 @@ class QmdRunner:
     home: Path
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     extra_env: Mapping[str, str] = attrs.field(factory=dict)
+    #: Descriptors each qmd process inherits: an update's lock (:mod:`.lock`), held while any of its qmd runs.
+    pass_fds: tuple[int, ...] = ()
 
     @property
     def argv0(self) -> list[str]:
@@ -111,6 +114,7 @@ class QmdRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                pass_fds=self.pass_fds,
             )
         except OSError as exc:
             raise QmdMissing(
@@ -125,8 +129,9 @@ class QmdRunner:
         stderr = err.decode("utf-8", errors="replace")
         log.debug("qmd %s -> %s in %.0f ms", " ".join(args[:2]), proc.returncode, (time.monotonic() - started) * 1000)
         if check and proc.returncode != 0:
-            said = [ln for ln in _ANSI.sub("", stderr.strip() or stdout.strip()).splitlines() if ln.strip()]
-            first = said[0] if said else "no output"
+            said = [ln.strip() for ln in _ANSI.sub("", stderr.strip() or stdout.strip()).splitlines() if ln.strip()]
+            # Node prints a crash as the source location, the code line and a caret before the error itself.
+            first = next((ln for ln in said if _ERROR_LINE.match(ln)), said[0] if said else "no output")
             raise QmdFailed(
                 f"qmd {args[0] if args else ''} exited {proc.returncode}: {first}",
                 returncode=proc.returncode,

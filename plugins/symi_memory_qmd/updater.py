@@ -16,9 +16,13 @@ from collections.abc import Callable
 
 import attrs
 
-__all__ = ["UpdateScheduler"]
+__all__ = ["UpdateScheduler", "UpdateSkipped"]
 
 log = logging.getLogger("symi_memory.qmd")
+
+
+class UpdateSkipped(Exception):
+    """Raised by ``work`` when it did not run (another process was updating): neither a run nor a failure."""
 
 
 @attrs.define(eq=False)
@@ -26,7 +30,8 @@ class UpdateScheduler:
     """Serialises update runs. ``work(reason, embed)`` does one run.
 
     ``work`` raises only when the update itself failed (embed was then not
-    attempted); an embed failure must be logged and swallowed by ``work``.
+    attempted), or :class:`UpdateSkipped` when it did not run; an embed
+    failure must be logged and swallowed by ``work``.
     """
 
     work: Callable[[str, bool], None]
@@ -57,19 +62,23 @@ class UpdateScheduler:
                 return False
             self._running = True
         embed = self.last_embed is None or self.clock() - self.last_embed >= self.embed_interval_s
-        ok = False
+        ok = skipped = False
         try:
             self.work(reason, embed)
             self.last_error = None
             ok = True
+        except UpdateSkipped:
+            skipped = True
+            raise
         except Exception as exc:
             self.last_error = str(exc)
             raise
         finally:
             with self._cond:
                 self._running = False
-                self.runs += 1
-                self.last_end = self.clock()
+                if not skipped:
+                    self.runs += 1
+                    self.last_end = self.clock()
                 if embed and ok:
                     # ``work`` raises only when the update failed, before embed ran; an embed failure
                     # is swallowed and still counted, so an offline model is not retried every update.
@@ -84,6 +93,8 @@ class UpdateScheduler:
     def _safe_run(self, reason: str, force: bool) -> None:
         try:
             self.run(reason=reason, force=force)
+        except UpdateSkipped as exc:
+            log.info("qmd update (%s) skipped: %s", reason, exc)
         except Exception as exc:
             log.warning("qmd update (%s) failed: %s", reason, exc)
 

@@ -202,7 +202,7 @@ def _ensure_fresh(app: App) -> None:
         return  # the tool itself answers with the disabled error shape
     st = manager.status()
     backend = manager.backend
-    if isinstance(backend, StalenessAware) and ("files" not in st or st["files"]):
+    if isinstance(backend, StalenessAware) and (st.get("files") is None or st["files"]):
         # Files that only wait for vectors (a provider outage) are searchable by keyword already;
         # a one-shot search should not stall on retrying the provider for them.
         try:

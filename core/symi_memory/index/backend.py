@@ -22,6 +22,7 @@ from ..errors import BackendError, EmbeddingError
 from ..specs import (
     DEFAULT_CALIBRATION,
     BatchingProvider,
+    CatchesUp,
     Closeable,
     ScoreCalibration,
     SearchesOnAnyThread,
@@ -31,7 +32,7 @@ from ..specs import (
 from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
 from ..workspace import PathRules
 from .chunks import NO_EPOCH
-from .indexer import Indexer, SyncCancelled
+from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled
 from .meta import NO_GENERATION, Generation
 from .records import CandidateRow, all_finite
 from .store import IndexStore
@@ -191,6 +192,9 @@ class IndexedBackend:
                 self._finish_close()
         if self.scheduler and self.indexer.deferred is None:  # deferred: dirty until the other build lands
             self.scheduler.mark_clean(changes)
+        if (isinstance(self.vectors, CatchesUp) and not self._closing
+                and reason.split(" ")[0] not in NO_WAIT_REASONS):
+            self.vectors.catch_up()  # a saved vector index the sync had nothing to write to (faiss)
         if self.on_synced:
             self.on_synced(report)
         return report
@@ -974,6 +978,9 @@ class IndexedBackend:
             dirty = True
             last_error = (f"the index file is damaged ({damaged}); the next sync sets it aside and rebuilds it "
                           "from the memory files (`symi-memory index`)")
+        vector_side = self.vectors.status()
+        if last_error is None and vector_side.get("error"):
+            last_error = str(vector_side["error"])  # a vector side of its own (faiss) that cannot rebuild or save
         fallback = self.choice.fallback.to_dict() if self.choice.fallback else None
         ident = self._index_identity()
         if fallback is None and recorded.get("fallback") and ident.get("provider") == recorded.get("provider") and (
@@ -1011,7 +1018,7 @@ class IndexedBackend:
                 "extensionPath": self.store.vec.path,
                 "loadError": self.store.vec.error,
                 "dims": self.store.vec_dims or self._dims(),
-                **{f"exact{k.title()}": v for k, v in self.vectors.status().items()},
+                **{f"exact{k.title()}": v for k, v in vector_side.items()},
             },
             "fallback": fallback,
             "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
