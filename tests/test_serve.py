@@ -47,6 +47,11 @@ workspace = "{other_ws}"
 
 @pytest.fixture
 def setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
+    return make_setup(tmp_path, workspace)
+
+
+def make_setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
+    """Two agents (``main`` on ``workspace``, ``other`` on its own) and their config in ``tmp_path/state``."""
     other = tmp_path / "other-ws"
     (other / "memory").mkdir(parents=True)
     (other / "MEMORY.md").write_text("# Other agent\n\n- The launch code is PLUM-42.\n", encoding="utf-8")

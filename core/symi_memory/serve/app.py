@@ -33,7 +33,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from .. import arguments, tools
-from ..aio import AsyncMemoryManager
 from ..errors import BuildWaitExpired, SymiMemoryError
 from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
@@ -439,14 +438,23 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         Route("/api/agents/{agent}/files", files, methods=["GET"]),
     ]
 
-    async def resolve(ctx: Any) -> AsyncMemoryManager:
+    async def run_mcp(ctx: Any, work: Any) -> Any:
+        """One MCP request's work on the agent its URL names, held (never closed for idleness) until it is done:
+        acquire, work and release in one worker thread, as the JSON API's requests do, so a call the client gave
+        up on still lets go of the agent only once its work has finished."""
         request = getattr(ctx, "request", None)
         agent = request.scope.get("symi.agent", "main") if request is not None else "main"
-        manager = await anyio.to_thread.run_sync(pool.acquire, agent)
-        pool.release(agent)
-        return AsyncMemoryManager(manager)
 
-    mcp_server = build_routed_server(resolve)
+        def held() -> Any:
+            manager = pool.acquire(agent)
+            try:
+                return work(manager)
+            finally:
+                pool.release(agent)
+
+        return await anyio.to_thread.run_sync(held)
+
+    mcp_server = build_routed_server(run_mcp)
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 

@@ -239,7 +239,11 @@ class AgentPool:
             return sorted(self._entries)
 
     def reap_idle(self) -> list[str]:
-        """Close agents unused for ``idle_seconds`` (never pinned ones, never mid-request)."""
+        """Close agents unused for ``idle_seconds`` (never pinned ones, never mid-request).
+
+        An agent being closed keeps its opening lock until it is closed: a request for it meanwhile waits,
+        then opens it afresh, never two managers of one agent at once.
+        """
         if self.idle_seconds <= 0:
             return []
         now = self.clock()
@@ -248,11 +252,19 @@ class AgentPool:
             for agent_id, entry in list(self._entries.items()):
                 if agent_id in self.pinned or entry.in_flight or now - entry.last_used < self.idle_seconds:
                     continue
-                closing.append((agent_id, self._entries.pop(agent_id)))
-        for agent_id, entry in closing:
-            log.info("closing idle agent %s", agent_id)
-            entry.manager.close()
-        return [a for a, _ in closing]
+                opening = self._opening.setdefault(agent_id, threading.Lock())
+                if not opening.acquire(blocking=False):  # a request is looking it up right now: not idle
+                    continue
+                closing.append((agent_id, self._entries.pop(agent_id), opening))
+        for agent_id, entry, opening in closing:
+            try:
+                log.info("closing idle agent %s", agent_id)
+                entry.manager.close()
+            except Exception as exc:  # the next request opens it afresh
+                log.warning("closing agent %s failed: %s", agent_id, exc)
+            finally:
+                opening.release()
+        return [a for a, _, _ in closing]
 
     def close(self) -> None:
         """Close every manager (watchers stop, syncs in progress finish their transaction first)."""
