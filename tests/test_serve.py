@@ -481,6 +481,30 @@ def test_a_rebinding_name_that_starts_with_127_is_not_loopback(setup: dict[str, 
     assert code == 2 and "needs a token" in err and "Traceback" not in err
 
 
+def test_host_and_origin_name_the_server_in_any_case(setup: dict[str, Path]) -> None:
+    """Host names are case-insensitive (RFC 9110): ``Host: LOCALHOST:port`` was refused 421."""
+    with running_server(setup["state"]) as srv:
+        for host in (f"LOCALHOST:{srv.port}", f"LocalHost:{srv.port}", "LOCALHOST"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 200 and out["results"], (host, status, out)
+            status, _ = srv.request("POST", "/mcp", _INIT, headers={"Host": host, **_MCP_ACCEPT})
+            assert status == 200, host
+        # The inspector's page, loaded as http://LOCALHOST:port/, names itself so in Origin.
+        for origin, host in ((f"http://LOCALHOST:{srv.port}", f"localhost:{srv.port}"),
+                             (f"HTTP://localhost:{srv.port}", f"LOCALHOST:{srv.port}")):
+            status, out = srv.request("GET", "/api/agents/main/files", headers={"Host": host, "Origin": origin})
+            assert status == 200 and out["files"], (origin, host, status)
+        # Rebinding names stay refused, whatever their case.
+        for host in (f"LOCALHOST.attacker.example:{srv.port}", "127.ATTACKER.example", f"LocalHost.Example:{srv.port}"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 421 and "results" not in out, host
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                  headers={"Origin": f"http://LOCALHOST.attacker.example:{srv.port}"})
+        assert status == 403 and "results" not in out
+
+
 def test_pages_of_other_sites_cannot_drive_the_server(setup: dict[str, Path]) -> None:
     """A browser names the page behind each request in Origin: only the server's own (the inspector) is answered."""
     init, mcp_headers = _INIT, _MCP_ACCEPT

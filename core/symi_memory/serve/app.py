@@ -47,7 +47,9 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses; never for a DNS name such as ``127.0.0.1.example.com``."""
+    """True for ``localhost`` (in any case: host names are case-insensitive) and loopback IP addresses; never
+    for a DNS name such as ``127.0.0.1.example.com`` or ``localhost.example.com``."""
+    host = host.lower()
     if host in LOOPBACK_HOSTS:
         return True
     try:
