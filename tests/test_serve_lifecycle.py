@@ -6,13 +6,16 @@ A real server process on loopback, driven by the MCP SDK's streamable HTTP clien
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_serve import _write_config, make_setup, running_server
+from test_serve import _INIT, _MCP_ACCEPT, _write_config, make_setup, running_server
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("mcp_types")
@@ -87,3 +90,93 @@ def test_an_mcp_call_longer_than_idle_minutes_keeps_its_agent_and_a_later_call_r
         assert again.is_error is False and again.structured_content["results"], again.structured_content
         assert "other" in open_agents()
     assert "closing idle agent other" in srv.log.read_text()
+
+
+def _post_mcp(port: int, body: dict[str, Any], session: str | None = None) -> tuple[int, str | None, bytes]:
+    """One MCP POST on a fresh connection: (status, the Mcp-Session-Id answered, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json", **_MCP_ACCEPT}
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    conn.request("POST", "/mcp", body=json.dumps(body).encode(), headers=headers)
+    resp = conn.getresponse()
+    out = (resp.status, resp.getheader("mcp-session-id"), resp.read())
+    conn.close()
+    return out
+
+
+_INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _hold_stream(port: int, session: str) -> socket.socket:
+    """A client's standing GET stream on ``session`` (the session is busy while it is open)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
+              f"Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n".encode())
+    assert s.recv(12) == b"HTTP/1.1 200"
+    return s
+
+
+def test_abandoned_mcp_sessions_are_bounded_the_idlest_closed_first(setup: dict[str, Path]) -> None:
+    """Clients that initialize and never end their session (no DELETE) kept ~40 KB each for 30 minutes,
+    without limit. At serve.mcpMaxSessions a new session closes the one idle longest; when all are busy the
+    new one is refused 503, saying why."""
+    state = setup["state"]
+    _write_config(state, setup["main"], setup["other"], extra="[serve]\nmcpMaxSessions = 3\n")
+    with running_server(state) as srv:
+        def sessions() -> dict[str, Any]:
+            status, out = srv.request("GET", "/api/health")
+            assert status == 200, out
+            return dict(out["mcpSessions"])
+
+        opened = []
+        for _ in range(3):
+            status, sid, _ = _post_mcp(srv.port, _INIT)
+            assert status == 200 and sid, status
+            opened.append(sid)
+        assert sessions() == {"open": 3, "max": 3, "closedIdle": 0}
+
+        # A real client still gets in: the oldest abandoned session makes room.
+        async def use(s: Any) -> tuple[Any, dict[str, Any]]:
+            hit = await s.call_tool("memory_search", {"query": "Prefers tea"})
+            return hit, await asyncio.to_thread(sessions)
+
+        hit, during = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/mcp", use), 90))
+        assert hit.is_error is False and hit.structured_content["results"][0]["path"] == "MEMORY.md"
+        assert during == {"open": 3, "max": 3, "closedIdle": 1}
+        assert _post_mcp(srv.port, _INITIALIZED, opened[0])[0] == 404  # closed: its client would start anew
+        assert _post_mcp(srv.port, _INITIALIZED, opened[2])[0] == 202  # a younger one lives on
+        assert sessions()["open"] == 2  # the SDK client ended its own session (DELETE)
+
+        # Every session busy (each client holding its stream open): a new one is refused, saying why.
+        status, sid, _ = _post_mcp(srv.port, _INIT)
+        assert status == 200 and sid
+        streams = [_hold_stream(srv.port, s) for s in (opened[1], opened[2], sid)]
+        status, none, body = _post_mcp(srv.port, _INIT)
+        assert status == 503 and none is None and b"serve.mcpMaxSessions = 3" in body, (status, body)
+        for s in streams:
+            s.close()
+        deadline = time.monotonic() + 20
+        while (status := _post_mcp(srv.port, _INIT)[0]) == 503 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert status == 200
+
+        # A flood of abandoned sessions stays at the limit.
+        for _ in range(150):
+            assert _post_mcp(srv.port, _INIT)[0] == 200
+        after = sessions()
+        assert after["open"] == 3 and after["closedIdle"] >= 150, after
+    assert "serve.mcpMaxSessions (3) reached" in srv.log.read_text()
+
+
+def test_an_mcp_session_idle_for_mcp_session_idle_minutes_is_closed(setup: dict[str, Path]) -> None:
+    state = setup["state"]
+    _write_config(state, setup["main"], setup["other"], extra="[serve]\nmcpSessionIdleMinutes = 0.02\n")  # 1.2 s
+    with running_server(state) as srv:
+        status, sid, _ = _post_mcp(srv.port, _INIT)
+        assert status == 200 and sid
+        assert _post_mcp(srv.port, _INITIALIZED, sid)[0] == 202
+        time.sleep(2.5)
+        assert _post_mcp(srv.port, _INITIALIZED, sid)[0] == 404
+        status, out = srv.request("GET", "/api/health")
+        assert out["mcpSessions"]["open"] == 0

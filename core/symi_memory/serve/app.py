@@ -36,6 +36,7 @@ from .. import arguments, tools
 from ..errors import BuildWaitExpired, SymiMemoryError
 from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
+from .sessions import McpSessions
 
 __all__ = ["Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
 
@@ -194,13 +195,15 @@ class ServerState:
         self.inspector = inspector
         self.started = time.time()
         self.requests: dict[str, int] = {}
+        self.mcp_sessions: McpSessions | None = None
 
     def count(self, kind: str) -> None:
         self.requests[kind] = self.requests.get(kind, 0) + 1
 
     def info(self) -> dict[str, Any]:
         return {"url": self.url, "pid": self.pid, "startedAt": self.started, "requests": dict(self.requests),
-                "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats()}
+                "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats(),
+                "mcpSessions": self.mcp_sessions.stats() if self.mcp_sessions is not None else None}
 
 
 class _JSON(JSONResponse):
@@ -273,8 +276,13 @@ class _Bad(Exception):
         self.message = message
 
 
-def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int) -> Any:
-    """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard)."""
+def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int, mcp_max_sessions: int = 100,
+              mcp_idle_seconds: float | None = 1800.0) -> Any:
+    """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard).
+
+    At most ``mcp_max_sessions`` MCP sessions live at once (:class:`~.sessions.McpSessions`), each closed after
+    ``mcp_idle_seconds`` without requests (None: never).
+    """
     from ..mcp_server import build_routed_server
 
     pool = state.pool
@@ -460,10 +468,14 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
-    # The Guard checks Host and the token for every path, /mcp included.
+    # The Guard checks Host and the token for every path, /mcp included. McpSessions keeps the count of
+    # sessions; the SDK's own limit is a backstop.
     session_manager = StreamableHTTPSessionManager(
         app=mcp_server, max_request_body_size=max_body,
-        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=mcp_idle_seconds or None, max_sessions=2 * mcp_max_sessions)
+    sessions = McpSessions(session_manager, max_sessions=mcp_max_sessions, idle_seconds=mcp_idle_seconds or None)
+    state.mcp_sessions = sessions
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -471,7 +483,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             yield
 
     inner = Starlette(routes=routes, lifespan=lifespan)
-    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=session_manager, state=state)
+    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=sessions, state=state)
 
 
 def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]:

@@ -65,7 +65,9 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     state = ServerState(pool, url=url, pid=os.getpid(), max_response=settings["maxResponseBytes"],
                         state_dir=config.state_dir, config_path=str(config.path) if config.path else None,
                         inspector=settings["inspector"])
-    app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"])
+    app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"],
+                    mcp_max_sessions=settings["mcpMaxSessions"],
+                    mcp_idle_seconds=float(settings["mcpSessionIdleMinutes"]) * 60 or None)
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=10, log_level="warning"))
     record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
