@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,68 @@ def test_an_mcp_session_idle_for_mcp_session_idle_minutes_is_closed(setup: dict[
         assert _post_mcp(srv.port, _INITIALIZED, sid)[0] == 404
         status, out = srv.request("GET", "/api/health")
         assert out["mcpSessions"]["open"] == 0
+
+
+def _in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    return t, out
+
+
+def _sound(db_path: Path) -> bool:
+    import apsw
+
+    db = apsw.Connection(str(db_path))
+    try:
+        return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db.close()
+
+
+def test_sigterm_answers_a_request_waiting_for_an_agent_still_opening_at_once(setup: dict[str, Path]) -> None:
+    """A search for an agent whose first sync is still running when SIGTERM arrives: the server waited for
+    that sync, up to its whole 10 s grace, then answered 500 (a traceback in its log). Now the first sync
+    stops at its next file and the request is answered 503 at once (the CLI then answers in-process)."""
+    bulk = setup["other"] / "memory" / "bulk"
+    bulk.mkdir()
+    for i in range(3000):
+        (bulk / f"n{i:04d}.md").write_text("".join(f"- note {i} line {j} about item {i * 31 + j}\n" for j in range(20)))
+    with running_server(setup["state"]) as srv:
+        t, out = _in_thread(lambda: srv.request("POST", "/api/agents/other/search", {"query": "note 5"}))
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert srv.stop() == 0
+        took = time.monotonic() - started
+        t.join(timeout=60)
+    log = srv.log.read_text()
+    assert out and out[0][0] == 503 and "shutting down" in out[0][1]["error"], out
+    assert took < 5, took
+    assert "Traceback" not in log and "could not open agent" not in log, log
+    assert _sound(setup["state"] / "memory" / "other.sqlite")
+
+
+def test_sigterm_closes_what_outlasts_the_grace_and_answers_it_503(setup: dict[str, Path]) -> None:
+    """A sync still running 10 s after SIGTERM: uvicorn cancelled its request (500, a traceback in the log)
+    and the sync went on under a server that was exiting. Now the agent is closed at the end of the grace,
+    the sync stops at its next file, and its request is answered 503."""
+    state = _stall_config(setup, "")
+    with running_server(state, env=STALL_ENV) as srv:
+        assert srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})[0] == 200
+        # 2,600 notes the embedder takes 0.3 s per batch of 64 for: about 12 s of sync, interrupted only
+        # between groups of files.
+        bulk = setup["main"] / "memory" / "bulk"
+        bulk.mkdir()
+        for i in range(2600):
+            (bulk / f"n{i:04d}.md").write_text(f"- stall0.3s note {i}\n")
+        t, out = _in_thread(lambda: srv.request("POST", "/api/agents/main/sync", {}))
+        time.sleep(1.0)
+        started = time.monotonic()
+        assert srv.stop() == 0
+        took = time.monotonic() - started
+        t.join(timeout=60)
+    log = srv.log.read_text()
+    assert out and out[0][0] == 503, out
+    assert 9 < took < 20, took
+    assert "Traceback" not in log, log
+    assert _sound(state / "memory" / "main.sqlite")

@@ -2,14 +2,15 @@
 
 A plugin module for ``SYMI_MEMORY_PLUGINS`` (``support.stalling_provider``, with ``tests`` on the path), so a
 real server process answers one slow search when a test asks for one: the query ``"launch code stall2.5s"``
-waits 2.5 s in its embedding, as a remote model would on a bad day. Documents are embedded at once.
+waits 2.5 s in its embedding, as a remote model would on a bad day. A batch of documents waits as long as the
+longest its texts name.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from symi_memory import hookimpl
@@ -26,6 +27,12 @@ class StallingEmbedder(HashEmbedder):
         if m:
             time.sleep(float(m.group(1)))
         return super().embed_query(text)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        stalls = [float(m.group(1)) for m in map(_STALL.search, texts) if m]
+        if stalls:
+            time.sleep(max(stalls))
+        return super().embed_documents(texts)
 
 
 @hookimpl

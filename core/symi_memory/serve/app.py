@@ -316,9 +316,14 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         except _Bad as exc:
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
-            # 503 for what a later try may get past: the server closing, another process's build still running.
-            busy = isinstance(exc, BuildWaitExpired) or "shutting down" in str(exc)
+            # 503 for what a later try may get past: the server closing (a sync it cut short included), another
+            # process's build still running.
+            busy = isinstance(exc, BuildWaitExpired) or pool.stopping
             return _error(503 if busy else 400, str(exc))
+        except Exception:
+            if not pool.stopping:
+                raise
+            return _error(503, "the server is shutting down")  # it closed the agent under this request
         return _JSON(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:

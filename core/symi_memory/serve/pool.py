@@ -158,7 +158,9 @@ class AgentPool:
         self._entries: dict[str, _Entry] = {}
         self._starting: dict[str, MemoryManager] = {}  # opened, still catching up with the files
         self._syncs: dict[str, dict[str, Any]] = {}
+        self._stopping = False  # the server is stopping: open agents answer what is in flight, none opens
         self._closed = False
+        self._close_lock = threading.Lock()
 
     def check(self, agent_id: str) -> str:
         check_agent_id(agent_id)
@@ -178,6 +180,8 @@ class AgentPool:
                 entry.in_flight += 1
                 entry.last_used = self.clock()
                 return entry.manager
+            if self._stopping:
+                raise SymiMemoryError("the server is shutting down")
             opening = self._opening.setdefault(agent_id, threading.Lock())
         with opening:  # one thread opens an agent; the others wait for it, other agents go on
             with self._lock:
@@ -188,7 +192,7 @@ class AgentPool:
                     return entry.manager
             manager = self._open(agent_id)
             with self._lock:
-                if self._closed:
+                if self._closed or self._stopping:
                     manager.close()
                     raise SymiMemoryError("the server is shutting down")
                 now = self.clock()
@@ -199,7 +203,7 @@ class AgentPool:
         manager = open_memory(self.config, agent_id=agent_id, workspace=self.workspaces.get(agent_id),
                               plugins=self.plugins, start=True)
         with self._lock:
-            closed = self._closed
+            closed = self._closed or self._stopping
             if not closed:
                 self._starting[agent_id] = manager  # close() stops its first sync at the next file
         if closed:
@@ -215,7 +219,7 @@ class AgentPool:
             ensure_fresh(manager, reason="serve-open")
         except Exception:
             manager.close()
-            if self._closed:  # close() cut its first sync short
+            if self.stopping:  # close() or stop_opening() cut its first sync short
                 raise SymiMemoryError("the server is shutting down") from None
             raise
         finally:
@@ -266,8 +270,33 @@ class AgentPool:
                 opening.release()
         return [a for a, _, _ in closing]
 
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop_opening` or :meth:`close` was called."""
+        return self._stopping or self._closed
+
+    def stop_opening(self) -> None:
+        """The server is stopping: no agent opens any more, and the agents still catching up with their files stop
+        at the next file (the requests waiting for them are answered at once); open agents answer the requests in
+        flight until :meth:`close`."""
+        with self._lock:
+            self._stopping = True
+            starting = list(self._starting.values())
+        for manager in starting:  # its opener then closes it and refuses
+            try:
+                manager.close()
+            except Exception as exc:
+                log.warning("closing agent %s failed: %s", manager.agent.id, exc)
+
     def close(self) -> None:
-        """Close every manager (watchers stop, syncs in progress finish their transaction first)."""
+        """Close every manager (watchers stop, syncs in progress finish their transaction first).
+
+        A second call (the shutdown's grace ran out while the server was stopping) returns once the first is done.
+        """
+        with self._close_lock:
+            self._close()
+
+    def _close(self) -> None:
         with self._lock:
             self._closed = True
             entries = list(self._entries.values())

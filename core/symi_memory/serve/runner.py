@@ -22,6 +22,9 @@ __all__ = ["serve"]
 
 log = logging.getLogger("symi_memory.serve")
 
+#: How long SIGTERM lets the requests in flight finish before the agents are closed under them.
+GRACE_SECONDS = 10.0
+
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -68,8 +71,22 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"],
                     mcp_max_sessions=settings["mcpMaxSessions"],
                     mcp_idle_seconds=float(settings["mcpSessionIdleMinutes"]) * 60 or None)
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=10, log_level="warning"))
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Agents still catching up with their files stop now (the requests waiting for them get 503 at
+            # once); the requests in flight on open agents have GRACE_SECONDS, then the agents close under them
+            # (a sync stops at its next file, the request gets 503), before uvicorn would cancel them (a 500).
+            pool.stop_opening()
+            grace = threading.Timer(GRACE_SECONDS, pool.close)
+            grace.daemon = True
+            grace.start()
+            try:
+                await super().shutdown(sockets)
+            finally:
+                grace.cancel()
+
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                   timeout_graceful_shutdown=int(GRACE_SECONDS) + 20, log_level="warning"))
     record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
               "config": str(config.path.resolve()) if config.path else None,
               "configExplicit": config_explicit, "startedAt": time.time(),
@@ -78,13 +95,13 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
 
     def warm() -> None:
         for agent_id in pinned:  # open (and sync) the pinned agents, so their watchers run from the start
-            if stop.is_set():
+            if stop.is_set() or pool.stopping:
                 return
             try:
                 pool.acquire(agent_id)
                 pool.release(agent_id)
             except Exception as exc:  # the server keeps serving the other agents
-                if not stop.is_set():  # else a shutdown cut its first sync short
+                if not (stop.is_set() or pool.stopping):  # else a shutdown cut its first sync short
                     log.warning("could not open agent %s: %s", agent_id, exc)
 
     def reaper() -> None:
