@@ -246,3 +246,51 @@ def test_sigterm_closes_what_outlasts_the_grace_and_answers_it_503(setup: dict[s
     assert 9 < took < 20, took
     assert "Traceback" not in log, log
     assert _sound(state / "memory" / "main.sqlite")
+
+
+def test_many_agents_and_clients_fit_in_a_small_file_descriptor_limit(setup: dict[str, Path], tmp_path: Path) -> None:
+    """Every worker thread kept a read connection to every agent's index it had searched: 8 agents and 40
+    concurrent clients took ~800 file descriptors, and under `ulimit -n 512` the server stopped accepting
+    connections ("Too many open files"). Each agent now has its own few threads."""
+    state = setup["state"]
+    extra = ""
+    for i in range(8):
+        ws = tmp_path / f"ws{i}"
+        (ws / "memory").mkdir(parents=True)
+        (ws / "MEMORY.md").write_text(f"# Agent {i}\n\n- Prefers tea number {i}.\n", encoding="utf-8")
+        extra += f'[[agents.list]]\nid = "a{i}"\nworkspace = "{ws}"\n'
+    _write_config(state, setup["main"], setup["other"], extra=extra)
+    small = ("sh", "-c", 'ulimit -n 512 && exec "$0" "$@"')
+    with running_server(state, prefix=small) as srv:
+        failures: list[str] = []
+
+        deadline = time.monotonic() + 6
+
+        def client(k: int) -> None:
+            n = k
+            while time.monotonic() < deadline:
+                n += 1
+                agent = f"a{n % 8}"
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
+                    conn.request("POST", f"/api/agents/{agent}/search", body=b'{"query": "Prefers tea"}',
+                                 headers={"Host": f"127.0.0.1:{srv.port}", "Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    out = json.loads(resp.read())
+                    conn.close()
+                    if resp.status != 200 or not out.get("results"):
+                        failures.append(f"{agent}: {resp.status} {out}")
+                except (OSError, ValueError) as exc:
+                    failures.append(f"{agent}: {type(exc).__name__}: {exc}")
+                if failures:
+                    return
+
+        clients = [threading.Thread(target=client, args=(k,)) for k in range(40)]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join(timeout=120)
+        assert failures == [], failures[:3]
+        status, out = srv.request("GET", "/api/health")
+        assert status == 200 and len(out["agents"]) == 9
+    assert "Too many open files" not in srv.log.read_text()

@@ -10,23 +10,26 @@ loopback address when the server binds one (DNS rebinding), a browser's
 ``Origin`` must be the server itself (no other page may drive it), the bearer token
 must match when one is set, and bodies over ``serve.maxBodyBytes`` get 413
 before anything reads them. Blocking work (SQLite, embedding) runs in worker
-threads, so a slow search or a client that goes away mid-request never holds
-up the others.
+threads, at most 8 per agent (:class:`AgentThreads`), so a slow search or a
+client that goes away mid-request never holds up the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
 import logging
 import re
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -38,9 +41,11 @@ from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
 from .sessions import McpSessions
 
-__all__ = ["Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
+__all__ = ["AgentThreads", "Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
 
 log = logging.getLogger("symi_memory.serve")
+
+_T = TypeVar("_T")
 
 SERVER_HEADER = (b"x-symi-memory", b"1")
 _MCP_PATH = re.compile(r"^/(?:agents/([^/]+)/)?mcp/?$")
@@ -181,6 +186,41 @@ class _BodyTooLarge(Exception):
     pass
 
 
+class AgentThreads:
+    """The worker threads of each agent: at most ``per_agent`` run its requests at once, the others wait their turn.
+
+    A thread keeps its own read connection to each index it searches (file descriptors and a page cache), so
+    on one shared pool of threads every thread would come to hold one to every agent's index: 40 threads and
+    12 agents took about 1,100 descriptors, over the usual limit of 1,024. Here an agent's index is read
+    through at most ``per_agent`` connections, and one agent's slow requests never hold up another's.
+    """
+
+    def __init__(self, per_agent: int = 8) -> None:
+        self.per_agent = per_agent
+        self._lock = threading.Lock()
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._closed = False
+
+    async def run(self, agent: str, fn: Callable[[], _T]) -> _T:
+        """``fn()`` in one of ``agent``'s threads. Cancelled while it waits for a thread, it never runs; cancelled
+        while it runs, it runs to its end (it releases what it acquired) and its result is dropped."""
+        with self._lock:
+            if self._closed:
+                raise SymiMemoryError("the server is shutting down")
+            pool = self._pools.get(agent)
+            if pool is None:
+                pool = self._pools[agent] = ThreadPoolExecutor(self.per_agent, thread_name_prefix=f"symi-{agent}")
+        return await asyncio.wrap_future(pool.submit(fn))
+
+    def shutdown(self) -> None:
+        """No more work; what waits for a thread is dropped, what runs finishes on its own."""
+        with self._lock:
+            self._closed = True
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
 class ServerState:
     """What the routes share: the pool, settings, counters."""
 
@@ -195,6 +235,7 @@ class ServerState:
         self.inspector = inspector
         self.started = time.time()
         self.requests: dict[str, int] = {}
+        self.threads = AgentThreads()
         self.mcp_sessions: McpSessions | None = None
 
     def count(self, kind: str) -> None:
@@ -312,7 +353,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
                 pool.release(agent)
 
         try:
-            out = await anyio.to_thread.run_sync(run)
+            out = await state.threads.run(agent, run)
         except _Bad as exc:
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
@@ -467,7 +508,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             finally:
                 pool.release(agent)
 
-        return await anyio.to_thread.run_sync(held)
+        return await state.threads.run(agent, held)
 
     mcp_server = build_routed_server(run_mcp)
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager

@@ -128,6 +128,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
         server.run(sockets=[sock])
     finally:
         stop.set()
+        state.threads.shutdown()
         threads[1].join(timeout=60)  # an idle agent the reaper is closing is closed before the others
         pool.close()  # an agent still catching up with its files stops at the next file
         threads[0].join(timeout=60)  # and is closed by its opener before the process exits
