@@ -294,3 +294,51 @@ def test_many_agents_and_clients_fit_in_a_small_file_descriptor_limit(setup: dic
         status, out = srv.request("GET", "/api/health")
         assert status == 200 and len(out["agents"]) == 9
     assert "Too many open files" not in srv.log.read_text()
+
+
+def test_clients_that_trickle_a_request_in_are_cut_off(setup: dict[str, Path]) -> None:
+    """A connection that sent nothing, or a request's head or body a byte now and then, was held open for as
+    long as the client liked (a file descriptor each: a few hundred such clients and no one else got in). Now
+    the head and then the body must each arrive within serve.clientTimeoutSeconds."""
+    state = setup["state"]
+    _write_config(state, setup["main"], setup["other"], extra="[serve]\nclientTimeoutSeconds = 2\n")
+    with running_server(state) as srv:
+        def connect() -> socket.socket:
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.settimeout(10)
+            return s
+
+        head = f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n".encode()
+        silent, trickling, slow_body, slow_mcp = connect(), connect(), connect(), connect()
+        slow_body.sendall(head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        slow_mcp.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: application/json\r\n"
+                         f"Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{{".encode())
+        started = time.monotonic()
+        cut = None
+        for byte in head[:16]:  # a byte every 0.5 s: never idle, never done
+            try:
+                trickling.send(bytes([byte]))
+            except OSError:  # the server closed it
+                cut = time.monotonic() - started
+                break
+            time.sleep(0.5)
+        assert cut is not None and cut < 6, cut
+        # Meanwhile everyone else is answered as usual.
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"]
+
+        def answer(s: socket.socket) -> bytes:
+            out = b""
+            try:
+                while chunk := s.recv(65536):
+                    out += chunk
+            except OSError:
+                pass
+            s.close()
+            return out
+
+        assert answer(silent) == b""
+        body = answer(slow_body)
+        assert body.startswith(b"HTTP/1.1 408") and b"did not arrive within 2 s" in body, body
+        assert answer(slow_mcp).split(b" ", 2)[1] in (b"408", b"400"), "the MCP endpoint took the slow body"
+        assert time.monotonic() - started < 9

@@ -74,8 +74,9 @@ class Guard:
     """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
     def __init__(self, app: Any, *, token: str | None, loopback: bool, max_body: int, mcp: Any = None,
-                 state: ServerState | None = None) -> None:
+                 state: ServerState | None = None, body_seconds: float = 30.0) -> None:
         self.app = app
+        self.body_seconds = body_seconds
         self.token = token.encode() if token else None
         self.loopback = loopback
         self.max_body = max_body
@@ -144,14 +145,27 @@ class Guard:
                 return
         seen = 0
         max_body = self.max_body
+        # The whole body must arrive within body_seconds: a client trickling it in would hold its connection
+        # (and a file descriptor) for as long as it liked. Once it is in, receive() waits for the disconnect
+        # of a streamed answer, without limit.
+        body_by: float | None = time.monotonic() + self.body_seconds
 
         async def capped_receive() -> Any:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, body_by
+            if body_by is None:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, body_by - time.monotonic()))
+            except TimeoutError:
+                raise _BodyRefused(408, f"the request body did not arrive within {self.body_seconds:g} s") from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_body:
-                    raise _BodyTooLarge(_too_large(max_body))
+                    raise _BodyRefused(413, _too_large(max_body))
+                if not message.get("more_body", False):
+                    body_by = None
+            else:
+                body_by = None
             return message
 
         try:
@@ -172,9 +186,9 @@ class Guard:
                 await self.mcp.handle_request(scope, capped_receive, send_marked)
                 return
             await self.app(scope, capped_receive, send_marked)
-        except _BodyTooLarge as exc:
+        except _BodyRefused as exc:
             if not started:  # else the app answered already (an error of its own): the connection just ends
-                await refuse(413, str(exc))
+                await refuse(exc.status, str(exc))
 
 
 def _too_large(max_body: int) -> str:
@@ -182,8 +196,12 @@ def _too_large(max_body: int) -> str:
     return f"request body over serve.maxBodyBytes ({max_body} bytes)"
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyRefused(Exception):
+    """The body went over serve.maxBodyBytes (413) or did not arrive in time (408)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class AgentThreads:
@@ -295,8 +313,8 @@ async def _body(request: Request) -> dict[str, Any]:
     ctype = request.headers.get("content-type", "").split(";")[0].strip()
     try:
         raw = await request.body()
-    except _BodyTooLarge as exc:  # a chunked body with no Content-Length, cut off by the Guard
-        raise _Bad(413, str(exc)) from None
+    except _BodyRefused as exc:  # a chunked body with no Content-Length or a slow one, cut off by the Guard
+        raise _Bad(exc.status, str(exc)) from None
     if not raw:
         return {}
     if ctype != "application/json":
@@ -318,8 +336,10 @@ class _Bad(Exception):
 
 
 def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int, mcp_max_sessions: int = 100,
-              mcp_idle_seconds: float | None = 1800.0) -> Any:
+              mcp_idle_seconds: float | None = 1800.0, body_seconds: float = 30.0) -> Any:
     """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard).
+
+    A request's body must arrive within ``body_seconds`` (408).
 
     At most ``mcp_max_sessions`` MCP sessions live at once (:class:`~.sessions.McpSessions`), each closed after
     ``mcp_idle_seconds`` without requests (None: never).
@@ -529,7 +549,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             yield
 
     inner = Starlette(routes=routes, lifespan=lifespan)
-    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=sessions, state=state)
+    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=sessions, state=state,
+                 body_seconds=body_seconds)
 
 
 def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .app import ServerState, build_app, is_loopback
 from .pool import AgentPool
+from .protocol import protocol
 from .record import TOKEN_ENV, read_record, remove_record, write_record
 
 __all__ = ["serve"]
@@ -70,7 +71,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
                         inspector=settings["inspector"])
     app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"],
                     mcp_max_sessions=settings["mcpMaxSessions"],
-                    mcp_idle_seconds=float(settings["mcpSessionIdleMinutes"]) * 60 or None)
+                    mcp_idle_seconds=float(settings["mcpSessionIdleMinutes"]) * 60 or None,
+                    body_seconds=float(settings["clientTimeoutSeconds"]))
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # Agents still catching up with their files stop now (the requests waiting for them get 503 at
@@ -85,7 +87,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
             finally:
                 grace.cancel()
 
-    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", http=protocol(float(settings["clientTimeoutSeconds"])),
                                    timeout_graceful_shutdown=int(GRACE_SECONDS) + 20, log_level="warning"))
     record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
               "config": str(config.path.resolve()) if config.path else None,
