@@ -342,3 +342,24 @@ def test_clients_that_trickle_a_request_in_are_cut_off(setup: dict[str, Path]) -
         assert body.startswith(b"HTTP/1.1 408") and b"did not arrive within 2 s" in body, body
         assert answer(slow_mcp).split(b" ", 2)[1] in (b"408", b"400"), "the MCP endpoint took the slow body"
         assert time.monotonic() - started < 9
+
+
+def test_an_agent_that_cannot_be_opened_is_answered_with_why_and_the_others_go_on(setup: dict[str, Path]) -> None:
+    """An agent whose index file cannot be opened (here a directory stands in its place): the JSON API answered
+    a bare 500 (a traceback in the log) and an MCP tool call a protocol error instead of a tool result."""
+    state = setup["state"]
+    (state / "memory").mkdir(parents=True, exist_ok=True)
+    (state / "memory" / "other.sqlite").mkdir()
+    with running_server(state) as srv:
+        status, out = srv.request("POST", "/api/agents/other/search", {"query": "launch code"})
+        assert status == 503 and "agent 'other' could not be opened" in out["error"], (status, out)
+
+        async def call(s: Any) -> Any:
+            return await s.call_tool("memory_search", {"query": "launch code"})
+
+        hit = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/agents/other/mcp", call), 60))
+        assert hit.is_error is True and "agent 'other' could not be opened" in hit.structured_content["error"]
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"]
+    log = srv.log.read_text()
+    assert "Traceback" not in log and "could not open agent other" in log, log

@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from .. import arguments, tools
 from ..errors import BuildWaitExpired, SymiMemoryError
-from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
+from .pool import AgentPool, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
 from .sessions import McpSessions
 
@@ -378,8 +378,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
             # 503 for what a later try may get past: the server closing (a sync it cut short included), another
-            # process's build still running.
-            busy = isinstance(exc, BuildWaitExpired) or pool.stopping
+            # process's build still running, an agent that could not be opened.
+            busy = isinstance(exc, (BuildWaitExpired, AgentUnavailable)) or pool.stopping
             return _error(503 if busy else 400, str(exc))
         except Exception:
             if not pool.stopping:

@@ -18,7 +18,7 @@ from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 from ..specs import EmbeddingProvider, ProviderContext, ProviderSpec
 
-__all__ = ["AgentPool", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
+__all__ = ["AgentPool", "AgentUnavailable", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
 
 log = logging.getLogger("symi_memory.serve")
 
@@ -29,6 +29,10 @@ class UnknownAgent(SymiMemoryError):
     """A request named an agent this server does not serve (HTTP 404)."""
 
     exit_code = 2
+
+
+class AgentUnavailable(SymiMemoryError):
+    """An agent could not be opened (its index file unreadable, a disk error): HTTP 503, a tool error over MCP."""
 
 
 def check_agent_id(agent_id: str) -> str:
@@ -190,7 +194,14 @@ class AgentPool:
                     entry.in_flight += 1
                     entry.last_used = self.clock()
                     return entry.manager
-            manager = self._open(agent_id)
+            try:
+                manager = self._open(agent_id)
+            except SymiMemoryError:
+                raise
+            except Exception as exc:  # not one of ours: say which agent, once, and answer with it
+                log.warning("could not open agent %s: %s: %s", agent_id, type(exc).__name__, exc)
+                raise AgentUnavailable(f"agent {agent_id!r} could not be opened ({type(exc).__name__}: {exc}); "
+                                       "the server's log says more") from exc
             with self._lock:
                 if self._closed or self._stopping:
                     manager.close()
