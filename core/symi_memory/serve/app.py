@@ -10,7 +10,7 @@ loopback address when the server binds one (DNS rebinding), a browser's
 ``Origin`` must be the server itself (no other page may drive it), the bearer token
 must match when one is set, and bodies over ``serve.maxBodyBytes`` get 413
 before anything reads them. Blocking work (SQLite, embedding) runs in worker
-threads, at most 8 per agent (:class:`AgentThreads`), so a slow search or a
+threads, at most 4 per agent (:class:`AgentThreads`), so a slow search or a
 client that goes away mid-request never holds up the others.
 """
 
@@ -213,7 +213,7 @@ class AgentThreads:
     through at most ``per_agent`` connections, and one agent's slow requests never hold up another's.
     """
 
-    def __init__(self, per_agent: int = 8) -> None:
+    def __init__(self, per_agent: int = 4) -> None:
         self.per_agent = per_agent
         self._lock = threading.Lock()
         self._pools: dict[str, ThreadPoolExecutor] = {}

@@ -41,6 +41,26 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _raise_file_limit(want: int = 65536) -> None:
+    """Raise this process's soft limit on open files towards its hard limit (as Go programs do on start).
+
+    Each open agent holds about 25 descriptors (its index's connections, its watcher), each client connection
+    one: the usual soft limit of 1,024 runs out at some 40 agents in use, and the hard limit is often far higher.
+    """
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit
+        return
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = want if hard == resource.RLIM_INFINITY else min(hard, want)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.info("raised the open files limit from %d to %d", soft, target)
+    except (ValueError, OSError) as exc:  # macOS refuses more than OPEN_MAX: keep what there is
+        log.info("could not raise the open files limit: %s", exc)
+
+
 def serve(config: Config, *, host: str | None = None, port: int | None = None, agent: str = "main",
           workspace: str | None = None, idle_minutes: float | None = None, config_explicit: bool = False,
           ready: Callable[[dict[str, Any]], None] | None = None) -> int:
@@ -62,6 +82,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     pinned = tuple(dict.fromkeys([agent, *settings.get("agents", [])]))
     pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
                      workspaces={agent: workspace} if workspace else None)
+    _raise_file_limit()
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
