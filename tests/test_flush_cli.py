@@ -33,6 +33,33 @@ def test_check_takes_the_sandbox_workspace_access(tmp_path: Path, cli, workspace
     assert code == 2 and "invalid choice" in err
 
 
+def test_a_context_window_of_0_means_the_configured_one_in_the_cli_and_the_api(tmp_path: Path, cli,
+                                                                              workspace: Path) -> None:
+    """A runtime that does not know its model's window reports 0: `flush check --context-window 0` was a usage
+    error while ``should_flush(..., context_window=0)`` used agents.defaults.contextWindow. Both use it now,
+    and both refuse a negative window."""
+    import pytest
+
+    from symi_memory.flush import FlushSettings, should_flush
+
+    config = tmp_path / "symi.json"
+    config.write_text('{"agents": {"defaults": {"contextWindow": 100000}}}', encoding="utf-8")
+    base = ("--config", str(config), "--workspace", str(workspace), "flush", "check", "--session", "s",
+            "--tokens", "80000", "--json")
+    code, configured, err = cli(*base, json_out=True)
+    assert code == 0 and configured["thresholdTokens"] == 76000 and configured["shouldFlush"] is True, err
+    code, zero, err = cli(*base, "--context-window", "0", json_out=True)
+    assert code == 0 and zero == configured, err
+    code, given, err = cli(*base, "--context-window", "200000", json_out=True)
+    assert code == 0 and given["thresholdTokens"] == 176000 and given["shouldFlush"] is False, err
+
+    settings = FlushSettings(context_window=100000)
+    assert should_flush({"totalTokens": 80000}, settings, context_window=0).to_dict() == configured
+    assert should_flush({"totalTokens": 80000}, settings).to_dict() == configured
+    with pytest.raises(ValueError, match="context_window must be at least 0"):
+        should_flush({"totalTokens": 80000}, settings, context_window=-1)
+
+
 def test_the_recall_prompt_says_not_to_cite_paths_when_citations_are_off() -> None:
     assert "do not cite" not in tools.recall_prompt("on")
     assert "do not cite memory file paths" in tools.recall_prompt("off")
@@ -99,7 +126,7 @@ def test_a_blank_session_key_or_a_negative_count_is_a_usage_error(tmp_path: Path
                         (("record", "--session", "\t"), "--session"),
                         (("check", "--session", "s", "--tokens", "-5"), "--tokens"),
                         (("check", "--session", "s", "--compactions", "-1"), "--compactions"),
-                        (("check", "--session", "s", "--context-window", "0"), "--context-window"),
+                        (("check", "--session", "s", "--context-window", "-1"), "--context-window"),
                         (("record", "--session", "s", "--compactions", "two"), "--compactions")):
         code, out, err = cli(*base, *args)
         assert code == 2 and out == "", (args, err)

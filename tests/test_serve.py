@@ -47,6 +47,11 @@ workspace = "{other_ws}"
 
 @pytest.fixture
 def setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
+    return make_setup(tmp_path, workspace)
+
+
+def make_setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
+    """Two agents (``main`` on ``workspace``, ``other`` on its own) and their config in ``tmp_path/state``."""
     other = tmp_path / "other-ws"
     (other / "memory").mkdir(parents=True)
     (other / "MEMORY.md").write_text("# Other agent\n\n- The launch code is PLUM-42.\n", encoding="utf-8")
@@ -474,6 +479,30 @@ def test_a_rebinding_name_that_starts_with_127_is_not_loopback(setup: dict[str, 
     # A name is not a loopback address, whatever it starts with: binding it needs a token like any other.
     code, _, err = cli("serve", "--host", "127.0.0.1.example.com", "--port", "0")
     assert code == 2 and "needs a token" in err and "Traceback" not in err
+
+
+def test_host_and_origin_name_the_server_in_any_case(setup: dict[str, Path]) -> None:
+    """Host names are case-insensitive (RFC 9110): ``Host: LOCALHOST:port`` was refused 421."""
+    with running_server(setup["state"]) as srv:
+        for host in (f"LOCALHOST:{srv.port}", f"LocalHost:{srv.port}", "LOCALHOST"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 200 and out["results"], (host, status, out)
+            status, _ = srv.request("POST", "/mcp", _INIT, headers={"Host": host, **_MCP_ACCEPT})
+            assert status == 200, host
+        # The inspector's page, loaded as http://LOCALHOST:port/, names itself so in Origin.
+        for origin, host in ((f"http://LOCALHOST:{srv.port}", f"localhost:{srv.port}"),
+                             (f"HTTP://localhost:{srv.port}", f"LOCALHOST:{srv.port}")):
+            status, out = srv.request("GET", "/api/agents/main/files", headers={"Host": host, "Origin": origin})
+            assert status == 200 and out["files"], (origin, host, status)
+        # Rebinding names stay refused, whatever their case.
+        for host in (f"LOCALHOST.attacker.example:{srv.port}", "127.ATTACKER.example", f"LocalHost.Example:{srv.port}"):
+            status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                      headers={"Host": host})
+            assert status == 421 and "results" not in out, host
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"},
+                                  headers={"Origin": f"http://LOCALHOST.attacker.example:{srv.port}"})
+        assert status == 403 and "results" not in out
 
 
 def test_pages_of_other_sites_cannot_drive_the_server(setup: dict[str, Path]) -> None:

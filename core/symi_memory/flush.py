@@ -135,12 +135,15 @@ def should_flush(
     Flushes when ``totalTokens >= contextWindow - reserveTokensFloor -
     softThresholdTokens``, the count is known, fresh (``totalTokensFresh`` is
     not false) and > 0, and no flush ran yet in the current compaction cycle
-    (``memoryFlushCompactionCount != compactionCount``). A ``context_window``
-    that is not a whole number raises ValueError; 0 or less means the configured one.
+    (``memoryFlushCompactionCount != compactionCount``). ``context_window`` is
+    the model's window in tokens; None or 0 (the runtime does not know it)
+    means the configured one, ``settings.context_window``, as
+    ``flush check --context-window 0`` does. A negative one or one that is not
+    a whole number raises ValueError.
     """
     entry = entry or {}
-    context_window = whole_number(context_window, "context_window")
-    window = context_window if context_window and context_window > 0 else settings.context_window
+    context_window = whole_number(context_window, "context_window", minimum=0)
+    window = context_window or settings.context_window
     threshold = window - settings.reserve_tokens_floor - settings.soft_threshold_tokens
     total = whole_count(entry.get("totalTokens"))
 

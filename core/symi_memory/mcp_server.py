@@ -1,12 +1,11 @@
 """A stdio MCP server exposing ``memory_search``, ``memory_get`` and ``memory_append``.
 
 Built on the official ``mcp`` SDK (the ``mcp`` extra, version 2 API). Every
-call goes through :class:`~symi_memory.aio.AsyncMemoryManager`, so a slow
-search never blocks the protocol loop. A bad argument or an unknown tool
-comes back as a tool result with ``isError`` set, never as a crash. With
-memory disabled (``memorySearch.enabled = false`` or
-``plugins.slots.memory = "none"``) no tools are listed and every call is
-answered with a tool error saying so.
+call runs in a worker thread, so a slow search never blocks the protocol
+loop. A bad argument or an unknown tool comes back as a tool result with
+``isError`` set, never as a crash. With memory disabled
+(``memorySearch.enabled = false`` or ``plugins.slots.memory = "none"``) no
+tools are listed and every call is answered with a tool error saying so.
 
 Run it with ``symi-memory mcp`` or ``python -m symi_memory.mcp_server``.
 """
@@ -25,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from .aio import AsyncMemoryManager
+from . import tools as tool_calls
 from .errors import SymiMemoryError
 from .tools import MEMORY_DISABLED, TOOL_DEFINITIONS
 
@@ -50,50 +49,54 @@ def _import_mcp() -> tuple[Any, Any]:
 
 def build_server(manager: MemoryManager, *, session_key: str | None = None) -> Any:
     """Build the MCP ``Server`` for ``manager``; ``session_key`` decides citations (``auto``)."""
-    amm = AsyncMemoryManager(manager)
+    import asyncio
 
-    async def resolve(ctx: Any) -> AsyncMemoryManager:
-        return amm
+    async def run(ctx: Any, work: Callable[[MemoryManager], Any]) -> Any:
+        return await asyncio.to_thread(work, manager)
 
-    return build_routed_server(resolve, session_key=session_key)
+    return build_routed_server(run, session_key=session_key)
 
 
-def build_routed_server(resolve: Callable[[Any], Awaitable[AsyncMemoryManager]], *,
+def build_routed_server(run: Callable[[Any, Callable[[MemoryManager], Any]], Awaitable[Any]], *,
                         session_key: str | None = None) -> Any:
-    """An MCP ``Server`` whose every request picks its manager with ``await resolve(ctx)``.
+    """An MCP ``Server`` whose every request runs its work with ``await run(ctx, work)``.
 
-    ``symi-memory serve`` uses it to answer each HTTP request with the agent its URL names;
-    ``resolve`` raising :class:`SymiMemoryError` answers a tool call with that error.
+    ``run`` calls ``work(manager)`` in a worker thread with the manager the request names and holds
+    that manager for the whole call (``symi-memory serve`` picks the agent its URL names and keeps it
+    from being closed for idleness meanwhile); ``run`` raising :class:`SymiMemoryError` answers a tool
+    call with that error.
     """
     Server, types = _import_mcp()
     tools = [types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
              for d in TOOL_DEFINITIONS]
+    names = ", ".join(d["name"] for d in TOOL_DEFINITIONS)
 
     async def list_tools(ctx: Any, params: Any) -> Any:
-        amm = await resolve(ctx)
-        return types.ListToolsResult(tools=tools if amm.manager.enabled else [])
+        enabled = await run(ctx, lambda manager: manager.enabled)
+        return types.ListToolsResult(tools=tools if enabled else [])
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = params.arguments or {}
+        name = params.name
+
+        def work(manager: MemoryManager) -> dict[str, Any]:
+            if not manager.enabled:
+                return {"error": MEMORY_DISABLED, "disabled": True}
+            if name == "memory_search":
+                return tool_calls.memory_search(manager, args, session_key=session_key)
+            if name == "memory_get":
+                return tool_calls.memory_get(manager, args)
+            if name == "memory_append":
+                return tool_calls.memory_append(manager, args)
+            return {"error": f"unknown tool {name!r}; available: {names}"}
+
         try:
-            amm = await resolve(ctx)
+            result: dict[str, Any] = await run(ctx, work)
         except SymiMemoryError as exc:
-            result: dict[str, Any] = {"error": str(exc)}
-        else:
-            if not amm.manager.enabled:
-                result = {"error": MEMORY_DISABLED, "disabled": True}
-            elif params.name == "memory_search":
-                result = await amm.memory_search(args, session_key=session_key)
-            elif params.name == "memory_get":
-                result = await amm.memory_get(args)
-            elif params.name == "memory_append":
-                result = await amm.memory_append(args)
-            else:
-                names = ", ".join(d["name"] for d in TOOL_DEFINITIONS)
-                result = {"error": f"unknown tool {params.name!r}; available: {names}"}
+            result = {"error": str(exc)}
         is_error = bool(result.get("error"))
         if is_error:
-            log.info("%s: %s", params.name, result["error"])
+            log.info("%s: %s", name, result["error"])
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
             structured_content=result,

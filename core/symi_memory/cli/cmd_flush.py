@@ -22,7 +22,9 @@ def add_parsers(sub: Any) -> None:
     c = fsub.add_parser("check", help="should this session flush memory now?")
     c.add_argument("--session", required=True, type=_session, metavar="KEY")
     c.add_argument("--tokens", type=whole_arg(0), default=None, metavar="N", help="current session token estimate")
-    c.add_argument("--context-window", type=whole_arg(1), default=None, metavar="N")
+    c.add_argument("--context-window", type=whole_arg(0), default=None, metavar="N",
+                   help="the model's context window in tokens; 0 (unknown) or leaving it out uses "
+                        "agents.defaults.contextWindow")
     c.add_argument("--compactions", type=whole_arg(0), default=None, metavar="N", help="current compaction count")
     c.add_argument("--stale", action="store_true", help="the token count is not fresh")
     c.add_argument("--workspace-access", choices=("rw", "ro", "none"), default=None,

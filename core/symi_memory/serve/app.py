@@ -10,37 +10,42 @@ loopback address when the server binds one (DNS rebinding), a browser's
 ``Origin`` must be the server itself (no other page may drive it), the bearer token
 must match when one is set, and bodies over ``serve.maxBodyBytes`` get 413
 before anything reads them. Blocking work (SQLite, embedding) runs in worker
-threads, so a slow search or a client that goes away mid-request never holds
-up the others.
+threads, at most 4 per agent (:class:`AgentThreads`), so a slow search or a
+client that goes away mid-request never holds up the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
 import logging
 import re
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from .. import arguments, tools
-from ..aio import AsyncMemoryManager
 from ..errors import BuildWaitExpired, SymiMemoryError
-from .pool import AgentPool, UnknownAgent, check_agent_id, ensure_fresh
+from .pool import AgentPool, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
 from .record import eval_record_path
+from .sessions import McpSessions
 
-__all__ = ["Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
+__all__ = ["AgentThreads", "Guard", "ServerState", "build_app", "is_loopback", "same_origin"]
 
 log = logging.getLogger("symi_memory.serve")
+
+_T = TypeVar("_T")
 
 SERVER_HEADER = (b"x-symi-memory", b"1")
 _MCP_PATH = re.compile(r"^/(?:agents/([^/]+)/)?mcp/?$")
@@ -48,7 +53,9 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses; never for a DNS name such as ``127.0.0.1.example.com``."""
+    """True for ``localhost`` (in any case: host names are case-insensitive) and loopback IP addresses; never
+    for a DNS name such as ``127.0.0.1.example.com`` or ``localhost.example.com``."""
+    host = host.lower()
     if host in LOOPBACK_HOSTS:
         return True
     try:
@@ -67,8 +74,9 @@ class Guard:
     """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
     def __init__(self, app: Any, *, token: str | None, loopback: bool, max_body: int, mcp: Any = None,
-                 state: ServerState | None = None) -> None:
+                 state: ServerState | None = None, body_seconds: float = 30.0) -> None:
         self.app = app
+        self.body_seconds = body_seconds
         self.token = token.encode() if token else None
         self.loopback = loopback
         self.max_body = max_body
@@ -137,14 +145,27 @@ class Guard:
                 return
         seen = 0
         max_body = self.max_body
+        # The whole body must arrive within body_seconds: a client trickling it in would hold its connection
+        # (and a file descriptor) for as long as it liked. Once it is in, receive() waits for the disconnect
+        # of a streamed answer, without limit.
+        body_by: float | None = time.monotonic() + self.body_seconds
 
         async def capped_receive() -> Any:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, body_by
+            if body_by is None:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, body_by - time.monotonic()))
+            except TimeoutError:
+                raise _BodyRefused(408, f"the request body did not arrive within {self.body_seconds:g} s") from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_body:
-                    raise _BodyTooLarge(_too_large(max_body))
+                    raise _BodyRefused(413, _too_large(max_body))
+                if not message.get("more_body", False):
+                    body_by = None
+            else:
+                body_by = None
             return message
 
         try:
@@ -165,9 +186,9 @@ class Guard:
                 await self.mcp.handle_request(scope, capped_receive, send_marked)
                 return
             await self.app(scope, capped_receive, send_marked)
-        except _BodyTooLarge as exc:
+        except _BodyRefused as exc:
             if not started:  # else the app answered already (an error of its own): the connection just ends
-                await refuse(413, str(exc))
+                await refuse(exc.status, str(exc))
 
 
 def _too_large(max_body: int) -> str:
@@ -175,8 +196,47 @@ def _too_large(max_body: int) -> str:
     return f"request body over serve.maxBodyBytes ({max_body} bytes)"
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyRefused(Exception):
+    """The body went over serve.maxBodyBytes (413) or did not arrive in time (408)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AgentThreads:
+    """The worker threads of each agent: at most ``per_agent`` run its requests at once, the others wait their turn.
+
+    A thread keeps its own read connection to each index it searches (file descriptors and a page cache), so
+    on one shared pool of threads every thread would come to hold one to every agent's index: 40 threads and
+    12 agents took about 1,100 descriptors, over the usual limit of 1,024. Here an agent's index is read
+    through at most ``per_agent`` connections, and one agent's slow requests never hold up another's.
+    """
+
+    def __init__(self, per_agent: int = 4) -> None:
+        self.per_agent = per_agent
+        self._lock = threading.Lock()
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._closed = False
+
+    async def run(self, agent: str, fn: Callable[[], _T]) -> _T:
+        """``fn()`` in one of ``agent``'s threads. Cancelled while it waits for a thread, it never runs; cancelled
+        while it runs, it runs to its end (it releases what it acquired) and its result is dropped."""
+        with self._lock:
+            if self._closed:
+                raise SymiMemoryError("the server is shutting down")
+            pool = self._pools.get(agent)
+            if pool is None:
+                pool = self._pools[agent] = ThreadPoolExecutor(self.per_agent, thread_name_prefix=f"symi-{agent}")
+        return await asyncio.wrap_future(pool.submit(fn))
+
+    def shutdown(self) -> None:
+        """No more work; what waits for a thread is dropped, what runs finishes on its own."""
+        with self._lock:
+            self._closed = True
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class ServerState:
@@ -193,13 +253,16 @@ class ServerState:
         self.inspector = inspector
         self.started = time.time()
         self.requests: dict[str, int] = {}
+        self.threads = AgentThreads()
+        self.mcp_sessions: McpSessions | None = None
 
     def count(self, kind: str) -> None:
         self.requests[kind] = self.requests.get(kind, 0) + 1
 
     def info(self) -> dict[str, Any]:
         return {"url": self.url, "pid": self.pid, "startedAt": self.started, "requests": dict(self.requests),
-                "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats()}
+                "agents": self.pool.open_agents(), "sharedModels": self.pool.providers.stats(),
+                "mcpSessions": self.mcp_sessions.stats() if self.mcp_sessions is not None else None}
 
 
 class _JSON(JSONResponse):
@@ -250,8 +313,8 @@ async def _body(request: Request) -> dict[str, Any]:
     ctype = request.headers.get("content-type", "").split(";")[0].strip()
     try:
         raw = await request.body()
-    except _BodyTooLarge as exc:  # a chunked body with no Content-Length, cut off by the Guard
-        raise _Bad(413, str(exc)) from None
+    except _BodyRefused as exc:  # a chunked body with no Content-Length or a slow one, cut off by the Guard
+        raise _Bad(exc.status, str(exc)) from None
     if not raw:
         return {}
     if ctype != "application/json":
@@ -272,8 +335,15 @@ class _Bad(Exception):
         self.message = message
 
 
-def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int) -> Any:
-    """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard)."""
+def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int, mcp_max_sessions: int = 100,
+              mcp_idle_seconds: float | None = 1800.0, body_seconds: float = 30.0) -> Any:
+    """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard).
+
+    A request's body must arrive within ``body_seconds`` (408).
+
+    At most ``mcp_max_sessions`` MCP sessions live at once (:class:`~.sessions.McpSessions`), each closed after
+    ``mcp_idle_seconds`` without requests (None: never).
+    """
     from ..mcp_server import build_routed_server
 
     pool = state.pool
@@ -303,13 +373,18 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
                 pool.release(agent)
 
         try:
-            out = await anyio.to_thread.run_sync(run)
+            out = await state.threads.run(agent, run)
         except _Bad as exc:
             return _error(exc.status, exc.message)
         except SymiMemoryError as exc:
-            # 503 for what a later try may get past: the server closing, another process's build still running.
-            busy = isinstance(exc, BuildWaitExpired) or "shutting down" in str(exc)
+            # 503 for what a later try may get past: the server closing (a sync it cut short included), another
+            # process's build still running, an agent that could not be opened.
+            busy = isinstance(exc, (BuildWaitExpired, AgentUnavailable)) or pool.stopping
             return _error(503 if busy else 400, str(exc))
+        except Exception:
+            if not pool.stopping:
+                raise
+            return _error(503, "the server is shutting down")  # it closed the agent under this request
         return _JSON(_fit(out, state.max_response))
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
@@ -439,21 +514,34 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         Route("/api/agents/{agent}/files", files, methods=["GET"]),
     ]
 
-    async def resolve(ctx: Any) -> AsyncMemoryManager:
+    async def run_mcp(ctx: Any, work: Any) -> Any:
+        """One MCP request's work on the agent its URL names, held (never closed for idleness) until it is done:
+        acquire, work and release in one worker thread, as the JSON API's requests do, so a call the client gave
+        up on still lets go of the agent only once its work has finished."""
         request = getattr(ctx, "request", None)
         agent = request.scope.get("symi.agent", "main") if request is not None else "main"
-        manager = await anyio.to_thread.run_sync(pool.acquire, agent)
-        pool.release(agent)
-        return AsyncMemoryManager(manager)
 
-    mcp_server = build_routed_server(resolve)
+        def held() -> Any:
+            manager = pool.acquire(agent)
+            try:
+                return work(manager)
+            finally:
+                pool.release(agent)
+
+        return await state.threads.run(agent, held)
+
+    mcp_server = build_routed_server(run_mcp)
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
-    # The Guard checks Host and the token for every path, /mcp included.
+    # The Guard checks Host and the token for every path, /mcp included. McpSessions keeps the count of
+    # sessions; the SDK's own limit is a backstop.
     session_manager = StreamableHTTPSessionManager(
         app=mcp_server, max_request_body_size=max_body,
-        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=mcp_idle_seconds or None, max_sessions=2 * mcp_max_sessions)
+    sessions = McpSessions(session_manager, max_sessions=mcp_max_sessions, idle_seconds=mcp_idle_seconds or None)
+    state.mcp_sessions = sessions
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -461,7 +549,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             yield
 
     inner = Starlette(routes=routes, lifespan=lifespan)
-    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=session_manager, state=state)
+    return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=sessions, state=state,
+                 body_seconds=body_seconds)
 
 
 def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 from ..specs import EmbeddingProvider, ProviderContext, ProviderSpec
 
-__all__ = ["AgentPool", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
+__all__ = ["AgentPool", "AgentUnavailable", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
 
 log = logging.getLogger("symi_memory.serve")
 
@@ -29,6 +29,10 @@ class UnknownAgent(SymiMemoryError):
     """A request named an agent this server does not serve (HTTP 404)."""
 
     exit_code = 2
+
+
+class AgentUnavailable(SymiMemoryError):
+    """An agent could not be opened (its index file unreadable, a disk error): HTTP 503, a tool error over MCP."""
 
 
 def check_agent_id(agent_id: str) -> str:
@@ -158,7 +162,9 @@ class AgentPool:
         self._entries: dict[str, _Entry] = {}
         self._starting: dict[str, MemoryManager] = {}  # opened, still catching up with the files
         self._syncs: dict[str, dict[str, Any]] = {}
+        self._stopping = False  # the server is stopping: open agents answer what is in flight, none opens
         self._closed = False
+        self._close_lock = threading.Lock()
 
     def check(self, agent_id: str) -> str:
         check_agent_id(agent_id)
@@ -178,6 +184,8 @@ class AgentPool:
                 entry.in_flight += 1
                 entry.last_used = self.clock()
                 return entry.manager
+            if self._stopping:
+                raise SymiMemoryError("the server is shutting down")
             opening = self._opening.setdefault(agent_id, threading.Lock())
         with opening:  # one thread opens an agent; the others wait for it, other agents go on
             with self._lock:
@@ -186,9 +194,16 @@ class AgentPool:
                     entry.in_flight += 1
                     entry.last_used = self.clock()
                     return entry.manager
-            manager = self._open(agent_id)
+            try:
+                manager = self._open(agent_id)
+            except SymiMemoryError:
+                raise
+            except Exception as exc:  # not one of ours: say which agent, once, and answer with it
+                log.warning("could not open agent %s: %s: %s", agent_id, type(exc).__name__, exc)
+                raise AgentUnavailable(f"agent {agent_id!r} could not be opened ({type(exc).__name__}: {exc}); "
+                                       "the server's log says more") from exc
             with self._lock:
-                if self._closed:
+                if self._closed or self._stopping:
                     manager.close()
                     raise SymiMemoryError("the server is shutting down")
                 now = self.clock()
@@ -199,7 +214,7 @@ class AgentPool:
         manager = open_memory(self.config, agent_id=agent_id, workspace=self.workspaces.get(agent_id),
                               plugins=self.plugins, start=True)
         with self._lock:
-            closed = self._closed
+            closed = self._closed or self._stopping
             if not closed:
                 self._starting[agent_id] = manager  # close() stops its first sync at the next file
         if closed:
@@ -215,7 +230,7 @@ class AgentPool:
             ensure_fresh(manager, reason="serve-open")
         except Exception:
             manager.close()
-            if self._closed:  # close() cut its first sync short
+            if self.stopping:  # close() or stop_opening() cut its first sync short
                 raise SymiMemoryError("the server is shutting down") from None
             raise
         finally:
@@ -239,7 +254,11 @@ class AgentPool:
             return sorted(self._entries)
 
     def reap_idle(self) -> list[str]:
-        """Close agents unused for ``idle_seconds`` (never pinned ones, never mid-request)."""
+        """Close agents unused for ``idle_seconds`` (never pinned ones, never mid-request).
+
+        An agent being closed keeps its opening lock until it is closed: a request for it meanwhile waits,
+        then opens it afresh, never two managers of one agent at once.
+        """
         if self.idle_seconds <= 0:
             return []
         now = self.clock()
@@ -248,14 +267,47 @@ class AgentPool:
             for agent_id, entry in list(self._entries.items()):
                 if agent_id in self.pinned or entry.in_flight or now - entry.last_used < self.idle_seconds:
                     continue
-                closing.append((agent_id, self._entries.pop(agent_id)))
-        for agent_id, entry in closing:
-            log.info("closing idle agent %s", agent_id)
-            entry.manager.close()
-        return [a for a, _ in closing]
+                opening = self._opening.setdefault(agent_id, threading.Lock())
+                if not opening.acquire(blocking=False):  # a request is looking it up right now: not idle
+                    continue
+                closing.append((agent_id, self._entries.pop(agent_id), opening))
+        for agent_id, entry, opening in closing:
+            try:
+                log.info("closing idle agent %s", agent_id)
+                entry.manager.close()
+            except Exception as exc:  # the next request opens it afresh
+                log.warning("closing agent %s failed: %s", agent_id, exc)
+            finally:
+                opening.release()
+        return [a for a, _, _ in closing]
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop_opening` or :meth:`close` was called."""
+        return self._stopping or self._closed
+
+    def stop_opening(self) -> None:
+        """The server is stopping: no agent opens any more, and the agents still catching up with their files stop
+        at the next file (the requests waiting for them are answered at once); open agents answer the requests in
+        flight until :meth:`close`."""
+        with self._lock:
+            self._stopping = True
+            starting = list(self._starting.values())
+        for manager in starting:  # its opener then closes it and refuses
+            try:
+                manager.close()
+            except Exception as exc:
+                log.warning("closing agent %s failed: %s", manager.agent.id, exc)
 
     def close(self) -> None:
-        """Close every manager (watchers stop, syncs in progress finish their transaction first)."""
+        """Close every manager (watchers stop, syncs in progress finish their transaction first).
+
+        A second call (the shutdown's grace ran out while the server was stopping) returns once the first is done.
+        """
+        with self._close_lock:
+            self._close()
+
+    def _close(self) -> None:
         with self._lock:
             self._closed = True
             entries = list(self._entries.values())

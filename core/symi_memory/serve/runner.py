@@ -16,11 +16,15 @@ from ..config import Config
 from ..errors import ConfigError
 from .app import ServerState, build_app, is_loopback
 from .pool import AgentPool
+from .protocol import protocol
 from .record import TOKEN_ENV, read_record, remove_record, write_record
 
 __all__ = ["serve"]
 
 log = logging.getLogger("symi_memory.serve")
+
+#: How long SIGTERM lets the requests in flight finish before the agents are closed under them.
+GRACE_SECONDS = 10.0
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -35,6 +39,26 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
+
+
+def _raise_file_limit(want: int = 65536) -> None:
+    """Raise this process's soft limit on open files towards its hard limit (as Go programs do on start).
+
+    Each open agent holds about 25 descriptors (its index's connections, its watcher), each client connection
+    one: the usual soft limit of 1,024 runs out at some 40 agents in use, and the hard limit is often far higher.
+    """
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit
+        return
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = want if hard == resource.RLIM_INFINITY else min(hard, want)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.info("raised the open files limit from %d to %d", soft, target)
+    except (ValueError, OSError) as exc:  # macOS refuses more than OPEN_MAX: keep what there is
+        log.info("could not raise the open files limit: %s", exc)
 
 
 def serve(config: Config, *, host: str | None = None, port: int | None = None, agent: str = "main",
@@ -58,6 +82,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     pinned = tuple(dict.fromkeys([agent, *settings.get("agents", [])]))
     pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
                      workspaces={agent: workspace} if workspace else None)
+    _raise_file_limit()
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
@@ -65,9 +90,26 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     state = ServerState(pool, url=url, pid=os.getpid(), max_response=settings["maxResponseBytes"],
                         state_dir=config.state_dir, config_path=str(config.path) if config.path else None,
                         inspector=settings["inspector"])
-    app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"])
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=10, log_level="warning"))
+    app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"],
+                    mcp_max_sessions=settings["mcpMaxSessions"],
+                    mcp_idle_seconds=float(settings["mcpSessionIdleMinutes"]) * 60 or None,
+                    body_seconds=float(settings["clientTimeoutSeconds"]))
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Agents still catching up with their files stop now (the requests waiting for them get 503 at
+            # once); the requests in flight on open agents have GRACE_SECONDS, then the agents close under them
+            # (a sync stops at its next file, the request gets 503), before uvicorn would cancel them (a 500).
+            pool.stop_opening()
+            grace = threading.Timer(GRACE_SECONDS, pool.close)
+            grace.daemon = True
+            grace.start()
+            try:
+                await super().shutdown(sockets)
+            finally:
+                grace.cancel()
+
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", http=protocol(float(settings["clientTimeoutSeconds"])),
+                                   timeout_graceful_shutdown=int(GRACE_SECONDS) + 20, log_level="warning"))
     record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
               "config": str(config.path.resolve()) if config.path else None,
               "configExplicit": config_explicit, "startedAt": time.time(),
@@ -76,13 +118,13 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
 
     def warm() -> None:
         for agent_id in pinned:  # open (and sync) the pinned agents, so their watchers run from the start
-            if stop.is_set():
+            if stop.is_set() or pool.stopping:
                 return
             try:
                 pool.acquire(agent_id)
                 pool.release(agent_id)
             except Exception as exc:  # the server keeps serving the other agents
-                if not stop.is_set():  # else a shutdown cut its first sync short
+                if not (stop.is_set() or pool.stopping):  # else a shutdown cut its first sync short
                     log.warning("could not open agent %s: %s", agent_id, exc)
 
     def reaper() -> None:
@@ -109,6 +151,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
         server.run(sockets=[sock])
     finally:
         stop.set()
+        state.threads.shutdown()
+        threads[1].join(timeout=60)  # an idle agent the reaper is closing is closed before the others
         pool.close()  # an agent still catching up with its files stops at the next file
         threads[0].join(timeout=60)  # and is closed by its opener before the process exits
         remove_record(config.state_dir, os.getpid())
