@@ -7,10 +7,12 @@ same text embedded by the same model is embedded once for the whole fleet.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import attrs
@@ -83,23 +85,27 @@ def lock_key(*parts: str) -> int:
 MIGRATION_LOCK_TIMEOUT_S = 1.0
 
 
-def ensure_schema(conn: Any, schema: str) -> None:
+def ensure_schema(conn: Any, schema: str, *, within: float | None = None) -> None:
     """Create the extension, tables and indexes on first use; refuse a newer schema version.
 
     Runs under a transaction-scoped advisory lock so that many processes
     starting at once create everything exactly once. An upgrade whose DDL
     cannot lock a table within ``MIGRATION_LOCK_TIMEOUT_S`` (another
     process's transaction holds it) lets go and tries again, so that
-    searches are never held up behind it for longer than that.
+    searches are never held up behind it for longer than that; for at most
+    ``within`` seconds in all (then the lock error is raised), or for ever when None.
     """
     import psycopg
 
     tries = 0
+    started = time.monotonic()
     while True:
         try:
             _ensure_schema_once(conn, schema, announce=tries == 0)
             return
         except psycopg.errors.LockNotAvailable:
+            if within is not None and time.monotonic() - started + MIGRATION_LOCK_TIMEOUT_S > within:
+                raise
             tries += 1
             log.info("postgres: upgrading schema %s waits for another process's transaction", schema)
             time.sleep(MIGRATION_LOCK_TIMEOUT_S)
@@ -190,6 +196,8 @@ class PgStore:
     schema: str
     owner: str
     hnsw: tuple[int, int] = (16, 64)  # m, ef_construction
+    #: A context in which statements may run for as long as the server keeps answering (the HNSW build).
+    long_statement: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
     _new_dims: set[int] = attrs.field(factory=set)
     _known_dims: set[int] = attrs.field(factory=set)
 
@@ -422,11 +430,13 @@ class PgStore:
                     log.info("postgres: building the HNSW index for %d-d vectors in %s", dims, self.schema)
                     self.conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
                     try:
-                        self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
-                                f"((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, "
-                                f"ef_construction = {int(efc)}) WHERE dims = {dims}")
+                        with self.long_statement():
+                            self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
+                                    f"((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, "
+                                    f"ef_construction = {int(efc)}) WHERE dims = {dims}")
                     finally:
-                        self.conn.execute("RESET maintenance_work_mem")
+                        if not self.conn.closed:
+                            self.conn.execute("RESET maintenance_work_mem")
             finally:
                 self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
         self._new_dims.clear()
