@@ -571,22 +571,24 @@ class PostgresBackend:
                 "ORDER BY ts_rank_cd(c.terms, q.q, 32) DESC, c.id LIMIT %(klim)s)")
             sides.append("SELECT id FROM kw")
         vexpr = f"(c.embedding::vector({dims}))" if dims else ""
-        vowners = "NULL::text[]"
+        comparable = "NULL::text[]"
         if vector:
-            # Only owners whose vectors come from the query's provider/model/chunking are comparable: their
-            # recorded identity, read in the same snapshot as the vectors (a rebuild with another model of the
-            # same width commits rows and identity together, so they are never compared across models).
+            # Which owners' vectors come from the query's provider/model/chunking: their recorded identity, read
+            # in the same snapshot as the vectors (a rebuild with another model of the same width commits rows and
+            # identity together). The vector side itself filters by the owners assumed comparable (a literal
+            # array: the planner weighs it by the column's statistics, choosing HNSW or an exact scan as before);
+            # _search runs the statement again in the rare case the two differ.
             ctes.append(
                 f"vo AS (SELECT coalesce(array_agg(m.owner), '{{}}'::text[]) AS a FROM {s}.owner_meta m "
                 "JOIN unnest(%(owners)s::text[], %(idents)s::text[]) AS u(o, i) ON m.owner = u.o AND m.value = u.i "
                 "WHERE m.key = 'identity')")
-            vowners = "(SELECT a FROM vo)::text[]"
+            comparable = "(SELECT a FROM vo)"
             ctes.append(
-                f"vec AS (SELECT c.id FROM {s}.chunks c WHERE c.dims = {dims} AND c.owner = ANY({vowners}) "
+                f"vec AS (SELECT c.id FROM {s}.chunks c WHERE c.dims = {dims} AND c.owner = ANY(%(vowners)s) "
                 f"AND c.source = ANY(%(sources)s) ORDER BY {vexpr} <=> %(qv)s::vector({dims}) LIMIT %(vlim)s)")
             sides.append("SELECT id FROM vec")
         tscore = "CASE WHEN c.terms @@ q.q THEN ts_rank_cd(c.terms, q.q, 32) END"
-        vscore = (f"CASE WHEN c.dims = {dims} AND c.owner = ANY({vowners}) "
+        vscore = (f"CASE WHEN c.dims = {dims} AND c.owner = ANY(%(vowners)s) "
                   f"THEN 1 - ({vexpr} <=> %(qv)s::vector({dims})) END") if vector else "NULL::float8"
         in_kw = "c.id IN (SELECT id FROM kw)" if text else "false"
         in_vec = "c.id IN (SELECT id FROM vec)" if vector else "false"
@@ -595,7 +597,7 @@ class PostgresBackend:
                f"c.path, c.source, c.start_line, c.end_line, c.text, {tscore} AS t, {vscore} AS v, f.mtime, "
                f"{in_kw} AS in_kw, {in_vec} AS in_vec FROM ids JOIN {s}.chunks c ON c.id = ids.id CROSS JOIN q "
                f"LEFT JOIN {s}.files f ON f.owner = c.owner AND f.path = c.path) "
-               f"SELECT h.*, {stats}, {vowners} FROM (SELECT 1) one LEFT JOIN hits h ON true")
+               f"SELECT h.*, {stats}, {comparable} FROM (SELECT 1) one LEFT JOIN hits h ON true")
         self._sql_cache[key] = sql
         return sql
 
@@ -626,12 +628,26 @@ class PostgresBackend:
             assert qvec is not None
             params.update(qv="[" + ",".join(repr(float(x)) for x in qvec) + "]", vlim=limit)
         sql = self._sql(text=use_text, vector=use_vec, dims=len(qvec) if qvec else None)
+        comparable = list(ident)
         if use_vec:
             params.update(owners=list(ident), idents=list(ident.values()))
             # Inside _with_conn's transaction: one round trip for both.
             conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.ef_search)}; "
                          "SET LOCAL hnsw.iterative_scan = relaxed_order")
-        rows = conn.execute(sql, params).fetchall()
+            comparable = self._vowners if self._vowners is not None else list(ident)
+        for attempt in range(3):
+            params["vowners"] = comparable
+            rows = conn.execute(sql, params).fetchall()
+            if not use_vec:
+                break
+            # The owners whose vectors the statement compared must be comparable in its own snapshot; they differ
+            # only right after a rebuild with another model (here or in another process): run it again with those
+            # (a third time with none, should they change once more meanwhile).
+            now = list(rows[0][-1] or [])
+            self._vowners = now
+            if set(comparable) == set(now) or (attempt and set(comparable) <= set(now)):
+                break
+            comparable = now if attempt == 0 else []
         matched: dict[int, str] = {}
         keyword: set[int] = set()
         vec_hits: dict[int, float] = {}
@@ -639,9 +655,8 @@ class PostgresBackend:
         info: dict[int, tuple[Any, ...]] = {}
         dfs: list[int] = []
         total = 0
-        comparable: list[str] = []
-        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec, df, tot, vo) in rows:
-            dfs, total, comparable = list(df or []), int(tot or 0), list(vo or [])
+        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec, df, tot, _) in rows:
+            dfs, total = list(df or []), int(tot or 0)
             if rid is None:  # nothing matched: the row only carries the statistics
                 continue
             info[rid] = (cid, owner, path, source, start, end, body, mtime)
@@ -685,6 +700,9 @@ class PostgresBackend:
         return spec.calibration_for(provider.model, line_aware=False) if spec is not None else DEFAULT_CALIBRATION
 
     # ------------------------------------------------ supersession and dedup
+
+    #: The owners whose recorded identity the last search found equal to this process's (None: not searched yet).
+    _vowners: list[str] | None = None
 
     def _identities(self) -> dict[str, str]:
         """Each owner's index identity as its sync records it (owner_meta ``identity``): rows built with it hold
