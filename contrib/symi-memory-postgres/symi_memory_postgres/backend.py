@@ -229,7 +229,9 @@ class PostgresBackend:
             what, reachable = "server unreachable", False
         else:
             what, reachable = f"server error {state}", True
-            if state == "42501":
+            if state == "42501" and "temporary" in text:
+                hint = ("; grant the role TEMPORARY on the database (a sync stages its rows in a temporary table)")
+            elif state == "42501":
                 hint = (f"; grant the role CREATE on the database (schema {self.settings.schema} and its tables are "
                         "created on first use), or the privileges on that schema and its tables")
         return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {text}{hint}"), reachable
@@ -286,6 +288,7 @@ class PostgresBackend:
             except transient:
                 if attempt == 2 or not connected:  # no connection to be had: trying again would wait as long
                     raise
+                self._after_lost(conn)
         raise AssertionError("unreachable")
 
     def _after_silence(self, exc: BaseException) -> None:
@@ -315,7 +318,7 @@ class PostgresBackend:
             changes = self.scheduler.changes if self.scheduler else 0
             reports: list[SyncReport] = []
             try:
-                with self._connection() as conn, self._sync_session(conn):
+                with self._sync_connection() as conn:
                     self._ensure(conn, self.settings.sync_timeout)
                     for owner in self.owners:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
@@ -351,6 +354,33 @@ class PostgresBackend:
         if isinstance(exc, psycopg.errors.QueryCanceled):
             return self._late(limit, SYNC_SETTING)
         return None
+
+    @contextlib.contextmanager
+    def _sync_connection(self) -> Iterator[Any]:
+        """A connection set up for a sync (``_sync_session``); another one while those the pool hands out turn out
+        dead before the sync began (a server restarted since they were opened: they look idle until used)."""
+        import psycopg
+
+        from .guard import ServerSilent
+
+        for attempt in range(self.settings.pool_size + 1):
+            started, conn = False, None
+            try:
+                with self._connection() as conn, self._sync_session(conn):
+                    started = True
+                    yield conn
+                return
+            except psycopg.OperationalError as exc:
+                if (started or conn is None or isinstance(exc, ServerSilent) or not conn.closed
+                        or attempt == self.settings.pool_size):
+                    raise
+                self._after_lost(conn)
+
+    def _after_lost(self, conn: Any) -> None:
+        """``conn`` turned out dead (a server restart): the pool's other connections opened before it are too."""
+        drain = getattr(self.pool, "drain", None)  # psycopg_pool 3.3
+        if conn.closed and drain is not None:
+            drain()
 
     @contextlib.contextmanager
     def _sync_session(self, conn: Any) -> Iterator[None]:
