@@ -259,3 +259,56 @@ def test_an_index_build_waiting_past_sync_timeout_on_a_live_server_is_not_cut(tm
         assert not isinstance(report, BaseException), report
         assert report.files_indexed == 1 and rows(pg_server, valid) == [(True,)]
         assert mem.status()["lastError"] is None
+
+
+def test_an_index_build_on_a_server_that_freezes_is_cut_off_and_the_next_sync_builds_it(
+        tmp_path: Path, pg_schema: str) -> None:
+    # Exempt from syncTimeout while the server answers, the HNSW build must still end when it stops answering.
+    server = PgServer.start()
+    frozen: list[int] = []
+    snapshot: Any = None
+    try:
+        ws = make_workspace(tmp_path / "ws", _notes(20, "first"))
+        valid = (f"SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                 f"WHERE i.indrelid = '{pg_schema}.chunks'::regclass AND c.relname = 'chunks_hnsw_384'")
+        with open_pg(tmp_path, server, pg_schema, ws, syncTimeout=0.5, connectTimeout=1.0) as mem:
+            mem.sync()
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                conn.execute(f"DROP INDEX {pg_schema}.chunks_hnsw_384")
+            make_workspace(ws, _notes(1, "second"))
+            snapshot = psycopg.connect(server.dsn)  # the build waits for it
+            snapshot.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            snapshot.execute("SELECT count(*) FROM pg_class")
+            syncing, outcome = _sync_in_thread(mem)
+            deadline = time.monotonic() + 20
+            while not rows(server, "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
+                                   "'CREATE INDEX CONCURRENTLY%%'"):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(3.0)  # past syncTimeout + grace: the server answered the probe, the build goes on
+            assert syncing.is_alive()
+            frozen.extend(_server_processes(server))
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            syncing.join(20)
+            assert not syncing.is_alive(), "the index build still waits for the frozen server"
+            assert time.monotonic() - stopped < 8
+            err, _ = outcome
+            assert isinstance(err, BackendError) and "syncTimeout" in str(err), err
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+            frozen.clear()
+            snapshot.close()
+            report = mem.sync()
+            assert report.errors == ()
+            assert rows(server, valid) == [(True,)]
+            st = mem.status()
+            assert (st["lastError"], st["dirty"], st["vector"]["index"]) == (None, False, "hnsw")
+            assert paths(mem, "second note 0")[0] == "memory/n-000.md"
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        if snapshot is not None:
+            snapshot.close()
+        server.stop()
