@@ -96,6 +96,10 @@ class PostgresBackend:
     _held: int = 0  # connections this process holds (pooled or direct): at most poolSize
     _held_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
+    watchdog: Any = None  # guard.Watchdog: cuts waits on a server that stopped answering
+    #: (backend pid, backend_start) of sync sessions whose connection was lost: on a network path that
+    #: dropped packets the server may keep them (and the owner's lock, the open transaction's row locks).
+    _abandoned: list[tuple[int, Any]] = attrs.field(factory=list)
     on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
 
     # ------------------------------------------------------------- plumbing
@@ -115,7 +119,6 @@ class PostgresBackend:
         attempt is made (its error, if any, says why); while the pool is behind, it is waited for
         only briefly, until it hands out a connection again.
         """
-        import psycopg
         from psycopg_pool import PoolTimeout
 
         wait = timeout or self.settings.connect_timeout
@@ -132,7 +135,7 @@ class PostgresBackend:
                                    f"poolSize) are in use; none came free within {wait:g} s "
                                    f"({self.settings.safe_dsn})") from None
             try:
-                with psycopg.connect(self.settings.dsn, **connect_kwargs(self.settings)) as direct:
+                with self._connect() as direct:
                     self._pool_behind = True
                     yield direct
             finally:
@@ -149,9 +152,18 @@ class PostgresBackend:
                 self._held -= 1
             self.pool.putconn(conn)
 
-    def _ensure(self, conn: Any) -> None:
+    def _connect(self, answer_within: float | None = None) -> Any:
+        """A connection of its own (not pooled), its waits bounded like the pool's."""
+        from .guard import GuardedConnection
+
+        conn = GuardedConnection.connect(self.settings.dsn, **connect_kwargs(self.settings))
+        _bound(conn, self.watchdog, self.settings.search_timeout if answer_within is None else answer_within,
+               SEARCH_SETTING)
+        return conn
+
+    def _ensure(self, conn: Any, within: float | None = None) -> None:
         if not self._schema_ready:
-            ensure_schema(conn, self.settings.schema)
+            ensure_schema(conn, self.settings.schema, within=within or self.settings.search_timeout)
             self._claim_workspace(conn)
             self._schema_ready = True
 
@@ -217,7 +229,9 @@ class PostgresBackend:
             what, reachable = "server unreachable", False
         else:
             what, reachable = f"server error {state}", True
-            if state == "42501":
+            if state == "42501" and "temporary" in text:
+                hint = ("; grant the role TEMPORARY on the database (a sync stages its rows in a temporary table)")
+            elif state == "42501":
                 hint = (f"; grant the role CREATE on the database (schema {self.settings.schema} and its tables are "
                         "created on first use), or the privileges on that schema and its tables")
         return self.settings.scrub(f"postgres {what} ({self.settings.safe_dsn}): {text}{hint}"), reachable
@@ -248,41 +262,50 @@ class PostgresBackend:
         once more on a fresh connection when the pooled one died (a server restart).
 
         Without the bound a search waited as long as another session held a lock on the tables (a
-        ``VACUUM FULL``, a ``REINDEX``, an ``ALTER TABLE``): the caller hung.
+        ``VACUUM FULL``, a ``REINDEX``, an ``ALTER TABLE``): the caller hung. A server that stopped
+        answering altogether (paused, frozen, a network path dropping packets) enforces no
+        ``statement_timeout``: each wait for it is cut ``WATCHDOG_GRACE`` seconds after (guard.py).
         """
         import psycopg
 
+        from .guard import ServerSilent
+
         transient = self._transient()
         limit = self.settings.search_timeout
-        late = BackendError(f"postgres: the server did not answer within {limit:g} s "
-                            "(memorySearch.store.postgres.searchTimeout; a lock held by another session, "
-                            f"an overloaded or unresponsive server) ({self.settings.safe_dsn})")
         for attempt in (1, 2):
             connected = False
-            cut = threading.Event()
             try:
                 with self._connection(timeout) as conn:
                     connected = True
-                    # A server that stopped answering altogether (paused, frozen) enforces no statement_timeout:
-                    # shut the socket down a little after it, and the waiting read returns.
-                    watchdog = threading.Timer(limit + WATCHDOG_GRACE, _cut_connection, (conn, cut))
-                    watchdog.daemon = True
-                    watchdog.start()
-                    try:
-                        self._ensure(conn)
-                        with conn.transaction():
-                            conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
-                            return work(conn)
-                    finally:
-                        watchdog.cancel()
-            except psycopg.errors.QueryCanceled:
-                raise late from None
+                    _bound(conn, self.watchdog, limit, SEARCH_SETTING)
+                    self._ensure(conn)
+                    with conn.transaction():
+                        conn.execute(f"SET LOCAL statement_timeout = {max(1, int(limit * 1000))}")
+                        return work(conn)
+            except (psycopg.errors.QueryCanceled, ServerSilent) as exc:
+                self._after_silence(exc)
+                raise self._late(limit, SEARCH_SETTING) from None
             except transient:
-                if cut.is_set():
-                    raise late from None
                 if attempt == 2 or not connected:  # no connection to be had: trying again would wait as long
                     raise
+                self._after_lost(conn)
         raise AssertionError("unreachable")
+
+    def _after_silence(self, exc: BaseException) -> None:
+        """A wait was cut off (the server did not answer it): every connection opened before is suspect (a frozen
+        server, a network path that went away), so the pool opens new ones rather than hand those out again."""
+        from .guard import ServerSilent
+
+        drain = getattr(self.pool, "drain", None)  # psycopg_pool 3.3
+        if isinstance(exc, ServerSilent) and drain is not None:
+            drain()
+
+    def _late(self, seconds: float, setting: str, *, lock: bool = False) -> BackendError:
+        what = (f"waited {seconds:g} s for a lock another session holds" if lock else
+                f"the server did not answer within {seconds:g} s")
+        why = ("a lock held by another session" if lock else
+               "a lock held by another session, an overloaded, paused or unreachable server")
+        return BackendError(f"postgres: {what} ({setting}; {why}) ({self.settings.safe_dsn})")
 
     # ------------------------------------------------------------------ sync
 
@@ -295,20 +318,19 @@ class PostgresBackend:
             changes = self.scheduler.changes if self.scheduler else 0
             reports: list[SyncReport] = []
             try:
-                with self._connection() as conn:
-                    self._ensure(conn)
+                with self._sync_connection() as conn:
+                    self._ensure(conn, self.settings.sync_timeout)
                     for owner in self.owners:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
                     self._store(conn, self.owners[0].name).heal_hnsw()
             except SyncCancelled:
                 raise
             except (BackendError, *self._transient(), *self._server_errors()) as exc:
-                msg = self._failure(exc)
+                msg = self._failure(self._sync_late(exc) or exc)
                 self.last_error = f"sync failed, the last synced state stays searchable: {msg}"
                 raise BackendError(f"postgres: {self.last_error}" if not msg.startswith("postgres:") else
                                    f"{msg} (sync failed; the last synced state stays searchable)") from None
             self.last_error = None
-            self._vowners_at = -1e9  # re-read which owners' vectors match the query's model
         if self.scheduler:
             self.scheduler.mark_clean(changes)
         report = _merge(reports, reason, time.perf_counter() - started)
@@ -316,12 +338,131 @@ class PostgresBackend:
             self.on_synced(report)
         return report
 
+    def _sync_late(self, exc: BaseException) -> BackendError | None:
+        """A sync's statement past ``syncTimeout`` (or its wait for a server that stopped answering), as one line."""
+        import psycopg
+
+        from .guard import ServerSilent
+
+        limit = self.settings.sync_timeout
+        self._after_silence(exc)
+        if isinstance(exc, ServerSilent):
+            return self._late(exc.seconds - WATCHDOG_GRACE if exc.setting == SYNC_SETTING else exc.seconds,
+                              exc.setting)
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return self._late(limit, SYNC_SETTING, lock=True)
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return self._late(limit, SYNC_SETTING)
+        return None
+
+    @contextlib.contextmanager
+    def _sync_connection(self) -> Iterator[Any]:
+        """A connection set up for a sync (``_sync_session``); another one while those the pool hands out turn out
+        dead before the sync began (a server restarted since they were opened: they look idle until used)."""
+        import psycopg
+
+        from .guard import ServerSilent
+
+        for attempt in range(self.settings.pool_size + 1):
+            started, conn = False, None
+            try:
+                with self._connection() as conn, self._sync_session(conn):
+                    started = True
+                    yield conn
+                return
+            except psycopg.OperationalError as exc:
+                if (started or conn is None or isinstance(exc, ServerSilent) or not conn.closed
+                        or attempt == self.settings.pool_size):
+                    raise
+                self._after_lost(conn)
+
+    def _after_lost(self, conn: Any) -> None:
+        """``conn`` turned out dead (a server restart): the pool's other connections opened before it are too."""
+        drain = getattr(self.pool, "drain", None)  # psycopg_pool 3.3
+        if conn.closed and drain is not None:
+            drain()
+
+    @contextlib.contextmanager
+    def _sync_session(self, conn: Any) -> Iterator[None]:
+        """Bound every statement of the sync on ``conn`` by ``syncTimeout`` (server and client side), and end the
+        server sessions of syncs whose connection was lost before (they may hold this owner's locks)."""
+        import psycopg
+
+        limit = self.settings.sync_timeout
+        _bound(conn, self.watchdog, limit, SYNC_SETTING)
+        ms = str(max(1, int(limit * 1000)))
+        # The server's keepalives too: a session whose client vanished (a network path gone) ends within
+        # about a minute, letting go of its locks, instead of after the kernel's two hours.
+        pid, started = conn.execute(
+            "SELECT pg_backend_pid(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), "
+            "set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false), "
+            "set_config('tcp_keepalives_idle', '20', false), set_config('tcp_keepalives_interval', '10', false), "
+            "set_config('tcp_keepalives_count', '3', false)", (ms, ms)).fetchone()[:2]
+        self._end_abandoned(conn)
+        try:
+            yield
+        finally:
+            if conn.closed:
+                self._abandoned.append((pid, started))
+            else:
+                try:
+                    conn.execute("RESET statement_timeout; RESET lock_timeout")
+                except psycopg.Error:
+                    conn.close()  # never back to the pool with a sync's bounds
+            _bound(conn, self.watchdog, self.settings.search_timeout, SEARCH_SETTING)
+
+    def _end_abandoned(self, conn: Any) -> None:
+        """Terminate the server sessions of this process's earlier syncs that lost their connection, if still there.
+
+        A network path that dropped packets leaves the server's side of the connection open: that session keeps
+        the owner's advisory lock and its transaction's row locks, and the next sync would wait for them.
+        """
+        import psycopg
+
+        gone, self._abandoned = self._abandoned, []
+        for pid, started in gone:
+            try:
+                ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s "
+                                     "AND backend_start = %s", (pid, started)).fetchone()
+            except psycopg.errors.InsufficientPrivilege as exc:
+                log.warning("postgres: the session of an earlier sync (pid %d) lost its connection and could not be "
+                            "ended (%s); this sync may wait for its locks", pid, _one_line(exc))
+                continue
+            if ended:
+                log.info("postgres: ended the server session of an earlier sync (pid %d) that lost its connection", pid)
+
+    @contextlib.contextmanager
+    def _long_statement(self, conn: Any) -> Iterator[None]:
+        """No server-side bound for the statements inside (an HNSW build may rightly take minutes), and a client-side
+        one only while the server answers a fresh connection (``_alive``): a frozen server is still cut off."""
+        conn.execute("SELECT set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false)")
+        conn.alive = self._alive
+        try:
+            yield
+        finally:
+            conn.alive = None
+            if not conn.closed:
+                ms = str(max(1, int(self.settings.sync_timeout * 1000)))
+                conn.execute("SELECT set_config('statement_timeout', %s, false), "
+                             "set_config('lock_timeout', %s, false)", (ms, ms))
+
+    def _alive(self) -> bool:
+        """Whether the server answers a fresh connection within ``connectTimeout`` (a login it refuses counts)."""
+        import psycopg
+
+        try:
+            with self._connect(self.settings.connect_timeout) as probe:
+                probe.execute("SELECT 1")
+        except psycopg.Error as exc:
+            return "FATAL:" in str(exc)  # it answered: too many clients, starting up, shutting down
+        return True
+
     def _sync_owner(self, conn: Any, owner: Owner, reason: str, force: bool,
                     progress: Callable[[SyncProgress], None] | None) -> SyncReport:
         # A session-level advisory lock per owner: two processes (on any hosts) syncing the same agent or
         # scope take turns; the second then finds the first one's rows and has little left to do.
         key = lock_key("owner", self.settings.schema, owner.name)
-        _acquire(conn, key, owner.name)
+        _acquire(conn, key, owner.name, owner.indexer.cancel)
         try:
             owner.indexer.store = self._store(conn, owner.name)
             self._announce_rebuild(owner)
@@ -335,7 +476,8 @@ class PostgresBackend:
 
     def _store(self, conn: Any, owner: str) -> PgStore:
         return PgStore(conn=conn, schema=self.settings.schema, owner=owner,
-                       hnsw=(self.settings.m, self.settings.ef_construction))
+                       hnsw=(self.settings.m, self.settings.ef_construction),
+                       long_statement=lambda: self._long_statement(conn))
 
     def _announce_rebuild(self, owner: Owner) -> None:
         raw = owner.indexer.store.get_meta("identity")
@@ -459,8 +601,18 @@ class PostgresBackend:
                 "ORDER BY ts_rank_cd(c.terms, q.q, 32) DESC, c.id LIMIT %(klim)s)")
             sides.append("SELECT id FROM kw")
         vexpr = f"(c.embedding::vector({dims}))" if dims else ""
+        comparable = "NULL::text[]"
         if vector:
-            # Only owners whose vectors come from the current provider/model are comparable.
+            # Which owners' vectors come from the query's provider/model/chunking: their recorded identity, read
+            # in the same snapshot as the vectors (a rebuild with another model of the same width commits rows and
+            # identity together). The vector side itself filters by the owners assumed comparable (a literal
+            # array: the planner weighs it by the column's statistics, choosing HNSW or an exact scan as before);
+            # _search runs the statement again in the rare case the two differ.
+            ctes.append(
+                f"vo AS (SELECT coalesce(array_agg(m.owner), '{{}}'::text[]) AS a FROM {s}.owner_meta m "
+                "JOIN unnest(%(owners)s::text[], %(idents)s::text[]) AS u(o, i) ON m.owner = u.o AND m.value = u.i "
+                "WHERE m.key = 'identity')")
+            comparable = "(SELECT a FROM vo)"
             ctes.append(
                 f"vec AS (SELECT c.id FROM {s}.chunks c WHERE c.dims = {dims} AND c.owner = ANY(%(vowners)s) "
                 f"AND c.source = ANY(%(sources)s) ORDER BY {vexpr} <=> %(qv)s::vector({dims}) LIMIT %(vlim)s)")
@@ -470,10 +622,12 @@ class PostgresBackend:
                   f"THEN 1 - ({vexpr} <=> %(qv)s::vector({dims})) END") if vector else "NULL::float8"
         in_kw = "c.id IN (SELECT id FROM kw)" if text else "false"
         in_vec = "c.id IN (SELECT id FROM vec)" if vector else "false"
-        sql = (f"WITH {', '.join(ctes)}, ids AS ({' UNION '.join(sides)}) "
-               f"SELECT c.id, c.cid, c.owner, c.path, c.source, c.start_line, c.end_line, c.text, {tscore}, {vscore}, "
-               f"f.mtime, {in_kw}, {in_vec}, {stats} FROM ids JOIN {s}.chunks c ON c.id = ids.id CROSS JOIN q "
-               f"LEFT JOIN {s}.files f ON f.owner = c.owner AND f.path = c.path")
+        # One row at least (id NULL when nothing matched): it carries the statistics and the comparable owners.
+        sql = (f"WITH {', '.join(ctes)}, ids AS ({' UNION '.join(sides)}), hits AS (SELECT c.id, c.cid, c.owner, "
+               f"c.path, c.source, c.start_line, c.end_line, c.text, {tscore} AS t, {vscore} AS v, f.mtime, "
+               f"{in_kw} AS in_kw, {in_vec} AS in_vec FROM ids JOIN {s}.chunks c ON c.id = ids.id CROSS JOIN q "
+               f"LEFT JOIN {s}.files f ON f.owner = c.owner AND f.path = c.path) "
+               f"SELECT h.*, {stats}, {comparable} FROM (SELECT 1) one LEFT JOIN hits h ON true")
         self._sql_cache[key] = sql
         return sql
 
@@ -491,7 +645,7 @@ class PostgresBackend:
         use_text = (hybrid["enabled"] or not use_vec) and tsq is not None
         owners = [o.name for o in self.owners]
         # Owners whose rows were built by this provider/model/chunking: their vectors compare with the query's.
-        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+        ident = self._identities()
         empty = BackendResult(candidates=(), mode="fts-only" if not use_vec else ("hybrid" if hybrid["enabled"] else "vector"),
                               provider=provider.id if provider else "none", model=provider.model if provider else None,
                               fallback=self.choice.fallback)
@@ -504,14 +658,26 @@ class PostgresBackend:
             assert qvec is not None
             params.update(qv="[" + ",".join(repr(float(x)) for x in qvec) + "]", vlim=limit)
         sql = self._sql(text=use_text, vector=use_vec, dims=len(qvec) if qvec else None)
+        comparable = list(ident)
         if use_vec:
-            # Vectors of owners indexed by another provider/model are not comparable (re-read every few seconds).
-            params["vowners"] = self._current_owners(conn, ident) if self._identity_stale() else self._vowners
-        with conn.transaction():
-            if use_vec:
-                conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.ef_search)}")
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            params.update(owners=list(ident), idents=list(ident.values()))
+            # Inside _with_conn's transaction: one round trip for both.
+            conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.ef_search)}; "
+                         "SET LOCAL hnsw.iterative_scan = relaxed_order")
+            comparable = self._vowners if self._vowners is not None else list(ident)
+        for attempt in range(3):
+            params["vowners"] = comparable
             rows = conn.execute(sql, params).fetchall()
+            if not use_vec:
+                break
+            # The owners whose vectors the statement compared must be comparable in its own snapshot; they differ
+            # only right after a rebuild with another model (here or in another process): run it again with those
+            # (a third time with none, should they change once more meanwhile).
+            now = list(rows[0][-1] or [])
+            self._vowners = now
+            if set(comparable) == set(now) or (attempt and set(comparable) <= set(now)):
+                break
+            comparable = now if attempt == 0 else []
         matched: dict[int, str] = {}
         keyword: set[int] = set()
         vec_hits: dict[int, float] = {}
@@ -519,17 +685,19 @@ class PostgresBackend:
         info: dict[int, tuple[Any, ...]] = {}
         dfs: list[int] = []
         total = 0
-        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec, df, tot) in rows:
+        for (rid, cid, owner, path, source, start, end, body, t, v, mtime, in_kw, in_vec, df, tot, _) in rows:
+            dfs, total = list(df or []), int(tot or 0)
+            if rid is None:  # nothing matched: the row only carries the statistics
+                continue
             info[rid] = (cid, owner, path, source, start, end, body, mtime)
             texts[rid] = body
-            dfs, total = list(df or []), int(tot or 0)
             if t is not None:
                 matched[rid] = body
                 if in_kw:
                     keyword.add(rid)
             if v is not None and (in_vec or hybrid["enabled"]):
                 vec_hits[rid] = float(v)
-        use_vec = use_vec and bool(params.get("vowners"))
+        use_vec = use_vec and bool(comparable)
         terms = list(exprs)
         # Each query term's IDF among the agent's chunks (document counts from the server): the same
         # query-normalised BM25 and calibration as builtin-sqlite, so minScore means the same here.
@@ -561,21 +729,15 @@ class PostgresBackend:
         # No line vectors here: the provider's fit for chunk vectors alone, where it declares one.
         return spec.calibration_for(provider.model, line_aware=False) if spec is not None else DEFAULT_CALIBRATION
 
-    # Which owners' vectors are comparable, re-read from the server at most every few seconds.
-    _vowners: list[str] = attrs.field(factory=list)
-    _vowners_at: float = -1e9
-
-    def _identity_stale(self) -> bool:
-        return time.monotonic() - self._vowners_at > 5.0
-
-    def _current_owners(self, conn: Any, ident: dict[str, str]) -> list[str]:
-        rows = conn.execute(f"SELECT owner, value FROM {self.settings.schema}.owner_meta "
-                            "WHERE key = 'identity' AND owner = ANY(%s)", (list(ident),)).fetchall()
-        self._vowners = [o for o, v in rows if json.loads(v) == json.loads(ident[o])]
-        self._vowners_at = time.monotonic()
-        return self._vowners
-
     # ------------------------------------------------ supersession and dedup
+
+    #: The owners whose recorded identity the last search found equal to this process's (None: not searched yet).
+    _vowners: list[str] | None = None
+
+    def _identities(self) -> dict[str, str]:
+        """Each owner's index identity as its sync records it (owner_meta ``identity``): rows built with it hold
+        vectors comparable with this process's."""
+        return {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
 
     def _split_id(self, cid: str) -> tuple[str, str]:
         """A candidate id back to (owner, chunk id): shared scopes' ids carry their ``@NAME/`` prefix."""
@@ -593,16 +755,16 @@ class PostgresBackend:
         wanted = {cid: self._split_id(cid) for cid in ids}
         if not wanted:
             return {}
-        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+        ident = self._identities()
 
         def work(conn: Any) -> dict[str, list[float]]:
-            comparable = set(self._current_owners(conn, ident) if self._identity_stale() else self._vowners)
-            owners = sorted({o for o, _ in wanted.values() if o in comparable})
+            owners = sorted({o for o, _ in wanted.values() if o in ident})
             if not owners:
                 return {}
             rows = conn.execute(f"SELECT owner, cid, embedding::real[] FROM {self.settings.schema}.chunks "
-                                "WHERE owner = ANY(%s) AND cid = ANY(%s) AND embedding IS NOT NULL",
-                                (owners, sorted({c for _, c in wanted.values()}))).fetchall()
+                                f"WHERE owner = ANY(%s) AND cid = ANY(%s) AND embedding IS NOT NULL AND {_comparable(self.settings.schema)}",
+                                (owners, sorted({c for _, c in wanted.values()}), list(ident),
+                                 list(ident.values()))).fetchall()
             got = {(o, c): list(v) for o, c, v in rows}
             return {cid: got[key] for cid, key in wanted.items() if key in got}
 
@@ -623,16 +785,17 @@ class PostgresBackend:
         wanted = {cid: self._split_id(cid) for cid in ids}
         if not wanted:
             return {}
-        ident = {o.name: json.dumps(o.indexer.index_identity(), sort_keys=True) for o in self.owners}
+        ident = self._identities()
 
         def work(conn: Any) -> dict[str, list[tuple[int, int, Any]]]:
-            comparable = set(self._current_owners(conn, ident) if self._identity_stale() else self._vowners)
-            owners = sorted({o for o, _ in wanted.values() if o in comparable})
+            owners = sorted({o for o, _ in wanted.values() if o in ident})
             if not owners:
                 return {}
             rows = conn.execute(f"SELECT owner, cid, start_line, end_line, embedding FROM {self.settings.schema}."
-                                "chunk_units WHERE owner = ANY(%s) AND cid = ANY(%s) ORDER BY owner, cid, start_line, "
-                                "end_line", (owners, sorted({c for _, c in wanted.values()}))).fetchall()
+                                f"chunk_units WHERE owner = ANY(%s) AND cid = ANY(%s) AND {_comparable(self.settings.schema)} "
+                                "ORDER BY owner, cid, start_line, end_line",
+                                (owners, sorted({c for _, c in wanted.values()}), list(ident),
+                                 list(ident.values()))).fetchall()
             got: dict[tuple[str, str], list[tuple[int, int, Any]]] = {}
             for o, c, a, b, blob in rows:
                 got.setdefault((o, c), []).append((int(a), int(b), np.frombuffer(bytes(blob), dtype=np.float32)))
@@ -810,34 +973,38 @@ class PostgresBackend:
         if self.choice.provider is not None:
             self.choice.provider.close()
         self.pool.close(timeout=2.0)
+        if self.watchdog is not None:
+            self.watchdog.stop()
+
+
+def _comparable(schema: str) -> str:
+    """A chunks/chunk_units row whose owner's recorded identity is the one given (parameters: owners, identities),
+    read in the statement's own snapshot: never a vector of a model another process switched the owner to."""
+    return (f"owner IN (SELECT m.owner FROM {schema}.owner_meta m JOIN unnest(%s::text[], %s::text[]) AS u(o, i) "
+            "ON m.owner = u.o AND m.value = u.i WHERE m.key = 'identity')")
 
 
 OWNER_LOCK_WAIT = 900.0
-#: Seconds past searchTimeout after which a read that the server still has not answered is cut off.
+#: Seconds past searchTimeout (syncTimeout) after which a wait that the server still has not answered is cut off.
 WATCHDOG_GRACE = 2.0
+SEARCH_SETTING = "memorySearch.store.postgres.searchTimeout"
+SYNC_SETTING = "memorySearch.store.postgres.syncTimeout"
 
 
-def _cut_connection(conn: Any, cut: threading.Event) -> None:
-    """Shut down ``conn``'s socket (not close: the thread reading it owns the descriptor), so that its read returns."""
-    cut.set()
-    try:
-        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
-    except Exception:  # closed meanwhile
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        sock.close()
+def _bound(conn: Any, watchdog: Any, seconds: float, setting: str) -> None:
+    """Each wait of ``conn`` for the server ends within ``seconds`` + ``WATCHDOG_GRACE`` (guard.GuardedConnection)."""
+    conn.watchdog = watchdog
+    conn.answer_within = seconds + WATCHDOG_GRACE
+    conn.setting = setting
 
 
-def _acquire(conn: Any, key: int, owner: str) -> None:
+def _acquire(conn: Any, key: int, owner: str, cancel: threading.Event | None = None) -> None:
     """Take the owner's session-level advisory lock, polling rather than waiting in the server.
 
     A statement blocked in ``pg_advisory_lock`` keeps a snapshot open, and a
     ``CREATE INDEX CONCURRENTLY`` run by the lock holder waits for every such
     snapshot: a deadlock. Short ``pg_try_advisory_lock`` calls never block.
+    ``cancel`` set (the manager closing) ends the wait with :class:`SyncCancelled`.
     """
     deadline = time.monotonic() + OWNER_LOCK_WAIT
     pause = 0.02
@@ -845,7 +1012,10 @@ def _acquire(conn: Any, key: int, owner: str) -> None:
         if time.monotonic() > deadline:
             raise BackendError(f"postgres: another process has been syncing {owner} for {OWNER_LOCK_WAIT:.0f} s; "
                                "try again later")
-        time.sleep(pause)
+        if cancel is None:
+            time.sleep(pause)
+        elif cancel.wait(pause):
+            raise SyncCancelled("sync cancelled: the memory manager is closing")
         pause = min(0.5, pause * 2)
 
 
@@ -890,16 +1060,36 @@ def create_backend(ctx: BackendContext) -> PostgresBackend:
         view = attrs.evolve(agent, workspace=folder, memory_search={**ms, "sources": ["memory"], "extraPaths": []})
         owners.append(Owner(name=SHARED_PREFIX + name, prefix=f"{SHARED_PREFIX}{name}/", indexer=indexer_for(view),
                             rules=PathRules.from_workspace(folder, [])))
+    from .guard import GuardedConnection, Watchdog
+
+    watchdog = Watchdog()
     pool = ConnectionPool(settings.dsn, min_size=1, max_size=settings.pool_size, open=False, name="symi-memory",
-                          timeout=settings.connect_timeout, kwargs=connect_kwargs(settings))
+                          timeout=settings.connect_timeout, kwargs=connect_kwargs(settings),
+                          connection_class=GuardedConnection,
+                          configure=lambda conn: _bound(conn, watchdog, settings.search_timeout, SEARCH_SETTING))
     pool.open(wait=False)
-    return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners)
+    return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners, watchdog=watchdog)
+
+
+#: TCP keepalives of every connection: a connection whose network path went away errors within about
+#: KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT seconds (a pooled one before its next use), and sent
+#: data left unacknowledged for TCP_USER_TIMEOUT_MS fails the connection too.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 20, 10, 3
+TCP_USER_TIMEOUT_MS = 60_000
 
 
 def connect_kwargs(settings: PgSettings) -> dict[str, Any]:
     """libpq/psycopg options of every connection, pooled or not."""
-    return {"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
-            "application_name": "symi-memory"}
+    import psycopg
+
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(settings.connect_timeout)),
+                              "application_name": "symi-memory", "keepalives": 1, "keepalives_idle": KEEPALIVE_IDLE,
+                              "keepalives_interval": KEEPALIVE_INTERVAL, "keepalives_count": KEEPALIVE_COUNT}
+    if psycopg.pq.version() >= 120000:  # libpq 12 added it
+        kwargs["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
+    # The DSN's own keepalive choices win (an operator's, or keepalives=0).
+    given = settings.conninfo_keys
+    return {k: v for k, v in kwargs.items() if not (k.startswith(("keepalives", "tcp_")) and k in given)}
 
 
 def _claim(conn: Any, schema: str, owner: str, value: dict[str, str]) -> dict[str, Any]:

@@ -34,5 +34,10 @@ class PostgresSettings:
     search_timeout: float = opt("searchTimeout", 10.0, lo=0.1, hi=600.0,
                                 doc="Seconds a search (or status) may take on the server before it answers with "
                                     "a one-line error (statement_timeout).")
+    sync_timeout: float = opt("syncTimeout", 120.0, lo=0.1, hi=86400.0,
+                              doc="Seconds each statement of a sync may take on the server, or wait for a lock "
+                                  "(statement_timeout, lock_timeout); a server that does not answer at all is cut "
+                                  "off 2 s later. The sync then fails with a one-line error and the next one "
+                                  "finishes its work. An HNSW index build is exempt while the server answers.")
     hnsw: HnswSettings = section(HnswSettings, "hnsw")
     scopes: ScopeSettings = section(ScopeSettings, "scopes")

@@ -52,6 +52,7 @@ class PgSettings:
     pool_size: int
     connect_timeout: float
     search_timeout: float
+    sync_timeout: float
     m: int
     ef_construction: int
     ef_search: int
@@ -62,6 +63,11 @@ class PgSettings:
     def password(self) -> str | None:
         pw = _conninfo(self.dsn).get("password")
         return str(pw) if pw else None
+
+    @property
+    def conninfo_keys(self) -> frozenset[str]:
+        """The libpq parameters the DSN sets itself."""
+        return frozenset(_conninfo(self.dsn))
 
     @property
     def safe_dsn(self) -> str:
@@ -103,6 +109,7 @@ class PgSettings:
         hnsw = pg.get("hnsw") or {}
         return cls(dsn=dsn, schema=schema, owner=owner, pool_size=max(1, int(pg.get("poolSize", 4))),
                    connect_timeout=float(pg.get("connectTimeout", 5.0)),
-                   search_timeout=float(pg.get("searchTimeout", 10.0)), m=int(hnsw.get("m", 16)),
+                   search_timeout=float(pg.get("searchTimeout", 10.0)),
+                   sync_timeout=float(pg.get("syncTimeout", 120.0)), m=int(hnsw.get("m", 16)),
                    ef_construction=int(hnsw.get("efConstruction", 64)), ef_search=int(hnsw.get("efSearch", 100)),
                    shared=shared, shared_root=Path(root).expanduser().resolve() if root else None)

@@ -7,10 +7,12 @@ same text embedded by the same model is embedded once for the whole fleet.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import attrs
@@ -83,23 +85,27 @@ def lock_key(*parts: str) -> int:
 MIGRATION_LOCK_TIMEOUT_S = 1.0
 
 
-def ensure_schema(conn: Any, schema: str) -> None:
+def ensure_schema(conn: Any, schema: str, *, within: float | None = None) -> None:
     """Create the extension, tables and indexes on first use; refuse a newer schema version.
 
     Runs under a transaction-scoped advisory lock so that many processes
     starting at once create everything exactly once. An upgrade whose DDL
     cannot lock a table within ``MIGRATION_LOCK_TIMEOUT_S`` (another
     process's transaction holds it) lets go and tries again, so that
-    searches are never held up behind it for longer than that.
+    searches are never held up behind it for longer than that; for at most
+    ``within`` seconds in all (then the lock error is raised), or for ever when None.
     """
     import psycopg
 
     tries = 0
+    started = time.monotonic()
     while True:
         try:
             _ensure_schema_once(conn, schema, announce=tries == 0)
             return
         except psycopg.errors.LockNotAvailable:
+            if within is not None and time.monotonic() - started + MIGRATION_LOCK_TIMEOUT_S > within:
+                raise
             tries += 1
             log.info("postgres: upgrading schema %s waits for another process's transaction", schema)
             time.sleep(MIGRATION_LOCK_TIMEOUT_S)
@@ -120,9 +126,18 @@ def _ensure_schema_once(conn: Any, schema: str, *, announce: bool = True) -> Non
             except Exception as exc:
                 raise BackendError(MISSING_VECTOR.format(db=db) + f" ({type(exc).__name__})") from None
         exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()[0]
-        if exists is not None:
-            row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schemaVersion'").fetchone()
-            version = int(row[0]) if row else 0
+        version = _recorded_version(conn, schema) if exists is not None else None
+        if version is None:
+            # Every version wrote its version mark with its tables, in one transaction: tables of these names
+            # without it are another application's, which the DDL below would alter (and then fail on).
+            theirs = [r[0] for r in conn.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                "AND c.relname = ANY(%s) ORDER BY c.relname", (schema, list(OUR_TABLES))).fetchall()]
+            if theirs:
+                raise BackendError(f"postgres: schema {schema} holds tables symi-memory did not make "
+                                   f"({', '.join(theirs)}; no schema version recorded): set "
+                                   "memorySearch.store.postgres.schema to another name")
+        if version is not None:
             if version > SCHEMA_VERSION:
                 raise BackendError(f"postgres: schema {schema} is version {version}, newer than this plugin "
                                    f"understands ({SCHEMA_VERSION}); upgrade symi-memory-postgres")
@@ -136,10 +151,28 @@ def _ensure_schema_once(conn: Any, schema: str, *, announce: bool = True) -> Non
         for stmt in DDL.format(s=schema).split(";"):
             if stmt.strip():
                 conn.execute(stmt)
-        if exists is not None and 0 < version < RESTEM_BEFORE:
+        if version is not None and 0 < version < RESTEM_BEFORE:
             conn.execute(f"DELETE FROM {schema}.owner_meta WHERE key = 'identity'")
         conn.execute(f"INSERT INTO {schema}.meta (key, value) VALUES ('schemaVersion', %s) "
                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+
+
+OUR_TABLES = ("meta", "owner_meta", "files", "chunks", "chunk_units", "skipped", "embedding_cache")
+
+
+def _recorded_version(conn: Any, schema: str) -> int | None:
+    """The schema version ``schema.meta`` records, None when it records none (or is not a table of ours)."""
+    import psycopg
+
+    try:
+        with conn.transaction():
+            row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schemaVersion'").fetchone()
+    except (psycopg.errors.UndefinedColumn, psycopg.errors.DatatypeMismatch):
+        return None
+    try:
+        return int(row[0]) if row else None
+    except (TypeError, ValueError):
+        return None
 
 
 STAGE = "symi_memory_stage"
@@ -190,6 +223,8 @@ class PgStore:
     schema: str
     owner: str
     hnsw: tuple[int, int] = (16, 64)  # m, ef_construction
+    #: A context in which statements may run for as long as the server keeps answering (the HNSW build).
+    long_statement: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
     _new_dims: set[int] = attrs.field(factory=set)
     _known_dims: set[int] = attrs.field(factory=set)
 
@@ -384,13 +419,7 @@ class PgStore:
                        "WHERE i.indrelid = to_regclass(%s) AND NOT i.indisvalid AND c.relname ~ '^chunks_hnsw_[0-9]+$'",
                        (f"{self.schema}.chunks",)).fetchall()
         self._new_dims.update(int(name.rsplit("_", 1)[1]) for (name,) in rows)
-        import psycopg
-
-        try:
-            self._ensure_hnsw()
-        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse) as exc:  # not this role's to rebuild
-            log.warning("postgres: the HNSW index of %s is invalid and could not be rebuilt (%s); searches scan "
-                        "exactly until its owner rebuilds it", self.schema, " ".join(str(exc).split()))
+        self._ensure_hnsw()  # a role that may not rebuild it logs why
 
     def _ensure_hnsw(self) -> None:
         """Build the HNSW index for vector widths written without one (one column holds every width).
@@ -401,6 +430,8 @@ class PgStore:
         table lock, and only tried (never waited for), so two processes never
         deadlock or build it twice.
         """
+        import psycopg
+
         for dims in sorted(self._new_dims):
             name = hnsw_index_name(dims)
             if dims > 2000:
@@ -412,24 +443,37 @@ class PgStore:
             if not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
                 continue
             try:
-                valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
-                                (f"{self.schema}.{name}",)).fetchone()
-                if valid is not None and not valid[0]:  # a build interrupted earlier
-                    self._q(f"DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{name}")
-                    valid = None
-                if valid is None:
-                    m, efc = self.hnsw
-                    log.info("postgres: building the HNSW index for %d-d vectors in %s", dims, self.schema)
-                    self.conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
-                    try:
-                        self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
-                                f"((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, "
-                                f"ef_construction = {int(efc)}) WHERE dims = {dims}")
-                    finally:
-                        self.conn.execute("RESET maintenance_work_mem")
+                self._build_hnsw(dims, name)
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse) as exc:
+                # CREATE INDEX needs the table's owner: a role granted only the rows writes them, and searches of
+                # this width scan exactly until the owner's next sync (or an operator) builds the index.
+                log.warning("postgres: no HNSW index for %d-d vectors in %s (%s); searches scan them exactly until "
+                            "the tables' owner builds it", dims, self.schema, " ".join(str(exc).split()))
             finally:
-                self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                if not self.conn.closed:
+                    self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
         self._new_dims.clear()
+
+    def _build_hnsw(self, dims: int, name: str) -> None:
+        """Build the index ``name`` for ``dims``-d vectors (dropping one a crash left invalid), holding its lock."""
+        valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                        (f"{self.schema}.{name}",)).fetchone()
+        if valid is not None and not valid[0]:  # a build interrupted earlier
+            self._q(f"DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{name}")
+            valid = None
+        if valid is not None:
+            return
+        m, efc = self.hnsw
+        log.info("postgres: building the HNSW index for %d-d vectors in %s", dims, self.schema)
+        self.conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+        try:
+            with self.long_statement():
+                self._q(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
+                        f"((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, "
+                        f"ef_construction = {int(efc)}) WHERE dims = {dims}")
+        finally:
+            if not self.conn.closed:
+                self.conn.execute("RESET maintenance_work_mem")
 
     # ------------------------------------------------------------------ cache
 

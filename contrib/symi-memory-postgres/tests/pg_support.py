@@ -80,3 +80,91 @@ def pg_config(server: PgServer, schema: str, **postgres: Any) -> dict[str, Any]:
         "agents": {"defaults": {"memorySearch": {"store": {"postgres": {"dsn": server.dsn, "schema": schema,
                                                                           "connectTimeout": 3.0, **postgres}}}}},
     }
+
+
+class Blackhole:
+    """A TCP relay on loopback to ``port`` that can stop relaying: a network path that drops every packet.
+
+    While ``cut()`` is in force nothing passes, yet both sides' sockets stay open (no RST, no FIN): the
+    client waits for an answer that never comes, and the server's session lives on, as across a real
+    partition. The connections open during a cut stay dead after ``mend()``; new ones pass again.
+    """
+
+    def __init__(self, port: int) -> None:
+        import socket
+        import threading
+
+        self.target = port
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = self._listener.getsockname()[1]
+        self._dead: list[Any] = []  # (client, upstream) pairs cut off for good
+        self._live: list[Any] = []
+        self._cutting = False
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cutting = True
+            self._dead += self._live
+            self._live = []
+
+    def mend(self) -> None:
+        with self._lock:
+            self._cutting = False
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            for pair in self._dead + self._live:
+                for s in pair:
+                    s.close()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            pair = (client, upstream)
+            with self._lock:
+                (self._dead if self._cutting else self._live).append(pair)
+            threading.Thread(target=self._relay, args=(pair,), daemon=True).start()
+
+    def _relay(self, pair: Any) -> None:
+        import select
+
+        client, upstream = pair
+        other = {client: upstream, upstream: client}
+        while not self._closed:
+            with self._lock:
+                dead = pair in self._dead
+            if dead:
+                return  # nothing passes any more; the sockets stay open
+            try:
+                ready, _, _ = select.select([client, upstream], [], [], 0.05)
+            except (OSError, ValueError):
+                return
+            for s in ready:
+                with self._lock:
+                    if pair in self._dead:
+                        return
+                try:
+                    data = s.recv(65536)
+                    if not data:
+                        other[s].shutdown(1)
+                        return
+                    other[s].sendall(data)
+                except OSError:
+                    return
