@@ -3,8 +3,9 @@
 ``statement_timeout`` and ``lock_timeout`` bound what the server does; a server that stopped answering
 altogether (its processes paused, a network path that drops packets) enforces neither, and a read waits
 for an answer forever. Every wait of a :class:`GuardedConnection` on its socket (a statement, a fetch, a
-``COPY`` block, a ``COMMIT``) is registered with one :class:`Watchdog` thread; one that outlasts its
-bound has its socket shut down, so that the wait returns, and fails with :class:`ServerSilent`.
+``COPY`` block, a ``COMMIT``) is registered with one :class:`Watchdog` thread; one during which the server
+stays silent for longer than its bound (each answer it sends starts the bound again: a pipeline of many
+statements is one wait) has its socket shut down, so that the wait returns, and fails with :class:`ServerSilent`.
 
 Race-free by construction: arming, disarming and cutting take one lock, and a wait is only cut while it is
 still registered. A wait that completed is never cut afterwards (the connection goes on serving the next
@@ -85,6 +86,12 @@ class Watchdog:
             self._armed.pop(id(wait), None)
             return wait.cut
 
+    def progress(self, wait: _Wait) -> None:
+        """The server answered part of ``wait`` (a pipeline's statement, a block of rows): its bound starts again."""
+        with self._cond:
+            if id(wait) in self._armed and not wait.probing:
+                wait.deadline = time.monotonic() + wait.seconds
+
     def stop(self) -> None:
         """End the thread (waits armed meanwhile are no longer cut)."""
         with self._cond:
@@ -142,6 +149,23 @@ class Watchdog:
             sock.close()
 
 
+def _on_progress(gen: Any, dog: Watchdog, armed: _Wait) -> Any:
+    """``gen``, telling ``dog`` each time the socket was ready (the server sent or took data): the bound is on the
+    server's silence, not on the whole wait. One wait may span many statements (``executemany`` sends them in a
+    pipeline, one wait for all), each answering in time: timed as one, a healthy batch was cut off. (The server
+    sends a pipeline's answers as its output buffer fills, every 8 kB: a few hundred statements' answers at most
+    come at once.)"""
+    try:
+        state = next(gen)
+        while True:
+            ready = yield state
+            if ready:
+                dog.progress(armed)
+            state = gen.send(ready)
+    except StopIteration as done:
+        return done.value
+
+
 class GuardedConnection(psycopg.Connection[Any]):
     """A psycopg connection each of whose waits for the server is bounded by :attr:`answer_within` seconds.
 
@@ -161,7 +185,7 @@ class GuardedConnection(psycopg.Connection[Any]):
             return super().wait(gen, *args, **kwargs)
         armed = dog.arm(self.pgconn.socket, seconds, self.alive)
         try:
-            got = super().wait(gen, *args, **kwargs)
+            got = super().wait(_on_progress(gen, dog, armed), *args, **kwargs)
         except BaseException:
             if dog.disarm(armed):
                 self._silenced(armed)

@@ -312,3 +312,27 @@ def test_an_index_build_on_a_server_that_freezes_is_cut_off_and_the_next_sync_bu
         if snapshot is not None:
             snapshot.close()
         server.stop()
+
+
+def test_a_sync_writing_many_rows_each_in_time_is_never_cut(tmp_path: Path, pg_server: PgServer,
+                                                            pg_schema: str) -> None:
+    # executemany sends its statements in one pipeline, read back in one wait: the watchdog timed the whole batch
+    # (thousands of line vectors) against one statement's bound and cut a healthy sync off ("did not answer within
+    # 1 s"), though the server answered every statement in a few milliseconds, well within syncTimeout.
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, syncTimeout=1.0) as mem:
+        mem.sync()
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:  # a server writing each line vector in ~2 ms
+            conn.execute(f"CREATE FUNCTION {pg_schema}.slow() RETURNS trigger LANGUAGE plpgsql AS "
+                         "$$ BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$")
+            conn.execute(f"CREATE TRIGGER slow BEFORE INSERT ON {pg_schema}.chunk_units FOR EACH ROW "
+                         f"EXECUTE FUNCTION {pg_schema}.slow()")
+        make_workspace(ws, {f"memory/long-{i:02d}.md": "".join(f"line {j} of note {i}: walrus {i * 100 + j}\n\n"
+                                                               for j in range(60)) for i in range(30)})
+        started = time.monotonic()
+        report = mem.sync()
+        took = time.monotonic() - started
+        units = rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunk_units WHERE path LIKE 'memory/long-%%'")[0][0]
+        assert units >= 1500, units  # the batch's line vectors took ~3 s or more on the server, in all
+        assert report.files_indexed == 30 and took > 3.0, (report, took)
+        assert paths(mem, "walrus 1207")[:1] == ["memory/long-12.md"]
