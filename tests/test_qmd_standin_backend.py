@@ -434,3 +434,35 @@ def test_searches_before_the_first_reconcile_start_one_retry_thread(tmp_path, ws
         assert len(retry) == 1
     retry[0].join(5)
     b.close()
+
+
+def test_close_ends_a_sync_waiting_for_another_process_update(tmp_path, ws):
+    """A sync someone waits for (``index``, the server's POST /sync) waits up to ~6 min for another process's qmd
+    update; closing the backend meanwhile (the server stopping, an agent closed) ended nothing, so the closing
+    process could not exit until that wait ran out. It now stops at once, saying it did not update."""
+    import subprocess
+    import sys
+    import threading
+
+    backend = make_backend(tmp_path, standin_command())
+    backend.home.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl,os,sys,time; fd=os.open(sys.argv[1],os.O_RDWR|os.O_CREAT);"
+         "fcntl.flock(fd,fcntl.LOCK_EX); print('held',flush=True); time.sleep(120)", str(backend.home / "update.lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        reports: list = []
+        t = threading.Thread(target=lambda: reports.append(backend.sync(reason="manual")), daemon=True)
+        t.start()
+        time.sleep(1.5)  # past the short grace: now in the long wait
+        assert t.is_alive()
+        closed_at = time.monotonic()
+        backend.close()
+        t.join(timeout=10)
+        assert not t.is_alive(), "the sync went on waiting for the other process after close()"
+        assert time.monotonic() - closed_at < 5
+        assert reports and reports[0].errors and "not updated" in reports[0].errors[0]
+    finally:
+        holder.kill()
+        holder.wait()

@@ -375,3 +375,54 @@ def test_the_server_raises_its_soft_open_files_limit(setup: dict[str, Path]) -> 
                     if ln.startswith("Max open files"))
         soft, hard = line.split()[3:5]
         assert int(soft) > 256 and (hard == "unlimited" or int(soft) == min(int(hard), 65536)), line
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_an_agent_closed_for_idleness_lets_its_threads_go(setup: dict[str, Path], tmp_path: Path) -> None:
+    """Each agent's worker threads (up to 4) outlived the agent: closed for idleness, its threads stayed, so a
+    server whose clients come and go over many agents held 4 idle threads for every agent it had ever served."""
+    state = setup["state"]
+    extra = "[serve]\nidleMinutes = 0.005\n"
+    for i in range(6):
+        ws = tmp_path / f"ws{i}"
+        (ws / "memory").mkdir(parents=True)
+        (ws / "MEMORY.md").write_text(f"# Agent {i}\n\n- Prefers tea number {i}.\n", encoding="utf-8")
+        extra += f'[[agents.list]]\nid = "a{i}"\nworkspace = "{ws}"\n'
+    _write_config(state, setup["main"], setup["other"], extra=extra)
+    with running_server(state) as srv:
+        def open_agents() -> list[str]:
+            status, out = srv.request("GET", "/api/health")
+            assert status == 200, out
+            return list(out["agents"])
+
+        deadline = time.monotonic() + 30
+        while open_agents() != ["main"]:  # the pinned agent warmed up
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        before = _threads(srv.proc.pid)
+
+        def search(agent: str) -> None:
+            status, out = srv.request("POST", f"/api/agents/{agent}/search", {"query": "Prefers tea"})
+            assert status == 200 and out["results"], out
+
+        for _ in range(2):  # all of each agent's threads busy at once
+            clients = [threading.Thread(target=search, args=(f"a{i % 6}",)) for i in range(24)]
+            for t in clients:
+                t.start()
+            for t in clients:
+                t.join(timeout=60)
+        busy = _threads(srv.proc.pid)
+        deadline = time.monotonic() + 30
+        while open_agents() != ["main"]:
+            assert time.monotonic() < deadline, "the agents were never closed for idleness"
+            time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while _threads(srv.proc.pid) > before + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        after = _threads(srv.proc.pid)
+    assert busy >= before + 6, (before, busy)
+    assert after <= before + 2, f"{after - before} threads more than before 6 agents were used and closed"

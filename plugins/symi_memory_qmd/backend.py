@@ -108,6 +108,7 @@ class QmdBackend:
         self._retry_at = 0.0
         self._started = False
         self._closed = False
+        self._closing = threading.Event()  # set by close(): a wait for another process's update ends
         self._kick_thread: threading.Thread | None = None
         self.last_update: float | None = None
         self.export_error: str | None = None
@@ -155,12 +156,13 @@ class QmdBackend:
         lock = UpdateLock(self.home)
         try:
             try:
-                fd = lock.acquire(BUSY_GRACE_S)
+                fd = lock.acquire(BUSY_GRACE_S, self._closing)
             except UpdateBusy as busy:
-                if reason.split(" ")[0] in NO_WAIT_REASONS:
+                if reason.split(" ")[0] in NO_WAIT_REASONS or self._closing.is_set():
                     raise
                 log.warning("%s; waiting for it (at most %.0f s)", busy, self._lock_wait_s())
-                fd = lock.acquire(self._lock_wait_s())
+                # close() ends the wait: a stopping server or an agent closed must not wait ~6 min to exit.
+                fd = lock.acquire(self._lock_wait_s(), self._closing)
         except OSError as exc:  # a qmd home that cannot be written: qmd could not update its index there either
             raise QmdError(f"cannot take the qmd update lock {lock.path}: {exc.strerror or exc}") from None
         try:
@@ -473,6 +475,7 @@ class QmdBackend:
         """Stop the update timer and close (and so stop) the fallback, if one was opened."""
         with self._lock:
             self._closed = True
+            self._closing.set()
             fb, self._fallback = self._fallback, None
         self.scheduler.stop()
         if fb is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,9 @@ class UpdateLock:
     def path(self) -> Path:
         return self.home / LOCK_FILE
 
-    def acquire(self, wait_s: float) -> int:
+    def acquire(self, wait_s: float, cancel: threading.Event | None = None) -> int:
         """Take the lock, waiting up to ``wait_s`` (0: not at all), and return its descriptor; raises
-        :class:`UpdateBusy` when it stays held."""
+        :class:`UpdateBusy` when it stays held, or as soon as ``cancel`` is set (the backend closing)."""
         import fcntl
 
         self.home.mkdir(parents=True, exist_ok=True)
@@ -62,11 +63,14 @@ class UpdateLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
                     found = holder(self.home)
                     os.close(fd)
                     raise UpdateBusy(self.path, found) from None
-                time.sleep(POLL_S)
+                if cancel is not None:
+                    cancel.wait(POLL_S)
+                else:
+                    time.sleep(POLL_S)
             except BaseException:
                 os.close(fd)
                 raise

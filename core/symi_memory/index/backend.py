@@ -159,6 +159,9 @@ class IndexedBackend:
     _query_worker: _Worker | None = None
     _vocabulary: Vocabulary | None = None
     _words_worker: _Worker | None = None
+    #: Starting an embedding worker: searches on several threads at once (a server's) each started one, and all
+    #: but the one kept ran on after close(), a thread lost every time the agent was opened.
+    _workers_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _hung_words: threading.Event | None = None
     #: ``(vector side's class, whether the class is SearchesOnAnyThread)``, asked once per class (``isinstance``
     #: against a runtime-checkable protocol lists the protocol's members again at every call).
@@ -508,9 +511,11 @@ class IndexedBackend:
 
         def embed(words: list[str]) -> list[list[float]]:
             # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
-            if self._words_worker is None or not self._words_worker.here():
-                self._words_worker = _Worker("symi-synonym-embed")
-            done, box = self._words_worker.call(lambda: provider.embed_documents(words))
+            with self._workers_lock:
+                if self._words_worker is None or not self._words_worker.here():
+                    self._words_worker = _Worker("symi-synonym-embed")
+                worker = self._words_worker
+            done, box = worker.call(lambda: provider.embed_documents(words))
             if not done.wait(QUERY_EMBED_DEADLINE_S):
                 self._hung_words = done
                 raise EmbeddingError(f"word embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s",
@@ -542,10 +547,12 @@ class IndexedBackend:
         if hung is not None and not hung.is_set():
             return None
         # One long-lived worker: starting a thread per search cost 1-9 ms on a loaded 2-core host.
-        if self._query_worker is None:  # none yet (a forked child's was forgotten above)
-            self._query_worker = _Worker("symi-query-embed")
+        with self._workers_lock:
+            if self._query_worker is None:  # none yet (a forked child's was forgotten above)
+                self._query_worker = _Worker("symi-query-embed")
+            worker = self._query_worker
         pending = _QueryEmbedding(time.monotonic())
-        self._query_worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
+        worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
         return pending
 
     def _forget_parents_workers(self) -> None:
@@ -554,6 +561,7 @@ class IndexedBackend:
         child answered by keyword): new workers are started when needed, with no call held to be hung."""
         if self._query_worker is not None and not self._query_worker.here():
             self._query_worker, self._hung_query = None, None
+            self._workers_lock = threading.Lock()  # perhaps held by a parent's thread as it forked
         if self._words_worker is not None and not self._words_worker.here():
             self._words_worker, self._hung_words = None, None
 
@@ -1090,10 +1098,10 @@ class IndexedBackend:
             self.scheduler.stop()
         with self._sync_lock:
             pass
-        if self._query_worker is not None:
-            self._query_worker.stop(QUERY_EMBED_DEADLINE_S)
-        if self._words_worker is not None:
-            self._words_worker.stop(QUERY_EMBED_DEADLINE_S)
+        with self._workers_lock:
+            workers = [w for w in (self._query_worker, self._words_worker) if w is not None]
+        for worker in workers:
+            worker.stop(QUERY_EMBED_DEADLINE_S)
         if self.choice.provider is not None:
             self.choice.provider.close()
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here

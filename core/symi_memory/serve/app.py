@@ -228,7 +228,16 @@ class AgentThreads:
             pool = self._pools.get(agent)
             if pool is None:
                 pool = self._pools[agent] = ThreadPoolExecutor(self.per_agent, thread_name_prefix=f"symi-{agent}")
-        return await asyncio.wrap_future(pool.submit(fn))
+            future = pool.submit(fn)  # under the lock: retire() never shuts a pool down between lookup and submit
+        return await asyncio.wrap_future(future)
+
+    def retire(self, agent: str) -> None:
+        """The agent was closed for idleness: its threads end once what was handed to them is done (a request
+        that came meanwhile runs, and opens the agent again); its next request starts new ones."""
+        with self._lock:
+            pool = self._pools.pop(agent, None)
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     def shutdown(self) -> None:
         """No more work; what waits for a thread is dropped, what runs finishes on its own."""

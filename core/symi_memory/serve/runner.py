@@ -129,7 +129,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
 
     def reaper() -> None:
         while not stop.wait(min(30.0, max(1.0, pool.idle_seconds / 4 or 30.0))):
-            pool.reap_idle()
+            for agent_id in pool.reap_idle():  # its idle threads go with it (else 4 stay for every agent ever used)
+                state.threads.retire(agent_id)
 
     threads = [threading.Thread(target=warm, name="symi-serve-warm", daemon=True),
                threading.Thread(target=reaper, name="symi-serve-reaper", daemon=True)]
