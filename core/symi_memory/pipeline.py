@@ -122,13 +122,16 @@ class Pipeline:
             query_vector: Sequence[float] | None = None,
             section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None,
             line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
+            plain: Callable[[Sequence[str]], Mapping[str, bool]] | None = None,
             ) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
 
         ``as_of`` (epoch seconds, exclusive) first leaves out what was written
         at or after it (:func:`symi_memory.supersession.written_after`);
         ``section_dates`` gives the dates headings and section intros of
-        undated notes give their lines (``{id: {line: epoch seconds}}``).
+        undated notes give their lines (``{id: {line: epoch seconds}}``);
+        ``plain`` the backend's stored plain-chunk answers
+        (``PostProcessContext.plain``).
         ``trace`` (a dict to fill, for ``explain``) records each stage's scores
         and ranks per candidate id and why a candidate was cut; it never
         changes the result.
@@ -158,7 +161,8 @@ class Pipeline:
             _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
-                                 query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out))
+                                 query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out),
+                                 plain=plain)
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:

@@ -650,6 +650,17 @@ def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate],
             and _held_until(a, cutoff)}
 
 
+def _plain(pool: Sequence[Candidate], ctx: PostProcessContext) -> bool:
+    """``plain_chunks`` of the hits' texts: the answers the backend stored when it indexed them (``ctx.plain``),
+    the texts of the others told here."""
+    stored = ctx.plain([c.id for c in pool]) if ctx.plain is not None else None
+    if not stored:
+        return plain_chunks(map(_TEXT, pool))
+    if not all(stored.values()):
+        return False
+    return plain_chunks(c.text for c in pool if c.id not in stored)
+
+
 def _held_until(line: Line, cutoff: float) -> bool:
     """True when ``line`` is a past state whose end date is at or after ``cutoff``'s day: it held then (the test
     :func:`symi_memory.supersession.as_of_state` makes)."""
@@ -689,7 +700,7 @@ class Supersession:
             top = order[: self.thresholds.window]
             head = [candidates[i] for i in top]
         pool = head + later
-        if plain_chunks(map(_TEXT, pool)):
+        if _plain(pool, ctx):
             # No line of any of them is a past state, states a change, gives a value or names an ending, a stage
             # or a thing gone: no pair can supersede (find_supersessions, _may_pair) and no past state held on an
             # "as of" date (_later_versions), so nothing is read or analysed. Most searches of a large index.

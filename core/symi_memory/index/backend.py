@@ -247,6 +247,7 @@ class IndexedBackend:
     def _search(self, query: SearchQuery) -> BackendResult:
         if not _SEARCH_IMPORTED:
             _import_search_path()
+        self._local.plain = None  # candidate_plain answers for this search's candidates alone
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
         self.store.searching()  # this thread reads with a searching connection's page cache
@@ -370,12 +371,17 @@ class IndexedBackend:
             chunk_terms = self._chunk_terms(rows, generation, terms)
         elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
-        elif use_vec and rows and self.store.generation_key() != generation:
+        elif use_vec and rows and self.store.moved(generation):
             # Every row is the keyword side's, read and counted before the scan (the scan worker's, or this
-            # thread's when no core was free), so that count's look came too early: a scan after a write scanned a
-            # copy reloaded for the newer generation (up to vectors.SYNC_LOAD_LIMIT chunks it reloads at once),
-            # scoring rows read before it by the vectors of the text that replaced theirs. A look here, after the
-            # scan, tells (the scan path only: a search without it counts its rows after its vector search).
+            # thread's when no core was free), so that count's look came before this thread's reads since (the
+            # stored vectors prescore read while the worker scanned): a look after them. The generation the vector
+            # side scored from is looked at next.
+            self._local.overtaken = True
+        if use_vec and not self._local.overtaken and self._scanned_other(generation):
+            # The vector side scored these chunks (its scan, the rescoring of the keyword candidates) from another
+            # index generation than this search's: a write landed since this search began, and another thread's
+            # search loaded the newer scan copy (or this one's look at the index saw it first). A rowid SQLite gave a
+            # new chunk then carries the deleted chunk's vector, or the other way round.
             self._local.overtaken = True
         if use_vec and self._local.overtaken:
             # The last count's look at the index, after every row was read, found that a write landed since this
@@ -392,7 +398,7 @@ class IndexedBackend:
         # while the counts kept for the generation are the old text's. Read again after the counts: unchanged, no
         # write landed before the rows were read, and the rows carry the text of this generation.
         ident_candidates = (_identifier_candidates(qa, terms, rows, chunk_terms)
-                            if qa.identifiers and self.store.generation_key() == generation else None)
+                            if qa.identifiers and not self.store.moved(generation) else None)
         scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=weights,
@@ -420,9 +426,22 @@ class IndexedBackend:
                                           column["text"], column["source"], tuple(map(vec_p.get, keys)),
                                           tuple(map(text_hits.get, keys)), column["mtime"],
                                           tuple(map(idents.__contains__, keys)))
+            # The stored plain-chunk answers of these rows, read with the texts handed out (candidate_plain).
+            self._local.plain = (column["id"], column["plain"])
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
+
+    def _scanned_other(self, generation: Generation) -> bool:
+        """Whether the vector side's last search on this thread may have scored its hits from another index
+        generation than ``generation``: the generation of the scan copy it scored from when it says
+        (``scanned_generation``, ExactVectors), else the index's generation read again (a statement), as a scan
+        that read stored vectors may have read them on another thread (the scan worker)."""
+        scanned = getattr(self.vectors, "scanned_generation", None)
+        got = scanned() if scanned is not None else None
+        if got is not None:
+            return got != generation  # type: ignore[no-any-return]
+        return self.store.generation_key() != generation
 
     def _rows_as_they_are(self, rows: dict[int, CandidateRow], keyword_ids: list[int], sources: tuple[str, ...],
                           qvec: Sequence[float], weight: float, generation: Generation, terms: Sequence[str],
@@ -641,6 +660,20 @@ class IndexedBackend:
             return self.store.line_analysis_by_id(ids)
         return {cid: blob for cid in ids if (blob := lines[cid]) is not None}
 
+    def candidate_plain(self, ids: Sequence[str]) -> dict[str, bool]:
+        """``StoredPlain``: the plain-chunk answers stored when these candidates were indexed
+        (``supersession.plain_of_fact`` of ``chunks.plain``), of this thread's last search's candidates alone, each
+        read in the row that gave the candidate its text; chunks with none (an index from before the column, not
+        filled yet, or told by other rules) and ids that search did not hand out are left out."""
+        kept = getattr(self._local, "plain", None)
+        if kept is None:
+            return {}
+        from ..supersession import PLAIN_FACT
+
+        facts = dict(zip(*kept, strict=True))
+        told = PLAIN_FACT >> 1
+        return {cid: bool(fact & 1) for cid in ids if (fact := facts.get(cid)) is not None and fact >> 1 == told}
+
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
         provider = self.choice.provider
@@ -681,7 +714,7 @@ class IndexedBackend:
             out[k] = (counts_in(got[0], wanted), got[1])
         if not rows:
             return out
-        if self.store.generation_key() != gen:
+        if self.store.moved(gen):
             self._local.overtaken = True
             # A write landed after this search read the generation: it may have given a rowid new text, which rows
             # read since carry. Their terms are not kept as the older generation's (another search of it, its rows
@@ -752,7 +785,7 @@ class IndexedBackend:
                 if whole:
                     fresh.append((t, docs))
             postings.append((t, docs))
-        if self.store.generation_key() != generation:
+        if self.store.moved(generation):
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         for t, docs in fresh:  # counts of this generation (checked above)
             # A term counts once at least: one in the cjk column only (a CJK bigram) is kept with no counts.
