@@ -296,7 +296,15 @@ class PostProcessContext:
 
 @runtime_checkable
 class PostProcessor(Protocol):
-    """Returns a new candidate sequence; never mutates its input."""
+    """Returns a new candidate sequence; never mutates its input.
+
+    The core hands ``process`` a tuple of the candidates. A processor whose
+    class sets ``takes_lazy_candidates = True`` may be handed the backend's
+    candidates as they are instead: a read-only ``Sequence`` (such as
+    :class:`symi_memory.types.LazyCandidates`, whose candidates are made as
+    they are read) that it reads through the ``Sequence`` interface alone;
+    it may hand that same sequence back when it changes no candidate.
+    """
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...
 

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, count, filterfalse, repeat
-from operator import itemgetter, not_
+from operator import contains, itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,16 @@ from ..specs import (
     VectorSide,
     WarmsUp,
 )
-from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
+from ..types import (
+    BackendResult,
+    Candidate,
+    Fallback,
+    LazyCandidates,
+    ReadResult,
+    SearchQuery,
+    SyncProgress,
+    SyncReport,
+)
 from ..workspace import PathRules
 from .chunks import NO_EPOCH
 from .indexer import Indexer, SyncCancelled
@@ -75,6 +84,7 @@ ROWS_CACHE_CHARS = 8_000_000
 #: The store reads candidate rows this many rowids a statement, each statement's rows in rowid order.
 ROWS_READ_PART = 500
 _TEXT = itemgetter(6)  # a CandidateRow's text
+_COUNTS = itemgetter(0)  # a chunk's term counts, of its (counts, length)
 _SOURCE = itemgetter(3)  # ... and source
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
@@ -348,14 +358,15 @@ class IndexedBackend:
                                          vectors=cosine_missing and rescore is None, epoch=epoch, vec_hits=vec_hits)
         rows, keyword_ids = self._candidate_rows(keyword, vec_hits, sources,
                                                  vectors=cosine_missing and rescore is None, epoch=epoch)
-        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
+        if not vec_hits.keys() <= rows.keys():  # a vector hit of another source, or deleted since: left out
+            vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
             # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
             vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
         if cosine_missing:
             # Only keyword candidates the vector side did not rank need their score computed here.
             if rescore is not None:
-                vec_hits.update(rescore(qvec, [k for k in rows if k not in vec_hits]))  # chunks without a vector: none
+                vec_hits.update(rescore(qvec, list(filterfalse(vec_hits.__contains__, rows))))  # no vector: none
             elif weight > 0:
                 unscored = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
                 vec_hits.update(combined_cosines(self.store, qvec, list(unscored), weight,  # type: ignore[arg-type]
@@ -399,7 +410,8 @@ class IndexedBackend:
         # write landed before the rows were read, and the rows carry the text of this generation.
         ident_candidates = (_identifier_candidates(qa, terms, rows, chunk_terms)
                             if qa.identifiers and not self.store.moved(generation) else None)
-        scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
+        scored = score_hits(query.text, hybrid, texts=dict(zip(rows, map(_TEXT, rows.values()), strict=True)),
+                            keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=weights,
                             term_counts=chunk_terms.__getitem__,
@@ -418,14 +430,16 @@ class IndexedBackend:
             # Equal scores (say, every chunk holding all query words, at the exact-match floor) are ordered by
             # their fused score before the floor, then by the keyword ranking (looked up only when scores tie).
             keys, kept = scored.ranked(_KeywordRank(ranked))
-        candidates: tuple[Candidate, ...] = ()
+        candidates: tuple[Candidate, ...] | LazyCandidates = ()
         if keys:
-            # Made a field at a time: each column (the ordered candidates' rows transposed, their scores) in one go.
+            # Each column (the ordered candidates' rows transposed, their scores) in one go; the candidates are made
+            # from them a field at a time, as they are read (most searches read the best few and a post-processor's
+            # window: making each of a search's ~140 candidates cost about a tenth of its instructions).
             column = dict(zip(CandidateRow._fields, zip(*map(rows.__getitem__, keys), strict=True), strict=True))
-            candidates = _make_candidates(column["id"], column["path"], column["start_line"], column["end_line"], kept,
-                                          column["text"], column["source"], tuple(map(vec_p.get, keys)),
-                                          tuple(map(text_hits.get, keys)), column["mtime"],
-                                          tuple(map(idents.__contains__, keys)))
+            candidates = LazyCandidates(_make_candidates, (
+                column["id"], column["path"], column["start_line"], column["end_line"], kept, column["text"],
+                column["source"], tuple(map(vec_p.get, keys)), tuple(map(text_hits.get, keys)), column["mtime"],
+                tuple(map(idents.__contains__, keys))), kept)
             # The stored plain-chunk answers of these rows, read with the texts handed out (candidate_plain).
             self._local.plain = (column["id"], column["plain"])
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
@@ -703,14 +717,15 @@ class IndexedBackend:
         cache = kept[1]
         wanted = needles(terms)
         indexed = self._indexed_term_counts(rows, terms, gen)
-        out = {k: (found, len(rows[k].text)) for k, found in indexed.items()}
+        # Each counted chunk's counts and its text's length (in C, a column at a time).
+        out = dict(zip(indexed, zip(indexed.values(), map(len, map(_TEXT, map(rows.__getitem__, indexed))),
+                                      strict=True), strict=True))
         fresh: dict[int, tuple[str, int]] = {}
-        for k, row in rows.items():
-            if k in out:
-                continue
+        for k in filterfalse(out.__contains__, rows) if len(out) < len(rows) else ():
             got = cache.get(k)
             if got is None:
-                got = fresh[k] = (term_string(row.text), len(row.text))
+                text = rows[k].text
+                got = fresh[k] = (term_string(text), len(text))
             out[k] = (counts_in(got[0], wanted), got[1])
         if not rows:
             return out
@@ -744,10 +759,14 @@ class IndexedBackend:
             return {}
         if not _SEARCH_IMPORTED:
             _import_search_path()
-        cjk = CJK_RUN_RE.search
-        eligible = [k for k, text in zip(rows, map(_TEXT, rows.values()), strict=True)  # (texts by index)
-                    if (len(text) < FTS_MAX_TOKEN_BYTES and text.isascii())
-                    or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
+        texts = list(map(_TEXT, rows.values()))
+        if all(map(str.isascii, texts)) and max(map(len, texts), default=0) < FTS_MAX_TOKEN_BYTES:
+            eligible = list(rows)  # every text ASCII and short (most searches): each passes the test below
+        else:
+            cjk = CJK_RUN_RE.search
+            eligible = [k for k, text in zip(rows, texts, strict=True)  # (texts by index)
+                        if (len(text) < FTS_MAX_TOKEN_BYTES and text.isascii())
+                        or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
         if not eligible:
             return {}
         occurrences = self.store.term_occurrences(terms, generation)
@@ -1457,7 +1476,7 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
     """
     if not qa.identifiers:
         return None  # nothing to search for
-    from .analysis import stem_tokens
+    from .fts import _index_terms  # stem_tokens, remembered: a query's identifiers come back
     from .keyword import fold
 
     needs: dict[str, tuple[str, ...]] = {}
@@ -1468,7 +1487,7 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
             continue
         if not ident.isascii():
             return None  # folded to ASCII by Unicode rules, which FTS5's folding need not share
-        terms = tuple(stem_tokens(ident))
+        terms = _index_terms(ident)
         if not terms or not known.issuperset(terms):
             return None  # no term to tell by (an identifier of underscores), or one not counted
         needs[ident] = terms
@@ -1477,13 +1496,16 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
     other = list(compress(rows, map(not_, map(str.isascii, map(_TEXT, rows.values())))))
     listed = set(other)
     out: dict[str, list[int]] = {}
+    counts: list[dict[str, int]] | None = None
     for ident, terms in needs.items():
         if not terms:
             out[ident] = other
             continue
         if len(terms) == 1:
-            term = terms[0]
-            holding = [k for k, (c, _) in chunk_terms.items() if term in c]
+            if counts is None:
+                counts = list(map(_COUNTS, chunk_terms.values()))
+            # The chunks whose counts hold the term (``term in counts``), in C.
+            holding = list(compress(chunk_terms, map(contains, counts, repeat(terms[0]))))
         else:
             holding = [k for k, (c, _) in chunk_terms.items() if all(t in c for t in terms)]
         out[ident] = other + [k for k in holding if k not in listed] if other else holding
