@@ -131,12 +131,13 @@ def broken_rule(mode: str) -> None:
 
     code = textwrap.dedent(inspect.getsource(backend._identifier_candidates))
     if mode == "nostem":  # the identifier's parts as written, porter left out, used even when not counted
-        code = code.replace("terms = tuple(stem_tokens(ident))",
+        code = code.replace("terms = _index_terms(ident)",
                             "import re; terms = tuple(t for t in re.split('[^a-z0-9]+', ident.lower()) if t)")
         code = code.replace("if not terms or not known.issuperset(terms):", "if not terms:")
     elif mode == "asciionly":  # texts with other characters ruled out by their counts too
         code = code.replace("not r.text.isascii() or ", "").replace("if not r.text.isascii()\n", "if False\n")
-        code = code.replace("other = [k for k, r in rows.items() if not r.text.isascii()]", "other = []")
+        code = code.replace("other = list(compress(rows, map(not_, map(str.isascii, map(_TEXT, rows.values())))))",
+                            "other = []")
     else:
         raise SystemExit(f"unknown --break {mode}")
     ns = dict(vars(backend))

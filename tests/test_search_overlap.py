@@ -97,7 +97,7 @@ def test_a_scan_on_the_worker_answers_as_a_scan_on_the_searching_thread(tmp_path
         # What the worker's scan left for rescoring is this thread's now (else the keyword candidates' vectors
         # are read again from SQLite and scored by a matrix product, whose rounding may differ).
         mem.search("otters and herons item4x2")
-        scanned, rescored, current, _asked = mem.backend.vectors.search_state()
+        scanned, rescored, current, _asked, *_ = mem.backend.vectors.search_state()
         last = np.asarray(mem.backend.choice.provider.embed_query("otters and herons item4x2"), dtype=np.float32)
         assert current and np.array_equal((scanned or rescored)[0], last / np.linalg.norm(last))
     assert beside == alone

@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from itertools import islice
 from math import isnan
-from operator import eq
+from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -57,6 +57,7 @@ IDENTIFIER_TEXT_SHARE = 0.7
 # Weighted fusion: P(relevant) = sigmoid(k * (w_v * vector log-odds + w_t * keyword log-odds) + c), (k, c) fitted
 # by bench/calibration_fit.py --fusion on devmem and convmem together for the default weights.
 FUSION_CALIBRATION = (1.327, 0.841)  # (k, c)
+_COUNTS = itemgetter(0)  # the term counts of a (counts, length) pair
 # Probabilities are clipped to this distance from 0 and 1 before their log-odds are taken.
 _LOGIT_EPS = 1e-6
 
@@ -317,11 +318,9 @@ def score_hits(
     if type(calibration) is ScoreCalibration:
         # calibration.probability written out (the same arithmetic), for every vector hit of every search.
         cs, cm = calibration.slope, calibration.midpoint
-        vector_scores = {}
-        for k, v in vector_hits.items():
-            v = v if v > 0.0 else 0.0
-            x = cs * ((v if v < 1.0 else 1.0) - cm)
-            vector_scores[k] = 0.0 if x < -60 else 1.0 / (1.0 + exp(-x))
+        # ``v`` clamped to [0, 1] (0 for NaN) as ``min(1.0, max(0.0, v))`` clamps it, then the logistic.
+        vector_scores = {k: 0.0 if (x := cs * (((v if v < 1.0 else 1.0) if v > 0.0 else 0.0) - cm)) < -60
+                         else 1.0 / (1.0 + exp(-x)) for k, v in vector_hits.items()}
     else:
         vector_scores = {k: calibration.probability(v) for k, v in vector_hits.items()}
     # The weighted fusion (the default) of each candidate is computed in the pass that weighs its keyword
@@ -360,7 +359,7 @@ def score_hits(
     if weighs and syn is None:
         # A query term no candidate counts adds nothing to any (the loop skips a count of 0): its look-ups are
         # left out. Its weight stays in ``total``, and in ``every``: no candidate holds every query word then.
-        held = set().union(*[counts for counts, _ in got])
+        held = set().union(*map(_COUNTS, got))
         weights = [(t, w) for t, w in weights if t in held]
     # The keyword log-odds are wanted unless the fusion mixes probabilities (an identifier look-up, weighted).
     want_lt = not weighted or log_odds

@@ -31,6 +31,7 @@ from .specs import (
     StartableBackend,
     StoredLineAnalysis,
     StoredLineVectors,
+    StoredPlain,
     StoredVectors,
 )
 from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
@@ -167,11 +168,12 @@ class MemoryManager:
     #: Re-entrant: :meth:`close` may run in a signal handler that interrupted this thread inside the lock.
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
-    #: ``(backend class, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?)``: what the backend's class defines,
+    #: ``(backend class, StoredVectors?, StoredLineVectors?, StoredLineAnalysis?, StoredPlain?)``: what the backend's
+    #: class defines,
     #: asked once (``isinstance`` against a runtime-checkable protocol lists the protocol's members again at every
     #: call). A protocol the class does not define is asked of the backend at each search: an instance may gain or
     #: lose its members (a wrapper looking them up on the backend it currently serves from).
-    _stored: tuple[type, bool, bool, bool] | None = None
+    _stored: tuple[type, bool, bool, bool, bool] | None = None
     #: Calls running now (search, explain, history, read_file, status, check_integrity, an append's lookup and
     #: write), by thread: :meth:`close` waits for them, so the index is not closed under them.
     _calls: dict[int, int] = attrs.field(factory=dict)
@@ -326,36 +328,38 @@ class MemoryManager:
         floor = ms if result.calibrated else 0.0
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
-        vectors, line_vectors, analysis = self._stored_readers(backend)
+        vectors, line_vectors, analysis, plain = self._stored_readers(backend)
         final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
                                   line_vectors=line_vectors, query_vector=result.query_vector,
                                   section_dates=self._section_dates if cutoff is not None else None,
-                                  line_analysis=analysis)
+                                  line_analysis=analysis, plain=plain)
         citations = self.config.data["memory"]["citations"]
         hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
                               fallback=result.fallback, citations=citations)
 
-    def _stored_readers(self, backend: MemoryBackend) -> tuple[Any, Any, Any]:
-        """The backend's ``candidate_vectors``, ``candidate_line_vectors`` and ``candidate_line_analysis``, each None
-        when the backend does not hand them out (:class:`StoredVectors`, :class:`StoredLineVectors`,
-        :class:`StoredLineAnalysis`)."""
+    def _stored_readers(self, backend: MemoryBackend) -> tuple[Any, Any, Any, Any]:
+        """The backend's ``candidate_vectors``, ``candidate_line_vectors``, ``candidate_line_analysis`` and
+        ``candidate_plain``, each None when the backend does not hand them out (:class:`StoredVectors`,
+        :class:`StoredLineVectors`, :class:`StoredLineAnalysis`, :class:`StoredPlain`)."""
         kind = type(backend)
         known = self._stored
         if known is None or known[0] is not kind:
             # A class that defines a protocol's members makes every instance of it one (isinstance answers so from
             # the class alone); for one that does not, only the instance can tell.
             known = self._stored = (kind, issubclass(kind, StoredVectors), issubclass(kind, StoredLineVectors),
-                                    issubclass(kind, StoredLineAnalysis))
-        _, vectors, lines, analysis = known
+                                    issubclass(kind, StoredLineAnalysis), issubclass(kind, StoredPlain))
+        _, vectors, lines, analysis, plain = known
         return (backend.candidate_vectors  # type: ignore[attr-defined]
                 if vectors or isinstance(backend, StoredVectors) else None,
                 backend.candidate_line_vectors  # type: ignore[attr-defined]
                 if lines or isinstance(backend, StoredLineVectors) else None,
                 backend.candidate_line_analysis  # type: ignore[attr-defined]
-                if analysis or isinstance(backend, StoredLineAnalysis) else None)
+                if analysis or isinstance(backend, StoredLineAnalysis) else None,
+                backend.candidate_plain  # type: ignore[attr-defined]
+                if plain or isinstance(backend, StoredPlain) else None)
 
     def _min_score(self, value: Any) -> float:
         """A search's score floor: ``value`` checked as :func:`~symi_memory.arguments.min_score` checks it, or the
@@ -397,12 +401,12 @@ class MemoryManager:
         result = backend.search(SearchQuery(text=query, max_results=max_results, min_score=0.0,
                                             candidate_limit=min(200, max_results * 2), sources=sources))
         assert self.pipeline is not None
-        vectors, line_vectors, analysis = self._stored_readers(backend)
+        vectors, line_vectors, analysis, plain = self._stored_readers(backend)
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
                                   now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
                                   line_vectors=line_vectors, query_vector=result.query_vector,
                                   section_dates=self._section_dates if cutoff is not None else None,
-                                  line_analysis=analysis)
+                                  line_analysis=analysis, plain=plain)
         # The fact is the best candidate, if search would return it: below the floor search applies
         # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
         floor = ms if result.calibrated else 0.0

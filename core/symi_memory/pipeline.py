@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .specs import LineVector, PostProcessContext, PostProcessor, Reranker
-from .types import Candidate
+from .types import Candidate, LazyCandidates
 
 if TYPE_CHECKING:
     from .plugins import Plugins
@@ -40,16 +40,16 @@ def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:
 _SCORE = attrgetter("score")
 
 
-def _sorted(candidates: Sequence[Candidate]) -> list[Candidate]:
+def _sorted(candidates: Sequence[Candidate]) -> list[Candidate] | LazyCandidates:
     """``candidates`` best first (stable: equal scores keep their order)."""
-    return candidates if isinstance(candidates, list) and _best_first(candidates) else sorted(
+    return candidates if isinstance(candidates, (list, LazyCandidates)) and _best_first(candidates) else sorted(
         candidates, key=lambda c: -c.score)
 
 
 def _best_first(candidates: Sequence[Candidate]) -> bool:
     """True when no candidate scores above the one before it (and none scores NaN, which compares as neither): the
     order ``_sorted`` gives them (most searches: the backend's order, which the default post-processors keep)."""
-    scores = list(map(_SCORE, candidates))
+    scores = candidates.scores if isinstance(candidates, LazyCandidates) else list(map(_SCORE, candidates))
     return all(map(ge, scores, islice(scores, 1, None)))
 
 
@@ -92,7 +92,7 @@ class Pipeline:
         out = self._reranked(query, candidates)
         return candidates if out is None else out
 
-    def _reranked(self, query: str, candidates: list[Candidate]) -> list[Candidate] | None:
+    def _reranked(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate] | None:
         """The reranked top N of ``candidates`` with the reranker's scores; None without a reranker, without
         candidates, or when the reranker fails (logged)."""
         if self.reranker is None or not candidates:
@@ -122,24 +122,29 @@ class Pipeline:
             query_vector: Sequence[float] | None = None,
             section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None,
             line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
+            plain: Callable[[Sequence[str]], Mapping[str, bool]] | None = None,
             ) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
 
         ``as_of`` (epoch seconds, exclusive) first leaves out what was written
         at or after it (:func:`symi_memory.supersession.written_after`);
         ``section_dates`` gives the dates headings and section intros of
-        undated notes give their lines (``{id: {line: epoch seconds}}``).
+        undated notes give their lines (``{id: {line: epoch seconds}}``);
+        ``plain`` the backend's stored plain-chunk answers
+        (``PostProcessContext.plain``).
         ``trace`` (a dict to fill, for ``explain``) records each stage's scores
         and ranks per candidate id and why a candidate was cut; it never
         changes the result.
         """
-        items = list(candidates)
+        # The backend's candidates made as they are read (LazyCandidates) stay so while nothing needs them all: the
+        # processors that read them through the Sequence interface alone (``takes_lazy_candidates``) get them.
+        items: Sequence[Candidate] = candidates if isinstance(candidates, LazyCandidates) else list(candidates)
         if trace is not None:
             _trace_stage(trace, "fused", items)
         left_out: list[Candidate] = []
         if as_of is not None:
-            items = exclude_written_after(query, items, as_of, written_at, section_dates, line_vectors, query_vector,
-                                          line_analysis)
+            items = exclude_written_after(query, list(items), as_of, written_at, section_dates, line_vectors,
+                                          query_vector, line_analysis)
             kept_ids = {c.id for c in items}
             left_out = [c for c in candidates if c.id not in kept_ids]
             if trace is not None:
@@ -158,12 +163,16 @@ class Pipeline:
             _trace_stage(trace, "rerank", items)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
-                                 query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out))
+                                 query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out),
+                                 plain=plain)
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
                 items, sorted_yet = _sorted(items), True
-            items = list(proc.process(tuple(items), ctx))
+            given = items if isinstance(items, LazyCandidates) and getattr(proc, "takes_lazy_candidates", False) \
+                else tuple(items)
+            got = proc.process(given, ctx)
+            items = got if isinstance(got, LazyCandidates) else list(got)
             if trace is not None:
                 _trace_stage(trace, name, items)
         ordered = _best_first(items)

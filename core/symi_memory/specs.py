@@ -51,6 +51,7 @@ __all__ = [
     "StalenessAware",
     "StartableBackend",
     "StoredLineAnalysis",
+    "StoredPlain",
     "StoredLineVectors",
     "StoredVectors",
     "LineVector",
@@ -265,6 +266,13 @@ class PostProcessContext:
     :class:`StoredLineAnalysis`); a processor then analyses the candidates'
     text itself, with the same result. Call it once per search.
 
+    ``plain`` gives the stored answer of
+    :func:`symi_memory.supersession.plain_chunk` for candidates by id
+    (``plain(ids) -> {id: bool}``: whether no line of the chunk's text can
+    take part in a supersession, told when the chunk was indexed). It is
+    None when the backend stores none (see :class:`StoredPlain`); a chunk
+    left out is told from its text, with the same result.
+
     ``left_out``: in an "as of" search, the candidates the core left out as
     written after the date; empty otherwise. They are not results; a
     processor may compare the results with them (a later version of a fact
@@ -284,11 +292,20 @@ class PostProcessContext:
     query_vector: Sequence[float] | None = None
     line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None
     left_out: Sequence[Candidate] = ()
+    plain: Callable[[Sequence[str]], Mapping[str, bool]] | None = None
 
 
 @runtime_checkable
 class PostProcessor(Protocol):
-    """Returns a new candidate sequence; never mutates its input."""
+    """Returns a new candidate sequence; never mutates its input.
+
+    The core hands ``process`` a tuple of the candidates. A processor whose
+    class sets ``takes_lazy_candidates = True`` may be handed the backend's
+    candidates as they are instead: a read-only ``Sequence`` (such as
+    :class:`symi_memory.types.LazyCandidates`, whose candidates are made as
+    they are read) that it reads through the ``Sequence`` interface alone;
+    it may hand that same sequence back when it changes no candidate.
+    """
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...
 
@@ -510,6 +527,29 @@ class StoredLineAnalysis(Protocol):
     """
 
     def candidate_line_analysis(self, ids: Sequence[str]) -> Mapping[str, bytes]: ...
+
+
+@runtime_checkable
+class StoredPlain(Protocol):
+    """Optional backend capability: hand out the plain-chunk answers stored when candidates were indexed.
+
+    Supersession first asks whether any hit of its window can take part in a
+    supersession at all (``symi_memory.supersession.plain_chunk`` of each
+    hit's text: no past state, change, value, date or ending in it); most
+    windows of a large index hold none, and the question then costs a scan
+    of every new hit's text. A backend that stores chunks may store, beside
+    each one, ``symi_memory.supersession.plain_fact(text)`` (an integer) when
+    it indexes the chunk, and implement ``candidate_plain(ids) -> {id: bool}``
+    giving ``supersession.plain_of_fact`` of those of its own last search's
+    results on the calling thread, each read with the text that search handed
+    out (never another text of the chunk, say one written since). A chunk left
+    out (none stored yet, or one told by other rules: ``plain_of_fact`` gives
+    None) is told from its text. Store it again when the chunk's text changes
+    and when ``supersession.PLAIN_FACT`` does. Results are the same with or
+    without it (builtin-sqlite and faiss have it through the shared index).
+    """
+
+    def candidate_plain(self, ids: Sequence[str]) -> Mapping[str, bool]: ...
 
 
 @runtime_checkable

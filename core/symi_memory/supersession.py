@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words", "plain_chunk", "plain_chunks", "may_name_move"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words", "plain_chunk", "plain_chunks", "may_name_move", "PLAIN_FACT", "PLAIN_VERSION", "plain_fact", "plain_of_fact"]
 
 
 @attrs.frozen(kw_only=True)
@@ -1339,6 +1339,29 @@ def plain_chunk(text: str) -> bool:
     plain = _plain_text(text)
     _remember_plain(text, plain)
     return plain
+
+
+#: The rules of :func:`plain_chunk` beyond those ``LINE_ANALYSIS_VERSION`` covers (it looks for what
+#: :func:`line_analysis` finds): bump it whenever :func:`plain_chunk` may answer otherwise for some text. An index
+#: keeps each chunk's answer as :func:`plain_fact` gives it (``StoredPlain``); a stored fact of other versions is
+#: not read (the text is told at query time instead) and the next sync refills it.
+PLAIN_VERSION = 1
+#: :func:`plain_fact` is this, plus 1 for a plain chunk: the two versions, then the answer in the lowest bit.
+PLAIN_FACT = (LINE_ANALYSIS_VERSION << 8 | PLAIN_VERSION) << 1
+
+
+def plain_fact(text: str) -> int:
+    """:func:`plain_chunk`'s answer for ``text`` as an index stores it beside the chunk (an integer naming the
+    versions of the rules it was told by: :func:`plain_of_fact` reads it back). Not remembered: an index tells
+    every chunk it writes once, and the texts a search meets are remembered by :func:`plain_chunk`."""
+    return PLAIN_FACT | _plain_text(text)
+
+
+def plain_of_fact(fact: int | None) -> bool | None:
+    """The answer a stored :func:`plain_fact` holds, or None when there is none or it was told by other rules."""
+    if fact is None or fact >> 1 != PLAIN_FACT >> 1:
+        return None
+    return bool(fact & 1)
 
 
 def _remember_plain(text: str, plain: bool) -> None:

@@ -5,7 +5,9 @@ Every public result type has ``to_dict()`` giving the tool JSON (camelCase).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, overload
 
 import attrs
 
@@ -19,6 +21,7 @@ __all__ = [
     "SyncProgress",
     "SyncReport",
     "BackendResult",
+    "LazyCandidates",
     "SNIPPET_MAX_CHARS",
     "SnippetBudget",
     "truncate_chars",
@@ -114,6 +117,73 @@ class SnippetBudget:
     max_injected_chars: int | None = None
 
 
+class LazyCandidates(Sequence["Candidate"]):
+    """A search's candidates, best first, each made (a :class:`Candidate`) when first asked for: a backend hands
+    out a hundred or more of them and a search's tail reads a few (its best, the window a post-processor looks at).
+
+    ``make(*columns)`` makes the candidates of the columns given (one sequence per ``Candidate`` field it sets,
+    all of one length, each sliced alike); ``scores`` is the column of their scores, read without making any. The
+    candidates are made in order, the first ones first (a slice or an index makes those before it too), and each
+    once: the same object is handed out again. Otherwise a read-only sequence like a tuple of them (its slices
+    are tuples); equal to another sequence of equal candidates in the same order."""
+
+    __slots__ = ("_make", "_columns", "_made", "_lock", "scores")
+
+    def __init__(self, make: Callable[..., Sequence[Candidate]], columns: Sequence[Sequence[Any]],
+                 scores: Sequence[float]) -> None:
+        self._make = make
+        self._columns = columns
+        self._made: list[Candidate] = []
+        self._lock = threading.Lock()
+        self.scores = scores
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def _upto(self, end: int) -> list[Candidate]:
+        """The candidates made, at least the first ``end`` of them."""
+        made = self._made
+        if end > len(made):
+            with self._lock:  # another thread's read makes the same ones: each object once
+                start = len(made)
+                if end > start:
+                    made.extend(self._make(*[column[start:end] for column in self._columns]))
+        return made
+
+    @overload
+    def __getitem__(self, index: int) -> Candidate: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Candidate, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Candidate | tuple[Candidate, ...]:
+        n = len(self.scores)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step > 0 and stop > start:
+                return tuple(self._upto(stop)[start:stop:step])
+            return tuple(self._upto(n)[index])
+        i = index.__index__()
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("candidate index out of range")
+        return self._upto(i + 1)[i]
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return iter(self._upto(len(self.scores)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LazyCandidates({tuple(self)!r})"
+
+
 @attrs.frozen(kw_only=True)
 class BackendResult:
     """What a backend's ``search`` returns: fused candidates, best first.
@@ -129,9 +199,12 @@ class BackendResult:
     (comparable with :class:`~symi_memory.specs.StoredLineVectors`), handed to
     post-processors as ``PostProcessContext.query_vector``; None otherwise.
     Backends return full texts: the core cuts snippets and applies the budget.
+    ``candidates`` may be a :class:`LazyCandidates` (builtin-sqlite and faiss
+    hand out theirs so): a read-only sequence like the tuple, whose
+    candidates are made as they are read.
     """
 
-    candidates: tuple[Candidate, ...]
+    candidates: tuple[Candidate, ...] | LazyCandidates
     mode: str
     provider: str | None = None
     model: str | None = None

@@ -24,14 +24,14 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from symi_memory.chronology import file_date
 from symi_memory.index.keyword import identifier_tokens
 from symi_memory.specs import PostProcessContext
-from symi_memory.types import Candidate
+from symi_memory.types import Candidate, LazyCandidates
 
 __all__ = ["MonthCue", "months_named"]
 
@@ -105,6 +105,9 @@ def months_named(query: str) -> set[tuple[int, int | None]]:
 @attrs.frozen
 class MonthCue:
     boost: float
+    #: Reads its candidates through the Sequence interface alone, and hands back the ones it was given when it changes
+    #: none: the pipeline gives it the backend's candidates as they are (LazyCandidates, made as they are read).
+    takes_lazy_candidates: ClassVar[bool] = True
 
     @classmethod
     def from_config(cls, hybrid: Mapping[str, Any]) -> MonthCue | None:
@@ -114,11 +117,11 @@ class MonthCue:
         boost = float(cfg.get("boost", 0.4))
         return cls(boost) if boost > 0 else None
 
-    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]:
         named = months_named(ctx.query)
         # A year ("May 2026") is a token with digits like an identifier, but it is part of the month named.
         if not named or any(not _YEAR_RE.match(t) for t in identifier_tokens(ctx.query)):
-            return list(candidates)
+            return candidates if isinstance(candidates, LazyCandidates) else list(candidates)
         out = []
         for c in candidates:
             stamp = file_date(c.path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter, ge
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -50,7 +50,7 @@ from symi_memory.supersession import (
     term_weights,
     units_by_line,
 )
-from symi_memory.types import Candidate
+from symi_memory.types import Candidate, LazyCandidates
 
 __all__ = ["Supersession", "find_supersessions"]
 
@@ -650,6 +650,17 @@ def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate],
             and _held_until(a, cutoff)}
 
 
+def _plain(pool: Sequence[Candidate], ctx: PostProcessContext) -> bool:
+    """``plain_chunks`` of the hits' texts: the answers the backend stored when it indexed them (``ctx.plain``),
+    the texts of the others told here."""
+    stored = ctx.plain([c.id for c in pool]) if ctx.plain is not None else None
+    if not stored:
+        return plain_chunks(map(_TEXT, pool))
+    if not all(stored.values()):
+        return False
+    return plain_chunks(c.text for c in pool if c.id not in stored)
+
+
 def _held_until(line: Line, cutoff: float) -> bool:
     """True when ``line`` is a past state whose end date is at or after ``cutoff``'s day: it held then (the test
     :func:`symi_memory.supersession.as_of_state` makes)."""
@@ -666,6 +677,10 @@ def _current(found: Mapping[int, tuple[int, Line, Line]], k: int) -> int:
 @attrs.frozen
 class Supersession:
     thresholds: Thresholds = THRESHOLDS
+    #: Reads its candidates through the Sequence interface alone (their scores, then its window), and hands back the
+    #: ones it was given when it changes none: the pipeline gives it the backend's candidates as they are
+    #: (LazyCandidates, made as they are read).
+    takes_lazy_candidates: ClassVar[bool] = True
 
     @classmethod
     def from_config(cls, hybrid: Mapping[str, Any]) -> Supersession | None:
@@ -674,12 +689,13 @@ class Supersession:
             return None
         return cls(attrs.evolve(THRESHOLDS, window=int(cfg.get("window", THRESHOLDS.window))))
 
-    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]:
         # In an "as of" search, the hits left out as written after the date may be later versions of a result.
         later = sorted(ctx.left_out, key=lambda c: -c.score)[: self.thresholds.window] if ctx.as_of is not None else []
+        unchanged = candidates if isinstance(candidates, LazyCandidates) else None  # handed back as given
         if not candidates or len(candidates) + len(later) < 2 or ctx.vectors is None:
-            return list(candidates)
-        scores = list(map(_SCORE, candidates))
+            return unchanged or list(candidates)
+        scores = unchanged.scores if unchanged is not None else list(map(_SCORE, candidates))
         if all(map(ge, scores, islice(scores, 1, None))):
             # Best first already (most searches: the backend's order): the order sorting gives them (no NaN score).
             top = list(range(min(len(candidates), self.thresholds.window)))
@@ -689,11 +705,11 @@ class Supersession:
             top = order[: self.thresholds.window]
             head = [candidates[i] for i in top]
         pool = head + later
-        if plain_chunks(map(_TEXT, pool)):
+        if _plain(pool, ctx):
             # No line of any of them is a past state, states a change, gives a value or names an ending, a stage
             # or a thing gone: no pair can supersede (find_supersessions, _may_pair) and no past state held on an
             # "as of" date (_later_versions), so nothing is read or analysed. Most searches of a large index.
-            return list(candidates)
+            return unchanged or list(candidates)
         read = ctx.vectors
         got: list[Mapping[str, Sequence[float]]] = []
 
@@ -714,7 +730,7 @@ class Supersession:
                                    ctx.line_vectors, ctx.query_vector, analysis) if len(head) > 1 else {}
         outgrown = _later_versions(head, later, vectors, ctx, self.thresholds, written, analysis) if later else {}
         if not found and not outgrown:
-            return list(candidates)
+            return unchanged or list(candidates)
         # Each older version ranks just below what supersedes it: hits in between keep their order, nothing
         # unrelated climbs. In an "as of" search (or with ``promote``) the current version also takes the best
         # place its older versions held.

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, count, filterfalse, repeat
-from operator import itemgetter, not_
+from operator import contains, itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,16 @@ from ..specs import (
     VectorSide,
     WarmsUp,
 )
-from ..types import BackendResult, Candidate, Fallback, ReadResult, SearchQuery, SyncProgress, SyncReport
+from ..types import (
+    BackendResult,
+    Candidate,
+    Fallback,
+    LazyCandidates,
+    ReadResult,
+    SearchQuery,
+    SyncProgress,
+    SyncReport,
+)
 from ..workspace import PathRules
 from .chunks import NO_EPOCH
 from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled
@@ -77,6 +86,7 @@ ROWS_CACHE_CHARS = 8_000_000
 #: The store reads candidate rows this many rowids a statement, each statement's rows in rowid order.
 ROWS_READ_PART = 500
 _TEXT = itemgetter(6)  # a CandidateRow's text
+_COUNTS = itemgetter(0)  # a chunk's term counts, of its (counts, length)
 _SOURCE = itemgetter(3)  # ... and source
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
@@ -291,6 +301,7 @@ class IndexedBackend:
     def _search(self, query: SearchQuery) -> BackendResult:
         if not _SEARCH_IMPORTED:
             _import_search_path()
+        self._local.plain = None  # candidate_plain answers for this search's candidates alone
         if self.scheduler:
             self.scheduler.on_search(query.session_key)
         self.store.searching()  # this thread reads with a searching connection's page cache
@@ -391,14 +402,15 @@ class IndexedBackend:
                                          vectors=cosine_missing and rescore is None, epoch=epoch, vec_hits=vec_hits)
         rows, keyword_ids = self._candidate_rows(keyword, vec_hits, sources,
                                                  vectors=cosine_missing and rescore is None, epoch=epoch)
-        vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
+        if not vec_hits.keys() <= rows.keys():  # a vector hit of another source, or deleted since: left out
+            vec_hits = {k: v for k, v in vec_hits.items() if k in rows}
         if use_vec and weight > 0 and getattr(self.vectors, "unit_weight", None) != weight:
             # A vector side that ranks chunk vectors only (faiss): its hits are rescored with their units.
             vec_hits.update(combined_cosines(self.store, qvec, list(vec_hits), weight))  # type: ignore[arg-type]
         if cosine_missing:
             # Only keyword candidates the vector side did not rank need their score computed here.
             if rescore is not None:
-                vec_hits.update(rescore(qvec, [k for k in rows if k not in vec_hits]))  # chunks without a vector: none
+                vec_hits.update(rescore(qvec, list(filterfalse(vec_hits.__contains__, rows))))  # no vector: none
             elif weight > 0:
                 unscored = {k: r.vector for k, r in rows.items() if k not in vec_hits and r.vector is not None}
                 vec_hits.update(combined_cosines(self.store, qvec, list(unscored), weight,  # type: ignore[arg-type]
@@ -414,12 +426,17 @@ class IndexedBackend:
             chunk_terms = self._chunk_terms(rows, generation, terms)
         elif unseen := {k: r for k, r in rows.items() if k not in chunk_terms}:
             chunk_terms.update(self._chunk_terms(unseen, generation, terms))
-        elif use_vec and rows and self.store.generation_key() != generation:
+        elif use_vec and rows and self.store.moved(generation):
             # Every row is the keyword side's, read and counted before the scan (the scan worker's, or this
-            # thread's when no core was free), so that count's look came too early: a scan after a write scanned a
-            # copy reloaded for the newer generation (up to vectors.SYNC_LOAD_LIMIT chunks it reloads at once),
-            # scoring rows read before it by the vectors of the text that replaced theirs. A look here, after the
-            # scan, tells (the scan path only: a search without it counts its rows after its vector search).
+            # thread's when no core was free), so that count's look came before this thread's reads since (the
+            # stored vectors prescore read while the worker scanned): a look after them. The generation the vector
+            # side scored from is looked at next.
+            self._local.overtaken = True
+        if use_vec and not self._local.overtaken and self._scanned_other(generation):
+            # The vector side scored these chunks (its scan, the rescoring of the keyword candidates) from another
+            # index generation than this search's: a write landed since this search began, and another thread's
+            # search loaded the newer scan copy (or this one's look at the index saw it first). A rowid SQLite gave a
+            # new chunk then carries the deleted chunk's vector, or the other way round.
             self._local.overtaken = True
         if use_vec and self._local.overtaken:
             # The last count's look at the index, after every row was read, found that a write landed since this
@@ -436,8 +453,9 @@ class IndexedBackend:
         # while the counts kept for the generation are the old text's. Read again after the counts: unchanged, no
         # write landed before the rows were read, and the rows carry the text of this generation.
         ident_candidates = (_identifier_candidates(qa, terms, rows, chunk_terms)
-                            if qa.identifiers and self.store.generation_key() == generation else None)
-        scored = score_hits(query.text, hybrid, texts={k: r.text for k, r in rows.items()}, keyword_ids=keyword_ids,
+                            if qa.identifiers and not self.store.moved(generation) else None)
+        scored = score_hits(query.text, hybrid, texts=dict(zip(rows, map(_TEXT, rows.values()), strict=True)),
+                            keyword_ids=keyword_ids,
                             vector_hits=vec_hits,
                             term_weights=weights,
                             term_counts=chunk_terms.__getitem__,
@@ -456,17 +474,32 @@ class IndexedBackend:
             # Equal scores (say, every chunk holding all query words, at the exact-match floor) are ordered by
             # their fused score before the floor, then by the keyword ranking (looked up only when scores tie).
             keys, kept = scored.ranked(_KeywordRank(ranked))
-        candidates: tuple[Candidate, ...] = ()
+        candidates: tuple[Candidate, ...] | LazyCandidates = ()
         if keys:
-            # Made a field at a time: each column (the ordered candidates' rows transposed, their scores) in one go.
+            # Each column (the ordered candidates' rows transposed, their scores) in one go; the candidates are made
+            # from them a field at a time, as they are read (most searches read the best few and a post-processor's
+            # window: making each of a search's ~140 candidates cost about a tenth of its instructions).
             column = dict(zip(CandidateRow._fields, zip(*map(rows.__getitem__, keys), strict=True), strict=True))
-            candidates = _make_candidates(column["id"], column["path"], column["start_line"], column["end_line"], kept,
-                                          column["text"], column["source"], tuple(map(vec_p.get, keys)),
-                                          tuple(map(text_hits.get, keys)), column["mtime"],
-                                          tuple(map(idents.__contains__, keys)))
+            candidates = LazyCandidates(_make_candidates, (
+                column["id"], column["path"], column["start_line"], column["end_line"], kept, column["text"],
+                column["source"], tuple(map(vec_p.get, keys)), tuple(map(text_hits.get, keys)), column["mtime"],
+                tuple(map(idents.__contains__, keys))), kept)
+            # The stored plain-chunk answers of these rows, read with the texts handed out (candidate_plain).
+            self._local.plain = (column["id"], column["plain"])
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
+
+    def _scanned_other(self, generation: Generation) -> bool:
+        """Whether the vector side's last search on this thread may have scored its hits from another index
+        generation than ``generation``: the generation of the scan copy it scored from when it says
+        (``scanned_generation``, ExactVectors), else the index's generation read again (a statement), as a scan
+        that read stored vectors may have read them on another thread (the scan worker)."""
+        scanned = getattr(self.vectors, "scanned_generation", None)
+        got = scanned() if scanned is not None else None
+        if got is not None:
+            return got != generation  # type: ignore[no-any-return]
+        return self.store.generation_key() != generation
 
     def _rows_as_they_are(self, rows: dict[int, CandidateRow], keyword_ids: list[int], sources: tuple[str, ...],
                           qvec: Sequence[float], weight: float, generation: Generation, terms: Sequence[str],
@@ -690,6 +723,20 @@ class IndexedBackend:
             return self.store.line_analysis_by_id(ids)
         return {cid: blob for cid in ids if (blob := lines[cid]) is not None}
 
+    def candidate_plain(self, ids: Sequence[str]) -> dict[str, bool]:
+        """``StoredPlain``: the plain-chunk answers stored when these candidates were indexed
+        (``supersession.plain_of_fact`` of ``chunks.plain``), of this thread's last search's candidates alone, each
+        read in the row that gave the candidate its text; chunks with none (an index from before the column, not
+        filled yet, or told by other rules) and ids that search did not hand out are left out."""
+        kept = getattr(self._local, "plain", None)
+        if kept is None:
+            return {}
+        from ..supersession import PLAIN_FACT
+
+        facts = dict(zip(*kept, strict=True))
+        told = PLAIN_FACT >> 1
+        return {cid: bool(fact & 1) for cid in ids if (fact := facts.get(cid)) is not None and fact >> 1 == told}
+
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
         provider = self.choice.provider
@@ -719,18 +766,19 @@ class IndexedBackend:
         cache = kept[1]
         wanted = needles(terms)
         indexed = self._indexed_term_counts(rows, terms, gen)
-        out = {k: (found, len(rows[k].text)) for k, found in indexed.items()}
+        # Each counted chunk's counts and its text's length (in C, a column at a time).
+        out = dict(zip(indexed, zip(indexed.values(), map(len, map(_TEXT, map(rows.__getitem__, indexed))),
+                                      strict=True), strict=True))
         fresh: dict[int, tuple[str, int]] = {}
-        for k, row in rows.items():
-            if k in out:
-                continue
+        for k in filterfalse(out.__contains__, rows) if len(out) < len(rows) else ():
             got = cache.get(k)
             if got is None:
-                got = fresh[k] = (term_string(row.text), len(row.text))
+                text = rows[k].text
+                got = fresh[k] = (term_string(text), len(text))
             out[k] = (counts_in(got[0], wanted), got[1])
         if not rows:
             return out
-        if self.store.generation_key() != gen:
+        if self.store.moved(gen):
             self._local.overtaken = True
             # A write landed after this search read the generation: it may have given a rowid new text, which rows
             # read since carry. Their terms are not kept as the older generation's (another search of it, its rows
@@ -760,10 +808,14 @@ class IndexedBackend:
             return {}
         if not _SEARCH_IMPORTED:
             _import_search_path()
-        cjk = CJK_RUN_RE.search
-        eligible = [k for k, text in zip(rows, map(_TEXT, rows.values()), strict=True)  # (texts by index)
-                    if (len(text) < FTS_MAX_TOKEN_BYTES and text.isascii())
-                    or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
+        texts = list(map(_TEXT, rows.values()))
+        if all(map(str.isascii, texts)) and max(map(len, texts), default=0) < FTS_MAX_TOKEN_BYTES:
+            eligible = list(rows)  # every text ASCII and short (most searches): each passes the test below
+        else:
+            cjk = CJK_RUN_RE.search
+            eligible = [k for k, text in zip(rows, texts, strict=True)  # (texts by index)
+                        if (len(text) < FTS_MAX_TOKEN_BYTES and text.isascii())
+                        or (len(text) < FTS_MAX_TOKEN_BYTES // 4 and cjk(text) is None)]
         if not eligible:
             return {}
         occurrences = self.store.term_occurrences(terms, generation)
@@ -801,7 +853,7 @@ class IndexedBackend:
                 if whole:
                     fresh.append((t, docs))
             postings.append((t, docs))
-        if self.store.generation_key() != generation:
+        if self.store.moved(generation):
             return {}  # a write landed meanwhile: the rows' text may not be what FTS5 holds now
         for t, docs in fresh:  # counts of this generation (checked above)
             # A term counts once at least: one in the cjk column only (a CJK bigram) is kept with no counts.
@@ -1484,7 +1536,7 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
     """
     if not qa.identifiers:
         return None  # nothing to search for
-    from .analysis import stem_tokens
+    from .fts import _index_terms  # stem_tokens, remembered: a query's identifiers come back
     from .keyword import fold
 
     needs: dict[str, tuple[str, ...]] = {}
@@ -1495,7 +1547,7 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
             continue
         if not ident.isascii():
             return None  # folded to ASCII by Unicode rules, which FTS5's folding need not share
-        terms = tuple(stem_tokens(ident))
+        terms = _index_terms(ident)
         if not terms or not known.issuperset(terms):
             return None  # no term to tell by (an identifier of underscores), or one not counted
         needs[ident] = terms
@@ -1504,13 +1556,16 @@ def _identifier_candidates(qa: Any, counted: Sequence[str], rows: dict[int, Cand
     other = list(compress(rows, map(not_, map(str.isascii, map(_TEXT, rows.values())))))
     listed = set(other)
     out: dict[str, list[int]] = {}
+    counts: list[dict[str, int]] | None = None
     for ident, terms in needs.items():
         if not terms:
             out[ident] = other
             continue
         if len(terms) == 1:
-            term = terms[0]
-            holding = [k for k, (c, _) in chunk_terms.items() if term in c]
+            if counts is None:
+                counts = list(map(_COUNTS, chunk_terms.values()))
+            # The chunks whose counts hold the term (``term in counts``), in C.
+            holding = list(compress(chunk_terms, map(contains, counts, repeat(terms[0]))))
         else:
             holding = [k for k, (c, _) in chunk_terms.items() if all(t in c for t in terms)]
         out[ident] = other + [k for k in holding if k not in listed] if other else holding

@@ -36,7 +36,8 @@ EPOCH_COLUMNS = ("(SELECT value FROM meta WHERE key = 'index_id'), "
 NO_EPOCH = (NO_GENERATION, -1)
 
 _FIRST = itemgetter(0)
-_ROW_FIELDS = itemgetter(slice(0, len(CandidateRow._fields)))  # a row's CandidateRow columns, without the epoch's
+_ROW_LEN = len(CandidateRow._fields)
+_ROW_FIELDS = itemgetter(slice(0, _ROW_LEN))  # a row's CandidateRow columns, without the epoch's
 
 
 def listed() -> str:
@@ -117,7 +118,7 @@ class ChunkReads(StoreParts):
             part = sorted(set(rowids[i : i + 500]))
             # The columns in CandidateRow's order: each row becomes one without unpacking.
             rows = self._read(
-                f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime, {blob}{more} "
+                f"SELECT c.rowid, c.id, c.path, c.source, c.start_line, c.end_line, c.text, f.mtime, {blob}, c.plain{more} "
                 f"FROM {_LISTED_TABLE} k CROSS JOIN chunks c ON c.rowid = k.value "
                 f"LEFT JOIN files f ON f.path = c.path{where}",
                 [*skip, bound_list(part), *extra],
@@ -130,7 +131,8 @@ class ChunkReads(StoreParts):
             # One statement reads one snapshot: its rows' epoch columns are all the same.
             first = rows[0]
             # Without an id (an index an older release rebuilt): like no search's epoch (which got another key).
-            at = ((first[9], int(first[10] or 0)), int(first[11] or 0)) if first[9] is not None else NO_EPOCH
+            n = _ROW_LEN  # the epoch's columns follow the row's
+            at = ((first[n], int(first[n + 1] or 0)), int(first[n + 2] or 0)) if first[n] is not None else NO_EPOCH
             if read_at is None:
                 read_at = at
             elif at != read_at:  # statements of 500 rowids each read a later snapshot than the one before

@@ -39,7 +39,7 @@ __all__ = [
 
 log = logging.getLogger("symi_memory.index")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Versions whose tables hold a copy of each vector in ``chunks.embedding`` (and ``chunks_vec``): opening
 # one moves the vectors into ``embedding_cache`` in place (``migrate_vectors``), keeping every row
 # and rowid, so the index stays searchable. Any other version is dropped and rebuilt.
@@ -52,6 +52,10 @@ ADDS_UNITS_FROM = {"5"}
 # indexed): opening one adds the column in place, every row kept; a chunk without one is analysed at
 # query time (same answers) until the next sync fills the column in (``IndexStore.fill_line_analysis``).
 ADDS_LINES_FROM = {"5", "6"}
+# Versions whose chunks lack ``plain`` (each chunk's ``supersession.plain_fact``, stored when it is indexed): opening
+# one adds the column in place, every row kept; a chunk without one is told at query time (same answers) until the
+# next sync fills the column in (``IndexStore.fill_line_analysis`` fills both).
+ADDS_PLAIN_FROM = {"5", "6", "7"}
 # An FTS table built with another tokenizer (schema 3 had no stemming) stays searchable; the index
 # forgets its identity, so the indexer rebuilds it in the background (build_full), which recreates
 # the FTS table with this tokenizer.
@@ -84,7 +88,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     hash TEXT NOT NULL,
     text TEXT NOT NULL,
     vector INTEGER,
-    lines BLOB
+    lines BLOB,
+    plain INTEGER
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS chunks_vector ON chunks(vector);
@@ -468,9 +473,11 @@ def _create_locked(conn: apsw.Connection) -> str | None:
             conn.execute("DROP INDEX IF EXISTS chunks_path")
             conn.execute("DROP INDEX IF EXISTS embedding_cache_used")
             migrate = True
-        elif row is not None and row[0] in ADDS_UNITS_FROM | ADDS_LINES_FROM:
+        elif row is not None and row[0] in ADDS_UNITS_FROM | ADDS_LINES_FROM | ADDS_PLAIN_FROM:
+            added = ("unit vectors, line analyses" if row[0] in ADDS_UNITS_FROM else
+                     "line analyses" if row[0] in ADDS_LINES_FROM else "")
             log.info("index schema %s -> %s: adding %s (filled by the next sync, in the background)", row[0],
-                     SCHEMA_VERSION, "unit vectors and line analyses" if row[0] in ADDS_UNITS_FROM else "line analyses")
+                     SCHEMA_VERSION, f"{added} and plain-chunk answers" if added else "plain-chunk answers")
         elif row is None or row[0] != str(SCHEMA_VERSION):
             log.warning("index schema %s != %s: rebuilding the index", row and row[0], SCHEMA_VERSION)
             kept = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
@@ -489,12 +496,16 @@ def _create_locked(conn: apsw.Connection) -> str | None:
     if not _has_column(conn, "chunks", "lines"):
         conn.execute("ALTER TABLE chunks ADD COLUMN lines BLOB")
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
+    if not _has_column(conn, "chunks", "plain"):
+        conn.execute("ALTER TABLE chunks ADD COLUMN plain INTEGER")
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('plain_pending', '1')")
     if "meta" in have and "chunk_units" not in have:
         # An index from before unit vectors: whatever its meta says, no chunk has units yet.
         conn.execute("DELETE FROM meta WHERE key = 'units'")
     if migrate:
         migrate_vectors(conn)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('plain_pending', '1')")
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('compact_pending', '1')")
     if "chunks_fts" in have and not fts_current(conn):
         log.info("index keyword table predates the %s tokenizer: rebuilding the index in the background",

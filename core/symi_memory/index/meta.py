@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import apsw
+
 from .db import BUSY_TIMEOUT_MS, new_index_id
 from .parts import StoreParts
 from .records import FileRow
@@ -40,6 +42,9 @@ def generation_key(index_id: Any, generation: Any) -> Generation:
     """The cache key of the index state with meta ``index_id`` (None when absent) and ``generation``."""
     return (str(index_id) if index_id is not None else f"unnamed-{next(_unnamed)}", int(generation or 0))
 
+
+#: apsw hands out SQLite's data version of a connection without a statement (``Connection.data_version``).
+_DATA_VERSION = hasattr(apsw.Connection, "data_version")
 
 class MetaRows(StoreParts):
     """Meta key/values and the ``files`` table, read side (plus ``set_meta``)."""
@@ -146,8 +151,11 @@ class MetaRows(StoreParts):
         # other: the writer, another agent host's sync) committed to the database since it last looked: while it
         # stays the same, so does the epoch this connection read (the statement costs half the meta read).
         version = self._read("PRAGMA data_version").fetchone()[0]  # this connection's (reader() is per thread)
+        # What the statement just read, as the connection's pager counts it (:meth:`moved` compares it with later).
+        seen = conn.data_version() if _DATA_VERSION else None
         kept = getattr(self._local, "epoch", None)
         if kept is not None and kept[0] is conn and kept[1] == version:
+            self._local.mark = (conn, seen, kept[2][0][0])
             return kept[2]  # type: ignore[no-any-return]
         got = dict(self._read("SELECT key, value FROM meta WHERE key IN ('generation', 'touches', 'identity', "
                               "'index_id')").fetchall())
@@ -156,7 +164,27 @@ class MetaRows(StoreParts):
         state = ((generation_key(got.get("index_id"), got.get("generation")), int(got.get("touches") or 0)),
                  got.get("identity"))
         self._local.epoch = (conn, version, state)
+        self._local.mark = (conn, seen, state[0][0])
         return state
+
+    def moved(self, generation: Generation) -> bool:
+        """Whether a read of this thread's connection since it read ``generation`` (:meth:`search_state`) may have
+        read another index generation: the generation read again (:meth:`generation_key`, a statement) unless
+        this thread's last look found ``generation`` and no read since read a later commit.
+
+        SQLite's count of the changes its connection has seen (``sqlite3_file_control``'s data version: no
+        statement) moves only when a read of this connection begins on a database another connection committed
+        to since the one before it: while it stands where the last look left it, every read since was of the
+        snapshot that look read. Reads between an earlier look at ``generation`` and that one were of it too, as
+        a generation key is never seen again once the index moved past it. A search compares the generation its
+        rows and term counts were read at with the one it began with this way, instead of a statement each time.
+        """
+        mark: tuple[apsw.Connection, int | None, Generation] | None = getattr(self._local, "mark", None)
+        if mark is not None and mark[1] is not None and mark[2] == generation:
+            conn = mark[0]
+            if conn is getattr(self._local, "conn", None) and conn.data_version() == mark[1]:
+                return False
+        return self.generation_key() != generation
 
     def _claim_index_id(self) -> None:
         """Give an index without an id (a release from before ids rebuilt it while this process ran) one, on a

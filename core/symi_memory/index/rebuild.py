@@ -31,7 +31,8 @@ BUILD_SCHEMA = """
 CREATE TABLE files (path TEXT PRIMARY KEY, source TEXT, hash TEXT, mtime REAL, size INTEGER, chunks INTEGER,
                     bad_utf8 INTEGER, lines INTEGER);
 CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, source TEXT, start_line INTEGER,
-                     end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB, lines BLOB);
+                     end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB, lines BLOB,
+                     plain INTEGER);
 CREATE TABLE units (chunk_id TEXT, start_line INTEGER, end_line INTEGER, hash TEXT, embedding BLOB);
 """
 
@@ -271,7 +272,7 @@ class Rebuild(StoreParts):
         return written
 
     def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
-        from ..supersession import line_analysis
+        from ..supersession import line_analysis, plain_fact
         from .keyword import cjk_bigrams
 
         conn = apsw.Connection(str(build))
@@ -290,9 +291,10 @@ class Rebuild(StoreParts):
                 for c in chunks:
                     conn.execute(
                         "INSERT OR IGNORE INTO chunks(id, path, source, start_line, end_line, hash, text, cjk, embedding, "
-                        "lines) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        "lines, plain) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                         (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, cjk_bigrams(c.text),
-                         c.embedding, kept.get((c.start_line, c.text)) or line_analysis(c.path, c.start_line, c.text)),
+                         c.embedding, kept.get((c.start_line, c.text)) or line_analysis(c.path, c.start_line, c.text),
+                         plain_fact(c.text)),
                     )
                     if c.units and conn.changes():
                         conn.executemany("INSERT INTO units VALUES (?,?,?,?,?)",
@@ -329,8 +331,9 @@ class Rebuild(StoreParts):
             c.execute("INSERT INTO embedding_cache(embedder, hash, embedding, used_at) "
                       "SELECT ?, hash, embedding, ? FROM build.chunks WHERE embedding IS NOT NULL "
                       "ON CONFLICT(embedder, hash) DO UPDATE SET used_at = excluded.used_at", (embedder, time.time()))
-        c.execute("INSERT INTO chunks(rowid, id, path, source, start_line, end_line, hash, text, vector, lines) "
-                  "SELECT b.rowid, b.id, b.path, b.source, b.start_line, b.end_line, b.hash, b.text, v.id, b.lines "
+        c.execute("INSERT INTO chunks(rowid, id, path, source, start_line, end_line, hash, text, vector, lines, plain) "
+                  "SELECT b.rowid, b.id, b.path, b.source, b.start_line, b.end_line, b.hash, b.text, v.id, b.lines, "
+                  "b.plain "
                   "FROM build.chunks b LEFT JOIN embedding_cache v "
                   "ON b.embedding IS NOT NULL AND v.embedder = ? AND v.hash = b.hash", (embedder,))
         if embedder is not None:

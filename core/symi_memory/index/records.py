@@ -122,3 +122,5 @@ class CandidateRow(NamedTuple):
     text: str
     mtime: float | None = None  # None when the file's row is gone
     vector: bytes | None = None  # the stored vector (packed float32), when asked for and the chunk has one
+    #: the chunk's stored ``supersession.plain_fact`` (None: none stored yet, an index from before it)
+    plain: int | None = None

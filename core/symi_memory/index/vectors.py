@@ -665,11 +665,13 @@ class ExactVectors:
         import numpy as np
 
         self._last.scan = self._last.exact = self._last.asked = None
+        self._last.scored, self._last.by_row = None, False  # what scanned_generation tells of this search
         if not self.ready():
+            self._last.by_row = True
             return self.store.vec_knn(pack_vector(query), k, self.unit_weight)
         with self._lock:
             ids, matrix, quant = self._ids, self._matrix, self._quant
-            offsets, chunk_ids = self._offsets, self._chunk_ids
+            offsets, chunk_ids, loaded = self._offsets, self._chunk_ids, self._generation
         q = np.asarray(query, dtype=np.float32)
         if quant is not None:
             rows, dims = int(quant.index.ntotal), int(quant.index.d)
@@ -694,6 +696,7 @@ class ExactVectors:
             self._last.asked = (query, tuple(query))
         if quant is not None:
             return self._search_quantized(quant, q, k)
+        self._note(loaded)
         scores = np.einsum("ij,j->i", matrix, q) if matrix.shape[0] < SMALL_SCAN_ROWS else matrix @ q
         if offsets is not None:
             # Each chunk's rows are contiguous, its own vector first: the best of the segment is
@@ -727,17 +730,35 @@ class ExactVectors:
         ids = self._ids
         return ids is not None and len(ids) >= HAND_OFF_MIN_ROWS
 
-    def search_state(self) -> tuple[Any, Any, bool, Any]:
+    def search_state(self) -> tuple[Any, Any, bool, Any, Any, bool]:
         """What this thread's last :meth:`search` left for :meth:`rescore` (its scan's or rescoring's scores, and
-        whether the copy it scanned was the index's current one), for the thread whose search it served
-        (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
+        whether the copy it scanned was the index's current one) and for :meth:`scanned_generation`, for the thread
+        whose search it served (:class:`~symi_memory.specs.SearchesOnAnyThread`)."""
         last = self._last
         return (getattr(last, "scan", None), getattr(last, "exact", None), bool(getattr(last, "current", False)),
-                getattr(last, "asked", None))
+                getattr(last, "asked", None), getattr(last, "scored", None), bool(getattr(last, "by_row", False)))
 
-    def adopt_search_state(self, state: tuple[Any, Any, bool, Any]) -> None:
+    def adopt_search_state(self, state: tuple[Any, Any, bool, Any, Any, bool]) -> None:
         """Make ``state`` (:meth:`search_state` of the thread that searched) this thread's last search."""
-        self._last.scan, self._last.exact, self._last.current, self._last.asked = state
+        (self._last.scan, self._last.exact, self._last.current, self._last.asked, self._last.scored,
+         self._last.by_row) = state
+
+    def scanned_generation(self) -> Generation | None:
+        """The index generation of the scan copy this thread's last :meth:`search` scored its chunks from, and its
+        :meth:`rescore` since, when every score came from that one copy (its rows, or its stored vectors read by
+        the ids it holds, checked to be of its generation); ``NO_GENERATION`` when they came from copies of two
+        generations (another thread loaded a newer one meanwhile); None when a score was read by chunk rowid
+        from the index (at the snapshot the reading connection saw) or none was scored. A search whose rows are
+        of another generation than the scores (a rowid SQLite gave a new chunk, scored by the deleted chunk's
+        vector) reads them again."""
+        if getattr(self._last, "by_row", False):
+            return None
+        return getattr(self._last, "scored", None)  # type: ignore[no-any-return]
+
+    def _note(self, generation: Generation) -> None:
+        """This thread's search scored chunks from a scan copy of ``generation`` (:meth:`scanned_generation`)."""
+        seen = getattr(self._last, "scored", None)
+        self._last.scored = generation if seen is None or seen == generation else NO_GENERATION
 
     def rescore(self, query: Sequence[float], rowids: Sequence[int]) -> dict[int, float]:
         """The vector scores of these chunks as :meth:`search` computes them (chunk and units).
@@ -772,6 +793,7 @@ class ExactVectors:
                         # deleted chunk's). Scored as when it is gone, from the copy now loaded.
                         copy = None
                     if copy is not None:  # a kept copy's search (_search_kept): each chunk it holds from its row
+                        self._note(copy.generation)
                         out, missing = _kept_scores(copy, q, rowids)
                     else:
                         known = {} if isinstance(known, weakref.ref) else known  # that copy was replaced since
@@ -795,8 +817,10 @@ class ExactVectors:
                     out = {int(r): float(scores[p]) for r, p, ok in zip(wanted, pos, found, strict=True) if ok}
                     missing = [int(r) for r, ok in zip(wanted, found, strict=True) if not ok]
                 if missing:  # written since the scan copy loaded
+                    self._last.by_row = True
                     out.update(combined_cosines(self.store, query, missing, self.unit_weight, units=units))
                 return out
+        self._last.by_row = True
         return combined_cosines(self.store, query, rowids, self.unit_weight, units=units)
 
     def prescore(self, query: Sequence[float], rowids: Sequence[int]) -> None:
@@ -835,6 +859,7 @@ class ExactVectors:
         if (current is None or ref() is not current or not asked.issuperset(rowids) or pq.shape != q.shape
                 or not np.array_equal(pq, q) or self.store.generation_key() != current.generation):
             return None
+        self._note(current.generation)
         return {r: got[r] for r in rowids if r in got}
 
     def _segments(self, copy: _Quantized, segs: Any, q: Any) -> Any:
@@ -899,6 +924,8 @@ class ExactVectors:
         if copy is None:
             with self._lock:
                 copy = self._quant
+            if copy is not None and len(rowids):
+                self._note(copy.generation)  # rescore's chunks beyond the scan (prescore's are noted when taken)
         if copy is None or not len(rowids):
             return None
         chunk_ids = copy.chunk_ids
@@ -924,6 +951,7 @@ class ExactVectors:
         """
         import numpy as np
 
+        self._note(copy.generation)  # its _fallback, when it takes it, reads by chunk rowid instead
         if copy.fine is not None:
             return self._search_refined(copy, q, k)
         if copy.rows is not None and copy.offsets is None and getattr(self._last, "current", False):
@@ -1117,6 +1145,7 @@ class ExactVectors:
     def _fallback(self, units: bool, q: Any, k: int, rowids: list[int]) -> list[tuple[int, float]]:
         """The index changed since the scan copy loaded: rescore its candidates by chunk rowid from SQLite
         (``units``: the copy holds unit vectors, the chunks are scored with theirs)."""
+        self._last.by_row = True
         if units:
             exact = combined_cosines(self.store, q, rowids, self.unit_weight)
         else:

@@ -176,7 +176,7 @@ class FileWrites(StoreParts):
                       keyword_rows: dict[int, tuple[str, str]] | None = None) -> int:
         """Insert one chunk (its vector into the cache, its units); its keyword index row is inserted here, or
         kept in ``keyword_rows`` (by rowid) for the caller to insert."""
-        from ..supersession import line_analysis
+        from ..supersession import line_analysis, plain_fact
         from .keyword import cjk_bigrams
 
         vector = None
@@ -188,10 +188,10 @@ class FileWrites(StoreParts):
             ).fetchone()[0]  # type: ignore[index]
             self._note_dims(len(c.embedding) // 4)
         self.conn.execute(
-            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector, lines) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO chunks(id, path, source, start_line, end_line, hash, text, vector, lines, plain) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?)",
             (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.text, vector,
-             analysis or line_analysis(c.path, c.start_line, c.text)),
+             analysis or line_analysis(c.path, c.start_line, c.text), plain_fact(c.text)),
         )
         rowid = self.conn.last_insert_rowid()
         if vector is not None and embedder is not None and c.units:
@@ -216,41 +216,54 @@ class FileWrites(StoreParts):
         return rowid
 
     def fill_line_analysis(self, batch: int = 500, should_stop: Callable[[], bool] | None = None) -> int:
-        """Store the line analysis of every chunk that has none (an index from before ``chunks.lines``) or one
-        of another ``LINE_ANALYSIS_VERSION`` (meta ``lines_version`` records the version the index was filled
-        with), in short transactions of ``batch`` chunks; returns how many were filled. Searches meanwhile analyse
-        those chunks' text themselves, with the same result."""
-        from ..supersession import LINE_ANALYSIS_VERSION, line_analysis
+        """Store what each chunk's text tells supersession once and for all where a chunk has none (an index from
+        before the column) or one told by other rules: its line analysis (``chunks.lines``, of another
+        ``LINE_ANALYSIS_VERSION``; meta ``lines_version`` records the version the index was filled with) and its
+        plain-chunk answer (``chunks.plain``, a ``supersession.plain_fact`` of other versions; meta
+        ``plain_version``). In short transactions of ``batch`` chunks, one pass over the chunks for both; returns
+        how many chunks were filled. Searches meanwhile tell those chunks from their text, with the same result."""
+        from ..supersession import LINE_ANALYSIS_VERSION, PLAIN_FACT, line_analysis, plain_fact
 
-        version = str(LINE_ANALYSIS_VERSION)
-        if (self._read("SELECT value FROM meta WHERE key = 'lines_version'").fetchone() or (None,))[0] != version:
-            # Analyses stored by another version of the analysis are never read (search analyses those chunks'
-            # text instead): they are refilled like missing ones.
+        version, plain_version = str(LINE_ANALYSIS_VERSION), str(PLAIN_FACT >> 1)
+        kept = dict(self._read("SELECT key, value FROM meta WHERE key IN ('lines_version', 'plain_version')").fetchall())
+        if kept.get("lines_version") != version or kept.get("plain_version") != plain_version:
+            # What other rules stored is never read (search tells those chunks from their text instead): it is
+            # refilled like what is missing.
             with self.write():
-                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_pending', '1')")
-                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('lines_version', ?)", (version,))
-        if self._read("SELECT 1 FROM meta WHERE key = 'lines_pending'").fetchone() is None:
-            return 0  # every chunk written since the column exists has its analysis
-        # line_analysis's encoding starts with its version byte.
+                for key, value in (("lines", version), ("plain", plain_version)):
+                    if kept.get(f"{key}_version") != value:
+                        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (f"{key}_pending",))
+                        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (f"{key}_version", value))
+        pending = {k for (k,) in self._read("SELECT key FROM meta WHERE key IN ('lines_pending', 'plain_pending')")}
+        if not pending:
+            return 0  # every chunk written since the columns exist has both
+        lines, plain = "lines_pending" in pending, "plain_pending" in pending
+        # line_analysis's encoding starts with its version byte; plain_fact's names its versions above its lowest bit.
         prefix = bytes((LINE_ANALYSIS_VERSION,))
+        stale_lines = "(lines IS NULL OR substr(lines, 1, 1) != ?1)"
+        stale_plain = "(plain IS NULL OR (plain >> 1) != ?2)"
+        where = " OR ".join(([stale_lines] if lines else []) + ([stale_plain] if plain else []))
         filled, after = 0, -1
         while should_stop is None or not should_stop():
             with self.write():
                 rows: list[Any] = self.conn.execute(
-                    "SELECT rowid, path, start_line, text FROM chunks WHERE rowid > ? AND (lines IS NULL OR "
-                    "substr(lines, 1, ?) != ?) ORDER BY rowid LIMIT ?", (after, len(prefix), prefix, batch)).fetchall()
+                    f"SELECT rowid, path, start_line, text, {stale_lines if lines else '0'}, "
+                    f"{stale_plain if plain else '0'} FROM chunks WHERE rowid > ?3 AND ({where}) ORDER BY rowid "
+                    "LIMIT ?4", (prefix, PLAIN_FACT >> 1, after, batch)).fetchall()
                 if rows:
                     after = rows[-1][0]
                     self.conn.executemany("UPDATE chunks SET lines = ? WHERE rowid = ?",
                                           [(line_analysis(path, start, text), rowid)
-                                           for rowid, path, start, text in rows])
+                                           for rowid, path, start, text, old, _ in rows if old])
+                    self.conn.executemany("UPDATE chunks SET plain = ? WHERE rowid = ?",
+                                          [(plain_fact(text), rowid) for rowid, _, _, text, _, old in rows if old])
                 if len(rows) < batch:
-                    self.conn.execute("DELETE FROM meta WHERE key = 'lines_pending'")
+                    self.conn.execute("DELETE FROM meta WHERE key IN ('lines_pending', 'plain_pending')")
             filled += len(rows)
             if len(rows) < batch:
                 break
         if filled:
-            log.info("stored the line analysis of %d chunks", filled)
+            log.info("stored the line analysis or plain-chunk answer of %d chunks", filled)
         return filled
 
     def touch_file(self, path: str, mtime: float, size: int, lines: int) -> None:

@@ -249,6 +249,26 @@ def test_stored_line_analyses_give_the_lines_of_a_fresh_analysis(conformance_wor
         assert lines == fresh and [ln.quantities for ln in lines] == [ln.quantities for ln in fresh]
 
 
+def test_stored_plain_answers_are_those_of_the_texts_handed_out(conformance_workspace: Path,
+                                                                open_conformance_memory) -> None:
+    """``candidate_plain`` (backends that store supersession's plain-chunk answer) gives, for the candidates of
+    the last search on this thread, what ``plain_chunk`` says of the text each was handed out with, and nothing
+    for an id that search did not hand out."""
+    from symi_memory.specs import StoredPlain
+    from symi_memory.supersession import plain_chunk
+
+    mem = open_conformance_memory(conformance_workspace)
+    mem.sync()
+    if not isinstance(mem.backend, StoredPlain):
+        pytest.skip("this backend stores no plain-chunk answers (supersession tells the texts at query time)")
+    backend: Any = mem.backend
+    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
+                                       candidate_limit=24)).candidates
+    got = backend.candidate_plain([c.id for c in cands] + ["no such id"])
+    assert set(got) <= {c.id for c in cands}
+    assert all(got[c.id] is plain_chunk(c.text) for c in cands if c.id in got)
+
+
 def test_stored_line_vectors_are_the_lines_own(conformance_workspace: Path, open_conformance_memory) -> None:
     """``candidate_line_vectors`` (backends that store line vectors) gives, per candidate, vectors of lines
     inside the chunk, in line order, each the same direction as that line's text embedded now."""

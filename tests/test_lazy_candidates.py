@@ -1,0 +1,99 @@
+"""A search's candidates made as they are read (``LazyCandidates``): the same candidates, in the same order, as the
+tuple made at once, whatever reads them; post-processors that do not say they take them get the tuple."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from support.sqlite_memory import open_mem, write
+
+from symi_memory import hookimpl, tools
+from symi_memory.index.backend import _make_candidates
+from symi_memory.specs import PostProcessContext, PostProcessorSpec
+from symi_memory.types import Candidate, LazyCandidates, SearchQuery
+
+
+def _columns(n: int) -> tuple[Sequence[Any], ...]:
+    return ([f"id{i}" for i in range(n)], [f"memory/n{i}.md" for i in range(n)], list(range(1, n + 1)),
+            list(range(2, n + 2)), [1.0 - i / 100 for i in range(n)], [f"text {i}" for i in range(n)],
+            ["memory"] * n, tuple(0.5 if i % 2 else None for i in range(n)),
+            tuple(0.25 if i % 3 else None for i in range(n)), [float(i) if i % 4 else None for i in range(n)],
+            tuple(i % 5 == 0 for i in range(n)))
+
+
+def test_lazy_candidates_read_as_the_tuple_made_at_once() -> None:
+    columns = _columns(37)
+    eager = _make_candidates(*columns)
+    for read in (lambda s: list(s), lambda s: s[::-1], lambda s: s[3:30:4], lambda s: [s[i] for i in (5, -1, 0, 36)],
+                 lambda s: s[40:], lambda s: s[-3:], lambda s: s[10:2], lambda s: [c for c in s if c.identifier_match]):
+        lazy = LazyCandidates(_make_candidates, columns, columns[4])
+        got = read(lazy)
+        assert list(got) == list(read(eager))
+        assert [repr(c) for c in got] == [repr(c) for c in read(eager)]
+    lazy = LazyCandidates(_make_candidates, columns, columns[4])
+    assert len(lazy) == 37 and lazy.scores == columns[4]
+    first = lazy[0]
+    assert lazy[:1] == (first,) and lazy[0] is first and next(iter(lazy)) is first  # each made once
+    assert lazy == eager and eager == lazy and lazy != eager[:-1] and lazy != list(reversed(eager))
+    assert lazy.index(eager[7]) == 7 and eager[9] in lazy and lazy.count(eager[2]) == 1
+    with pytest.raises(IndexError):
+        lazy[37]
+    with pytest.raises(IndexError):
+        lazy[-38]
+    with pytest.raises(TypeError):
+        hash(lazy)
+
+
+def test_lazy_candidates_make_only_what_is_read() -> None:
+    made: list[int] = []
+
+    def make(*columns: Sequence[Any]) -> tuple[Candidate, ...]:
+        made.append(len(columns[0]))
+        return _make_candidates(*columns)
+
+    columns = _columns(50)
+    lazy = LazyCandidates(make, columns, columns[4])
+    assert made == [] and len(lazy) == 50 and list(lazy.scores[:3]) == [1.0, 0.99, 0.98]
+    lazy[:10]
+    lazy[4]
+    assert made == [10]  # the first ten, once
+    lazy[19]
+    assert made == [10, 10]
+    assert len(list(lazy)) == 50 and made == [10, 10, 30]
+
+
+class _Recording:
+    """A post-processor of a plugin that does not say it takes lazily made candidates: it must get a tuple."""
+
+    seen: list[type] = []
+
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]:
+        _Recording.seen.append(type(candidates))
+        return candidates + ()  # a tuple's own operation
+
+
+def test_a_search_answers_the_same_with_every_kind_of_processor(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for i in range(12):
+        write(ws, f"memory/note-{i}.md", f"# Note {i}\n\nThe heron count at lake {i} was {i * 7} this spring.\n")
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="recording", order=900, factory=lambda hybrid: _Recording()))
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        plain = [tools.memory_search(mem, {"query": q, "minScore": 0}) for q in ("heron count", "lake 7", "spring")]
+        cands = mem.backend.search(SearchQuery(text="heron count", max_results=10, min_score=0.0, candidate_limit=40))
+        assert isinstance(cands.candidates, LazyCandidates)
+        eager = [attrs.asdict(c) for c in cands.candidates]
+        assert [c["score"] for c in eager] == sorted((c["score"] for c in eager), reverse=True)
+    with open_mem(tmp_path, ws, plugins=[("recording", Plugin())]) as mem:
+        assert [tools.memory_search(mem, {"query": q, "minScore": 0})
+                for q in ("heron count", "lake 7", "spring")] == plain
+        assert _Recording.seen and set(_Recording.seen) == {tuple}
