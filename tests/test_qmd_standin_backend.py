@@ -466,3 +466,34 @@ def test_close_ends_a_sync_waiting_for_another_process_update(tmp_path, ws):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_transcript_over_the_limit_exports_its_newest_messages(tmp_path, ws):
+    """The export holds a transcript's newest messages up to memorySearch.sync.maxFileBytes of text, as the builtin
+    indexes it, and status names the transcript under ``partial``; tool output never counts (stop 32)."""
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    turns = [("user", f"note {n}: remember token word{n:03d}x for later please") for n in range(100)]
+    lines = [json.dumps({"type": "message", "message": {"role": r, "content": t}}) for r, t in turns]
+    lines.insert(1, json.dumps({"type": "tool_result", "output": "ls output\n" * 5000}))
+    write(sessions / "long.jsonl", "\n".join(lines) + "\n")
+    _transcript(sessions / "short.jsonl", ("user", "Where is the okapi?"))
+    b = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    b.sync()
+    export = tmp_path / "state" / "agents" / "main" / "qmd" / "sessions"
+    text = (export / "long.md").read_text(encoding="utf-8")
+    assert len(text.encode()) <= 3001 and text.endswith("word099x for later please\n") and "word000x" not in text
+    kept = text.count("\n")
+    assert {c.path for c in b.search(query("word099x")).candidates} == {"qmd/sessions-main/long.md"}
+    assert b.search(query("word000x")).candidates == ()
+    (part,) = b.status()["partial"]
+    assert part["path"] == "sessions/long.jsonl"
+    assert f"only the newest {kept} of 100 are searchable (JSONL lines {102 - kept}-101)" in part["reason"]
+    # Another process sees it too (the qmd state), and an unchanged transcript keeps it.
+    other = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    assert other.status()["partial"] == [part]
+    b.sync(reason="manual")
+    assert b.status()["partial"] == [part]
+    # A limit that holds it all exports it whole.
+    whole = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}})
+    whole.sync(reason="manual")
+    assert whole.search(query("word000x")).candidates and whole.status()["partial"] == []

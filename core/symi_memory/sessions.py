@@ -81,6 +81,20 @@ class SessionDocument:
         """Whether some messages of the transcript are not in ``text``."""
         return bool(self.dropped or self.long_lines)
 
+    def partial_reason(self, max_bytes: int) -> str | None:
+        """What of the transcript is left out under ``sync.maxFileBytes = max_bytes`` (status ``partial``), or None."""
+        if not self.partial:
+            return None
+        parts = []
+        if self.dropped:
+            lines = f" (JSONL lines {self.line_map[0]}-{self.line_map[-1]})" if self.line_map else ""
+            parts.append(f"its messages exceed sync.maxFileBytes ({max_bytes} bytes of text): only the newest "
+                         f"{self.messages - self.dropped} of {self.messages} are searchable{lines}")
+        if self.long_lines:
+            parts.append(f"{self.long_lines} line{'s' if self.long_lines > 1 else ''} longer than sync.maxFileBytes "
+                         f"({max_bytes} bytes) not indexed")
+        return "; ".join(parts)
+
     def jsonl_lines(self, start_line: int, end_line: int) -> tuple[int, int]:
         """Map an inclusive 1-based text line range to JSONL line numbers."""
         if not self.line_map:

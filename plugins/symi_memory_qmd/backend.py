@@ -32,7 +32,7 @@ from symi_memory.types import (
 from symi_memory.workspace import PathRules
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
-from .export import export_sessions
+from .export import DEFAULT_MAX_BYTES, export_sessions
 from .lock import UpdateBusy, UpdateLock, holder
 from .parse import QmdParseError, update_counts
 from .paths import is_qmd_path, read_qmd_path
@@ -70,6 +70,7 @@ class QmdBackend:
         fallback_factory: Callable[[], MemoryBackend | None] | None = None,
         retry_after_s: float = 60.0,
         start: bool = True,
+        max_transcript_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.settings = settings
         self.agent_id = agent_id
@@ -77,6 +78,8 @@ class QmdBackend:
         self.state_dir = Path(state_dir).expanduser()
         self.home = self.state_dir / "agents" / agent_id / "qmd"
         self.retry_after_s = retry_after_s
+        #: ``memorySearch.sync.maxFileBytes``: the most message text one transcript's export holds.
+        self.max_transcript_bytes = max_transcript_bytes
         sess = settings.sessions
         self.sessions_source = self.state_dir / "agents" / agent_id / "sessions"
         self.export_dir = (
@@ -112,6 +115,7 @@ class QmdBackend:
         self._kick_thread: threading.Thread | None = None
         self.last_update: float | None = None
         self.export_error: str | None = None
+        self.export_partial: dict[str, str] = {}  # transcripts exported in part: {sessions/<name>.jsonl: why}
         self._fingerprint_done: str | None = None  # of the files as this process's last update began
         self._counts: dict[str, int] | None = None  # documents per collection after that update
         self._last_state: dict[str, Any] | None = None
@@ -182,9 +186,11 @@ class QmdBackend:
         self.export_error = None
         if self.settings.sessions.get("enabled"):
             try:
-                export_sessions(
-                    self.sessions_source, self.export_dir, retention_days=self.settings.sessions.get("retentionDays")
+                exported = export_sessions(
+                    self.sessions_source, self.export_dir, retention_days=self.settings.sessions.get("retentionDays"),
+                    max_bytes=self.max_transcript_bytes,
                 )
+                self.export_partial = exported.partial
             except OSError as exc:
                 # The transcripts' collection keeps its last export; memory is updated all the same.
                 self.export_error = f"cannot export session transcripts to {self.export_dir}: {exc.strerror or exc}"
@@ -306,7 +312,8 @@ class QmdBackend:
         state = {"lastUpdate": self.last_update, "lastUpdateError": update_error,
                  "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
-                 "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error}
+                 "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
+                 "partial": self.export_partial}
         self._last_state = state
         tmp = self.home / f"{STATE_FILE}.tmp{os.getpid()}"
         try:
@@ -443,6 +450,7 @@ class QmdBackend:
             fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
         last_error = self.scheduler.last_error or saved.get("lastUpdateError")
         export_error = self.export_error if own else saved.get("exportError")
+        partial = self.export_partial if own else saved.get("partial")
         return {
             "backend": "qmd",
             "plugin": "qmd-sidecar",
@@ -469,6 +477,9 @@ class QmdBackend:
             "embedding": {"enabled": self.embed_error is None, "error": self.embed_error},
             "sessions": {"enabled": bool(self.settings.sessions.get("enabled")), "exportDir": str(self.export_dir),
                          "error": export_error},
+            # Transcripts whose messages exceed memorySearch.sync.maxFileBytes: their newest messages are exported.
+            "partial": [{"path": p, "reason": str(why)} for p, why in sorted((partial if isinstance(partial, dict)
+                                                                             else {}).items())],
         }
 
     def close(self) -> None:

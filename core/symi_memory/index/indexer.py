@@ -332,19 +332,7 @@ class Indexer:
         max_bytes = int(self.agent.memory_search["sync"]["maxFileBytes"])
         doc, st = read_transcript(f.abs_path, max_bytes=max_bytes)
         f = attrs.evolve(f, mtime=st.st_mtime, size=doc.size)
-        partial = None
-        if doc.partial:
-            kept = doc.messages - doc.dropped
-            parts = []
-            if doc.dropped:
-                lines = f" (JSONL lines {doc.line_map[0]}-{doc.line_map[-1]})" if doc.line_map else ""
-                parts.append(f"its messages exceed sync.maxFileBytes ({max_bytes} bytes of text): only the newest "
-                             f"{kept} of {doc.messages} are searchable{lines}")
-            if doc.long_lines:
-                parts.append(f"{doc.long_lines} line{'s' if doc.long_lines > 1 else ''} longer than sync.maxFileBytes "
-                             f"({max_bytes} bytes) not indexed")
-            partial = "; ".join(parts)
-        return _Loaded(f, doc.content_hash, doc.text, doc.line_map, 0, doc.newlines, partial)
+        return _Loaded(f, doc.content_hash, doc.text, doc.line_map, 0, doc.newlines, doc.partial_reason(max_bytes))
 
     def _transcripts_read(self) -> tuple[int | None, dict[str, str]]:
         """The ``sync.maxFileBytes`` transcripts were last read with (None: not recorded), and the partial ones."""
