@@ -148,3 +148,15 @@ def test_real_qmd_finds_the_newest_messages_of_a_transcript_over_the_limit(tmp_p
     assert b.search(query("word000x")).candidates == ()
     (part,) = b.status()["partial"]
     assert part["path"] == "sessions/long.jsonl" and "of 200 are searchable" in part["reason"]
+
+
+def test_real_qmd_skips_a_name_not_valid_utf8_and_status_lists_it(tmp_path, ws):
+    with open(os.path.join(os.fsencode(ws / "memory"), b"caf\xe9.md"), "wb") as fh:
+        fh.write(b"- the heron is hidden here\n")
+    b = make_backend(tmp_path, QMD)
+    report = b.sync()
+    assert report.errors == ()
+    assert b.search(query("heron")).candidates == ()  # qmd cannot read it: the listing below is all that says so
+    assert b.status()["skipped"] == [{"path": "memory/caf\\xe9.md", "reason": "file name is not valid UTF-8"}]
+    assert report.warnings == ("memory/caf\\xe9.md is not indexed: file name is not valid UTF-8",)
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}

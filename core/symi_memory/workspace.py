@@ -20,6 +20,7 @@ from .types import ReadResult
 
 __all__ = [
     "IGNORED_DIRS",
+    "NOT_UTF8",
     "bom_encoding",
     "MemoryFile",
     "PathRoot",
@@ -35,6 +36,8 @@ __all__ = [
     "stored_path",
 ]
 
+#: Why a file whose name is not valid UTF-8 is not indexed (it cannot be stored or cited); ``status.skipped`` says it.
+NOT_UTF8 = "file name is not valid UTF-8"
 IGNORED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"})
 ROOT_FILES = ("MEMORY.md", "memory.md")
 

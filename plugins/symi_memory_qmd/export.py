@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from symi_memory.sessions import SESSIONS_PREFIX, list_session_files, read_transcript
+from symi_memory.workspace import printable_path
 
 __all__ = ["ExportReport", "export_sessions"]
 
@@ -73,6 +74,8 @@ def export_sessions(
     written, unchanged = [], 0
     partial: dict[str, str] = {}
     for src in list_session_files(source_dir):
+        if printable_path(src.name) != src.name:
+            continue  # qmd could not read its export's name either: status lists it (skipped), as the builtin does
         name = src.stem + ".md"
         target = export_dir / name
         try:

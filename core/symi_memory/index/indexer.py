@@ -16,7 +16,7 @@ import attrs
 from ..errors import BuildWaitExpired, EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
-from ..workspace import MemoryFile, decode_text, list_memory_files, printable_path, read_regular
+from ..workspace import NOT_UTF8, MemoryFile, decode_text, list_memory_files, printable_path, read_regular
 from .rebuild import BuildInfo, describe_build
 from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
@@ -133,7 +133,7 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
         shown = printable_path(f.path)
         if shown != f.path:
             if problems is not None:
-                problems[shown] = "file name is not valid UTF-8"
+                problems[shown] = NOT_UTF8
             continue
         kept.append(f)
     return kept
@@ -453,6 +453,9 @@ class Indexer:
             files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
             errors=(failed_now,) if failed_now else (),
+            # What no sync can take as it is (a name not valid UTF-8, a folder that cannot be listed): said here
+            # as well as in status.skipped, so whoever ran the sync knows why such a file is not found.
+            warnings=tuple(f"{p} is not indexed: {why}" for p, why in sorted(problems.items())),
         )
 
     def _other_build_running(self) -> bool:
