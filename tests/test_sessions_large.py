@@ -104,7 +104,7 @@ def test_reading_a_large_transcript_holds_about_the_limit_in_memory(tmp_path: Pa
     ws = tmp_path / "ws"
     write(ws, "MEMORY.md", "- the otter lives by the weir\n")
     p = write(sessions_dir(tmp_path), "big.jsonl", msg("user", "hello") + "\n")
-    with open_mem(tmp_path, ws, {**SESSION_MS, "sync": {"maxFileBytes": 100_000}}) as mem:
+    with open_mem(tmp_path, ws, {**SESSION_MS, "sync": {"maxFileBytes": 30_000}}) as mem:
         mem.sync()  # the first sync's imports and caches are not the transcript's
         with open(p, "a", encoding="utf-8") as fh:
             for n in range(15_000):
