@@ -188,3 +188,23 @@ def test_a_text_an_earlier_processor_changed_is_told_from_that_text(tmp_path: Pa
         hits = tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0})["results"]
         march = next(h for h in hits if h["path"] == "memory/2026-03-01.md")
         assert march.get("supersededBy") == {"path": "memory/2026-06-01.md", "startLine": 1, "endLine": 1}
+
+
+def test_a_running_process_answers_after_an_older_release_rebuilt_the_index_at_its_schema(tmp_path: Path) -> None:
+    """A release from before the column opens the index (an older CLI or host left installed) and, seeing a schema it
+    does not know, rebuilds it at its own, without ``chunks.plain``. A process of this release that had it open
+    answers its next searches (it brings the index up to its schema again, as an open does), where every search
+    failed with 'no such column: c.plain' until it was restarted."""
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        before = _answers(mem)
+        db = Path(mem.status()["dbPath"])
+        _downgrade_to_schema_7(db)  # what the older release's rebuild leaves, as tables go
+        con = apsw.Connection(str(db))
+        con.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")  # rebuilt
+        con.close()
+        assert _answers(mem) == before
+        assert _rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        write(ws, "memory/2026-07-01.md", "# 2026-07-01\n\n- Washed the red SUV.\n")
+        assert mem.sync().files_indexed == 1

@@ -29,6 +29,7 @@ from .cache import EmbeddingCache
 from .chunks import ChunkReads
 from .db import (
     VecExtension,
+    _schema_current,
     compact_after_migration,
     create_schema,
     drop_old_vec_table,
@@ -270,6 +271,12 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 if isinstance(exc, apsw.ReadOnlyError):
                     raise self.read_only_error(exc) from exc
                 raise
+
+    def schema_current(self) -> bool:
+        """Whether the index is at this release's schema (its tables, its ``schema_version``): a release from before
+        it may have opened the file and rebuilt it at its own since this process opened it (:meth:`reopen` brings
+        it up again)."""
+        return _schema_current(self.reader())
 
     def read_only(self) -> bool:
         """Whether this process may only read the index (a read-only file, or a folder it may not write)."""
