@@ -116,6 +116,7 @@ def test_a_search_result_does_what_a_tuple_of_its_candidates_does(tmp_path: Path
     assert isinstance(got, LazyCandidates) and len(got) > 2
     eager = tuple(got)
     assert got + () == eager and () + got == eager and got + eager[:1] == eager + eager[:1]
+    assert got + got == eager + eager  # two searches' candidates, one after the other
     assert got * 2 == eager * 2 and 2 * got == eager * 2
     assert hash(got) == hash(eager) and hash(result) == hash(attrs.evolve(result, candidates=eager))
     for again in (copy.deepcopy(got), pickle.loads(pickle.dumps(got)), copy.deepcopy(result).candidates,

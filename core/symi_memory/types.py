@@ -184,6 +184,8 @@ class LazyCandidates(Sequence["Candidate"]):
         return hash(tuple(self))  # equal to the tuple of its candidates: the same hash
 
     def __add__(self, other: Any) -> tuple[Candidate, ...]:
+        if isinstance(other, LazyCandidates):
+            other = tuple(other)
         return tuple(self) + other if isinstance(other, tuple) else NotImplemented
 
     def __radd__(self, other: Any) -> tuple[Candidate, ...]:
