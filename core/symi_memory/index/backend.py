@@ -298,7 +298,7 @@ class IndexedBackend:
             raise BackendError(f"the index {self.store.path} is damaged ({exc}); the next sync sets it aside and "
                                "rebuilds it from the memory files (`symi-memory index`)") from exc
         except apsw.SQLError:
-            if self.store.schema_current():
+            if not self.store.schema_older():
                 raise
             # A release from before this schema opened the index and rebuilt it at its own (without the columns
             # this one reads, such as chunks.plain): brought up to this schema again, as an open does.
