@@ -297,6 +297,13 @@ class IndexedBackend:
                 self.scheduler.mark_dirty("damaged")
             raise BackendError(f"the index {self.store.path} is damaged ({exc}); the next sync sets it aside and "
                                "rebuilds it from the memory files (`symi-memory index`)") from exc
+        except apsw.SQLError:
+            if not self.store.schema_older():
+                raise
+            # A release from before this schema opened the index and rebuilt it at its own (without the columns
+            # this one reads, such as chunks.plain): brought up to this schema again, as an open does.
+            self.store.reopen()
+            return self._search(query)
 
     def _search(self, query: SearchQuery) -> BackendResult:
         if not _SEARCH_IMPORTED:
