@@ -111,9 +111,10 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
                 grace.cancel()
 
     # proxy_headers off: scope["client"] stays the socket's peer, which is how the Guard names the connection whose
-    # request head came in (HeadDeadlines); nothing here trusts X-Forwarded-For.
+    # request head came in (HeadDeadlines); nothing here trusts X-Forwarded-For. No WebSocket (nothing here serves
+    # one): an upgrade would hand the connection to another protocol, out of HeadDeadlines' sight.
     server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", http=http_protocol,
-                                   proxy_headers=False, timeout_graceful_shutdown=int(GRACE_SECONDS) + 20,
+                                   ws="none", proxy_headers=False, timeout_graceful_shutdown=int(GRACE_SECONDS) + 20,
                                    log_level="warning"))
     record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
               "config": str(config.path.resolve()) if config.path else None,
