@@ -147,6 +147,8 @@ class IndexedBackend:
     #: finishes closing as it returns.
     _close_after_sync: bool = False
     _closing: bool = False
+    #: Why the last sync could not write the index (a full disk), until a sync writes it: status's lastError.
+    _disk_failure: str | None = None
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
     _terms: tuple[Generation, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (NO_GENERATION, {}))
@@ -231,12 +233,18 @@ class IndexedBackend:
                 report = self.indexer.sync(reason=reason, force=True, progress=progress)
         except (apsw.FullError, apsw.IOError) as exc:
             raise self._disk_error(exc) from exc
+        if self.indexer.deferred is None:  # this sync brought the index up to date: the disk took what it wrote
+            self._disk_failure = None
         return report, changes
 
     def _disk_error(self, exc: apsw.Error) -> BackendError:
         """The error a sync that SQLite could not write (a full disk, a file size limit, an I/O error) raises,
         also shown by ``status()["lastError"]`` until a sync succeeds. SQLite says only "disk I/O error"
-        (EFBIG) or "database or disk is full"; the OS error it hit says which."""
+        (EFBIG) or "database or disk is full"; the OS error it hit says which.
+
+        Kept apart from the indexer's own error (why files wait for their vectors): a later sync that writes
+        clears it even when files still wait (a background sync retries those only after a backoff), and
+        lastError goes back to that reason rather than naming a disk that has room again."""
         code = self.store.conn.system_errno
         why = os.strerror(code) if code else str(exc)
         full = isinstance(exc, apsw.FullError) or code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1))
@@ -244,7 +252,7 @@ class IndexedBackend:
                    + ("free disk space (or raise the file size limit) and sync again" if full else
                       "check the disk and sync again")
                    + ": the memory files are unchanged and searches answer from the index as it was")
-        self.indexer.last_error, self.indexer.synced = message, True
+        self._disk_failure = message
         return BackendError(message)
 
     def _background_sync(self, reason: str) -> None:
@@ -1038,6 +1046,8 @@ class IndexedBackend:
             dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
         last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        if self._disk_failure is not None:
+            last_error = self._disk_failure
         if self.store.read_only():
             last_error = str(self.store.read_only_error())
         damaged = self.store.damaged()
