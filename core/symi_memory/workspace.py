@@ -19,6 +19,8 @@ from .types import ReadResult
 
 __all__ = [
     "IGNORED_DIRS",
+    "AbsentRoot",
+    "absent_roots",
     "bom_encoding",
     "MemoryFile",
     "PathRoot",
@@ -175,6 +177,59 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
             if st is not None:
                 add_file(p, st)
     return found
+
+
+@attrs.frozen
+class AbsentRoot:
+    """A root the configuration names that cannot be listed now: the workspace, or one of its extra paths.
+
+    A folder renamed, removed or unmounted for a while is not every file in it deleted: a sync keeps what the
+    index holds from it (:meth:`holds`) and reports it (:attr:`warning`) until it is back.
+    """
+
+    kind: str  # "workspace" or "extra path"
+    path: str  # as resolved: absolute when the workspace is
+    why: str  # "does not exist", "is a file, not a folder"
+    #: Stored paths (:func:`stored_path`) of its files start with this plus "/"; "" for the workspace itself
+    #: (every stored path not leading out of it with "../").
+    stored: str
+
+    def holds(self, stored: str) -> bool:
+        """Whether the file stored under this path was listed from this root."""
+        if not self.stored:
+            return stored != ".." and not stored.startswith("../")
+        return stored == self.stored or stored.startswith(self.stored + "/")
+
+    @property
+    def warning(self) -> str:
+        """What a sync and ``status()`` report about it, naming the root and why it cannot be listed."""
+        if self.kind == "workspace":
+            return (f"workspace {self.path} {self.why}: nothing new is indexed from it and appends fail; what the "
+                    "index already holds from it stays searchable until it is back. If it moved or is mistyped, "
+                    "set the workspace to the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, "
+                    "--workspace, open_memory(workspace=...))")
+        return (f"extra path {self.path} (memorySearch.extraPaths) {self.why}: nothing new is indexed from it; what "
+                "the index already holds from it stays searchable until it is back or leaves extraPaths")
+
+
+def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[AbsentRoot]:
+    """The roots :func:`list_memory_files` cannot list now: the workspace when it is missing or not a folder,
+    and each extra path that does not exist (one inside a missing workspace is the workspace's)."""
+    ws = str(workspace)
+    out: list[AbsentRoot] = []
+    if not os.path.isdir(ws):
+        out.append(AbsentRoot("workspace", ws, "is a file, not a folder" if os.path.lexists(ws) else "does not exist",
+                              ""))
+    for extra in extra_paths:
+        p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+        if os.path.islink(p) or os.path.isdir(p) or (p.endswith(".md") and os.path.lexists(p)):
+            continue  # listed (a folder, a Markdown file), or left out as it always is (a symlink)
+        stored = stored_path(p, ws)
+        if stored == "." or (out and out[0].holds(stored)):
+            continue
+        why = "is a file, not a folder" if os.path.lexists(p) else "does not exist"
+        out.append(AbsentRoot("extra path", p, why, stored))
+    return out
 
 
 def printable_path(path: str) -> str:
