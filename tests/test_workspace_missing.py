@@ -154,3 +154,52 @@ def test_a_full_rebuild_waits_for_a_workspace_that_is_away(tmp_path: Path) -> No
     report = mem.sync(force=True)
     assert report.full and report.files_indexed == 1 and report.warnings == ()
     mem.close()
+
+
+def _replaced_by_a_file(ws: Path) -> None:
+    shutil.rmtree(ws)
+    ws.write_text("- not a folder any more\n", encoding="utf-8")
+
+
+def test_memory_get_on_a_workspace_replaced_by_a_file_says_so(tmp_path: Path) -> None:
+    # It answered "path required" for every path, as if the agent had asked for something outside its memory.
+    from symi_memory import tools
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    mem = open_mem(tmp_path, ws)
+    mem.sync()
+    _replaced_by_a_file(ws)
+    for path in ("MEMORY.md", "memory/a.md", "memory/never-written.md", str(ws / "memory" / "a.md")):
+        out = tools.memory_get(mem, {"path": path})
+        assert out["text"] == "" and out["error"] == (
+            f"cannot read {path}: the workspace {ws} is a file, not a folder; set the workspace to the folder "
+            "that holds MEMORY.md and memory/"), out
+    assert tools.memory_get(mem, {"path": "../elsewhere.md"})["error"] == "path required"  # refused as before
+    # Search answers from what was indexed before (true as of then), and status says why nothing is newer.
+    found = tools.memory_search(mem, {"query": "axolotl"})
+    assert [r["path"] for r in found["results"]] == ["memory/a.md"]
+    assert f"workspace {ws} is a file, not a folder" in mem.status()["warnings"][0]
+    mem.close()
+
+
+def test_the_cli_on_a_workspace_replaced_by_a_file(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    cfg = tmp_path / "c.toml"
+    # From the config (--workspace naming a file is refused before anything runs).
+    cfg.write_text(f'[agents.defaults]\nworkspace = "{ws}"\n[agents.defaults.memorySearch]\nprovider = "none"\n',
+                   encoding="utf-8")
+    base = ("--config", str(cfg))
+    assert cli(*base, "index")[0] == 0
+    _replaced_by_a_file(ws)
+    code, _out, err = cli(*base, "get", "memory/a.md")
+    assert code == 1 and err.strip() == (
+        f"symi-memory: error: memory/a.md: cannot read memory/a.md: the workspace {ws} is a file, not a folder; "
+        "set the workspace to the folder that holds MEMORY.md and memory/"), err
+    code, out, err = cli(*base, "search", "axolotl", "--json", json_out=True)
+    assert code == 0 and [r["path"] for r in out["results"]] == ["memory/a.md"], err
+    assert err.count(f"workspace {ws} is a file, not a folder") == 1, err
+    code, out, _err = cli(*base, "status")
+    assert code == 0 and f"workspace {ws} is a file, not a folder" in out and "stays searchable" in out, out

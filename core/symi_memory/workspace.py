@@ -375,6 +375,8 @@ class PathRules:
     workspace: str
     roots: list[PathRoot]
     escape_message: str = "path required"
+    #: Whether ``workspace`` is the agent's workspace (not a qmd collection's folder): named when it is a file.
+    is_workspace: bool = True
 
     @classmethod
     def from_workspace(cls, workspace: str | Path, extra_paths: Iterable[str] = ()) -> PathRules:
@@ -402,7 +404,7 @@ class PathRules:
         """Rules for paths relative to one directory, limited to ``pattern`` (a qmd collection)."""
         d = os.path.normpath(str(directory))
         return cls(workspace=d, roots=[PathRoot(d, os.path.realpath(d), True, pattern)],
-                   escape_message=escape_message)
+                   escape_message=escape_message, is_workspace=False)
 
     def add_directory(self, directory: str | Path, pattern: str = "**/*.md") -> None:
         """Allow one more directory (not a symlink), limited to ``pattern``."""
@@ -442,6 +444,8 @@ class PathRules:
                 st = os.lstat(cand)
             except FileNotFoundError:
                 return cand, stored_path(cand, self.workspace)
+            except NotADirectoryError:
+                raise PathRefused(self._not_a_folder(text)) from None
             except (OSError, ValueError):
                 raise PathRefused() from None
             if not stat.S_ISREG(st.st_mode):
@@ -450,6 +454,15 @@ class PathRules:
         if not matched_dir and self.escape_message != "path required":
             raise PathRefused(self.escape_message)
         raise PathRefused()
+
+    def _not_a_folder(self, asked: str) -> str:
+        """Why a path on the way to a memory file is not a folder: the workspace replaced by a file is named as
+        such; a file inside it asked for as a folder (``MEMORY.md/x.md``) is refused as any path that is no memory
+        file is."""
+        if self.is_workspace and os.path.lexists(self.workspace) and not os.path.isdir(self.workspace):
+            return (f"cannot read {asked}: the workspace {os.path.normpath(self.workspace)} is a file, not a folder; "
+                    "set the workspace to the folder that holds MEMORY.md and memory/")
+        return "path required"
 
     def read(self, path: str, *, from_line: int | None = None, lines: int | None = None,
              shown: str | None = None) -> ReadResult:
