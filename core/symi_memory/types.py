@@ -329,8 +329,9 @@ class SyncReport:
     embeddings_cached: int = 0
     seconds: float = 0.0
     errors: tuple[str, ...] = ()
-    #: Nothing failed, but what was indexed may not be what was meant: the workspace does not exist (a mistyped
-    #: path syncs 0 files).
+    #: Nothing failed, but what was indexed may not be what was meant: the workspace does not exist or is a file (a
+    #: mistyped path syncs 0 files; one away for a while keeps what the index holds from it), an extra path does
+    #: not exist, a full rebuild waits for one of those.
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
