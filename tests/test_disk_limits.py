@@ -134,6 +134,69 @@ def test_a_sync_the_disk_cannot_hold_says_so_keeps_answering_and_the_next_sync_r
     assert got["intact"] is None
 
 
+
+def test_a_disk_error_leaves_status_once_a_sync_writes_though_files_still_wait_for_vectors(tmp_path: Path) -> None:
+    """Files waiting for their vectors (the provider refuses their text) and then a sync the disk could not hold:
+    once the disk had room and a background sync wrote the new notes (their vectors too), status still said
+    "could not write the index: File too large", and recorded it for new processes, until a sync retried the
+    waiting files (after a backoff, or the provider's return). Now lastError goes back to why files wait."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    words = "alpha beta gamma delta kestrel zebra budget coffee garden server backup report".split()
+    for i in range(900):
+        line = " ".join(words[(i + k) % len(words)] for k in range(12))
+        write(ws, f"memory/n{i:04d}.md", f"# Note {i}{' refused' if i < 100 else ''}\n" + f"{line} n{i}x\n" * 6)
+    got = _run(tmp_path, ws, """
+        from support.loopback_http import LoopbackServer, Reply
+
+        def embeddings(req):  # the first 100 notes' text is refused, the others get vectors
+            texts = req.json()["input"]
+            if any("refused" in t for t in texts):
+                return Reply(status=400, body="model not found")
+            return Reply(json={"data": [{"index": i, "embedding": [0.1 * (i % 7 + 1), 0.2, 0.3]}
+                                        for i in range(len(texts))]})
+
+        with LoopbackServer() as server:
+            server.add("POST", "/v1/embeddings", embeddings)
+            remote = {"provider": "openai", "remote": {"baseUrl": server.url + "/v1", "apiKey": "sk-test-0123456789"}}
+            names = sorted((ws / "memory").iterdir())
+            later = {p: p.read_bytes() for p in names[100:]}
+            for p in later:
+                p.unlink()
+            mem = open_mem(tmp, ws, remote)
+            mem.sync()
+            mem.close()  # checkpoints the WAL
+            mem = open_mem(tmp, ws, remote)
+            mem.sync()  # the provider refused again: its backoff runs from here
+            out = {"waiting": mem.status()["lastError"]}
+            for p, data in later.items():
+                p.write_bytes(data)
+            limit(Path(mem.status()["dbPath"]).stat().st_size + 200_000)
+            try:
+                mem.sync(reason="watch")
+            except SymiMemoryError as exc:
+                out["error"] = str(exc)
+            out["full"] = mem.status()["lastError"]
+            unlimit()
+            mem.sync(reason="watch")  # room again; the waiting files are not retried before the backoff
+            st = mem.status()
+            out.update(after=st["lastError"], files=st["files"], pending=st["pendingFiles"], reason=st["pendingReason"])
+            out["hits"] = [h.path for h in mem.search("n800x", min_score=0).results][:1]
+            mem.close()
+            fresh = open_mem(tmp, ws, remote)
+            out["fresh"] = fresh.status()["lastError"]
+            fresh.close()
+        print(json.dumps(out))
+    """)
+    assert "model not found" in got["waiting"], got
+    assert "File too large" in got["error"] and "File too large" in got["full"], got
+    assert got["files"] == 901 and got["pending"] == 101, got
+    assert got["hits"] == ["memory/n0800.md"], got
+    assert "File too large" not in got["after"] and "model not found" in got["after"], got
+    assert "model not found" in got["reason"], got
+    assert "File too large" not in got["fresh"] and "model not found" in got["fresh"], got
+
+
 EDITOR = textwrap.dedent("""
     import sys, time
     path, stop = sys.argv[1], time.monotonic() + float(sys.argv[2])

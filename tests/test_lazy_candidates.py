@@ -44,8 +44,7 @@ def test_lazy_candidates_read_as_the_tuple_made_at_once() -> None:
         lazy[37]
     with pytest.raises(IndexError):
         lazy[-38]
-    with pytest.raises(TypeError):
-        hash(lazy)
+    assert hash(lazy) == hash(eager)  # equal to the tuple: hashed as it is
 
 
 def test_lazy_candidates_make_only_what_is_read() -> None:
@@ -97,3 +96,32 @@ def test_a_search_answers_the_same_with_every_kind_of_processor(tmp_path: Path) 
         assert [tools.memory_search(mem, {"query": q, "minScore": 0})
                 for q in ("heron count", "lake 7", "spring")] == plain
         assert _Recording.seen and set(_Recording.seen) == {tuple}
+
+
+def test_a_search_result_does_what_a_tuple_of_its_candidates_does(tmp_path: Path) -> None:
+    """A third-party caller of ``backend.search`` (a backend wrapping builtin-sqlite, a cache of results) gets
+    ``BackendResult.candidates`` as it got the tuple: it concatenates, repeats, hashes, copies and pickles like one
+    (a copy or a pickle is a tuple of equal candidates), and a non-integer index is a TypeError."""
+    import copy
+    import pickle
+
+    ws = tmp_path / "ws"
+    for i in range(6):
+        write(ws, f"memory/note-{i}.md", f"# Note {i}\n\nThe heron count at lake {i} was {i * 7} this spring.\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        result = mem.backend.search(SearchQuery(text="heron count", max_results=10, min_score=0.0,
+                                                candidate_limit=40))
+    got = result.candidates
+    assert isinstance(got, LazyCandidates) and len(got) > 2
+    eager = tuple(got)
+    assert got + () == eager and () + got == eager and got + eager[:1] == eager + eager[:1]
+    assert got + got == eager + eager  # two searches' candidates, one after the other
+    assert got * 2 == eager * 2 and 2 * got == eager * 2
+    assert hash(got) == hash(eager) and hash(result) == hash(attrs.evolve(result, candidates=eager))
+    for again in (copy.deepcopy(got), pickle.loads(pickle.dumps(got)), copy.deepcopy(result).candidates,
+                  pickle.loads(pickle.dumps(result)).candidates):
+        assert again == eager and type(again) is tuple
+    for key in ("0", 1.0, None):
+        with pytest.raises(TypeError):
+            got[key]  # type: ignore[index]

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from support.sqlite_memory import open_mem, write
+from support.sqlite_memory import open_mem, open_on, write
 
 from symi_memory import tools
 from symi_memory.errors import SymiMemoryError
@@ -22,19 +22,6 @@ def _notes(ws: Path, count: int, *, seed: int = 1) -> None:
     for i in range(count):
         lines = (" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(8))
         write(ws, f"memory/n{i:04d}.md", "# Note\n" + "\n".join(lines) + "\n")
-
-
-def _open_on(index: Path) -> list[str]:
-    """The descriptors this process holds open on the index file (and its -wal/-shm)."""
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(index)):
-            out.append(target)
-    return out
 
 
 def test_close_under_searches_from_a_thread_pool_leaves_no_index_open_and_no_raw_sqlite_error(tmp_path: Path) -> None:
@@ -72,7 +59,7 @@ def test_close_under_searches_from_a_thread_pool_leaves_no_index_open_and_no_raw
                 f.result(timeout=60)
             assert len(answered) >= 8
             assert all(isinstance(e, SymiMemoryError) for e in errors), [repr(e) for e in errors]
-            assert _open_on(index) == [], "the closed manager still holds the index open in the pool's threads"
+            assert open_on(index) == [], "the closed manager still holds the index open in the pool's threads"
     finally:
         pool.shutdown()
 
@@ -189,20 +176,9 @@ def _run_script(tmp_path: Path, body: str, timeout: float = 120) -> dict:
     prelude = textwrap.dedent("""
         import json, os, signal, sys, threading, time
         from pathlib import Path
-        from support.sqlite_memory import open_mem, write
+        from support.sqlite_memory import open_mem, open_on, write
         from symi_memory.errors import SymiMemoryError
         tmp = Path(sys.argv[1]); ws = tmp / "ws"
-
-        def open_on(index):
-            out = []
-            for fd in os.listdir("/proc/self/fd"):
-                try:
-                    target = os.readlink(f"/proc/self/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith(str(index)):
-                    out.append(target)
-            return out
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     try:

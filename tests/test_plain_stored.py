@@ -146,3 +146,65 @@ def test_a_full_reindex_stores_the_answers_too(tmp_path: Path) -> None:
         stored = _rows(mem, "SELECT text, plain FROM chunks")
         assert stored and all(fact == plain_fact(text) for text, fact in stored)
         assert _answers(mem) == before
+
+
+#: A third-party post-processor's glossary: the notes keep a shorthand, the processor hands the search its meaning.
+_GLOSSARY = {"Car notes: blue hatchback.": "The car is a blue hatchback.",
+             "Car notes: red SUV.": "Sold the hatchback; now the car is a red SUV."}
+
+
+class _Glossary:
+    """Runs before supersession (order 300) and changes candidates' text (keeping their ids), as the hook allows."""
+
+    def process(self, candidates, ctx):  # type: ignore[no-untyped-def]
+        import attrs
+
+        return [attrs.evolve(c, text=_GLOSSARY.get(c.text.strip(), c.text)) for c in candidates]
+
+
+def test_a_text_an_earlier_processor_changed_is_told_from_that_text(tmp_path: Path) -> None:
+    """The answer stored for a chunk is of the text the index holds: when an earlier post-processor hands
+    supersession another text for that candidate, supersession judges the text it is given (as it does without
+    stored answers), not the stored answer of the shorthand, which is plain."""
+    from typing import Any
+
+    from symi_memory import hookimpl
+    from symi_memory.specs import PostProcessorSpec
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="glossary", order=300, factory=lambda hybrid: _Glossary()))
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-01.md", "Car notes: blue hatchback.\n")
+    write(ws, "memory/2026-06-01.md", "Car notes: red SUV.\n")
+    assert all(plain_chunk(t) for t in _GLOSSARY) and not all(plain_chunk(t) for t in _GLOSSARY.values())
+    with open_mem(tmp_path, ws, ON, plugins=[("glossary", Plugin())]) as mem:
+        mem.sync()
+        assert {plain_of_fact(fact) for (fact,) in _rows(mem, "SELECT plain FROM chunks")} == {True}
+        _LINES.clear()
+        _PLAIN.clear()
+        hits = tools.memory_search(mem, {"query": "what car do I drive?", "minScore": 0})["results"]
+        march = next(h for h in hits if h["path"] == "memory/2026-03-01.md")
+        assert march.get("supersededBy") == {"path": "memory/2026-06-01.md", "startLine": 1, "endLine": 1}
+
+
+def test_a_running_process_answers_after_an_older_release_rebuilt_the_index_at_its_schema(tmp_path: Path) -> None:
+    """A release from before the column opens the index (an older CLI or host left installed) and, seeing a schema it
+    does not know, rebuilds it at its own, without ``chunks.plain``. A process of this release that had it open
+    answers its next searches (it brings the index up to its schema again, as an open does), where every search
+    failed with 'no such column: c.plain' until it was restarted."""
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        before = _answers(mem)
+        db = Path(mem.status()["dbPath"])
+        _downgrade_to_schema_7(db)  # what the older release's rebuild leaves, as tables go
+        con = apsw.Connection(str(db))
+        con.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")  # rebuilt
+        con.close()
+        assert _answers(mem) == before
+        assert _rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        write(ws, "memory/2026-07-01.md", "# 2026-07-01\n\n- Washed the red SUV.\n")
+        assert mem.sync().files_indexed == 1

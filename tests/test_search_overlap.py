@@ -432,3 +432,59 @@ def test_a_malformed_query_vector_fails_its_own_search_only(tmp_path: Path, monk
         got = mem.search("lions at dawn").to_dict()
         assert time.monotonic() - started < 2.0, "the search waited out the embedding deadline"
         assert got == want and got["mode"] == "hybrid"
+
+
+SEARCH_IN_A_CHILD_FORKED_WHILE_A_WORKER_STARTED = """
+import os, signal, sys, threading
+from pathlib import Path
+from symi_memory import load_config
+from symi_memory.manager import open_memory
+
+cfg = load_config(None, state_dir=Path(sys.argv[1]), overrides={"agents": {"defaults": {"memorySearch": {
+    "provider": "hash"}}}})
+mem = open_memory(cfg, workspace=Path(sys.argv[2]), start=False)
+mem.sync()
+if sys.argv[3] == "searched":
+    print(mem.search("lions at dawn").mode, flush=True)  # the parent's query worker exists
+# A request thread of the parent starting an embedding worker as the process forks holds the workers' lock (held
+# here from a thread for as long as the fork takes, where a real start holds it for a thread's start).
+held, forked = threading.Event(), threading.Event()
+
+
+def starting() -> None:
+    with mem.backend._workers_lock:
+        held.set()
+        forked.wait()
+
+
+starter = threading.Thread(target=starting)
+starter.start()
+held.wait()
+pid = os.fork()
+if pid == 0:  # a prefork server's worker, say
+    signal.alarm(20)  # a deadlocked child dies of SIGALRM (exit code -14)
+    print(mem.search("lions at dawn").mode, flush=True)
+    os._exit(0)
+forked.set()
+starter.join()
+print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+print(mem.search("lions at dawn").mode, flush=True)  # the parent's lock was released: it searches on
+mem.close()
+"""
+
+
+@pytest.mark.parametrize("parent", ["fresh", "searched"])
+def test_a_child_forked_while_the_embedding_workers_lock_was_held_searches(tmp_path: Path, parent: str) -> None:
+    # A parent thread starting the first embedding worker holds the workers' lock; a child forked then inherits it
+    # held by a thread it does not have. The child got a new lock only when the parent's query worker existed, so
+    # a child of a parent that had not searched yet (or had only the synonym worker) hung on its first search.
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    ws = _workspace(tmp_path, 6)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", SEARCH_IN_A_CHILD_FORKED_WHILE_A_WORKER_STARTED,
+                           str(tmp_path / "state"), str(ws), parent], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    expected = (["hybrid"] if parent == "searched" else []) + ["hybrid", "child", "exit", "0", "hybrid"]
+    assert proc.stdout.split() == expected, proc.stdout + proc.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import importlib.util
 import json
 import os
 import shutil
@@ -702,3 +703,38 @@ def test_sigterm_right_after_the_serving_line_is_not_lost(setup: dict[str, Path]
         rest = proc.stdout.read()
         assert code == 0 and "Traceback" not in rest, rest
         assert not (setup["state"] / "serve.json").exists()
+
+
+def test_a_served_workspace_replaced_by_a_file_is_named_by_get_and_status_and_still_searched(
+        setup: dict[str, Path]) -> None:
+    # memory_get answered "path required" for every path once the workspace was a file (HTTP and MCP alike).
+    ws = setup["main"]
+    expected = (f"cannot read memory/2026-01-01.md: the workspace {ws} is a file, not a folder; set the workspace "
+                 "to the folder that holds MEMORY.md and memory/")
+    with running_server(setup["state"]) as srv:
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"][0]["path"] == "MEMORY.md"
+        shutil.rmtree(ws)
+        ws.write_text("- not a folder\n", encoding="utf-8")
+        time.sleep(2.5)  # the server's watcher sees it go and syncs
+        status, out = srv.request("POST", "/api/agents/main/get", {"path": "memory/2026-01-01.md"})
+        assert status == 200 and out["text"] == "" and out["error"] == expected, out
+        # What was indexed before stays searchable (the sync did not take the files for deleted).
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"][0]["path"] == "MEMORY.md", out
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert status == 200 and st["files"] == 2
+        assert any(w.startswith(f"workspace {ws} is a file, not a folder") for w in st["warnings"]), st
+        if importlib.util.find_spec("mcp_types") is None:
+            return
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        async def check() -> None:
+            async with streamable_http_client(srv.url + "/mcp") as streams, \
+                    ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                got = await session.call_tool("memory_get", {"path": "memory/2026-01-01.md"})
+                assert got.is_error is True and got.structured_content["error"] == expected
+
+        asyncio.run(asyncio.wait_for(check(), 90))

@@ -10,6 +10,8 @@ import http.client
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -296,52 +298,133 @@ def test_many_agents_and_clients_fit_in_a_small_file_descriptor_limit(setup: dic
     assert "Too many open files" not in srv.log.read_text()
 
 
+def _connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.settimeout(20)
+    return s
+
+
+def _answer(s: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except OSError:
+        pass
+    s.close()
+    return out
+
+
+def _response(s: socket.socket) -> bytes:
+    """One whole HTTP response (with a Content-Length) read from ``s``."""
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := s.recv(65536)):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length and (chunk := s.recv(65536)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def _trickle(s: socket.socket, data: bytes, every: float) -> float | None:
+    """Send ``data`` a byte every ``every`` s; how long until the server closed the connection (None: never)."""
+    started = time.monotonic()
+    for byte in data:
+        try:
+            s.send(bytes([byte]))
+        except OSError:  # the server closed it
+            return time.monotonic() - started
+        time.sleep(every)
+    return None
+
+
 def test_clients_that_trickle_a_request_in_are_cut_off(setup: dict[str, Path]) -> None:
     """A connection that sent nothing, or a request's head or body a byte now and then, was held open for as
     long as the client liked (a file descriptor each: a few hundred such clients and no one else got in). Now
-    the head and then the body must each arrive within serve.clientTimeoutSeconds."""
+    the head must arrive within serve.clientTimeoutSeconds, and the body may not stall that long nor average
+    under 1 KiB/s after it."""
     state = setup["state"]
     _write_config(state, setup["main"], setup["other"], extra="[serve]\nclientTimeoutSeconds = 2\n")
     with running_server(state) as srv:
-        def connect() -> socket.socket:
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-            s.settimeout(10)
-            return s
-
         head = f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n".encode()
-        silent, trickling, slow_body, slow_mcp = connect(), connect(), connect(), connect()
-        slow_body.sendall(head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        json_head = head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        silent, trickling, slow_body, slow_mcp = (_connect(srv.port) for _ in range(4))
+        slow_body.sendall(json_head + b"{")
         slow_mcp.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: application/json\r\n"
                          f"Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{{".encode())
         started = time.monotonic()
-        cut = None
-        for byte in head[:16]:  # a byte every 0.5 s: never idle, never done
-            try:
-                trickling.send(bytes([byte]))
-            except OSError:  # the server closed it
-                cut = time.monotonic() - started
-                break
-            time.sleep(0.5)
+        cut = _trickle(trickling, head[:16], 0.5)  # a byte every 0.5 s: never idle, never done
         assert cut is not None and cut < 6, cut
         # Meanwhile everyone else is answered as usual.
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
         assert status == 200 and out["results"]
-
-        def answer(s: socket.socket) -> bytes:
-            out = b""
-            try:
-                while chunk := s.recv(65536):
-                    out += chunk
-            except OSError:
-                pass
-            s.close()
-            return out
-
-        assert answer(silent) == b""
-        body = answer(slow_body)
-        assert body.startswith(b"HTTP/1.1 408") and b"did not arrive within 2 s" in body, body
-        assert answer(slow_mcp).split(b" ", 2)[1] in (b"408", b"400"), "the MCP endpoint took the slow body"
+        assert _answer(silent) == b""
+        body = _answer(slow_body)
+        assert body.startswith(b"HTTP/1.1 408") and b"stalled: nothing came for 2 s" in body, body
+        assert _answer(slow_mcp).split(b" ", 2)[1] in (b"408", b"400"), "the MCP endpoint took the slow body"
         assert time.monotonic() - started < 9
+        # A body never silent for 2 s, but a byte every 0.5 s: cut off once under 1 KiB/s after its first 2 s.
+        dripping = _connect(srv.port)
+        dripping.sendall(json_head)
+        cut = _trickle(dripping, b'{"query": "Prefers tea"' + b" " * 80, 0.5)
+        body = _answer(dripping)
+        assert body.startswith(b"HTTP/1.1 408") and b"too slowly" in body, (cut, body)
+        # After an answer, the next request's head on the same connection has the same deadline.
+        kept = _connect(srv.port)
+        kept.sendall(head + b"Content-Type: application/json\r\nContent-Length: 24\r\n\r\n"
+                     b'{"query": "Prefers tea"}')
+        first = _response(kept)
+        assert first.startswith(b"HTTP/1.1 200"), first
+        cut = _trickle(kept, head, 0.5)
+        assert cut is not None and cut < 6, cut
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_a_slow_but_steady_upload_and_a_long_answer_are_not_cut(setup: dict[str, Path]) -> None:
+    """The whole body had to arrive within serve.clientTimeoutSeconds: a large request over a slow link (here 9 KB
+    at about 2 KB/s, over twice the 2 s limit) was answered 408 although it never stalled. A search that takes
+    longer than the limit to answer is not a late head either: its connection stays open for the next request."""
+    state = _stall_config(setup, "clientTimeoutSeconds = 2")
+    with running_server(state, env=STALL_ENV) as srv:
+        body = b'{"query": "Prefers tea"' + b" " * 9000 + b"}"  # JSON whitespace: the same search, 9 KB
+        s = _connect(srv.port)
+        s.sendall(f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        started = time.monotonic()
+        for i in range(0, len(body), 200):
+            s.sendall(body[i:i + 200])
+            time.sleep(0.1)
+        took = time.monotonic() - started
+        answer = _response(s)
+        assert took > 4, took
+        assert answer.startswith(b"HTTP/1.1 200") and b"MEMORY.md" in answer, answer[:300]
+        # The same connection: a search whose embedding takes 3 s (over the 2 s limit) is answered on it.
+        slow = json.dumps({"query": "Prefers tea stall3s"}).encode()
+        s.sendall(f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(slow)}\r\n\r\n".encode() + slow)
+        again = _response(s)
+        assert again.startswith(b"HTTP/1.1 200"), again[:300]
+        s.close()
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_serve_says_what_to_install_when_uvicorn_has_no_h11_protocol(setup: dict[str, Path], tmp_path: Path) -> None:
+    """The head deadline is uvicorn's own h11 protocol with the asyncio connection callbacks extended: a uvicorn
+    without it (a release that moved it) makes serve refuse to start, naming the tested releases, rather than
+    serve without the deadline."""
+    stub = tmp_path / "stub" / "uvicorn"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("__version__ = '9.0'\nclass Server: ...\nclass Config: ...\n")
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]),
+           "PYTHONPATH": os.pathsep.join([str(stub.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "symi_memory.cli", "serve", "--port", "0"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode != 0
+    assert "cannot limit slow clients" in proc.stderr and "pip install 'uvicorn>=" in proc.stderr, proc.stderr
+    assert not (setup["state"] / "serve.json").exists()
 
 
 def test_an_agent_that_cannot_be_opened_is_answered_with_why_and_the_others_go_on(setup: dict[str, Path]) -> None:

@@ -8,7 +8,8 @@ from support.sqlite_memory import open_mem, wait_for, write
 
 
 def _found(mem, query: str, path: str) -> bool:
-    return any(h.path == path for h in mem.search(query, min_score=0).results)
+    """Whether a hit from ``path`` holds the word searched for (min_score 0 lists every indexed file)."""
+    return any(h.path == path and query in h.snippet for h in mem.search(query, min_score=0).results)
 
 
 def _pair(tmp_path: Path, ws: Path, debounce: int):
@@ -46,5 +47,42 @@ def test_changes_in_ignored_subfolders_do_not_trigger_syncs(tmp_path: Path) -> N
         assert wait_for(lambda: _found(mem, "beta", "memory/b.md"))
         assert not _found(mem, "zeta", "memory/node_modules/x.md")
     finally:
+        mem.close()
+        watcher.close()
+
+
+def test_a_workspace_removed_under_the_watcher_stays_searchable_and_is_watched_again_when_back(
+        tmp_path: Path) -> None:
+    # A running service's watcher saw every file of a workspace removed for a while (a folder moved away and back,
+    # an unmounted disk) as deleted and emptied the index; made again, the workspace was another folder, which
+    # no watch followed, so edits to it waited for the 30 s recheck.
+    import logging
+    import shutil
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    watcher, mem = _pair(tmp_path, ws, 50)
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("symi_memory").addHandler(handler)
+    try:
+        shutil.copytree(ws, tmp_path / "saved")
+        shutil.rmtree(ws)
+        # The watcher's sync has seen it gone (it warns), or (before) emptied the index.
+        assert wait_for(lambda: any(f"workspace {ws} does not exist" in m for m in said)
+                        or mem.status()["files"] < 2)
+        assert _found(mem, "axolotl", "memory/a.md") and _found(mem, "tea", "MEMORY.md")
+        assert mem.status()["files"] == 2
+        assert f"workspace {ws} does not exist" in watcher.status()["warnings"][0]
+        shutil.copytree(tmp_path / "saved", ws)
+        write(ws, "MEMORY.md", "- prefers coffee now\n")
+        assert wait_for(lambda: _found(mem, "coffee", "MEMORY.md"), timeout=10)
+        (ws / "memory" / "a.md").unlink()
+        assert wait_for(lambda: not _found(mem, "axolotl", "memory/a.md"), timeout=10)
+        assert watcher.status()["warnings"] == []
+    finally:
+        logging.getLogger("symi_memory").removeHandler(handler)
         mem.close()
         watcher.close()

@@ -1,8 +1,12 @@
-"""A workspace path that does not exist (a typo): syncs and status say so instead of silently indexing nothing."""
+"""A workspace path that does not exist (a typo), or one that goes away for a while (renamed, removed, unmounted,
+replaced by a file): syncs and status say so instead of silently indexing nothing, and what the index holds from
+it stays searchable until it is back."""
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,137 @@ def test_the_cli_index_and_search_warn_once_each(tmp_path: Path, cli) -> None:  
         code, _out, err = cli("--workspace", str(nope), *args)
         assert code == 0, err
         assert err.count(f"workspace {nope} does not exist") == 1, err
+
+
+def _paths(mem, query: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The files whose hits hold the word searched for."""
+    return sorted(h.path for h in mem.search(query, min_score=0).results if query in h.snippet)
+
+
+@pytest.mark.parametrize("away", ["renamed", "removed", "a file"])
+def test_a_workspace_gone_for_a_while_keeps_its_index_and_catches_up_when_back(tmp_path: Path, away: str) -> None:
+    # A sync while the workspace was away (a folder renamed, removed and restored, an unmounted disk) took every
+    # file in it for deleted: the index came back empty and searches found nothing until it was back and synced.
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    write(ws, "memory/b.md", "- the boiler code is 4471\n")
+    mem = open_mem(tmp_path, ws)
+    assert mem.sync().files_indexed == 3
+    shutil.copytree(ws, tmp_path / "saved")
+    if away == "renamed":
+        os.rename(ws, tmp_path / "elsewhere")
+    else:
+        shutil.rmtree(ws)
+        if away == "a file":
+            ws.write_text("not a folder\n", encoding="utf-8")
+    report = mem.sync()
+    why = "is a file, not a folder" if away == "a file" else "does not exist"
+    assert report.files_removed == 0 and report.errors == (), report
+    assert len(report.warnings) == 1 and report.warnings[0].startswith(f"workspace {ws} {why}"), report.warnings
+    assert "stays searchable until it is back" in report.warnings[0]
+    assert _paths(mem, "axolotl") == ["memory/a.md"] and _paths(mem, "4471") == ["memory/b.md"]
+    st = mem.status()
+    assert st["files"] == 3 and st["warnings"] == list(report.warnings) and st["dirty"] is False
+    # Back (as another folder when it was removed): a file deleted meanwhile goes, one written meanwhile comes.
+    if away == "renamed":
+        os.rename(tmp_path / "elsewhere", ws)
+    else:
+        if away == "a file":
+            ws.unlink()
+        shutil.copytree(tmp_path / "saved", ws)
+    (ws / "memory" / "b.md").unlink()
+    write(ws, "memory/c.md", "- the heron came back\n")
+    report = mem.sync()
+    assert (report.files_removed, report.files_indexed, report.warnings) == (1, 1, ()), report
+    assert _paths(mem, "4471") == [] and _paths(mem, "heron") == ["memory/c.md"] and _paths(mem, "axolotl")
+    assert mem.status()["warnings"] == []
+    mem.close()
+
+
+def test_an_extra_folder_gone_for_a_while_keeps_its_files_indexed(tmp_path: Path) -> None:
+    ws, notes = tmp_path / "ws", tmp_path / "mnt" / "notes"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(notes, "trip.md", "- the ferry leaves at 0710\n")
+    mem = open_mem(tmp_path, ws, {"extraPaths": [str(notes)]})
+    mem.sync()
+    assert _paths(mem, "ferry") == ["../mnt/notes/trip.md"]
+    os.rename(tmp_path / "mnt", tmp_path / "unmounted")
+    (ws / "MEMORY.md").unlink()  # a file deleted in the workspace, which is there, still goes
+    report = mem.sync()
+    assert report.files_removed == 1, report
+    assert report.warnings == (f"extra path {notes} (memorySearch.extraPaths) does not exist: nothing new is indexed "
+                               "from it; what the index already holds from it stays searchable until it is back or "
+                               "leaves extraPaths",)
+    assert _paths(mem, "ferry") == ["../mnt/notes/trip.md"] and _paths(mem, "tea") == []
+    assert mem.status()["warnings"] == list(report.warnings)
+    os.rename(tmp_path / "unmounted", tmp_path / "mnt")
+    (notes / "trip.md").unlink()
+    assert mem.sync().files_removed == 1 and _paths(mem, "ferry") == []
+    mem.close()
+
+
+def test_a_full_rebuild_waits_for_a_workspace_that_is_away(tmp_path: Path) -> None:
+    # `index --force` (or a model change) while the workspace is unmounted would build an index of nothing.
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    mem = open_mem(tmp_path, ws)
+    mem.sync()
+    os.rename(ws, tmp_path / "away")
+    report = mem.sync(force=True)
+    assert report.files_removed == 0 and not report.full
+    assert any("the full rebuild of the index waits until" in w and "drop the 1 files" in w for w in report.warnings)
+    assert _paths(mem, "axolotl") == ["memory/a.md"]
+    os.rename(tmp_path / "away", ws)
+    report = mem.sync(force=True)
+    assert report.full and report.files_indexed == 1 and report.warnings == ()
+    mem.close()
+
+
+def _replaced_by_a_file(ws: Path) -> None:
+    shutil.rmtree(ws)
+    ws.write_text("- not a folder any more\n", encoding="utf-8")
+
+
+def test_memory_get_on_a_workspace_replaced_by_a_file_says_so(tmp_path: Path) -> None:
+    # It answered "path required" for every path, as if the agent had asked for something outside its memory.
+    from symi_memory import tools
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    mem = open_mem(tmp_path, ws)
+    mem.sync()
+    _replaced_by_a_file(ws)
+    for path in ("MEMORY.md", "memory/a.md", "memory/never-written.md", str(ws / "memory" / "a.md")):
+        out = tools.memory_get(mem, {"path": path})
+        assert out["text"] == "" and out["error"] == (
+            f"cannot read {path}: the workspace {ws} is a file, not a folder; set the workspace to the folder "
+            "that holds MEMORY.md and memory/"), out
+    assert tools.memory_get(mem, {"path": "../elsewhere.md"})["error"] == "path required"  # refused as before
+    # Search answers from what was indexed before (true as of then), and status says why nothing is newer.
+    found = tools.memory_search(mem, {"query": "axolotl"})
+    assert [r["path"] for r in found["results"]] == ["memory/a.md"]
+    assert f"workspace {ws} is a file, not a folder" in mem.status()["warnings"][0]
+    mem.close()
+
+
+def test_the_cli_on_a_workspace_replaced_by_a_file(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    cfg = tmp_path / "c.toml"
+    # From the config (--workspace naming a file is refused before anything runs).
+    cfg.write_text(f'[agents.defaults]\nworkspace = "{ws}"\n[agents.defaults.memorySearch]\nprovider = "none"\n',
+                   encoding="utf-8")
+    base = ("--config", str(cfg))
+    assert cli(*base, "index")[0] == 0
+    _replaced_by_a_file(ws)
+    code, _out, err = cli(*base, "get", "memory/a.md")
+    assert code == 1 and err.strip() == (
+        f"symi-memory: error: memory/a.md: cannot read memory/a.md: the workspace {ws} is a file, not a folder; "
+        "set the workspace to the folder that holds MEMORY.md and memory/"), err
+    code, out, err = cli(*base, "search", "axolotl", "--json", json_out=True)
+    assert code == 0 and [r["path"] for r in out["results"]] == ["memory/a.md"], err
+    assert err.count(f"workspace {ws} is a file, not a folder") == 1, err
+    code, out, _err = cli(*base, "status")
+    assert code == 0 and f"workspace {ws} is a file, not a folder" in out and "stays searchable" in out, out

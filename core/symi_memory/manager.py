@@ -181,8 +181,8 @@ class MemoryManager:
     #: :meth:`close` was called inside a call of the thread named here (a plugin's hook, a signal handler): that
     #: thread closes the index when its last call returns, not under the call.
     _close_on_leave: int | None = None
-    #: Whether a sync has logged that the workspace is missing (once, until it exists).
-    _warned_workspace: bool = False
+    #: The missing roots (workspace, extra paths) a sync logged (once each, until the root is back).
+    _warned_roots: frozenset[str] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
@@ -529,28 +529,26 @@ class MemoryManager:
         as phase ``wait``), at most ``sync.buildWaitSeconds``; past that raises
         :class:`~symi_memory.errors.BuildWaitExpired` naming that process. ``status()["build"]`` shows such a build.
 
-        A workspace that does not exist (a mistyped path, or one not created yet) is not an error: the sync indexes
-        nothing there, and the report's ``warnings`` (and ``status()["warnings"]``) say so; it is logged once.
+        A workspace that does not exist or is not a folder (a mistyped path, one not created yet, one renamed,
+        removed or unmounted for a while), or an extra path that does not exist, is not an error: nothing new is
+        indexed from it, what the index already holds from it stays searchable (its files are not taken for
+        deleted) until it is back, and the report's ``warnings`` (and ``status()["warnings"]``) name it and why;
+        each is logged once while it lasts.
         """
         report = self._require().sync(reason=reason, force=force, progress=progress)
-        warning = self._workspace_warning()
-        if warning is None:
-            self._warned_workspace = False
-            return report
-        if not self._warned_workspace:
-            self._warned_workspace = True
-            log.warning("%s", warning)
-        return attrs.evolve(report, warnings=(*report.warnings, warning))
+        mine = [w for w in self._root_warnings() if w not in report.warnings]  # the builtin backends' say it
+        for warning in mine:
+            if warning not in self._warned_roots:
+                log.warning("%s", warning)
+        self._warned_roots = frozenset(mine)
+        return attrs.evolve(report, warnings=(*report.warnings, *mine)) if mine else report
 
-    def _workspace_warning(self) -> str | None:
-        """Why the workspace cannot hold memory (it does not exist, or is a file), else None."""
-        ws = Path(self.agent.workspace)
-        if ws.is_dir():
-            return None
-        how = "is a file, not a folder" if ws.exists() else "does not exist"
-        return (f"workspace {ws} {how}: nothing there is indexed or searched, and appends fail; create it, or "
-                "set the workspace to the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, "
-                "--workspace, open_memory(workspace=...))")
+    def _root_warnings(self) -> list[str]:
+        """Why the workspace or an extra path cannot be listed now (:func:`~symi_memory.workspace.absent_roots`)."""
+        from .workspace import absent_roots
+
+        return [root.warning for root in absent_roots(self.agent.workspace,
+                                                       self.agent.memory_search.get("extraPaths") or [])]
 
     def check_integrity(self) -> str | None:
         """Read the whole index for damage no search has read yet: None when intact, else what is wrong (one
@@ -579,8 +577,8 @@ class MemoryManager:
             out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
             out.setdefault("plugin", self.backend_name)
         out["supersession"] = self._supersession_status(backend)
-        warning = self._workspace_warning()
-        out["warnings"] = [*out.get("warnings", []), *([warning] if warning else [])]
+        said = list(out.get("warnings", []))
+        out["warnings"] = [*said, *(w for w in self._root_warnings() if w not in said)]
         return out
 
     def _supersession_status(self, backend: MemoryBackend) -> dict[str, Any]:

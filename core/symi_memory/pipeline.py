@@ -139,6 +139,7 @@ class Pipeline:
         # The backend's candidates made as they are read (LazyCandidates) stay so while nothing needs them all: the
         # processors that read them through the Sequence interface alone (``takes_lazy_candidates``) get them.
         items: Sequence[Candidate] = candidates if isinstance(candidates, LazyCandidates) else list(candidates)
+        handed = items  # the backend's candidates as it handed them out (``plain``'s answers are of their texts)
         if trace is not None:
             _trace_stage(trace, "fused", items)
         left_out: list[Candidate] = []
@@ -161,10 +162,13 @@ class Pipeline:
                 left_out = self._reranked(query, sorted(left_out, key=lambda c: -c.score)) or []
         if trace is not None and self.reranker is not None:
             _trace_stage(trace, "rerank", items)
+        # The processor being run and the candidates it was handed (``_plain_of_handed`` reads them).
+        given: Sequence[Candidate] = handed
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
                                  query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out),
-                                 plain=plain)
+                                 plain=None if plain is None else _plain_of_handed(plain, handed, lambda: given,
+                                                                                   left_out))
         sorted_yet = False
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
@@ -198,6 +202,29 @@ class Pipeline:
                 row.setdefault("outcome", "dropped by reranker (beyond topN)" if "rerank" in trace["stages"]
                                else "dropped by a post-processor")
         return kept[:max_results]
+
+
+def _plain_of_handed(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],
+                     given: Callable[[], Sequence[Candidate]], left_out: Sequence[Candidate],
+                     ) -> Callable[[Sequence[str]], Mapping[str, bool]]:
+    """``PostProcessContext.plain``: the backend's stored answers (told of the texts it handed out), for the
+    candidates the calling processor was handed (``given()``) or left out by ``as_of`` whose text is still the one
+    the backend handed out. One whose text an earlier processor changed (``attrs.evolve(c, text=...)``) is left out:
+    the caller tells it from the text it holds. Nothing is compared when the processor was handed the backend's
+    own sequence (no processor before it changed it)."""
+
+    def answers(ids: Sequence[str]) -> Mapping[str, bool]:
+        got = plain(ids)
+        now = given()
+        if not got or now is handed:
+            return got
+        first = {c.id: c.text for c in handed}
+        held = {c.id: c.text for c in left_out}
+        held.update((c.id, c.text) for c in now)
+        return {cid: answer for cid, answer in got.items()
+                if (text := held.get(cid)) is not None and text == first.get(cid)}
+
+    return answers
 
 
 def _trace_stage(trace: dict[str, Any], stage: str, items: Sequence[Candidate]) -> None:

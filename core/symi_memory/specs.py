@@ -271,7 +271,9 @@ class PostProcessContext:
     (``plain(ids) -> {id: bool}``: whether no line of the chunk's text can
     take part in a supersession, told when the chunk was indexed). It is
     None when the backend stores none (see :class:`StoredPlain`); a chunk
-    left out is told from its text, with the same result.
+    left out is told from its text, with the same result. A candidate whose
+    text an earlier processor changed is left out (the stored answer is of
+    the text the backend handed out).
 
     ``left_out``: in an "as of" search, the candidates the core left out as
     written after the date; empty otherwise. They are not results; a

@@ -5,6 +5,7 @@ Every public result type has ``to_dict()`` giving the tool JSON (camelCase).
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, overload
@@ -124,8 +125,9 @@ class LazyCandidates(Sequence["Candidate"]):
     ``make(*columns)`` makes the candidates of the columns given (one sequence per ``Candidate`` field it sets,
     all of one length, each sliced alike); ``scores`` is the column of their scores, read without making any. The
     candidates are made in order, the first ones first (a slice or an index makes those before it too), and each
-    once: the same object is handed out again. Otherwise a read-only sequence like a tuple of them (its slices
-    are tuples); equal to another sequence of equal candidates in the same order."""
+    once: the same object is handed out again. Otherwise a read-only sequence like a tuple of them (its slices,
+    sums and products are tuples, it hashes as that tuple, and a copy or a pickle of it is that tuple); equal to
+    another sequence of equal candidates in the same order."""
 
     __slots__ = ("_make", "_columns", "_made", "_lock", "scores")
 
@@ -163,7 +165,7 @@ class LazyCandidates(Sequence["Candidate"]):
             if step > 0 and stop > start:
                 return tuple(self._upto(stop)[start:stop:step])
             return tuple(self._upto(n)[index])
-        i = index.__index__()
+        i = operator.index(index)  # a TypeError for anything but an integer, as a tuple's
         if i < 0:
             i += n
         if not 0 <= i < n:
@@ -178,7 +180,26 @@ class LazyCandidates(Sequence["Candidate"]):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash(tuple(self))  # equal to the tuple of its candidates: the same hash
+
+    def __add__(self, other: Any) -> tuple[Candidate, ...]:
+        if isinstance(other, LazyCandidates):
+            other = tuple(other)
+        return tuple(self) + other if isinstance(other, tuple) else NotImplemented
+
+    def __radd__(self, other: Any) -> tuple[Candidate, ...]:
+        return other + tuple(self) if isinstance(other, tuple) else NotImplemented
+
+    def __mul__(self, times: Any) -> tuple[Candidate, ...]:
+        return tuple(self) * times
+
+    __rmul__ = __mul__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copied and pickled as the tuple of its candidates (its maker may be a local function, its lock is not
+        # copied): ``copy.deepcopy`` and ``pickle`` of a search's result work as they did on the tuple.
+        return (tuple, (tuple(self),))
 
     def __repr__(self) -> str:
         return f"LazyCandidates({tuple(self)!r})"
@@ -308,8 +329,9 @@ class SyncReport:
     embeddings_cached: int = 0
     seconds: float = 0.0
     errors: tuple[str, ...] = ()
-    #: Nothing failed, but what was indexed may not be what was meant: the workspace does not exist (a mistyped
-    #: path syncs 0 files).
+    #: Nothing failed, but what was indexed may not be what was meant: the workspace does not exist or is a file (a
+    #: mistyped path syncs 0 files; one away for a while keeps what the index holds from it), an extra path does
+    #: not exist, a full rebuild waits for one of those.
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:

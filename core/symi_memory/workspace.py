@@ -21,6 +21,8 @@ from .types import ReadResult
 __all__ = [
     "IGNORED_DIRS",
     "NOT_UTF8",
+    "AbsentRoot",
+    "absent_roots",
     "bom_encoding",
     "MemoryFile",
     "PathRoot",
@@ -182,6 +184,59 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
     return found
 
 
+@attrs.frozen
+class AbsentRoot:
+    """A root the configuration names that cannot be listed now: the workspace, or one of its extra paths.
+
+    A folder renamed, removed or unmounted for a while is not every file in it deleted: a sync keeps what the
+    index holds from it (:meth:`holds`) and reports it (:attr:`warning`) until it is back.
+    """
+
+    kind: str  # "workspace" or "extra path"
+    path: str  # as resolved: absolute when the workspace is
+    why: str  # "does not exist", "is a file, not a folder"
+    #: Stored paths (:func:`stored_path`) of its files start with this plus "/"; "" for the workspace itself
+    #: (every stored path not leading out of it with "../").
+    stored: str
+
+    def holds(self, stored: str) -> bool:
+        """Whether the file stored under this path was listed from this root."""
+        if not self.stored:
+            return stored != ".." and not stored.startswith("../")
+        return stored == self.stored or stored.startswith(self.stored + "/")
+
+    @property
+    def warning(self) -> str:
+        """What a sync and ``status()`` report about it, naming the root and why it cannot be listed."""
+        if self.kind == "workspace":
+            return (f"workspace {self.path} {self.why}: nothing new is indexed from it and appends fail; what the "
+                    "index already holds from it stays searchable until it is back. If it moved or is mistyped, "
+                    "set the workspace to the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, "
+                    "--workspace, open_memory(workspace=...))")
+        return (f"extra path {self.path} (memorySearch.extraPaths) {self.why}: nothing new is indexed from it; what "
+                "the index already holds from it stays searchable until it is back or leaves extraPaths")
+
+
+def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[AbsentRoot]:
+    """The roots :func:`list_memory_files` cannot list now: the workspace when it is missing or not a folder,
+    and each extra path that does not exist (one inside a missing workspace is the workspace's)."""
+    ws = str(workspace)
+    out: list[AbsentRoot] = []
+    if not os.path.isdir(ws):
+        out.append(AbsentRoot("workspace", ws, "is a file, not a folder" if os.path.lexists(ws) else "does not exist",
+                              ""))
+    for extra in extra_paths:
+        p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+        if os.path.islink(p) or os.path.isdir(p) or (p.endswith(".md") and os.path.lexists(p)):
+            continue  # listed (a folder, a Markdown file), or left out as it always is (a symlink)
+        stored = stored_path(p, ws)
+        if stored == "." or (out and out[0].holds(stored)):
+            continue
+        why = "is a file, not a folder" if os.path.lexists(p) else "does not exist"
+        out.append(AbsentRoot("extra path", p, why, stored))
+    return out
+
+
 def printable_path(path: str) -> str:
     """``path`` as valid UTF-8: bytes a file name holds that are not UTF-8 shown as ``\\xNN``."""
     try:
@@ -325,6 +380,8 @@ class PathRules:
     workspace: str
     roots: list[PathRoot]
     escape_message: str = "path required"
+    #: Whether ``workspace`` is the agent's workspace (not a qmd collection's folder): named when it is a file.
+    is_workspace: bool = True
 
     @classmethod
     def from_workspace(cls, workspace: str | Path, extra_paths: Iterable[str] = ()) -> PathRules:
@@ -352,7 +409,7 @@ class PathRules:
         """Rules for paths relative to one directory, limited to ``pattern`` (a qmd collection)."""
         d = os.path.normpath(str(directory))
         return cls(workspace=d, roots=[PathRoot(d, os.path.realpath(d), True, pattern)],
-                   escape_message=escape_message)
+                   escape_message=escape_message, is_workspace=False)
 
     def add_directory(self, directory: str | Path, pattern: str = "**/*.md") -> None:
         """Allow one more directory (not a symlink), limited to ``pattern``."""
@@ -392,6 +449,8 @@ class PathRules:
                 st = os.lstat(cand)
             except FileNotFoundError:
                 return cand, stored_path(cand, self.workspace)
+            except NotADirectoryError:
+                raise PathRefused(self._not_a_folder(text)) from None
             except (OSError, ValueError):
                 raise PathRefused() from None
             if not stat.S_ISREG(st.st_mode):
@@ -400,6 +459,15 @@ class PathRules:
         if not matched_dir and self.escape_message != "path required":
             raise PathRefused(self.escape_message)
         raise PathRefused()
+
+    def _not_a_folder(self, asked: str) -> str:
+        """Why a path on the way to a memory file is not a folder: the workspace replaced by a file is named as
+        such; a file inside it asked for as a folder (``MEMORY.md/x.md``) is refused as any path that is no memory
+        file is."""
+        if self.is_workspace and os.path.lexists(self.workspace) and not os.path.isdir(self.workspace):
+            return (f"cannot read {asked}: the workspace {os.path.normpath(self.workspace)} is a file, not a folder; "
+                    "set the workspace to the folder that holds MEMORY.md and memory/")
+        return "path required"
 
     def read(self, path: str, *, from_line: int | None = None, lines: int | None = None,
              shown: str | None = None) -> ReadResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -11,7 +12,7 @@ from symi_memory import load_config
 from symi_memory.config.fields import deep_merge
 from symi_memory.manager import MemoryManager, open_memory
 
-__all__ = ["FILLER_WORDS", "add_filler", "open_mem", "settings", "wait_for", "write"]
+__all__ = ["FILLER_WORDS", "add_filler", "open_mem", "open_on", "settings", "wait_for", "write"]
 
 
 def settings(memory_search: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
@@ -35,6 +36,19 @@ def open_local(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = 
         mem.close()
         pytest.skip("the local model is not installed")
     return mem
+
+
+def open_on(index: Path | str) -> list[str]:
+    """The descriptors this process holds open on the index file (and its -wal/-shm), as their targets."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(index)):
+            out.append(target)
+    return out
 
 
 def write(ws: Path, rel: str, text: str | bytes) -> Path:

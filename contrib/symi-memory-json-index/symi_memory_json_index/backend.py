@@ -19,7 +19,7 @@ from symi_memory.chunking import chunk_text
 from symi_memory.errors import BackendError
 from symi_memory.specs import BackendContext
 from symi_memory.types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
-from symi_memory.workspace import PathRules, decode_text, list_memory_files, read_regular
+from symi_memory.workspace import PathRules, absent_roots, decode_text, list_memory_files, read_regular
 
 from .hooks import PLUGIN_ID
 
@@ -83,16 +83,21 @@ class JsonIndexBackend:
 
     def is_stale(self, *, retry_pending: bool = True) -> bool:
         """Whether a memory file was added, changed or removed since the last sync."""
+        absent = absent_roots(self.workspace, self.extra_paths)
         listed = {f.path: (f.mtime, f.size) for f in list_memory_files(self.workspace, self.extra_paths)}
-        return listed != {p: (e["mtime"], e["size"]) for p, e in self.files.items()}
+        kept = {p for p in self.files if p not in listed and any(root.holds(p) for root in absent)}
+        return listed != {p: (e["mtime"], e["size"]) for p, e in self.files.items() if p not in kept}
 
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
         """Re-chunk the files whose mtime or size changed, drop the removed ones, write the file once."""
         started = time.monotonic()
         with self._lock:
+            # A workspace or extra folder away for a while (renamed, unmounted): its files are not deleted ones.
+            absent = absent_roots(self.workspace, self.extra_paths)
             listed = list_memory_files(self.workspace, self.extra_paths)
-            fresh: dict[str, dict[str, Any]] = {}
+            fresh: dict[str, dict[str, Any]] = {
+                p: e for p, e in self.files.items() if any(root.holds(p) for root in absent)}
             indexed = 0
             for i, f in enumerate(listed):
                 old = self.files.get(f.path)

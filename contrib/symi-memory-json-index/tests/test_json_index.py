@@ -89,3 +89,20 @@ def test_a_file_swapped_for_a_fifo_or_a_symlink_after_the_listing_neither_hangs_
         assert [h.path for h in mem.search("wifi password", min_score=0).results] == ["memory/2026-05-01.md"]
         saved = json.loads(Path(mem.status()["indexPath"]).read_text(encoding="utf-8"))
         assert sorted(saved["files"]) == ["MEMORY.md", "memory/2026-05-01.md"]
+
+
+def test_a_workspace_away_for_a_while_keeps_its_files_indexed(tmp_path: Path) -> None:
+    # Renamed (or unmounted) for a while: its files are not deleted ones, and the index keeps them until it is back.
+    ws = _workspace(tmp_path)
+    with open_memory(load_config(None, state_dir=tmp_path / "state", overrides=SLOT), workspace=ws,
+                     start=False) as mem:
+        mem.sync()
+        ws.rename(tmp_path / "away")
+        report = mem.sync()
+        assert report.files_removed == 0 and "does not exist" in report.warnings[0]
+        assert mem.status()["dirty"] is False
+        assert [h.path for h in mem.search("wifi password", min_score=0).results] == ["memory/2026-05-01.md"]
+        (tmp_path / "away").rename(ws)
+        (ws / "memory" / "2026-05-01.md").unlink()
+        assert mem.sync().files_removed == 1
+        assert not mem.search("wifi password", min_score=0).results

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -98,9 +99,10 @@ class PostgresBackend:
     _held_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
     watchdog: Any = None  # guard.Watchdog: cuts waits on a server that stopped answering
-    #: (backend pid, backend_start) of sync sessions whose connection was lost: on a network path that
-    #: dropped packets the server may keep them (and the owner's lock, the open transaction's row locks).
-    _abandoned: list[tuple[int, Any]] = attrs.field(factory=list)
+    #: (backend pid, backend_start, the sync's application_name) of sync sessions whose connection was lost: on a
+    #: network path that dropped packets the server may keep them (and the owner's lock, the open transaction's
+    #: row locks).
+    _abandoned: list[tuple[int, Any, str]] = attrs.field(factory=list)
     on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
 
     # ------------------------------------------------------------- plumbing
@@ -392,22 +394,26 @@ class PostgresBackend:
         limit = self.settings.sync_timeout
         _bound(conn, self.watchdog, limit, SYNC_SETTING)
         ms = str(max(1, int(limit * 1000)))
+        # A name no other session has (application_name is the server's to show, and a pooler's to change when
+        # it hands the session to another client): only a session still showing it is ended as ours.
+        name = f"{SYNC_APPLICATION_NAME} {os.getpid()} {secrets.token_hex(8)}"
         # The server's keepalives too: a session whose client vanished (a network path gone) ends within
         # about a minute, letting go of its locks, instead of after the kernel's two hours.
         pid, started = conn.execute(
             "SELECT pg_backend_pid(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), "
+            "set_config('application_name', %s, false), "
             "set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false), "
             "set_config('tcp_keepalives_idle', '20', false), set_config('tcp_keepalives_interval', '10', false), "
-            "set_config('tcp_keepalives_count', '3', false)", (ms, ms)).fetchone()[:2]
+            "set_config('tcp_keepalives_count', '3', false)", (name, ms, ms)).fetchone()[:2]
         self._end_abandoned(conn)
         try:
             yield
         finally:
             if conn.closed:
-                self._abandoned.append((pid, started))
+                self._abandoned.append((pid, started, name))
             else:
                 try:
-                    conn.execute("RESET statement_timeout; RESET lock_timeout")
+                    conn.execute("RESET statement_timeout; RESET lock_timeout; RESET application_name")
                 except psycopg.Error:
                     conn.close()  # never back to the pool with a sync's bounds
             _bound(conn, self.watchdog, self.settings.search_timeout, SEARCH_SETTING)
@@ -417,20 +423,29 @@ class PostgresBackend:
 
         A network path that dropped packets leaves the server's side of the connection open: that session keeps
         the owner's advisory lock and its transaction's row locks, and the next sync would wait for them.
+
+        Only a session still showing the lost sync's own application_name is ended. Behind a pooler (pgbouncer,
+        Odyssey) the same server session, pid and backend_start alike, may serve another client once ours is
+        gone: the pooler resets the session (DISCARD ALL or RESET ALL, or sets that client's application_name),
+        so it no longer shows the name, and is left alone.
         """
         import psycopg
 
         gone, self._abandoned = self._abandoned, []
-        for pid, started in gone:
+        for pid, started, name in gone:
             try:
                 ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s "
-                                     "AND backend_start = %s", (pid, started)).fetchone()
+                                     "AND backend_start = %s AND application_name = %s",
+                                     (pid, started, name)).fetchone()
             except psycopg.errors.InsufficientPrivilege as exc:
                 log.warning("postgres: the session of an earlier sync (pid %d) lost its connection and could not be "
                             "ended (%s); this sync may wait for its locks", pid, _one_line(exc))
                 continue
-            if ended:
+            if ended and ended[0]:
                 log.info("postgres: ended the server session of an earlier sync (pid %d) that lost its connection", pid)
+            else:
+                log.info("postgres: the server session of an earlier sync (pid %d) that lost its connection is gone "
+                         "or serves another client now (a pooler's): left alone", pid)
 
     @contextlib.contextmanager
     def _long_statement(self, conn: Any) -> Iterator[None]:
@@ -994,6 +1009,8 @@ OWNER_LOCK_WAIT = 900.0
 #: Seconds past searchTimeout (syncTimeout) after which a wait that the server still has not answered is cut off.
 WATCHDOG_GRACE = 2.0
 SEARCH_SETTING = "memorySearch.store.postgres.searchTimeout"
+#: The application_name of a sync's session (then the process id and a random token): pg_stat_activity shows it.
+SYNC_APPLICATION_NAME = "symi-memory sync"
 SYNC_SETTING = "memorySearch.store.postgres.syncTimeout"
 
 

@@ -105,7 +105,7 @@ def test_many_concurrent_searches_on_a_small_pool_all_answer(tmp_path: Path, pg_
 
         def watch() -> None:
             while not done.is_set():
-                n = rows(pg_server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'symi-memory' "
+                n = rows(pg_server, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'symi-memory%%' "
                                     "AND datname = current_database()")[0][0]
                 peak[0] = max(peak[0], n)
                 time.sleep(0.02)

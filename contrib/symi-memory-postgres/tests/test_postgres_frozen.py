@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_support import Blackhole, PgServer, pg_config
+from pg_support import Blackhole, PgServer, Pooler, pg_config
 from test_postgres_backend import make_workspace, open_pg, paths, rows
 from test_postgres_hostile import _server_processes
 
@@ -134,6 +134,60 @@ def test_a_sync_over_a_network_path_that_drops_packets_fails_in_time_and_the_nex
             assert paths(mem, "second note 7")[0] == "memory/n-007.md"
     finally:
         hole.close()
+
+
+
+def test_the_lost_sync_session_is_ended_only_while_it_is_still_ours_behind_a_pooler(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    # A sync whose connection was lost had its server session ended by (pid, backend_start) at the next sync.
+    # Behind a session pooler that session, same pid and backend_start, goes to the next client once ours is
+    # gone (rolled back and reset): the next sync ended another program's session.
+    pooler = Pooler(pg_server.port)
+    others: list[Any] = []
+
+    def another_program() -> None:  # waits for a server session, as clients of a full pooler do
+        others.append(psycopg.connect(pooler.dsn(application_name="another-program"), autocommit=True))
+
+    waiting = [threading.Thread(target=another_program, daemon=True) for _ in range(3)]
+    try:
+        ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n",
+                                              **_notes(30, "first")})
+        with open_pg(tmp_path, pg_server, pg_schema, ws, dsn=pooler.dsn(), syncTimeout=1.0, searchTimeout=1.0,
+                     connectTimeout=1.0) as mem:
+            mem.sync()
+            make_workspace(ws, _notes(30, "second"))
+            cut: list[bool] = []
+
+            def partition(p: Any) -> None:
+                if p.phase != "scan" and not cut:
+                    cut.append(True)
+                    pooler.full()  # the other program's clients are first in line for the next sessions kept
+                    pooler.cut()
+                    for t in waiting:
+                        t.start()
+
+            syncing, outcome = _sync_in_thread(mem, progress=partition)
+            syncing.join(20)
+            assert cut and not syncing.is_alive() and isinstance(outcome[0], BackendError), outcome
+            time.sleep(2.0)  # the pooler resets the sessions whose clients went and hands them to the first in line
+            reused = pooler.cut_pids & set(pooler.released)
+            pooler.full(False)
+            for t in waiting:
+                t.join(15)
+            theirs = {c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in others}
+            # The lost sync's session among them: the other program has it now.
+            assert len(others) == 3 and reused and reused <= theirs, (pooler.cut_pids, pooler.released, theirs)
+            report = mem.sync()
+            assert report.files_indexed == 30
+            for conn in others:  # every other program's session lives on
+                assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] in theirs
+            st = mem.status()
+            assert (st["files"], st["dirty"], st["lastError"]) == (31, False, None)
+            assert paths(mem, "second note 7")[0] == "memory/n-007.md"
+    finally:
+        for conn in others:
+            conn.close()
+        pooler.close()
 
 
 class _Mirrored(HashEmbedder):

@@ -216,10 +216,13 @@ def _ensure_fresh(app: App) -> None:
         stale = bool(st.get("dirty")) or not st.get("files")
     if stale:
         try:
-            manager.sync(reason="cli-search")
+            manager.sync(reason="cli-search")  # logs what it warns about (a workspace that is not there)
         except BackendError as exc:
             # A backend that cannot sync now (its server is down) still answers from its last synced state.
             print(f"symi-memory: warning: {exc}", file=sys.stderr)
+    else:
+        for warning in st.get("warnings") or []:  # a workspace away: the answers are what was indexed from it
+            log.warning("%s", warning)
 
 
 def run_search(args: argparse.Namespace, app: App) -> int:

@@ -281,7 +281,7 @@ class ServeSection:
     max_body_bytes: int = opt("maxBodyBytes", 1_000_000, lo=1024, doc="Larger request bodies are refused (413).")
     max_response_bytes: int = opt("maxResponseBytes", 4_000_000, lo=1024, doc="Results are trimmed to stay below this many bytes.")
     agents: list = opt("agents", [], item="str", doc="Agents opened (and watched) at start-up; others open on first use.")
-    client_timeout_seconds: float = opt("clientTimeoutSeconds", 30, kind="float", lo=1, doc="A request's head, then its body, must arrive within this long, else the connection is closed (408 for a body).")
+    client_timeout_seconds: float = opt("clientTimeoutSeconds", 30, kind="float", lo=1, doc="A request's head must arrive within this long, else the connection is closed; its body may not stall this long, nor average under 1 KiB/s after it (408).")
     mcp_max_sessions: int = opt("mcpMaxSessions", 100, lo=1, doc="MCP sessions kept at once; one more closes the one idle longest (refused 503 when all are busy).")
     mcp_session_idle_minutes: float = opt("mcpSessionIdleMinutes", 30, kind="float", lo=0, doc="Close an MCP session after this long without requests (its client starts a new one); 0 never.")
     inspector: bool = opt("inspector", True, doc="Serve the read-only inspector page at /.")

@@ -147,6 +147,8 @@ class IndexedBackend:
     #: finishes closing as it returns.
     _close_after_sync: bool = False
     _closing: bool = False
+    #: Why the last sync could not write the index (a full disk), until a sync writes it: status's lastError.
+    _disk_failure: str | None = None
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
     _terms: tuple[Generation, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (NO_GENERATION, {}))
@@ -172,6 +174,9 @@ class IndexedBackend:
     #: Starting an embedding worker: searches on several threads at once (a server's) each started one, and all
     #: but the one kept ran on after close(), a thread lost every time the agent was opened.
     _workers_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: The process whose threads the workers and ``_workers_lock`` are: another one is a forked child
+    #: (:meth:`_forget_parents_workers`).
+    _workers_pid: int = attrs.field(factory=os.getpid)
     _hung_words: threading.Event | None = None
     #: ``(vector side's class, whether the class is SearchesOnAnyThread)``, asked once per class (``isinstance``
     #: against a runtime-checkable protocol lists the protocol's members again at every call).
@@ -231,12 +236,18 @@ class IndexedBackend:
                 report = self.indexer.sync(reason=reason, force=True, progress=progress)
         except (apsw.FullError, apsw.IOError) as exc:
             raise self._disk_error(exc) from exc
+        if self.indexer.deferred is None:  # this sync brought the index up to date: the disk took what it wrote
+            self._disk_failure = None
         return report, changes
 
     def _disk_error(self, exc: apsw.Error) -> BackendError:
         """The error a sync that SQLite could not write (a full disk, a file size limit, an I/O error) raises,
         also shown by ``status()["lastError"]`` until a sync succeeds. SQLite says only "disk I/O error"
-        (EFBIG) or "database or disk is full"; the OS error it hit says which."""
+        (EFBIG) or "database or disk is full"; the OS error it hit says which.
+
+        Kept apart from the indexer's own error (why files wait for their vectors): a later sync that writes
+        clears it even when files still wait (a background sync retries those only after a backoff), and
+        lastError goes back to that reason rather than naming a disk that has room again."""
         code = self.store.conn.system_errno
         why = os.strerror(code) if code else str(exc)
         full = isinstance(exc, apsw.FullError) or code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1))
@@ -244,7 +255,7 @@ class IndexedBackend:
                    + ("free disk space (or raise the file size limit) and sync again" if full else
                       "check the disk and sync again")
                    + ": the memory files are unchanged and searches answer from the index as it was")
-        self.indexer.last_error, self.indexer.synced = message, True
+        self._disk_failure = message
         return BackendError(message)
 
     def _background_sync(self, reason: str) -> None:
@@ -297,6 +308,13 @@ class IndexedBackend:
                 self.scheduler.mark_dirty("damaged")
             raise BackendError(f"the index {self.store.path} is damaged ({exc}); the next sync sets it aside and "
                                "rebuilds it from the memory files (`symi-memory index`)") from exc
+        except apsw.SQLError:
+            if not self.store.schema_older():
+                raise
+            # A release from before this schema opened the index and rebuilt it at its own (without the columns
+            # this one reads, such as chunks.plain): brought up to this schema again, as an open does.
+            self.store.reopen()
+            return self._search(query)
 
     def _search(self, query: SearchQuery) -> BackendResult:
         if not _SEARCH_IMPORTED:
@@ -544,6 +562,7 @@ class IndexedBackend:
 
         def embed(words: list[str]) -> list[list[float]]:
             # On a worker thread, with the query's deadline: a hung endpoint must not hold the search.
+            self._forget_parents_workers()
             with self._workers_lock:
                 if self._words_worker is None or not self._words_worker.here():
                     self._words_worker = _Worker("symi-synonym-embed")
@@ -589,14 +608,21 @@ class IndexedBackend:
         return pending
 
     def _forget_parents_workers(self) -> None:
-        """In a child forked after this backend's embedding workers started: their threads are the parent's, and so
-        is a call of theirs still out past the deadline, which nothing here would ever end (every search of the
-        child answered by keyword): new workers are started when needed, with no call held to be hung."""
-        if self._query_worker is not None and not self._query_worker.here():
+        """In a child forked from the process that made this backend: the embedding workers' threads are the
+        parent's, and so is a call of theirs still out past the deadline, which nothing here would ever end (every
+        search of the child answered by keyword): new workers are started when needed, with no call held to be
+        hung. ``_workers_lock`` is new as well, whichever workers the parent had (none, one or both): a parent's
+        thread may have held it as it forked (starting a worker), and in the child nothing would ever release it."""
+        pid = os.getpid()
+        if self._workers_pid == pid:
+            return
+        with _WORKERS_FORGET:  # new in every child (_forget_scan_worker): two of the child's threads reset once
+            if self._workers_pid == pid:
+                return
+            self._workers_lock = threading.Lock()
             self._query_worker, self._hung_query = None, None
-            self._workers_lock = threading.Lock()  # perhaps held by a parent's thread as it forked
-        if self._words_worker is not None and not self._words_worker.here():
             self._words_worker, self._hung_words = None, None
+            self._workers_pid = pid
 
     def _scan_ahead(self, pending: _QueryEmbedding | None, k: int) -> _VectorScan | None:
         """This search's vector scan, handed to the scan worker once its query vector is there (chained on the
@@ -1031,6 +1057,8 @@ class IndexedBackend:
             dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
         last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        if self._disk_failure is not None:
+            last_error = self._disk_failure
         if self.store.read_only():
             last_error = str(self.store.read_only_error())
         damaged = self.store.damaged()
@@ -1151,6 +1179,7 @@ class IndexedBackend:
             self.scheduler.stop()
         with self._sync_lock:
             pass
+        self._forget_parents_workers()  # closed in a forked child: its workers are none of the parent's threads
         with self._workers_lock:
             workers = [w for w in (self._query_worker, self._words_worker) if w is not None]
         for worker in workers:
@@ -1311,6 +1340,7 @@ class _VectorScan:
 _SCAN_POOL: Any = None
 _SCAN_FREE = threading.Lock()  # held from a hand-off until the worker has finished that scan
 _SCAN_POOL_INIT = threading.Lock()
+_WORKERS_FORGET = threading.Lock()  # an IndexedBackend forgetting its parent's embedding workers in a forked child
 _SCAN_CPUS: int | None = None
 #: A scan goes to the worker only while the host's 1-minute load average is under this many runnable threads per
 #: CPU the process may use: the overlap needs a free core. At 100k bench chunks, with a core free (the bench at
@@ -1380,9 +1410,9 @@ def _hand_off(job: Callable[[], Any]) -> Any:
 def _forget_scan_worker() -> None:
     """In a forked child: the parent's scan worker does not exist there (a scan handed to it would never run), and
     a lock a parent thread held stays held: a new worker, new locks and the child's own CPU count."""
-    global _SCAN_POOL, _SCAN_FREE, _SCAN_POOL_INIT, _SCAN_CPUS, _SCAN_LOAD
+    global _SCAN_POOL, _SCAN_FREE, _SCAN_POOL_INIT, _SCAN_CPUS, _SCAN_LOAD, _WORKERS_FORGET
     _SCAN_POOL = None
-    _SCAN_FREE, _SCAN_POOL_INIT = threading.Lock(), threading.Lock()
+    _SCAN_FREE, _SCAN_POOL_INIT, _WORKERS_FORGET = threading.Lock(), threading.Lock(), threading.Lock()
     _SCAN_CPUS, _SCAN_LOAD = None, (-1e9, False)
 
 

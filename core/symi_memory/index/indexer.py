@@ -16,7 +16,16 @@ import attrs
 from ..errors import BuildWaitExpired, EmbeddingError, EmbeddingPending, SymiMemoryError
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
-from ..workspace import NOT_UTF8, MemoryFile, decode_text, list_memory_files, printable_path, read_regular
+from ..workspace import (
+    NOT_UTF8,
+    AbsentRoot,
+    MemoryFile,
+    absent_roots,
+    decode_text,
+    list_memory_files,
+    printable_path,
+    read_regular,
+)
 from .rebuild import BuildInfo, describe_build
 from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
@@ -25,7 +34,7 @@ if TYPE_CHECKING:
     from ..embedding import EmbeddingChoice
     from ..indexing import SyncStore
 
-__all__ = ["Indexer", "SyncCancelled", "list_sources"]
+__all__ = ["Indexer", "SyncCancelled", "absent_sources", "list_sources"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -139,6 +148,19 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
     return kept
 
 
+def absent_sources(agent: AgentView) -> list[AbsentRoot]:
+    """The memory roots (the workspace, extra paths) that cannot be listed now (:func:`~symi_memory.workspace.absent_roots`):
+    what the index holds from them is kept, not removed as deleted."""
+    ms = agent.memory_search
+    if "memory" not in set(ms.get("sources") or ["memory"]):
+        return []
+    return absent_roots(agent.workspace, ms.get("extraPaths") or [])
+
+
+def _kept(path: str, row: FileRow, absent: list[AbsentRoot]) -> bool:
+    return row.source == "memory" and any(root.holds(path) for root in absent)
+
+
 def chunk_units(text: str, lines: tuple[int, ...], mode: str) -> list[tuple[int, int, str]]:
     """The finer units of a chunk: ``(first line, last line, text)`` of each line worth its own vector.
 
@@ -208,6 +230,8 @@ class Indexer:
     _identity_read: tuple[str, dict[str, Any]] | None = None
     #: Why the last sync wrote nothing while the index needs a full build (another process is building it), else None.
     deferred: str | None = None
+    #: The warnings of missing roots the last sync logged (:meth:`_root_warnings`).
+    _warned_roots: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ identity
 
@@ -267,13 +291,19 @@ class Indexer:
         return raw if isinstance(raw, dict) else {}
 
     def changed_files(self, files: list[MemoryFile] | None = None, *, retry_pending: bool = True,
-                      retry_failed: bool = True) -> tuple[list[MemoryFile], list[str]]:
+                      retry_failed: bool = True, absent: list[AbsentRoot] | None = None,
+                      ) -> tuple[list[MemoryFile], list[str]]:
         """Files whose mtime or size differ from the index, and indexed paths that vanished.
 
         Files still waiting for vectors count as changed only with ``retry_pending``; files the
-        last sync failed to read, unless they changed since, only with ``retry_failed``.
+        last sync failed to read, unless they changed since, only with ``retry_failed``. A file below a root
+        that cannot be listed (``absent``, as found before ``files`` were listed; looked at again after) did not
+        vanish: its folder did, perhaps for a while (:func:`absent_sources`), and it stays indexed.
         """
-        files = list_sources(self.agent) if files is None else files
+        if files is None:
+            absent = absent_sources(self.agent)
+            files = list_sources(self.agent)
+        absent = [*(absent or ()), *absent_sources(self.agent)]
         indexed = self.store.files()
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         # Files the last sync could not read count as changed only once they change on disk; a
@@ -294,7 +324,7 @@ class Indexer:
             ) or (reread and f.source == "sessions"):
                 changed.append(f)
         listed = {f.path for f in files}
-        return changed, [p for p in indexed if p not in listed]
+        return changed, [p for p, row in indexed.items() if p not in listed and not _kept(p, row, absent)]
 
     def session_due(self, f: MemoryFile, row: FileRow | None) -> bool:
         """Whether a changed transcript grew enough for a background sync (the delta thresholds)."""
@@ -382,7 +412,16 @@ class Indexer:
             self._wait_for_other_build(progress)
             full = force or self.needs_full() or self.needs_units()
         problems: dict[str, str] = {}
+        absent = absent_sources(self.agent)
         files = list_sources(self.agent, problems)
+        if full and (kept := self._held_from(absent)):
+            # A full build writes only what is listed: it would drop every file of a folder that is only away.
+            roots = ", ".join(sorted({r.path for r in absent}))
+            message = (f"the full rebuild of the index waits until {roots} is back: it would drop the {kept} "
+                       "files indexed from there (searches answer from the index as it is)")
+            log.info("not syncing (%s): %s", reason, message)
+            return SyncReport(reason=reason, files_scanned=len(files), seconds=time.perf_counter() - started,
+                              warnings=(*self._root_warnings(absent), message))
         indexed = {} if full else self.store.files()
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
@@ -392,7 +431,7 @@ class Indexer:
             # Background syncs retry files without vectors only after a backoff, so a provider outage
             # does not turn every search into a burst of failing API calls.
             retry = reason not in BACKGROUND_REASONS or self.retry_due()
-            todo, removed = self.changed_files(files, retry_pending=retry)
+            todo, removed = self.changed_files(files, retry_pending=retry, absent=absent)
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         # Markdown over the limit is skipped whole; a transcript is read a line at a time, keeping its newest
         # messages up to the limit (:meth:`_load_transcript`).
@@ -453,10 +492,27 @@ class Indexer:
             files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
             errors=(failed_now,) if failed_now else (),
-            # What no sync can take as it is (a name not valid UTF-8, a folder that cannot be listed): said here
-            # as well as in status.skipped, so whoever ran the sync knows why such a file is not found.
-            warnings=tuple(f"{p} is not indexed: {why}" for p, why in sorted(problems.items())),
+            # Besides the roots that could not be listed, what no sync can take as it is (a name not valid UTF-8, a
+            # folder that cannot be listed): said here as well as in status.skipped, so whoever ran the sync knows
+            # why such a file is not found.
+            warnings=(*self._root_warnings(absent), *(f"{p} is not indexed: {why}" for p, why in sorted(problems.items()))),
         )
+
+    def _root_warnings(self, absent: list[AbsentRoot]) -> tuple[str, ...]:
+        """The warnings of the roots a sync could not list, each logged once while it lasts (a watcher's syncs
+        repeat them every time)."""
+        said = tuple(root.warning for root in absent)
+        for warning in said:
+            if warning not in self._warned_roots:
+                log.warning("%s", warning)
+        self._warned_roots = frozenset(said)
+        return said
+
+    def _held_from(self, absent: list[AbsentRoot]) -> int:
+        """How many indexed files lie below the roots in ``absent``."""
+        if not absent:
+            return 0
+        return sum(_kept(p, row, absent) for p, row in self.store.files().items())
 
     def _other_build_running(self) -> bool:
         running = getattr(self.store, "build_running", None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -178,38 +179,59 @@ class SyncScheduler:
             log.warning("watchfiles is not installed; file watching is off")
             return
         ws = str(self.agent.workspace)
-        # A workspace that does not exist yet is waited for; its first files are then found by the check.
-        while not os.path.isdir(ws):
-            if self._stop.wait(1.0):
-                return
-        self._spawn(lambda: self._watch_trees(watchfiles), "symi-watch-trees")
 
         def root_filter(_change: object, path: str) -> bool:
             name = os.path.basename(path)
             return os.path.dirname(path) == ws and name in ("MEMORY.md", "memory.md", "memory")
 
         debounce = max(int(self.agent.memory_search["sync"]["watchDebounceMs"]), 50)
-        try:
-            for changes in self._watching(watchfiles, [ws], root_filter, debounce, self._stop, recursive=False):
-                if any(os.path.basename(p) == "memory" for _, p in changes):
-                    self._rewatch.set()  # memory/ appeared or went: watch the trees again
+        trees = False
+        while not self._stop.is_set():
+            # A workspace that does not exist (yet, or again: renamed, removed or unmounted for a while) is waited
+            # for; once there, the check of the new watch finds what changed meanwhile.
+            while (seen := _identity(ws)) is None:
+                if self._stop.wait(1.0):
+                    return
+            if not trees:
+                trees = True
+                self._spawn(lambda: self._watch_trees(watchfiles), "symi-watch-trees")
+            else:
+                self._rewatch.set()  # back: its memory/ (and the extra folders in it) are other folders now
+
+            def same(seen: tuple[int, int] = seen) -> bool:
+                return _identity(ws) == seen
+
+            try:
+                for changes in self._watching(watchfiles, [ws], root_filter, debounce, self._stop, recursive=False,
+                                              alive=same):
+                    if any(os.path.basename(p) == "memory" for _, p in changes):
+                        self._rewatch.set()  # memory/ appeared or went: watch the trees again
+                    self.mark_dirty("watch")
+            except Exception as exc:  # the staleness check still covers us
+                log.warning("file watcher stopped: %s", exc)
+                return
+            if not self._stop.is_set():
+                # The folder watched is gone (or another one took its name): a sync reports it (its indexed files
+                # are kept), and the wait above watches the next one.
                 self.mark_dirty("watch")
-        except Exception as exc:  # the staleness check still covers us
-            log.warning("file watcher stopped: %s", exc)
 
     def _watching(self, watchfiles: Any, roots: list[str], flt: Any, debounce: int, stop: threading.Event, *,
-                  recursive: bool) -> Any:
+                  recursive: bool, alive: Callable[[], bool]) -> Any:
         """Yield non-empty change sets; check the files once the watch is live, and every so often.
 
         A change made while a watch was being set up raises no event, so the
         first (empty) tick after the watch is live triggers one comparison of
         the files with the index; later ticks repeat it every
         ``WATCH_RECHECK_SECONDS`` in case events were lost (an inotify overflow).
+        Ends once ``alive()`` (asked at every tick, about once a second) is false: a watched folder removed
+        raises nothing, and one made again in its place is another folder, which no watch follows.
         """
         last = None
         for changes in watchfiles.watch(*roots, watch_filter=flt, debounce=debounce, stop_event=stop,
                                         recursive=recursive, rust_timeout=1000, yield_on_timeout=True,
                                         raise_interrupt=False):
+            if not alive():
+                return
             now = time.monotonic()
             if last is None or now - last >= WATCH_RECHECK_SECONDS:
                 last = now
@@ -225,7 +247,7 @@ class SyncScheduler:
                 return
             roots = self._tree_roots()
             if not roots:
-                self._rewatch.wait()
+                self._rewatch.wait(1.0)  # memory/ made (the root watcher says so), or an extra folder back
                 continue
 
             def relevant(_change: object, path: str, roots: list[str] = roots) -> bool:
@@ -234,9 +256,25 @@ class SyncScheduler:
                 rel = path[len(root) + 1 :] if root else path
                 return path.endswith((".md", ".jsonl")) and not set(rel.split(os.sep)) & IGNORED_DIRS
 
+            seen = [_identity(r) for r in roots]
+
+            def alive(roots: list[str] = roots, seen: list[tuple[int, int] | None] = seen) -> bool:
+                # The same folders, none gone or made again, and no other one to watch (an extra folder back).
+                return [_identity(r) for r in roots] == seen and self._tree_roots() == roots
+
             try:
-                for _changes in self._watching(watchfiles, roots, relevant, debounce, self._rewatch, recursive=True):
+                for _changes in self._watching(watchfiles, roots, relevant, debounce, self._rewatch, recursive=True,
+                                               alive=alive):
                     self.mark_dirty("watch")
             except Exception as exc:  # a vanished root: look again shortly; the staleness check covers the gap
                 log.debug("tree watcher restarting: %s", exc)
                 self._stop.wait(1.0)
+
+
+def _identity(folder: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the folder at ``folder``; None when there is none (missing, a file, unreadable)."""
+    try:
+        st = os.stat(folder)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None

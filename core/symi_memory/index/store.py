@@ -28,6 +28,7 @@ from ..errors import BackendError
 from .cache import EmbeddingCache
 from .chunks import ChunkReads
 from .db import (
+    SCHEMA_VERSION,
     VecExtension,
     compact_after_migration,
     create_schema,
@@ -270,6 +271,16 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 if isinstance(exc, apsw.ReadOnlyError):
                     raise self.read_only_error(exc) from exc
                 raise
+
+    def schema_older(self) -> bool:
+        """Whether the index is now at an older schema than this release's (``schema_version``): a release from
+        before it opened the file and rebuilt it at its own since this process opened it. :meth:`reopen` brings
+        it up again in place, as an open does."""
+        try:
+            row = self._read("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except apsw.SQLError:
+            return False
+        return row is not None and str(row[0]).isdigit() and int(row[0]) < SCHEMA_VERSION
 
     def read_only(self) -> bool:
         """Whether this process may only read the index (a read-only file, or a folder it may not write)."""

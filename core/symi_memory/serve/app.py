@@ -38,6 +38,7 @@ from starlette.routing import Route
 from .. import arguments, tools
 from ..errors import BuildWaitExpired, SymiMemoryError
 from .pool import AgentPool, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
+from .protocol import HeadDeadlines
 from .record import eval_record_path
 from .sessions import McpSessions
 
@@ -50,6 +51,8 @@ _T = TypeVar("_T")
 SERVER_HEADER = (b"x-symi-memory", b"1")
 _MCP_PATH = re.compile(r"^/(?:agents/([^/]+)/)?mcp/?$")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: A request body must average at least this many bytes a second once serve.clientTimeoutSeconds have passed.
+BODY_MIN_RATE = 1024
 
 
 def is_loopback(host: str) -> bool:
@@ -74,9 +77,10 @@ class Guard:
     """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
     def __init__(self, app: Any, *, token: str | None, loopback: bool, max_body: int, mcp: Any = None,
-                 state: ServerState | None = None, body_seconds: float = 30.0) -> None:
+                 state: ServerState | None = None, body_seconds: float = 30.0, heads: HeadDeadlines | None = None) -> None:
         self.app = app
         self.body_seconds = body_seconds
+        self.heads = heads
         self.token = token.encode() if token else None
         self.loopback = loopback
         self.max_body = max_body
@@ -84,9 +88,18 @@ class Guard:
         self.state = state
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # The request's head is in: its connection's head deadline is off until it is answered.
+        head = self.heads.head_in(scope.get("client")) if self.heads is not None and scope["type"] == "http" else None
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        try:
+            await self._http(scope, receive, send, head)
+        finally:
+            if head is not None:
+                head[0].answered(head[1])
+
+    async def _http(self, scope: Any, receive: Any, send: Any, head: Any) -> None:
         headers = dict(scope.get("headers") or [])
         started = False
 
@@ -97,6 +110,8 @@ class Guard:
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], SERVER_HEADER]
             await send(message)
+            if head is not None and message["type"] == "http.response.body" and not message.get("more_body", False):
+                head[0].answered(head[1])  # the next request's head is awaited from now
 
         async def refuse(status: int, error: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
             body = json.dumps({"error": error}).encode()
@@ -145,27 +160,36 @@ class Guard:
                 return
         seen = 0
         max_body = self.max_body
-        # The whole body must arrive within body_seconds: a client trickling it in would hold its connection
-        # (and a file descriptor) for as long as it liked. Once it is in, receive() waits for the disconnect
-        # of a streamed answer, without limit.
-        body_by: float | None = time.monotonic() + self.body_seconds
+        # A client trickling a body in would hold its connection (and a file descriptor) for as long as it
+        # liked. So no part of the body may keep the server waiting more than body_seconds, and the body as a
+        # whole must keep up an average of BODY_MIN_RATE bytes a second after its first body_seconds: a large
+        # upload over a slow link goes through, a stalled or trickling one is cut off (408). Once the body is
+        # in, receive() waits for the disconnect of a streamed answer, without limit.
+        began: float | None = time.monotonic()
+        limit = self.body_seconds
 
         async def capped_receive() -> Any:
-            nonlocal seen, body_by
-            if body_by is None:
+            nonlocal seen, began
+            if began is None:
                 return await receive()
+            now = time.monotonic()
+            overall = began + limit + seen / BODY_MIN_RATE - now
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, body_by - time.monotonic()))
+                message = await asyncio.wait_for(receive(), max(0.0, min(limit, overall)))
             except TimeoutError:
-                raise _BodyRefused(408, f"the request body did not arrive within {self.body_seconds:g} s") from None
+                if overall <= limit:
+                    raise _BodyRefused(408, f"the request body arrived too slowly: under {BODY_MIN_RATE} bytes/s "
+                                            f"after its first {limit:g} s ({seen} bytes in)") from None
+                raise _BodyRefused(408, f"the request body stalled: nothing came for {limit:g} s "
+                                        f"(serve.clientTimeoutSeconds; {seen} bytes in)") from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_body:
                     raise _BodyRefused(413, _too_large(max_body))
                 if not message.get("more_body", False):
-                    body_by = None
+                    began = None
             else:
-                body_by = None
+                began = None
             return message
 
         try:
@@ -345,10 +369,13 @@ class _Bad(Exception):
 
 
 def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body: int, mcp_max_sessions: int = 100,
-              mcp_idle_seconds: float | None = 1800.0, body_seconds: float = 30.0) -> Any:
+              mcp_idle_seconds: float | None = 1800.0, body_seconds: float = 30.0,
+              heads: HeadDeadlines | None = None) -> Any:
     """The whole server as one ASGI app (Guard around Starlette, MCP routed by the Guard).
 
-    A request's body must arrive within ``body_seconds`` (408).
+    No part of a request's body may keep it waiting over ``body_seconds``, and the body must average
+    :data:`BODY_MIN_RATE` bytes a second after its first ``body_seconds`` (else 408). ``heads`` (the server's
+    :class:`~.protocol.HeadDeadlines`) learns when each request's head came in and when it was answered.
 
     At most ``mcp_max_sessions`` MCP sessions live at once (:class:`~.sessions.McpSessions`), each closed after
     ``mcp_idle_seconds`` without requests (None: never).
@@ -559,7 +586,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
 
     inner = Starlette(routes=routes, lifespan=lifespan)
     return Guard(inner, token=token, loopback=loopback, max_body=max_body, mcp=sessions, state=state,
-                 body_seconds=body_seconds)
+                 body_seconds=body_seconds, heads=heads)
 
 
 def files_view(manager: Any, last_sync: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,13 +1,22 @@
-"""uvicorn's HTTP/1.1 protocol (h11), closing connections whose request head does not arrive in time.
+"""Closing connections whose request head does not arrive in time.
 
 uvicorn waits for a request's head (the request line and headers) without
 limit: a client that connects and sends nothing, or a byte now and then, holds
 its connection and a file descriptor for as long as it likes, and a few
 hundred such clients leave the server unable to accept anyone else. The Guard
-cannot see them (it runs once the head is in). Here a connection whose head is
-not complete ``head_seconds`` (``serve.clientTimeoutSeconds``) after it
-opened, or after the previous answer, is closed. The body's own deadline is
+cannot see them (the ASGI app runs once the head is in). Here a connection
+whose head is not complete ``seconds`` (``serve.clientTimeoutSeconds``) after
+it opened, or after the previous answer, is closed. The body's own deadline is
 the Guard's.
+
+Nothing private of uvicorn's is used: the protocol class handed to
+``uvicorn.Config(http=...)`` is uvicorn's own h11 protocol with only the
+asyncio ``Protocol`` methods ``connection_made`` and ``connection_lost``
+extended (to arm the timer and forget the connection). The head's arrival is
+learnt at the ASGI layer: the Guard, called once a head is complete, tells
+:class:`HeadDeadlines` by the connection's peer address (``scope["client"]``,
+which uvicorn must then take from the socket: ``proxy_headers`` is off), and
+again when the answer is sent, which arms the timer for the next head.
 """
 
 from __future__ import annotations
@@ -16,47 +25,117 @@ import asyncio
 import logging
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from ..errors import ConfigError
 
-__all__ = ["protocol"]
+__all__ = ["HeadDeadlines", "TESTED_UVICORN", "h11_protocol_class"]
 
 log = logging.getLogger("symi_memory.serve")
 
+#: The uvicorn releases this module is tested with (pyproject's ``mcp`` extra says the same).
+TESTED_UVICORN = ">=0.31.1,<1"
 
-def protocol(head_seconds: float) -> type[asyncio.Protocol]:
-    """The protocol class to hand uvicorn (``uvicorn.Config(http=...)``)."""
 
-    class HeadTimedProtocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
+def h11_protocol_class() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 (h11) protocol class, or a ConfigError naming the fix when this uvicorn has none."""
+    try:
+        import uvicorn
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+    except ImportError as exc:
+        raise ConfigError(f"serve cannot limit slow clients with this uvicorn ({exc}): install a tested one, "
+                          f"pip install 'uvicorn{TESTED_UVICORN}'") from None
+    if not (isinstance(H11Protocol, type) and issubclass(H11Protocol, asyncio.Protocol)):
+        raise ConfigError(f"serve cannot limit slow clients with uvicorn {getattr(uvicorn, '__version__', '?')}: its "
+                          f"h11 protocol is not an asyncio protocol; install a tested one, "
+                          f"pip install 'uvicorn{TESTED_UVICORN}'")
+    return H11Protocol
 
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._arm()
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm()  # the next request's head (the keep-alive timeout closes a connection that sends nothing)
+def _peer(address: Any) -> tuple[str, int] | None:
+    """A peer address as uvicorn puts it in ``scope["client"]`` (host, port)."""
+    if not address or len(address) < 2:
+        return None
+    return str(address[0]), int(address[1])
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._head_timer = self.loop.call_later(head_seconds, self._head_late)
+class _Connection:
+    """One open connection's head timer."""
 
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+    def __init__(self, deadlines: HeadDeadlines, transport: Any, peer: tuple[str, int] | None) -> None:
+        self.deadlines = deadlines
+        self.transport = transport
+        self.peer = peer
+        self.request = 0  # requests whose head came in on this connection
+        self.timer: asyncio.TimerHandle | None = None
+        self.open = True
 
-        def _head_late(self) -> None:
-            self._head_timer = None
-            waiting = self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
-            if waiting and not self.transport.is_closing():
-                peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
-                log.info("closed a connection from %s: no complete request head within %g s", peer, head_seconds)
-                self.transport.close()
+    def head_in(self) -> int:
+        """A request's head came in: no timer until it is answered. Returns the request's number."""
+        self.request += 1
+        self.disarm()
+        return self.request
 
-    return HeadTimedProtocol
+    def answered(self, request: int) -> None:
+        """Request ``request`` was answered: the next head must come within the deadline (unless one did already)."""
+        if self.open and request == self.request and self.timer is None:
+            self.arm()
+
+    def arm(self) -> None:
+        self.disarm()
+        self.timer = asyncio.get_running_loop().call_later(self.deadlines.seconds, self._late)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _late(self) -> None:
+        self.timer = None
+        if self.open and not self.transport.is_closing():
+            peer = f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?"
+            log.info("closed a connection from %s: no complete request head within %g s", peer, self.deadlines.seconds)
+            self.transport.close()
+
+
+class HeadDeadlines:
+    """The open connections of one server and the deadline of the request head each waits for."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._open: dict[tuple[str, int], _Connection] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def head_in(self, client: Any) -> tuple[_Connection, int] | None:
+        """Called by the ASGI layer as a request starts, with its ``scope["client"]``: what to call ``answered`` on."""
+        conn = self._open.get(_peer(client)) if client else None  # type: ignore[arg-type]
+        if conn is None:
+            return None
+        return conn, conn.head_in()
+
+    def protocol(self) -> type[asyncio.Protocol]:
+        """The protocol class to hand uvicorn (``uvicorn.Config(http=...)``)."""
+        base: Any = h11_protocol_class()
+        deadlines = self
+
+        class HeadTimedProtocol(base):  # type: ignore[misc,valid-type]
+            _head: _Connection | None = None
+
+            def connection_made(self, transport: Any) -> None:
+                super().connection_made(transport)
+                peer = _peer(transport.get_extra_info("peername"))
+                self._head = _Connection(deadlines, transport, peer)
+                if peer is not None:
+                    deadlines._open[peer] = self._head
+                self._head.arm()
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                head = self._head
+                if head is not None:
+                    head.open = False
+                    head.disarm()
+                    if head.peer is not None and deadlines._open.get(head.peer) is head:
+                        del deadlines._open[head.peer]
+                super().connection_lost(exc)
+
+        return HeadTimedProtocol

@@ -16,7 +16,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .app import ServerState, build_app, is_loopback
 from .pool import AgentPool
-from .protocol import protocol
+from .protocol import HeadDeadlines
 from .record import TOKEN_ENV, read_record, remove_record, write_record
 
 __all__ = ["serve"]
@@ -80,6 +80,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
                           f"stop it first (kill -TERM {running['pid']}) or use another --state-dir")
     idle = settings["idleMinutes"] if idle_minutes is None else idle_minutes
     pinned = tuple(dict.fromkeys([agent, *settings.get("agents", [])]))
+    heads = HeadDeadlines(float(settings["clientTimeoutSeconds"]))
+    http_protocol = heads.protocol()  # a ConfigError now, before anything is bound, if this uvicorn has no h11
     pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
                      workspaces={agent: workspace} if workspace else None)
     _raise_file_limit()
@@ -93,7 +95,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     app = build_app(state, token=token, loopback=loopback, max_body=settings["maxBodyBytes"],
                     mcp_max_sessions=settings["mcpMaxSessions"],
                     mcp_idle_seconds=float(settings["mcpSessionIdleMinutes"]) * 60 or None,
-                    body_seconds=float(settings["clientTimeoutSeconds"]))
+                    body_seconds=float(settings["clientTimeoutSeconds"]), heads=heads)
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # Agents still catching up with their files stop now (the requests waiting for them get 503 at
@@ -108,8 +110,12 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
             finally:
                 grace.cancel()
 
-    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", http=protocol(float(settings["clientTimeoutSeconds"])),
-                                   timeout_graceful_shutdown=int(GRACE_SECONDS) + 20, log_level="warning"))
+    # proxy_headers off: scope["client"] stays the socket's peer, which is how the Guard names the connection whose
+    # request head came in (HeadDeadlines); nothing here trusts X-Forwarded-For. No WebSocket (nothing here serves
+    # one): an upgrade would hand the connection to another protocol, out of HeadDeadlines' sight.
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", http=http_protocol,
+                                   ws="none", proxy_headers=False, timeout_graceful_shutdown=int(GRACE_SECONDS) + 20,
+                                   log_level="warning"))
     record = {"pid": os.getpid(), "url": url, "host": host, "port": bound, "version": __version__,
               "config": str(config.path.resolve()) if config.path else None,
               "configExplicit": config_explicit, "startedAt": time.time(),

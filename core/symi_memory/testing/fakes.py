@@ -14,7 +14,7 @@ import attrs
 from ..chunking import chunk_text
 from ..specs import BackendContext, ProviderContext
 from ..types import BackendResult, Candidate, ReadResult, SearchQuery, SyncProgress, SyncReport
-from ..workspace import PathRules, decode_text, list_memory_files, read_regular
+from ..workspace import PathRules, absent_roots, decode_text, list_memory_files, read_regular
 
 __all__ = ["HashEmbedder", "InMemoryBackend"]
 
@@ -106,8 +106,11 @@ class InMemoryBackend:
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
         agent = self.ctx.agent
         ch = agent.memory_search["chunking"]
-        files = list_memory_files(agent.workspace, agent.memory_search.get("extraPaths") or [])
-        chunks: list[tuple[str, int, int, str]] = []
+        extra = agent.memory_search.get("extraPaths") or []
+        absent = absent_roots(agent.workspace, extra)  # a folder away for a while: its files are not deleted
+        files = list_memory_files(agent.workspace, extra)
+        chunks = [c for c in self.chunks if any(root.holds(c[0]) for root in absent)]
+        kept = len({c[0] for c in chunks})
         for i, f in enumerate(files):
             try:
                 data, _ = read_regular(f.abs_path)
@@ -118,7 +121,7 @@ class InMemoryBackend:
             chunks.extend((f.path, c.start_line, c.end_line, c.text) for c in chunk_text(text, ch["tokens"], ch["overlap"]))
             if progress:
                 progress(SyncProgress(phase="index", done=i + 1, total=len(files), path=f.path))
-        self.chunks, self.files = chunks, len(files)
+        self.chunks, self.files = chunks, len(files) + kept
         return SyncReport(reason=reason, full=True, files_scanned=len(files), files_indexed=len(files),
                           chunks_written=len(chunks))
 
