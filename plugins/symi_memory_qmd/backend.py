@@ -257,12 +257,14 @@ class QmdBackend:
             else:
                 paths = _memory_files(str(c.path), c.pattern)
             for path in paths:
-                if printable_path(path) == path:
+                # The name below the collection's folder (qmd's path for it) is what qmd must read as UTF-8.
+                rel = os.path.basename(path) if c.source == "sessions" else os.path.relpath(path, c.path)
+                if printable_path(rel) == rel:
                     continue
                 if c.source == "sessions":
-                    shown = f"{SESSIONS_PREFIX}/{os.path.basename(path)}"
+                    shown = f"{SESSIONS_PREFIX}/{rel}"
                 else:
-                    rel = os.path.relpath(path, c.path).replace(os.sep, "/")
+                    rel = rel.replace(os.sep, "/")
                     if "*" in c.pattern and not glob_match(c.pattern, rel):
                         continue
                     shown = display_path(c, c.name, rel, self.workspace)
