@@ -133,3 +133,30 @@ def test_standin_matches_real_qmd(tmp_path, ws):
     fake = [_shape(_run([sys.executable, str(STANDIN)], tmp_path / "fake", *a)) for a in _script(ws, notes)]
     for args, r, f in zip(_script(ws, notes), real, fake, strict=True):
         assert f == r, f"stand-in differs from qmd for: qmd {' '.join(args)}"
+
+
+def test_real_qmd_finds_the_newest_messages_of_a_transcript_over_the_limit(tmp_path, ws):
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    lines = [json.dumps({"type": "message", "message": {"role": "user", "content": f"note {n}: token word{n:03d}x"}})
+             for n in range(200)]
+    lines.insert(1, json.dumps({"type": "tool_result", "output": "ls output\n" * 5000}))
+    write(sessions / "long.jsonl", "\n".join(lines) + "\n")
+    b = make_backend(tmp_path, QMD, {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    assert b.sync().errors == ()
+    (hit,) = b.search(query("word199x")).candidates
+    assert hit.path == "qmd/sessions-main/long.md" and "note 199: token word199x" in hit.text
+    assert b.search(query("word000x")).candidates == ()
+    (part,) = b.status()["partial"]
+    assert part["path"] == "sessions/long.jsonl" and "of 200 are searchable" in part["reason"]
+
+
+def test_real_qmd_skips_a_name_not_valid_utf8_and_status_lists_it(tmp_path, ws):
+    with open(os.path.join(os.fsencode(ws / "memory"), b"caf\xe9.md"), "wb") as fh:
+        fh.write(b"- the heron is hidden here\n")
+    b = make_backend(tmp_path, QMD)
+    report = b.sync()
+    assert report.errors == ()
+    assert b.search(query("heron")).candidates == ()  # qmd cannot read it: the listing below is all that says so
+    assert b.status()["skipped"] == [{"path": "memory/caf\\xe9.md", "reason": "file name is not valid UTF-8"}]
+    assert report.warnings == ("memory/caf\\xe9.md is not indexed: file name is not valid UTF-8",)
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}

@@ -466,3 +466,70 @@ def test_close_ends_a_sync_waiting_for_another_process_update(tmp_path, ws):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_transcript_over_the_limit_exports_its_newest_messages(tmp_path, ws):
+    """The export holds a transcript's newest messages up to memorySearch.sync.maxFileBytes of text, as the builtin
+    indexes it, and status names the transcript under ``partial``; tool output never counts (stop 32)."""
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    turns = [("user", f"note {n}: remember token word{n:03d}x for later please") for n in range(100)]
+    lines = [json.dumps({"type": "message", "message": {"role": r, "content": t}}) for r, t in turns]
+    lines.insert(1, json.dumps({"type": "tool_result", "output": "ls output\n" * 5000}))
+    write(sessions / "long.jsonl", "\n".join(lines) + "\n")
+    _transcript(sessions / "short.jsonl", ("user", "Where is the okapi?"))
+    b = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    b.sync()
+    export = tmp_path / "state" / "agents" / "main" / "qmd" / "sessions"
+    text = (export / "long.md").read_text(encoding="utf-8")
+    assert len(text.encode()) <= 3001 and text.endswith("word099x for later please\n") and "word000x" not in text
+    kept = text.count("\n")
+    assert {c.path for c in b.search(query("word099x")).candidates} == {"qmd/sessions-main/long.md"}
+    assert b.search(query("word000x")).candidates == ()
+    (part,) = b.status()["partial"]
+    assert part["path"] == "sessions/long.jsonl"
+    assert f"only the newest {kept} of 100 are searchable (JSONL lines {102 - kept}-101)" in part["reason"]
+    # Another process sees it too (the qmd state), and an unchanged transcript keeps it.
+    other = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    assert other.status()["partial"] == [part]
+    b.sync(reason="manual")
+    assert b.status()["partial"] == [part]
+    # A limit that holds it all exports it whole.
+    whole = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}})
+    whole.sync(reason="manual")
+    assert whole.search(query("word000x")).candidates and whole.status()["partial"] == []
+
+
+def _bad_names(tmp_path: Path, ws: Path) -> None:
+    """A memory file and a transcript whose names are not valid UTF-8 (Latin-1 "café")."""
+    with open(os.path.join(os.fsencode(ws / "memory"), b"caf\xe9.md"), "wb") as fh:
+        fh.write(b"- the heron is hidden here\n")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    with open(os.path.join(os.fsencode(sessions), b"caf\xe9.jsonl"), "wb") as fh:
+        fh.write(json.dumps({"type": "message", "message": {"role": "user", "content": "the bittern booms"}}).encode())
+
+
+BAD = {"memory/caf\\xe9.md": "file name is not valid UTF-8", "sessions/caf\\xe9.jsonl": "file name is not valid UTF-8"}
+
+
+def test_files_named_in_invalid_utf8_are_listed_as_the_builtin_lists_them(tmp_path, ws):
+    """qmd skips a file whose name is not valid UTF-8 without naming it: status.skipped and the sync's warnings
+    list it (its bytes shown as \\xNN), with the same paths and reason as builtin-sqlite (stop 32, gap 2)."""
+    from support.sqlite_memory import open_mem
+
+    _bad_names(tmp_path, ws)
+    _transcript(tmp_path / "state" / "agents" / "main" / "sessions" / "ok.jsonl", ("user", "the okapi is in zone 4"))
+    b = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}})
+    report = b.sync()
+    st = b.status()
+    assert {s["path"]: s["reason"] for s in st["skipped"]} == BAD
+    assert report.warnings == tuple(f"{p} is not indexed: {why}" for p, why in sorted(BAD.items()))
+    export = tmp_path / "state" / "agents" / "main" / "qmd" / "sessions"
+    assert sorted(os.listdir(os.fsencode(export))) == [b".symi-export.json", b"ok.md"]  # no export qmd cannot read
+    # Another process (a CLI `status`) sees the same list.
+    assert make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}).status()["skipped"] == st["skipped"]
+    # builtin-sqlite over the same workspace and transcripts.
+    with open_mem(tmp_path, ws, {"experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"]}) as mem:
+        built = mem.sync()
+        assert mem.status()["skipped"] == st["skipped"]
+        assert built.warnings == report.warnings

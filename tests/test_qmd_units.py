@@ -324,3 +324,34 @@ def test_a_qmd_home_that_cannot_be_written_is_a_qmd_failure_not_a_crash(tmp_path
         st = b.status()
     assert any("cannot take the qmd update lock" in e for e in report.errors), report.errors
     assert "cannot take the qmd update lock" in st["fallback"]["reason"]
+
+
+def test_exporting_a_large_transcript_holds_about_the_limit_in_memory(tmp_path):
+    """A transcript is exported a line at a time: memory holds its newest messages up to the limit, not the file."""
+    import tracemalloc
+
+    from symi_memory_qmd.export import export_sessions
+
+    src, out = tmp_path / "sessions", tmp_path / "export"
+    src.mkdir()
+    with open(src / "big.jsonl", "w", encoding="utf-8") as fh:
+        for n in range(15_000):
+            fh.write(json.dumps({"type": "message", "message": {"role": "user", "content": f"turn {n} lanterns"}}) + "\n")
+            if n % 50 == 0:
+                fh.write(json.dumps({"type": "tool_result", "output": "ls -la output line\n" * 200}) + "\n")
+        fh.write(json.dumps({"type": "message", "message": {"role": "user", "content": "the ocelot sleeps"}}) + "\n")
+    size = (src / "big.jsonl").stat().st_size
+    assert size > 1_000_000
+    export_sessions(src, out, max_bytes=50_000)  # warm: imports and caches are not the transcript's
+    (src / "big.jsonl").touch()
+    (out / ".symi-export.json").unlink()
+    tracemalloc.start()
+    try:
+        report = export_sessions(src, out, max_bytes=50_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.written == ("big.md",) and list(report.partial) == ["sessions/big.jsonl"]
+    text = (out / "big.md").read_text(encoding="utf-8")
+    assert text.endswith("User: the ocelot sleeps\n") and len(text.encode()) <= 50_001
+    assert peak < size / 4, f"peak Python allocation {peak >> 10} KiB for a {size >> 10} KiB transcript"

@@ -40,13 +40,14 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from .index.analysis import STOP_WORDS, idf, stem_word
-from .index.indexer import Indexer, SyncCancelled, list_sources
+from .index.indexer import PARTIAL_META, Indexer, SyncCancelled, list_sources
 from .index.keyword import cjk_bigrams, fold, query_tokens
 from .index.records import all_finite
 from .index.scheduler import SyncScheduler
 from .index.store import ChunkRow, FileRow, pack_vector
 
 __all__ = [
+    "PARTIAL_META",
     "STOP_WORDS",
     "ChunkRow",
     "FileRow",

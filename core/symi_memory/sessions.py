@@ -11,12 +11,15 @@ the text goes anywhere else.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
 import stat
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -26,11 +29,14 @@ __all__ = [
     "SESSIONS_PREFIX",
     "SessionDocument",
     "HEAD_BYTES",
+    "TranscriptScan",
+    "count_newlines",
     "extract_message_text",
     "head_hash",
     "list_session_files",
     "parse_session_bytes",
     "parse_session_file",
+    "read_transcript",
     "sessions_dir",
 ]
 
@@ -64,6 +70,30 @@ class SessionDocument:
     newlines: int = 0
     content_hash: str = ""
     head_hash: str = ""
+    #: Message lines found; of them, the oldest ``dropped`` are left out (:func:`read_transcript`).
+    messages: int = 0
+    dropped: int = 0
+    #: Lines longer than the most a line may hold, skipped unread.
+    long_lines: int = 0
+
+    @property
+    def partial(self) -> bool:
+        """Whether some messages of the transcript are not in ``text``."""
+        return bool(self.dropped or self.long_lines)
+
+    def partial_reason(self, max_bytes: int) -> str | None:
+        """What of the transcript is left out under ``sync.maxFileBytes = max_bytes`` (status ``partial``), or None."""
+        if not self.partial:
+            return None
+        parts = []
+        if self.dropped:
+            lines = f" (JSONL lines {self.line_map[0]}-{self.line_map[-1]})" if self.line_map else ""
+            parts.append(f"its messages exceed sync.maxFileBytes ({max_bytes} bytes of text): only the newest "
+                         f"{self.messages - self.dropped} of {self.messages} are searchable{lines}")
+        if self.long_lines:
+            parts.append(f"{self.long_lines} line{'s' if self.long_lines > 1 else ''} longer than sync.maxFileBytes "
+                         f"({max_bytes} bytes) not indexed")
+        return "; ".join(parts)
 
     def jsonl_lines(self, start_line: int, end_line: int) -> tuple[int, int]:
         """Map an inclusive 1-based text line range to JSONL line numbers."""
@@ -110,6 +140,20 @@ def extract_message_text(content: Any) -> str:
 
 
 def _message_line(raw: str) -> str | None:
+    found = _message(raw)
+    return None if found is None else _render(*found)
+
+
+def _render(label: str, text: str) -> str:
+    """``Label: text`` with secrets redacted: a line of the indexed document."""
+    # Redacting the single line keeps the line map exact: redact() never adds newlines.
+    line = f"{label}: {redact(text)}"
+    # JSON may carry lone surrogates ("\\ud800"), which no UTF-8 store or provider accepts.
+    return line.encode("utf-8", "replace").decode("utf-8")
+
+
+def _message(raw: str) -> tuple[str, str] | None:
+    """``(label, text)`` of a JSONL line holding a user or assistant message with text, else None."""
     try:
         record = json.loads(raw)
     except ValueError:
@@ -124,42 +168,101 @@ def _message_line(raw: str) -> str | None:
     if label is None:
         return None
     text = extract_message_text(message.get("content"))
-    if not text:
-        return None
-    # Redacting the single line keeps the line map exact: redact() never adds newlines.
-    line = f"{label}: {redact(text)}"
-    # JSON may carry lone surrogates ("\\ud800"), which no UTF-8 store or provider accepts.
-    return line.encode("utf-8", "replace").decode("utf-8")
+    return (label, text) if text else None
+
+
+#: A transcript is read this many bytes at a time where only its lines are counted.
+READ_BLOCK = 1 << 20
+
+
+@attrs.define
+class TranscriptScan:
+    """Reads a transcript a line at a time, so memory holds one line, never the file.
+
+    After :meth:`messages` has run to the end: ``size`` bytes were read, ``newlines`` of them ``\\n``,
+    ``content_hash`` is the sha256 of those bytes, ``head_hash`` that of their first ``HEAD_BYTES``;
+    ``long_lines`` counts the lines longer than ``max_line_bytes``, skipped unread (their bytes still
+    counted and hashed).
+    """
+
+    name: str
+    max_line_bytes: int | None = None
+    size: int = 0
+    newlines: int = 0
+    long_lines: int = 0
+    skipped: int = 0
+    _sha: Any = attrs.field(factory=hashlib.sha256)
+    _head: bytes = b""
+
+    @property
+    def content_hash(self) -> str:
+        return str(self._sha.hexdigest())
+
+    @property
+    def head_hash(self) -> str:
+        return head_hash(self._head)
+
+    def _take(self, piece: bytes) -> None:
+        self._sha.update(piece)
+        if len(self._head) < HEAD_BYTES:
+            self._head += piece[: HEAD_BYTES - len(self._head)]
+        self.size += len(piece)
+
+    def messages(self, fh: BinaryIO) -> Iterator[tuple[int, str]]:
+        """``(JSONL line number, "User: …" / "Assistant: …")`` of each message line of ``fh``, in order."""
+        for number, label, text in self.raw_messages(fh):
+            yield number, _render(label, text)
+
+    def raw_messages(self, fh: BinaryIO) -> Iterator[tuple[int, str, str]]:
+        """``(JSONL line number, label, text)`` of each message line of ``fh``, in order; the text not redacted."""
+        limit = self.max_line_bytes
+        number = 0
+        while True:
+            raw = fh.readline() if limit is None else fh.readline(limit + 1)
+            if not raw:
+                break
+            number += 1
+            self._take(raw)
+            if not raw.endswith(b"\n") and limit is not None and len(raw) > limit:
+                # Longer than any line kept: read on to its end without keeping it.
+                while raw and not raw.endswith(b"\n"):
+                    raw = fh.readline(READ_BLOCK)
+                    self._take(raw)
+                self.long_lines += 1
+                if raw:
+                    self.newlines += 1
+                continue
+            if raw.endswith(b"\n"):
+                self.newlines += 1
+            text = raw.rstrip(b"\n").decode("utf-8", errors="replace")
+            if not text.strip():
+                continue
+            try:
+                found = _message(text)
+            except Exception as exc:  # one odd record must never cost the rest of the transcript
+                log.warning("%s line %d: skipped (%s: %s)", self.name, number, type(exc).__name__, exc)
+                found = None
+            if found is None:
+                self.skipped += 1
+                continue
+            yield number, *found
+        if self.skipped:
+            log.debug("%s: skipped %d non-message or invalid lines", self.name, self.skipped)
 
 
 def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
     """Parse transcript bytes; ``name`` is the file name (``abc.jsonl``)."""
-    lines: list[str] = []
-    line_map: list[int] = []
-    skipped = 0
-    for number, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = _message_line(raw)
-        except Exception as exc:  # one odd record must never cost the rest of the transcript
-            log.warning("%s line %d: skipped (%s: %s)", name, number, type(exc).__name__, exc)
-            line = None
-        if line is None:
-            skipped += 1
-            continue
-        lines.append(line)
-        line_map.append(number)
-    if skipped:
-        log.debug("%s: skipped %d non-message or invalid lines", name, skipped)
+    scan = TranscriptScan(name)
+    found = list(scan.messages(io.BytesIO(data)))
     return SessionDocument(
         path=f"{SESSIONS_PREFIX}/{name}",
-        text="\n".join(lines),
-        line_map=tuple(line_map),
-        size=len(data),
-        newlines=data.count(b"\n"),
-        content_hash=hashlib.sha256(data).hexdigest(),
-        head_hash=head_hash(data),
+        text="\n".join(line for _, line in found),
+        line_map=tuple(number for number, _ in found),
+        size=scan.size,
+        newlines=scan.newlines,
+        content_hash=scan.content_hash,
+        head_hash=scan.head_hash,
+        messages=len(found),
     )
 
 
@@ -167,6 +270,67 @@ def parse_session_file(path: str | Path) -> SessionDocument:
     """Read and parse one transcript file (read once, so size and text agree)."""
     p = Path(path)
     return parse_session_bytes(p.read_bytes(), p.name)
+
+
+def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, os.stat_result]:
+    """The newest messages of the transcript at ``abs_path`` whose text fits in ``max_bytes`` UTF-8 bytes.
+
+    The file is read a line at a time (opened as :func:`~symi_memory.workspace.read_regular` opens it), so
+    memory holds at most ``max_bytes`` of message text plus one line, whatever the file's size. All of a
+    transcript whose messages fit is kept; of a longer one, the oldest messages are left out
+    (``dropped``), and a line longer than ``max_bytes`` is skipped (``long_lines``). ``size``, ``newlines``
+    and the hashes describe every byte read. Returns the document and the file's ``fstat``.
+    """
+    from .workspace import open_regular
+
+    name = os.path.basename(abs_path)
+    fh, st = open_regular(abs_path)
+    scan = TranscriptScan(name, max_line_bytes=max_bytes)
+    raw: deque[tuple[int, str, str, int]] = deque()
+    total = count = 0
+    with fh:
+        # Redacting costs more than the rest of the parse: only the messages kept are redacted, at the end.
+        for number, label, text in scan.raw_messages(fh):
+            count += 1
+            cost = len(label) + 3 + len(text.encode("utf-8", "replace"))  # "Label: text" and the "\n" joining it
+            raw.append((number, label, text, cost))
+            total += cost
+            while total - 1 > max_bytes:
+                total -= raw.popleft()[3]
+    kept: deque[tuple[int, str, int]] = deque()
+    total = 0
+    while raw:  # emptied as it is rendered: memory holds the limit's worth of text once, not twice
+        number, label, text, _ = raw.popleft()
+        line = _render(label, text)
+        kept.append((number, line, len(line.encode("utf-8")) + 1))
+        total += kept[-1][2]
+    while total - 1 > max_bytes:  # redaction may lengthen a line: the limit holds for the text indexed
+        total -= kept.popleft()[2]
+    doc = SessionDocument(
+        path=f"{SESSIONS_PREFIX}/{name}",
+        text="\n".join(line for _, line, _ in kept),
+        line_map=tuple(number for number, _, _ in kept),
+        size=scan.size,
+        newlines=scan.newlines,
+        content_hash=scan.content_hash,
+        head_hash=scan.head_hash,
+        messages=count,
+        dropped=count - len(kept),
+        long_lines=scan.long_lines,
+    )
+    return doc, st
+
+
+def count_newlines(abs_path: str) -> int:
+    """How many ``\\n`` the regular file at ``abs_path`` holds, read a block at a time."""
+    from .workspace import open_regular
+
+    fh, _ = open_regular(abs_path)
+    n = 0
+    with fh:
+        while block := fh.read(READ_BLOCK):
+            n += block.count(b"\n")
+    return n
 
 
 #: The times a message may carry (epoch seconds): days every ``datetime`` can show, in any time zone.

@@ -11,6 +11,7 @@ import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
@@ -19,6 +20,7 @@ from .types import ReadResult
 
 __all__ = [
     "IGNORED_DIRS",
+    "NOT_UTF8",
     "AbsentRoot",
     "absent_roots",
     "bom_encoding",
@@ -28,6 +30,7 @@ __all__ = [
     "check_request_path",
     "glob_match",
     "list_memory_files",
+    "open_regular",
     "printable_path",
     "read_allowed",
     "read_lines",
@@ -35,6 +38,8 @@ __all__ = [
     "stored_path",
 ]
 
+#: Why a file whose name is not valid UTF-8 is not indexed (it cannot be stored or cited); ``status.skipped`` says it.
+NOT_UTF8 = "file name is not valid UTF-8"
 IGNORED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"})
 ROOT_FILES = ("MEMORY.md", "memory.md")
 
@@ -484,17 +489,29 @@ def read_regular(abs_path: str) -> tuple[bytes, os.stat_result]:
     it and leave out the ones it refuses; :func:`decode_text` then decodes the bytes (byte order
     marks, CRLF).
     """
+    fh, st = open_regular(abs_path)
+    with fh:
+        return fh.read(), st
+
+
+def open_regular(abs_path: str) -> tuple[BinaryIO, os.stat_result]:
+    """The open file (binary) and ``fstat`` of the regular file at ``abs_path``, refused as :func:`read_regular`
+    refuses it; for reading a large file (a transcript) a piece at a time. The caller closes it."""
     try:
         fd = os.open(abs_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "a symlink, not a regular file", abs_path) from None
         raise
-    with os.fdopen(fd, "rb") as fh:
+    fh = os.fdopen(fd, "rb")
+    try:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", abs_path)
-        return fh.read(), st
+    except BaseException:
+        fh.close()
+        raise
+    return fh, st
 
 
 def read_allowed(abs_path: str, shown: str, *, from_line: int | None = None, lines: int | None = None) -> ReadResult:

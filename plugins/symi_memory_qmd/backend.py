@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from symi_memory.sessions import list_session_files
+from symi_memory.sessions import SESSIONS_PREFIX, list_session_files
 from symi_memory.specs import DEFAULT_BACKEND, MemoryBackend, StartableBackend
 from symi_memory.types import (
     BackendResult,
@@ -29,13 +29,13 @@ from symi_memory.types import (
     SyncProgress,
     SyncReport,
 )
-from symi_memory.workspace import PathRules
+from symi_memory.workspace import NOT_UTF8, PathRules, glob_match, printable_path
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
-from .export import export_sessions
+from .export import DEFAULT_MAX_BYTES, export_sessions
 from .lock import UpdateBusy, UpdateLock, holder
 from .parse import QmdParseError, update_counts
-from .paths import is_qmd_path, read_qmd_path
+from .paths import display_path, is_qmd_path, read_qmd_path
 from .runner import QmdError, QmdRunner
 from .scope import check_scope
 from .search import QmdSearcher, hits_to_candidates
@@ -70,6 +70,7 @@ class QmdBackend:
         fallback_factory: Callable[[], MemoryBackend | None] | None = None,
         retry_after_s: float = 60.0,
         start: bool = True,
+        max_transcript_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.settings = settings
         self.agent_id = agent_id
@@ -77,6 +78,8 @@ class QmdBackend:
         self.state_dir = Path(state_dir).expanduser()
         self.home = self.state_dir / "agents" / agent_id / "qmd"
         self.retry_after_s = retry_after_s
+        #: ``memorySearch.sync.maxFileBytes``: the most message text one transcript's export holds.
+        self.max_transcript_bytes = max_transcript_bytes
         sess = settings.sessions
         self.sessions_source = self.state_dir / "agents" / agent_id / "sessions"
         self.export_dir = (
@@ -112,6 +115,8 @@ class QmdBackend:
         self._kick_thread: threading.Thread | None = None
         self.last_update: float | None = None
         self.export_error: str | None = None
+        self.export_partial: dict[str, str] = {}  # transcripts exported in part: {sessions/<name>.jsonl: why}
+        self.unnamed: dict[str, str] = {}  # files qmd skips for their name (not valid UTF-8): {shown path: why}
         self._fingerprint_done: str | None = None  # of the files as this process's last update began
         self._counts: dict[str, int] | None = None  # documents per collection after that update
         self._last_state: dict[str, Any] | None = None
@@ -178,13 +183,15 @@ class QmdBackend:
     def _update_locked(self, embed: bool, runner: QmdRunner) -> None:
         upd = self.settings.update
         # Listed before anything is read: a file changed after this makes the next staleness check see it.
-        fingerprint = self._fingerprint()
+        fingerprint, self.unnamed = self._scan()
         self.export_error = None
         if self.settings.sessions.get("enabled"):
             try:
-                export_sessions(
-                    self.sessions_source, self.export_dir, retention_days=self.settings.sessions.get("retentionDays")
+                exported = export_sessions(
+                    self.sessions_source, self.export_dir, retention_days=self.settings.sessions.get("retentionDays"),
+                    max_bytes=self.max_transcript_bytes,
                 )
+                self.export_partial = exported.partial
             except OSError as exc:
                 # The transcripts' collection keeps its last export; memory is updated all the same.
                 self.export_error = f"cannot export session transcripts to {self.export_dir}: {exc.strerror or exc}"
@@ -230,21 +237,45 @@ class QmdBackend:
         Compared with the one taken when the last update began, it tells a file added, changed, deleted or
         moved in with an old mtime since, which comparing mtimes with the update's time cannot.
         """
+        return self._scan()[0]
+
+    def _scan(self) -> tuple[str, dict[str, str]]:
+        """:meth:`_fingerprint`, and ``{shown path: why}`` of the files qmd cannot index for their name.
+
+        qmd reads file names as UTF-8: a name that is not valid UTF-8 becomes one no file has, and qmd skips
+        it without saying which. Such files are listed as builtin-sqlite lists them (``status.skipped``, the
+        name's bytes shown as ``\\xNN``), by the path a hit would show: workspace-relative,
+        ``qmd/<collection>/<rel>`` outside the workspace, ``sessions/<name>.jsonl`` for a transcript.
+        """
         import hashlib
 
         digest = hashlib.sha256()
+        bad: dict[str, str] = {}
         for c in self.collections:
             if c.source == "sessions":
                 paths = [str(p) for p in list_session_files(self.sessions_source)]
             else:
                 paths = _memory_files(str(c.path), c.pattern)
+            for path in paths:
+                # The name below the collection's folder (qmd's path for it) is what qmd must read as UTF-8.
+                rel = os.path.basename(path) if c.source == "sessions" else os.path.relpath(path, c.path)
+                if printable_path(rel) == rel:
+                    continue
+                if c.source == "sessions":
+                    shown = f"{SESSIONS_PREFIX}/{rel}"
+                else:
+                    rel = rel.replace(os.sep, "/")
+                    if "*" in c.pattern and not glob_match(c.pattern, rel):
+                        continue
+                    shown = display_path(c, c.name, rel, self.workspace)
+                bad[printable_path(shown)] = NOT_UTF8
             for path in sorted(paths):
                 try:
                     st = os.stat(path)
                 except OSError:
                     continue  # gone (or unreachable): left out, which differs from a listing that had it
                 digest.update(f"{c.name}\0{path}\0{st.st_mtime_ns}\0{st.st_size}\n".encode("utf-8", "surrogateescape"))
-        return digest.hexdigest()
+        return digest.hexdigest(), bad
 
     def _adopt_saved(self) -> None:
         """In a process that has not updated yet: search the collections the last update (in any process) made
@@ -292,21 +323,31 @@ class QmdBackend:
         # While qmd cannot answer, searches are served by the fallback: a blocking sync (the CLI's
         # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
         # one-shot process would cancel on exit. While degraded it must stay current too.
+        warnings = tuple(f"{p} is not indexed: {why}" for p, why in sorted(self._unnamed().items()))
         fb = self._get_fallback(first_sync=False) if self._failure is not None else self._fallback
         if fb is not None:
             fb_report = fb.sync(reason=reason, force=force, progress=progress)
             return attrs.evolve(fb_report, reason=reason, seconds=time.monotonic() - started,
-                                errors=errors + tuple(fb_report.errors))
+                                errors=errors + tuple(fb_report.errors),
+                                warnings=tuple(dict.fromkeys(warnings + tuple(fb_report.warnings))))
         if progress is not None:
             progress(SyncProgress(phase="done", done=1, total=1))
-        return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors)
+        return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors, warnings=warnings)
+
+    def _unnamed(self) -> dict[str, str]:
+        """The files qmd skips for their name, as this process's last update or else the newest one listed them."""
+        if self.scheduler.runs:
+            return self.unnamed
+        saved = self._saved_state().get("skipped")
+        return {str(k): str(v) for k, v in saved.items()} if isinstance(saved, dict) else {}
 
     def _save_state(self, *, update_error: str | None) -> None:
         """Keep what the last update learnt in the qmd home, for ``status`` and searches in other processes."""
         state = {"lastUpdate": self.last_update, "lastUpdateError": update_error,
                  "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
-                 "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error}
+                 "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
+                 "partial": self.export_partial, "skipped": self.unnamed}
         self._last_state = state
         tmp = self.home / f"{STATE_FILE}.tmp{os.getpid()}"
         try:
@@ -443,6 +484,8 @@ class QmdBackend:
             fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
         last_error = self.scheduler.last_error or saved.get("lastUpdateError")
         export_error = self.export_error if own else saved.get("exportError")
+        partial = self.export_partial if own else saved.get("partial")
+        skipped = self._unnamed()
         return {
             "backend": "qmd",
             "plugin": "qmd-sidecar",
@@ -469,6 +512,11 @@ class QmdBackend:
             "embedding": {"enabled": self.embed_error is None, "error": self.embed_error},
             "sessions": {"enabled": bool(self.settings.sessions.get("enabled")), "exportDir": str(self.export_dir),
                          "error": export_error},
+            # Files qmd cannot index (names not valid UTF-8), listed as builtin-sqlite lists what it skips.
+            "skipped": [{"path": p, "reason": why} for p, why in sorted(skipped.items())],
+            # Transcripts whose messages exceed memorySearch.sync.maxFileBytes: their newest messages are exported.
+            "partial": [{"path": p, "reason": str(why)} for p, why in sorted((partial if isinstance(partial, dict)
+                                                                             else {}).items())],
         }
 
     def close(self) -> None:

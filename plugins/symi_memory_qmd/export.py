@@ -5,6 +5,10 @@ holding the redacted ``User: …`` / ``Assistant: …`` lines (behaviour §8), o
 text line per line, so qmd's line numbers are the transcript's text lines.
 A manifest remembers each source's size and mtime so unchanged transcripts
 are not rewritten (a rewrite would make qmd re-index them).
+
+A transcript is read a line at a time and its newest messages are exported, up to
+``memorySearch.sync.maxFileBytes`` of text, as builtin-sqlite indexes it: memory holds
+that much at most, whatever the file's size, and qmd is handed that much per session.
 """
 
 from __future__ import annotations
@@ -14,17 +18,20 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from symi_memory.sessions import list_session_files, parse_session_bytes
-from symi_memory.workspace import read_regular
+from symi_memory.sessions import SESSIONS_PREFIX, list_session_files, read_transcript
+from symi_memory.workspace import printable_path
 
 __all__ = ["ExportReport", "export_sessions"]
 
 log = logging.getLogger("symi_memory.qmd")
 
 MANIFEST = ".symi-export.json"
+#: ``memorySearch.sync.maxFileBytes``'s default: the most message text one export holds.
+DEFAULT_MAX_BYTES = 10_000_000
 
 
 @attrs.frozen(kw_only=True)
@@ -34,9 +41,11 @@ class ExportReport:
     written: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     unchanged: int = 0
+    #: ``{"sessions/<name>.jsonl": why}`` of the transcripts exported in part (their messages exceed the limit).
+    partial: dict[str, str] = attrs.field(factory=dict)
 
 
-def _load(path: Path) -> dict[str, dict[str, int]]:
+def _load(path: Path) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -45,9 +54,13 @@ def _load(path: Path) -> dict[str, dict[str, int]]:
 
 
 def export_sessions(
-    source_dir: Path, export_dir: Path, *, retention_days: float | None = None, now: float | None = None
+    source_dir: Path, export_dir: Path, *, retention_days: float | None = None, now: float | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> ExportReport:
     """Bring ``export_dir`` in line with the transcripts in ``source_dir``.
+
+    Each export holds the transcript's newest messages, up to ``max_bytes`` of text (``partial`` names the
+    transcripts with older messages left out).
 
     One transcript that cannot be read or written (gone since the listing, swapped for a FIFO, no permission) is
     skipped with a warning, keeping its last export; only a folder or manifest that cannot be written raises
@@ -57,9 +70,12 @@ def export_sessions(
     manifest_path = export_dir / MANIFEST
     manifest = _load(manifest_path)
     cutoff = None if retention_days is None else (now if now is not None else time.time()) - retention_days * 86400
-    keep: dict[str, dict[str, int]] = {}
+    keep: dict[str, dict[str, Any]] = {}
     written, unchanged = [], 0
+    partial: dict[str, str] = {}
     for src in list_session_files(source_dir):
+        if printable_path(src.name) != src.name:
+            continue  # qmd could not read its export's name either: status lists it (skipped), as the builtin does
         name = src.stem + ".md"
         target = export_dir / name
         try:
@@ -71,16 +87,18 @@ def export_sessions(
             continue
         if cutoff is not None and st.st_mtime < cutoff:
             continue
-        stamp = {"size": st.st_size, "mtimeNs": st.st_mtime_ns}
-        if manifest.get(name) == stamp and target.is_file():
-            keep[name] = stamp
+        stamp = {"size": st.st_size, "mtimeNs": st.st_mtime_ns, "maxBytes": max_bytes}
+        before = manifest.get(name)
+        if isinstance(before, dict) and {k: before.get(k) for k in stamp} == stamp and target.is_file():
+            keep[name] = before
+            if isinstance(before.get("partial"), str):
+                partial[f"{SESSIONS_PREFIX}/{src.name}"] = before["partial"]
             unchanged += 1
             continue
         tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
         try:
-            # Read like the indexer reads a listed file: no FIFO wait, no symlink followed.
-            data, st = read_regular(str(src))
-            doc = parse_session_bytes(data, src.name)
+            # Read like the indexer reads a listed file (no FIFO wait, no symlink followed), a line at a time.
+            doc, st = read_transcript(str(src), max_bytes=max_bytes)
             tmp.write_text(doc.text + ("\n" if doc.text else ""), encoding="utf-8")
             os.replace(tmp, target)
         except FileNotFoundError:
@@ -91,7 +109,10 @@ def export_sessions(
             _keep_last(keep, manifest, name, target, src, exc)
             continue
         # The stamp of the bytes exported: a transcript that grew since the listing is exported again next time.
-        keep[name] = {"size": len(data), "mtimeNs": st.st_mtime_ns}
+        keep[name] = {"size": doc.size, "mtimeNs": st.st_mtime_ns, "maxBytes": max_bytes}
+        why = doc.partial_reason(max_bytes)
+        if why is not None:
+            keep[name]["partial"] = partial[f"{SESSIONS_PREFIX}/{src.name}"] = why
         written.append(name)
     removed = []
     for old in sorted(export_dir.glob("*.md")):
@@ -108,10 +129,10 @@ def export_sessions(
         os.replace(tmp, manifest_path)
     finally:
         tmp.unlink(missing_ok=True)
-    return ExportReport(written=tuple(written), removed=tuple(removed), unchanged=unchanged)
+    return ExportReport(written=tuple(written), removed=tuple(removed), unchanged=unchanged, partial=partial)
 
 
-def _keep_last(keep: dict[str, dict[str, int]], manifest: dict[str, dict[str, int]], name: str, target: Path,
+def _keep_last(keep: dict[str, dict[str, Any]], manifest: dict[str, dict[str, Any]], name: str, target: Path,
                src: Path, exc: OSError) -> None:
     """A transcript that cannot be exported now keeps the export it has (its stamp, so it is tried again)."""
     log.warning("cannot export session transcript %s: %s", src, exc.strerror or exc)

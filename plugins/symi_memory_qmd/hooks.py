@@ -34,6 +34,7 @@ def create_backend(ctx: BackendContext) -> MemoryBackend:
         state_dir=agent.state_dir,
         extra_paths=list(agent.memory_search.get("extraPaths") or []),
         fallback_factory=fallback,
+        max_transcript_bytes=int(agent.memory_search["sync"]["maxFileBytes"]),
         start=False,  # the manager calls start(); one-shot tools never arm timers
     )
 

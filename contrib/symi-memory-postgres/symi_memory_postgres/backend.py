@@ -29,6 +29,7 @@ from symi_memory.chunking import CHARS_PER_TOKEN
 from symi_memory.errors import BackendError, EmbeddingError
 from symi_memory.fusion import score_hits
 from symi_memory.indexing import (
+    PARTIAL_META,
     STOP_WORDS,
     Indexer,
     SyncCancelled,
@@ -922,6 +923,10 @@ class PostgresBackend:
         cache = conn.execute(f"SELECT count(*) FROM {s}.embedding_cache").fetchone()[0]
         skipped = conn.execute(f"SELECT owner, path, reason FROM {s}.skipped WHERE owner = ANY(%s) ORDER BY path",
                                (names,)).fetchall()
+        # Transcripts only partly indexed (their messages exceed sync.maxFileBytes), as each owner's last sync recorded.
+        partial = sorted((o, path, why) for o, raw in conn.execute(
+            f"SELECT owner, value FROM {s}.owner_meta WHERE owner = ANY(%s) AND key = %s", (names, PARTIAL_META)).fetchall()
+            for path, why in _json_object(_json_object(raw).get("partial")).items())
         # Valid indexes only: one an interrupted build left invalid is not used (the next sync rebuilds it).
         indexes = {r[0] for r in conn.execute("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                                               "WHERE i.indrelid = to_regclass(%s) AND i.indisvalid",
@@ -959,6 +964,7 @@ class PostgresBackend:
             "sourceCounts": source_counts,
             "invalidUtf8Files": bad,
             "skipped": [{"path": ("" if o == own else o + "/") + path, "reason": why} for o, path, why in skipped],
+            "partial": [{"path": ("" if o == own else o + "/") + path, "reason": str(why)} for o, path, why in partial],
             "owners": {o: {**per_owner[o], "chunkRows": mine.get(o, (0, 0))[0], "vectors": mine.get(o, (0, 0))[1]}
                        for o in names},
             "cache": {"enabled": cache_cfg["enabled"], "entries": int(cache), "maxEntries": cache_cfg["maxEntries"],
@@ -1043,8 +1049,17 @@ def _merge(reports: list[SyncReport], reason: str, seconds: float) -> SyncReport
         chunks_written=sum(r.chunks_written for r in reports),
         embeddings_computed=sum(r.embeddings_computed for r in reports),
         embeddings_cached=sum(r.embeddings_cached for r in reports), seconds=seconds,
-        errors=tuple(e for r in reports for e in r.errors),
+        errors=tuple(e for r in reports for e in r.errors), warnings=tuple(w for r in reports for w in r.warnings),
     )
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """A JSON object, or one as stored in owner_meta (text); {} for anything else."""
+    try:
+        value = json.loads(raw or "{}") if isinstance(raw, str | None) else raw
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _configure_logging_once() -> None:

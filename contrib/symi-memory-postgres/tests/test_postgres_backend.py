@@ -689,3 +689,28 @@ def test_a_non_finite_query_vector_answers_by_keyword(tmp_path: Path, pg_server:
         resp = mem.search("poisoned quokka harbour", min_score=0)
         assert resp.mode == "fts-only" and [r.path for r in resp.results] == ["memory/2026-01-01.md"]
         assert mem.search("quokka harbour", min_score=0).mode == "hybrid"
+
+
+def test_a_long_transcript_stays_searchable_with_its_newest_messages(tmp_path: Path, pg_server: PgServer,
+                                                                       pg_schema: str) -> None:
+    import json
+
+    def msg(text: str) -> str:
+        return json.dumps({"type": "message", "message": {"role": "user", "content": text}})
+
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\n- the otter lives by the weir\n"})
+    lines = [msg(f"note {n}: remember token word{n:03d}x for later please") for n in range(100)]
+    lines.insert(50, json.dumps({"type": "tool_result", "output": "ls output\n" * 2000}))  # 20 KB of tool output
+    make_workspace(tmp_path / "state" / "agents" / "main" / "sessions", {"s.jsonl": "\n".join(lines) + "\n"})
+    ms = {"provider": "none", "experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"],
+          "sync": {"watch": False, "maxFileBytes": 3000}}
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": ms}}})
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=overrides)
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        assert paths(mem, "word099x") == ["sessions/s.jsonl"]  # the file is 7x the limit: still searchable
+        assert paths(mem, "word000x") == []  # its oldest messages are left out, and status says so
+        st = mem.status()
+        assert st["skipped"] == [], st
+        (part,) = st["partial"]
+        assert part["path"] == "sessions/s.jsonl" and "of 100 are searchable" in part["reason"]

@@ -108,6 +108,8 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
         rows.append(("synonyms", state))
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
+    for part in st.get("partial") or []:
+        rows.append(("partial", f"{part['path']}: {part['reason']}"))
     server = st.get("server")
     if isinstance(server, dict) and "available" in server:  # a backend's database server (postgres)
         if server["available"]:

@@ -93,7 +93,10 @@ class Sync:
     watch: bool = opt("watch", True, doc="Watch memory files and sync after changes.")
     watch_debounce_ms: int = opt("watchDebounceMs", 1500, lo=0, hi=86_400_000, doc="Watcher debounce.")
     interval_minutes: float = opt("intervalMinutes", 0, kind="float", lo=0, hi=525_600, doc="Periodic sync; 0 is off.")
-    max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1, doc="Files larger than this are skipped (listed in status).")
+    max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1,
+                              doc="Markdown files larger than this are skipped (listed in status `skipped`). A session "
+                                  "transcript is read a line at a time and keeps its newest messages, up to this many "
+                                  "bytes of text (status `partial` says when older ones are left out).")
     build_wait_seconds: int = opt("buildWaitSeconds", 1800, lo=0, hi=31_536_000,
                                   doc="How long an explicit sync (`symi-memory index`, MemoryManager.sync(), the "
                                       "server's sync) waits for another live process's full build of the same index "

@@ -1098,6 +1098,7 @@ class IndexedBackend:
             "sourceCounts": counts["sourceCounts"],
             "invalidUtf8Files": counts["invalidUtf8Files"],
             "skipped": counts["skipped"],
+            "partial": [{"path": p, "reason": why} for p, why in sorted(self.indexer.partial_files().items())],
             "cache": {"enabled": cache["enabled"], "entries": counts["cacheEntries"], "maxEntries": cache["maxEntries"]},
             "fts": {"enabled": True, "available": self.store.fts_error is None, "error": self.store.fts_error},
             "vector": {

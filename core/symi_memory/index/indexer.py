@@ -17,6 +17,7 @@ from ..errors import BuildWaitExpired, EmbeddingError, EmbeddingPending, SymiMem
 from ..specs import BatchingProvider
 from ..types import SyncProgress, SyncReport
 from ..workspace import (
+    NOT_UTF8,
     AbsentRoot,
     MemoryFile,
     absent_roots,
@@ -60,6 +61,9 @@ UNITS_META = "units"
 UNIT_MIN_WORDS = 2
 UNIT_MIN_CHARS = 12
 FAILED_META = "failedFiles"
+#: ``{"maxFileBytes": the limit transcripts were last read with, "partial": {path: why}}``: transcripts whose messages
+#: exceed the limit are indexed in part (their newest messages), and a new limit has every transcript read again.
+PARTIAL_META = "transcripts"
 LAST_SYNC_META = "lastSync"
 
 
@@ -138,7 +142,7 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
         shown = printable_path(f.path)
         if shown != f.path:
             if problems is not None:
-                problems[shown] = "file name is not valid UTF-8"
+                problems[shown] = NOT_UTF8
             continue
         kept.append(f)
     return kept
@@ -197,6 +201,8 @@ class _Loaded:
     line_map: tuple[int, ...] | None
     bad_utf8: int
     lines: int
+    #: Why only part of the file is indexed (a transcript whose messages exceed ``sync.maxFileBytes``), else None.
+    partial: str | None = None
 
 
 @attrs.define
@@ -303,10 +309,11 @@ class Indexer:
         # Files the last sync could not read count as changed only once they change on disk; a
         # sync still retries them (reading is cheap), so an unreadable file never keeps `dirty` set.
         failed = {} if retry_failed else self.failed_files()
+        reread = self._limit_changed()  # a transcript read with another limit holds other messages
         changed = []
         for f in files:
             row = indexed.get(f.path)
-            if f.size > max_bytes:
+            if f.size > max_bytes and f.source != "sessions":
                 if row is not None:
                     changed.append(f)
                 continue
@@ -314,7 +321,7 @@ class Indexer:
                 continue
             if row is None or row.mtime != f.mtime or row.size != f.size or (
                 retry_pending and row.hash.startswith(PENDING)
-            ):
+            ) or (reread and f.source == "sessions"):
                 changed.append(f)
         listed = {f.path for f in files}
         return changed, [p for p, row in indexed.items() if p not in listed and not _kept(p, row, absent)]
@@ -326,24 +333,57 @@ class Indexer:
         deltas = self.agent.memory_search["sync"]["sessions"]
         if f.size - row.size >= deltas["deltaBytes"]:
             return True
+        from ..sessions import count_newlines
+
         try:
-            lines = read_regular(f.abs_path)[0].count(b"\n")
+            lines = count_newlines(f.abs_path)
         except OSError:
             return True  # the sync reads it, and records why it cannot
         return lines - row.lines >= deltas["deltaMessages"]
 
     def _load(self, f: MemoryFile) -> _Loaded:
+        if f.source == "sessions":
+            return self._load_transcript(f)
         data, st = read_regular(f.abs_path)  # a file swapped for a symlink or a FIFO since the listing: refused
         # The row must describe the bytes indexed, not the listing's older stat: a transcript that grew
         # in between would otherwise look changed forever, or (size from the listing) look indexed.
         f = attrs.evolve(f, mtime=st.st_mtime, size=len(data))
-        if f.source == "sessions":
-            from ..sessions import parse_session_bytes
-
-            doc = parse_session_bytes(data, os.path.basename(f.abs_path))
-            return _Loaded(f, sha256(data), doc.text, doc.line_map, 0, data.count(b"\n"))
         text, bad = decode_text(data)
         return _Loaded(f, sha256(data), text, None, int(bad), text.count("\n") + 1)
+
+    def _load_transcript(self, f: MemoryFile) -> _Loaded:
+        """A transcript, read a line at a time: its newest messages up to ``sync.maxFileBytes`` of text.
+
+        Transcripts grow for as long as a session runs, so the limit bounds the message text indexed (and the
+        memory a sync holds), not the file: a session never drops out of search for being long.
+        """
+        from ..sessions import read_transcript
+
+        max_bytes = int(self.agent.memory_search["sync"]["maxFileBytes"])
+        doc, st = read_transcript(f.abs_path, max_bytes=max_bytes)
+        f = attrs.evolve(f, mtime=st.st_mtime, size=doc.size)
+        return _Loaded(f, doc.content_hash, doc.text, doc.line_map, 0, doc.newlines, doc.partial_reason(max_bytes))
+
+    def _transcripts_read(self) -> tuple[int | None, dict[str, str]]:
+        """The ``sync.maxFileBytes`` transcripts were last read with (None: not recorded), and the partial ones."""
+        try:
+            raw = json.loads(self.store.get_meta(PARTIAL_META) or "{}")
+        except ValueError:
+            raw = {}
+        if not isinstance(raw, dict):
+            return None, {}
+        limit, partial = raw.get("maxFileBytes"), raw.get("partial")
+        return (limit if isinstance(limit, int) else None,
+                {str(k): str(v) for k, v in partial.items()} if isinstance(partial, dict) else {})
+
+    def partial_files(self) -> dict[str, str]:
+        """``{path: why}`` of the files only partly indexed (transcripts whose messages exceed ``maxFileBytes``)."""
+        return self._transcripts_read()[1]
+
+    def _limit_changed(self) -> bool:
+        """Whether transcripts were read with another ``sync.maxFileBytes`` than the one configured now."""
+        limit = self._transcripts_read()[0]
+        return limit is not None and limit != self.agent.memory_search["sync"]["maxFileBytes"]
 
     # ---------------------------------------------------------------- sync
 
@@ -393,18 +433,25 @@ class Indexer:
             retry = reason not in BACKGROUND_REASONS or self.retry_due()
             todo, removed = self.changed_files(files, retry_pending=retry, absent=absent)
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
-        skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files if f.size > max_bytes}
+        # Markdown over the limit is skipped whole; a transcript is read a line at a time, keeping its newest
+        # messages up to the limit (:meth:`_load_transcript`).
+        skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files
+                   if f.size > max_bytes and f.source != "sessions"}
         skipped.update(problems)
         failed: dict[str, list[float]] = {}
         removed += [f.path for f in todo if f.path in skipped and f.path in indexed]
         todo = [f for f in todo if f.path not in skipped]
-        if not full and reason.split(" ")[0] in SESSION_PACED_REASONS:
+        limit_read, partial_before = self._transcripts_read()
+        if not full and reason.split(" ")[0] in SESSION_PACED_REASONS and limit_read in (None, max_bytes):
             # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
             todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
         self._new_words = Counter() if self._keeps_vocabulary() else None
+        # Files only partly indexed: as recorded, for files not read again; set anew for each file read.
+        kept_paths = {f.path for f in files if f.path not in skipped}
+        partial = {p: why for p, why in partial_before.items() if p in kept_paths}
         try:
-            batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
+            batches = self._prepare(todo, indexed, full, stats, report, skipped, failed, partial)
             if full:
                 self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
             else:
@@ -417,6 +464,9 @@ class Indexer:
             raise
         if failed != self.failed_files():
             self.store.set_meta(FAILED_META, json.dumps(failed, sort_keys=True))
+        if partial != partial_before or limit_read != max_bytes:
+            self.store.set_meta(PARTIAL_META, json.dumps({"maxFileBytes": max_bytes, "partial": partial},
+                                                         sort_keys=True))
         failed_now = self._failed_in_this_sync
         self._failed_in_this_sync = None
         if failed_now is not None:
@@ -441,7 +491,11 @@ class Indexer:
             reason=reason, full=full, files_scanned=len(files), files_indexed=stats["indexed"],
             files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
             embeddings_cached=stats["cached"], seconds=time.perf_counter() - started,
-            errors=(failed_now,) if failed_now else (), warnings=self._root_warnings(absent),
+            errors=(failed_now,) if failed_now else (),
+            # Besides the roots that could not be listed, what no sync can take as it is (a name not valid UTF-8, a
+            # folder that cannot be listed): said here as well as in status.skipped, so whoever ran the sync knows
+            # why such a file is not found.
+            warnings=(*self._root_warnings(absent), *(f"{p} is not indexed: {why}" for p, why in sorted(problems.items()))),
         )
 
     def _root_warnings(self, absent: list[AbsentRoot]) -> tuple[str, ...]:
@@ -595,14 +649,16 @@ class Indexer:
 
     def _prepare(self, todo: list[MemoryFile], indexed: dict[str, FileRow], full: bool, stats: dict[str, int],
                  report: Callable[..., Any], skipped: dict[str, str],
-                 failed: dict[str, list[float]]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+                 failed: dict[str, list[float]], partial: dict[str, str]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
         """Load, chunk and embed files, yielding rows file by file (batched embedding).
 
         A file that cannot be read or parsed is left out (its old rows stay), recorded in
         ``skipped`` with the reason and in ``failed`` with its mtime and size; the rest goes on.
+        A file read only in part is recorded in ``partial`` with why; one read whole is taken out of it.
         """
         pending: list[tuple[_Loaded, list[_Piece]]] = []
         pending_chunks = 0
+        reread = self._limit_changed()  # unchanged transcripts hold other messages under the new limit
         done = 0
         group_limit = float("inf") if self._batch_mode() else EMBED_BATCH * 4
         # A store may hold paths of at most so many UTF-8 bytes (postgres: its btree index entries): a longer one
@@ -619,8 +675,13 @@ class Indexer:
                 continue
             try:
                 loaded = self._load(f)
+                if loaded.partial is None:
+                    partial.pop(f.path, None)
+                else:
+                    partial[f.path] = loaded.partial
                 old = indexed.get(f.path)
-                if not full and old is not None and old.hash == loaded.hash:
+                if not full and old is not None and old.hash == loaded.hash and not (
+                        reread and f.source == "sessions"):
                     # Same content, new mtime: refresh the file row without re-chunking.
                     self.store.touch_file(f.path, loaded.file.mtime, loaded.file.size, loaded.lines)
                     done += 1
