@@ -203,6 +203,9 @@ class Indexer:
     _identity_read: tuple[str, dict[str, Any]] | None = None
     #: Why the last sync wrote nothing while the index needs a full build (another process is building it), else None.
     deferred: str | None = None
+    #: Whether the last sync left files it knew to be out of date for a later one (files waiting for vectors before
+    #: their backoff ran out, a transcript's growth under the delta thresholds).
+    held_back: bool = False
 
     # ------------------------------------------------------------ identity
 
@@ -330,6 +333,7 @@ class Indexer:
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         full = force or self.needs_full() or self.needs_units()
         self.deferred = None
+        self.held_back = False
         if full and self._other_build_running():
             # Another live build of this index (a process's first build, a reindex): a second one beside it would
             # redo all its work to swap in the same rows.
@@ -347,6 +351,7 @@ class Indexer:
         indexed = {} if full else self.store.files()
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
+        held_back = False
         if full:
             todo, removed = list(files), list[str]()
         else:
@@ -354,6 +359,7 @@ class Indexer:
             # does not turn every search into a burst of failing API calls.
             retry = reason not in BACKGROUND_REASONS or self.retry_due()
             todo, removed = self.changed_files(files, retry_pending=retry)
+            held_back = not retry and self.store.pending_count() > 0
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         skipped = {f.path: f"larger than sync.maxFileBytes ({f.size} > {max_bytes} bytes)" for f in files if f.size > max_bytes}
         skipped.update(problems)
@@ -362,8 +368,11 @@ class Indexer:
         todo = [f for f in todo if f.path not in skipped]
         if not full and reason.split(" ")[0] in SESSION_PACED_REASONS:
             # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
-            todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
+            due = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
+            held_back = held_back or len(due) < len(todo)
+            todo = due
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
+        self.held_back = held_back
         self._new_words = Counter() if self._keeps_vocabulary() else None
         try:
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed)
