@@ -224,6 +224,10 @@ class IndexedBackend:
             self.store.recover_damaged(damaged)
         elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
             self.store.reopen()
+        elif self.store.schema_older():
+            # A release from before this schema rebuilt the index at its own (no chunks.plain): every write of
+            # this one would fail. Brought up to this schema again first, as an open (or a search) does.
+            self.store.reopen()
         try:
             try:
                 report = self.indexer.sync(reason=reason, force=force, progress=progress)
