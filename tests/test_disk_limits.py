@@ -235,3 +235,56 @@ def test_a_failed_append_never_takes_back_bytes_another_program_wrote(tmp_path: 
     lines = (ws / "MEMORY.md").read_text(encoding="utf-8").splitlines()
     assert lines[:3] == ["# Memory", "", "- Prefers tea."]
     assert lines[3:] == [f"editor {n}" for n in range(written)], [ln for ln in lines[3:] if "editor" not in ln][:5]
+
+
+def test_a_sync_that_left_the_failed_files_for_later_does_not_clear_the_disk_error(tmp_path: Path) -> None:
+    """Files waiting for their vectors; the provider is back and an explicit sync fetches them, but the disk cannot
+    hold them. The next background sync left those files for later (their backoff had not run out) and wrote
+    nothing, yet it cleared the disk error: status said the provider refused their text (no longer true) and
+    nothing of the disk that still could not take them. A sync clears the disk error only once it wrote something
+    or left nothing for later."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    for i in range(200):
+        write(ws, f"memory/n{i:04d}.md", f"# Note {i} refused\n" + f"kestrel zebra budget n{i}x\n" * 4)
+    got = _run(tmp_path, ws, """
+        from support.loopback_http import LoopbackServer, Reply
+        refusing = [True]
+
+        def embeddings(req):  # the notes' text is refused until the provider is back
+            texts = req.json()["input"]
+            if refusing[0] and any("refused" in t for t in texts):
+                return Reply(status=400, body="model not found")
+            return Reply(json={"data": [{"index": i, "embedding": [0.1 * (i % 7 + 1)] + [0.2] * 767}
+                                        for i in range(len(texts))]})
+
+        with LoopbackServer() as server:
+            server.add("POST", "/v1/embeddings", embeddings)
+            remote = {"provider": "openai", "remote": {"baseUrl": server.url + "/v1", "apiKey": "sk-test-0123456789"}}
+            mem = open_mem(tmp, ws, remote)
+            mem.sync()
+            mem.close()  # checkpoints the WAL
+            mem = open_mem(tmp, ws, remote)
+            mem.sync()  # the provider refused again: its backoff runs from here
+            out = {"waiting": mem.status()["lastError"], "pendingBefore": mem.status()["pendingFiles"]}
+            refusing[0] = False
+            limit(Path(mem.status()["dbPath"]).stat().st_size + 20_000)
+            try:
+                mem.sync()  # an explicit sync retries them now: their vectors do not fit
+            except SymiMemoryError as exc:
+                out["error"] = str(exc)
+            mem.sync(reason="watch")  # before the backoff: the waiting files are left for later
+            st = mem.status()
+            out.update(after=st["lastError"], pending=st["pendingFiles"])
+            unlimit()
+            mem.sync()
+            st = mem.status()
+            out.update(repaired=st["lastError"], pendingRepaired=st["pendingFiles"])
+            mem.close()
+        print(json.dumps(out))
+    """)
+    assert "model not found" in got["waiting"] and got["pendingBefore"] == 201, got
+    assert "File too large" in got["error"], got
+    assert got["pending"] == 201, got
+    assert got["after"] and "File too large" in got["after"], got
+    assert got["repaired"] is None and got["pendingRepaired"] == 0, got

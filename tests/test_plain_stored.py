@@ -208,3 +208,22 @@ def test_a_running_process_answers_after_an_older_release_rebuilt_the_index_at_i
         assert _rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
         write(ws, "memory/2026-07-01.md", "# 2026-07-01\n\n- Washed the red SUV.\n")
         assert mem.sync().files_indexed == 1
+
+
+def test_a_running_process_syncs_after_an_older_release_rebuilt_the_index_at_its_schema(tmp_path: Path) -> None:
+    """As above, but the process's next sync (a watcher's, an append's) comes before any search: it failed with
+    'table chunks has no column named plain', and every sync after it, while status said nothing was wrong, until
+    a search brought the index up to this schema. A sync does that first, as a search does."""
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws, ON) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+        _downgrade_to_schema_7(db)
+        con = apsw.Connection(str(db))
+        con.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")  # rebuilt
+        con.close()
+        write(ws, "memory/2026-07-01.md", "# 2026-07-01\n\n- Washed the red SUV.\n")
+        assert mem.sync().files_indexed == 1
+        assert _rows(mem, "SELECT value FROM meta WHERE key='schema_version'") == [(str(SCHEMA_VERSION),)]
+        hits = tools.memory_search(mem, {"query": "washed the red SUV", "minScore": 0})["results"]
+        assert hits and hits[0]["path"] == "memory/2026-07-01.md", hits

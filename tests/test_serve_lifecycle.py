@@ -411,6 +411,37 @@ def test_a_slow_but_steady_upload_and_a_long_answer_are_not_cut(setup: dict[str,
     assert "Traceback" not in srv.log.read_text()
 
 
+def test_two_connections_from_one_client_port_to_two_server_addresses_keep_their_own_deadlines(
+        setup: dict[str, Path]) -> None:
+    """A server listening on every address names a connection by its client's address and port alone: two connections
+    from one client port to two of its addresses (Linux gives one ephemeral port to connections to different
+    destinations) were one to the head deadline. The second's entry replaced the first's, whose timer from the
+    moment it opened then ran on through its request: a search taking 3 s on a 2 s limit was cut off unanswered."""
+    state = _stall_config(setup, 'clientTimeoutSeconds = 2\ntoken = "s3cret-token-0123456789"')
+    a, b = socket.socket(), socket.socket()
+    for s in (a, b):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.settimeout(20)
+    a.bind(("127.0.0.1", 0))
+    b.bind(a.getsockname())  # the same client address and port
+    with running_server(state, "--host", "0.0.0.0", env=STALL_ENV) as srv:
+        a.connect(("127.0.0.1", srv.port))
+        try:
+            b.connect(("127.0.0.2", srv.port))
+        except OSError as exc:  # no 127.0.0.2 (macOS has only 127.0.0.1 on lo0)
+            pytest.skip(f"127.0.0.2 unreachable: {exc}")
+        time.sleep(0.3)  # both are open on the server
+        body = json.dumps({"query": "Prefers tea stall3s"}).encode()
+        a.sendall(f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+                  f"Authorization: Bearer s3cret-token-0123456789\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        answer = _response(a)
+        assert answer.startswith(b"HTTP/1.1 200") and b"MEMORY.md" in answer, answer[:300]
+        assert _answer(b) == b""  # the other, which sent nothing, is closed at its own deadline
+        a.close()
+    assert "Traceback" not in srv.log.read_text()
+
+
 def test_serve_says_what_to_install_when_uvicorn_has_no_h11_protocol(setup: dict[str, Path], tmp_path: Path) -> None:
     """The head deadline is uvicorn's own h11 protocol with the asyncio connection callbacks extended: a uvicorn
     without it (a release that moved it) makes serve refuse to start, naming the tested releases, rather than

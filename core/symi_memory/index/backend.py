@@ -227,6 +227,10 @@ class IndexedBackend:
             self.store.recover_damaged(damaged)
         elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
             self.store.reopen()
+        elif self.store.schema_older():
+            # A release from before this schema rebuilt the index at its own (no chunks.plain): every write of
+            # this one would fail. Brought up to this schema again first, as an open (or a search) does.
+            self.store.reopen()
         try:
             try:
                 report = self.indexer.sync(reason=reason, force=force, progress=progress)
@@ -236,7 +240,11 @@ class IndexedBackend:
                 report = self.indexer.sync(reason=reason, force=True, progress=progress)
         except (apsw.FullError, apsw.IOError) as exc:
             raise self._disk_error(exc) from exc
-        if self.indexer.deferred is None:  # this sync brought the index up to date: the disk took what it wrote
+        # The disk error stands until a sync writes (the disk took that), or brings the index up to date having held
+        # nothing back: one that wrote nothing and left the files a failed sync could not write for later (their
+        # vectors' backoff, a transcript's delta thresholds) learnt nothing of the disk.
+        wrote = report.full or report.files_indexed or report.files_removed
+        if self.indexer.deferred is None and (wrote or not self.indexer.held_back):
             self._disk_failure = None
         return report, changes
 

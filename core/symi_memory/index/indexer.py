@@ -232,6 +232,9 @@ class Indexer:
     deferred: str | None = None
     #: The warnings of missing roots the last sync logged (:meth:`_root_warnings`).
     _warned_roots: frozenset[str] = frozenset()
+    #: Whether the last sync left files it knew to be out of date for a later one (files waiting for vectors before
+    #: their backoff ran out, a transcript's growth under the delta thresholds).
+    held_back: bool = False
 
     # ------------------------------------------------------------ identity
 
@@ -399,6 +402,7 @@ class Indexer:
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         full = force or self.needs_full() or self.needs_units()
         self.deferred = None
+        self.held_back = False
         if full and self._other_build_running():
             # Another live build of this index (a process's first build, a reindex): a second one beside it would
             # redo all its work to swap in the same rows.
@@ -420,11 +424,13 @@ class Indexer:
             message = (f"the full rebuild of the index waits until {roots} is back: it would drop the {kept} "
                        "files indexed from there (searches answer from the index as it is)")
             log.info("not syncing (%s): %s", reason, message)
+            self.held_back = True
             return SyncReport(reason=reason, files_scanned=len(files), seconds=time.perf_counter() - started,
                               warnings=(*self._root_warnings(absent), message))
         indexed = {} if full else self.store.files()
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
+        held_back = False
         if full:
             todo, removed = list(files), list[str]()
         else:
@@ -432,6 +438,7 @@ class Indexer:
             # does not turn every search into a burst of failing API calls.
             retry = reason not in BACKGROUND_REASONS or self.retry_due()
             todo, removed = self.changed_files(files, retry_pending=retry, absent=absent)
+            held_back = not retry and self.store.pending_count() > 0
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
         # Markdown over the limit is skipped whole; a transcript is read a line at a time, keeping its newest
         # messages up to the limit (:meth:`_load_transcript`).
@@ -444,8 +451,11 @@ class Indexer:
         limit_read, partial_before = self._transcripts_read()
         if not full and reason.split(" ")[0] in SESSION_PACED_REASONS and limit_read in (None, max_bytes):
             # The delta thresholds pace the watcher's syncs; a search's or an explicit sync takes every line.
-            todo = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
+            due = [f for f in todo if f.source != "sessions" or self.session_due(f, indexed.get(f.path))]
+            held_back = held_back or len(due) < len(todo)
+            todo = due
         stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
+        self.held_back = held_back
         self._new_words = Counter() if self._keeps_vocabulary() else None
         # Files only partly indexed: as recorded, for files not read again; set anew for each file read.
         kept_paths = {f.path for f in files if f.path not in skipped}

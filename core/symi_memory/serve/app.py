@@ -89,7 +89,7 @@ class Guard:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # The request's head is in: its connection's head deadline is off until it is answered.
-        head = self.heads.head_in(scope.get("client")) if self.heads is not None and scope["type"] == "http" else None
+        head = self.heads.head_in(scope.get("client"), scope.get("server")) if self.heads is not None and scope["type"] == "http" else None
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -14,9 +14,12 @@ Nothing private of uvicorn's is used: the protocol class handed to
 asyncio ``Protocol`` methods ``connection_made`` and ``connection_lost``
 extended (to arm the timer and forget the connection). The head's arrival is
 learnt at the ASGI layer: the Guard, called once a head is complete, tells
-:class:`HeadDeadlines` by the connection's peer address (``scope["client"]``,
-which uvicorn must then take from the socket: ``proxy_headers`` is off), and
-again when the answer is sent, which arms the timer for the next head.
+:class:`HeadDeadlines` by the connection's two addresses (``scope["client"]``,
+which uvicorn must then take from the socket: ``proxy_headers`` is off, and
+``scope["server"]``), and again when the answer is sent, which arms the timer
+for the next head. The client's address alone does not name one connection: a
+client may use one port for connections to two addresses of a server listening
+on all of them.
 """
 
 from __future__ import annotations
@@ -51,19 +54,26 @@ def h11_protocol_class() -> type[asyncio.Protocol]:
 
 
 def _peer(address: Any) -> tuple[str, int] | None:
-    """A peer address as uvicorn puts it in ``scope["client"]`` (host, port)."""
+    """A socket address as uvicorn puts it in ``scope["client"]`` and ``scope["server"]`` (host, port)."""
     if not address or len(address) < 2:
         return None
     return str(address[0]), int(address[1])
 
 
+def _key(client: Any, server: Any) -> tuple[tuple[str, int], tuple[str, int]] | None:
+    """What names one TCP connection: its client's and its server's address."""
+    peer, local = _peer(client), _peer(server)
+    return None if peer is None or local is None else (peer, local)
+
+
 class _Connection:
     """One open connection's head timer."""
 
-    def __init__(self, deadlines: HeadDeadlines, transport: Any, peer: tuple[str, int] | None) -> None:
+    def __init__(self, deadlines: HeadDeadlines, transport: Any, peer: tuple[str, int] | None, key: Any) -> None:
         self.deadlines = deadlines
         self.transport = transport
         self.peer = peer
+        self.key = key
         self.request = 0  # requests whose head came in on this connection
         self.timer: asyncio.TimerHandle | None = None
         self.open = True
@@ -101,14 +111,16 @@ class HeadDeadlines:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self._open: dict[tuple[str, int], _Connection] = {}
+        self._open: dict[tuple[tuple[str, int], tuple[str, int]], _Connection] = {}
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def head_in(self, client: Any) -> tuple[_Connection, int] | None:
-        """Called by the ASGI layer as a request starts, with its ``scope["client"]``: what to call ``answered`` on."""
-        conn = self._open.get(_peer(client)) if client else None  # type: ignore[arg-type]
+    def head_in(self, client: Any, server: Any) -> tuple[_Connection, int] | None:
+        """Called by the ASGI layer as a request starts, with its ``scope["client"]`` and ``scope["server"]``: what
+        to call ``answered`` on."""
+        key = _key(client, server)
+        conn = self._open.get(key) if key is not None else None
         if conn is None:
             return None
         return conn, conn.head_in()
@@ -124,9 +136,10 @@ class HeadDeadlines:
             def connection_made(self, transport: Any) -> None:
                 super().connection_made(transport)
                 peer = _peer(transport.get_extra_info("peername"))
-                self._head = _Connection(deadlines, transport, peer)
-                if peer is not None:
-                    deadlines._open[peer] = self._head
+                key = _key(peer, transport.get_extra_info("sockname"))
+                self._head = _Connection(deadlines, transport, peer, key)
+                if key is not None:
+                    deadlines._open[key] = self._head
                 self._head.arm()
 
             def connection_lost(self, exc: Exception | None) -> None:
@@ -134,8 +147,8 @@ class HeadDeadlines:
                 if head is not None:
                     head.open = False
                     head.disarm()
-                    if head.peer is not None and deadlines._open.get(head.peer) is head:
-                        del deadlines._open[head.peer]
+                    if head.key is not None and deadlines._open.get(head.key) is head:
+                        del deadlines._open[head.key]
                 super().connection_lost(exc)
 
         return HeadTimedProtocol
