@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,6 +235,68 @@ def test_mcp_stdio_server_stops_on_a_signal_with_its_client_still_connected(
     err = proc.stderr.read().decode()
     assert code == 0 and "Traceback" not in err, err
     assert took < 10
+
+
+def test_mcp_stdio_server_answers_lines_that_are_not_valid_unicode_and_keeps_serving(
+        tmp_path: Path, notes: Path) -> None:
+    """A request with a lone surrogate (JSON "\\ud800": valid JSON, not valid Unicode) or bytes that are not UTF-8
+    gets a JSON-RPC error with its own id, and the next request is answered. The SDK dropped such a line without
+    a word, so a client waiting for that answer waited for ever (its request never timed out server-side)."""
+    pytest.importorskip("mcp_types")
+    import select
+
+    state = tmp_path / "state"
+    with open_memory(_config(state), workspace=notes, start=False) as mem:
+        mem.sync(force=True)
+    before = {p: p.read_bytes() for p in notes.rglob("*.md")}
+    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def send(raw: bytes) -> dict[str, Any] | None:
+        proc.stdin.write(raw + b"\n")
+        proc.stdin.flush()
+        if not select.select([proc.stdout], [], [], 10)[0]:
+            return None  # no answer
+        return json.loads(proc.stdout.readline())
+
+    def call(name: str, arguments: bytes, ident: int) -> bytes:
+        return (b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
+                % (ident, name.encode(), arguments))
+
+    try:
+        init = send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode())
+        assert init is not None and init["result"]["serverInfo"]["name"] == "symi-memory"
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        answers = {
+            "search": send(call("memory_search", b'{"query": "tea \\ud800"}', 2)),
+            "get": send(call("memory_get", b'{"path": "memory/\\udc80.md"}', 3)),
+            "append": send(call("memory_append", b'{"text": "Note \\ud800 here"}', 4)),
+            "not utf-8": send(latin := call("memory_search", b'{"query": "tea \xff\xfe"}', 5)),
+            "not json": send(b"\xff not json at all"),
+        }
+        after = send(call("memory_search", b'{"query": "tea"}', 6))
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    assert {k: v is not None for k, v in answers.items()} == dict.fromkeys(answers, True), err
+    for (kind, answer), ident in zip(answers.items(), [2, 3, 4, 5, None], strict=True):
+        assert answer is not None and answer["id"] == ident and "result" not in answer, (kind, answer)
+    assert answers["search"]["error"] == {"code": -32602, "message": (
+        "Invalid params: params.arguments.query (\\ud800 at character 4) holds a lone surrogate, which is not "
+        "valid Unicode; send UTF-8 text")}
+    assert "params.arguments.path (\\udc80" in answers["get"]["error"]["message"]
+    assert "params.arguments.text (\\ud800" in answers["append"]["error"]["message"]
+    assert answers["not utf-8"]["error"] == {"code": -32700, "message": (
+        f"Parse error: the request is not UTF-8 (byte 0xff at offset {latin.index(0xff)}); send UTF-8 text")}
+    assert answers["not json"]["error"]["code"] == -32700
+    assert after is not None and after["id"] == 6 and after["result"]["structuredContent"]["results"][0]["path"] \
+        == "MEMORY.md"
+    assert {p: p.read_bytes() for p in notes.rglob("*.md")} == before  # nothing written
+    assert code == 0 and "Traceback" not in err, err
 
 
 def test_async_explain_history_and_check_integrity_answer_as_the_manager_does(tmp_path: Path) -> None:

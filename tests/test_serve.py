@@ -240,6 +240,33 @@ def test_mcp_streamable_http_lists_and_calls_the_tools(setup: dict[str, Path]) -
         assert st["server"]["requests"]["mcp"] >= 4
 
 
+def test_mcp_over_http_answers_a_lone_surrogate_or_bytes_not_utf8_and_the_session_goes_on(
+        setup: dict[str, Path]) -> None:
+    """The streamable HTTP transport answers such a request with a JSON-RPC parse error (HTTP 400); the same
+    session's next call is answered. (The stdio server: tests/test_aio_mcp.py.)"""
+    pytest.importorskip("mcp_types")
+    mcp_headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                   "MCP-Protocol-Version": "2025-06-18"}
+    with running_server(setup["state"]) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        conn.request("POST", "/mcp", headers={"Host": f"127.0.0.1:{srv.port}", **mcp_headers}, body=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        resp = conn.getresponse()
+        resp.read()
+        session = {**mcp_headers, "Mcp-Session-Id": resp.getheader("mcp-session-id") or ""}
+        conn.close()
+        srv.request("POST", "/mcp", headers=session, raw=b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        call = b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "memory_search", ' \
+               b'"arguments": {"query": "%s"}}}'
+        for n, query in enumerate([b"tea \\ud800", b"tea \xff"], start=2):
+            status, out = srv.request("POST", "/mcp", headers=session, raw=call % (n, query))
+            assert status == 400 and out["error"]["code"] == -32700, out
+        status, out = srv.request("POST", "/mcp", headers=session, raw=call % (4, b"Prefers tea"))
+        assert status == 200 and '"id":4' in out and "MEMORY.md" in out, out
+    assert "Traceback" not in srv.log.read_text()
+
+
 def test_refusals_leak_nothing(setup: dict[str, Path]) -> None:
     other_file = str(setup["other"] / "MEMORY.md")
     with running_server(setup["state"]) as srv:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ CLOSE_WAIT_SECONDS = 30.0
 #: One lock per workspace (its resolved path) for :meth:`MemoryManager.append`: the dedup lookup, the write and
 #: the indexing of one append finish before the next append's lookup starts, so notes appended at once from
 #: several threads (or managers of this process) are judged against each other, not all written as new.
+#: Other processes on the same state dir are kept out by a lock file (:func:`_append_lock_path`).
 _APPEND_LOCKS: dict[str, threading.Lock] = {}
 _APPEND_LOCKS_GUARD = threading.Lock()
 
@@ -62,6 +64,63 @@ def _append_lock(workspace: str | os.PathLike[str]) -> threading.Lock:
         if lock is None:
             lock = _APPEND_LOCKS[key] = threading.Lock()
         return lock
+
+
+def _append_lock_path(state_dir: Path, workspace: str | os.PathLike[str]) -> Path:
+    """``<state dir>/locks/append-<name>-<hash>.lock``: the lock file appends to one workspace share."""
+    import hashlib
+
+    root = Path(workspace).expanduser().resolve()
+    digest = hashlib.sha256(str(root).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in root.name)[:40]
+    return state_dir / "locks" / f"append-{name}-{digest}.lock"
+
+
+@contextlib.contextmanager
+def _appending(agent: AgentView) -> Iterator[None]:
+    """Hold the append lock of ``agent``'s workspace: this process's (threads) and the state dir's (processes).
+
+    Waits at most :data:`symi_memory.writing.LOCK_WAIT_SECONDS` in all, then raises
+    :class:`~symi_memory.writing.MemoryWriteError`. A state dir where the lock file cannot be made (read-only)
+    or that keeps no locks leaves the per-process lock alone; the memory file's own lock still keeps lines whole.
+    """
+    from . import writing
+    from .locks import lock_exclusive, unlock
+
+    wait = writing.LOCK_WAIT_SECONDS
+    deadline = time.monotonic() + wait
+    path = _append_lock_path(agent.state_dir, agent.workspace)
+    busy = writing.MemoryWriteError(
+        f"could not append to {agent.workspace}: another append to it has been running for {wait:g} s "
+        f"(lock file {path}); nothing was written, try again")
+    lock = _append_lock(agent.workspace)
+    if not lock.acquire(timeout=wait):
+        raise busy
+    try:
+        fd: int | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            log.warning("no append lock file %s (%s): appends from other processes are not serialized with "
+                        "this one's", path, exc.strerror or exc)
+        if fd is None:
+            yield
+            return
+        locked = False
+        try:
+            try:
+                locked = lock_exclusive(fd, deadline - time.monotonic())
+            except TimeoutError:
+                raise busy from None
+            yield
+        finally:
+            if locked:
+                with contextlib.suppress(OSError):
+                    unlock(fd)
+            os.close(fd)
+    finally:
+        lock.release()
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -444,7 +503,7 @@ class MemoryManager:
         self._require()
         # One append at a time per workspace: a note appended at once from two threads is checked against the
         # first one's write (indexed before the lock is let go), not written twice.
-        with _append_lock(self.agent.workspace):
+        with _appending(self.agent):
             self._enter()
             try:
                 check = check_append(self, text) if text and text.strip() else None

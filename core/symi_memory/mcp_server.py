@@ -114,6 +114,67 @@ def build_routed_server(run: Callable[[Any, Callable[[MemoryManager], Any]], Awa
     )
 
 
+#: A line of the wire the SDK cannot take, answered here: (request id or None, JSON-RPC error code, message).
+_Refusal = tuple[int | str | None, int, str]
+
+_PARSE_ERROR, _INVALID_REQUEST, _INVALID_PARAMS = -32700, -32600, -32602
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """Where in ``value`` (parsed JSON) a string holds a lone surrogate: ``params.arguments.query (\\ud800 at
+    character 4)``; None when it holds none."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where or 'the request'} (\\u{ord(value[exc.start]):04x} at character {exc.start})"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        path = f"{where}.{key}" if where and isinstance(key, str) else f"{where}[{key}]" if where else str(key)
+        found = _lone_surrogate(key, f"a key of {where or 'the request'}") if isinstance(key, str) else None
+        found = found or _lone_surrogate(item, path)
+        if found:
+            return found
+    return None
+
+
+def _refusal(raw: bytes, problem: str | None) -> _Refusal | None:
+    """The JSON-RPC error for a line the SDK refused (``problem``: why, when it is known), or None when no answer
+    is due (a notification or a response: JSON-RPC answers neither).
+
+    The SDK drops such a line without a word, so a client waiting for that request's answer waited for ever. The
+    id is echoed when the line has a usable one, so the client can match the error to its request.
+    """
+    try:
+        text = raw.decode("utf-8")
+        bad_bytes = None
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", "replace")
+        bad_bytes = f"byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+    try:
+        message = json.loads(text)
+    except ValueError as exc:
+        return None, _PARSE_ERROR, f"Parse error: {bad_bytes and f'not UTF-8 ({bad_bytes}); ' or ''}{exc}"
+    if not isinstance(message, dict):
+        return None, _INVALID_REQUEST, "Invalid Request: a JSON-RPC message is a JSON object"
+    ident = message.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int | str) or _lone_surrogate(ident, "id"):
+        ident = None
+    if "method" not in message or "id" not in message:
+        return None if ("method" in message or "result" in message or "error" in message) else (
+            ident, _INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    if bad_bytes is not None:
+        return ident, _PARSE_ERROR, f"Parse error: the request is not UTF-8 ({bad_bytes}); send UTF-8 text"
+    where = _lone_surrogate(message)
+    if where is not None:
+        in_params = where.removeprefix("a key of ").startswith("params")
+        kind = "Invalid params" if in_params else "Invalid Request"
+        return ident, _INVALID_PARAMS if in_params else _INVALID_REQUEST, (
+            f"{kind}: {where} holds a lone surrogate, which is not valid Unicode; send UTF-8 text")
+    return ident, _INVALID_REQUEST, f"Invalid Request: {problem or 'not a JSON-RPC 2.0 request'}"
+
+
 class _StdinLines:
     """The lines of the MCP wire, read on a daemon thread; ``async for`` over them ends at end of input.
 
@@ -121,20 +182,53 @@ class _StdinLines:
     interpreter waits for that thread at exit: a server stopped by SIGTERM or Ctrl-C would hang until
     its client wrote again. Here the blocking read runs on a daemon thread, and the async side waits
     on a queue that a stop can abandon (:meth:`close` frees the waiting worker).
+
+    A line the SDK cannot take (not UTF-8, a lone surrogate such as ``"\\ud800"`` in a string, not JSON-RPC)
+    is answered here with a JSON-RPC error (:func:`_refusal`) through :meth:`answer_to`'s stream; the SDK
+    would drop it without an answer.
     """
 
     def __init__(self, wire: BinaryIO) -> None:
-        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        import anyio
+
+        _, self._types = _import_mcp()
+        self._lines: queue.SimpleQueue[str | _Refusal | None] = queue.SimpleQueue()
+        self._answers: Any = None
+        self._ready = anyio.Event()
         threading.Thread(target=self._read, args=(wire,), name="symi-mcp-stdin", daemon=True).start()
 
     def _read(self, wire: BinaryIO) -> None:
         try:
             for raw in iter(wire.readline, b""):
-                self._lines.put(raw.decode("utf-8", "replace"))
+                self._lines.put(self._check(raw))
         except (OSError, ValueError) as exc:  # the wire broke: end of input
             log.debug("stdin: %s", exc)
         finally:
             self._lines.put(None)
+
+    def _check(self, raw: bytes) -> str | _Refusal:
+        """The line as text when the SDK takes it; else the answer it is due (or "" for none)."""
+        if not raw.strip():
+            return ""
+        try:
+            text = raw.decode("utf-8")
+            self._types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            return text
+        except UnicodeDecodeError:
+            problem = None
+        except Exception as exc:  # pydantic's ValidationError: the SDK refuses the line the same way
+            errors = getattr(exc, "errors", None)
+            first = errors()[0] if callable(errors) and errors() else None
+            problem = first.get("msg") if isinstance(first, dict) else None
+        refusal = _refusal(raw, problem)
+        log.warning("refused a line of the MCP wire: %s", refusal[2] if refusal else "a notification or response "
+                    "that is not valid JSON-RPC (no answer is due)")
+        return refusal if refusal is not None else ""
+
+    def answer_to(self, stream: Any) -> None:
+        """Send the errors for refused lines to ``stream`` (the SDK's write stream) from now on."""
+        self._answers = stream
+        self._ready.set()
 
     def close(self) -> None:
         self._lines.put(None)
@@ -145,11 +239,28 @@ class _StdinLines:
     async def __anext__(self) -> str:
         import anyio
 
-        line = await anyio.to_thread.run_sync(self._lines.get, abandon_on_cancel=True)
-        if line is None:
-            self._lines.put(None)  # ended for good
-            raise StopAsyncIteration
-        return line
+        while True:
+            line = await anyio.to_thread.run_sync(self._lines.get, abandon_on_cancel=True)
+            if line is None:
+                self._lines.put(None)  # ended for good
+                raise StopAsyncIteration
+            if isinstance(line, str):
+                if line:
+                    return line
+                continue
+            await self._answer(*line)
+
+    async def _answer(self, ident: int | str | None, code: int, message: str) -> None:
+        import anyio
+        from mcp.shared.message import SessionMessage
+
+        await self._ready.wait()
+        error = self._types.JSONRPCError(jsonrpc="2.0", id=ident, error=self._types.ErrorData(code=code,
+                                                                                             message=message))
+        try:
+            await self._answers.send(SessionMessage(error))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session has ended
+            pass
 
 
 @contextmanager
@@ -188,6 +299,7 @@ async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None)
                 if threading.current_thread() is threading.main_thread():
                     tg.start_soon(_stop_on_signal, tg.cancel_scope)
                 async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+                    lines.answer_to(write_stream)
                     await server.run(read_stream, write_stream, server.create_initialization_options())
                 tg.cancel_scope.cancel()
         finally:

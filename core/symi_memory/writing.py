@@ -43,6 +43,10 @@ __all__ = [
 ]
 
 Target = Literal["daily", "long-term"]
+
+#: How long an append waits for another process's append (to the same file, or through the same state dir) to
+#: finish before it gives up with :class:`MemoryWriteError`; nothing is written then.
+LOCK_WAIT_SECONDS = 30.0
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR_FD = os.open in os.supports_dir_fd
 
@@ -196,11 +200,16 @@ def _write_regular(fd: int, rel: str, data: bytes) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise MemoryWriteError(f"refusing to write {rel}: not a regular file")
-        if sys.platform == "win32":  # O_APPEND alone
+        if sys.platform == "win32":  # O_APPEND alone (locking a memory file's byte would refuse its readers)
             return _append(fd, data, rel)
-        import fcntl
+        from .locks import lock_exclusive
 
-        fcntl.flock(fd, fcntl.LOCK_EX)  # concurrent appenders must not both skip the separator newline
+        # Appenders in other processes must not both skip the separator newline, nor take back each other's bytes.
+        try:
+            lock_exclusive(fd, LOCK_WAIT_SECONDS)
+        except TimeoutError:
+            raise MemoryWriteError(f"could not append to {rel}: another process has held a lock on it for "
+                                   f"{LOCK_WAIT_SECONDS:g} s; nothing was written, try again") from None
         return _append(fd, data, rel)
     finally:
         os.close(fd)

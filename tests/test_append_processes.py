@@ -1,0 +1,175 @@
+"""Appends from several processes on one workspace: ``symi-memory serve`` beside a CLI call, two agent runtimes.
+
+Real processes, each with its own MemoryManager on the same workspace and state dir, appending at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from support.sqlite_memory import open_mem, write
+
+from symi_memory import tools, writing
+from symi_memory.manager import _append_lock_path
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the holder process uses flock")
+
+TESTS = Path(__file__).resolve().parent
+
+#: Notes every worker appends, in the same order, at the same time: each must be written once.
+SHARED = [
+    "The dentist appointment is on Thursday at 10:00 with Dr. Visser",
+    "Car insurance renews on 14 March with Centraal Beheer",
+    "Marieke's birthday party is at the boathouse in Leiden",
+    "The router admin password was rotated after the outage",
+    "Quarterly taxes for the bakery are filed by Jansen accountants",
+    "Swimming lessons for Noor moved to Wednesday afternoons",
+]
+
+WORKER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from support.sqlite_memory import open_mem
+    from symi_memory import tools
+
+    tmp, ws, n, shared = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+    mem = open_mem(tmp, ws)
+    (tmp / f"ready-{n}").write_text("")
+    while not (tmp / "go").exists():
+        time.sleep(0.005)
+    answers = []
+    for i, note in enumerate(shared):
+        answers.append(tools.memory_append(mem, {"text": note}))
+        own = f"worker {n} note {i} token w{n}n{i} " + "abcdefgh" * (1 + (n * 7 + i * 131) % 1200)
+        answers.append(tools.memory_append(mem, {"text": own, "allowDuplicate": True}))
+    mem.close()
+    print(json.dumps(answers))
+""")
+
+
+def _own(n: int, i: int) -> str:
+    return f"worker {n} note {i} token w{n}n{i} " + "abcdefgh" * (1 + (n * 7 + i * 131) % 1200)
+
+
+def test_notes_appended_from_several_processes_at_once_are_each_written_once_and_whole(tmp_path: Path) -> None:
+    """Four processes append the same six notes at once, and each its own (up to 9.6 KB): every note is in the
+    daily log exactly once, as one whole line. Before the lock between processes, a note every process appended
+    at once was written by several of them (each one's dedup lookup ran before the others' writes)."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n- lives in Utrecht\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    workers = 4
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), str(ws), str(n), json.dumps(SHARED)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for n in range(workers)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f"ready-{n}").exists() for n in range(workers)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a worker did not start"
+            time.sleep(0.01)
+        (tmp_path / "go").write_text("")
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0] * workers, [err for _, err in outs]
+    answers = [a for out, _ in outs for a in json.loads(out.strip().splitlines()[-1])]
+    assert [a for a in answers if a.get("error")] == []
+    lines = Counter(ln for f in (ws / "memory").glob("*.md") for ln in f.read_text(encoding="utf-8").splitlines())
+    expected = {*SHARED, *(_own(n, i) for n in range(workers) for i in range(len(SHARED)))}
+    assert {ln: c for ln, c in lines.items() if ln not in expected} == {}  # no cut-off or run-together lines
+    assert {note: lines[note] for note in SHARED} == dict.fromkeys(SHARED, 1)
+    assert all(lines[_own(n, i)] == 1 for n in range(workers) for i in range(len(SHARED)))
+    assert sum(1 for a in answers if a["appended"]) == len(expected)  # the others were told duplicateOf
+
+
+HOLDER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    time.sleep(60)
+""")
+
+
+def _hold(path: Path) -> subprocess.Popen[str]:
+    """Another process holding ``path``'s lock (as an appender stopped mid-append would: a SIGSTOPped CLI)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def _in_thread(fn: object) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())  # type: ignore[operator]
+        except Exception as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_an_append_waits_a_bounded_time_for_another_process_holding_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that holds the memory file's lock and never lets go: the append gives up with an error saying
+    so and writes nothing, instead of hanging the agent's tool call for as long as that process lives."""
+    ws = tmp_path / "ws"
+    memory = write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0, raising=False)  # (new in this release)
+    holder = _hold(memory)
+    try:
+        t, out = _in_thread(lambda: writing.append_memory(ws, "- switched to coffee", target="long-term"))
+        t.join(timeout=15)
+        assert not t.is_alive(), "the append is still waiting for the other process"
+    finally:
+        holder.kill()
+        holder.wait()
+    t.join(timeout=60)
+    assert len(out) == 1 and isinstance(out[0], writing.MemoryWriteError), out
+    assert "another process has held a lock on it for 1 s" in str(out[0]) and "nothing was written" in str(out[0])
+    assert memory.read_text(encoding="utf-8") == "- prefers tea\n"
+    assert writing.append_memory(ws, "- switched to coffee", target="long-term").bytes_written > 0  # holder gone
+    assert memory.read_text(encoding="utf-8") == "- prefers tea\n- switched to coffee\n"
+
+
+def test_a_manager_append_waits_a_bounded_time_for_another_process_appending_to_the_workspace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's append to the same workspace (its dedup lookup, write and indexing) holds the state
+    dir's append lock: this one waits for it, at most LOCK_WAIT_SECONDS, then answers with the error shape."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0, raising=False)  # (new in this release)
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        lock = _append_lock_path(mem.agent.state_dir, ws)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        holder = _hold(lock)
+        try:
+            started = time.monotonic()
+            refused = tools.memory_append(mem, {"text": "Bought a bicycle from the neighbours", "target": "long-term"})
+            took = time.monotonic() - started
+        finally:
+            holder.kill()
+            holder.wait()
+        assert refused["bytesWritten"] == 0 and "another append to it has been running for 1 s" in refused["error"]
+        assert 0.9 < took < 10
+        assert (ws / "MEMORY.md").read_text(encoding="utf-8") == "- prefers tea\n"
+        done = tools.memory_append(mem, {"text": "Bought a bicycle from the neighbours", "target": "long-term"})
+        assert done["appended"] is True, done
