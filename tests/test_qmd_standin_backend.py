@@ -533,3 +533,23 @@ def test_files_named_in_invalid_utf8_are_listed_as_the_builtin_lists_them(tmp_pa
         built = mem.sync()
         assert mem.status()["skipped"] == st["skipped"]
         assert built.warnings == report.warnings
+
+
+def test_a_workspace_away_for_a_while_keeps_its_documents_in_qmd(tmp_path, ws):
+    # `qmd update` with the workspace renamed away (or unmounted) took every document of its collections for
+    # deleted: searches found nothing, while status said its content stayed searchable. The update now waits for
+    # it; the other collections of a workspace never indexed (a mistyped path) are updated as before.
+    b = make_backend(tmp_path, standin_command(), {"paths": [{"path": "../notes", "name": "Notes"}]})
+    assert b.sync().errors == ()
+    os.rename(ws, tmp_path / "away")
+    assert b.sync().errors == ()
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
+    os.rename(tmp_path / "away", ws)
+    (ws / "memory" / "2026-05-01.md").unlink()  # deleted meanwhile: goes once it is back
+    assert b.sync().errors == ()
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md"}
+    b.close()
+    typo = make_backend(tmp_path / "typo", standin_command(), {"paths": [{"path": str(tmp_path / "notes")}]})
+    assert typo.sync().errors == ()
+    assert [c.path for c in typo.search(query("kraken")).candidates] == ["qmd/notes/sub/k.md"]
+    typo.close()

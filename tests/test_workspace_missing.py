@@ -148,11 +148,48 @@ def test_a_full_rebuild_waits_for_a_workspace_that_is_away(tmp_path: Path) -> No
     os.rename(ws, tmp_path / "away")
     report = mem.sync(force=True)
     assert report.files_removed == 0 and not report.full
-    assert any("the full rebuild of the index waits until" in w and "drop the 1 files" in w for w in report.warnings)
+    # Asked for and not done: an error (`index --force` exits 1), not only a warning.
+    assert len(report.errors) == 1 and "the full rebuild of the index waits until the workspace" in report.errors[0]
+    assert "drop the 1 files" in report.errors[0]
     assert _paths(mem, "axolotl") == ["memory/a.md"]
     os.rename(tmp_path / "away", ws)
     report = mem.sync(force=True)
     assert report.full and report.files_indexed == 1 and report.warnings == ()
+    mem.close()
+
+
+def test_the_cli_index_force_while_the_workspace_is_away_fails_saying_why(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    # It printed "sync: 1 files scanned, 0 indexed, 0 removed, ..." and exited 0: a script rebuilding every agent's
+    # index (operators.md, after an upgrade) took an index that was not rebuilt for rebuilt.
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "- fed the axolotl\n")
+    code, _out, err = cli("--workspace", str(ws), "index")
+    assert code == 0, err
+    os.rename(ws, tmp_path / "away")
+    code, _out, err = cli("--workspace", str(ws), "index", "--force")
+    assert code == 1, err
+    assert f"the full rebuild of the index waits until the workspace {ws} is back" in err, err
+
+
+def test_an_extra_path_deleted_for_good_does_not_hold_up_a_full_rebuild(tmp_path: Path) -> None:
+    # A full rebuild (here a chunking change) waited for the deleted extra folder to come back, that is for ever:
+    # nothing written in the workspace after it was indexed, and searches stayed keyword-only on the old index.
+    ws, notes = tmp_path / "ws", tmp_path / "notes"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(notes, "trip.md", "- the ferry leaves at 0710\n")
+    mem = open_mem(tmp_path, ws, {"extraPaths": [str(notes)]})
+    mem.sync()
+    mem.close()
+    shutil.rmtree(notes)  # on purpose: the user no longer wants it, but extraPaths still names it
+    write(ws, "memory/boat.md", "- owns a yacht named Pelican\n")
+    mem = open_mem(tmp_path, ws, {"extraPaths": [str(notes)], "chunking": {"tokens": 300}})
+    report = mem.sync()
+    assert report.full and report.errors == (), report
+    assert _paths(mem, "Pelican") == ["memory/boat.md"] and _paths(mem, "tea") == ["MEMORY.md"]
+    assert _paths(mem, "ferry") == []  # gone with the rebuild, and the report says so
+    assert any("left out the 1 files indexed from " + str(notes) in w for w in report.warnings), report.warnings
+    write(notes, "trip.md", "- the ferry leaves at 0710\n")  # back: indexed again
+    assert mem.sync().files_indexed == 1 and _paths(mem, "ferry") == ["../notes/trip.md"]
     mem.close()
 
 

@@ -223,8 +223,7 @@ def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list
     ws = str(workspace)
     out: list[AbsentRoot] = []
     if not os.path.isdir(ws):
-        out.append(AbsentRoot("workspace", ws, "is a file, not a folder" if os.path.lexists(ws) else "does not exist",
-                              ""))
+        out.append(AbsentRoot("workspace", ws, _why_absent(ws), ""))
     for extra in extra_paths:
         p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
         if os.path.islink(p) or os.path.isdir(p) or (p.endswith(".md") and os.path.lexists(p)):
@@ -232,9 +231,20 @@ def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list
         stored = stored_path(p, ws)
         if stored == "." or (out and out[0].holds(stored)):
             continue
-        why = "is a file, not a folder" if os.path.lexists(p) else "does not exist"
-        out.append(AbsentRoot("extra path", p, why, stored))
+        out.append(AbsentRoot("extra path", p, _why_absent(p), stored))
     return out
+
+
+def _why_absent(path: str) -> str:
+    """Why ``path`` is no folder to list: a file, a path that cannot be reached (a folder on the way this user may
+    not enter: it exists, and a mistyped path is not the fix), or nothing there."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return "cannot be reached (permission denied)"
+    except OSError:
+        return "does not exist"
+    return "is a file, not a folder"
 
 
 def printable_path(path: str) -> str:

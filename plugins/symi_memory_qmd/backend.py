@@ -180,8 +180,26 @@ class QmdBackend:
         upd = self.settings.update
         return (int(upd["updateTimeoutMs"]) + int(upd["embedTimeoutMs"]) + 4 * int(upd["commandTimeoutMs"])) / 1000.0
 
+    def _held_while_away(self) -> int:
+        """How many documents qmd holds (as the last update, in any process, counted them) from the workspace's
+        collections while the workspace is not a folder (renamed, removed, unmounted for a while): ``qmd update``
+        would take every one for deleted, so it waits until the workspace is back (the manager's warning says that
+        its content stays searchable). 0 while it is there, or when nothing was indexed from it (a mistyped path:
+        the other collections are updated as before)."""
+        if os.path.isdir(self.workspace):
+            return 0
+        counts = self._saved_state().get("files") or {}
+        ws = self.workspace
+        return sum(int(counts.get(c.name) or 0) for c in self.collections
+                   if c.source == "memory" and (c.path == ws or ws in c.path.parents))
+
     def _update_locked(self, embed: bool, runner: QmdRunner) -> None:
         upd = self.settings.update
+        held = self._held_while_away()
+        if held:
+            log.info("qmd update waits until the workspace %s is back: it would drop the %d documents indexed from "
+                     "there", self.workspace, held)
+            return
         # Listed before anything is read: a file changed after this makes the next staleness check see it.
         fingerprint, self.unnamed = self._scan()
         self.export_error = None

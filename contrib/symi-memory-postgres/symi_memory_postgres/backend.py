@@ -98,6 +98,9 @@ class PostgresBackend:
     _held: int = 0  # connections this process holds (pooled or direct): at most poolSize
     _held_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _sql_cache: dict[tuple[Any, ...], str] = attrs.field(factory=dict)
+    #: The rebuilds :meth:`_announce_rebuild` logged: once each, as a rebuild that waits (its workspace away) is
+    #: tried again at every sync.
+    _announced: set[tuple[str, str]] = attrs.field(factory=set)
     watchdog: Any = None  # guard.Watchdog: cuts waits on a server that stopped answering
     #: (backend pid, backend_start, the sync's application_name) of sync sessions whose connection was lost: on a
     #: network path that dropped packets the server may keep them (and the owner's lock, the open transaction's
@@ -503,6 +506,9 @@ class PostgresBackend:
         now = owner.indexer.index_identity()
         if stored != now:
             changed = ", ".join(f"{k} {stored.get(k)!r} -> {now[k]!r}" for k in now if stored.get(k) != now[k])
+            if (owner.name, changed) in self._announced:
+                return
+            self._announced.add((owner.name, changed))
             log.warning("postgres: %s's index was built with other settings (%s): rebuilding it; until it lands "
                         "searches use its keyword side only", owner.name, changed)
 
@@ -1049,7 +1055,8 @@ def _merge(reports: list[SyncReport], reason: str, seconds: float) -> SyncReport
         chunks_written=sum(r.chunks_written for r in reports),
         embeddings_computed=sum(r.embeddings_computed for r in reports),
         embeddings_cached=sum(r.embeddings_cached for r in reports), seconds=seconds,
-        errors=tuple(e for r in reports for e in r.errors), warnings=tuple(w for r in reports for w in r.warnings),
+        errors=tuple(e for r in reports for e in r.errors),
+        warnings=tuple(dict.fromkeys(w for r in reports for w in r.warnings)),  # a root away, a rebuild waiting
     )
 
 

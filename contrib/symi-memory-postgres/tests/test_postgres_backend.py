@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -714,3 +715,47 @@ def test_a_long_transcript_stays_searchable_with_its_newest_messages(tmp_path: P
         assert st["skipped"] == [], st
         (part,) = st["partial"]
         assert part["path"] == "sessions/s.jsonl" and "of 100 are searchable" in part["reason"]
+
+
+def test_a_workspace_away_keeps_its_rows_and_an_extra_path_away_does_not_hold_up_a_rebuild(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str, caplog: pytest.LogCaptureFixture) -> None:
+    # The report of a postgres sync dropped the indexer's warnings (the manager added the roots' again, logging
+    # each a second time; a rebuild waiting or leaving an extra path out was said nowhere).
+    def paths(mem: MemoryManager, word: str) -> list[str]:
+        return sorted(r.path for r in mem.search(word, min_score=0).results if word in r.snippet)
+
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe osprey nests by the lake\n"})
+    notes = make_workspace(tmp_path / "notes", {"trip.md": "the ferry leaves at 0710\n"})
+    extra = {"extraPaths": [str(notes)]}
+    with open_pg(tmp_path, pg_server, pg_schema, ws, **{}) as mem:
+        mem.agent.memory_search.update(extra)
+        mem.sync()
+        os.rename(ws, tmp_path / "unmounted")
+        with caplog.at_level(logging.WARNING, logger="symi_memory"):
+            report = mem.sync()
+        assert [r.getMessage() for r in caplog.records if "does not exist" in r.getMessage()] == list(report.warnings)
+        assert report.files_removed == 0 and report.warnings and "does not exist" in report.warnings[0], report
+        assert paths(mem, "osprey") == ["MEMORY.md"]
+        forced = mem.sync(force=True)
+        assert not forced.full and "waits until the workspace" in forced.errors[0], forced
+        assert paths(mem, "osprey") == ["MEMORY.md"]
+    with open_pg(tmp_path, pg_server, pg_schema, ws, model="hash-64") as mem:
+        # A model change while the workspace is away: the rebuild waits, and says so once, not "rebuilding" at
+        # every sync (a server syncs before each search while the index needs a rebuild).
+        mem.agent.memory_search.update(extra)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="symi_memory"):
+            for _ in range(3):
+                assert not mem.sync().full
+        said = [r.getMessage() for r in caplog.records]
+        assert sum("rebuilding" in m for m in said) <= 1 and sum("rebuild of the index waits" in m for m in said) == 1, said
+    os.rename(tmp_path / "unmounted", ws)
+    shutil.rmtree(notes)  # for good, still in extraPaths; then a model change needs a full rebuild
+    (ws / "memory").mkdir()
+    (ws / "memory" / "boat.md").write_text("a yacht named Pelican\n", encoding="utf-8")
+    with open_pg(tmp_path, pg_server, pg_schema, ws, model="hash-64") as mem:
+        mem.agent.memory_search.update(extra)
+        report = mem.sync()
+        assert report.full and report.errors == (), report
+        assert paths(mem, "Pelican") == ["memory/boat.md"] and paths(mem, "ferry") == []
+        assert any("left out the 1 files indexed from" in w for w in report.warnings), report.warnings

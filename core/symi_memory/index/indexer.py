@@ -418,15 +418,24 @@ class Indexer:
         problems: dict[str, str] = {}
         absent = absent_sources(self.agent)
         files = list_sources(self.agent, problems)
-        if full and (kept := self._held_from(absent)):
-            # A full build writes only what is listed: it would drop every file of a folder that is only away.
-            roots = ", ".join(sorted({r.path for r in absent}))
-            message = (f"the full rebuild of the index waits until {roots} is back: it would drop the {kept} "
-                       "files indexed from there (searches answer from the index as it is)")
-            log.info("not syncing (%s): %s", reason, message)
-            self.held_back = True
-            return SyncReport(reason=reason, files_scanned=len(files), seconds=time.perf_counter() - started,
-                              warnings=(*self._root_warnings(absent), message))
+        away = [r for r in absent if r.kind == "workspace"]
+        if full and (kept := self._held_from(away)):
+            # A full build writes only what is listed: it would drop every file of a workspace that is only away.
+            # An extra path away does not hold it up: a rebuild waiting for one deleted on purpose would wait for
+            # ever, and nothing written meanwhile (in the workspace, which is there) would be indexed; its files are
+            # indexed again once it is back.
+            message = (f"the full rebuild of the index waits until the workspace {away[0].path} is back: it would "
+                       f"drop the {kept} files indexed from there (searches answer from the index as it is)")
+            seconds = time.perf_counter() - started
+            self.held_back = True  # nothing written: a disk error said earlier still stands
+            if force:  # asked for (`index --force`): not done, which the caller (a script) must notice
+                log.info("not syncing (%s): %s", reason, message)
+                return SyncReport(reason=reason, files_scanned=len(files), seconds=seconds, errors=(message,),
+                                  warnings=self._root_warnings(absent))
+            return SyncReport(reason=reason, files_scanned=len(files), seconds=seconds,
+                              warnings=self._root_warnings(absent, message))
+        gone = [r for r in absent if r.kind != "workspace"]
+        dropped = self._held_from(gone) if full else 0
         indexed = {} if full else self.store.files()
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
@@ -505,13 +514,17 @@ class Indexer:
             # Besides the roots that could not be listed, what no sync can take as it is (a name not valid UTF-8, a
             # folder that cannot be listed): said here as well as in status.skipped, so whoever ran the sync knows
             # why such a file is not found.
-            warnings=(*self._root_warnings(absent), *(f"{p} is not indexed: {why}" for p, why in sorted(problems.items()))),
+            warnings=(*self._root_warnings(absent, *(
+                [f"the full rebuild left out the {dropped} files indexed from "
+                 f"{', '.join(sorted(r.path for r in gone))}, which cannot be listed now: they are indexed again "
+                 "once it is back"] if dropped else ())),
+                *(f"{p} is not indexed: {why}" for p, why in sorted(problems.items()))),
         )
 
-    def _root_warnings(self, absent: list[AbsentRoot]) -> tuple[str, ...]:
-        """The warnings of the roots a sync could not list, each logged once while it lasts (a watcher's syncs
-        repeat them every time)."""
-        said = tuple(root.warning for root in absent)
+    def _root_warnings(self, absent: list[AbsentRoot], *more: str) -> tuple[str, ...]:
+        """The warnings of the roots a sync could not list (and ``more`` about them), each logged once while it
+        lasts (a watcher's syncs repeat them every time)."""
+        said = (*(root.warning for root in absent), *more)
         for warning in said:
             if warning not in self._warned_roots:
                 log.warning("%s", warning)
