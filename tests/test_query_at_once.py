@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from symi_memory import hookimpl, load_config, open_memory
 from symi_memory.errors import EmbeddingError
 from symi_memory.specs import EmbedsQueriesAtOnce, ProviderSpec
@@ -143,3 +145,21 @@ def test_an_error_answering_at_once_is_an_embedding_error_of_the_search(tmp_path
         resp = mem.search(QUERIES[0], min_score=0)
     assert resp.mode == "fts-only" and resp.results
     assert resp.fallback is not None and "the table is unreadable" in resp.fallback.reason
+
+
+def test_the_local_provider_answers_a_query_it_embedded_before_at_once(tmp_path: Path) -> None:
+    pytest.importorskip("symi_memory_local")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "local",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        provider = mem.backend.choice.provider
+        assert isinstance(provider, EmbedsQueriesAtOnce)
+        assert provider.query_at_once(QUERIES[0]) is None  # never embedded: the worker's
+        first = [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[0], min_score=0).results]
+        kept = provider.query_at_once(QUERIES[0])
+        assert kept is not None and kept == provider.embedder().embed_query(QUERIES[0])
+        # Asked again: answered from the kept vector, the same results.
+        assert [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[0], min_score=0).results] == first
+        assert first
