@@ -135,6 +135,10 @@ class FixedProvider:
     def embed_query(self, text: str) -> list[float]:
         return self.table[text]
 
+    def query_at_once(self, text: str) -> list[float] | None:
+        """From the table, as embed_query (``EmbedsQueriesAtOnce``: asked on the searching thread)."""
+        return self.table.get(text)
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         raise RuntimeError("the benchmark never embeds documents")
 

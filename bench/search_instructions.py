@@ -51,7 +51,8 @@ def counted(python: str, db: Path, n: int, count: int, made: int, out: Path, env
     """Instructions of one run under callgrind: in all, and by function (with its library)."""
     # A copy each: the first open of a store does work a later one does not (the scan copy it keeps, say).
     db = Path(shutil.copy(db, out.with_suffix(".sqlite")))
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", python, __file__,
+    # Children traced: a baseline interpreter may be a wrapper script that execs Python.
+    subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}", python, __file__,
                     "--child", str(db), "--n", str(n), "--queries", str(count), "--made", str(made)],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     text = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", str(out)], check=True,

@@ -1,5 +1,8 @@
 """Thread CPU per step of one hybrid search, this checkout and a baseline interleaved query by query.
 
+Also the whole search's wall time (p50, p90) and the context switches of the child's threads during it: each
+child waits on its pipe between searches, as a process serving an agent waits between queries.
+
 ``search_steps.py`` alternates whole child processes, so a load change between two children lands on one side
 only; on a shared host that moves a step by more than most changes save. Here one child per interpreter (this
 checkout, and ``--baseline-python``) opens the same synthetic store (bench/scale.py's, built by each side's own
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,9 +92,16 @@ def child(db: Path, n: int, count: int) -> None:
         if i < 0:
             break
         acc.clear()
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        wall = time.perf_counter_ns()
         started = time.thread_time_ns()
         mem.search(queries[i]["text"], max_results=10, min_score=0)
         acc["whole search"] = time.thread_time_ns() - started
+        acc["wall"] = time.perf_counter_ns() - wall
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        # Context switches of every thread of the process during the search (counts, not ns).
+        acc["voluntary switches"] = after.ru_nvcsw - before.ru_nvcsw
+        acc["involuntary switches"] = after.ru_nivcsw - before.ru_nivcsw
         print(json.dumps(acc), flush=True)
     mem.close()
     shutil.rmtree(ws, ignore_errors=True)
@@ -138,11 +149,21 @@ def main() -> int:
           "thread CPU ms per search (mean; p50 for the whole search)\n")
     print("| step | " + " | ".join(labels) + (" | ratio |" if len(labels) == 2 else " |"))
     print("|---|" + "---|" * (len(labels) + (1 if len(labels) == 2 else 0)))
-    order = ["whole search"] + [s[0] for s in STEPS] + ["outside the backend's search"]
+    order = ["whole search"] + [s[0] for s in STEPS] + ["outside the backend's search"]  # thread CPU ms
     for label in labels:  # what a search costs beyond the backend's search (the manager's search minus it)
         for r in results[label]:
             if "manager search" in r:
                 r["outside the backend's search"] = r["manager search"] - r.get("backend search", 0)
+    walls = [[r["wall"] / 1e6 for r in results[label] if "wall" in r] for label in labels]
+    if all(walls):
+        for name, q in (("whole search wall, p50", 50), ("whole search wall, p90", 90)):
+            figures = [statistics.quantiles(v, n=100)[q - 1] if len(v) > 1 else v[0] for v in walls]
+            ratio = f" {figures[0] / figures[1]:.2f} |" if len(figures) == 2 and figures[1] else ""
+            print(f"| {name} | " + " | ".join(f"{f:.3f}" for f in figures) + " |" + ratio)
+        for key in ("voluntary switches", "involuntary switches"):
+            figures = [statistics.mean(r.get(key, 0) for r in results[label]) for label in labels]
+            print(f"| context switches a search, {key.split()[0]} (mean) | "
+                  + " | ".join(f"{f:.2f}" for f in figures) + " |" + (" |" if len(labels) == 2 else ""))
     for key in dict.fromkeys(order):
         vals = [[r.get(key, 0) / 1e6 for r in results[label]] for label in labels]
         if not any(any(v) for v in vals):

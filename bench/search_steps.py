@@ -6,7 +6,9 @@ it empty), then runs the same precomputed queries through ``MemoryManager.search
 process per interpreter (this checkout, and ``--baseline-python`` for a baseline checkout),
 alternating them ``--rounds`` times so machine load hits both alike:
 
-- wall and CPU (searching thread, and the whole process: faiss or BLAS threads) p50 of the whole search;
+- wall p50 and p90 and CPU (searching thread, and the whole process: faiss or BLAS threads) p50 of the whole search;
+- context switches per search, every thread of the process (``getrusage``: voluntary, a thread waiting for
+  another or for I/O; involuntary, a thread preempted);
 - SQLite statements per search, counted by an exec tracer on the reading
   connection (the round trips);
 - a cProfile breakdown: the cumulative time per search of each step of the
@@ -22,6 +24,7 @@ import cProfile
 import json
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
@@ -65,12 +68,17 @@ def child(db: Path, count: int) -> dict[str, Any]:
     for q in queries[:20]:  # warm: thread-local connections, caches
         mem.search(q["text"], max_results=10, min_score=0)
     wall, cpu, proc = [], [], []
+    before = resource.getrusage(resource.RUSAGE_SELF)
     for q in queries:
         t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
         mem.search(q["text"], max_results=10, min_score=0)
         wall.append(time.perf_counter() - t)
         cpu.append(time.thread_time() - c)
         proc.append(time.process_time() - p)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    # Every thread of the process: a voluntary switch is a thread going to sleep (waiting for another), an
+    # involuntary one a thread preempted.
+    switches = ((after.ru_nvcsw - before.ru_nvcsw) / len(queries), (after.ru_nivcsw - before.ru_nivcsw) / len(queries))
     statements = 0
 
     def trace(cursor: Any, sql: str, bindings: Any) -> bool:
@@ -97,7 +105,8 @@ def child(db: Path, count: int) -> dict[str, Any]:
         for (file, _, func), (_, _, _, cum, _) in stats.items():
             if func == name and file.replace(os.sep, "/").endswith(suffix) and "symi_memory" in file:
                 steps[label] = steps.get(label, 0.0) + cum / len(queries) * 1000.0
-    return {"wall_p50_ms": float(np.percentile(wall, 50)) * 1000.0, "cpu_p50_ms": float(np.percentile(cpu, 50)) * 1000.0,
+    return {"wall_p50_ms": float(np.percentile(wall, 50)) * 1000.0, "wall_p90_ms": float(np.percentile(wall, 90)) * 1000.0,
+            "voluntary_switches": switches[0], "involuntary_switches": switches[1], "cpu_p50_ms": float(np.percentile(cpu, 50)) * 1000.0,
             "process_cpu_p50_ms": float(np.percentile(proc, 50)) * 1000.0,
             "statements_per_search": statements / len(queries), "profiled_ms": steps}
 
@@ -151,7 +160,17 @@ def main() -> int:
         vals = [v for v in (get(r) for r in results[label]) if v is not None]
         return f"{float(np.median(vals)):.2f}" if vals else "-"
 
+    def each(label: str, key: str) -> str:
+        return " / ".join(f"{r[key]:.2f}" for r in results[label] if key in r) or "-"
+
     print("| hybrid wall p50 (ms) | " + " | ".join(med(x, lambda r: r["wall_p50_ms"]) for x in labels) + " |")
+    print("| hybrid wall p50, each round (ms) | " + " | ".join(each(x, "wall_p50_ms") for x in labels) + " |")
+    print("| hybrid wall p90 (ms) | " + " | ".join(med(x, lambda r: r.get("wall_p90_ms")) for x in labels) + " |")
+    print("| hybrid wall p90, each round (ms) | " + " | ".join(each(x, "wall_p90_ms") for x in labels) + " |")
+    print("| context switches a search, voluntary (all threads) | "
+          + " | ".join(med(x, lambda r: r.get("voluntary_switches")) for x in labels) + " |")
+    print("| context switches a search, involuntary | "
+          + " | ".join(med(x, lambda r: r.get("involuntary_switches")) for x in labels) + " |")
     print("| hybrid CPU p50 (ms) | " + " | ".join(med(x, lambda r: r["cpu_p50_ms"]) for x in labels) + " |")
     print("| hybrid process CPU p50, all threads (ms) | "
           + " | ".join(med(x, lambda r: r.get("process_cpu_p50_ms")) for x in labels) + " |")

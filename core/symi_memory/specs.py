@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_CALIBRATION",
     "ScoreCalibration",
     "EmbedsTexts",
+    "EmbedsQueriesAtOnce",
     "SearchesOnAnyThread",
     "StalenessAware",
     "StartableBackend",
@@ -442,6 +443,24 @@ class WarmsUp(Protocol):
     """
 
     def warm(self) -> None: ...
+
+
+@runtime_checkable
+class EmbedsQueriesAtOnce(Protocol):
+    """An embedding provider that can give some query vectors at once, from memory: a table, a hash of the text,
+    a query it embedded before.
+
+    A search hands ``embed_query`` to an embedding worker thread and waits for it at most a deadline (2.5 s), so
+    a provider that hangs (an endpoint that never answers) costs one search that wait and answers by keyword;
+    the hand-over and the wake-up cost a scheduler time slice on a busy host. A provider with this method is
+    asked first, on the searching thread, with no deadline: ``query_at_once(text)`` returns the vector
+    ``embed_query(text)`` would (the same values), or None when it would have to compute or fetch it, and the
+    search then calls ``embed_query`` on the worker as before. It must return promptly whatever other threads
+    do: no I/O, no model to load, no lock that a running embedding call may hold. What it raises is taken as
+    what ``embed_query`` raised.
+    """
+
+    def query_at_once(self, text: str) -> list[float] | None: ...
 
 
 @runtime_checkable

@@ -21,6 +21,8 @@ from symi_memory.specs import ProviderUnavailable
 
 __all__ = ["LazyEmbedder"]
 
+QUERIES_KEPT = 256  # query vectors kept for query_at_once (384 floats each: about 3 MB as Python lists)
+
 log = logging.getLogger("symi_memory.local")
 
 
@@ -44,6 +46,10 @@ class LazyEmbedder:
     _error: str | None = None
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warming: threading.Thread | None = None
+    #: The vectors of the last ``QUERIES_KEPT`` queries embedded (text -> vector): a query asked again is answered
+    #: from here, on the searching thread (:meth:`query_at_once`).
+    _queries: dict[str, list[float]] = attrs.field(factory=dict)
+    _queries_lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     @property
     def loaded(self) -> bool:
@@ -106,7 +112,20 @@ class LazyEmbedder:
         return self.embedder().tokenizer
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embedder().embed_query(text)
+        vector = self.embedder().embed_query(text)
+        queries = self._queries
+        with self._queries_lock:  # not the model's lock: query_at_once never waits on a running embedding
+            if len(queries) >= QUERIES_KEPT:
+                del queries[next(iter(queries))]  # the oldest
+            queries[text] = vector
+        return vector
+
+    def query_at_once(self, text: str) -> list[float] | None:
+        """The vector of a query embedded before (:class:`~symi_memory.specs.EmbedsQueriesAtOnce`), else None.
+
+        The model gives a text the same vector every time; a search asking again is answered without handing
+        the query to the embedding worker."""
+        return self._queries.get(text)
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

@@ -601,7 +601,13 @@ class IndexedBackend:
             provider.warm()
 
     def _start_query_embedding(self, provider: Any, text: str) -> _QueryEmbedding | None:
-        """Hand the query to the embedding worker; None while an earlier call is still hung."""
+        """The query's embedding: answered at once on this thread when the provider can
+        (:class:`~symi_memory.specs.EmbedsQueriesAtOnce`), else handed to the embedding worker; None while an earlier
+        call is still hung."""
+        at_once = getattr(provider, "query_at_once", None)
+        if at_once is not None and (answered := _QueryEmbedding.answered_at_once(at_once, text)) is not None:
+            # No other thread, no deadline: nothing to hand over, wake or wait for.
+            return answered
         self._forget_parents_workers()
         hung = self._hung_query
         if hung is not None and not hung.is_set():
@@ -1263,6 +1269,23 @@ class _QueryEmbedding:
         self._lock = threading.Lock()
         self._returned = False
         self._then: Callable[[Any], None] | None = None
+
+    @classmethod
+    def answered_at_once(cls, ask: Callable[[str], Any], text: str) -> _QueryEmbedding | None:
+        """The embedding of ``text`` as the provider's ``query_at_once`` gives it, on this thread: one that has
+        returned (or raised), or None when the provider cannot answer it at once."""
+        self = cls(0.0)
+        try:
+            value = ask(text)
+        except Exception as exc:  # taken as embed_query's error: the waiting code tells the kinds apart
+            self.error = exc
+        else:
+            if value is None:
+                return None
+            self.value = value
+        self._returned = True
+        self.done.set()
+        return self
 
     def run(self, embed: Callable[[], Any]) -> None:
         """The embedding worker's job: ``embed()``, then what :meth:`then` chained on its vector."""

@@ -82,6 +82,15 @@ class HashEmbedder:
         self.calls += 1
         return self._vector(text)
 
+    def query_at_once(self, text: str) -> list[float] | None:
+        """``embed_query``'s vector (:class:`~symi_memory.specs.EmbedsQueriesAtOnce`): a hash of the text, no I/O.
+
+        None in a subclass that changes ``embed_query`` (it may wait, or answer otherwise): asked on the worker."""
+        if type(self).embed_query is not HashEmbedder.embed_query:
+            return None
+        self.calls += 1
+        return self._vector(text)
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
         return [self._vector(t) for t in texts]

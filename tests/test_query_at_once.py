@@ -1,0 +1,165 @@
+"""A provider that can give a query's vector at once (``EmbedsQueriesAtOnce``) is asked on the searching thread.
+
+No query is handed to the embedding worker then; a query it cannot answer at once still goes to the worker,
+under the query deadline. Real SQLite/FTS5 index, providers registered through the plugin hook.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from symi_memory import hookimpl, load_config, open_memory
+from symi_memory.errors import EmbeddingError
+from symi_memory.specs import EmbedsQueriesAtOnce, ProviderSpec
+from symi_memory.testing import HashEmbedder
+
+QUERIES = ["quarterly planning of topic3", "otters and herons", "item4x2 budget", "topic1 review notes"]
+
+
+class _Worker(HashEmbedder):
+    """The hash provider, asked on the embedding worker only (its embed_query is its own: no query_at_once)."""
+
+    def embed_query(self, text: str) -> list[float]:
+        self.worker_calls = getattr(self, "worker_calls", 0) + 1
+        self.threads = getattr(self, "threads", set()) | {threading.current_thread().name}
+        return super().embed_query(text)
+
+
+class _Table:
+    """Answers the queries it knows at once; embeds (or stalls on) the others on the worker."""
+
+    id, model, fingerprint, max_input_bytes = "table", "hash-384", "hash:384", 8192
+
+    def __init__(self) -> None:
+        self.hash = HashEmbedder()
+        self.known: dict[str, list[float]] = {}
+        self.stall = threading.Event()
+        self.release = threading.Event()
+        self.broken = False
+        self.asked_on: list[str] = []
+
+    def query_at_once(self, text: str) -> list[float] | None:
+        if self.broken:
+            raise EmbeddingError("the table is unreadable", provider=self.id)
+        self.asked_on.append(threading.current_thread().name)
+        return self.known.get(text)
+
+    def embed_query(self, text: str) -> list[float]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return self.hash.embed_query(text)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.hash.embed_documents(texts)
+
+    def close(self) -> None:
+        pass
+
+
+class _Plugin:
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+    @hookimpl
+    def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+        register(ProviderSpec(name=self.provider.id, factory=lambda ctx: self.provider))
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(6):
+        lines = [f"Day {i} line {j}: topic{i} and the quarterly planning of item{i}x{j}, otters and herons"
+                 for j in range(40)]
+        (ws / "memory" / f"n{i:03d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ws
+
+
+def _open(tmp_path: Path, ws: Path, provider: Any, state: str) -> Any:
+    """A manager on ``provider`` (registered by a plugin), or on the registered ``hash`` provider when None."""
+    cfg = load_config(None, state_dir=tmp_path / state,
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": provider.id if provider else "hash"}}}})
+    plugins = [("at-once-test", _Plugin(provider))] if provider is not None else None
+    return open_memory(cfg, workspace=ws, start=False, plugins=plugins)
+
+
+def _answers(mem: Any) -> list[Any]:
+    return [[(r.path, r.start_line, r.score) for r in mem.search(q, min_score=0).results] for q in QUERIES]
+
+
+def test_a_provider_answering_at_once_gives_the_worker_path_s_answers_without_the_worker(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    worker = _Worker(id="worker")
+    with _open(tmp_path, ws, worker, "worker") as mem:
+        mem.sync()
+        on_worker = _answers(mem)
+    assert worker.worker_calls == len(QUERIES)
+    assert "MainThread" not in worker.threads  # the worker path really ran on another thread
+    with _open(tmp_path, ws, None, "hash") as mem:
+        at_once = mem.backend.choice.provider
+        assert isinstance(at_once, EmbedsQueriesAtOnce)
+        mem.sync()
+        calls = at_once.calls
+        assert _answers(mem) == on_worker
+        assert at_once.calls == calls + len(QUERIES)
+        assert mem.backend._query_worker is None  # no embedding worker was ever started
+    assert all(r for r in on_worker)
+
+
+def test_a_query_not_known_at_once_still_has_the_deadline_and_a_known_one_answers_meanwhile(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    table = _Table()
+    with _open(tmp_path, ws, table, "table") as mem:
+        mem.sync()
+        assert mem.search(QUERIES[0], min_score=0).mode == "hybrid"  # embedded on the worker
+        assert table.asked_on == ["MainThread"]
+        table.known[QUERIES[1]] = table.hash.embed_query(QUERIES[1])
+        table.stall.set()
+        try:
+            started = time.monotonic()
+            resp = mem.search(QUERIES[2], min_score=0)  # not known: the worker's call stalls, the deadline holds
+            assert time.monotonic() - started <= 3.0
+            assert resp.mode == "fts-only" and resp.fallback is not None
+            assert "keyword results only" in resp.fallback.reason
+            # While that call is still out, a query the provider knows is answered from it, by both sides.
+            started = time.monotonic()
+            resp = mem.search(QUERIES[1], min_score=0)
+            assert time.monotonic() - started < 1.0
+            assert resp.mode == "hybrid" and resp.fallback is None and resp.results
+        finally:
+            table.release.set()
+
+
+def test_an_error_answering_at_once_is_an_embedding_error_of_the_search(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    table = _Table()
+    with _open(tmp_path, ws, table, "broken") as mem:
+        mem.sync()
+        table.broken = True
+        resp = mem.search(QUERIES[0], min_score=0)
+    assert resp.mode == "fts-only" and resp.results
+    assert resp.fallback is not None and "the table is unreadable" in resp.fallback.reason
+
+
+def test_the_local_provider_answers_a_query_it_embedded_before_at_once(tmp_path: Path) -> None:
+    pytest.importorskip("symi_memory_local")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "local",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        provider = mem.backend.choice.provider
+        assert isinstance(provider, EmbedsQueriesAtOnce)
+        assert provider.query_at_once(QUERIES[0]) is None  # never embedded: the worker's
+        first = [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[0], min_score=0).results]
+        kept = provider.query_at_once(QUERIES[0])
+        assert kept is not None and kept == provider.embedder().embed_query(QUERIES[0])
+        # Asked again: answered from the kept vector, the same results.
+        assert [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[0], min_score=0).results] == first
+        assert first
