@@ -533,3 +533,22 @@ def test_files_named_in_invalid_utf8_are_listed_as_the_builtin_lists_them(tmp_pa
         built = mem.sync()
         assert mem.status()["skipped"] == st["skipped"]
         assert built.warnings == report.warnings
+
+
+def test_a_new_transcript_limit_makes_the_export_stale(tmp_path, ws):
+    """sync.maxFileBytes changed (raised to hold a transcript whole): a one-shot command sees the index stale and
+    updates, as builtin-sqlite re-reads every transcript, instead of searching the old, cut export."""
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    turns = [("user", f"note {n}: remember token word{n:03d}x for later please") for n in range(100)]
+    write(sessions / "long.jsonl", "\n".join(json.dumps({"type": "message", "message": {"role": r, "content": t}})
+                                             for r, t in turns) + "\n")
+    cut = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    cut.sync()
+    assert not cut.is_stale() and cut.status()["partial"]
+    whole = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}})
+    assert whole.is_stale()
+    whole.sync(reason="search")
+    assert whole.search(query("word000x")).candidates and whole.status()["partial"] == []
+    assert not whole.is_stale()
+    # Back to the small limit: stale again.
+    assert make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000).is_stale()
