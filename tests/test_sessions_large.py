@@ -167,3 +167,16 @@ def test_a_search_as_of_a_date_does_not_read_a_huge_line_whole(tmp_path: Path) -
         finally:
             tracemalloc.stop()
     assert peak < 10_000_000, f"peak Python allocation {peak >> 20} MiB for a search"
+
+
+def test_a_newest_message_whose_text_outgrows_the_limit_does_not_take_the_older_ones_out(tmp_path: Path) -> None:
+    # Its line is half the limit, but written in Latin-1: each byte reads as U+FFFD (three bytes of text).
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    latin = b'{"type": "message", "message": {"role": "user", "content": "caf' + b"\xe9" * 1500 + b'"}}\n'
+    write(sessions_dir(tmp_path), "s.jsonl", (msg("user", "the wombat burrows deep") + "\n").encode() + latin)
+    with open_mem(tmp_path, ws, {**SESSION_MS, "sync": {"maxFileBytes": 3000}}) as mem:
+        mem.sync()
+        assert paths(mem, "wombat burrows") == ["sessions/s.jsonl"]
+        (part,) = mem.status()["partial"]
+        assert part["reason"] == "1 line longer than sync.maxFileBytes (3000 bytes) not indexed"

@@ -291,12 +291,17 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
     fh, st = open_regular(abs_path)
     scan = TranscriptScan(name, max_line_bytes=max_bytes)
     raw: deque[tuple[int, str, str, int]] = deque()
-    total = count = 0
+    total = count = too_long = 0
     with fh:
         # Redacting costs more than the rest of the parse: only the messages kept are redacted, at the end.
         for number, label, text in scan.raw_messages(fh):
             count += 1
             cost = len(label) + 3 + len(text.encode("utf-8", "replace"))  # "Label: text" and the "\n" joining it
+            if cost - 1 > max_bytes:
+                # A line within the limit whose text is not (bytes not UTF-8 read as U+FFFD, three bytes each):
+                # left out as a longer line is, not taking every older message out with it.
+                too_long += 1
+                continue
             raw.append((number, label, text, cost))
             total += cost
             while total - 1 > max_bytes:
@@ -306,8 +311,12 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
     while raw:  # emptied as it is rendered: memory holds the limit's worth of text once, not twice
         number, label, text, _ = raw.popleft()
         line = _render(label, text)
-        kept.append((number, line, len(line.encode("utf-8")) + 1))
-        total += kept[-1][2]
+        size = len(line.encode("utf-8")) + 1
+        if size - 1 > max_bytes:  # lengthened past the limit by redaction: alone, as above
+            too_long += 1
+            continue
+        kept.append((number, line, size))
+        total += size
     while total - 1 > max_bytes:  # redaction may lengthen a line: the limit holds for the text indexed
         total -= kept.popleft()[2]
     doc = SessionDocument(
@@ -318,9 +327,9 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
         newlines=scan.newlines,
         content_hash=scan.content_hash,
         head_hash=scan.head_hash,
-        messages=count,
-        dropped=count - len(kept),
-        long_lines=scan.long_lines,
+        messages=count - too_long,
+        dropped=count - too_long - len(kept),
+        long_lines=scan.long_lines + too_long,
     )
     return doc, st
 
