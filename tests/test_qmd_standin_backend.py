@@ -553,3 +553,22 @@ def test_a_workspace_away_for_a_while_keeps_its_documents_in_qmd(tmp_path, ws):
     assert typo.sync().errors == ()
     assert [c.path for c in typo.search(query("kraken")).candidates] == ["qmd/notes/sub/k.md"]
     typo.close()
+
+
+def test_a_new_transcript_limit_makes_the_export_stale(tmp_path, ws):
+    """sync.maxFileBytes changed (raised to hold a transcript whole): a one-shot command sees the index stale and
+    updates, as builtin-sqlite re-reads every transcript, instead of searching the old, cut export."""
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    turns = [("user", f"note {n}: remember token word{n:03d}x for later please") for n in range(100)]
+    write(sessions / "long.jsonl", "\n".join(json.dumps({"type": "message", "message": {"role": r, "content": t}})
+                                             for r, t in turns) + "\n")
+    cut = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    cut.sync()
+    assert not cut.is_stale() and cut.status()["partial"]
+    whole = make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}})
+    assert whole.is_stale()
+    whole.sync(reason="search")
+    assert whole.search(query("word000x")).candidates and whole.status()["partial"] == []
+    assert not whole.is_stale()
+    # Back to the small limit: stale again.
+    assert make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000).is_stale()

@@ -24,8 +24,8 @@ def tool(n: int, size: int) -> str:
     return json.dumps({"type": "tool_result", "id": n, "output": "ls -la output line\n" * (size // 20)})
 
 
-def paths(mem, query: str) -> list[str]:
-    return [h.path for h in mem.search(query).results]
+def paths(mem, query: str, **kw) -> list[str]:
+    return [h.path for h in mem.search(query, **kw).results]
 
 
 def sessions_dir(tmp_path: Path) -> Path:
@@ -124,3 +124,59 @@ def test_reading_a_large_transcript_holds_about_the_limit_in_memory(tmp_path: Pa
         assert mem.status()["partial"][0]["path"] == "sessions/big.jsonl"
     # Reading the file whole would take its size at least; what is held is about the limit.
     assert peak < size / 2, f"peak Python allocation {peak >> 10} KiB for a {size >> 10} KiB transcript"
+
+
+def test_a_transcript_starting_with_a_byte_order_mark_keeps_its_first_message(tmp_path: Path) -> None:
+    # Written by a Windows tool: a BOM, CRLF line ends. Markdown reads past both; so must a transcript.
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    stamp = '"timestamp": "2026-01-05T10:00:00Z", '
+    first = msg("user", "the aardvark digs by the first gate").replace("{", "{" + stamp, 1)
+    text = first + "\r\n" + msg("assistant", "the basilisk naps by the second gate") + "\r\n"
+    write(sessions_dir(tmp_path), "bom.jsonl", b"\xef\xbb\xbf" + text.encode())
+    with open_mem(tmp_path, ws, SESSION_MS) as mem:
+        mem.sync()
+        (hit,) = mem.search("aardvark digs").results
+        assert (hit.path, hit.start_line) == ("sessions/bom.jsonl", 1)
+        assert paths(mem, "basilisk naps") == ["sessions/bom.jsonl"]
+        # Its time is read too: as of the day before it was said, the message is not known yet.
+        assert paths(mem, "aardvark digs", as_of="2026-01-04") == []
+        assert paths(mem, "aardvark digs", as_of="2026-01-06") == ["sessions/bom.jsonl"]
+
+
+def test_a_search_as_of_a_date_does_not_read_a_huge_line_whole(tmp_path: Path) -> None:
+    # A tool's output written as one line of 60 MB (the runtime still writing it: no newline yet). The sync
+    # skips it holding about the limit; a search that dates its hits by the transcript's timestamps must too.
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    stamp = '"timestamp": "2026-01-05T10:00:00Z", '
+    p = write(sessions_dir(tmp_path), "big.jsonl",
+              msg("user", "the capybara swims in the pond").replace("{", "{" + stamp, 1) + "\n")
+    with open(p, "ab") as fh:
+        fh.write(b'{"type": "tool_result", "output": "')
+        for _ in range(60):
+            fh.write(b"x" * 1_000_000)
+    with open_mem(tmp_path, ws, {**SESSION_MS, "sync": {"maxFileBytes": 100_000}}) as mem:
+        mem.sync()
+        assert paths(mem, "capybara swims", as_of="2026-01-06") == ["sessions/big.jsonl"]  # imports, caches
+        tracemalloc.start()
+        try:
+            assert paths(mem, "capybara swims", as_of="2026-01-06") == ["sessions/big.jsonl"]
+            assert paths(mem, "capybara swims", as_of="2026-01-04") == []
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 10_000_000, f"peak Python allocation {peak >> 20} MiB for a search"
+
+
+def test_a_newest_message_whose_text_outgrows_the_limit_does_not_take_the_older_ones_out(tmp_path: Path) -> None:
+    # Its line is half the limit, but written in Latin-1: each byte reads as U+FFFD (three bytes of text).
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    latin = b'{"type": "message", "message": {"role": "user", "content": "caf' + b"\xe9" * 1500 + b'"}}\n'
+    write(sessions_dir(tmp_path), "s.jsonl", (msg("user", "the wombat burrows deep") + "\n").encode() + latin)
+    with open_mem(tmp_path, ws, {**SESSION_MS, "sync": {"maxFileBytes": 3000}}) as mem:
+        mem.sync()
+        assert paths(mem, "wombat burrows") == ["sessions/s.jsonl"]
+        (part,) = mem.status()["partial"]
+        assert part["reason"] == "1 line longer than sync.maxFileBytes (3000 bytes) not indexed"

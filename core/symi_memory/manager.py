@@ -531,7 +531,8 @@ class MemoryManager:
             if c.source == "sessions":
                 from .sessions import message_times
 
-                found = message_times(self.agent.sessions_dir, c.path, c.start_line, c.end_line)
+                found = message_times(self.agent.sessions_dir, c.path, c.start_line, c.end_line,
+                                      max_line_bytes=int(self.agent.memory_search["sync"]["maxFileBytes"]))
                 if found is not None:
                     out[c.id] = found
         return out

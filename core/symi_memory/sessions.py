@@ -173,6 +173,8 @@ def _message(raw: str) -> tuple[str, str] | None:
 
 #: A transcript is read this many bytes at a time where only its lines are counted.
 READ_BLOCK = 1 << 20
+#: The UTF-8 byte order mark a transcript's first line may start with.
+BOM = b"\xef\xbb\xbf"
 
 
 @attrs.define
@@ -234,6 +236,8 @@ class TranscriptScan:
                 continue
             if raw.endswith(b"\n"):
                 self.newlines += 1
+            if number == 1 and raw.startswith(BOM):  # written with a byte order mark: JSON refuses one
+                raw = raw[len(BOM):]
             text = raw.rstrip(b"\n").decode("utf-8", errors="replace")
             if not text.strip():
                 continue
@@ -287,12 +291,17 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
     fh, st = open_regular(abs_path)
     scan = TranscriptScan(name, max_line_bytes=max_bytes)
     raw: deque[tuple[int, str, str, int]] = deque()
-    total = count = 0
+    total = count = too_long = 0
     with fh:
         # Redacting costs more than the rest of the parse: only the messages kept are redacted, at the end.
         for number, label, text in scan.raw_messages(fh):
             count += 1
             cost = len(label) + 3 + len(text.encode("utf-8", "replace"))  # "Label: text" and the "\n" joining it
+            if cost - 1 > max_bytes:
+                # A line within the limit whose text is not (bytes not UTF-8 read as U+FFFD, three bytes each):
+                # left out as a longer line is, not taking every older message out with it.
+                too_long += 1
+                continue
             raw.append((number, label, text, cost))
             total += cost
             while total - 1 > max_bytes:
@@ -302,8 +311,12 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
     while raw:  # emptied as it is rendered: memory holds the limit's worth of text once, not twice
         number, label, text, _ = raw.popleft()
         line = _render(label, text)
-        kept.append((number, line, len(line.encode("utf-8")) + 1))
-        total += kept[-1][2]
+        size = len(line.encode("utf-8")) + 1
+        if size - 1 > max_bytes:  # lengthened past the limit by redaction: alone, as above
+            too_long += 1
+            continue
+        kept.append((number, line, size))
+        total += size
     while total - 1 > max_bytes:  # redaction may lengthen a line: the limit holds for the text indexed
         total -= kept.popleft()[2]
     doc = SessionDocument(
@@ -314,9 +327,9 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
         newlines=scan.newlines,
         content_hash=scan.content_hash,
         head_hash=scan.head_hash,
-        messages=count,
-        dropped=count - len(kept),
-        long_lines=scan.long_lines,
+        messages=count - too_long,
+        dropped=count - too_long - len(kept),
+        long_lines=scan.long_lines + too_long,
     )
     return doc, st
 
@@ -353,13 +366,16 @@ def epoch_seconds(value: float) -> float:
     return float(value)
 
 
-def message_times(directory: str | Path, path: str, start_line: int, end_line: int) -> tuple[float, float] | None:
+def message_times(directory: str | Path, path: str, start_line: int, end_line: int, *,
+                  max_line_bytes: int | None = None) -> tuple[float, float] | None:
     """``(first, last)`` ``timestamp`` of the transcript records on JSONL lines ``start_line..end_line``.
 
     ``path`` is the stored ``sessions/<file>.jsonl``. Timestamps are ISO
     datetimes (``2026-03-01T10:00:00Z``) or epoch seconds, milliseconds, microseconds or
     nanoseconds (:func:`epoch_seconds`);
-    None when no record in the range has one.
+    None when no record in the range has one. Lines are counted as the indexer counts them (``\\n`` ends one);
+    a line longer than ``max_line_bytes`` (the indexer's ``sync.maxFileBytes``: it indexed none of it) is passed
+    over unread, so memory holds one line of at most that, never a huge one whole.
     """
     from datetime import UTC, datetime
 
@@ -367,20 +383,33 @@ def message_times(directory: str | Path, path: str, start_line: int, end_line: i
     if not name or "/" in name:
         return None
     stamps: list[float] = []
+    limit = -1 if max_line_bytes is None else max_line_bytes + 1
     try:
         # Opened as the indexer reads it: a transcript swapped for a FIFO since the sync must not hang the search,
         # nor one swapped for a symlink be read through it.
         fd = os.open(Path(directory) / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        with open(fd, encoding="utf-8", errors="replace") as fh:
+        with open(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 return None
-            for number, raw in enumerate(fh, start=1):
+            number = 0
+            while number < end_line:
+                # Lines before the range are only counted: read a block at a time, never kept whole.
+                raw = fh.readline(READ_BLOCK if number + 1 < start_line else limit)
+                if not raw:
+                    break
+                if not raw.endswith(b"\n"):
+                    if number + 1 < start_line or (max_line_bytes is not None and len(raw) > max_line_bytes):
+                        while raw and not raw.endswith(b"\n"):  # read on to its end without keeping it
+                            raw = fh.readline(READ_BLOCK)
+                        number += 1
+                        continue
+                number += 1
                 if number < start_line:
                     continue
-                if number > end_line:
-                    break
+                if number == 1 and raw.startswith(BOM):
+                    raw = raw[len(BOM):]
                 try:
-                    value = json.loads(raw).get("timestamp")
+                    value = json.loads(raw.decode("utf-8", errors="replace")).get("timestamp")
                 except Exception:  # any line (nested too deep for the decoder, not an object) is only skipped
                     continue
                 seconds: float | None = None

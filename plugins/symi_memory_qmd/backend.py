@@ -250,7 +250,8 @@ class QmdBackend:
         return [[c.name, str(c.path), c.pattern] for c in self.collections]
 
     def _fingerprint(self) -> str:
-        """A digest of every file the collections index (path, mtime, size; transcripts for the sessions one).
+        """A digest of every file the collections index (path, mtime, size; transcripts for the sessions one, and
+        the ``sync.maxFileBytes`` their export is cut to).
 
         Compared with the one taken when the last update began, it tells a file added, changed, deleted or
         moved in with an old mtime since, which comparing mtimes with the update's time cannot.
@@ -272,6 +273,8 @@ class QmdBackend:
         for c in self.collections:
             if c.source == "sessions":
                 paths = [str(p) for p in list_session_files(self.sessions_source)]
+                # The export holds each transcript's newest messages up to this limit: a new one changes them all.
+                digest.update(f"{c.name}\0maxFileBytes\0{self.max_transcript_bytes}\n".encode())
             else:
                 paths = _memory_files(str(c.path), c.pattern)
             for path in paths:
