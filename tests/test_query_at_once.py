@@ -285,3 +285,43 @@ def test_a_wrapper_delegating_to_the_hash_provider_is_searched_with_its_own_quer
         mem.sync()
         assert _answers(mem) == expected
     assert all(expected)
+
+
+def test_agents_served_from_a_shared_provider_are_still_answered_at_once(tmp_path: Path) -> None:
+    from symi_memory.serve.pool import AgentPool
+
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "served",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "hash"}}}})
+    pool = AgentPool(cfg, workspaces={"main": str(ws)})
+    try:
+        mem = pool.acquire("main")
+        try:
+            resp = mem.search(QUERIES[0], min_score=0)
+            assert resp.mode == "hybrid" and resp.results
+            assert mem.backend._query_worker is None  # the shared provider's handle gave the vector at once
+        finally:
+            pool.release("main")
+    finally:
+        pool.close()
+
+
+def test_the_local_provider_s_kept_vectors_are_the_ones_its_optimised_session_gives(tmp_path: Path) -> None:
+    """The bundled model opens unoptimised for a fast start and swaps the optimised session in after its second
+    call; the two differ in the 7th digit, so a vector kept from the first is not what embed_query gives after."""
+    pytest.importorskip("symi_memory_local")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "local",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        provider = mem.backend.choice.provider
+        provider.embed_query(QUERIES[1])  # the first call: the fast-start session
+        provider.embed_query(QUERIES[2])  # the second: the optimised session is built and swapped in
+        inner = provider.embedder()
+        if inner._optimiser is not None:
+            inner._optimiser.join()
+        kept = provider.query_at_once(QUERIES[1])
+        assert kept is None or kept == inner.embed_query(QUERIES[1])
+        provider.embed_query(QUERIES[1])
+        kept = provider.query_at_once(QUERIES[1])
+        assert kept is not None and kept == inner.embed_query(QUERIES[1])  # kept again, from the session in use

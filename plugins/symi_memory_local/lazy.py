@@ -53,6 +53,10 @@ class LazyEmbedder:
     #: Kept as tuples: a caller that changes the list it was given changes no later search's vector.
     _queries: dict[str, tuple[float, ...]] = attrs.field(factory=dict)
     _queries_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: The loaded embedder's ``session`` the kept vectors came from. The bundled model opens unoptimised for a
+    #: fast start and swaps the optimised session in later; their vectors differ in the 7th digit, so the kept
+    #: ones are dropped then (query_at_once gives what embed_query gives now).
+    _kept_for: Any = None
 
     @property
     def loaded(self) -> bool:
@@ -115,11 +119,18 @@ class LazyEmbedder:
         return self.embedder().tokenizer
 
     def embed_query(self, text: str) -> list[float]:
-        vector = self.embedder().embed_query(text)
+        inner = self.embedder()
+        session = getattr(inner, "session", None)  # read before: a session swapped in meanwhile is a newer one
+        vector = inner.embed_query(text)
         if len(text) <= QUERY_KEPT_CHARS:
             kept = tuple(vector)
             queries = self._queries
             with self._queries_lock:  # not the model's lock: query_at_once never waits on a running embedding
+                if session is not self._kept_for:
+                    if session is not getattr(inner, "session", None):
+                        return vector  # perhaps from a session swapped out since: not kept
+                    queries.clear()
+                    self._kept_for = session
                 if text not in queries and len(queries) >= QUERIES_KEPT:
                     del queries[next(iter(queries))]  # the oldest
                 queries[text] = kept
@@ -133,6 +144,9 @@ class LazyEmbedder:
         this class's, not the subclass's): asked on the worker."""
         if len(text) > QUERY_KEPT_CHARS or type(self).embed_query is not LazyEmbedder.embed_query:
             return None
+        inner = self._inner
+        if inner is None or getattr(inner, "session", None) is not self._kept_for:
+            return None  # closed, or another session swapped in since the vectors were kept
         kept = self._queries.get(text)
         return None if kept is None else list(kept)  # the caller's own list
 
