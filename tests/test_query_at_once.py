@@ -163,3 +163,165 @@ def test_the_local_provider_answers_a_query_it_embedded_before_at_once(tmp_path:
         # Asked again: answered from the kept vector, the same results.
         assert [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[0], min_score=0).results] == first
         assert first
+
+
+# --- review (rev13): what the kept vectors and the at-once path must not do
+
+
+def _local_over_hash() -> Any:
+    """The local provider's lazy wrapper (what keeps the last queries) over the hash embedder: no model file."""
+    lazy = pytest.importorskip("symi_memory_local.lazy")
+    return lazy.LazyEmbedder(model="hash-384", fingerprint="hash:384", load=HashEmbedder)
+
+
+def test_a_caller_changing_the_vector_it_was_given_does_not_change_later_searches(tmp_path: Path) -> None:
+    pytest.importorskip("symi_memory_local")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "local",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        provider = mem.backend.choice.provider
+        first = [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[1], min_score=0).results]
+        # A caller of the provider (a vector side, a plugin, a script) works on the list it was given in place.
+        given = provider.embed_query(QUERIES[1])
+        given[:] = [-x for x in given]
+        kept = provider.query_at_once(QUERIES[1])
+        assert kept is not None and kept == provider.embedder().embed_query(QUERIES[1])
+        kept.reverse()  # and on the one query_at_once gave
+        assert [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[1], min_score=0).results] == first
+        assert first
+
+
+def test_the_local_provider_keeps_no_more_than_a_few_megabytes_of_queries_however_long() -> None:
+    import tracemalloc
+
+    provider = _local_over_hash()
+    body = "otters and herons " * 6000  # ~100 KB a query
+    provider.embed_query("warm the hash embedder")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(300):
+            provider.embed_query(f"q{i} " + body)  # the caller keeps none of them
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 6_000_000, f"{kept / 1e6:.1f} MB kept for 256 queries"
+    # Short queries are still answered at once; at most the last 256.
+    for i in range(300):
+        provider.embed_query(f"short query {i}")
+    assert provider.query_at_once("short query 299") == provider.embed_query("short query 299")
+    assert provider.query_at_once("short query 0") is None
+    assert len(provider._queries) <= 256
+
+
+def test_a_local_provider_subclass_with_its_own_embed_query_is_not_answered_from_the_parent_s_vectors() -> None:
+    lazy = pytest.importorskip("symi_memory_local.lazy")
+
+    class Prefixed(lazy.LazyEmbedder):  # type: ignore[misc,name-defined]
+        def embed_query(self, text: str) -> list[float]:
+            return super().embed_query("query: " + text)
+
+    provider = Prefixed(model="hash-384", fingerprint="hash:384", load=HashEmbedder)
+    for q in ("query: otters", "otters"):
+        provider.embed_query(q)
+    for q in ("query: otters", "otters"):
+        at_once = provider.query_at_once(q)
+        assert at_once is None or at_once == provider.embed_query(q), q
+
+
+class _Raising(_Table):
+    """A query_at_once with a bug (a KeyError from its table), an embed_query that works."""
+
+    def query_at_once(self, text: str) -> list[float] | None:
+        self.asked_on.append(threading.current_thread().name)
+        raise KeyError(text)
+
+
+def test_a_query_at_once_that_fails_with_a_bug_leaves_the_query_to_embed_query(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    table = _Raising()
+    with _open(tmp_path, ws, table, "raising") as mem:
+        mem.sync()
+        resp = mem.search(QUERIES[0], min_score=0)
+    assert table.asked_on == ["MainThread"]
+    assert resp.mode == "hybrid" and resp.fallback is None and resp.results
+
+
+class _PrefixedHash:
+    """A third-party provider: the hash provider with E5-style query prefixes, the rest delegated to it."""
+
+    id = "prefixed"
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query("query: " + text)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.inner.embed_documents(["passage: " + t for t in texts])
+
+
+class _Delegating(_PrefixedHash):
+    def __getattr__(self, name: str) -> Any:  # model, fingerprint, max_input_bytes, close, ... and query_at_once
+        return getattr(self.inner, name)
+
+
+class _Explicit(_PrefixedHash):
+    model, fingerprint, max_input_bytes = "hash-384", "hash:384", 8192
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_wrapper_delegating_to_the_hash_provider_is_searched_with_its_own_query_vectors(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with _open(tmp_path, ws, _Explicit(), "explicit") as mem:
+        mem.sync()
+        expected = _answers(mem)
+    with _open(tmp_path, ws, _Delegating(), "delegating") as mem:
+        mem.sync()
+        assert _answers(mem) == expected
+    assert all(expected)
+
+
+def test_agents_served_from_a_shared_provider_are_still_answered_at_once(tmp_path: Path) -> None:
+    from symi_memory.serve.pool import AgentPool
+
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "served",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "hash"}}}})
+    pool = AgentPool(cfg, workspaces={"main": str(ws)})
+    try:
+        mem = pool.acquire("main")
+        try:
+            resp = mem.search(QUERIES[0], min_score=0)
+            assert resp.mode == "hybrid" and resp.results
+            assert mem.backend._query_worker is None  # the shared provider's handle gave the vector at once
+        finally:
+            pool.release("main")
+    finally:
+        pool.close()
+
+
+def test_the_local_provider_s_kept_vectors_are_the_ones_its_optimised_session_gives(tmp_path: Path) -> None:
+    """The bundled model opens unoptimised for a fast start and swaps the optimised session in after its second
+    call; the two differ in the 7th digit, so a vector kept from the first is not what embed_query gives after."""
+    pytest.importorskip("symi_memory_local")
+    ws = _workspace(tmp_path)
+    cfg = load_config(None, state_dir=tmp_path / "local",
+                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        provider = mem.backend.choice.provider
+        provider.embed_query(QUERIES[1])  # the first call: the fast-start session
+        provider.embed_query(QUERIES[2])  # the second: the optimised session is built and swapped in
+        inner = provider.embedder()
+        if inner._optimiser is not None:
+            inner._optimiser.join()
+        kept = provider.query_at_once(QUERIES[1])
+        assert kept is None or kept == inner.embed_query(QUERIES[1])
+        provider.embed_query(QUERIES[1])
+        kept = provider.query_at_once(QUERIES[1])
+        assert kept is not None and kept == inner.embed_query(QUERIES[1])  # kept again, from the session in use

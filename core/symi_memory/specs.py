@@ -456,8 +456,12 @@ class EmbedsQueriesAtOnce(Protocol):
     asked first, on the searching thread, with no deadline: ``query_at_once(text)`` returns the vector
     ``embed_query(text)`` would (the same values), or None when it would have to compute or fetch it, and the
     search then calls ``embed_query`` on the worker as before. It must return promptly whatever other threads
-    do: no I/O, no model to load, no lock that a running embedding call may hold. What it raises is taken as
-    what ``embed_query`` raised.
+    do: no I/O, no model to load, no lock that a running embedding call may hold. An ``EmbeddingError`` it
+    raises is taken as ``embed_query``'s (the search answers by keyword, saying why); another exception is
+    logged and the query goes to ``embed_query``. It is asked only when it is a method of the object whose
+    ``embed_query`` the search would call (a wrapper handing unknown names to the provider it wraps does not
+    get that provider's vectors). Return a list the caller may change: a vector kept for later must not be
+    the one given out.
     """
 
     def query_at_once(self, text: str) -> list[float] | None: ...

@@ -22,6 +22,8 @@ from symi_memory.specs import ProviderUnavailable
 __all__ = ["LazyEmbedder"]
 
 QUERIES_KEPT = 256  # query vectors kept for query_at_once (384 floats each: about 3 MB as Python lists)
+#: Longer queries are not kept (their text is the key: 256 of 100 KB held 31 MB); they take the worker's path.
+QUERY_KEPT_CHARS = 2048
 
 log = logging.getLogger("symi_memory.local")
 
@@ -48,8 +50,13 @@ class LazyEmbedder:
     _warming: threading.Thread | None = None
     #: The vectors of the last ``QUERIES_KEPT`` queries embedded (text -> vector): a query asked again is answered
     #: from here, on the searching thread (:meth:`query_at_once`).
-    _queries: dict[str, list[float]] = attrs.field(factory=dict)
+    #: Kept as tuples: a caller that changes the list it was given changes no later search's vector.
+    _queries: dict[str, tuple[float, ...]] = attrs.field(factory=dict)
     _queries_lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: The loaded embedder's ``session`` the kept vectors came from. The bundled model opens unoptimised for a
+    #: fast start and swaps the optimised session in later; their vectors differ in the 7th digit, so the kept
+    #: ones are dropped then (query_at_once gives what embed_query gives now).
+    _kept_for: Any = None
 
     @property
     def loaded(self) -> bool:
@@ -112,20 +119,36 @@ class LazyEmbedder:
         return self.embedder().tokenizer
 
     def embed_query(self, text: str) -> list[float]:
-        vector = self.embedder().embed_query(text)
-        queries = self._queries
-        with self._queries_lock:  # not the model's lock: query_at_once never waits on a running embedding
-            if len(queries) >= QUERIES_KEPT:
-                del queries[next(iter(queries))]  # the oldest
-            queries[text] = vector
+        inner = self.embedder()
+        session = getattr(inner, "session", None)  # read before: a session swapped in meanwhile is a newer one
+        vector = inner.embed_query(text)
+        if len(text) <= QUERY_KEPT_CHARS:
+            kept = tuple(vector)
+            queries = self._queries
+            with self._queries_lock:  # not the model's lock: query_at_once never waits on a running embedding
+                if session is not self._kept_for:
+                    if session is not getattr(inner, "session", None):
+                        return vector  # perhaps from a session swapped out since: not kept
+                    queries.clear()
+                    self._kept_for = session
+                if text not in queries and len(queries) >= QUERIES_KEPT:
+                    del queries[next(iter(queries))]  # the oldest
+                queries[text] = kept
         return vector
 
     def query_at_once(self, text: str) -> list[float] | None:
         """The vector of a query embedded before (:class:`~symi_memory.specs.EmbedsQueriesAtOnce`), else None.
 
         The model gives a text the same vector every time; a search asking again is answered without handing
-        the query to the embedding worker."""
-        return self._queries.get(text)
+        the query to the embedding worker. None in a subclass that changes ``embed_query`` (the kept vectors are
+        this class's, not the subclass's): asked on the worker."""
+        if len(text) > QUERY_KEPT_CHARS or type(self).embed_query is not LazyEmbedder.embed_query:
+            return None
+        inner = self._inner
+        if inner is None or getattr(inner, "session", None) is not self._kept_for:
+            return None  # closed, or another session swapped in since the vectors were kept
+        kept = self._queries.get(text)
+        return None if kept is None else list(kept)  # the caller's own list
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

@@ -605,7 +605,10 @@ class IndexedBackend:
         (:class:`~symi_memory.specs.EmbedsQueriesAtOnce`), else handed to the embedding worker; None while an earlier
         call is still hung."""
         at_once = getattr(provider, "query_at_once", None)
-        if at_once is not None and (answered := _QueryEmbedding.answered_at_once(at_once, text)) is not None:
+        # Only the object whose embed_query the worker would call: a wrapper with its own embed_query (a query
+        # prefix) that hands other names to the provider it wraps (__getattr__) must not get that one's vectors.
+        if (at_once is not None and getattr(at_once, "__self__", None) is getattr(provider.embed_query, "__self__", at_once)
+                and (answered := _QueryEmbedding.answered_at_once(at_once, text)) is not None):
             # No other thread, no deadline: nothing to hand over, wake or wait for.
             return answered
         self._forget_parents_workers()
@@ -1273,12 +1276,18 @@ class _QueryEmbedding:
     @classmethod
     def answered_at_once(cls, ask: Callable[[str], Any], text: str) -> _QueryEmbedding | None:
         """The embedding of ``text`` as the provider's ``query_at_once`` gives it, on this thread: one that has
-        returned (or raised), or None when the provider cannot answer it at once."""
+        returned (or raised an :class:`EmbeddingError`), or None when the provider cannot answer it at once.
+
+        Another exception (a bug of the shortcut: a KeyError from its table) does not fail a search that
+        ``embed_query`` may answer: it is logged and the query goes to the worker."""
         self = cls(0.0)
         try:
             value = ask(text)
-        except Exception as exc:  # taken as embed_query's error: the waiting code tells the kinds apart
+        except EmbeddingError as exc:  # taken as embed_query's: the search answers by keyword, saying why
             self.error = exc
+        except Exception as exc:
+            log.warning("query_at_once raised %s: %s; the query is embedded by embed_query", type(exc).__name__, exc)
+            return None
         else:
             if value is None:
                 return None
