@@ -1070,7 +1070,7 @@ class IndexedBackend:
         if dirty is None or not dirty:
             dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
-        last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
+        last_error = self.indexer.reported_error(recorded or None)
         if self._disk_failure is not None:
             last_error = self._disk_failure
         if self.store.read_only():

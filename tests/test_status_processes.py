@@ -1,0 +1,86 @@
+"""``status`` tells the truth in every process: what a sync in another process learnt (a provider that refused, a
+disk that could not take the index) is what this process's status says, whether it opened before that sync (a
+long-lived ``serve``) or after it (a fresh ``symi-memory status``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from support.loopback_http import LoopbackServer, Reply
+from support.sqlite_memory import open_mem, write
+
+TESTS = Path(__file__).resolve().parent
+
+PRELUDE = textwrap.dedent("""
+    import json, resource, signal, sys
+    from pathlib import Path
+    from support.sqlite_memory import open_mem
+    from symi_memory.errors import SymiMemoryError
+
+    def limit(nbytes):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.RLIM_INFINITY))
+
+    def unlimit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    tmp, ws, ms = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+""")
+
+
+def _other_process(tmp_path: Path, ws: Path, body: str, ms: dict | None = None) -> dict:
+    """Run ``body`` in another Python process on the same state dir and workspace; its last line is JSON."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(tmp_path), str(ws),
+                           json.dumps(ms or {})], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_provider_error_another_process_cleared_or_hit_is_what_a_long_lived_process_says(tmp_path: Path) -> None:
+    """A process that synced while the provider refused kept saying so (lastError) after another process's sync got
+    every vector: status in a ``serve`` opened before named an outage that was over, beside pendingFiles 0. And
+    one that had synced fine said nothing while another process's sync was refused and files waited."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    for i in range(3):
+        write(ws, f"memory/n{i}.md", f"- note {i} refused\n")
+    refusing = [True]
+
+    def embeddings(req):  # the notes' text is refused until the provider is back
+        texts = req.json()["input"]
+        if refusing[0] and any("refused" in t for t in texts):
+            return Reply(status=400, body="model not found")
+        return Reply(json={"data": [{"index": i, "embedding": [0.1 * (i % 7 + 1), 0.2, 0.3]}
+                                    for i in range(len(texts))]})
+
+    sync_elsewhere = """
+        mem = open_mem(tmp, ws, ms)
+        mem.sync()
+        st = mem.status()
+        mem.close()
+        print(json.dumps({"lastError": st["lastError"], "pending": st["pendingFiles"]}))
+    """
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", embeddings)
+        remote = {"provider": "openai", "remote": {"baseUrl": server.url + "/v1", "apiKey": "sk-test-0123456789"}}
+        with open_mem(tmp_path, ws, remote) as long_lived:
+            long_lived.sync()
+            assert "model not found" in long_lived.status()["lastError"]
+            refusing[0] = False
+            assert _other_process(tmp_path, ws, sync_elsewhere, remote) == {"lastError": None, "pending": 0}
+            st = long_lived.status()
+            assert (st["pendingFiles"], st["lastError"], st["pendingReason"]) == (0, None, None), st
+            # The other way round: this process's sync went well, another's was refused.
+            refusing[0] = True
+            write(ws, "memory/n9.md", "- note 9 refused\n")
+            got = _other_process(tmp_path, ws, sync_elsewhere, remote)
+            assert "model not found" in got["lastError"] and got["pending"] == 1, got
+            st = long_lived.status()
+            assert st["pendingFiles"] == 1 and st["lastError"] and "model not found" in st["lastError"], st
