@@ -84,3 +84,79 @@ def test_a_provider_error_another_process_cleared_or_hit_is_what_a_long_lived_pr
             assert "model not found" in got["lastError"] and got["pending"] == 1, got
             st = long_lived.status()
             assert st["pendingFiles"] == 1 and st["lastError"] and "model not found" in st["lastError"], st
+
+
+def _notes(ws: Path, first: int, last: int) -> None:
+    words = "alpha beta gamma delta kestrel zebra budget coffee garden server backup report".split()
+    for i in range(first, last):
+        line = " ".join(words[(i + k) % len(words)] for k in range(12))
+        write(ws, f"memory/n{i:04d}.md", f"# Note {i}\n" + f"{line} n{i}x\n" * 6)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_disk_error_is_said_by_every_process_until_a_sync_in_any_process_writes(tmp_path: Path) -> None:
+    """A sync the disk could not hold: only the process that ran it said so. A fresh `symi-memory status` and a
+    serve opened before said lastError None (beside dirty true and the notes missing from search); and a serve
+    whose own sync hit the full disk kept saying "could not write the index" after `symi-memory index` had written
+    every note. The error is recorded in the index for other processes and cleared by whichever sync writes."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    _notes(ws, 0, 200)
+    status = """
+        mem = open_mem(tmp, ws)
+        st = mem.status()
+        mem.close()
+        print(json.dumps({"lastError": st["lastError"], "files": st["files"], "dirty": st["dirty"]}))
+    """
+    full_then_room = """
+        mem = open_mem(tmp, ws)
+        db = Path(mem.status()["dbPath"])
+        wal = Path(f"{db}-wal")  # the index is open in another process: its WAL holds what it wrote
+        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
+        try:
+            mem.sync()
+        except SymiMemoryError as exc:
+            failed = str(exc)
+        unlimit()
+        mem.close()
+        print(json.dumps({"failed": failed}))
+    """
+    with open_mem(tmp_path, ws) as serve:  # a long-lived process, opened before
+        serve.sync()
+        _notes(ws, 200, 1200)
+        failed = _other_process(tmp_path, ws, full_then_room)["failed"]
+        assert "File too large" in failed
+        fresh = _other_process(tmp_path, ws, status)
+        assert fresh["dirty"] is True and fresh["lastError"] == failed, fresh
+        assert serve.status()["lastError"] == failed
+        _other_process(tmp_path, ws, "mem = open_mem(tmp, ws); mem.sync(); mem.close(); print('{}')")
+        assert _other_process(tmp_path, ws, status) == {"lastError": None, "files": 1201, "dirty": False}
+        assert serve.status()["lastError"] is None
+    # A long-lived process's own sync hits the full disk; another process's sync with room writes the notes.
+    _notes(ws, 1200, 2200)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    serve = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent("""
+        mem = open_mem(tmp, ws)
+        db = Path(mem.status()["dbPath"])
+        wal = Path(f"{db}-wal")
+        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
+        try:
+            mem.sync()
+        except SymiMemoryError as exc:
+            print(json.dumps({"failed": str(exc)}), flush=True)
+        unlimit()
+        sys.stdin.readline()  # another process syncs meanwhile
+        print(json.dumps({"lastError": mem.status()["lastError"]}), flush=True)
+        mem.close()
+    """), str(tmp_path), str(ws), "{}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert serve.stdin is not None and serve.stdout is not None
+    try:
+        assert "File too large" in json.loads(serve.stdout.readline())["failed"]
+        _other_process(tmp_path, ws, "mem = open_mem(tmp, ws); mem.sync(); mem.close(); print('{}')")
+        assert _other_process(tmp_path, ws, status) == {"lastError": None, "files": 2201, "dirty": False}
+        serve.stdin.write("\n")
+        serve.stdin.flush()
+        assert json.loads(serve.stdout.readline()) == {"lastError": None}
+    finally:
+        serve.stdin.close()
+        serve.wait(timeout=60)
