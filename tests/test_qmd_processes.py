@@ -217,3 +217,27 @@ def test_a_long_lived_process_reports_what_a_later_update_in_another_process_fou
         assert [s["path"] for s in fresh["skipped"]] == ["memory/bad\\xff.md"], fresh
         st = serve.status()
         assert (st["partial"], st["skipped"]) == (fresh["partial"], fresh["skipped"]), st
+
+
+def test_an_update_that_failed_in_a_fresh_process_is_what_every_process_reports(tmp_path, cli):
+    """`index` in a process that had never updated failed: it saved its state with lastUpdate null, so a fresh
+    `status` said qmd was never updated (it had been, by a serve), and the serve, whose own update looked newer,
+    went on reporting its own state: no lastUpdateError."""
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    fail = tmp_path / "fail-updates"
+    base = _base(tmp_path, _wrapper(tmp_path, before_update=f"[ -e {shlex.quote(str(fail))} ] && exit 1"))
+    ws = Path(base[3])
+    with open_memory(load_config(Path(base[1]), state_dir=tmp_path / "state"), workspace=ws, start=False) as serve:
+        assert serve.sync().errors == ()
+        # An update in another process fails: the serve says so, as a fresh process does.
+        fail.touch()
+        write(ws / "memory" / "later.md", "- a later note\n")
+        code, _, err = cli(*base, "index")
+        assert "qmd update failed" in err  # the builtin fallback indexed the notes: `index` itself succeeds
+        code, fresh, _ = cli(*base, "status", "--json", json_out=True)
+        assert fresh["lastUpdateError"] and "exited 1" in fresh["lastUpdateError"], fresh
+        assert fresh["lastUpdate"] is not None, fresh  # qmd was updated, by the serve, before that failure
+        st = serve.status()
+        assert (st["lastUpdateError"], st["lastUpdate"]) == (fresh["lastUpdateError"], fresh["lastUpdate"]), st

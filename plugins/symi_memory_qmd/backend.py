@@ -364,7 +364,11 @@ class QmdBackend:
 
     def _save_state(self, *, update_error: str | None) -> None:
         """Keep what the last update learnt in the qmd home, for ``status`` and searches in other processes."""
-        state = {"lastUpdate": self.last_update, "lastUpdateError": update_error,
+        # The newest update that succeeded, in any process: one that failed in a process that never updated must
+        # not make every other process (and `status`) forget that qmd was updated.
+        before = self._saved_state().get("lastUpdate")
+        last_update = max((t for t in (self.last_update, before) if isinstance(t, (int, float))), default=None)
+        state = {"lastUpdate": last_update, "lastUpdateError": update_error,
                  "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
                  "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
