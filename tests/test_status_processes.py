@@ -160,3 +160,24 @@ def test_a_disk_error_is_said_by_every_process_until_a_sync_in_any_process_write
     finally:
         serve.stdin.close()
         serve.wait(timeout=60)
+
+
+def test_a_host_opened_on_a_current_index_says_it_is_clean(tmp_path: Path) -> None:
+    """A long-lived host (serve, an agent runtime: the watcher running) opened on an index another process had
+    brought up to date said dirty: true until its first search or a file change, while `symi-memory status` in any
+    other process said false: its watcher's "not synced yet" stood in for the files."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    _notes(ws, 0, 20)
+    status = """
+        mem = open_mem(tmp, ws)
+        mem.sync()
+        st = mem.status()
+        mem.close()
+        print(json.dumps({"files": st["files"], "dirty": st["dirty"]}))
+    """
+    assert _other_process(tmp_path, ws, status) == {"files": 21, "dirty": False}
+    with open_mem(tmp_path, ws, {"sync": {"watch": False}}, start=True) as host:
+        assert host.status()["dirty"] is False
+        write(ws, "memory/later.md", "- a later note\n")
+        assert host.status()["dirty"] is True  # the files are what it compares, not a flag

@@ -1087,9 +1087,10 @@ class IndexedBackend:
         counts = self.store.counts()
         p = self.choice.provider
         cache = ms["cache"]
-        dirty = self.scheduler.dirty if self.scheduler else None
-        if dirty is None or not dirty:
-            dirty = self.is_stale()
+        # The files against the index, whoever synced it: this process's watcher saying "dirty" (as it does from
+        # its start until its first sync) proves nothing once another process's sync, or none needed, left the
+        # index current.
+        dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
         last_error = self.indexer.reported_error(recorded or None)
         disk_error = self._disk_error_now()
