@@ -184,3 +184,60 @@ def test_a_transcript_that_grew_makes_the_index_dirty_and_a_search_exports_it(tm
     assert st["dirty"] is True
     out = _search(cli, base, "kestrel")
     assert out["fallback"] is None and [r["source"] for r in out["results"]] == ["sessions"], out
+
+
+def test_a_long_lived_process_reports_what_a_later_update_in_another_process_found(tmp_path, cli):
+    """A process that had run its own update (a serve) kept reporting that update's view: after `index` in another
+    process exported a transcript in part and met a file name that is not UTF-8, `status` there listed both while
+    the serve's said `partial: []` and `skipped: []`."""
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    fail = tmp_path / "fail-updates"
+    base = _base(tmp_path, _wrapper(tmp_path, before_update=f"[ -e {shlex.quote(str(fail))} ] && exit 1"),
+                 sessions={"enabled": True})
+    cfg_path, ws = Path(base[1]), Path(base[3])
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["agents"]["defaults"]["memorySearch"]["sync"] = {"maxFileBytes": 3000}
+    cfg_path.write_text(json.dumps(cfg), encoding="utf-8")
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    write(sessions / "s.jsonl", json.dumps({"type": "message", "message": {"role": "user", "content": "hi"}}) + "\n")
+    config = load_config(cfg_path, state_dir=tmp_path / "state")
+    with open_memory(config, workspace=ws, start=False) as serve:
+        assert serve.sync().errors == ()
+        assert (serve.status()["partial"], serve.status()["skipped"]) == ([], [])
+        write(sessions / "s.jsonl", "".join(
+            json.dumps({"type": "message", "message": {"role": "user", "content": f"note {n}: remember word{n:03d}x"}})
+            + "\n" for n in range(100)))
+        (ws / "memory").joinpath(b"bad\xff.md".decode("utf-8", "surrogateescape")).write_text("- a note\n")
+        code, _, err = cli(*base, "index")
+        assert code == 0, err
+        code, fresh, _ = cli(*base, "status", "--json", json_out=True)
+        assert [p["path"] for p in fresh["partial"]] == ["sessions/s.jsonl"], fresh
+        assert [s["path"] for s in fresh["skipped"]] == ["memory/bad\\xff.md"], fresh
+        st = serve.status()
+        assert (st["partial"], st["skipped"]) == (fresh["partial"], fresh["skipped"]), st
+
+
+def test_an_update_that_failed_in_a_fresh_process_is_what_every_process_reports(tmp_path, cli):
+    """`index` in a process that had never updated failed: it saved its state with lastUpdate null, so a fresh
+    `status` said qmd was never updated (it had been, by a serve), and the serve, whose own update looked newer,
+    went on reporting its own state: no lastUpdateError."""
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    fail = tmp_path / "fail-updates"
+    base = _base(tmp_path, _wrapper(tmp_path, before_update=f"[ -e {shlex.quote(str(fail))} ] && exit 1"))
+    ws = Path(base[3])
+    with open_memory(load_config(Path(base[1]), state_dir=tmp_path / "state"), workspace=ws, start=False) as serve:
+        assert serve.sync().errors == ()
+        # An update in another process fails: the serve says so, as a fresh process does.
+        fail.touch()
+        write(ws / "memory" / "later.md", "- a later note\n")
+        code, _, err = cli(*base, "index")
+        assert "qmd update failed" in err  # the builtin fallback indexed the notes: `index` itself succeeds
+        code, fresh, _ = cli(*base, "status", "--json", json_out=True)
+        assert fresh["lastUpdateError"] and "exited 1" in fresh["lastUpdateError"], fresh
+        assert fresh["lastUpdate"] is not None, fresh  # qmd was updated, by the serve, before that failure
+        st = serve.status()
+        assert (st["lastUpdateError"], st["lastUpdate"]) == (fresh["lastUpdateError"], fresh["lastUpdate"]), st

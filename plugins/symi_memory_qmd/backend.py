@@ -357,14 +357,18 @@ class QmdBackend:
 
     def _unnamed(self) -> dict[str, str]:
         """The files qmd skips for their name, as this process's last update or else the newest one listed them."""
-        if self.scheduler.runs:
+        if self._own_view():
             return self.unnamed
         saved = self._saved_state().get("skipped")
         return {str(k): str(v) for k, v in saved.items()} if isinstance(saved, dict) else {}
 
     def _save_state(self, *, update_error: str | None) -> None:
         """Keep what the last update learnt in the qmd home, for ``status`` and searches in other processes."""
-        state = {"lastUpdate": self.last_update, "lastUpdateError": update_error,
+        # The newest update that succeeded, in any process: one that failed in a process that never updated must
+        # not make every other process (and `status`) forget that qmd was updated.
+        before = self._saved_state().get("lastUpdate")
+        last_update = max((t for t in (self.last_update, before) if isinstance(t, (int, float))), default=None)
+        state = {"lastUpdate": last_update, "lastUpdateError": update_error,
                  "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
                  "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
@@ -379,6 +383,16 @@ class QmdBackend:
             tmp.unlink(missing_ok=True)
             log.warning("cannot save the qmd state to %s (other processes do not see this update): %s", self.home,
                         exc)
+
+    def _own_view(self, saved: dict[str, Any] | None = None) -> bool:
+        """Whether this process's own update is the newest one saved, so its view (the files skipped for their
+        name, the transcripts exported in part, the export's error) is the truth; else another process's update
+        since (or before this one's first) saved the newer one."""
+        if not self.scheduler.runs:
+            return False
+        mine = self._last_state
+        saved = self._saved_state() if saved is None else saved
+        return mine is None or saved is mine or json.loads(json.dumps(mine)) == saved
 
     def _saved_state(self) -> dict[str, Any]:
         """The newest update's state: the state file (any process), or this process's when it could not write it."""
@@ -490,9 +504,9 @@ class QmdBackend:
     def status(self) -> dict[str, Any]:
         # What the newest update (in any process) learnt; this process's own view once it has updated.
         saved = self._saved_state()
-        own = bool(self.scheduler.runs)
-        failure = self._failure or (None if own else saved.get("failure"))
-        ready = self._ready if own else (self._ready or set(saved.get("ready") or ()))
+        updated = bool(self.scheduler.runs)  # this process's search mode: its own once it has updated
+        failure = self._failure or (None if updated else saved.get("failure"))
+        ready = self._ready if updated else (self._ready or set(saved.get("ready") or ()))
         last_update = max((t for t in (self.last_update, saved.get("lastUpdate")) if isinstance(t, (int, float))),
                           default=None)
         counts = saved.get("files") if isinstance(saved.get("files"), dict) and saved.get("files") else None
@@ -503,7 +517,8 @@ class QmdBackend:
         if fb is not None:
             fst = fb.status()
             fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
-        last_error = self.scheduler.last_error or saved.get("lastUpdateError")
+        own = self._own_view(saved)  # what the newest update learnt: this process's, or another's since
+        last_error = (self.scheduler.last_error if own else None) or saved.get("lastUpdateError")
         export_error = self.export_error if own else saved.get("exportError")
         partial = self.export_partial if own else saved.get("partial")
         skipped = self._unnamed()

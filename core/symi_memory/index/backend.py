@@ -149,6 +149,8 @@ class IndexedBackend:
     _closing: bool = False
     #: Why the last sync could not write the index (a full disk), until a sync writes it: status's lastError.
     _disk_failure: str | None = None
+    #: ``_disk_failure`` as recorded in the index's meta for other processes (None: it could not be recorded).
+    _disk_recorded: str | None = None
     on_synced: Callable[[SyncReport], None] | None = None
     # (generation, each chunk's terms by rowid): replaced whole, so a search holds the one it began with.
     _terms: tuple[Generation, dict[int, tuple[str, int]]] = attrs.field(factory=lambda: (NO_GENERATION, {}))
@@ -245,8 +247,21 @@ class IndexedBackend:
         # vectors' backoff, a transcript's delta thresholds) learnt nothing of the disk.
         wrote = report.full or report.files_indexed or report.files_removed
         if self.indexer.deferred is None and (wrote or not self.indexer.held_back):
-            self._disk_failure = None
+            self._disk_failure = self._disk_recorded = None
+            if self.store.get_meta(DISK_ERROR_META):  # said by this or another process: the disk took this sync
+                try:
+                    self.store.set_meta(DISK_ERROR_META, "")
+                except apsw.Error as exc:
+                    log.warning("could not clear the recorded disk error: %s", exc)
         return report, changes
+
+    def _disk_error_now(self) -> str | None:
+        """The disk error status reports: this process's own, unless another process's sync has since cleared (or
+        replaced) the one recorded; else the one another process's sync recorded."""
+        recorded = self.store.get_meta(DISK_ERROR_META) or None
+        if self._disk_failure is not None and (self._disk_recorded is None or recorded == self._disk_recorded):
+            return self._disk_failure
+        return recorded
 
     def _disk_error(self, exc: apsw.Error) -> BackendError:
         """The error a sync that SQLite could not write (a full disk, a file size limit, an I/O error) raises,
@@ -264,6 +279,12 @@ class IndexedBackend:
                       "check the disk and sync again")
                    + ": the memory files are unchanged and searches answer from the index as it was")
         self._disk_failure = message
+        try:  # for status in other processes (a fresh `symi-memory status`, a serve opened before)
+            self.store.set_meta(DISK_ERROR_META, message)
+            self._disk_recorded = message
+        except apsw.Error as exc:  # a disk with no room for this either: only this process knows
+            log.debug("could not record the disk error: %s", exc)
+            self._disk_recorded = None
         return BackendError(message)
 
     def _background_sync(self, reason: str) -> None:
@@ -1069,13 +1090,15 @@ class IndexedBackend:
         counts = self.store.counts()
         p = self.choice.provider
         cache = ms["cache"]
-        dirty = self.scheduler.dirty if self.scheduler else None
-        if dirty is None or not dirty:
-            dirty = self.is_stale()
+        # The files against the index, whoever synced it: this process's watcher saying "dirty" (as it does from
+        # its start until its first sync) proves nothing once another process's sync, or none needed, left the
+        # index current.
+        dirty = self.is_stale()
         recorded = self.indexer.last_sync() or {}
-        last_error = self.indexer.last_error if self.indexer.synced else recorded.get("lastError")
-        if self._disk_failure is not None:
-            last_error = self._disk_failure
+        last_error = self.indexer.reported_error(recorded or None)
+        disk_error = self._disk_error_now()
+        if disk_error is not None:
+            last_error = disk_error
         if self.store.read_only():
             last_error = str(self.store.read_only_error())
         damaged = self.store.damaged()
@@ -1650,6 +1673,8 @@ def _batch_enabled(ms: Any) -> bool:
 
 #: Meta key naming the workspace an index file belongs to.
 WORKSPACE_META = "workspace"
+#: Why the last sync (in any process) could not write the index, until a sync writes it ("" or absent: none).
+DISK_ERROR_META = "diskError"
 
 
 def workspace_store_path(path: Path, workspace: str) -> Path:

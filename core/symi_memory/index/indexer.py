@@ -223,6 +223,9 @@ class Indexer:
     _down_in_this_sync: str | None = None
     _run_dims: int | None = None
     synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
+    #: What this process's last sync recorded (:meth:`_record`); None when it could not record. Another process's
+    #: later sync records over it: then the recorded state is the newer truth (:meth:`reported_error`).
+    _recorded: dict[str, Any] | None = None
     # Words of the chunks written in this sync, for the local-synonym vocabulary (None: not collected).
     _new_words: Counter[str] | None = None
     #: ``(identity meta value, what it parses to without "dims")`` as :meth:`needs_full` last read it: every search
@@ -632,9 +635,22 @@ class Indexer:
         try:
             if self.last_sync() != state:  # no write when nothing changed (other processes may be writing)
                 self.store.set_meta(LAST_SYNC_META, json.dumps(state, sort_keys=True))
+            self._recorded = state
         except Exception as exc:  # the sync itself is done; its record is a courtesy
             log.warning("could not record the sync's state: %s", exc)
+            self._recorded = None
         self.synced = True
+
+    def reported_error(self, recorded: dict[str, Any] | None) -> str | None:
+        """The ``lastError`` status reports, given the ``recorded`` state (:meth:`last_sync`): this process's own
+        when its last sync is the one recorded (or it could not record), else the recorded one. A process that
+        synced long ago (a ``serve``) must not keep saying a provider refused once another process's sync got every
+        vector, nor say nothing while another's sync is refused."""
+        if not self.synced:
+            return (recorded or {}).get("lastError")
+        if self._recorded is not None and recorded is not None and recorded != self._recorded:
+            return recorded.get("lastError")
+        return self.last_error
 
     def last_sync(self) -> dict[str, Any] | None:
         """What the last sync of this index (in any process) recorded, or None."""

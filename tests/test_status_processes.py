@@ -1,0 +1,183 @@
+"""``status`` tells the truth in every process: what a sync in another process learnt (a provider that refused, a
+disk that could not take the index) is what this process's status says, whether it opened before that sync (a
+long-lived ``serve``) or after it (a fresh ``symi-memory status``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from support.loopback_http import LoopbackServer, Reply
+from support.sqlite_memory import open_mem, write
+
+TESTS = Path(__file__).resolve().parent
+
+PRELUDE = textwrap.dedent("""
+    import json, resource, signal, sys
+    from pathlib import Path
+    from support.sqlite_memory import open_mem
+    from symi_memory.errors import SymiMemoryError
+
+    def limit(nbytes):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.RLIM_INFINITY))
+
+    def unlimit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    tmp, ws, ms = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+""")
+
+
+def _other_process(tmp_path: Path, ws: Path, body: str, ms: dict | None = None) -> dict:
+    """Run ``body`` in another Python process on the same state dir and workspace; its last line is JSON."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(tmp_path), str(ws),
+                           json.dumps(ms or {})], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_provider_error_another_process_cleared_or_hit_is_what_a_long_lived_process_says(tmp_path: Path) -> None:
+    """A process that synced while the provider refused kept saying so (lastError) after another process's sync got
+    every vector: status in a ``serve`` opened before named an outage that was over, beside pendingFiles 0. And
+    one that had synced fine said nothing while another process's sync was refused and files waited."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    for i in range(3):
+        write(ws, f"memory/n{i}.md", f"- note {i} refused\n")
+    refusing = [True]
+
+    def embeddings(req):  # the notes' text is refused until the provider is back
+        texts = req.json()["input"]
+        if refusing[0] and any("refused" in t for t in texts):
+            return Reply(status=400, body="model not found")
+        return Reply(json={"data": [{"index": i, "embedding": [0.1 * (i % 7 + 1), 0.2, 0.3]}
+                                    for i in range(len(texts))]})
+
+    sync_elsewhere = """
+        mem = open_mem(tmp, ws, ms)
+        mem.sync()
+        st = mem.status()
+        mem.close()
+        print(json.dumps({"lastError": st["lastError"], "pending": st["pendingFiles"]}))
+    """
+    with LoopbackServer() as server:
+        server.add("POST", "/v1/embeddings", embeddings)
+        remote = {"provider": "openai", "remote": {"baseUrl": server.url + "/v1", "apiKey": "sk-test-0123456789"}}
+        with open_mem(tmp_path, ws, remote) as long_lived:
+            long_lived.sync()
+            assert "model not found" in long_lived.status()["lastError"]
+            refusing[0] = False
+            assert _other_process(tmp_path, ws, sync_elsewhere, remote) == {"lastError": None, "pending": 0}
+            st = long_lived.status()
+            assert (st["pendingFiles"], st["lastError"], st["pendingReason"]) == (0, None, None), st
+            # The other way round: this process's sync went well, another's was refused.
+            refusing[0] = True
+            write(ws, "memory/n9.md", "- note 9 refused\n")
+            got = _other_process(tmp_path, ws, sync_elsewhere, remote)
+            assert "model not found" in got["lastError"] and got["pending"] == 1, got
+            st = long_lived.status()
+            assert st["pendingFiles"] == 1 and st["lastError"] and "model not found" in st["lastError"], st
+
+
+def _notes(ws: Path, first: int, last: int) -> None:
+    words = "alpha beta gamma delta kestrel zebra budget coffee garden server backup report".split()
+    for i in range(first, last):
+        line = " ".join(words[(i + k) % len(words)] for k in range(12))
+        write(ws, f"memory/n{i:04d}.md", f"# Note {i}\n" + f"{line} n{i}x\n" * 6)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_disk_error_is_said_by_every_process_until_a_sync_in_any_process_writes(tmp_path: Path) -> None:
+    """A sync the disk could not hold: only the process that ran it said so. A fresh `symi-memory status` and a
+    serve opened before said lastError None (beside dirty true and the notes missing from search); and a serve
+    whose own sync hit the full disk kept saying "could not write the index" after `symi-memory index` had written
+    every note. The error is recorded in the index for other processes and cleared by whichever sync writes."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    _notes(ws, 0, 200)
+    status = """
+        mem = open_mem(tmp, ws)
+        st = mem.status()
+        mem.close()
+        print(json.dumps({"lastError": st["lastError"], "files": st["files"], "dirty": st["dirty"]}))
+    """
+    full_then_room = """
+        mem = open_mem(tmp, ws)
+        db = Path(mem.status()["dbPath"])
+        wal = Path(f"{db}-wal")  # the index is open in another process: its WAL holds what it wrote
+        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
+        try:
+            mem.sync()
+        except SymiMemoryError as exc:
+            failed = str(exc)
+        unlimit()
+        mem.close()
+        print(json.dumps({"failed": failed}))
+    """
+    with open_mem(tmp_path, ws) as serve:  # a long-lived process, opened before
+        serve.sync()
+        _notes(ws, 200, 1200)
+        failed = _other_process(tmp_path, ws, full_then_room)["failed"]
+        assert "File too large" in failed
+        fresh = _other_process(tmp_path, ws, status)
+        assert fresh["dirty"] is True and fresh["lastError"] == failed, fresh
+        assert serve.status()["lastError"] == failed
+        _other_process(tmp_path, ws, "mem = open_mem(tmp, ws); mem.sync(); mem.close(); print('{}')")
+        assert _other_process(tmp_path, ws, status) == {"lastError": None, "files": 1201, "dirty": False}
+        assert serve.status()["lastError"] is None
+    # A long-lived process's own sync hits the full disk; another process's sync with room writes the notes.
+    _notes(ws, 1200, 2200)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    serve = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent("""
+        mem = open_mem(tmp, ws)
+        db = Path(mem.status()["dbPath"])
+        wal = Path(f"{db}-wal")
+        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
+        try:
+            mem.sync()
+        except SymiMemoryError as exc:
+            print(json.dumps({"failed": str(exc)}), flush=True)
+        unlimit()
+        sys.stdin.readline()  # another process syncs meanwhile
+        print(json.dumps({"lastError": mem.status()["lastError"]}), flush=True)
+        mem.close()
+    """), str(tmp_path), str(ws), "{}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert serve.stdin is not None and serve.stdout is not None
+    try:
+        assert "File too large" in json.loads(serve.stdout.readline())["failed"]
+        _other_process(tmp_path, ws, "mem = open_mem(tmp, ws); mem.sync(); mem.close(); print('{}')")
+        assert _other_process(tmp_path, ws, status) == {"lastError": None, "files": 2201, "dirty": False}
+        serve.stdin.write("\n")
+        serve.stdin.flush()
+        assert json.loads(serve.stdout.readline()) == {"lastError": None}
+    finally:
+        serve.stdin.close()
+        serve.wait(timeout=60)
+
+
+def test_a_host_opened_on_a_current_index_says_it_is_clean(tmp_path: Path) -> None:
+    """A long-lived host (serve, an agent runtime: the watcher running) opened on an index another process had
+    brought up to date said dirty: true until its first search or a file change, while `symi-memory status` in any
+    other process said false: its watcher's "not synced yet" stood in for the files."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    _notes(ws, 0, 20)
+    status = """
+        mem = open_mem(tmp, ws)
+        mem.sync()
+        st = mem.status()
+        mem.close()
+        print(json.dumps({"files": st["files"], "dirty": st["dirty"]}))
+    """
+    assert _other_process(tmp_path, ws, status) == {"files": 21, "dirty": False}
+    with open_mem(tmp_path, ws, {"sync": {"watch": False}}, start=True) as host:
+        assert host.status()["dirty"] is False
+        write(ws, "memory/later.md", "- a later note\n")
+        assert host.status()["dirty"] is True  # the files are what it compares, not a flag
