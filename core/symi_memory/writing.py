@@ -44,8 +44,9 @@ __all__ = [
 
 Target = Literal["daily", "long-term"]
 
-#: How long an append waits for another process's append (to the same file, or through the same state dir) to
-#: finish before it gives up with :class:`MemoryWriteError`; nothing is written then.
+#: How long an append waits for another process's write to the same file before it gives up with
+#: :class:`MemoryWriteError` (nothing is written then); and how long a manager's append waits for another append
+#: to the workspace that shows no sign of life (a stopped process; a live one is waited for).
 LOCK_WAIT_SECONDS = 30.0
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR_FD = os.open in os.supports_dir_fd
