@@ -329,3 +329,43 @@ def test_a_waiting_append_gives_up_when_the_manager_closes(tmp_path: Path, monke
     assert took < 5, f"the append went on waiting {took:.1f} s after close()"
     assert "nothing was written" in out[0]["error"], out  # type: ignore[index]
     assert (ws / "MEMORY.md").read_text(encoding="utf-8") == "- prefers tea\n"
+
+
+def test_a_child_forked_while_a_thread_appends_can_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process forks (multiprocessing's default on Linux) while one of its threads is appending: the child
+    inherits that thread's append lock held, with no thread to let it go. Its own appends must still go through
+    once the parent's append is done (they waited LOCK_WAIT_SECONDS and failed, every one, for the child's life)."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    mem.sync()  # type: ignore[attr-defined]
+    mem.close()  # type: ignore[attr-defined]
+    mem = _open_slow(tmp_path, ws, 2.5)
+    try:
+        t, out = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
+        deadline = time.monotonic() + 30
+        while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):  # the thread holds the append lock
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        answer_file = tmp_path / "child.json"
+        pid = os.fork()
+        if pid == 0:  # the child: a manager of its own, appending another note
+            code = 1
+            try:
+                child = _open_slow(tmp_path, ws, 0.0)
+                answer = tools.memory_append(child, {"text": "The plumber comes on Friday",  # type: ignore[arg-type]
+                                                     "target": "long-term"})
+                answer_file.write_text(json.dumps(answer))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        t.join(timeout=60)
+    finally:
+        mem.close()  # type: ignore[attr-defined]
+    assert os.waitstatus_to_exitcode(status) == 0
+    answer = json.loads(answer_file.read_text())
+    assert answer.get("error") is None and answer["appended"] is True, answer
+    assert out[0]["appended"] is True  # type: ignore[index]
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == f"- prefers tea\n{NOTE}\nThe plumber comes on Friday\n"

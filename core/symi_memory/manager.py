@@ -82,6 +82,7 @@ _APPEND_BEATS: dict[str, float] = {}
 _APPEND_HELD: dict[str, Path | None] = {}
 _APPEND_BEATER: list[int] = []  # the pid whose beater thread runs
 _NO_LOCK_FILE: set[Path] = set()  # lock files that could not be made (logged once each)
+_BEAT_WAKE = threading.Event()  # set when an append takes its locks: the beater starts its count again
 
 
 def _beat(key: str, path: Path | None) -> None:
@@ -100,7 +101,8 @@ def _beater() -> None:
     from . import writing
 
     while True:
-        time.sleep(max(0.01, min(5.0, writing.LOCK_WAIT_SECONDS / 6)))
+        _BEAT_WAKE.wait(max(0.01, min(5.0, writing.LOCK_WAIT_SECONDS / 6)))
+        _BEAT_WAKE.clear()  # woken by a new hold: the wait is measured from now (LOCK_WAIT_SECONDS may differ)
         with _APPEND_LOCKS_GUARD:
             held = list(_APPEND_HELD.items())
         for key, path in held:
@@ -113,6 +115,22 @@ def _start_beater() -> None:
             return
         _APPEND_BEATER[:] = [os.getpid()]
     threading.Thread(target=_beater, name="symi-append-beat", daemon=True).start()
+
+
+def _forget_appends_after_fork() -> None:
+    """In a forked child: the append locks a parent's thread held stay held, with no thread here to let them go
+    (every append of the child waited and failed). The child starts with none; its own lock file descriptors
+    are its own, so the parent's append still excludes the child's through the state dir's lock."""
+    global _APPEND_LOCKS_GUARD, _BEAT_WAKE
+    _APPEND_LOCKS_GUARD = threading.Lock()
+    _BEAT_WAKE = threading.Event()
+    _APPEND_LOCKS.clear()
+    _APPEND_HELD.clear()
+    _APPEND_BEATS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_appends_after_fork)
 
 
 class _Holder:
@@ -190,6 +208,7 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
             with _APPEND_LOCKS_GUARD:
                 _APPEND_HELD[key] = path if locked else None
             _beat(key, path if locked else None)
+            _BEAT_WAKE.set()
             try:
                 yield
             finally:
