@@ -369,3 +369,35 @@ def test_a_child_forked_while_a_thread_appends_can_append(tmp_path: Path, monkey
     assert answer.get("error") is None and answer["appended"] is True, answer
     assert out[0]["appended"] is True  # type: ignore[index]
     assert (ws / "MEMORY.md").read_text(encoding="utf-8") == f"- prefers tea\n{NOTE}\nThe plumber comes on Friday\n"
+
+
+def test_a_child_forked_during_a_write_does_not_keep_the_memory_file_locked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork while a thread writes a note (between its write and the end of its fsync) gives the child a copy
+    of the writer's locked descriptor. The writer lets the lock go itself, so the child's copy does not keep
+    every later append to that file (from any process) waiting and failing for as long as the child lives."""
+    ws = tmp_path / "ws"
+    memory = write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    note = "- a long note " + "about the garden shed " * 200_000
+    refused = 0
+    for _ in range(3):
+        size = memory.stat().st_size
+        t, out = _in_thread(lambda: writing.append_memory(ws, note, target="long-term"))
+        deadline = time.monotonic() + 30
+        while memory.stat().st_size == size:  # written; the writer is in its fsync, holding the lock
+            assert time.monotonic() < deadline, out
+        pid = os.fork()
+        if pid == 0:  # a long-lived child (a multiprocessing worker) that never touches memory
+            time.sleep(5)
+            os._exit(0)
+        try:
+            t.join(timeout=60)
+            try:
+                writing.append_memory(ws, "- after the fork", target="long-term")
+            except writing.MemoryWriteError:
+                refused += 1
+        finally:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    assert refused == 0
