@@ -325,6 +325,8 @@ class MemoryManager:
     #: Builds the pipeline on first use, so `status` and `get` construct no reranker or post-processor.
     _make_pipeline: Callable[[], Pipeline] | None = attrs.field(default=None, alias="make_pipeline")
     _closed: bool = False
+    #: Set by a stopping server (:meth:`_stop_waiting`): appends waiting for another append's lock give up.
+    _stopping: bool = False
     #: Re-entrant: :meth:`close` may run in a signal handler that interrupted this thread inside the lock.
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
@@ -604,7 +606,7 @@ class MemoryManager:
         self._require()
         # One append at a time per workspace: a note appended at once from two threads is checked against the
         # first one's write (indexed before the lock is let go), not written twice.
-        with _appending(self.agent, lambda: self._closed):
+        with _appending(self.agent, lambda: self._closed or self._stopping):
             self._enter()
             try:
                 check = check_append(self, text) if text and text.strip() else None
@@ -751,6 +753,11 @@ class MemoryManager:
                                "newer ones restate are not demoted or marked")
         return {"enabled": enabled, "applied": enabled and vectors, "storedVectors": vectors, "asOf": True,
                 "unavailable": unavailable}
+
+    def _stop_waiting(self) -> None:
+        """The server is stopping: an append waiting for another append's lock gives up now (nothing written), so
+        the worker thread it runs in, which the stop waits for, ends. Calls already running are not touched."""
+        self._stopping = True
 
     def close(self) -> None:
         """Stop the watcher and background syncs, cancel a running sync (it raises ``SyncCancelled``, a
