@@ -364,3 +364,52 @@ def test_a_cancelled_async_integrity_check_still_records_the_damage_it_finds(tmp
         st = other.status()
         assert st["dirty"] is True and "the index file is damaged" in st["lastError"], st["lastError"]
         assert other.sync().full and other.check_integrity() is None
+
+
+def test_mcp_stdio_server_stops_on_a_signal_while_an_append_waits_for_another_process(
+        tmp_path: Path, notes: Path) -> None:
+    """SIGTERM while a memory_append waits for another process's append lock (a stopped CLI append holds it):
+    the server exits at once, the append gives up with nothing written. It used to stay up for the rest of the
+    30 s wait (28.7 s after SIGTERM), as the signal waited for the append's worker thread."""
+    pytest.importorskip("mcp_types")
+    from symi_memory.manager import _append_lock_path
+
+    state = tmp_path / "state"
+    with open_memory(_config(state), workspace=notes, start=False) as mem:
+        mem.sync(force=True)
+    before = {p: p.read_bytes() for p in notes.rglob("*.md")}
+    lock = _append_lock_path(state, notes)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('locked', flush=True)\ntime.sleep(120)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        ).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "memory_append", "arguments": {"text": "Bought a bicycle from the neighbours"}}}).encode() + b"\n")
+        proc.stdin.flush()
+        time.sleep(1.5)  # the append is waiting for the holder
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        for p in (proc, holder):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    err = proc.stderr.read().decode()
+    assert code == 0 and "Traceback" not in err, err
+    assert took < 10, f"the server stopped {took:.1f} s after SIGTERM"
+    assert {p: p.read_bytes() for p in notes.rglob("*.md")} == before

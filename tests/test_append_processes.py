@@ -168,8 +168,236 @@ def test_a_manager_append_waits_a_bounded_time_for_another_process_appending_to_
         finally:
             holder.kill()
             holder.wait()
-        assert refused["bytesWritten"] == 0 and "another append to it has been running for 1 s" in refused["error"]
+        assert refused["bytesWritten"] == 0 and "another append to it has shown no sign of life for 1 s" in refused["error"]
         assert 0.9 < took < 10
         assert (ws / "MEMORY.md").read_text(encoding="utf-8") == "- prefers tea\n"
         done = tools.memory_append(mem, {"text": "Bought a bicycle from the neighbours", "target": "long-term"})
         assert done["appended"] is True, done
+
+
+SLOW_APPENDER = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(sys.argv[4]) / "support"))
+    from slow_provider import slow_plugins
+    from symi_memory import load_config, tools, writing
+    from symi_memory.manager import open_memory
+
+    writing.LOCK_WAIT_SECONDS = float(sys.argv[3])  # as the test process's
+    cfg = load_config(None, state_dir=sys.argv[1], overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "slow", "cache": {"enabled": False}}}}})
+    mem = open_memory(cfg, workspace=sys.argv[2], start=False, plugins=slow_plugins(float(sys.argv[5])))
+    print(json.dumps(tools.memory_append(mem, {"text": sys.argv[6], "target": "long-term"})), flush=True)
+    mem.close()
+""")
+
+NOTE = "Bought a bicycle from the neighbours for forty euros"
+
+
+def _slow_appender(tmp_path: Path, ws: Path, wait: float, delay: float) -> subprocess.Popen[str]:
+    """Another process appending NOTE through a provider that takes ``delay`` s to index it; returns once the
+    note is on disk (that process is indexing it, holding the append lock)."""
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_APPENDER, str(tmp_path / "state"), str(ws), str(wait),
+                             str(TESTS), str(delay), NOTE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    return proc
+
+
+def _open_slow(tmp_path: Path, ws: Path, delay: float) -> object:
+    sys.path.insert(0, str(TESTS / "support"))
+    from slow_provider import slow_plugins
+
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "slow", "cache": {"enabled": False}}}}})
+    return open_memory(cfg, workspace=ws, start=False, plugins=slow_plugins(delay))
+
+
+def test_an_append_waits_for_another_process_whose_provider_is_slow_to_index_its_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's append is indexing its note through an embedding provider slower than LOCK_WAIT_SECONDS
+    (a remote endpoint answering in 40 s, a local model loading): it is alive and working, so this append waits
+    for it and then sees its note (duplicateOf), instead of failing with 'nothing was written'. Before, it gave
+    up after LOCK_WAIT_SECONDS whatever the holder was doing."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    try:
+        mem.sync()  # type: ignore[attr-defined]
+        other = _slow_appender(tmp_path, ws, 1.0, 3.0)
+        try:
+            started = time.monotonic()
+            answer = tools.memory_append(mem, {"text": NOTE, "target": "long-term"})  # type: ignore[arg-type]
+            took = time.monotonic() - started
+            out, err = other.communicate(timeout=60)
+        finally:
+            if other.poll() is None:
+                other.kill()
+                other.wait()
+    finally:
+        mem.close()  # type: ignore[attr-defined]
+    assert json.loads(out.strip().splitlines()[-1])["appended"] is True, err
+    assert answer.get("error") is None, answer
+    assert answer["appended"] is False and answer["duplicateOf"]["path"] == "MEMORY.md", answer
+    assert took > 1.5  # it did wait past LOCK_WAIT_SECONDS
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8").count(NOTE) == 1
+
+
+def test_two_appends_in_one_process_wait_for_a_slow_provider(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve answering two memory_append calls at once, its provider slower than LOCK_WAIT_SECONDS to index the
+    first note: the second waits its turn and is written (it used to fail with 'nothing was written')."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    mem.sync()  # type: ignore[attr-defined]
+    mem.close()  # type: ignore[attr-defined]
+    mem = _open_slow(tmp_path, ws, 2.5)
+    try:
+        first, out1 = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
+        wait_until = time.monotonic() + 30
+        while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):
+            assert time.monotonic() < wait_until
+            time.sleep(0.01)
+        second = tools.memory_append(mem, {"text": "The plumber comes on Friday morning",  # type: ignore[arg-type]
+                                           "target": "long-term"})
+        first.join(timeout=60)
+    finally:
+        mem.close()  # type: ignore[attr-defined]
+    assert out1[0]["appended"] is True and second.get("error") is None, (out1, second)  # type: ignore[index]
+    assert second["appended"] is True
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == (
+        f"- prefers tea\n{NOTE}\nThe plumber comes on Friday morning\n")
+
+
+def test_an_append_gives_up_on_a_stopped_appender(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An appending process stopped mid-append (SIGSTOP, a suspended terminal job) shows no more signs of life:
+    the append waits LOCK_WAIT_SECONDS, not for as long as that process stays stopped."""
+    import signal
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    try:
+        mem.sync()  # type: ignore[attr-defined]
+        other = _slow_appender(tmp_path, ws, 1.0, 3.0)
+        other.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            answer = tools.memory_append(mem, {"text": "The plumber comes on Friday morning",  # type: ignore[arg-type]
+                                               "target": "long-term"})
+            took = time.monotonic() - started
+        finally:
+            other.kill()
+            other.wait()
+    finally:
+        mem.close()  # type: ignore[attr-defined]
+    assert "nothing was written" in answer["error"] and took < 10, (answer, took)
+    assert "Friday" not in (ws / "MEMORY.md").read_text(encoding="utf-8")
+
+
+def test_a_waiting_append_gives_up_when_the_manager_closes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve stopping (SIGTERM closes its agents) while an append waits for another process's lock: the append
+    answers at once that nothing was written, so the server does not stay up for the rest of the wait."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 20.0)
+    mem = open_mem(tmp_path, ws)
+    mem.sync()
+    lock = _append_lock_path(mem.agent.state_dir, ws)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = _hold(lock)
+    try:
+        t, out = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
+        time.sleep(0.5)
+        closed = time.monotonic()
+        mem.close()
+        t.join(timeout=10)
+        took = time.monotonic() - closed
+    finally:
+        holder.kill()
+        holder.wait()
+    t.join(timeout=60)
+    assert took < 5, f"the append went on waiting {took:.1f} s after close()"
+    assert "nothing was written" in out[0]["error"], out  # type: ignore[index]
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == "- prefers tea\n"
+
+
+def test_a_child_forked_while_a_thread_appends_can_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process forks (multiprocessing's default on Linux) while one of its threads is appending: the child
+    inherits that thread's append lock held, with no thread to let it go. Its own appends must still go through
+    once the parent's append is done (they waited LOCK_WAIT_SECONDS and failed, every one, for the child's life)."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    mem.sync()  # type: ignore[attr-defined]
+    mem.close()  # type: ignore[attr-defined]
+    mem = _open_slow(tmp_path, ws, 2.5)
+    try:
+        t, out = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
+        deadline = time.monotonic() + 30
+        while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):  # the thread holds the append lock
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        answer_file = tmp_path / "child.json"
+        pid = os.fork()
+        if pid == 0:  # the child: a manager of its own, appending another note
+            code = 1
+            try:
+                child = _open_slow(tmp_path, ws, 0.0)
+                answer = tools.memory_append(child, {"text": "The plumber comes on Friday",  # type: ignore[arg-type]
+                                                     "target": "long-term"})
+                answer_file.write_text(json.dumps(answer))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        t.join(timeout=60)
+    finally:
+        mem.close()  # type: ignore[attr-defined]
+    assert os.waitstatus_to_exitcode(status) == 0
+    answer = json.loads(answer_file.read_text())
+    assert answer.get("error") is None and answer["appended"] is True, answer
+    assert out[0]["appended"] is True  # type: ignore[index]
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == f"- prefers tea\n{NOTE}\nThe plumber comes on Friday\n"
+
+
+def test_a_child_forked_during_a_write_does_not_keep_the_memory_file_locked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork while a thread writes a note (between its write and the end of its fsync) gives the child a copy
+    of the writer's locked descriptor. The writer lets the lock go itself, so the child's copy does not keep
+    every later append to that file (from any process) waiting and failing for as long as the child lives."""
+    ws = tmp_path / "ws"
+    memory = write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    note = "- a long note " + "about the garden shed " * 200_000
+    refused = 0
+    for _ in range(3):
+        size = memory.stat().st_size
+        t, out = _in_thread(lambda: writing.append_memory(ws, note, target="long-term"))
+        deadline = time.monotonic() + 30
+        while memory.stat().st_size == size:  # written; the writer is in its fsync, holding the lock
+            assert time.monotonic() < deadline, out
+        pid = os.fork()
+        if pid == 0:  # a long-lived child (a multiprocessing worker) that never touches memory
+            time.sleep(5)
+            os._exit(0)
+        try:
+            t.join(timeout=60)
+            try:
+                writing.append_memory(ws, "- after the fork", target="long-term")
+            except writing.MemoryWriteError:
+                refused += 1
+        finally:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    assert refused == 0

@@ -76,49 +76,150 @@ def _append_lock_path(state_dir: Path, workspace: str | os.PathLike[str]) -> Pat
     return state_dir / "locks" / f"append-{name}-{digest}.lock"
 
 
+#: Workspace key -> the moment (monotonic) an append of this process holding its locks last said it is alive.
+_APPEND_BEATS: dict[str, float] = {}
+#: Workspace key -> the lock file (None: none could be made) of the appends of this process holding their locks.
+_APPEND_HELD: dict[str, Path | None] = {}
+_APPEND_BEATER: list[int] = []  # the pid whose beater thread runs
+_NO_LOCK_FILE: set[Path] = set()  # lock files that could not be made (logged once each)
+_BEAT_WAKE = threading.Event()  # set when an append takes its locks: the beater starts its count again
+
+
+def _beat(key: str, path: Path | None) -> None:
+    """Say that this process's append holding ``key`` is alive: to its threads, and (the lock file's mtime) to
+    other processes."""
+    _APPEND_BEATS[key] = time.monotonic()
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.utime(path)
+
+
+def _beater() -> None:
+    """While appends of this process hold their locks, :func:`_beat` for each every LOCK_WAIT_SECONDS / 6: the
+    waiters wait as long as the holder is alive (an embedding provider slow to index the note), and give up
+    once it has not beaten for LOCK_WAIT_SECONDS (a stopped process: its threads stop too)."""
+    from . import writing
+
+    while True:
+        _BEAT_WAKE.wait(max(0.01, min(5.0, writing.LOCK_WAIT_SECONDS / 6)))
+        _BEAT_WAKE.clear()  # woken by a new hold: the wait is measured from now (LOCK_WAIT_SECONDS may differ)
+        with _APPEND_LOCKS_GUARD:
+            held = list(_APPEND_HELD.items())
+        for key, path in held:
+            _beat(key, path)
+
+
+def _start_beater() -> None:
+    with _APPEND_LOCKS_GUARD:  # one thread per process (a forked child starts its own)
+        if _APPEND_BEATER and _APPEND_BEATER[0] == os.getpid():
+            return
+        _APPEND_BEATER[:] = [os.getpid()]
+    threading.Thread(target=_beater, name="symi-append-beat", daemon=True).start()
+
+
+def _forget_appends_after_fork() -> None:
+    """In a forked child: the append locks a parent's thread held stay held, with no thread here to let them go
+    (every append of the child waited and failed). The child starts with none; its own lock file descriptors
+    are its own, so the parent's append still excludes the child's through the state dir's lock."""
+    global _APPEND_LOCKS_GUARD, _BEAT_WAKE
+    _APPEND_LOCKS_GUARD = threading.Lock()
+    _BEAT_WAKE = threading.Event()
+    _APPEND_LOCKS.clear()
+    _APPEND_HELD.clear()
+    _APPEND_BEATS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_appends_after_fork)
+
+
+class _Holder:
+    """Whether the append holding a workspace's locks (in this process or another) still shows signs of life."""
+
+    def __init__(self, key: str, path: Path, wait: float, closed: Callable[[], bool],
+                 busy: Exception) -> None:
+        self.key, self.path, self.wait, self.closed, self.busy = key, path, wait, closed, busy
+        self.since = time.monotonic()
+        self.seen = self._mtime()
+
+    def _mtime(self) -> int | None:
+        try:
+            return os.stat(self.path).st_mtime_ns
+        except OSError:
+            return None
+
+    def check(self) -> None:
+        """Raise ``busy`` once the holder has shown no sign of life for ``wait`` seconds, or SymiMemoryError
+        once this manager is closed (a stopping server does not wait)."""
+        if self.closed():
+            raise SymiMemoryError("this memory manager is closed; nothing was written")
+        now = time.monotonic()
+        seen = self._mtime()
+        if seen != self.seen:
+            self.seen, self.since = seen, now
+        self.since = max(self.since, _APPEND_BEATS.get(self.key, 0.0))
+        if now - self.since >= self.wait:
+            raise self.busy
+
+
 @contextlib.contextmanager
-def _appending(agent: AgentView) -> Iterator[None]:
+def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> Iterator[None]:
     """Hold the append lock of ``agent``'s workspace: this process's (threads) and the state dir's (processes).
 
-    Waits at most :data:`symi_memory.writing.LOCK_WAIT_SECONDS` in all, then raises
-    :class:`~symi_memory.writing.MemoryWriteError`. A state dir where the lock file cannot be made (read-only)
-    or that keeps no locks leaves the per-process lock alone; the memory file's own lock still keeps lines whole.
+    Waits while the holder is alive: it gives up once the append holding the lock has shown no sign of life
+    (a beat, :func:`_beater`) for :data:`symi_memory.writing.LOCK_WAIT_SECONDS`, raising
+    :class:`~symi_memory.writing.MemoryWriteError`, or at once when ``closed()``. A state dir where the lock file
+    cannot be made (read-only) or that keeps no locks leaves the per-process lock alone; the memory file's own
+    lock still keeps lines whole.
     """
     from . import writing
     from .locks import lock_exclusive, unlock
 
     wait = writing.LOCK_WAIT_SECONDS
-    deadline = time.monotonic() + wait
+    poll = max(0.005, min(0.25, wait / 8))
+    key = str(Path(agent.workspace).expanduser().resolve())
     path = _append_lock_path(agent.state_dir, agent.workspace)
     busy = writing.MemoryWriteError(
-        f"could not append to {agent.workspace}: another append to it has been running for {wait:g} s "
-        f"(lock file {path}); nothing was written, try again")
+        f"could not append to {agent.workspace}: another append to it has shown no sign of life for {wait:g} s "
+        f"(a stopped or stuck process holds lock file {path}); nothing was written, try again")
+    holder = _Holder(key, path, wait, closed, busy)
     lock = _append_lock(agent.workspace)
-    if not lock.acquire(timeout=wait):
-        raise busy
+    while not lock.acquire(timeout=poll):
+        holder.check()
     try:
         fd: int | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            log.warning("no append lock file %s (%s): appends from other processes are not serialized with "
-                        "this one's", path, exc.strerror or exc)
-        if fd is None:
-            yield
-            return
+            if path not in _NO_LOCK_FILE:
+                _NO_LOCK_FILE.add(path)
+                log.warning("no append lock file %s (%s): appends from other processes are not serialized with "
+                            "this one's", path, exc.strerror or exc)
         locked = False
         try:
+            while fd is not None:
+                try:
+                    locked = lock_exclusive(fd, poll)
+                    break
+                except TimeoutError:
+                    holder.check()
+            _start_beater()
+            with _APPEND_LOCKS_GUARD:
+                _APPEND_HELD[key] = path if locked else None
+            _beat(key, path if locked else None)
+            _BEAT_WAKE.set()
             try:
-                locked = lock_exclusive(fd, deadline - time.monotonic())
-            except TimeoutError:
-                raise busy from None
-            yield
+                yield
+            finally:
+                with _APPEND_LOCKS_GUARD:
+                    _APPEND_HELD.pop(key, None)
         finally:
-            if locked:
+            if locked and fd is not None:
                 with contextlib.suppress(OSError):
                     unlock(fd)
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
     finally:
         lock.release()
 
@@ -224,6 +325,8 @@ class MemoryManager:
     #: Builds the pipeline on first use, so `status` and `get` construct no reranker or post-processor.
     _make_pipeline: Callable[[], Pipeline] | None = attrs.field(default=None, alias="make_pipeline")
     _closed: bool = False
+    #: Set by a stopping server (:meth:`_stop_waiting`): appends waiting for another append's lock give up.
+    _stopping: bool = False
     #: Re-entrant: :meth:`close` may run in a signal handler that interrupted this thread inside the lock.
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
     _section_cache: dict[tuple[str, int, int], dict[int, float]] = attrs.field(factory=dict)
@@ -503,7 +606,7 @@ class MemoryManager:
         self._require()
         # One append at a time per workspace: a note appended at once from two threads is checked against the
         # first one's write (indexed before the lock is let go), not written twice.
-        with _appending(self.agent):
+        with _appending(self.agent, lambda: self._closed or self._stopping):
             self._enter()
             try:
                 check = check_append(self, text) if text and text.strip() else None
@@ -651,6 +754,11 @@ class MemoryManager:
                                "newer ones restate are not demoted or marked")
         return {"enabled": enabled, "applied": enabled and vectors, "storedVectors": vectors, "asOf": True,
                 "unavailable": unavailable}
+
+    def _stop_waiting(self) -> None:
+        """The server is stopping: an append waiting for another append's lock gives up now (nothing written), so
+        the worker thread it runs in, which the stop waits for, ends. Calls already running are not touched."""
+        self._stopping = True
 
     def close(self) -> None:
         """Stop the watcher and background syncs, cancel a running sync (it raises ``SyncCancelled``, a

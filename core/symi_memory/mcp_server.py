@@ -286,7 +286,8 @@ def _stdin_wire() -> Iterator[BinaryIO]:
 async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None) -> None:
     """Serve ``manager`` over stdin/stdout until the client closes stdin, or (in the main thread) SIGTERM/SIGINT.
 
-    A signal stops the server at once: calls still running in worker threads finish, nothing waits for the client.
+    A signal stops the server at once: calls still running in worker threads finish (an append waiting for another
+    process's append lock gives up, nothing written), nothing waits for the client.
     """
     import anyio
     from mcp.server.stdio import stdio_server
@@ -297,7 +298,7 @@ async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None)
         try:
             async with anyio.create_task_group() as tg:
                 if threading.current_thread() is threading.main_thread():
-                    tg.start_soon(_stop_on_signal, tg.cancel_scope)
+                    tg.start_soon(_stop_on_signal, tg.cancel_scope, manager)
                 async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
                     lines.answer_to(write_stream)
                     await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -306,7 +307,7 @@ async def serve_stdio(manager: MemoryManager, *, session_key: str | None = None)
             lines.close()
 
 
-async def _stop_on_signal(scope: Any) -> None:
+async def _stop_on_signal(scope: Any, manager: MemoryManager) -> None:
     import anyio
 
     try:
@@ -314,6 +315,7 @@ async def _stop_on_signal(scope: Any) -> None:
         with receiver as signals:
             async for signum in signals:
                 log.info("stopping on %s", signal.Signals(signum).name)
+                manager._stop_waiting()  # the stop waits for running tool calls: one waiting for a lock gives up
                 scope.cancel()
                 return
     except NotImplementedError:  # no signal handlers in this event loop (Windows): stdin's end stops the server

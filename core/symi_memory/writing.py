@@ -44,8 +44,9 @@ __all__ = [
 
 Target = Literal["daily", "long-term"]
 
-#: How long an append waits for another process's append (to the same file, or through the same state dir) to
-#: finish before it gives up with :class:`MemoryWriteError`; nothing is written then.
+#: How long an append waits for another process's write to the same file before it gives up with
+#: :class:`MemoryWriteError` (nothing is written then); and how long a manager's append waits for another append
+#: to the workspace that shows no sign of life (a stopped process; a live one is waited for).
 LOCK_WAIT_SECONDS = 30.0
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR_FD = os.open in os.supports_dir_fd
@@ -202,15 +203,20 @@ def _write_regular(fd: int, rel: str, data: bytes) -> int:
             raise MemoryWriteError(f"refusing to write {rel}: not a regular file")
         if sys.platform == "win32":  # O_APPEND alone (locking a memory file's byte would refuse its readers)
             return _append(fd, data, rel)
-        from .locks import lock_exclusive
+        from .locks import lock_exclusive, unlock
 
         # Appenders in other processes must not both skip the separator newline, nor take back each other's bytes.
         try:
-            lock_exclusive(fd, LOCK_WAIT_SECONDS)
+            locked = lock_exclusive(fd, LOCK_WAIT_SECONDS)
         except TimeoutError:
             raise MemoryWriteError(f"could not append to {rel}: another process has held a lock on it for "
                                    f"{LOCK_WAIT_SECONDS:g} s; nothing was written, try again") from None
-        return _append(fd, data, rel)
+        try:
+            return _append(fd, data, rel)
+        finally:
+            if locked:  # not left to close(): a child forked meanwhile holds a copy of fd, and the lock with it
+                with contextlib.suppress(OSError):
+                    unlock(fd)
     finally:
         os.close(fd)
 
