@@ -509,7 +509,7 @@ class IndexedBackend:
             candidates = LazyCandidates(_make_candidates, (
                 column["id"], column["path"], column["start_line"], column["end_line"], kept, column["text"],
                 column["source"], tuple(map(vec_p.get, keys)), tuple(map(text_hits.get, keys)), column["mtime"],
-                tuple(map(idents.__contains__, keys))), kept)
+                tuple(map(idents.__contains__, keys))), kept, ids=column["id"])
             # The stored plain-chunk answers of these rows, read with the texts handed out (candidate_plain).
             self._local.plain = (column["id"], column["plain"])
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
