@@ -779,9 +779,9 @@ class IndexedBackend:
         if column[:n] == tuple(ids):
             # The first candidates' ids, in order (supersession's window, most asks): their answers are the column's
             # first ones, with no look-up by id (ids are unique among a search's candidates).
-            pairs = zip(ids, facts[:n])
+            pairs = zip(ids, facts[:n], strict=True)
         else:
-            pairs = zip(ids, map(dict(zip(column, facts, strict=True)).get, ids))
+            pairs = zip(ids, map(dict(zip(column, facts, strict=True)).get, ids), strict=True)
         return {cid: bool(fact & 1) for cid, fact in pairs if fact is not None and fact >> 1 == told}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
