@@ -125,3 +125,44 @@ def test_a_search_result_does_what_a_tuple_of_its_candidates_does(tmp_path: Path
     for key in ("0", 1.0, None):
         with pytest.raises(TypeError):
             got[key]  # type: ignore[index]
+
+
+def test_supersession_reads_its_window_ids_from_the_column_when_every_one_is_plain() -> None:
+    from symi_memory_postprocess.supersede import Supersession
+
+    made: list[int] = []
+
+    def make(*columns: Sequence[Any]) -> tuple[Candidate, ...]:
+        made.append(len(columns[0]))
+        return _make_candidates(*columns)
+
+    columns = _columns(50)
+    texts = {cid: text for cid, text in zip(columns[0], columns[5], strict=True)}
+    asked: list[list[str]] = []
+
+    def plain(answers: dict[str, bool]) -> Any:
+        def read(ids: Sequence[str]) -> dict[str, bool]:
+            asked.append(list(ids))
+            return {cid: answers[cid] for cid in ids if cid in answers}
+        return read
+
+    proc = Supersession()
+    window = proc.thresholds.window
+    every = dict.fromkeys(texts, True)
+    lazy = LazyCandidates(make, columns, columns[4], ids=columns[0])
+    ctx = PostProcessContext(query="heron", now=0.0, vectors=lambda ids: {}, plain=plain(every))
+    assert proc.process(lazy, ctx) is lazy  # nothing can supersede: handed back as given
+    assert made == [] and asked == [columns[0][:window]]  # the window's ids, from the column: no candidate made
+    # One stored answer missing, or one not plain: the window is made and looked at as before.
+    for answers in ({**every, "id3": False}, {k: v for k, v in every.items() if k != "id3"}):
+        made.clear()
+        lazy = LazyCandidates(make, columns, columns[4], ids=columns[0])
+        got = proc.process(lazy, PostProcessContext(query="heron", now=0.0, vectors=lambda ids: {},
+                                                    plain=plain(answers)))
+        assert made and made[0] == window and list(got) == list(_make_candidates(*columns))
+    # Without the id column the window is made, with the same answer.
+    made.clear()
+    lazy = LazyCandidates(make, columns, columns[4])
+    assert proc.process(lazy, PostProcessContext(query="heron", now=0.0, vectors=lambda ids: {},
+                                                 plain=plain(every))) is lazy
+    assert made == [window]

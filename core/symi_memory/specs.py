@@ -307,7 +307,9 @@ class PostProcessor(Protocol):
     candidates as they are instead: a read-only ``Sequence`` (such as
     :class:`symi_memory.types.LazyCandidates`, whose candidates are made as
     they are read) that it reads through the ``Sequence`` interface alone;
-    it may hand that same sequence back when it changes no candidate.
+    it may hand that same sequence back when it changes no candidate. A
+    ``LazyCandidates`` may also carry ``ids``, the column of its candidates'
+    ids, read without making any (None when the backend gave none).
     """
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...

@@ -127,17 +127,21 @@ class LazyCandidates(Sequence["Candidate"]):
     candidates are made in order, the first ones first (a slice or an index makes those before it too), and each
     once: the same object is handed out again. Otherwise a read-only sequence like a tuple of them (its slices,
     sums and products are tuples, it hashes as that tuple, and a copy or a pickle of it is that tuple); equal to
-    another sequence of equal candidates in the same order."""
+    another sequence of equal candidates in the same order.
 
-    __slots__ = ("_make", "_columns", "_made", "_lock", "scores")
+    ``ids``, when given, is the column of their ids (``Candidate.id``), read without making any: a post-processor
+    can tell from it (and the backend's stored answers) that it has nothing to do, and leave its window unmade."""
+
+    __slots__ = ("_make", "_columns", "_made", "_lock", "scores", "ids")
 
     def __init__(self, make: Callable[..., Sequence[Candidate]], columns: Sequence[Sequence[Any]],
-                 scores: Sequence[float]) -> None:
+                 scores: Sequence[float], ids: Sequence[str] | None = None) -> None:
         self._make = make
         self._columns = columns
         self._made: list[Candidate] = []
         self._lock = threading.Lock()
         self.scores = scores
+        self.ids = ids
 
     def __len__(self) -> int:
         return len(self.scores)

@@ -696,7 +696,17 @@ class Supersession:
         if not candidates or len(candidates) + len(later) < 2 or ctx.vectors is None:
             return unchanged or list(candidates)
         scores = unchanged.scores if unchanged is not None else list(map(_SCORE, candidates))
-        if all(map(ge, scores, islice(scores, 1, None))):
+        best_first = all(map(ge, scores, islice(scores, 1, None)))
+        if (best_first and unchanged is not None and unchanged.ids is not None and not later
+                and ctx.plain is not None):
+            # The backend's own candidates (no processor before changed them), best first: its stored answers for
+            # the window's ids, read from their column. Every one stored and plain: _plain below says so too, and
+            # nothing is done, without making the window's candidates (most searches of a large index).
+            ids = list(unchanged.ids[: self.thresholds.window])
+            stored = ctx.plain(ids)
+            if len(stored) == len(ids) and all(stored.values()):
+                return unchanged
+        if best_first:
             # Best first already (most searches: the backend's order): the order sorting gives them (no NaN score).
             top = list(range(min(len(candidates), self.thresholds.window)))
             head = list(candidates[: len(top)])

@@ -530,7 +530,7 @@ class IndexedBackend:
             candidates = LazyCandidates(_make_candidates, (
                 column["id"], column["path"], column["start_line"], column["end_line"], kept, column["text"],
                 column["source"], tuple(map(vec_p.get, keys)), tuple(map(text_hits.get, keys)), column["mtime"],
-                tuple(map(idents.__contains__, keys))), kept)
+                tuple(map(idents.__contains__, keys))), kept, ids=column["id"])
             # The stored plain-chunk answers of these rows, read with the texts handed out (candidate_plain).
             self._local.plain = (column["id"], column["plain"])
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
@@ -797,9 +797,16 @@ class IndexedBackend:
             return {}
         from ..supersession import PLAIN_FACT
 
-        facts = dict(zip(*kept, strict=True))
         told = PLAIN_FACT >> 1
-        return {cid: bool(fact & 1) for cid in ids if (fact := facts.get(cid)) is not None and fact >> 1 == told}
+        column, facts = kept
+        n = len(ids)
+        if column[:n] == tuple(ids):
+            # The first candidates' ids, in order (supersession's window, most asks): their answers are the column's
+            # first ones, with no look-up by id (ids are unique among a search's candidates).
+            pairs = zip(ids, facts[:n], strict=True)
+        else:
+            pairs = zip(ids, map(dict(zip(column, facts, strict=True)).get, ids), strict=True)
+        return {cid: bool(fact & 1) for cid, fact in pairs if fact is not None and fact >> 1 == told}
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]] | None:
         """Embed ``texts`` with the index's provider (dedup on write compares lines by meaning); None without one."""
