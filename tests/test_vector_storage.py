@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 from support.sqlite_memory import add_filler, open_mem, write
 
+from symi_memory import hookimpl
 from symi_memory.index.db import SCHEMA_VERSION, load_vec_extension
+from symi_memory.specs import ProviderSpec
+from symi_memory.testing import HashEmbedder
 
 JOURNAL = "\n".join(f"- journal line {n}: the harbour ferry schedule changed again" for n in range(1, 161)) + "\n"
 
@@ -332,10 +337,25 @@ def test_new_index_files_use_pages_that_vectors_fill(tmp_path: Path, ws: Path) -
         assert rows(mem, "PRAGMA page_size") == [(8192,)]
 
 
+class _OwnQueryEmbedder(HashEmbedder):
+    """HashEmbedder vectors through an ``embed_query`` of its own: not answered at once, so asked on the worker."""
+
+    def embed_query(self, text: str) -> list[float]:
+        return super().embed_query(text)
+
+
+class _OwnQueryPlugin:
+    @hookimpl
+    def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+        register(ProviderSpec(name="own-query", factory=lambda ctx: _OwnQueryEmbedder(id="own-query", model="h"),
+                              default_model="h"))
+
+
 def test_searches_share_one_query_embedding_thread(tmp_path: Path, ws: Path) -> None:
     import threading
 
-    with open_mem(tmp_path, ws) as mem:
+    # A provider that cannot give query vectors at once (EmbedsQueriesAtOnce) is asked on the worker thread.
+    with open_mem(tmp_path, ws, {"provider": "own-query"}, plugins=[("own-query", _OwnQueryPlugin())]) as mem:
         mem.sync()
         mem.search("harbour ferry")
         before = {t.ident for t in threading.enumerate() if t.name == "symi-query-embed"}
