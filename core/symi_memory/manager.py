@@ -729,7 +729,10 @@ class MemoryManager:
 
     def status(self) -> dict[str, Any]:
         if self.backend is None:
-            return {"backend": "none", "plugin": None, "enabled": False, "workspaceDir": str(self.agent.workspace)}
+            from .workspace import printable_path
+
+            return {"backend": "none", "plugin": None, "enabled": False,
+                    "workspaceDir": printable_path(str(self.agent.workspace))}
         backend = self._enter()
         try:
             out = dict(backend.status())

@@ -31,6 +31,7 @@ __all__ = [
     "glob_match",
     "list_memory_files",
     "open_regular",
+    "path_candidates",
     "printable_path",
     "read_allowed",
     "read_lines",
@@ -253,7 +254,21 @@ def printable_path(path: str) -> str:
         path.encode("utf-8")
         return path
     except UnicodeEncodeError:
+        pass
+    try:
         return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte (text from JSON, "\\ud800")
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def path_candidates(text: str) -> tuple[str, ...]:
+    """The paths :func:`printable_path` may have made ``text`` from: ``text`` itself, and (when it holds ``\\xNN``
+    escapes of bytes 0x80-0xff, the only ones it writes) the path with those bytes back. A path of valid UTF-8 that
+    itself holds such an escape (a literal backslash) reads the same as the other: both are offered."""
+    if "\\x" not in text:
+        return (text,)
+    raw = re.sub(r"\\x([89a-f][0-9a-f])", lambda m: chr(0xDC00 + int(m.group(1), 16)), text)
+    return (text,) if raw == text else (text, raw)
 
 
 def read_lines(text: str, from_line: int | None, lines: int | None) -> str:

@@ -248,6 +248,12 @@ def load_onnx_embedder(
     encoded from it and ``tokenizers`` is loaded only for another text.
     """
     fuse = fuse and _fusion_available()
+    if graph_cache is not None and not _utf8(str(graph_cache)):
+        # ONNX Runtime takes the path it saves the graph to as UTF-8 text: a state dir whose path holds other
+        # bytes keeps no optimised graph (each process optimises the model again), rather than failing each time.
+        log.info("not keeping optimised graphs in %s: its path is not UTF-8",
+                 str(graph_cache).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+        graph_cache = None
     cache = _graph_dir(graph_cache, model_sha256, fused=fuse) if graph_cache is not None else None
     build: Callable[[], Any] | None = None
 
@@ -338,6 +344,14 @@ def _tokenizer(tokenizer_file: Path, *, max_tokens: int, stride: int) -> Any:
     # The tokenizer file's own truncation (128 for MiniLM) would silently drop text: windows replace it.
     tok.enable_truncation(max_length=max_tokens, stride=stride)
     return tok
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _graph_dir(cache: Path, model_sha256: str, *, fused: bool = False) -> Path:

@@ -528,8 +528,8 @@ class QmdBackend:
             "provider": "qmd",
             "model": None,
             "searchMode": self.searcher.mode,
-            "workspaceDir": str(self.workspace),
-            "qmdHome": str(self.home),
+            "workspaceDir": printable_path(str(self.workspace)),
+            "qmdHome": printable_path(str(self.home)),
             "files": None if counts is None else sum(counts.get(c, 0) for c in ready if c in self.by_name),
             "collections": [
                 {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source,

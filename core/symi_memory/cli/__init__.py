@@ -196,6 +196,15 @@ def _main(argv: Sequence[str] | None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # A bug (ours or a plugin's command): the traceback is what a report needs, and the exit code must
+        # say it failed, so a script or agent host never takes a crash for an answer.
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(f"symi-memory: error: unexpected {type(exc).__name__} (a bug; the traceback above is for a report)",
+              file=sys.stderr)
+        return 1
     finally:
         app.close()
         if one_thread_blas:

@@ -74,7 +74,12 @@ class App:
         return f"\033[{code}m{text}\033[0m"
 
     def print_json(self, data: Any) -> None:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a path's byte that is not UTF-8) left in: escaped, valid UTF-8
+            text = json.dumps(data, indent=2)
+        print(text)
 
     def close(self) -> None:
         if self._manager is not None:

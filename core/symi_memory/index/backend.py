@@ -39,7 +39,7 @@ from ..types import (
     SyncProgress,
     SyncReport,
 )
-from ..workspace import PathRules
+from ..workspace import PathRules, path_candidates, printable_path
 from .chunks import NO_EPOCH
 from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled
 from .meta import NO_GENERATION, Generation
@@ -1134,14 +1134,14 @@ class IndexedBackend:
             "pendingReason": (last_error or "waiting for the embedding provider") if pending else None,
             "index": {"provider": ident.get("provider"), "model": ident.get("model") or None,
                       "lastSync": recorded.get("reason")},
-            "workspaceDir": str(self.agent.workspace),
-            "dbPath": str(self.store.path),
+            "workspaceDir": printable_path(str(self.agent.workspace)),
+            "dbPath": printable_path(str(self.store.path)),
             "provider": p.id if p else "none",
             "model": p.model if p else None,
             "requestedProvider": self.choice.requested,
             "providerReason": self.choice.reason,
             "sources": list(ms.get("sources") or []),
-            "extraPaths": list(ms.get("extraPaths") or []),
+            "extraPaths": [printable_path(str(p)) for p in ms.get("extraPaths") or []],
             "sourceCounts": counts["sourceCounts"],
             "invalidUtf8Files": counts["invalidUtf8Files"],
             "skipped": counts["skipped"],
@@ -1704,7 +1704,9 @@ def open_agent_store(agent: AgentView) -> IndexStore:
     embedding cache is reused.
     """
     vec = agent.memory_search["store"]["vector"]
-    ws = str(agent.workspace)
+    # As meta holds it: SQLite text is UTF-8, so bytes of the folder's path that are not are kept as ``\\xNN``
+    # (a path of valid UTF-8, every index written so far, is kept as it is).
+    ws = printable_path(str(agent.workspace))
 
     def open_claimed(path: Path, *, shared: bool) -> tuple[IndexStore, str]:
         store = IndexStore.open(path, vector_enabled=vec["enabled"], extension_path=vec["extensionPath"])
@@ -1712,7 +1714,7 @@ def open_agent_store(agent: AgentView) -> IndexStore:
             owner = store.claim_meta(WORKSPACE_META, ws)
             # The agent's shared file goes to another workspace only while that one exists; a
             # workspace's own file is always its own (another owner there is a moved folder).
-            if owner != ws and (not shared or not Path(owner).is_dir()):
+            if owner != ws and (not shared or not any(Path(p).is_dir() for p in path_candidates(owner))):
                 log.info("index %s belonged to workspace %s, which is gone; %s takes it over", path, owner, ws)
                 store.set_meta(WORKSPACE_META, ws)
                 owner = ws

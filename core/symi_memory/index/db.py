@@ -35,6 +35,7 @@ __all__ = [
     "file_id",
     "open_index_db",
     "set_aside",
+    "sqlite_name",
 ]
 
 log = logging.getLogger("symi_memory.index")
@@ -172,18 +173,36 @@ def may_write(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
+def sqlite_name(path: Path | str, query: str = "") -> tuple[str, int]:
+    """``(filename, extra open flags)`` SQLite opens ``path`` by: apsw takes a filename as UTF-8 text, so a path
+    holding bytes that are not UTF-8 (``os.fsdecode``'s surrogates) is given as a ``file:`` URI with those bytes
+    percent-encoded (``SQLITE_OPEN_URI``). ``query`` (``"immutable=1"``) makes it a URI in any case. A connection
+    opened by URI also takes URIs in ``ATTACH``."""
+    from urllib.parse import quote
+
+    name = str(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        if not query:
+            return name, 0
+    return f"file:{quote(os.fsencode(name))}" + (f"?{query}" if query else ""), apsw.SQLITE_OPEN_URI
+
+
 def open_db(path: Path, *, readonly: bool = False) -> apsw.Connection:
     """Open (creating folders) with WAL and a busy timeout so readers never see 'locked'."""
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    conn = apsw.Connection(str(path), flags=flags)
+    name, uri = sqlite_name(path)
+    conn = apsw.Connection(name, flags=flags | uri)
     if readonly and not may_write(path.parent) and not os.path.exists(f"{path}-wal"):
         # SQLite cannot read a WAL database in a folder where it may not create ``-shm`` unless told the file
         # will not change: with no ``-wal`` beside it, nobody is writing it now.
         conn.close()
-        from urllib.parse import quote
-
-        conn = apsw.Connection(f"file:{quote(str(path))}?immutable=1", flags=flags | apsw.SQLITE_OPEN_URI)
+        name, uri = sqlite_name(path, "immutable=1")
+        conn = apsw.Connection(name, flags=flags | uri)
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         if not readonly and not os.path.getsize(path):

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import apsw
 
-from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current, new_index_id
+from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current, new_index_id, sqlite_name
 from .fts_segments import PENDING_META, merge_after_write
 from .parts import StoreParts
 from .records import ChunkRow, FileRow, IndexChange
@@ -255,7 +255,8 @@ class Rebuild(StoreParts):
             written = self._fill_build(build, files)
             with self.lock:
                 saved_dims = self.vec_dims
-                self.conn.execute("ATTACH DATABASE ? AS build", (str(build),))
+                # A URI only when the path is not UTF-8: then the store's connection was opened by URI too.
+                self.conn.execute("ATTACH DATABASE ? AS build", (sqlite_name(build)[0],))
                 try:
                     with self.write():
                         self._swap_from_build(skipped, meta)
@@ -275,7 +276,8 @@ class Rebuild(StoreParts):
         from ..supersession import line_analysis, plain_fact
         from .keyword import cjk_bigrams
 
-        conn = apsw.Connection(str(build))
+        name, uri = sqlite_name(build)
+        conn = apsw.Connection(name, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | uri)
         try:
             # A throwaway file: no journal, no fsync; it is deleted after the swap or on the next rebuild.
             conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")
