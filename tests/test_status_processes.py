@@ -181,3 +181,62 @@ def test_a_host_opened_on_a_current_index_says_it_is_clean(tmp_path: Path) -> No
         assert host.status()["dirty"] is False
         write(ws, "memory/later.md", "- a later note\n")
         assert host.status()["dirty"] is True  # the files are what it compares, not a flag
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE and seteuid are POSIX")
+def test_a_process_that_may_only_read_the_index_syncs_a_current_index_after_another_recorded_a_disk_error() -> None:
+    """Another process's sync hit a full disk and recorded it; the notes it could not write were then removed, so
+    the index is current again. A process that may only read the index (another user's, a read-only mount) found
+    nothing to write and its sync used to succeed: it then failed with "the index is read-only", trying to clear
+    the recorded error it cannot clear (`symi-memory index` exiting with an error, a serve logging every sync)."""
+    import shutil
+    import tempfile
+
+    from support.unprivileged import Unprivileged
+
+    from symi_memory.errors import BackendError
+
+    root = Path(tempfile.mkdtemp(prefix="symi-readonly-"))  # another user may read it (pytest's tmp is private)
+    try:
+        root.chmod(0o755)
+        ws = root / "ws"
+        write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+        _notes(ws, 0, 200)
+        with open_mem(root, ws) as mem:
+            mem.sync()
+            db = Path(mem.status()["dbPath"])
+        _notes(ws, 200, 1200)
+        full = """
+            mem = open_mem(tmp, ws)
+            db = Path(mem.status()["dbPath"])
+            wal = Path(f"{db}-wal")
+            limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
+            try:
+                mem.sync()
+            except SymiMemoryError as exc:
+                failed = str(exc)
+            unlimit()
+            mem.close()
+            print(json.dumps({"failed": failed}))
+        """
+        assert "File too large" in _other_process(root, ws, full)["failed"]
+        for i in range(200, 1200):
+            (ws / f"memory/n{i:04d}.md").unlink()
+        for p in [root, *root.rglob("*")]:
+            if os.geteuid() == 0:
+                os.chown(p, 65534, 65534)
+            p.chmod(p.stat().st_mode | 0o555)
+        db.chmod(0o444)
+        with Unprivileged(), open_mem(root, ws) as mem:
+            st = mem.status()
+            assert st["dirty"] is False and "is read-only for this process" in st["lastError"]
+            report = mem.sync()  # nothing to write: no error
+            assert (report.files_indexed, report.errors) == (0, ())
+            with pytest.raises(BackendError, match="read-only"):  # what it cannot do still says why
+                write(ws, "memory/later.md", "- a later note\n")
+                mem.sync()
+    finally:
+        for p in [root, *root.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(p.stat().st_mode | 0o700)
+        shutil.rmtree(root, ignore_errors=True)

@@ -248,10 +248,12 @@ class IndexedBackend:
         wrote = report.full or report.files_indexed or report.files_removed
         if self.indexer.deferred is None and (wrote or not self.indexer.held_back):
             self._disk_failure = self._disk_recorded = None
-            if self.store.get_meta(DISK_ERROR_META):  # said by this or another process: the disk took this sync
+            # Said by this or another process: the disk took this sync. A process that may only read the index
+            # (whose status says so instead) leaves it to one that can write: its sync wrote nothing and failed none.
+            if self.store.get_meta(DISK_ERROR_META) and not self.store.read_only():
                 try:
                     self.store.set_meta(DISK_ERROR_META, "")
-                except apsw.Error as exc:
+                except (apsw.Error, BackendError) as exc:
                     log.warning("could not clear the recorded disk error: %s", exc)
         return report, changes
 
@@ -282,7 +284,7 @@ class IndexedBackend:
         try:  # for status in other processes (a fresh `symi-memory status`, a serve opened before)
             self.store.set_meta(DISK_ERROR_META, message)
             self._disk_recorded = message
-        except apsw.Error as exc:  # a disk with no room for this either: only this process knows
+        except (apsw.Error, BackendError) as exc:  # no room for this either (or remounted read-only): only here
             log.debug("could not record the disk error: %s", exc)
             self._disk_recorded = None
         return BackendError(message)
