@@ -6,46 +6,24 @@ with EFBIG, as a full disk fails with ENOSPC): the file limit applies to every f
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from support.child_process import FILE_LIMIT, run_child
 from support.sqlite_memory import open_mem, write
 
 from symi_memory import tools
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 
-TESTS = Path(__file__).resolve().parent
-
-PRELUDE = textwrap.dedent("""
-    import json, resource, signal, sys
-    from pathlib import Path
-    from support.sqlite_memory import open_mem, write
-    from symi_memory import tools
-    from symi_memory.errors import SymiMemoryError
-
-    def limit(nbytes):
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
-        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.RLIM_INFINITY))
-
-    def unlimit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-    tmp, ws = Path(sys.argv[1]), Path(sys.argv[2])
-""")
+PRELUDE = FILE_LIMIT + "tmp, ws = Path(sys.argv[1]), Path(sys.argv[2])\n"
 
 
 def _run(tmp_path: Path, ws: Path, body: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(tmp_path), str(ws)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(PRELUDE, body, str(tmp_path), str(ws))
 
 
 def test_an_append_the_disk_cannot_hold_leaves_the_file_as_it_was(tmp_path: Path) -> None:

@@ -12,35 +12,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.child_process import FILE_LIMIT, run_child
 from support.loopback_http import LoopbackServer, Reply
 from support.sqlite_memory import open_mem, write
 
 TESTS = Path(__file__).resolve().parent
 
-PRELUDE = textwrap.dedent("""
-    import json, resource, signal, sys
-    from pathlib import Path
-    from support.sqlite_memory import open_mem
-    from symi_memory.errors import SymiMemoryError
-
-    def limit(nbytes):
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
-        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.RLIM_INFINITY))
-
-    def unlimit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-    tmp, ws, ms = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
-""")
+PRELUDE = FILE_LIMIT + "tmp, ws, ms = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])\n"
 
 
 def _other_process(tmp_path: Path, ws: Path, body: str, ms: dict | None = None) -> dict:
     """Run ``body`` in another Python process on the same state dir and workspace; its last line is JSON."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(tmp_path), str(ws),
-                           json.dumps(ms or {})], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(PRELUDE, body, str(tmp_path), str(ws), json.dumps(ms or {}))
 
 
 def test_a_provider_error_another_process_cleared_or_hit_is_what_a_long_lived_process_says(tmp_path: Path) -> None:
