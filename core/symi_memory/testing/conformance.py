@@ -185,17 +185,29 @@ def test_supersession_demotes_the_older_version_or_status_says_why_not(conforman
     assert then[0]["path"] == "memory/2026-03-01.md" and "supersededBy" not in then[0]
 
 
+def _synced_backend(ws: Path, open_memory: Any, capability: type, why: str) -> Any:
+    """The backend of a memory opened on ``ws`` and synced, when it has ``capability``; else the check is skipped
+    with ``why``."""
+    mem = open_memory(ws)
+    mem.sync()
+    if not isinstance(mem.backend, capability):
+        pytest.skip(why)
+    return mem.backend
+
+
+def _quokka_candidates(backend: Any) -> Any:
+    """The candidates of a wide "quokka harbour" search (6 results of 24 candidates, no score floor)."""
+    return backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
+                                      candidate_limit=24)).candidates
+
+
 def test_stored_vectors_come_back_for_every_candidate(conformance_workspace: Path, open_conformance_memory) -> None:
     """``candidate_vectors`` (backends that store vectors) returns each candidate's vector, all one size."""
     from symi_memory.specs import StoredVectors
 
-    mem = open_conformance_memory(conformance_workspace)
-    mem.sync()
-    if not isinstance(mem.backend, StoredVectors):
-        pytest.skip("this backend stores no vectors (status()['supersession'] says so)")
-    backend: Any = mem.backend
-    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
-                                           candidate_limit=24)).candidates
+    backend = _synced_backend(conformance_workspace, open_conformance_memory, StoredVectors,
+                              "this backend stores no vectors (status()['supersession'] says so)")
+    cands = _quokka_candidates(backend)
     vecs = backend.candidate_vectors([c.id for c in cands])
     assert set(vecs) == {c.id for c in cands}
     assert len({len(v) for v in vecs.values()}) == 1
@@ -234,13 +246,9 @@ def test_stored_line_analyses_give_the_lines_of_a_fresh_analysis(conformance_wor
     from symi_memory.specs import StoredLineAnalysis
     from symi_memory.supersession import _split, lines_from_analysis
 
-    mem = open_conformance_memory(conformance_workspace)
-    mem.sync()
-    if not isinstance(mem.backend, StoredLineAnalysis):
-        pytest.skip("this backend stores no line analyses (supersession analyses candidates at query time)")
-    backend: Any = mem.backend
-    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
-                                       candidate_limit=24)).candidates
+    backend = _synced_backend(conformance_workspace, open_conformance_memory, StoredLineAnalysis,
+                              "this backend stores no line analyses (supersession analyses candidates at query time)")
+    cands = _quokka_candidates(backend)
     got = backend.candidate_line_analysis([c.id for c in cands])
     assert set(got) == {c.id for c in cands}
     for c in cands:
@@ -257,13 +265,9 @@ def test_stored_plain_answers_are_those_of_the_texts_handed_out(conformance_work
     from symi_memory.specs import StoredPlain
     from symi_memory.supersession import plain_chunk
 
-    mem = open_conformance_memory(conformance_workspace)
-    mem.sync()
-    if not isinstance(mem.backend, StoredPlain):
-        pytest.skip("this backend stores no plain-chunk answers (supersession tells the texts at query time)")
-    backend: Any = mem.backend
-    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
-                                       candidate_limit=24)).candidates
+    backend = _synced_backend(conformance_workspace, open_conformance_memory, StoredPlain,
+                              "this backend stores no plain-chunk answers (supersession tells the texts at query time)")
+    cands = _quokka_candidates(backend)
     got = backend.candidate_plain([c.id for c in cands] + ["no such id"])
     assert set(got) <= {c.id for c in cands}
     assert all(got[c.id] is plain_chunk(c.text) for c in cands if c.id in got)
@@ -274,13 +278,9 @@ def test_stored_line_vectors_are_the_lines_own(conformance_workspace: Path, open
     inside the chunk, in line order, each the same direction as that line's text embedded now."""
     from symi_memory.specs import EmbedsTexts, StoredLineVectors
 
-    mem = open_conformance_memory(conformance_workspace)
-    mem.sync()
-    if not isinstance(mem.backend, StoredLineVectors):
-        pytest.skip("this backend stores no line vectors (supersession judges by chunk vectors)")
-    backend: Any = mem.backend
-    cands = backend.search(SearchQuery(text="quokka harbour", max_results=6, min_score=0.0,
-                                       candidate_limit=24)).candidates
+    backend = _synced_backend(conformance_workspace, open_conformance_memory, StoredLineVectors,
+                              "this backend stores no line vectors (supersession judges by chunk vectors)")
+    cands = _quokka_candidates(backend)
     got = backend.candidate_line_vectors([c.id for c in cands])
     assert got, "no candidate has line vectors"
     by_id = {c.id: c for c in cands}
