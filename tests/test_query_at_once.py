@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sqlite_memory import open_local
 
 from symi_memory import hookimpl, load_config, open_memory
 from symi_memory.errors import EmbeddingError
@@ -150,9 +151,7 @@ def test_an_error_answering_at_once_is_an_embedding_error_of_the_search(tmp_path
 def test_the_local_provider_answers_a_query_it_embedded_before_at_once(tmp_path: Path) -> None:
     pytest.importorskip("symi_memory_local")
     ws = _workspace(tmp_path)
-    cfg = load_config(None, state_dir=tmp_path / "local",
-                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
-    with open_memory(cfg, workspace=ws, start=False) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         provider = mem.backend.choice.provider
         assert isinstance(provider, EmbedsQueriesAtOnce)
@@ -177,9 +176,7 @@ def _local_over_hash() -> Any:
 def test_a_caller_changing_the_vector_it_was_given_does_not_change_later_searches(tmp_path: Path) -> None:
     pytest.importorskip("symi_memory_local")
     ws = _workspace(tmp_path)
-    cfg = load_config(None, state_dir=tmp_path / "local",
-                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
-    with open_memory(cfg, workspace=ws, start=False) as mem:
+    with open_local(tmp_path, ws) as mem:
         mem.sync()
         provider = mem.backend.choice.provider
         first = [(r.path, r.start_line, r.score) for r in mem.search(QUERIES[1], min_score=0).results]
@@ -311,9 +308,7 @@ def test_the_local_provider_s_kept_vectors_are_the_ones_its_optimised_session_gi
     call; the two differ in the 7th digit, so a vector kept from the first is not what embed_query gives after."""
     pytest.importorskip("symi_memory_local")
     ws = _workspace(tmp_path)
-    cfg = load_config(None, state_dir=tmp_path / "local",
-                      overrides={"agents": {"defaults": {"memorySearch": {"provider": "local"}}}})
-    with open_memory(cfg, workspace=ws, start=False) as mem:
+    with open_local(tmp_path, ws) as mem:
         provider = mem.backend.choice.provider
         provider.embed_query(QUERIES[1])  # the first call: the fast-start session
         provider.embed_query(QUERIES[2])  # the second: the optimised session is built and swapped in
