@@ -18,7 +18,23 @@ from support.sqlite_memory import open_mem, write
 
 TESTS = Path(__file__).resolve().parent
 
-PRELUDE = FILE_LIMIT + "tmp, ws, ms = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])\n"
+PRELUDE = FILE_LIMIT + textwrap.dedent("""
+    def sync_on_a_full_disk(mem):
+        \"\"\"Sync ``mem`` with room for 300 kB more than its index holds (the index is open in another process:
+        its WAL may hold more than the file); the error the sync raised, or None.\"\"\"
+        db = Path(mem.status()["dbPath"])
+        wal = Path(f"{db}-wal")
+        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
+        try:
+            mem.sync()
+        except SymiMemoryError as exc:
+            return str(exc)
+        finally:
+            unlimit()
+        return None
+
+    tmp, ws, ms = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+""")
 
 
 def _other_process(tmp_path: Path, ws: Path, body: str, ms: dict | None = None) -> dict:
@@ -93,14 +109,7 @@ def test_a_disk_error_is_said_by_every_process_until_a_sync_in_any_process_write
     """
     full_then_room = """
         mem = open_mem(tmp, ws)
-        db = Path(mem.status()["dbPath"])
-        wal = Path(f"{db}-wal")  # the index is open in another process: its WAL holds what it wrote
-        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
-        try:
-            mem.sync()
-        except SymiMemoryError as exc:
-            failed = str(exc)
-        unlimit()
+        failed = sync_on_a_full_disk(mem)
         mem.close()
         print(json.dumps({"failed": failed}))
     """
@@ -120,14 +129,8 @@ def test_a_disk_error_is_said_by_every_process_until_a_sync_in_any_process_write
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     serve = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent("""
         mem = open_mem(tmp, ws)
-        db = Path(mem.status()["dbPath"])
-        wal = Path(f"{db}-wal")
-        limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
-        try:
-            mem.sync()
-        except SymiMemoryError as exc:
-            print(json.dumps({"failed": str(exc)}), flush=True)
-        unlimit()
+        if (failed := sync_on_a_full_disk(mem)) is not None:
+            print(json.dumps({"failed": failed}), flush=True)
         sys.stdin.readline()  # another process syncs meanwhile
         print(json.dumps({"lastError": mem.status()["lastError"]}), flush=True)
         mem.close()
@@ -191,14 +194,7 @@ def test_a_process_that_may_only_read_the_index_syncs_a_current_index_after_anot
         _notes(ws, 200, 1200)
         full = """
             mem = open_mem(tmp, ws)
-            db = Path(mem.status()["dbPath"])
-            wal = Path(f"{db}-wal")
-            limit(max(db.stat().st_size, wal.stat().st_size if wal.exists() else 0) + 300_000)
-            try:
-                mem.sync()
-            except SymiMemoryError as exc:
-                failed = str(exc)
-            unlimit()
+            failed = sync_on_a_full_disk(mem)
             mem.close()
             print(json.dumps({"failed": failed}))
         """
