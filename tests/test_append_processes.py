@@ -218,6 +218,29 @@ def _open_slow(tmp_path: Path, ws: Path, delay: float) -> object:
     return open_memory(cfg, workspace=ws, start=False, plugins=slow_plugins(delay))
 
 
+def _appending_slowly(tmp_path: Path, ws: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> tuple[object, threading.Thread, list[object]]:
+    """A workspace indexed, then reopened on a provider taking 2.5 s a batch (LOCK_WAIT_SECONDS 1 s), appending
+    NOTE to MEMORY.md in a thread: returned (manager, thread, its answer) once the note is on disk, while the
+    thread holds the append lock to index it. The caller closes the manager."""
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    mem.sync()  # type: ignore[attr-defined]
+    mem.close()  # type: ignore[attr-defined]
+    mem = _open_slow(tmp_path, ws, 2.5)
+    try:
+        t, out = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
+        deadline = time.monotonic() + 30
+        while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    except BaseException:
+        mem.close()  # type: ignore[attr-defined]
+        raise
+    return mem, t, out
+
+
 def test_an_append_waits_for_another_process_whose_provider_is_slow_to_index_its_note(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another process's append is indexing its note through an embedding provider slower than LOCK_WAIT_SECONDS
@@ -254,18 +277,8 @@ def test_two_appends_in_one_process_wait_for_a_slow_provider(
     """serve answering two memory_append calls at once, its provider slower than LOCK_WAIT_SECONDS to index the
     first note: the second waits its turn and is written (it used to fail with 'nothing was written')."""
     ws = tmp_path / "ws"
-    write(ws, "MEMORY.md", "- prefers tea\n")
-    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
-    mem = _open_slow(tmp_path, ws, 0.0)
-    mem.sync()  # type: ignore[attr-defined]
-    mem.close()  # type: ignore[attr-defined]
-    mem = _open_slow(tmp_path, ws, 2.5)
+    mem, first, out1 = _appending_slowly(tmp_path, ws, monkeypatch)
     try:
-        first, out1 = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
-        wait_until = time.monotonic() + 30
-        while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):
-            assert time.monotonic() < wait_until
-            time.sleep(0.01)
         second = tools.memory_append(mem, {"text": "The plumber comes on Friday morning",  # type: ignore[arg-type]
                                            "target": "long-term"})
         first.join(timeout=60)
@@ -336,18 +349,8 @@ def test_a_child_forked_while_a_thread_appends_can_append(tmp_path: Path, monkey
     inherits that thread's append lock held, with no thread to let it go. Its own appends must still go through
     once the parent's append is done (they waited LOCK_WAIT_SECONDS and failed, every one, for the child's life)."""
     ws = tmp_path / "ws"
-    write(ws, "MEMORY.md", "- prefers tea\n")
-    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
-    mem = _open_slow(tmp_path, ws, 0.0)
-    mem.sync()  # type: ignore[attr-defined]
-    mem.close()  # type: ignore[attr-defined]
-    mem = _open_slow(tmp_path, ws, 2.5)
+    mem, t, out = _appending_slowly(tmp_path, ws, monkeypatch)  # the thread holds the append lock
     try:
-        t, out = _in_thread(lambda: tools.memory_append(mem, {"text": NOTE, "target": "long-term"}))
-        deadline = time.monotonic() + 30
-        while NOTE not in (ws / "MEMORY.md").read_text(encoding="utf-8"):  # the thread holds the append lock
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
         answer_file = tmp_path / "child.json"
         pid = os.fork()
         if pid == 0:  # the child: a manager of its own, appending another note
