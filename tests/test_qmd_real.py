@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,96 @@ def test_real_qmd_skips_a_name_not_valid_utf8_and_status_lists_it(tmp_path, ws):
     assert b.status()["skipped"] == [{"path": "memory/caf\\xe9.md", "reason": "file name is not valid UTF-8"}]
     assert report.warnings == ("memory/caf\\xe9.md is not indexed: file name is not valid UTF-8",)
     assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
+
+
+def _found(b, text: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return sorted(c.path for c in b.search(query(text)).candidates)
+
+
+@pytest.mark.parametrize("setting", ["extraPaths", "qmd.paths"])
+def test_real_qmd_keeps_a_folder_away_for_a_while_searchable_and_catches_up_when_back(tmp_path, ws, setting):
+    # One `qmd update` updates every collection: with an extra path (or a memory.qmd.paths folder) renamed away
+    # it took the folder's documents for deleted, while the core's warning said they stayed searchable.
+    notes = tmp_path / "notes"
+
+    def backend():  # type: ignore[no-untyped-def]
+        if setting == "extraPaths":
+            return make_backend(tmp_path, QMD, extra_paths=[str(notes)])
+        return make_backend(tmp_path, QMD, {"paths": [{"path": "../notes", "name": "notes"}]})
+
+    b = backend()
+    assert b.sync().errors == ()
+    assert _found(b, "kraken") == ["qmd/notes/sub/k.md"]
+    os.rename(notes, tmp_path / "away")
+    write(ws / "memory" / "2026-05-20.md", "# Day 20\n\nA walrus visited the office.\n")
+    report = b.sync()
+    assert report.errors == ()
+    assert _found(b, "kraken") == ["qmd/notes/sub/k.md"]
+    files = {c["name"]: (c["ready"], c["files"]) for c in b.status()["collections"]}
+    assert files["notes"] == (True, 2) and files["memory-dir-main"] == (True, 6)  # the others are updated as before
+    if setting == "extraPaths":
+        assert report.warnings == ()  # the core's warning names an absent extra path, and it is true here too
+    else:  # the core knows nothing of memory.qmd.paths: the backend says it
+        assert report.warnings == (
+            f"memory.qmd.paths entry {notes} does not exist: nothing new is indexed from it; what qmd already holds "
+            "from it (collection notes) stays searchable until it is back or leaves memory.qmd.paths",)
+    assert b.status()["warnings"] == list(report.warnings)
+    other = backend()  # another process, which never updated, searches what qmd holds
+    assert _found(other, "kraken") == ["qmd/notes/sub/k.md"]
+    other.close()
+    os.rename(tmp_path / "away", notes)
+    (notes / "sub" / "k.md").unlink()  # deleted while away: goes once it is back
+    write(notes / "n.md", "# N\n\nA narwhal swims past the kraken's old spot.\n")
+    assert b.sync().errors == ()
+    assert _found(b, "narwhal") == ["qmd/notes/n.md"]
+    st = b.status()
+    assert [c["files"] for c in st["collections"] if c["name"] == "notes"] == [2]  # other.md and n.md: k.md went
+    assert st["warnings"] == [] and not st["dirty"]
+    b.close()
+
+
+def test_real_qmd_keeps_a_folder_it_cannot_read_and_updates_the_rest(tmp_path, ws):
+    # An extra path qmd may not list (chmod 000) made every `qmd update` fail (EACCES): nothing new was indexed
+    # anywhere, and searches went to the fallback. Root reads anything, so the run drops root's override.
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    body = textwrap.dedent("""
+        import json, sys
+        from pathlib import Path
+        from qmd_standin.helpers import make_backend, write
+        from symi_memory.types import SearchQuery
+        tmp, qmd = Path(sys.argv[1]), sys.argv[2]
+        b = make_backend(tmp, qmd, extra_paths=[str(tmp / "notes")])
+        def found(text):
+            return sorted(c.path for c in b.search(SearchQuery(text=text, max_results=6, min_score=0.0,
+                                                                candidate_limit=24)).candidates)
+        first = b.sync()
+        before = found("kraken")
+        (tmp / "notes").chmod(0)
+        write(tmp / "ws" / "memory" / "2026-05-20.md", "# Day 20\\n\\nA walrus visited the office.\\n")
+        try:
+            report = b.sync()
+            st = b.status()
+            away = {"errors": list(report.errors), "warnings": list(report.warnings), "kraken": found("kraken"),
+                    "files": {c["name"]: c["files"] for c in st["collections"]}, "fallback": st["fallback"]}
+        finally:
+            (tmp / "notes").chmod(0o755)
+        write(tmp / "notes" / "n.md", "# N\\n\\nA narwhal.\\n")
+        b.sync()
+        print(json.dumps({"first": list(first.errors), "before": before, "away": away, "back": found("narwhal"),
+                          "warnings": b.status()["warnings"]}))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([*prefix, sys.executable, "-c", body, str(tmp_path), QMD], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["first"] == [] and out["before"] == ["qmd/notes/sub/k.md"]
+    assert out["away"] == {
+        "errors": [], "kraken": ["qmd/notes/sub/k.md"], "fallback": None,
+        "files": {"memory-root-main": 1, "memory-alt-main": 0, "memory-dir-main": 6, "notes": 2},
+        "warnings": [f"memorySearch.extraPaths entry {tmp_path / 'notes'} cannot be read (Permission denied): nothing "
+                     "new is indexed from it; what qmd already holds from it (collection notes) stays searchable until "
+                     "it can be read again or leaves memorySearch.extraPaths"]}
+    assert out["back"] == ["qmd/notes/n.md"] and out["warnings"] == []

@@ -555,6 +555,26 @@ def test_a_workspace_away_for_a_while_keeps_its_documents_in_qmd(tmp_path, ws):
     typo.close()
 
 
+def test_a_single_file_path_away_for_a_while_keeps_its_document(tmp_path, ws):
+    # A memory.qmd.paths entry naming one .md file is its folder with the file as the mask: with the file gone
+    # (moved away for a while, as an absent extra path file is kept by builtin-sqlite) its document stays.
+    write(tmp_path / "extra" / "solo.md", "# Solo\n\nThe okapi sleeps standing.\n")
+    b = make_backend(tmp_path, standin_command(), {"paths": [{"path": "../extra/solo.md", "name": "solo"}]})
+    assert b.sync().errors == ()
+    os.rename(tmp_path / "extra" / "solo.md", tmp_path / "solo.md")
+    report = b.sync()
+    assert [c.path for c in b.search(query("okapi")).candidates] == ["qmd/solo/solo.md"]
+    assert report.warnings == (f"memory.qmd.paths entry {tmp_path / 'extra' / 'solo.md'} does not exist: nothing new "
+                               "is indexed from it; what qmd already holds from it (collection solo) stays searchable "
+                               "until it is back or leaves memory.qmd.paths",)
+    os.rename(tmp_path / "solo.md", tmp_path / "extra" / "solo.md")
+    write(tmp_path / "extra" / "solo.md", "# Solo\n\nThe okapi now sleeps lying down.\n")
+    assert b.sync().warnings == ()
+    (hit,) = b.search(query("okapi")).candidates
+    assert "lying down" in hit.text
+    b.close()
+
+
 def test_a_new_transcript_limit_makes_the_export_stale(tmp_path, ws):
     """sync.maxFileBytes changed (raised to hold a transcript whole): a one-shot command sees the index stale and
     updates, as builtin-sqlite re-reads every transcript, instead of searching the old, cut export."""

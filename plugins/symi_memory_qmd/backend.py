@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from symi_memory.types import (
     SyncProgress,
     SyncReport,
 )
-from symi_memory.workspace import NOT_UTF8, PathRules, glob_match, printable_path
+from symi_memory.workspace import NOT_UTF8, PathRules, absent_roots, glob_match, printable_path
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import DEFAULT_MAX_BYTES, export_sessions
@@ -93,6 +94,8 @@ class QmdBackend:
             sessions_dir=self.export_dir if sess.get("enabled") else None,
         )
         self.by_name = {c.name: c for c in self.collections}
+        #: The extra paths, resolved as their collections' roots are: the core's warning names them when absent.
+        self._extra_roots = {_resolved(str(e), self.workspace) for e in extra_paths if str(e).strip()}
         self.path_rules = PathRules.from_workspace(self.workspace, extra_paths)
         for c in self.collections:
             # memory.qmd.paths[] inside the workspace: readable by their shown path, within their mask.
@@ -220,7 +223,8 @@ class QmdBackend:
                 self._ready = {c.name for c in self.collections} - set(pending)
                 self._needs_reconcile = False
                 self._reconciled = True
-            out = runner.run(["update"], timeout_ms=int(upd["updateTimeoutMs"]))
+            away = {c.name for c, _ in self._away() if c.name in self._ready}
+            out = self._run_update(runner, away, timeout_ms=int(upd["updateTimeoutMs"]))
         except QmdError as exc:
             self._needs_reconcile = True
             self._mark_failed(f"qmd update failed: {exc}")
@@ -229,6 +233,9 @@ class QmdBackend:
         self.last_update = time.time()
         self._fingerprint_done = fingerprint
         self._counts = update_counts(out.stdout)
+        before = self._saved_state().get("files")
+        if isinstance(before, dict):  # not updated: what qmd holds from them is what the last update counted
+            self._counts.update({n: int(before[n]) for n in away if isinstance(before.get(n), int)})
         self._clear_failure()
         if embed:
             self.last_embed_at = time.time()
@@ -244,6 +251,65 @@ class QmdBackend:
                     "memory.qmd.update.embedInterval: %s", exc)
                 self.embed_error = str(exc)
         self._save_state(update_error=None)
+
+    def _away(self) -> list[tuple[CollectionSpec, str]]:
+        """The ``memory.qmd.paths[]`` and extra-path collections whose folder (or file) qmd cannot read now, and
+        why: gone (renamed, removed, unmounted for a while), a file in place of the folder, a folder on the way
+        this user may not enter, or a folder it may not list. ``qmd update`` would take every document indexed from
+        there for deleted, or fail as a whole (a folder it may not read); such a collection is left out of the
+        update instead (:meth:`_run_update`), so what qmd holds from it stays searchable until it is back, as
+        builtin-sqlite keeps an absent extra path's files."""
+        out: list[tuple[CollectionSpec, str]] = []
+        for c in self.collections:
+            if c.root is None:
+                continue
+            found = absent_roots(self.workspace, [str(c.root)])
+            # One inside a workspace that is gone is the workspace's (listed only for it).
+            gone = [r for r in found if r.kind != "workspace" or self.workspace in c.root.parents]
+            if gone:
+                out.append((c, gone[0].why))
+            elif c.root.is_dir():
+                try:
+                    with os.scandir(c.root):
+                        pass
+                except OSError as exc:
+                    out.append((c, f"cannot be read ({exc.strerror or exc})"))
+        return out
+
+    def _away_warnings(self) -> tuple[str, ...]:
+        """What a sync and ``status()`` say of :meth:`_away` that the core does not (it names an absent extra
+        path; a ``memory.qmd.paths`` entry, and a folder that is there but cannot be read, are this backend's)."""
+        out = []
+        for c, why in self._away():
+            assert c.root is not None
+            if c.root in self._extra_roots and not why.startswith("cannot be read"):
+                continue  # the core's warning says it, and it is true here too
+            setting = "memorySearch.extraPaths" if c.root in self._extra_roots else "memory.qmd.paths"
+            until = "it can be read again" if why.startswith("cannot be read") else "it is back"
+            out.append(f"{setting} entry {printable_path(str(c.root))} {why}: nothing new is indexed from it; what "
+                       f"qmd already holds from it (collection {c.name}) stays searchable until {until} or leaves "
+                       f"{setting}")
+        return tuple(out)
+
+    def _run_update(self, runner: QmdRunner, away: set[str], *, timeout_ms: int) -> Any:
+        """``qmd update``; with collections :meth:`_away`, over a config that leaves them out.
+
+        One ``qmd update`` updates every collection its config lists, and takes the files of one whose folder is
+        gone for deleted. ``QMD_CONFIG_DIR`` points this one run at a config listing the other collections (qmd
+        keeps the collections' documents in its index, not its config); every other qmd call, the next update
+        included, reads the config in the qmd home, which lists them all.
+        """
+        if not away:
+            return runner.run(["update"], timeout_ms=timeout_ms)
+        log.info("qmd update leaves out %s until %s back: it would drop what was indexed from there",
+                 ", ".join(sorted(away)), "it is" if len(away) == 1 else "they are")
+        listed = {c.name: {"path": str(c.path), "pattern": c.pattern}
+                  for c in self.collections if c.name in self._ready and c.name not in away}
+        with tempfile.TemporaryDirectory(prefix="update-config-", dir=self.home) as tmp:
+            # JSON is YAML: qmd reads it as its index.yml.
+            Path(tmp, "index.yml").write_text(json.dumps({"collections": listed}), encoding="utf-8")
+            only = attrs.evolve(runner, extra_env={**runner.extra_env, "QMD_CONFIG_DIR": tmp})
+            return only.run(["update"], timeout_ms=timeout_ms)
 
     def _spec_key(self) -> list[list[str]]:
         """The collections as this config defines them, as the state file records them."""
@@ -344,7 +410,8 @@ class QmdBackend:
         # While qmd cannot answer, searches are served by the fallback: a blocking sync (the CLI's
         # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
         # one-shot process would cancel on exit. While degraded it must stay current too.
-        warnings = tuple(f"{p} is not indexed: {why}" for p, why in sorted(self._unnamed().items()))
+        warnings = (tuple(f"{p} is not indexed: {why}" for p, why in sorted(self._unnamed().items()))
+                    + self._away_warnings())
         fb = self._get_fallback(first_sync=False) if self._failure is not None else self._fallback
         if fb is not None:
             fb_report = fb.sync(reason=reason, force=force, progress=progress)
@@ -553,6 +620,8 @@ class QmdBackend:
             # Transcripts whose messages exceed memorySearch.sync.maxFileBytes: their newest messages are exported.
             "partial": [{"path": p, "reason": str(why)} for p, why in sorted((partial if isinstance(partial, dict)
                                                                              else {}).items())],
+            # memory.qmd.paths entries (and folders) qmd cannot read now; the core adds an absent extra path's.
+            "warnings": list(self._away_warnings()),
         }
 
     def close(self) -> None:
@@ -572,8 +641,7 @@ def _with_extra_paths(paths: Sequence[Any], extra_paths: Sequence[str], workspac
     An extra path that a ``paths`` entry already names is not added twice.
     """
     def resolved(raw: str) -> Path:
-        p = Path(raw).expanduser()
-        return (p if p.is_absolute() else workspace / p).resolve()
+        return _resolved(raw, workspace)
 
     named = {resolved(str(e if isinstance(e, str) else e.get("path") or "")) for e in paths}
     out = list(paths)
@@ -582,6 +650,12 @@ def _with_extra_paths(paths: Sequence[Any], extra_paths: Sequence[str], workspac
             named.add(resolved(str(extra)))
             out.append(str(extra))
     return out
+
+
+def _resolved(raw: str, workspace: Path) -> Path:
+    """A configured path as its collection's root: ``~`` expanded, relative to the workspace, resolved."""
+    p = Path(raw).expanduser()
+    return (p if p.is_absolute() else workspace / p).resolve()
 
 
 def _memory_files(root: str, pattern: str) -> list[str]:

@@ -35,6 +35,9 @@ class CollectionSpec:
     path: Path
     pattern: str
     source: str = "memory"
+    #: The folder or ``.md`` file a ``memory.qmd.paths[]`` entry (or an extra path) names, resolved; None for the
+    #: workspace's own collections and the transcripts'. While it is absent qmd keeps what it indexed from it.
+    root: Path | None = None
 
 
 def slug(text: str) -> str:
@@ -53,12 +56,12 @@ def derive_collections(
 ) -> list[CollectionSpec]:
     """Build the collection list from the workspace, ``paths[]`` and sessions."""
     agent = slug(agent_id)
-    wanted: list[tuple[str, Path, str, str]] = []
+    wanted: list[tuple[str, Path, str, str, Path | None]] = []
     if include_default_memory:
         wanted += [
-            (f"memory-root-{agent}", workspace, "MEMORY.md", "memory"),
-            (f"memory-alt-{agent}", workspace, "memory.md", "memory"),
-            (f"memory-dir-{agent}", workspace / "memory", "**/*.md", "memory"),
+            (f"memory-root-{agent}", workspace, "MEMORY.md", "memory", None),
+            (f"memory-alt-{agent}", workspace, "memory.md", "memory", None),
+            (f"memory-dir-{agent}", workspace / "memory", "**/*.md", "memory", None),
         ]
     for i, entry in enumerate(paths):
         item = {"path": entry} if isinstance(entry, str) else dict(entry)
@@ -66,23 +69,23 @@ def derive_collections(
         if not raw:
             raise ValueError(f"memory.qmd.paths[{i}].path is empty; give a directory or .md file")
         target = Path(raw).expanduser()
-        target = (target if target.is_absolute() else workspace / target).resolve()
+        root = target = (target if target.is_absolute() else workspace / target).resolve()
         pattern = str(item.get("pattern") or "**/*.md")
         if target.suffix == ".md" and not target.is_dir():
             # qmd indexes directories; a single file is its parent with the file as the mask.
             target, pattern = target.parent, target.name
-        wanted.append((slug(str(item.get("name") or target.name)), target, pattern, "memory"))
+        wanted.append((slug(str(item.get("name") or target.name)), target, pattern, "memory", root))
     if sessions_dir is not None:
-        wanted.append((f"sessions-{agent}", sessions_dir, "**/*.md", "sessions"))
+        wanted.append((f"sessions-{agent}", sessions_dir, "**/*.md", "sessions", None))
     taken: set[str] = set()
     out = []
-    for name, path, pattern, source in wanted:
+    for name, path, pattern, source, named in wanted:
         unique, n = name, 1
         while unique in taken:
             n += 1
             unique = f"{name}-{n}"
         taken.add(unique)
-        out.append(CollectionSpec(name=unique, path=path, pattern=pattern, source=source))
+        out.append(CollectionSpec(name=unique, path=path, pattern=pattern, source=source, root=named))
     return out
 
 
@@ -117,19 +120,24 @@ def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *,
     """Add missing collections and re-add changed ones; return the names not yet creatable.
 
     A collection whose directory does not exist yet (an agent without
-    ``memory/``) is skipped and reported, so the caller can try again later.
+    ``memory/``) is skipped and reported, so the caller can try again later;
+    one qmd already has as this spec defines it stays (a folder away for a
+    while: what qmd indexed from it is still searched).
     """
     existing = _existing(runner, timeout_ms)
     pending = []
     for spec in specs:
-        if not spec.path.is_dir():
-            pending.append(spec.name)
-            continue
         if spec.name in existing:
             path, pattern = _shown(runner, spec.name, timeout_ms)
             if Path(path).resolve() == spec.path.resolve() and pattern == spec.pattern:
                 continue
+            if not spec.path.is_dir():
+                pending.append(spec.name)  # changed while away: re-added once it is there
+                continue
             log.info("qmd collection %s changed (%s %s -> %s %s); re-adding", spec.name, path, pattern, spec.path, spec.pattern)
             runner.run(["collection", "remove", spec.name], timeout_ms=timeout_ms)
+        elif not spec.path.is_dir():
+            pending.append(spec.name)
+            continue
         _add(runner, spec, timeout_ms)
     return pending
