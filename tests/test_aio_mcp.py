@@ -413,3 +413,61 @@ def test_mcp_stdio_server_stops_on_a_signal_while_an_append_waits_for_another_pr
     assert code == 0 and "Traceback" not in err, err
     assert took < 10, f"the server stopped {took:.1f} s after SIGTERM"
     assert {p: p.read_bytes() for p in notes.rglob("*.md")} == before
+
+
+def test_mcp_memory_append_answers_an_error_naming_a_hung_appender_and_keeps_serving(
+        tmp_path: Path, notes: Path) -> None:
+    """Another process's append to the workspace is alive but hung (its provider call does not come back): the MCP
+    memory_append answers after sync.appendWaitSeconds with a tool error naming that process's pid, writes
+    nothing, and the server goes on answering. It used to wait as long as the holder lived."""
+    pytest.importorskip("mcp_types")
+    tests = Path(__file__).resolve().parent
+    from test_append_processes import SLOW_APPENDER
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "symi.json").write_text(json.dumps({"agents": {"defaults": {"memorySearch": {
+        "provider": "none", "sync": {"appendWaitSeconds": 1}}}}}))
+    marker = "Bought a bicycle from the neighbours for forty euros"
+    holder = subprocess.Popen([sys.executable, "-c", SLOW_APPENDER, str(state), str(notes), "30", str(tests), "120",
+                               marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "--agent", "other",
+                             "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 60
+        while marker not in (notes / "MEMORY.md").read_text(encoding="utf-8"):  # it indexes its note, for ever
+            assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()
+            time.sleep(0.01)
+        before = {p: p.read_bytes() for p in notes.rglob("*.md")}
+
+        def call(ident: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {
+                "name": name, "arguments": arguments}}).encode() + b"\n")
+            proc.stdin.flush()
+            return json.loads(proc.stdout.readline())["result"]
+
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        ).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        started = time.monotonic()
+        refused = call(2, "memory_append", {"text": "The plumber comes on Friday morning"})
+        took = time.monotonic() - started
+        found = call(3, "memory_search", {"query": "tea"})
+        assert holder.poll() is None  # still hung, undisturbed
+    finally:
+        for p in (proc, holder):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert refused["isError"] is True and took < 20, (refused, took)
+    error = refused["structuredContent"]["error"]
+    assert f"pid {holder.pid}, holding lock file" in error and "nothing was written" in error, error
+    assert refused["structuredContent"]["bytesWritten"] == 0
+    assert found["isError"] is False and found["structuredContent"]["results"], found
+    assert {p: p.read_bytes() for p in notes.rglob("*.md")} == before

@@ -404,3 +404,45 @@ def test_a_child_forked_during_a_write_does_not_keep_the_memory_file_locked(
             os.kill(pid, 9)
             os.waitpid(pid, 0)
     assert refused == 0
+
+
+def test_an_append_gives_up_on_a_live_but_hung_appender_after_append_wait_seconds_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's append is alive (it beats) but its provider call does not come back: this append waits
+    sync.appendWaitSeconds in all, then answers with an error naming that process (pid, how long it has held the
+    lock) and writes nothing; the other append is not disturbed and lands. Before, it waited as long as the holder
+    kept beating: without limit for a provider call that never returns."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0)
+    mem.close()  # type: ignore[attr-defined]
+    sys.path.insert(0, str(TESTS / "support"))
+    from slow_provider import slow_plugins
+
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "slow", "cache": {"enabled": False}, "sync": {"appendWaitSeconds": 1.5}}}}})
+    mem = open_memory(cfg, workspace=ws, start=False, plugins=slow_plugins(0.0))
+    try:
+        mem.sync()
+        other = _slow_appender(tmp_path, ws, 1.0, 4.5)  # it beats every 1/6 s while its provider sleeps
+        try:
+            started = time.monotonic()
+            answer = tools.memory_append(mem, {"text": "The plumber comes on Friday morning", "target": "long-term"})
+            took = time.monotonic() - started
+            out, err = other.communicate(timeout=60)
+        finally:
+            if other.poll() is None:
+                other.kill()
+                other.wait()
+    finally:
+        mem.close()
+    assert answer["bytesWritten"] == 0 and answer.get("appended") is None, answer
+    assert f"pid {other.pid}, holding lock file" in answer["error"], answer
+    assert "sync.appendWaitSeconds = 1.5" in answer["error"] and "nothing was written" in answer["error"], answer
+    assert 1.4 < took < 4.0, took  # gave up at the limit, not when the holder finished
+    assert json.loads(out.strip().splitlines()[-1])["appended"] is True, err  # the holder went on undisturbed
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == f"- prefers tea\n{NOTE}\n"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,38 @@ def test_real_qmd_keeps_a_folder_it_cannot_read_and_updates_the_rest(tmp_path, w
                      "new is indexed from it; what qmd already holds from it (collection notes) stays searchable until "
                      "it can be read again or leaves memorySearch.extraPaths"]}
     assert out["back"] == ["qmd/notes/n.md"] and out["warnings"] == []
+
+
+def test_real_qmd_a_new_session_retention_makes_the_index_stale_and_the_next_sync_applies_it(tmp_path, ws):
+    """memory.qmd.sessions.retentionDays changed: status says the index is stale (dirty) until the next sync, which
+    drops the exports older than the new retention or brings back the ones it keeps again. Before, status said
+    current and a one-shot search did not sync, so a transcript past the new retention stayed searchable (and
+    one a longer retention keeps again stayed missing) until some other file changed."""
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    for name, word, days in (("old", "kestrel", 20), ("new", "osprey", 1)):
+        write(sessions / f"{name}.jsonl", json.dumps({"type": "message", "message": {
+            "role": "user", "content": f"the {word} nests on the water tower"}}) + "\n")
+        then = time.time() - days * 86400
+        os.utime(sessions / f"{name}.jsonl", (then, then))
+
+    def backend(days):
+        return make_backend(tmp_path, QMD, {"sessions": {"enabled": True, "retentionDays": days}})
+
+    def found(b, word):
+        return [c.path for c in b.search(query(word)).candidates]
+
+    month = backend(30)
+    assert month.sync().errors == () and not month.is_stale()
+    assert found(month, "kestrel") == ["qmd/sessions-main/old.md"]
+    month.close()
+    week = backend(7)
+    assert week.is_stale() and week.status()["dirty"] is True
+    assert week.sync(reason="search").errors == ()
+    assert found(week, "kestrel") == [] and found(week, "osprey") == ["qmd/sessions-main/new.md"]
+    assert not week.is_stale() and week.status()["dirty"] is False
+    week.close()
+    forever = backend(None)  # the setting removed: every transcript again
+    assert forever.is_stale()
+    assert forever.sync(reason="search").errors == ()
+    assert found(forever, "kestrel") == ["qmd/sessions-main/old.md"] and not forever.is_stale()
+    forever.close()

@@ -369,3 +369,67 @@ def test_a_damage_check_is_recorded_for_every_process_until_a_sync_rebuilds(tmp_
         assert st["dirty"] is True and "the index file is damaged" in st["lastError"]
         assert other.sync().full
         assert other.check_integrity() is None and other.status()["dirty"] is False
+
+
+def _rebuilt_by_an_older_release(db: Path) -> None:
+    """What a release from before ``chunks.plain`` leaves of the index, as tables go, after rebuilding it."""
+    import apsw
+
+    from symi_memory.index.db import SCHEMA_VERSION
+
+    con = apsw.Connection(str(db))
+    with con:
+        con.execute("ALTER TABLE chunks DROP COLUMN plain")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        con.execute("DELETE FROM meta WHERE key IN ('plain_version', 'plain_pending')")
+        con.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    con.close()
+
+
+def test_a_search_that_finds_an_older_schema_and_then_damage_says_so_as_any_search_does(tmp_path: Path,
+                                                                                        ws: Path) -> None:
+    """A release from before this schema rebuilt the index this process has open (at its own schema, without
+    chunks.plain), and the file is damaged inside: the search brings it up to this schema again and retries, and
+    the retry's read of the damaged pages is handled as any search's is (BackendError 'is damaged', the damage
+    recorded beside the index for every process, the next sync sets the file aside and rebuilds). Before, the
+    retry skipped that handling: the raw SQLite error went out and nothing was recorded."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        counts = (mem.status()["files"], mem.status()["chunks"])
+        db = Path(mem.status()["dbPath"])
+        _rebuilt_by_an_older_release(db)
+        _damage(db, "files")  # read by the search in the statement the old schema fails, so only on the retry
+        with pytest.raises(BackendError, match=r"is damaged \(database disk image is malformed\); the next sync "
+                                               r"sets it aside and rebuilds it"):
+            mem.search("a828e60")
+        # Recorded beside the index (what status in any process reports; a status of this file cannot count its
+        # files, whose table is what is damaged, so it is not asked here).
+        assert [p.name for p in db.parent.iterdir() if p.name.endswith(".damaged")] == ["main.sqlite.damaged"]
+    with open_mem(tmp_path, ws) as other:  # another process: its next sync sets the damaged file aside, rebuilds
+        assert other.sync().full
+        assert (other.status()["files"], other.status()["chunks"]) == counts
+        assert other.status()["dirty"] is False and other.status()["lastError"] is None
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+    kept = [p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")]
+    assert len(kept) == 1, kept
+
+
+@pytest.mark.parametrize("table", ["meta", "sqlite_schema"])
+def test_a_sync_that_finds_an_older_schema_on_a_damaged_file_sets_it_aside_and_rebuilds(tmp_path: Path, ws: Path,
+                                                                                        table: str) -> None:
+    """As above for a sync (a watcher's, an append's) in the process that had the index open: bringing the index up
+    to this schema again reads the damaged pages, and that is handled as the sync's own reads are (the file set
+    aside, the index rebuilt from the memory files). Before, the upgrade ran outside that handling: the sync
+    failed with the raw SQLite error ('database disk image is malformed', 'file is not a database'), every time."""
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        counts = (mem.status()["files"], mem.status()["chunks"])
+        db = Path(mem.status()["dbPath"])
+        _rebuilt_by_an_older_release(db)
+        _damage(db, table)
+        assert mem.sync().full
+        assert (mem.status()["files"], mem.status()["chunks"]) == counts
+        assert mem.status()["dirty"] is False and mem.status()["lastError"] is None
+        assert mem.search("a828e60").results[0].path == "MEMORY.md"
+    kept = [p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")]
+    assert len(kept) == 1, kept

@@ -80,6 +80,10 @@ def _append_lock_path(state_dir: Path, workspace: str | os.PathLike[str]) -> Pat
 _APPEND_BEATS: dict[str, float] = {}
 #: Workspace key -> the lock file (None: none could be made) of the appends of this process holding their locks.
 _APPEND_HELD: dict[str, Path | None] = {}
+#: Workspace key -> when (``time.time()``) the append of this process holding its locks took them.
+_APPEND_SINCE: dict[str, float] = {}
+#: The default of ``sync.appendWaitSeconds``: how long in all an append waits for another append that is alive.
+DEFAULT_APPEND_WAIT_SECONDS = 300.0
 _APPEND_BEATER: list[int] = []  # the pid whose beater thread runs
 _NO_LOCK_FILE: set[Path] = set()  # lock files that could not be made (logged once each)
 _BEAT_WAKE = threading.Event()  # set when an append takes its locks: the beater starts its count again
@@ -127,19 +131,56 @@ def _forget_appends_after_fork() -> None:
     _APPEND_LOCKS.clear()
     _APPEND_HELD.clear()
     _APPEND_BEATS.clear()
+    _APPEND_SINCE.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_appends_after_fork)
 
 
+def _say_holder(fd: int, key: str) -> None:
+    """Write who holds the append lock (``pid`` and since when) into the lock file, for a waiter's error. Past its
+    first byte: Windows locks that byte, and another process could not read it."""
+    since = _APPEND_SINCE.get(key, time.time())
+    data = f" {os.getpid()} {since:.3f}\n".encode()
+    with contextlib.suppress(OSError):
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, data)
+        os.ftruncate(fd, len(data))
+
+
+def _holder_of(path: Path, key: str) -> tuple[int, float] | None:
+    """``(pid, since)`` of the append holding ``key``'s locks: this process's (a thread) or the one the lock file
+    names; None when unknown (an older release holds it, or the file says nothing)."""
+    since = _APPEND_SINCE.get(key)
+    if since is not None:
+        return os.getpid(), since
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(1)
+            pid, when = fh.read(64).split()[:2]
+        return int(pid), float(when)
+    except (OSError, ValueError):
+        return None
+
+
+def _append_wait_limit(agent: AgentView) -> float:
+    try:
+        return max(0.0, float(agent.memory_search["sync"].get("appendWaitSeconds", DEFAULT_APPEND_WAIT_SECONDS)))
+    except (KeyError, TypeError, ValueError):
+        return DEFAULT_APPEND_WAIT_SECONDS
+
+
 class _Holder:
-    """Whether the append holding a workspace's locks (in this process or another) still shows signs of life."""
+    """Whether the append holding a workspace's locks (in this process or another) still shows signs of life, and
+    whether this append has waited for it as long as it may (``limit``: sync.appendWaitSeconds) even so."""
 
     def __init__(self, key: str, path: Path, wait: float, closed: Callable[[], bool],
-                 busy: Exception) -> None:
+                 busy: Exception, limit: float = DEFAULT_APPEND_WAIT_SECONDS,
+                 workspace: object = None) -> None:
         self.key, self.path, self.wait, self.closed, self.busy = key, path, wait, closed, busy
-        self.since = time.monotonic()
+        self.since = self.started = time.monotonic()
+        self.limit, self.workspace = limit, workspace
         self.seen = self._mtime()
 
     def _mtime(self) -> int | None:
@@ -160,6 +201,27 @@ class _Holder:
         self.since = max(self.since, _APPEND_BEATS.get(self.key, 0.0))
         if now - self.since >= self.wait:
             raise self.busy
+        if now - self.started >= self.limit:
+            raise self.too_long(now - self.started)
+
+    def too_long(self, waited: float) -> Exception:
+        """The error of an append that waited ``limit`` for a holder still alive: it names the holder."""
+        from .index.indexer import _duration
+        from .writing import MemoryWriteError
+
+        found = _holder_of(self.path, self.key)
+        if found is None:
+            who = f"a process holding lock file {self.path}"
+        else:
+            pid, since = found
+            mine = " (this process: another thread's append)" if pid == os.getpid() else ""
+            who = (f"pid {pid}{mine}, holding lock file {self.path} for "
+                   f"{_duration(max(0.0, time.time() - since))}")
+        return MemoryWriteError(
+            f"could not append to {self.workspace}: another append to it ({who}) is still running after this one "
+            f"waited {_duration(waited)} (sync.appendWaitSeconds = {self.limit:g}); nothing was written. That "
+            "append goes on (an embedding provider call may be hanging): try again later, or stop that process "
+            "if it is stuck")
 
 
 @contextlib.contextmanager
@@ -168,7 +230,9 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
 
     Waits while the holder is alive: it gives up once the append holding the lock has shown no sign of life
     (a beat, :func:`_beater`) for :data:`symi_memory.writing.LOCK_WAIT_SECONDS`, raising
-    :class:`~symi_memory.writing.MemoryWriteError`, or at once when ``closed()``. A state dir where the lock file
+    :class:`~symi_memory.writing.MemoryWriteError`, or at once when ``closed()``. A holder alive but hung (a
+    provider call that never returns) is waited for at most ``sync.appendWaitSeconds`` in all: the error names its
+    pid and how long it has held the lock (the holder writes both into the lock file); the holder goes on. A state dir where the lock file
     cannot be made (read-only) or that keeps no locks leaves the per-process lock alone; the memory file's own
     lock still keeps lines whole.
     """
@@ -182,7 +246,7 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
     busy = writing.MemoryWriteError(
         f"could not append to {agent.workspace}: another append to it has shown no sign of life for {wait:g} s "
         f"(a stopped or stuck process holds lock file {path}); nothing was written, try again")
-    holder = _Holder(key, path, wait, closed, busy)
+    holder = _Holder(key, path, wait, closed, busy, _append_wait_limit(agent), agent.workspace)
     lock = _append_lock(agent.workspace)
     while not lock.acquire(timeout=poll):
         holder.check()
@@ -207,6 +271,9 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
             _start_beater()
             with _APPEND_LOCKS_GUARD:
                 _APPEND_HELD[key] = path if locked else None
+                _APPEND_SINCE[key] = time.time()
+            if locked and fd is not None:
+                _say_holder(fd, key)
             _beat(key, path if locked else None)
             _BEAT_WAKE.set()
             try:
@@ -214,6 +281,7 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
             finally:
                 with _APPEND_LOCKS_GUARD:
                     _APPEND_HELD.pop(key, None)
+                    _APPEND_SINCE.pop(key, None)
         finally:
             if locked and fd is not None:
                 with contextlib.suppress(OSError):

@@ -316,8 +316,8 @@ class QmdBackend:
         return [[c.name, str(c.path), c.pattern] for c in self.collections]
 
     def _fingerprint(self) -> str:
-        """A digest of every file the collections index (path, mtime, size; transcripts for the sessions one, and
-        the ``sync.maxFileBytes`` their export is cut to).
+        """A digest of every file the collections index (path, mtime, size; transcripts for the sessions one, the
+        ``sync.maxFileBytes`` their export is cut to, ``sessions.retentionDays`` and which transcripts it keeps).
 
         Compared with the one taken when the last update began, it tells a file added, changed, deleted or
         moved in with an old mtime since, which comparing mtimes with the update's time cannot.
@@ -341,8 +341,14 @@ class QmdBackend:
                 paths = [str(p) for p in list_session_files(self.sessions_source)]
                 # The export holds each transcript's newest messages up to this limit: a new one changes them all.
                 digest.update(f"{c.name}\0maxFileBytes\0{self.max_transcript_bytes}\n".encode())
+                # And only the transcripts within sessions.retentionDays: a new retention (or a transcript aging
+                # past it) changes which are exported.
+                days = self.settings.sessions.get("retentionDays")
+                digest.update(f"{c.name}\0retentionDays\0{days}\n".encode())
+                cutoff = None if days is None else time.time() - float(days) * 86400
             else:
                 paths = _memory_files(str(c.path), c.pattern)
+                cutoff = None
             for path in paths:
                 # The name below the collection's folder (qmd's path for it) is what qmd must read as UTF-8.
                 rel = os.path.basename(path) if c.source == "sessions" else os.path.relpath(path, c.path)
@@ -361,7 +367,9 @@ class QmdBackend:
                     st = os.stat(path)
                 except OSError:
                     continue  # gone (or unreachable): left out, which differs from a listing that had it
-                digest.update(f"{c.name}\0{path}\0{st.st_mtime_ns}\0{st.st_size}\n".encode("utf-8", "surrogateescape"))
+                kept = "" if cutoff is None else f"\0{st.st_mtime >= cutoff:d}"
+                digest.update(f"{c.name}\0{path}\0{st.st_mtime_ns}\0{st.st_size}{kept}\n".encode(
+                    "utf-8", "surrogateescape"))
         return digest.hexdigest(), bad
 
     def _adopt_saved(self) -> None:

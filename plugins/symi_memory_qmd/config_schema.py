@@ -32,7 +32,7 @@ class QmdLimits:
 @attrs.define(kw_only=True, eq=False, repr=False)
 class QmdSessions:
     enabled: bool = opt("enabled", False, doc="Export session transcripts into a qmd collection.")
-    retention_days: float | None = opt("retentionDays", None, kind="float", lo=0, doc="Drop exports older than this.")
+    retention_days: float | None = opt("retentionDays", None, kind="float", lo=0, doc="Drop the exports of transcripts not written to for this many days (changing it marks the index stale: the next sync applies it).")
     export_dir: str | None = opt("exportDir", None, kind="str", doc="Where exports go; default <stateDir>/agents/<id>/qmd/sessions.")
 
 

@@ -103,6 +103,13 @@ class Sync:
                                       "before it gives up with an error naming that process (the build goes on); "
                                       "0 gives up at once. A dead builder is never waited for. `index --build-wait` "
                                       "overrides it.")
+    append_wait_seconds: float = opt("appendWaitSeconds", 300, kind="float", lo=0, hi=31_536_000,
+                                     doc="How long an append (memory_append, `symi-memory append`) waits in all for "
+                                         "another append to the same workspace that is still alive (it indexes its "
+                                         "note; a provider call that hangs keeps it alive) before it gives up with "
+                                         "an error naming that process (pid, how long it has held the lock); "
+                                         "nothing is written then and the other append goes on. A stopped or dead "
+                                         "holder is given up on after 30 s whatever this says.")
     sessions: SyncSessions = section(SyncSessions, "sessions")
 
 

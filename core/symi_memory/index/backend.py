@@ -225,16 +225,20 @@ class IndexedBackend:
             raise SyncCancelled("sync cancelled: the memory manager is closing")
         changes = self.scheduler.changes if self.scheduler else 0
         damaged = self.store.damaged()
+        upgrade = False
         if damaged is not None:  # a read (here or in another process) found the file damaged
             self.store.recover_damaged(damaged)
         elif self.store.replaced():  # another process set the damaged file aside: sync the one now in place
             self.store.reopen()
-        elif self.store.schema_older():
-            # A release from before this schema rebuilt the index at its own (no chunks.plain): every write of
-            # this one would fail. Brought up to this schema again first, as an open (or a search) does.
-            self.store.reopen()
+        else:
+            upgrade = True
         try:
             try:
+                if upgrade and self.store.schema_older():
+                    # A release from before this schema rebuilt the index at its own (no chunks.plain): every write
+                    # of this one would fail. Brought up to this schema again first, as an open (or a search) does;
+                    # damage met doing so is handled as the sync's own (set aside, rebuilt).
+                    self.store.reopen()
                 report = self.indexer.sync(reason=reason, force=force, progress=progress)
             except DAMAGE_ERRORS as exc:
                 # The index is derived from the files: set the damaged one aside and build it again.
@@ -326,26 +330,33 @@ class IndexedBackend:
     # ---------------------------------------------------------------- search
 
     def search(self, query: SearchQuery) -> BackendResult:
-        try:
-            return self._search(query)
-        except DAMAGE_ERRORS as exc:
-            if self.store.replaced():
-                # Another process already set this damaged file aside and opened a fresh one (or changed a file
-                # this one reads as unchanging, moving its pages): read the file now in place.
-                self.store.reopen()
-                return self.search(query)
-            self.store.note_damaged(exc)
-            if self.scheduler:
-                self.scheduler.mark_dirty("damaged")
-            raise BackendError(f"the index {self.store.path} is damaged ({exc}); the next sync sets it aside and "
-                               "rebuilds it from the memory files (`symi-memory index`)") from exc
-        except apsw.SQLError:
-            if not self.store.schema_older():
-                raise
-            # A release from before this schema opened the index and rebuilt it at its own (without the columns
-            # this one reads, such as chunks.plain): brought up to this schema again, as an open does.
-            self.store.reopen()
-            return self._search(query)
+        upgrade: apsw.SQLError | None = None  # the error of a search that read the index at an older schema
+        while True:
+            try:
+                if upgrade is not None:
+                    # A release from before this schema opened the index and rebuilt it at its own (without the
+                    # columns this one reads, such as chunks.plain): brought up to this schema again, as an open
+                    # does, and searched again. Inside this try: damage the look at the schema, the upgrade or the
+                    # search after it meets is handled as any search's is (recorded, the next sync rebuilds).
+                    if not self.store.schema_older():
+                        raise upgrade
+                    self.store.reopen()
+                return self._search(query)
+            except DAMAGE_ERRORS as exc:
+                if self.store.replaced():
+                    # Another process already set this damaged file aside and opened a fresh one (or changed a
+                    # file this one reads as unchanging, moving its pages): read the file now in place.
+                    self.store.reopen()
+                    return self.search(query)
+                self.store.note_damaged(exc)
+                if self.scheduler:
+                    self.scheduler.mark_dirty("damaged")
+                raise BackendError(f"the index {self.store.path} is damaged ({exc}); the next sync sets it aside "
+                                   "and rebuilds it from the memory files (`symi-memory index`)") from exc
+            except apsw.SQLError as exc:
+                if upgrade is not None:
+                    raise
+                upgrade = exc
 
     def _search(self, query: SearchQuery) -> BackendResult:
         if not _SEARCH_IMPORTED:
