@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +89,14 @@ def dump(mem: Any) -> dict[str, Any]:
     return out
 
 
-def index_once(tmp_path: Path, transcript: Path, ms: dict[str, Any]) -> dict[str, Any]:
+def index_once(tmp_path: Path, transcript: Path, ms: dict[str, Any], **kw: Any) -> dict[str, Any]:
     """The index of the transcript as it is now, built from nothing in a fresh index."""
     root = tmp_path / f"once-{len(list(tmp_path.glob('once-*')))}"
     ws = root / "ws"
     write(ws, "MEMORY.md", "- the otter lives by the weir\n")
     target = write(root / "state" / "agents" / "main" / "sessions", transcript.name, transcript.read_bytes())
     os.utime(target, ns=(transcript.stat().st_atime_ns, transcript.stat().st_mtime_ns))
-    with open_mem(root, ws, ms) as mem:
+    with open_mem(root, ws, ms, **kw) as mem:
         mem.sync(reason="manual")
         return dump(mem)
 
@@ -251,3 +252,65 @@ def test_a_message_over_the_limit_and_long_lines_are_counted_as_a_whole_read_cou
                      some_lines(11, 3))
     (part,) = mem.status()["partial"]
     assert "longer than sync.maxFileBytes" in part["reason"]
+
+
+def test_an_append_read_against_rows_another_sync_replaced_meanwhile_is_not_written(tmp_path: Path) -> None:
+    """Two processes' syncs (here two managers) read the same tail state; the slower one's append, read against
+    rows the other replaced meanwhile, must not be written onto them (chunks doubled or lost): it is left for the
+    next sync, which reads on from the rows that are there."""
+    from support.slow_provider import slow_plugins
+    from support.sqlite_memory import wait_for
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    transcript = write(tmp_path / "state" / "agents" / "main" / "sessions", "s.jsonl", some_lines(20, 30))
+    ms = {**settings(), "provider": "slow"}
+    calls = tmp_path / "calls.txt"
+    with open_mem(tmp_path, ws, ms, plugins=slow_plugins(0.0)) as fast, \
+            open_mem(tmp_path, ws, ms, plugins=slow_plugins(1.5, str(calls))) as slow:
+        fast.sync(reason="manual")
+        append(transcript, some_lines(21, 12))
+        worker = threading.Thread(target=slow.sync, kwargs={"reason": "manual"})
+        worker.start()
+        wait_for(calls.exists, timeout=30)  # the slow sync has read the transcript and is embedding its new chunks
+        append(transcript, some_lines(22, 12))
+        fast.sync(reason="manual")
+        worker.join(timeout=60)
+        fast.sync(reason="manual")
+        assert dump(fast) == index_once(tmp_path, transcript, ms, plugins=slow_plugins(0.0))
+
+
+@pytest.mark.parametrize("kill_after_calls", [1, 3])
+def test_a_sync_killed_while_reading_on_loses_and_doubles_nothing(tmp_path: Path, kill_after_calls: int) -> None:
+    """SIGKILL a process's sync of an appended transcript (while it embeds the new chunks, in its last batch or
+    before): the tail state goes with the chunks, so the next sync reads on from the rows that are there."""
+    import signal
+    import subprocess
+    import sys
+
+    from support.slow_provider import slow_plugins
+    from support.sqlite_memory import wait_for
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    transcript = write(tmp_path / "state" / "agents" / "main" / "sessions", "s.jsonl", some_lines(30, 30))
+    ms = {**settings(), "provider": "slow"}
+    with open_mem(tmp_path, ws, ms, plugins=slow_plugins(0.0)) as mem:
+        mem.sync(reason="manual")
+    append(transcript, some_lines(31, 60))
+    calls = tmp_path / "calls.txt"
+    script = Path(__file__).parent / "support" / "slow_provider.py"
+    proc = subprocess.Popen([sys.executable, str(script), "sync", str(tmp_path / "state"), str(ws), "0.3", str(calls),
+                             json.dumps({**ms, "remote": {"batch": {"enabled": False}}})],
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: calls.exists() and len(calls.read_text().split()) >= kill_after_calls, timeout=60)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, proc.communicate()
+    append(transcript, some_lines(32, 5))
+    with open_mem(tmp_path, ws, ms, plugins=slow_plugins(0.0)) as mem:
+        mem.sync(reason="manual")
+        assert dump(mem) == index_once(tmp_path, transcript, ms, plugins=slow_plugins(0.0))
