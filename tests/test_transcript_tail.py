@@ -130,7 +130,7 @@ def test_a_transcript_synced_as_it_grows_matches_one_indexed_once(tmp_path: Path
     ms = settings()
     mem = start(ms)
     rng = random.Random(7)
-    lines = random_lines(rng, 260)
+    lines = random_lines(rng, 180)
     step = 0
     with caplog.at_level(logging.DEBUG, logger="symi_memory.index"):
         while lines:
@@ -139,7 +139,7 @@ def test_a_transcript_synced_as_it_grows_matches_one_indexed_once(tmp_path: Path
             append(transcript, b"".join(take))
             mem.sync(reason="manual")
             step += 1
-            if step % 9 == 0:
+            if step % 12 == 0:
                 assert dump(mem) == index_once(tmp_path, transcript, ms)
     assert dump(mem) == index_once(tmp_path, transcript, ms)
     # Every sync but the first (the index's first build) went on from where the last stopped.
