@@ -355,3 +355,54 @@ def test_exporting_a_large_transcript_holds_about_the_limit_in_memory(tmp_path):
     text = (out / "big.md").read_text(encoding="utf-8")
     assert text.endswith("User: the ocelot sleeps\n") and len(text.encode()) <= 50_001
     assert peak < size / 4, f"peak Python allocation {peak >> 10} KiB for a {size >> 10} KiB transcript"
+
+
+def test_a_growing_transcript_is_exported_by_appending_what_it_gained(tmp_path):
+    """A transcript that only grew is read from where the last export stopped and its new lines appended to its
+    export (stop 34: the same file, where a whole export replaces it by a new one); the export equals a whole export
+    of the file at every step, and one cut short, or whose export was changed behind the manifest's back, is
+    exported whole again."""
+    import random
+
+    from symi_memory_qmd.export import export_sessions
+
+    src, out, whole = tmp_path / "sessions", tmp_path / "export", tmp_path / "whole"
+    src.mkdir()
+    path = src / "s.jsonl"
+    rng = random.Random(5)
+    n = 0
+
+    def grow(count):
+        nonlocal n
+        with path.open("a", encoding="utf-8") as fh:
+            for _ in range(count):
+                fh.write(json.dumps({"type": "tool_result", "output": "x" * 300}) + "\n" if n % 4 == 3 else
+                         json.dumps({"type": "message", "message": {"role": "user", "content": f"turn {n} "
+                                     f"token=abcdefghijk {'lantern ' * rng.randint(1, 30)}"}}) + "\n")
+                n += 1
+
+    def export():
+        """Export, check it against a whole export, and tell whether the export file is the one there before."""
+        before = (out / "s.md").stat().st_ino if (out / "s.md").exists() else None
+        export_sessions(src, out, max_bytes=20_000)
+        (whole / ".symi-export.json").unlink(missing_ok=True)
+        export_sessions(src, whole, max_bytes=20_000)
+        assert (out / "s.md").read_bytes() == (whole / "s.md").read_bytes()
+        return (out / "s.md").stat().st_ino == before
+
+    path.write_text("", encoding="utf-8")
+    assert not export()
+    appended = []
+    for _ in range(12):
+        grow(rng.randint(1, 8))
+        appended.append(export())
+    assert appended == [True] * 12
+    path.write_text(path.read_text(encoding="utf-8")[: path.stat().st_size // 2].rsplit("\n", 1)[0] + "\n")
+    assert not export()  # cut short
+    with (out / "s.md").open("a", encoding="utf-8") as fh:
+        fh.write("User: appended by someone else\n")
+    grow(1)
+    assert not export()  # its export changed behind the manifest: written whole, not appended to
+    grow(150)
+    export()  # past the limit: the oldest messages leave the export
+    assert "partial" in json.loads((out / ".symi-export.json").read_text(encoding="utf-8"))["s.md"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Chunk", "chunk_text", "split_utf8"]
+__all__ = ["Chunk", "Chunker", "chunk_text", "split_utf8"]
 
 CHARS_PER_TOKEN = 4
 
@@ -27,38 +27,70 @@ class Chunk:
 
 def chunk_text(text: str, tokens: int = 400, overlap: int = 80) -> list[Chunk]:
     """Split ``text`` into overlapping chunks of at most ``4*tokens`` characters."""
-    max_chars = max(32, CHARS_PER_TOKEN * tokens)
-    overlap = max(0, min(overlap, tokens - 1))
-    budget = CHARS_PER_TOKEN * overlap
+    chunker = Chunker.start(tokens, overlap)
     chunks: list[Chunk] = []
-    current: list[tuple[str, int]] = []
-    cost = 0
-
-    def close() -> None:
-        body = "\n".join(p for p, _ in current)
-        if body.strip():
-            chunks.append(Chunk(current[0][1], current[-1][1], body, tuple(n for _, n in current)))
-
     for lineno, line in enumerate(text.split("\n"), start=1):
+        chunks += chunker.feed(line, lineno)
+    last = chunker.last()
+    if last is not None:
+        chunks.append(last)
+    return chunks
+
+
+@attrs.define
+class Chunker:
+    """:func:`chunk_text` a line at a time, whose state can be kept and taken up again.
+
+    :meth:`feed` returns the chunks a line closes; :meth:`last` the chunk the lines fed so far end with (not
+    closed: more lines may join it). ``current`` (the pieces of that chunk, with their line numbers) and ``cost``
+    are all a chunker holds, so one made again from them (:meth:`start`) goes on exactly as this one would.
+    """
+
+    max_chars: int
+    budget: int
+    current: list[tuple[str, int]] = attrs.field(factory=list)
+    cost: int = 0
+
+    @classmethod
+    def start(cls, tokens: int, overlap: int, current: list[tuple[str, int]] | None = None,
+              cost: int = 0) -> Chunker:
+        overlap = max(0, min(overlap, tokens - 1))
+        return cls(max(32, CHARS_PER_TOKEN * tokens), CHARS_PER_TOKEN * overlap, list(current or ()), cost)
+
+    def _chunk(self) -> Chunk | None:
+        current = self.current
+        body = "\n".join(p for p, _ in current)
+        if current and body.strip():
+            return Chunk(current[0][1], current[-1][1], body, tuple(n for _, n in current))
+        return None
+
+    def feed(self, line: str, lineno: int) -> list[Chunk]:
+        """Add one line (``lineno``: its number, larger than the last one's); returns the chunks it closes."""
+        max_chars = self.max_chars
+        closed: list[Chunk] = []
         pieces = [line[i : i + max_chars] for i in range(0, len(line), max_chars)] or [""]
         for piece in pieces:
             piece_cost = len(piece) + 1
-            if current and cost + piece_cost > max_chars:
-                close()
+            if self.current and self.cost + piece_cost > max_chars:
+                chunk = self._chunk()
+                if chunk is not None:
+                    closed.append(chunk)
                 carry: list[tuple[str, int]] = []
                 carried = 0
-                if budget > 0:
-                    for item in reversed(current):
+                if self.budget > 0:
+                    for item in reversed(self.current):
                         carry.insert(0, item)
                         carried += len(item[0]) + 1
-                        if carried >= budget:
+                        if carried >= self.budget:
                             break
-                current, cost = carry, carried
-            current.append((piece, lineno))
-            cost += piece_cost
-    if current:
-        close()
-    return chunks
+                self.current, self.cost = carry, carried
+            self.current.append((piece, lineno))
+            self.cost += piece_cost
+        return closed
+
+    def last(self) -> Chunk | None:
+        """The chunk the lines fed so far end with (None when it is blank)."""
+        return self._chunk()
 
 
 def split_utf8(text: str, max_bytes: int) -> list[str]:

@@ -44,8 +44,43 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# What each pattern cannot match without: text with none of it is left as it is, unsearched. Most text holds no
+# secret, and a pattern opening with ``\b`` is tried at every word (the assignments' one at every character of
+# every word): looked for first, these take a transcript's redaction from ~1 s to ~0.05 s per MB. ``(literals,
+# False)``: the pattern matches them as they are. ``(literals, True)``: it matches them in any case; in ASCII text
+# that is the text lowercased holding one, elsewhere (where case folds more ways: "ſ" is an "s" to it) a search
+# with the pattern's own flags.
+_GATES: tuple[tuple[tuple[str, ...], bool], ...] = (
+    (("://",), False),
+    (("bearer",), True),
+    (("authorization",), True),
+    (("sk-",), False),
+    (("AKIA", "ASIA"), False),
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
+    (("github_pat_",), False),
+    (("xox",), False),
+    (("AIza",), False),
+    (("eyJ",), False),
+    (("apikey", "api_key", "api-key", "secret", "token", "passwd", "password", "pwd", "accesskey", "access_key",
+      "access-key"), True),
+)
+_FOLDED = {needles: re.compile("|".join(map(re.escape, needles)), re.IGNORECASE)
+           for needles, folded in _GATES if folded}
+
+
 def redact(text: str) -> str:
     """Return ``text`` with API keys, bearer tokens and URL passwords replaced by ``[REDACTED]``."""
-    for pattern, replacement in _PATTERNS:
+    ascii_lower = text.lower() if text.isascii() else None
+    for (pattern, replacement), (needles, folded) in zip(_PATTERNS, _GATES, strict=True):
+        if not folded:
+            if not any(needle in text for needle in needles):
+                continue
+        elif ascii_lower is not None:
+            if not any(needle in ascii_lower for needle in needles):
+                continue
+        elif _FOLDED[needles].search(text) is None:
+            continue
         text = pattern.sub(replacement, text)
+        if ascii_lower is not None:  # still ASCII: the replacements are
+            ascii_lower = text.lower()
     return text

@@ -29,6 +29,8 @@ __all__ = [
     "SESSIONS_PREFIX",
     "SessionDocument",
     "HEAD_BYTES",
+    "ChainHash",
+    "TranscriptMark",
     "TranscriptScan",
     "count_newlines",
     "extract_message_text",
@@ -75,6 +77,11 @@ class SessionDocument:
     dropped: int = 0
     #: Lines longer than the most a line may hold, skipped unread.
     long_lines: int = 0
+    #: Where this read stopped, for a later one to go on from (:func:`read_transcript`); None when it cannot.
+    mark: TranscriptMark | None = None
+    #: The mark this read went on from: then ``text`` and ``line_map`` hold only the messages after it (the
+    #: document is the one read up to that mark followed by these); None for a read of the whole file.
+    since: TranscriptMark | None = None
 
     @property
     def partial(self) -> bool:
@@ -177,6 +184,96 @@ READ_BLOCK = 1 << 20
 BOM = b"\xef\xbb\xbf"
 
 
+#: A transcript's content hash chains the sha256 of each block of this many bytes (:class:`ChainHash`).
+CHAIN_BLOCK = 1 << 16
+
+
+class ChainHash:
+    """The content hash of a transcript: ``sha256(c_n + sha256(rest))`` where ``c_0 = b""``,
+    ``c_k+1 = sha256(c_k + sha256(block_k))`` over the file's whole ``CHAIN_BLOCK``-byte blocks.
+
+    Unlike one sha256 of the bytes, it can be taken up at a block boundary from ``c_k`` alone, so a read that goes
+    on where an earlier one stopped hashes only the bytes after that boundary. ``marks`` holds the chain value at
+    the last few boundaries passed.
+    """
+
+    __slots__ = ("at", "chain", "filled", "block", "marks")
+
+    def __init__(self, at: int = 0, chain: bytes = b"") -> None:
+        self.at, self.chain, self.filled = at, chain, 0
+        self.block = hashlib.sha256()
+        self.marks: deque[tuple[int, bytes]] = deque([(at, chain)], maxlen=3)
+
+    def update(self, data: bytes) -> None:
+        while data:
+            room = CHAIN_BLOCK - self.filled
+            if len(data) < room:
+                self.block.update(data)
+                self.filled += len(data)
+                return
+            self.block.update(data[:room])
+            data = data[room:]
+            self.chain = hashlib.sha256(self.chain + self.block.digest()).digest()
+            self.at += CHAIN_BLOCK
+            self.block, self.filled = hashlib.sha256(), 0
+            self.marks.append((self.at, self.chain))
+
+    def hexdigest(self) -> str:
+        return hashlib.sha256(self.chain + self.block.digest()).hexdigest()
+
+    def resume_point(self) -> tuple[int, bytes]:
+        """A boundary at least ``CHAIN_BLOCK`` bytes before the end (or the first one kept) and the chain there: a
+        read taken up from it hashes those bytes again, which tells whether they are still the bytes read."""
+        end = self.at + self.filled
+        for at, chain in reversed(self.marks):
+            if at <= end - CHAIN_BLOCK:
+                return at, chain
+        return self.marks[0]
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptMark:
+    """Where a read of a transcript stopped, at the end of a whole line, with what a read going on from there needs.
+
+    ``dev``/``ino``: the file read; ``size``: the bytes read (all of them whole lines), ``lines`` of them;
+    ``hash``/``head``: their content and head hashes; ``block_at``/``chain``: the :class:`ChainHash` boundary a read
+    goes on from and its chain value. ``messages``, ``long_lines``, ``raw`` and ``rendered`` are the read's counts
+    and the message text's bytes before and after redaction; a mark is only made while no message was left out
+    (``limit``: the ``max_bytes`` read with).
+    """
+
+    dev: int
+    ino: int
+    size: int
+    lines: int
+    hash: str
+    head: str
+    block_at: int
+    chain: str
+    messages: int
+    long_lines: int
+    raw: int
+    rendered: int
+    limit: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TranscriptMark | None:
+        """The mark ``data`` (:meth:`to_dict`) describes, or None when it is not one."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            mark = cls(**data)
+        except TypeError:
+            return None
+        fields = attrs.fields_dict(cls)
+        ok = all(isinstance(getattr(mark, name), int if field.type in ("int", int) else str)
+                 for name, field in fields.items())
+        return mark if ok else None
+
+
 @attrs.define
 class TranscriptScan:
     """Reads a transcript a line at a time, so memory holds one line, never the file.
@@ -193,12 +290,16 @@ class TranscriptScan:
     newlines: int = 0
     long_lines: int = 0
     skipped: int = 0
-    _sha: Any = attrs.field(factory=hashlib.sha256)
+    #: JSONL lines read (a last one without its ``\\n`` counted).
+    lines: int = 0
+    #: Whether the bytes read end with a whole line (or there are none).
+    whole_lines: bool = True
+    _sha: ChainHash = attrs.field(factory=ChainHash)
     _head: bytes = b""
 
     @property
     def content_hash(self) -> str:
-        return str(self._sha.hexdigest())
+        return self._sha.hexdigest()
 
     @property
     def head_hash(self) -> str:
@@ -209,6 +310,42 @@ class TranscriptScan:
         if len(self._head) < HEAD_BYTES:
             self._head += piece[: HEAD_BYTES - len(self._head)]
         self.size += len(piece)
+        if piece:
+            self.whole_lines = piece.endswith(b"\n")
+
+    def resume(self, fh: BinaryIO, mark: TranscriptMark) -> bool:
+        """Take up the read ``mark`` describes on ``fh`` (the same file, opened anew): True when its first
+        ``HEAD_BYTES`` and last read block hash as they did, with ``fh`` then at ``mark.size``; False (nothing
+        taken) otherwise."""
+        head = fh.read(min(HEAD_BYTES, mark.size))
+        if len(head) != min(HEAD_BYTES, mark.size) or head_hash(head) != mark.head:
+            return False
+        if not 0 <= mark.block_at <= mark.size or mark.block_at % CHAIN_BLOCK or mark.size - mark.block_at > 3 * CHAIN_BLOCK:
+            return False
+        try:
+            chain = bytes.fromhex(mark.chain)
+        except ValueError:
+            return False
+        fh.seek(mark.block_at)
+        tail = fh.read(mark.size - mark.block_at)
+        sha = ChainHash(mark.block_at, chain)
+        sha.update(tail)
+        if len(tail) != mark.size - mark.block_at or sha.hexdigest() != mark.hash or not tail.endswith(b"\n") and mark.size:
+            return False
+        self._sha, self._head = sha, head
+        self.size, self.newlines, self.lines, self.whole_lines = mark.size, mark.lines, mark.lines, True
+        return True
+
+    def mark(self, fh: BinaryIO, *, messages: int, long_lines: int, raw: int, rendered: int,
+             limit: int) -> TranscriptMark | None:
+        """Where this read stopped (:class:`TranscriptMark`), or None when it stopped inside a line."""
+        if not self.whole_lines:
+            return None
+        st = os.fstat(fh.fileno())
+        block_at, chain = self._sha.resume_point()
+        return TranscriptMark(dev=st.st_dev, ino=st.st_ino, size=self.size, lines=self.lines, hash=self.content_hash,
+                              head=self.head_hash, block_at=block_at, chain=chain.hex(), messages=messages,
+                              long_lines=long_lines, raw=raw, rendered=rendered, limit=limit)
 
     def messages(self, fh: BinaryIO) -> Iterator[tuple[int, str]]:
         """``(JSONL line number, "User: …" / "Assistant: …")`` of each message line of ``fh``, in order."""
@@ -218,12 +355,13 @@ class TranscriptScan:
     def raw_messages(self, fh: BinaryIO) -> Iterator[tuple[int, str, str]]:
         """``(JSONL line number, label, text)`` of each message line of ``fh``, in order; the text not redacted."""
         limit = self.max_line_bytes
-        number = 0
+        number = self.lines
         while True:
             raw = fh.readline() if limit is None else fh.readline(limit + 1)
             if not raw:
                 break
             number += 1
+            self.lines = number
             self._take(raw)
             if not raw.endswith(b"\n") and limit is not None and len(raw) > limit:
                 # Longer than any line kept: read on to its end without keeping it.
@@ -276,7 +414,8 @@ def parse_session_file(path: str | Path) -> SessionDocument:
     return parse_session_bytes(p.read_bytes(), p.name)
 
 
-def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, os.stat_result]:
+def read_transcript(abs_path: str, *, max_bytes: int,
+                    since: TranscriptMark | None = None) -> tuple[SessionDocument, os.stat_result]:
     """The newest messages of the transcript at ``abs_path`` whose text fits in ``max_bytes`` UTF-8 bytes.
 
     The file is read a line at a time (opened as :func:`~symi_memory.workspace.read_regular` opens it), so
@@ -284,28 +423,50 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
     transcript whose messages fit is kept; of a longer one, the oldest messages are left out
     (``dropped``), and a line longer than ``max_bytes`` is skipped (``long_lines``). ``size``, ``newlines``
     and the hashes describe every byte read. Returns the document and the file's ``fstat``.
+
+    With ``since`` (the ``mark`` of an earlier read of this path), only the bytes after it are read when the file
+    only grew since: the same file (device and inode), at least as large, its first ``HEAD_BYTES`` and its last
+    read block unchanged, the earlier read ending with a whole line, made with this ``max_bytes``, and no message
+    left out now either. The document then holds only the new messages (``since`` set); its counts, size and
+    hashes describe the whole file, exactly as a whole read would. On any doubt the whole file is read.
     """
     from .workspace import open_regular
 
     name = os.path.basename(abs_path)
     fh, st = open_regular(abs_path)
+    with fh:
+        if since is not None and since.limit == max_bytes and (st.st_dev, st.st_ino) == (since.dev, since.ino) \
+                and st.st_size >= since.size:
+            doc = _read_after(fh, name, since, max_bytes)
+            if doc is not None:
+                return doc, st
+            fh.seek(0)
+        return _read_whole(fh, name, max_bytes), st
+
+
+def _cost(label: str, text: str) -> int:
+    """The bytes ``label: text`` takes before redaction, with the ``\\n`` joining it."""
+    return len(label) + 3 + len(text.encode("utf-8", "replace"))
+
+
+def _read_whole(fh: BinaryIO, name: str, max_bytes: int) -> SessionDocument:
     scan = TranscriptScan(name, max_line_bytes=max_bytes)
     raw: deque[tuple[int, str, str, int]] = deque()
     total = count = too_long = 0
-    with fh:
-        # Redacting costs more than the rest of the parse: only the messages kept are redacted, at the end.
-        for number, label, text in scan.raw_messages(fh):
-            count += 1
-            cost = len(label) + 3 + len(text.encode("utf-8", "replace"))  # "Label: text" and the "\n" joining it
-            if cost - 1 > max_bytes:
-                # A line within the limit whose text is not (bytes not UTF-8 read as U+FFFD, three bytes each):
-                # left out as a longer line is, not taking every older message out with it.
-                too_long += 1
-                continue
-            raw.append((number, label, text, cost))
-            total += cost
-            while total - 1 > max_bytes:
-                total -= raw.popleft()[3]
+    # Redacting costs more than the rest of the parse: only the messages kept are redacted, at the end.
+    for number, label, text in scan.raw_messages(fh):
+        count += 1
+        cost = _cost(label, text)
+        if cost - 1 > max_bytes:
+            # A line within the limit whose text is not (bytes not UTF-8 read as U+FFFD, three bytes each):
+            # left out as a longer line is, not taking every older message out with it.
+            too_long += 1
+            continue
+        raw.append((number, label, text, cost))
+        total += cost
+        while total - 1 > max_bytes:
+            total -= raw.popleft()[3]
+    raw_total, raw_dropped = total, count - too_long - len(raw)
     kept: deque[tuple[int, str, int]] = deque()
     total = 0
     while raw:  # emptied as it is rendered: memory holds the limit's worth of text once, not twice
@@ -319,7 +480,11 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
         total += size
     while total - 1 > max_bytes:  # redaction may lengthen a line: the limit holds for the text indexed
         total -= kept.popleft()[2]
-    doc = SessionDocument(
+    messages, dropped = count - too_long, count - too_long - len(kept)
+    long_lines = scan.long_lines + too_long
+    mark = None if dropped or raw_dropped else scan.mark(fh, messages=messages, long_lines=long_lines, raw=raw_total,
+                                                         rendered=total, limit=max_bytes)
+    return SessionDocument(
         path=f"{SESSIONS_PREFIX}/{name}",
         text="\n".join(line for _, line, _ in kept),
         line_map=tuple(number for number, _, _ in kept),
@@ -327,11 +492,55 @@ def read_transcript(abs_path: str, *, max_bytes: int) -> tuple[SessionDocument, 
         newlines=scan.newlines,
         content_hash=scan.content_hash,
         head_hash=scan.head_hash,
-        messages=count - too_long,
-        dropped=count - too_long - len(kept),
-        long_lines=scan.long_lines + too_long,
+        messages=messages,
+        dropped=dropped,
+        long_lines=long_lines,
+        mark=mark,
     )
-    return doc, st
+
+
+def _read_after(fh: BinaryIO, name: str, since: TranscriptMark, max_bytes: int) -> SessionDocument | None:
+    """The messages after ``since`` (:func:`read_transcript`), or None when the whole file must be read."""
+    scan = TranscriptScan(name, max_line_bytes=max_bytes)
+    if not scan.resume(fh, since):
+        return None
+    raw_total, rendered, too_long, count = since.raw, since.rendered, 0, 0
+    kept: list[tuple[int, str]] = []
+    for number, label, text in scan.raw_messages(fh):
+        count += 1
+        cost = _cost(label, text)
+        if cost - 1 > max_bytes:
+            too_long += 1
+            continue
+        # A whole read counts it against the limit before redacting, even when redaction then takes it out.
+        raw_total += cost
+        if raw_total - 1 > max_bytes:
+            return None  # older messages leave the document now: only a whole read knows which
+        line = _render(label, text)
+        size = len(line.encode("utf-8")) + 1
+        if size - 1 > max_bytes:
+            too_long += 1
+            continue
+        rendered += size
+        if rendered - 1 > max_bytes:
+            return None
+        kept.append((number, line))
+    messages = since.messages + count - too_long
+    long_lines = since.long_lines + scan.long_lines + too_long
+    return SessionDocument(
+        path=f"{SESSIONS_PREFIX}/{name}",
+        text="\n".join(line for _, line in kept),
+        line_map=tuple(number for number, _ in kept),
+        size=scan.size,
+        newlines=scan.newlines,
+        content_hash=scan.content_hash,
+        head_hash=scan.head_hash,
+        messages=messages,
+        long_lines=long_lines,
+        mark=scan.mark(fh, messages=messages, long_lines=long_lines, raw=raw_total, rendered=rendered,
+                       limit=max_bytes),
+        since=since,
+    )
 
 
 def count_newlines(abs_path: str) -> int:

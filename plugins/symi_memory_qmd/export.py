@@ -4,7 +4,8 @@ Each ``<stateDir>/agents/<id>/sessions/<name>.jsonl`` becomes ``<name>.md``
 holding the redacted ``User: …`` / ``Assistant: …`` lines (behaviour §8), one
 text line per line, so qmd's line numbers are the transcript's text lines.
 A manifest remembers each source's size and mtime so unchanged transcripts
-are not rewritten (a rewrite would make qmd re-index them).
+are not rewritten (a rewrite would make qmd re-index them), and where each read stopped: a transcript that
+only grew is read from there and its new lines appended to its export (:func:`~symi_memory.sessions.read_transcript`).
 
 A transcript is read a line at a time and its newest messages are exported, up to
 ``memorySearch.sync.maxFileBytes`` of text, as builtin-sqlite indexes it: memory holds
@@ -22,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from symi_memory.sessions import SESSIONS_PREFIX, list_session_files, read_transcript
+from symi_memory.sessions import SESSIONS_PREFIX, TranscriptMark, list_session_files, read_transcript
 from symi_memory.workspace import printable_path
 
 __all__ = ["ExportReport", "export_sessions"]
@@ -97,10 +98,19 @@ def export_sessions(
             continue
         tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
         try:
-            # Read like the indexer reads a listed file (no FIFO wait, no symlink followed), a line at a time.
-            doc, st = read_transcript(str(src), max_bytes=max_bytes)
-            tmp.write_text(doc.text + ("\n" if doc.text else ""), encoding="utf-8")
-            os.replace(tmp, target)
+            # Read like the indexer reads a listed file (no FIFO wait, no symlink followed), a line at a time; only
+            # what was appended since the last export when the transcript only grew and the export is as written.
+            since = _since(before, target)
+            doc, st = read_transcript(str(src), max_bytes=max_bytes, since=since)
+            text = doc.text + ("\n" if doc.text else "")
+            if doc.since is not None:
+                with target.open("a", encoding="utf-8") as fh:
+                    fh.write(text)
+                exported = int(before["exported"]) + len(text.encode("utf-8"))  # type: ignore[index]
+            else:
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, target)
+                exported = len(text.encode("utf-8"))
         except FileNotFoundError:
             tmp.unlink(missing_ok=True)
             continue
@@ -109,7 +119,9 @@ def export_sessions(
             _keep_last(keep, manifest, name, target, src, exc)
             continue
         # The stamp of the bytes exported: a transcript that grew since the listing is exported again next time.
-        keep[name] = {"size": doc.size, "mtimeNs": st.st_mtime_ns, "maxBytes": max_bytes}
+        keep[name] = {"size": doc.size, "mtimeNs": st.st_mtime_ns, "maxBytes": max_bytes, "exported": exported}
+        if doc.mark is not None:
+            keep[name]["mark"] = doc.mark.to_dict()
         why = doc.partial_reason(max_bytes)
         if why is not None:
             keep[name]["partial"] = partial[f"{SESSIONS_PREFIX}/{src.name}"] = why
@@ -130,6 +142,18 @@ def export_sessions(
     finally:
         tmp.unlink(missing_ok=True)
     return ExportReport(written=tuple(written), removed=tuple(removed), unchanged=unchanged, partial=partial)
+
+
+def _since(before: Any, target: Path) -> TranscriptMark | None:
+    """Where the last export of a transcript stopped reading it, when its export is still the one it wrote (its
+    size as recorded: an export cut short or appended to twice by a killed run is written whole again)."""
+    if not isinstance(before, dict) or not isinstance(before.get("exported"), int):
+        return None
+    mark = TranscriptMark.from_dict(before.get("mark"))
+    try:
+        return mark if mark is not None and target.stat().st_size == before["exported"] else None
+    except OSError:
+        return None
 
 
 def _keep_last(keep: dict[str, dict[str, Any]], manifest: dict[str, dict[str, Any]], name: str, target: Path,

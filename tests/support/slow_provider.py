@@ -4,6 +4,7 @@ Run as a script, it opens one agent's memory and does one thing, so tests can
 SIGKILL it mid-sync or search from it while the test process writes::
 
     python slow_provider.py reindex STATE WS DELAY CALLS_FILE
+    python slow_provider.py sync STATE WS DELAY CALLS_FILE MEMORY_SEARCH_JSON
     python slow_provider.py search STATE WS SECONDS QUERY
 """
 
@@ -76,6 +77,12 @@ def main(argv: list[str]) -> int:
         delay, calls_file = float(argv[3]), argv[4]
         mem = _open(state, ws, delay, calls_file, {"cache": {"enabled": False}})
         mem.sync(force=True)
+        print("finished", flush=True)
+        return 0
+    if cmd == "sync":  # sync STATE WS DELAY CALLS_FILE MEMORY_SEARCH_JSON: one manual sync
+        delay, calls_file = float(argv[3]), argv[4]
+        mem = _open(state, ws, delay, calls_file, json.loads(argv[5]))
+        mem.sync(reason="manual")
         print("finished", flush=True)
         return 0
     seconds, query = float(argv[3]), argv[4]

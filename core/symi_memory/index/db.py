@@ -121,6 +121,9 @@ CREATE TABLE IF NOT EXISTS chunk_units (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS chunk_units_vector ON chunk_units(vector);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL);
+-- Where the last sync stopped reading each transcript and how its chunking stood there (the indexer's JSON),
+-- written with the transcript's rows: the next sync reads and chunks only what was appended since.
+CREATE TABLE IF NOT EXISTS transcript_tails (path TEXT PRIMARY KEY, state TEXT NOT NULL);
 """
 
 FTS_SCHEMA = (
@@ -309,7 +312,7 @@ def _schema_current(conn: apsw.Connection) -> bool:
     """True when every table exists at this schema version (a read; no lock is taken)."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not {"meta", "files", "chunks", "chunk_units", "embedders", "embedding_cache", "skipped", "chunks_fts",
-             "chunks_vocab"} <= have:
+             "chunks_vocab", "transcript_tails"} <= have:
         return False
     # An index without an id (built by a release from before ids) is current too: the store gives it one off the
     # open (IndexStore.open), as a running process does, so the open never waits for another process's write.

@@ -64,6 +64,8 @@ FAILED_META = "failedFiles"
 #: ``{"maxFileBytes": the limit transcripts were last read with, "partial": {path: why}}``: transcripts whose messages
 #: exceed the limit are indexed in part (their newest messages), and a new limit has every transcript read again.
 PARTIAL_META = "transcripts"
+#: The version of the tail state stored with each transcript (:meth:`Indexer._chunk_transcript`).
+TAIL_VERSION = 1
 LAST_SYNC_META = "lastSync"
 
 
@@ -203,6 +205,16 @@ class _Loaded:
     lines: int
     #: Why only part of the file is indexed (a transcript whose messages exceed ``sync.maxFileBytes``), else None.
     partial: str | None = None
+    #: A transcript's :class:`~symi_memory.sessions.TranscriptMark` (where this read stopped), or None.
+    mark: Any = None
+    #: The stored tail state (:meth:`Indexer._tail_state`) this read went on from: ``text`` and ``line_map`` then hold
+    #: only the messages appended since; None for a whole read.
+    resume: dict[str, Any] | None = None
+    #: The tail state to store with the rows (set by :meth:`Indexer._chunk_transcript`), and the chunk ids to drop.
+    tail: str | None = None
+    drop: tuple[str, ...] | None = None
+    #: The file hash the rows this read adds to were written with (an append is written only onto those).
+    base: str | None = None
 
 
 @attrs.define
@@ -347,9 +359,9 @@ class Indexer:
             return True  # the sync reads it, and records why it cannot
         return lines - row.lines >= deltas["deltaMessages"]
 
-    def _load(self, f: MemoryFile) -> _Loaded:
+    def _load(self, f: MemoryFile, old: FileRow | None = None) -> _Loaded:
         if f.source == "sessions":
-            return self._load_transcript(f)
+            return self._load_transcript(f, old)
         data, st = read_regular(f.abs_path)  # a file swapped for a symlink or a FIFO since the listing: refused
         # The row must describe the bytes indexed, not the listing's older stat: a transcript that grew
         # in between would otherwise look changed forever, or (size from the listing) look indexed.
@@ -357,18 +369,62 @@ class Indexer:
         text, bad = decode_text(data)
         return _Loaded(f, sha256(data), text, None, int(bad), text.count("\n") + 1)
 
-    def _load_transcript(self, f: MemoryFile) -> _Loaded:
+    def _load_transcript(self, f: MemoryFile, old: FileRow | None = None) -> _Loaded:
         """A transcript, read a line at a time: its newest messages up to ``sync.maxFileBytes`` of text.
 
         Transcripts grow for as long as a session runs, so the limit bounds the message text indexed (and the
-        memory a sync holds), not the file: a session never drops out of search for being long.
+        memory a sync holds), not the file: a session never drops out of search for being long. With ``old`` (its
+        row in the index) and the tail state stored with it, only what was appended since is read
+        (:func:`~symi_memory.sessions.read_transcript` tells whether it can be), and chunked on from there.
         """
         from ..sessions import read_transcript
 
         max_bytes = int(self.agent.memory_search["sync"]["maxFileBytes"])
-        doc, st = read_transcript(f.abs_path, max_bytes=max_bytes)
+        state = self._tail_state(old) if old is not None else None
+        doc, st = read_transcript(f.abs_path, max_bytes=max_bytes, since=state["mark"] if state else None)
         f = attrs.evolve(f, mtime=st.st_mtime, size=doc.size)
-        return _Loaded(f, doc.content_hash, doc.text, doc.line_map, 0, doc.newlines, doc.partial_reason(max_bytes))
+        if doc.since is not None:
+            log.debug("%s: read on from byte %d (appended since the last sync)", f.path, doc.since.size)
+        return _Loaded(f, doc.content_hash, doc.text, doc.line_map, 0, doc.newlines, doc.partial_reason(max_bytes),
+                       mark=doc.mark, resume=state if doc.since is not None else None,
+                       base=old.hash if old is not None else None)
+
+    def _tail_settings(self) -> list[Any]:
+        """What a transcript's chunks depend on besides its text: a tail state stored under others is not used."""
+        ch = self.agent.memory_search["chunking"]
+        p = self.choice.provider
+        return [TAIL_VERSION, ch["tokens"], ch["overlap"], self.units_mode(), p.max_input_bytes if p else None,
+                p.model if p else ""]
+
+    def _tail_state(self, old: FileRow) -> dict[str, Any] | None:
+        """The tail state stored with the transcript ``old`` describes, when it describes those rows and this
+        chunking; else None (the transcript is read whole)."""
+        from ..sessions import TranscriptMark
+
+        read = getattr(self.store, "transcript_tail", None)
+        if read is None or old.hash.startswith(PENDING):
+            return None
+        try:
+            raw = read(old.path)
+            state = json.loads(raw) if raw else None
+        except Exception as exc:  # a state that cannot be read costs a whole read, nothing else
+            log.debug("%s: tail state not used (%s)", old.path, exc)
+            return None
+        if not isinstance(state, dict) or state.get("settings") != self._tail_settings():
+            return None
+        mark = TranscriptMark.from_dict(state.get("mark"))
+        current, final, seen, cost = state.get("current"), state.get("final"), state.get("seen"), state.get("cost")
+        if mark is None or mark.hash != old.hash or mark.size != old.size or not isinstance(cost, int) or not (
+                isinstance(current, list) and isinstance(final, list) and isinstance(seen, list)):
+            return None
+        try:
+            state["current"] = [(str(piece), int(n)) for piece, n in current]
+            state["seen"] = [(str(i), int(n)) for i, n in seen]
+            state["final"] = [str(i) for i in final]
+        except (TypeError, ValueError):
+            return None
+        state["mark"] = mark
+        return state
 
     def _transcripts_read(self) -> tuple[int | None, dict[str, str]]:
         """The ``sync.maxFileBytes`` transcripts were last read with (None: not recorded), and the partial ones."""
@@ -713,12 +769,13 @@ class Indexer:
                 failed[f.path] = [f.mtime, f.size]
                 continue
             try:
-                loaded = self._load(f)
+                old = indexed.get(f.path)
+                tails = not full and not (reread and f.source == "sessions")
+                loaded = self._load(f, old if tails else None)
                 if loaded.partial is None:
                     partial.pop(f.path, None)
                 else:
                     partial[f.path] = loaded.partial
-                old = indexed.get(f.path)
                 if not full and old is not None and old.hash == loaded.hash and not (
                         reread and f.source == "sessions"):
                     # Same content, new mtime: refresh the file row without re-chunking.
@@ -759,6 +816,9 @@ class Indexer:
         """``(start, end, text, units)`` of each chunk of a file; ``units`` as :func:`chunk_units` (file lines)."""
         from ..chunking import chunk_text, split_utf8
 
+        if loaded.file.source == "sessions" and getattr(self.store, "stores_tails", False):
+            return self._chunk_transcript(loaded)
+
         ch = self.agent.memory_search["chunking"]
         limit = self.choice.provider.max_input_bytes if self.choice.provider else None
         mode = self.units_mode()
@@ -780,6 +840,71 @@ class Indexer:
                 if part.strip() and key not in seen:
                     seen.add(key)
                     out.append((start, end, part, units))
+        return out
+
+    def _chunk_transcript(self, loaded: _Loaded) -> list[_Piece]:
+        """:meth:`_chunk` of a transcript, a message line at a time (the lines numbered as in the JSONL file, which
+        gives the chunks :meth:`_chunk` gives), going on from ``loaded.resume`` when the read did.
+
+        Sets ``loaded.tail``, what the next sync needs to chunk on (the chunker's state, the chunk ids its last,
+        unclosed chunk wrote, the ids of closed chunks a later one could repeat), and, going on, ``loaded.drop``:
+        the ids the last chunk wrote before that this chunking does not write again. The chunks returned are
+        only the new ones: with the rows kept, the file holds the chunks a whole read gives.
+        """
+        from ..chunking import Chunk, Chunker, split_utf8
+
+        ch = self.agent.memory_search["chunking"]
+        p = self.choice.provider
+        limit = p.max_input_bytes if p else None
+        mode = self.units_mode()
+        model = p.model if p else ""
+        source, path = loaded.file.source, loaded.file.path
+        state = loaded.resume
+        if state is not None:
+            chunker = Chunker.start(ch["tokens"], ch["overlap"], state["current"], state["cost"])
+            before: dict[str, int] = dict(state["seen"])  # closed chunks' ids a later chunk could repeat
+            last_ids = set(state["final"])  # the rows the last chunk wrote (kept when written again)
+        else:
+            chunker = Chunker.start(ch["tokens"], ch["overlap"])
+            before, last_ids = {}, set()
+        seen = set(before)
+        out: list[_Piece] = []
+        written: set[str] = set()
+
+        def parts(c: Chunk, closed: bool) -> list[str]:
+            # Split for the provider's input limit, a chunk keeps chunk vectors only (its lines span the parts).
+            pieces = split_utf8(c.text, limit) if limit else [c.text]
+            units = tuple(chunk_units(c.text, c.lines, mode)) if len(pieces) == 1 else ()
+            ids = []
+            for piece in pieces:
+                cid = sha256(f"{source}:{path}:{c.start_line}:{c.end_line}:{sha256(piece)}:{model}")
+                # A long repetitive line can yield identical pieces on the same lines: one chunk (one id) each.
+                if not piece.strip() or cid in seen:
+                    continue
+                seen.add(cid)
+                ids.append(cid)
+                if closed:
+                    before[cid] = c.start_line
+                if cid not in last_ids:
+                    out.append((c.start_line, c.end_line, piece, units))
+                written.add(cid)
+            return ids
+
+        lines = loaded.text.split("\n") if loaded.text else []
+        for line, number in zip(lines, loaded.line_map or (), strict=True):
+            for c in chunker.feed(line, number):
+                parts(c, True)
+        last = chunker.last()
+        final = parts(last, False) if last is not None else []
+        loaded.drop = tuple(sorted(last_ids - written)) if state is not None else None
+        if loaded.mark is None:
+            loaded.tail = None
+        else:
+            first = chunker.current[0][1] if chunker.current else 0
+            loaded.tail = json.dumps({
+                "settings": self._tail_settings(), "mark": loaded.mark.to_dict(),
+                "current": chunker.current, "cost": chunker.cost, "final": final,
+                "seen": sorted([i, n] for i, n in before.items() if n >= first)}, separators=(",", ":"))
         return out
 
     def _embed_and_build(self, pending: list[tuple[_Loaded, list[_Piece]]], stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
@@ -810,7 +935,8 @@ class Indexer:
             stats["chunks"] += len(rows)
             f = loaded.file
             yield (FileRow(path=f.path, source=f.source, hash=loaded.hash if ok else PENDING + loaded.hash,
-                           mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines), rows)
+                           mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines,
+                           tail=loaded.tail if ok else None, drop=loaded.drop, base=loaded.base), rows)
 
     def _check_dims(self, provider: str, vecs: list[Any]) -> None:
         """Reject a batch whose vectors differ in length from each other or from the index's."""

@@ -34,6 +34,7 @@ CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, path TEXT, sourc
                      end_line INTEGER, hash TEXT, text TEXT, cjk TEXT, embedding BLOB, lines BLOB,
                      plain INTEGER);
 CREATE TABLE units (chunk_id TEXT, start_line INTEGER, end_line INTEGER, hash TEXT, embedding BLOB);
+CREATE TABLE tails (path TEXT PRIMARY KEY, state TEXT);
 """
 
 
@@ -289,6 +290,9 @@ class Rebuild(StoreParts):
                     "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
                     (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
                 )
+                conn.execute("DELETE FROM tails WHERE path = ?", (frow.path,))
+                if frow.tail is not None:
+                    conn.execute("INSERT INTO tails VALUES (?, ?)", (frow.path, frow.tail))
                 kept = self._kept_analyses(self.reader(), frow.path)  # the live index's (see there)
                 for c in chunks:
                     conn.execute(
@@ -313,6 +317,8 @@ class Rebuild(StoreParts):
     def _swap_from_build(self, skipped: dict[str, str], meta: dict[str, str]) -> None:
         c = self.conn
         c.execute("DELETE FROM files")
+        c.execute("DELETE FROM transcript_tails")
+        c.execute("INSERT INTO transcript_tails(path, state) SELECT path, state FROM build.tails")
         c.execute("DELETE FROM chunks")
         c.execute("DELETE FROM chunk_units")
         if self.fts_error is None and not fts_current(c):

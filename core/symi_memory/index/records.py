@@ -46,6 +46,15 @@ class FileRow:
     chunks: int = 0
     bad_utf8: int = 0
     lines: int = 0
+    #: What a later sync needs to read and chunk only what a transcript appends (the indexer's JSON), stored with
+    #: the rows by a store that keeps it (``stores_tails``); None removes the one stored.
+    tail: str | None = None
+    #: When not None, the chunks travelling with this row are added to the file's rows instead of replacing them,
+    #: and these chunk ids are removed: a transcript read only past where the last sync stopped.
+    drop: tuple[str, ...] | None = None
+    #: With ``drop``: the file hash the rows added to were written with; another is there (another process's
+    #: sync wrote the file since this one read it): the append is not written, and the next sync reads the file.
+    base: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -101,6 +101,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     listeners: list[Callable[[IndexChange], None]] = attrs.field(factory=list)
     #: The indexer embeds the finer units of each chunk only for a store that keeps them.
     stores_units: bool = True
+    #: The indexer reads and chunks only what a transcript appended, with the state this store keeps per transcript.
+    stores_tails: bool = True
     _embedder_ids: dict[tuple[str, str, str], int] = attrs.field(factory=dict)
     #: The index id (meta ``index_id``) ``_embedder_ids`` were read for (:meth:`~.writes.FileWrites._embedder_id`).
     _embedder_ids_of: str | None = None

@@ -118,13 +118,26 @@ class FileWrites(StoreParts):
         # new chunks take the same rowids.
         keyword_rows: dict[int, tuple[str, str]] = {}
         for frow, chunks in files:
-            kept = self._kept_analyses(self.conn, frow.path)
-            gone = self._delete_path(frow.path)
+            appended = frow.drop is not None
+            if appended and not self._has_file(frow.path, frow.base):
+                # Another process wrote this file's rows since this sync read them: what this sync read was
+                # appended to other rows. Left as that process wrote them; their size tells the next sync to read.
+                log.info("%s: written by another sync meanwhile; read again by the next one", frow.path)
+                continue
+            if appended:
+                # Only what a transcript appended: the chunks its last chunk became are replaced, the rest kept.
+                # A chunk's line analysis depends on its path, first line and text alone: computed anew, the same.
+                kept: dict[tuple[int, str], bytes] = {}
+                gone = self._delete_chunks(frow.drop or ())
+            else:
+                kept = self._kept_analyses(self.conn, frow.path)
+                gone = self._delete_path(frow.path)
             removed += gone
             for rowid in gone:
                 keyword_rows.pop(rowid, None)
             self.conn.execute(
-                "INSERT INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO files(path, source, hash, mtime, size, chunks, bad_utf8, lines) "
+                "VALUES (?,?,?,?,?,?,?,?)",
                 (frow.path, frow.source, frow.hash, frow.mtime, frow.size, len(chunks), frow.bad_utf8, frow.lines),
             )
             for c in chunks:
@@ -132,6 +145,14 @@ class FileWrites(StoreParts):
                 if c.embedding is not None and self.listeners:
                     added.append((rowid, c.embedding))
                 written += 1
+            if appended:
+                self.conn.execute("UPDATE files SET chunks = (SELECT COUNT(*) FROM chunks WHERE path = ?1) "
+                                  "WHERE path = ?1", (frow.path,))
+            if frow.tail is not None:
+                self.conn.execute("INSERT OR REPLACE INTO transcript_tails(path, state) VALUES (?, ?)",
+                                  (frow.path, frow.tail))
+            elif appended or frow.source == "sessions":
+                self.conn.execute("DELETE FROM transcript_tails WHERE path = ?", (frow.path,))
         if keyword_rows:
             self.conn.executemany("INSERT INTO chunks_fts(rowid, text, cjk) VALUES (?, ?, ?)",
                                   [(rowid, text, cjk) for rowid, (text, cjk) in keyword_rows.items()])
@@ -150,6 +171,27 @@ class FileWrites(StoreParts):
         self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('index_id', ?)", (new_index_id(),))
         return written
 
+    def _has_file(self, path: str, hash: str | None) -> bool:
+        """Whether the index holds ``path`` written with this ``hash`` (and its tail state)."""
+        return self.conn.execute("SELECT 1 FROM files JOIN transcript_tails USING (path) WHERE path = ? AND hash = ?",
+                                 (path, hash)).fetchone() is not None
+
+    def _delete_chunks(self, ids: Iterable[str]) -> list[int]:
+        """Delete the chunks with these ids (their keyword rows and units); returns their rowids."""
+        rowids = [r[0] for i in ids for r in self.conn.execute("SELECT rowid FROM chunks WHERE id = ?", (i,))]
+        if rowids:
+            marks = ",".join("?" * len(rowids))
+            if self.fts_error is None:
+                self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", rowids)
+            self.conn.execute(f"DELETE FROM chunk_units WHERE chunk IN ({marks})", rowids)
+            self.conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", rowids)
+        return rowids
+
+    def transcript_tail(self, path: str) -> str | None:
+        """The state the last sync stored for the transcript ``path`` (:attr:`~.records.FileRow.tail`), or None."""
+        row = self._read("SELECT state FROM transcript_tails WHERE path = ?", (path,)).fetchone()
+        return None if row is None else str(row[0])
+
     def _delete_path(self, path: str) -> list[int]:
         rowids = [r[0] for r in self.conn.execute("SELECT rowid FROM chunks WHERE path=?", (path,))]
         if rowids:
@@ -159,6 +201,7 @@ class FileWrites(StoreParts):
             self.conn.execute(f"DELETE FROM chunk_units WHERE chunk IN ({marks})", rowids)
             self.conn.execute("DELETE FROM chunks WHERE path=?", (path,))
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+        self.conn.execute("DELETE FROM transcript_tails WHERE path=?", (path,))
         return rowids
 
     def _kept_analyses(self, conn: Any, path: str) -> dict[tuple[int, str], bytes]:
