@@ -642,3 +642,20 @@ def test_an_update_killed_while_a_folder_is_away_leaves_no_config_the_next_updat
     assert [p.name for p in home.iterdir() if p.name.startswith("update-config-")] == []
     assert [c.path for c in b.search(query("kraken")).candidates] == ["qmd/notes/sub/k.md"]
     b.close()
+
+
+def test_a_qmd_config_dir_in_the_environment_does_not_replace_the_private_config(tmp_path, ws, monkeypatch):
+    """QMD_CONFIG_DIR set in the caller's environment (a user's own qmd setup) takes precedence over XDG_CONFIG_HOME
+    in qmd: every update read that config instead of the private one (here listing none of the agent's
+    collections), so nothing of the workspace was indexed. qmd calls no longer inherit it."""
+    mine = tmp_path / "my-qmd-config"
+    write(mine / "index.yml", json.dumps({"collections": {}}))
+    monkeypatch.setenv("QMD_CONFIG_DIR", str(mine))
+    b = make_backend(tmp_path, standin_command())
+    assert b.sync().errors == ()
+    write(ws / "memory" / "2026-05-02.md", "# 2026-05-02\n\nThe zephyr migration is done.\n")
+    assert b.sync().errors == ()
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md",
+                                                                       "memory/2026-05-02.md"}
+    b.close()
+    assert [p.name for p in mine.iterdir()] == ["index.yml"]
