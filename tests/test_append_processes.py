@@ -446,3 +446,41 @@ def test_an_append_gives_up_on_a_live_but_hung_appender_after_append_wait_second
     assert 1.4 < took < 4.0, took  # gave up at the limit, not when the holder finished
     assert json.loads(out.strip().splitlines()[-1])["appended"] is True, err  # the holder went on undisturbed
     assert (ws / "MEMORY.md").read_text(encoding="utf-8") == f"- prefers tea\n{NOTE}\n"
+
+
+#: An append of a release from before the lock file named its holder: it locks the file and beats (touches it),
+#: writing nothing into it.
+OLDER_RELEASE_HOLDER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    while True:
+        os.utime(sys.argv[1])
+        time.sleep(0.1)
+""")
+
+
+def test_a_hung_appender_that_does_not_name_itself_is_not_given_the_pid_of_the_append_before_it(
+        tmp_path: Path) -> None:
+    """The lock file names its holder (pid, since when) for a waiter's error. An append finished, and the next
+    holder is one that writes no name (an older release sharing the state dir): the error said the finished
+    append's pid (here this very process's, 'another thread's append') held the lock, and to stop that process if
+    stuck; a pid since reused by another program would be named as well. A holder now takes its name out when it
+    lets go, so such a holder is an unnamed 'process holding lock file'."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    with open_mem(tmp_path, ws, {"sync": {"appendWaitSeconds": 1}}) as mem:
+        assert tools.memory_append(mem, {"text": "The plumber comes on Friday morning"})["appended"] is True
+        path = _append_lock_path(tmp_path / "state", ws)
+        proc = subprocess.Popen([sys.executable, "-c", OLDER_RELEASE_HOLDER, str(path)], stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+            answer = tools.memory_append(mem, {"text": "The boiler is serviced in October"})
+        finally:
+            proc.kill()
+            proc.wait()
+    assert answer["bytesWritten"] == 0, answer
+    assert f"(a process holding lock file {path}) is still running" in answer["error"], answer
+    assert f"pid {os.getpid()}" not in answer["error"], answer

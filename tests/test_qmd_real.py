@@ -291,3 +291,21 @@ def test_real_qmd_a_new_session_retention_makes_the_index_stale_and_the_next_syn
     assert forever.sync(reason="search").errors == ()
     assert found(forever, "kestrel") == ["qmd/sessions-main/old.md"] and not forever.is_stale()
     forever.close()
+
+
+def test_real_qmd_leaves_a_users_own_config_dir_and_index_path_alone(tmp_path, ws, monkeypatch):
+    """QMD_CONFIG_DIR and INDEX_PATH set in the environment (the user's own qmd, outside symi-memory) win over
+    XDG_CONFIG_HOME and XDG_CACHE_HOME in qmd: the agent's collections went into the user's config and index, and
+    the private home the docs promise held neither. qmd calls no longer inherit them."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    monkeypatch.setenv("QMD_CONFIG_DIR", str(mine / "config"))
+    monkeypatch.setenv("INDEX_PATH", str(mine / "index.sqlite"))
+    b = make_backend(tmp_path, QMD)
+    assert b.sync().errors == ()
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
+    b.close()
+    assert list(mine.iterdir()) == []
+    home = tmp_path / "state" / "agents" / "main" / "qmd"
+    assert "memory-root-main" in (home / "xdg-config" / "qmd" / "index.yml").read_text()
+    assert (home / "xdg-cache" / "qmd" / "index.sqlite").is_file()

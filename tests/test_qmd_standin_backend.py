@@ -592,3 +592,70 @@ def test_a_new_transcript_limit_makes_the_export_stale(tmp_path, ws):
     assert not whole.is_stale()
     # Back to the small limit: stale again.
     assert make_backend(tmp_path, standin_command(), {"sessions": {"enabled": True}}, max_transcript_bytes=3000).is_stale()
+
+
+def test_an_update_killed_while_a_folder_is_away_leaves_no_config_the_next_update_keeps(tmp_path, ws):
+    """A process SIGKILLed during a `qmd update` that leaves out a folder away cannot remove the temporary config
+    that run reads (`update-config-*` in the qmd home). The next update (once that qmd has exited: it holds the
+    update lock until then) removes it; before, every such kill left one behind for good."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    control, pids = tmp_path / "control", tmp_path / "pids"
+    control.write_text("")
+    cmd = standin_command(QMD_STANDIN_CONTROL=str(control), QMD_STANDIN_FAIL_ON="update",
+                          QMD_STANDIN_PIDFILE=str(pids))
+    qmd = {"paths": [{"path": "../notes", "name": "Notes"}]}
+    b = make_backend(tmp_path, cmd, qmd)
+    assert b.sync().errors == ()
+    b.close()
+    home = tmp_path / "state" / "agents" / "main" / "qmd"
+    os.rename(tmp_path / "notes", tmp_path / "notes-away")
+    control.write_text("hang")
+    body = textwrap.dedent("""
+        import json, sys
+        sys.path[:0] = json.loads(sys.argv[1])
+        from pathlib import Path
+        from qmd_standin.helpers import make_backend
+        make_backend(Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])).sync()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", body, json.dumps(sys.path), str(tmp_path), cmd, json.dumps(qmd)])
+    try:
+        deadline = time.monotonic() + 30
+        while not pids.exists() or not pids.read_text().endswith("\n"):  # the update's qmd runs (and hangs)
+            assert proc.poll() is None and time.monotonic() < deadline, "the update did not start"
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.wait()
+    for pid in pids.read_text().split():  # the qmd it started exits (it kept the update lock until then)
+        os.kill(int(pid), signal.SIGKILL)
+        assert _gone(int(pid))
+    left = [p.name for p in home.iterdir() if p.name.startswith("update-config-")]
+    assert len(left) == 1 and (home / left[0] / "index.yml").is_file(), left
+    control.write_text("")
+    b = make_backend(tmp_path, cmd, qmd)
+    report = b.sync()
+    assert report.errors == () and "collection notes" in report.warnings[0], report
+    assert [p.name for p in home.iterdir() if p.name.startswith("update-config-")] == []
+    assert [c.path for c in b.search(query("kraken")).candidates] == ["qmd/notes/sub/k.md"]
+    b.close()
+
+
+def test_a_qmd_config_dir_in_the_environment_does_not_replace_the_private_config(tmp_path, ws, monkeypatch):
+    """QMD_CONFIG_DIR set in the caller's environment (a user's own qmd setup) takes precedence over XDG_CONFIG_HOME
+    in qmd: every update read that config instead of the private one (here listing none of the agent's
+    collections), so nothing of the workspace was indexed. qmd calls no longer inherit it."""
+    mine = tmp_path / "my-qmd-config"
+    write(mine / "index.yml", json.dumps({"collections": {}}))
+    monkeypatch.setenv("QMD_CONFIG_DIR", str(mine))
+    b = make_backend(tmp_path, standin_command())
+    assert b.sync().errors == ()
+    write(ws / "memory" / "2026-05-02.md", "# 2026-05-02\n\nThe zephyr migration is done.\n")
+    assert b.sync().errors == ()
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md",
+                                                                       "memory/2026-05-02.md"}
+    b.close()
+    assert [p.name for p in mine.iterdir()] == ["index.yml"]

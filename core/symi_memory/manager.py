@@ -140,7 +140,8 @@ if hasattr(os, "register_at_fork"):
 
 def _say_holder(fd: int, key: str) -> None:
     """Write who holds the append lock (``pid`` and since when) into the lock file, for a waiter's error. Past its
-    first byte: Windows locks that byte, and another process could not read it."""
+    first byte: Windows locks that byte, and another process could not read it. Taken out again before the lock
+    is let go (:func:`_appending`)."""
     since = _APPEND_SINCE.get(key, time.time())
     data = f" {os.getpid()} {since:.3f}\n".encode()
     with contextlib.suppress(OSError):
@@ -284,6 +285,10 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
                     _APPEND_SINCE.pop(key, None)
         finally:
             if locked and fd is not None:
+                with contextlib.suppress(OSError):
+                    # Its name out before it lets go: a holder that writes none (an older release) is not taken
+                    # for this one, whose pid may be another program's by then.
+                    os.ftruncate(fd, 0)
                 with contextlib.suppress(OSError):
                     unlock(fd)
             if fd is not None:

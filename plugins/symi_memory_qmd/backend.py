@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -49,6 +50,8 @@ log = logging.getLogger("symi_memory.qmd")
 
 FALLBACK_BACKEND = DEFAULT_BACKEND
 STATE_FILE = "symi-state.json"
+#: The name of the temporary config folder an update leaving out a collection away runs ``qmd update`` over.
+UPDATE_CONFIG_PREFIX = "update-config-"
 #: Syncs that never wait for another process's qmd update: background ones and a search's (as with the builtin's
 #: full builds, ``symi_memory.index.indexer``), plus this plugin's boot and retry updates.
 NO_WAIT_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start", "cli-search",
@@ -297,15 +300,18 @@ class QmdBackend:
         One ``qmd update`` updates every collection its config lists, and takes the files of one whose folder is
         gone for deleted. ``QMD_CONFIG_DIR`` points this one run at a config listing the other collections (qmd
         keeps the collections' documents in its index, not its config); every other qmd call, the next update
-        included, reads the config in the qmd home, which lists them all.
+        included, reads the config in the qmd home, which lists them all. The config's folder
+        (``update-config-*`` in the qmd home) goes when the run ends; one a killed process left behind goes at the
+        next update, which holds the update lock that the qmd of any update still running holds too.
         """
+        _clear_update_configs(self.home)
         if not away:
             return runner.run(["update"], timeout_ms=timeout_ms)
         log.info("qmd update leaves out %s until %s back: it would drop what was indexed from there",
                  ", ".join(sorted(away)), "it is" if len(away) == 1 else "they are")
         listed = {c.name: {"path": str(c.path), "pattern": c.pattern}
                   for c in self.collections if c.name in self._ready and c.name not in away}
-        with tempfile.TemporaryDirectory(prefix="update-config-", dir=self.home) as tmp:
+        with tempfile.TemporaryDirectory(prefix=UPDATE_CONFIG_PREFIX, dir=self.home) as tmp:
             # JSON is YAML: qmd reads it as its index.yml.
             Path(tmp, "index.yml").write_text(json.dumps({"collections": listed}), encoding="utf-8")
             only = attrs.evolve(runner, extra_env={**runner.extra_env, "QMD_CONFIG_DIR": tmp})
@@ -658,6 +664,19 @@ def _with_extra_paths(paths: Sequence[Any], extra_paths: Sequence[str], workspac
             named.add(resolved(str(extra)))
             out.append(str(extra))
     return out
+
+
+def _clear_update_configs(home: Path) -> None:
+    """Remove the temporary configs (:meth:`QmdBackend._run_update`) of updates killed before they removed theirs
+    (SIGKILL, a power cut). Called holding the update lock: no qmd reads one then."""
+    try:
+        entries = list(os.scandir(home))
+    except OSError:
+        return  # no qmd home yet
+    for entry in entries:
+        if entry.name.startswith(UPDATE_CONFIG_PREFIX) and entry.is_dir(follow_symlinks=False):
+            log.info("removing %s, the temporary qmd config of an update that was killed", entry.path)
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _resolved(raw: str, workspace: Path) -> Path:

@@ -1,7 +1,8 @@
 """Running the qmd CLI: private home, timeouts, process-tree kills, output caps.
 
 Every call runs with ``XDG_CONFIG_HOME``/``XDG_CACHE_HOME`` inside the agent's
-qmd home and the cwd there too, so a ``.qmd/`` folder in some parent of the
+qmd home (``QMD_CONFIG_DIR`` and ``INDEX_PATH`` of the caller's environment
+left out) and the cwd there too, so a ``.qmd/`` folder in some parent of the
 caller's cwd can never hijack the index. qmd is a Node program that may spawn
 helpers, so each call gets its own session and a timeout kills the group.
 """
@@ -36,6 +37,8 @@ log = logging.getLogger("symi_memory.qmd")
 
 DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: qmd settings of the caller's environment that would move qmd's config or index out of the private home.
+_NOT_INHERITED = frozenset({"QMD_CONFIG_DIR", "INDEX_PATH"})
 _ERROR_LINE = re.compile(r"^[A-Za-z]*Error: \S")  # "SqliteError: constraint failed", "Error: ..."
 
 
@@ -93,7 +96,9 @@ class QmdRunner:
         return parts
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        # QMD_CONFIG_DIR and INDEX_PATH (a user's own qmd setup, in the caller's environment) take precedence over
+        # XDG_*: qmd would read and write that config and index instead of the ones in this home.
+        env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
         env.update(self.extra_env)
         env["XDG_CONFIG_HOME"] = str(self.home / "xdg-config")
         env["XDG_CACHE_HOME"] = str(self.home / "xdg-cache")
