@@ -444,16 +444,17 @@ def load_plugins(
     disabled: Iterable[str] = (),
     *,
     extra: Iterable[tuple[str, object]] = (),
+    builtins_only: bool = False,
 ) -> Plugins:
     """Load the entry-point plugins (minus ``disabled``) and build the registries.
 
     ``extra`` registers in-process plugins ``(id, module_or_object)``, used by
     tests and embedders; so do the modules listed in ``SYMI_MEMORY_PLUGINS``
     (comma-separated import paths, for subprocesses). With ``SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1`` only
-    the builtins (entry points of the symi-memory distribution) are loaded.
+    the builtins (entry points of the symi-memory distribution) are loaded; so with ``builtins_only``.
     """
     disabled = set(disabled)
-    builtins_only = os.environ.get(AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
+    builtins_only = builtins_only or os.environ.get(AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     dists: dict[str, tuple[str, str]] = {}
