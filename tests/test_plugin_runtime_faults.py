@@ -364,3 +364,29 @@ def test_two_plugins_claiming_one_name_can_be_resolved_with_config_set_as_the_er
     assert status.returncode == 0, status.stderr
     listed = _cli(tmp_path, site, "plugins")
     assert "first" in listed.stdout
+
+
+# --- versions a plugin author reads ---------------------------------------------------------------------------
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_versions_the_docs_and_contrib_plugins_name_are_ones_this_release_satisfies() -> None:
+    """`pip install ./contrib/<plugin>` as the tutorials say must resolve against this symi-memory, and a hook the
+    reference says was "Added in" a version must not be newer than the version that ships it (an author who
+    writes `symi-memory>=<that version>`, as json-index did, gets a plugin pip cannot install)."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    own = Version(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"])
+    for project in sorted((REPO / "contrib").glob("*/pyproject.toml")):
+        deps = tomllib.loads(project.read_text(encoding="utf-8"))["project"]["dependencies"]
+        for dep in map(Requirement, deps):
+            if dep.name == "symi-memory":
+                assert dep.specifier.contains(own), f"{project.parent.name} requires {dep}, this is {own}"
+    added = re.findall(r"Added in (\d+(?:\.\d+)*)\.", (REPO / "docs" / "hooks.md").read_text(encoding="utf-8"))
+    assert added and all(Version(v) <= own for v in added), (added, own)

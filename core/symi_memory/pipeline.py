@@ -6,9 +6,9 @@ Turning the result into hits (snippets, citations) is :mod:`symi_memory.presenta
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import operator
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
