@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -390,3 +391,29 @@ def test_the_versions_the_docs_and_contrib_plugins_name_are_ones_this_release_sa
                 assert dep.specifier.contains(own), f"{project.parent.name} requires {dep}, this is {own}"
     added = re.findall(r"Added in (\d+(?:\.\d+)*)\.", (REPO / "docs" / "hooks.md").read_text(encoding="utf-8"))
     assert added and all(Version(v) <= own for v in added), (added, own)
+
+
+class EntryDefaults:
+    """Defaults in the namespace the hook reference suggests: ``plugins.entries.<plugin id>``."""
+
+    @hookimpl
+    def symi_memory_config_defaults(self) -> dict[str, Any]:
+        return {"plugins": {"entries": {"tagger-plugin": {"enabled": False, "mode": "soft"}}}}
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"enabeld": True}, 'plugins.entries.tagger-plugin.enabeld: unknown key (did you mean "enabled"?)'),
+    ({"enabled": "yes"}, "plugins.entries.tagger-plugin.enabled: 'yes' is not a boolean"),
+    ({"mode": 12}, "plugins.entries.tagger-plugin.mode: 12 is not a string"),
+], ids=["typo", "bool", "str"])
+def test_defaults_contributed_under_plugins_entries_type_their_keys_as_documented(tmp_path: Path, entry: Any,
+                                                                                 message: str) -> None:
+    from symi_memory.errors import ConfigError
+
+    overrides = {"plugins": {"entries": {"tagger-plugin": entry, "someone-else": {"free": [1]}}}}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, state_dir=tmp_path, overrides=overrides, extra_plugins=[("tagger-plugin", EntryDefaults())])
+    good = {"plugins": {"entries": {"tagger-plugin": {"enabled": True}, "someone-else": {"free": [1]}}}}
+    cfg = load_config(None, state_dir=tmp_path, overrides=good, extra_plugins=[("tagger-plugin", EntryDefaults())])
+    assert cfg.data["plugins"]["entries"]["tagger-plugin"] == {"enabled": True, "mode": "soft"}
+    assert cfg.data["plugins"]["entries"]["someone-else"] == {"free": [1]}
