@@ -417,3 +417,29 @@ def test_defaults_contributed_under_plugins_entries_type_their_keys_as_documente
     cfg = load_config(None, state_dir=tmp_path, overrides=good, extra_plugins=[("tagger-plugin", EntryDefaults())])
     assert cfg.data["plugins"]["entries"]["tagger-plugin"] == {"enabled": True, "mode": "soft"}
     assert cfg.data["plugins"]["entries"]["someone-else"] == {"free": [1]}
+
+
+NEWER_HOOK = """
+from symi_memory import hookimpl
+
+
+@hookimpl
+def symi_memory_register_exporters(register):
+    pass
+"""
+
+
+def test_an_installed_plugin_with_a_hook_this_version_lacks_is_skipped_naming_it(tmp_path: Path) -> None:
+    """Made for a newer symi-memory (or a misspelt hook): like a plugin that fails to import, not every command's
+    failure."""
+    site = tmp_path / "site"
+    _install(site, "exporter", "exporter_plugin", NEWER_HOOK)
+    assert _cli(tmp_path, site, "config", "set", "agents.defaults.memorySearch.provider", "none").returncode == 0
+    out = _cli(tmp_path, site, "search", "router admin", "--no-server")
+    assert out.returncode == 0, out.stderr
+    assert "MEMORY.md" in out.stdout
+    (warning,) = [ln for ln in out.stderr.splitlines() if "exporter" in ln]
+    assert "plugin 'exporter' from exporter-plugin implements symi_memory_register_exporters" in warning
+    listed = _cli(tmp_path, site, "plugins")
+    assert listed.returncode == 0
+    assert "needs a newer symi-memory" in next(ln for ln in listed.stdout.splitlines() if ln.startswith("exporter"))
