@@ -183,6 +183,22 @@ def test_a_reranker_and_a_provider_without_close_are_closed_without_an_error(tmp
     mem.close()  # neither object defines close(): nothing to call, nothing raised
 
 
+class LoudClose(Picky):
+    def close(self) -> None:
+        raise OSError("socket already closed")
+
+
+def test_a_reranker_whose_close_raises_does_not_fail_closing_memory(tmp_path: Path) -> None:
+    mem = _open(tmp_path, [("flaky-plugin", _provider_plugin({"now": "ok"})),
+                           ("picky-plugin", _reranker_plugin(lambda docs: [(0, 0.5)], LoudClose))],
+                query={"rerank": {"provider": "picky"}})
+    mem.sync()
+    assert len(mem.search("router admin").results) == 1
+    mem.close()
+    with pytest.raises(Exception, match="closed"):
+        mem.search("router admin")  # closed all the same
+
+
 @pytest.mark.parametrize("answer", [
     lambda docs: None,
     lambda docs: [("0", "high")],

@@ -207,8 +207,9 @@ class Reranker(Protocol):
     0..1 and indexes into ``documents``. It may return fewer than given.
     Scores outside 0..1 are clamped; an answer that is not such pairs (an
     index that is not an integer, a NaN score) is taken as a failed call: the
-    search keeps its fused order, as when ``rerank`` raises. ``close`` is
-    optional (:class:`Closeable`).
+    search keeps its fused order, as when ``rerank`` raises. The core gives
+    a call no deadline (an embedding call has 2.5 s): give a remote reranker's
+    client a timeout. ``close`` is optional (:class:`Closeable`).
     """
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[tuple[int, float]]: ...
