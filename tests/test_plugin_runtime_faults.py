@@ -459,3 +459,25 @@ def test_an_installed_plugin_with_a_hook_this_version_lacks_is_skipped_naming_it
     listed = _cli(tmp_path, site, "plugins")
     assert listed.returncode == 0
     assert "needs a newer symi-memory" in next(ln for ln in listed.stdout.splitlines() if ln.startswith("exporter"))
+
+
+def test_an_available_check_that_raises_is_skipped_by_auto_not_every_search(tmp_path: Path) -> None:
+    """``provider = "auto"`` asks every provider with an ``auto_priority``: one plugin's broken check (a provider
+    nobody named) must leave the next provider to be chosen."""
+
+    class Eager:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register: Any) -> None:
+            def available(ctx: Any) -> str | None:
+                raise KeyError("EAGER_API_KEY")
+
+            register(ProviderSpec(name="eager", factory=lambda ctx: Flaky({"now": "ok"}), auto_priority=-10,
+                                  available=available))
+            register(ProviderSpec(name="flaky", factory=lambda ctx: Flaky({"now": "ok"}), auto_priority=-5))
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", NOTE)
+    with open_mem(tmp_path, ws, {"provider": "auto"}, plugins=[("eager-plugin", Eager())]) as mem:
+        mem.sync()
+        resp = mem.search("router admin")
+    assert resp.provider == "flaky" and [h.path for h in resp.results] == ["MEMORY.md"]

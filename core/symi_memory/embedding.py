@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .closing import close_plugin_object
-from .errors import ConfigError, EmbeddingError
+from .errors import ConfigError, EmbeddingError, SymiMemoryError
+from .plugins import OWN_DISTRIBUTION
 from .specs import EmbeddingProvider, ProviderContext, ProviderUnavailable
 from .types import Fallback
 
@@ -87,9 +88,6 @@ def _started(plugins: Plugins, spec: Any, ctx: ProviderContext) -> EmbeddingProv
     purpose (``ProviderUnavailable``, symi-memory's own), or returns what is not a provider, makes the provider
     unavailable, naming its plugin: memory then runs as for any unusable provider (the fallback, else keyword
     only, the reason in ``status``), never fails. The builtins' errors are bugs of ours and raised as they are."""
-    from .errors import SymiMemoryError
-    from .plugins import OWN_DISTRIBUTION
-
     owner = plugins.owners.get("embeddingProviders", {}).get(spec.name, "?")
     ours = plugins.dists.get(owner, ("",))[0] == OWN_DISTRIBUTION
     try:
@@ -141,7 +139,15 @@ def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any
         ctx = provider_context(agent, models, ms.get("model") or spec.default_model,
                                plugin_settings=plugins.entry_settings("embeddingProviders", spec.name,
                                                                       agent.plugin_entries))
-        why = spec.available(ctx) if spec.available else None
+        try:
+            why = spec.available(ctx) if spec.available else None
+        except Exception as exc:
+            owner = plugins.owners.get("embeddingProviders", {}).get(spec.name, "?")
+            if plugins.dists.get(owner, ("",))[0] == OWN_DISTRIBUTION:
+                raise  # a bug of ours, shown as one
+            # Another plugin's check, for a provider nobody named: `auto` goes on to the next one.
+            why = f"its available() check (plugin {owner!r}) raised {type(exc).__name__}: {exc}"
+            log.warning("embedding provider %s: %s; skipped by auto", spec.name, why)
         if why:
             reasons.append(f"{spec.name}: {why}")
             continue

@@ -61,7 +61,8 @@ def symi_memory_register_embedding_providers(register: Callable[[ProviderSpec], 
     :class:`symi_memory.specs.ProviderUnavailable` with an actionable message;
     anything else a third-party factory raises (or a returned object that is
     not a provider) is taken as that, naming the plugin: memory runs on the
-    fallback or by keyword, and ``status`` says why.
+    fallback or by keyword, and ``status`` says why. An ``available`` check
+    that raises is a reason too: ``auto`` goes on to the next provider.
 
     :param register: callable taking one :class:`~symi_memory.specs.ProviderSpec`.
     :return: ignored.
