@@ -481,3 +481,16 @@ def test_an_available_check_that_raises_is_skipped_by_auto_not_every_search(tmp_
         mem.sync()
         resp = mem.search("router admin")
     assert resp.provider == "flaky" and [h.path for h in resp.results] == ["MEMORY.md"]
+
+
+def test_plugins_json_lists_a_plugin_that_failed_to_load_with_why(tmp_path: Path) -> None:
+    """The text listing says "failed to load"; --json (what a monitoring script reads) must not drop it."""
+    import json
+
+    site = tmp_path / "site"
+    _install(site, "exporter", "exporter_plugin", "raise ImportError('needs vendor-sdk')\n")
+    out = _cli(tmp_path, site, "plugins", "--json")
+    assert out.returncode == 0, out.stderr
+    (entry,) = [p for p in json.loads(out.stdout) if p["id"] == "exporter"]
+    assert entry["distribution"] == "exporter-plugin" and entry["registers"]["backends"] == []
+    assert entry["error"] == "ImportError: needs vendor-sdk"
