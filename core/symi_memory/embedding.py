@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import ConfigError, EmbeddingError
+from .closing import close_plugin_object
+from .errors import ConfigError, EmbeddingError, SymiMemoryError
+from .plugins import OWN_DISTRIBUTION
 from .specs import EmbeddingProvider, ProviderContext, ProviderUnavailable
 from .types import Fallback
 
@@ -50,7 +52,7 @@ class EmbeddingChoice:
         # With no provider yet (the configured one never came up), the fallback is from the requested name.
         old = self.name if self.provider is not None else self.requested
         if self.provider is not None:
-            self.provider.close()
+            close_plugin_object(self.provider, f"embedding provider {getattr(self.provider, 'id', '?')!r}")
         self.provider = provider
         self.used_fallback = True
         self.fallback = Fallback(from_=old, reason=str(error))
@@ -75,7 +77,36 @@ def _create(plugins: Plugins, name: str, agent: AgentView, models: Mapping[str, 
     spec = plugins.provider(name, key=f"agents.defaults.{key}")
     model = agent.memory_search.get("model") if name == agent.memory_search.get("provider") else None
     own = plugins.entry_settings("embeddingProviders", spec.name, agent.plugin_entries)
-    return spec.factory(provider_context(agent, models, model or spec.default_model, plugin_settings=own))
+    return _started(plugins, spec, provider_context(agent, models, model or spec.default_model, plugin_settings=own))
+
+
+_PROVIDER_MEMBERS = ("id", "model", "fingerprint", "max_input_bytes", "embed_query", "embed_documents")
+
+
+def _started(plugins: Plugins, spec: Any, ctx: ProviderContext) -> EmbeddingProvider:
+    """``spec.factory(ctx)``. A third-party factory that raises something else than the errors it may raise on
+    purpose (``ProviderUnavailable``, symi-memory's own), or returns what is not a provider, makes the provider
+    unavailable, naming its plugin: memory then runs as for any unusable provider (the fallback, else keyword
+    only, the reason in ``status``), never fails. The builtins' errors are bugs of ours and raised as they are."""
+    owner = plugins.owners.get("embeddingProviders", {}).get(spec.name, "?")
+    ours = plugins.dists.get(owner, ("",))[0] == OWN_DISTRIBUTION
+    try:
+        provider = spec.factory(ctx)
+    except SymiMemoryError:
+        raise
+    except Exception as exc:
+        if ours:
+            raise
+        raise ProviderUnavailable(
+            f"embedding provider {spec.name!r} of plugin {owner!r} failed to start ({type(exc).__name__}: {exc}); "
+            f"fix or uninstall the plugin, or choose another memorySearch.provider") from exc
+    missing = [m for m in _PROVIDER_MEMBERS if not hasattr(provider, m)]
+    if missing and not ours:
+        raise ProviderUnavailable(
+            f"embedding provider {spec.name!r}: the factory of plugin {owner!r} returned "
+            f"{'None' if provider is None else type(provider).__name__}, not an EmbeddingProvider (it has no "
+            f"{', '.join(missing)}); fix or uninstall the plugin, or choose another memorySearch.provider")
+    return provider  # type: ignore[no-any-return]
 
 
 def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any]) -> EmbeddingChoice:
@@ -108,12 +139,20 @@ def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any
         ctx = provider_context(agent, models, ms.get("model") or spec.default_model,
                                plugin_settings=plugins.entry_settings("embeddingProviders", spec.name,
                                                                       agent.plugin_entries))
-        why = spec.available(ctx) if spec.available else None
+        try:
+            why = spec.available(ctx) if spec.available else None
+        except Exception as exc:
+            owner = plugins.owners.get("embeddingProviders", {}).get(spec.name, "?")
+            if plugins.dists.get(owner, ("",))[0] == OWN_DISTRIBUTION:
+                raise  # a bug of ours, shown as one
+            # Another plugin's check, for a provider nobody named: `auto` goes on to the next one.
+            why = f"its available() check (plugin {owner!r}) raised {type(exc).__name__}: {exc}"
+            log.warning("embedding provider %s: %s; skipped by auto", spec.name, why)
         if why:
             reasons.append(f"{spec.name}: {why}")
             continue
         try:
-            return EmbeddingChoice(spec.factory(ctx), requested, fallback_name=fallback_name)
+            return EmbeddingChoice(_started(plugins, spec, ctx), requested, fallback_name=fallback_name)
         except (ProviderUnavailable, EmbeddingError) as exc:
             reasons.append(f"{spec.name}: {exc}")
     reason = "no embedding provider available (" + "; ".join(reasons) + "); keyword-only search"

@@ -58,7 +58,11 @@ def symi_memory_register_embedding_providers(register: Callable[[ProviderSpec], 
     by ``name``; ``auto`` tries providers with an ``auto_priority`` in
     ascending order and takes the first whose ``available`` check returns
     None. A factory that cannot work here raises
-    :class:`symi_memory.specs.ProviderUnavailable` with an actionable message.
+    :class:`symi_memory.specs.ProviderUnavailable` with an actionable message;
+    anything else a third-party factory raises (or a returned object that is
+    not a provider) is taken as that, naming the plugin: memory runs on the
+    fallback or by keyword, and ``status`` says why. An ``available`` check
+    that raises is a reason too: ``auto`` goes on to the next provider.
 
     :param register: callable taking one :class:`~symi_memory.specs.ProviderSpec`.
     :return: ignored.
@@ -74,7 +78,8 @@ def symi_memory_register_rerankers(register: Callable[[RerankerSpec], None]) -> 
     Call ``register(RerankerSpec(name=..., factory=...))``.
     ``memorySearch.query.rerank.provider`` selects one by ``name``; ``none``
     (the default) disables reranking. A reranker that fails at search time
-    never fails the search: the core logs and keeps the fused order.
+    never fails the search: the core logs and keeps the fused order. Nor does
+    a third-party factory that raises: searches then run without reranking.
 
     :param register: callable taking one :class:`~symi_memory.specs.RerankerSpec`.
     :return: ignored.
@@ -148,7 +153,7 @@ def symi_memory_register_commands(subparsers: Any) -> None:
     :param subparsers: the ``argparse`` subparsers action to add commands to.
     :return: ignored.
 
-    Added in 0.2.
+    Added in 0.1.
     """
 
 
@@ -169,5 +174,5 @@ def symi_memory_register_config_sections(register: Callable[[ConfigSection], Non
     :param register: callable taking one :class:`~symi_memory.specs.ConfigSection`.
     :return: ignored.
 
-    Added in 0.2.
+    Added in 0.1.
     """

@@ -35,7 +35,7 @@ from .specs import (
     StoredPlain,
     StoredVectors,
 )
-from .types import Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
+from .types import BackendResult, Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
 
 if TYPE_CHECKING:
     from .embedding import EmbeddingChoice
@@ -379,6 +379,16 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
         # A reranker is an optional refinement: without it, search still answers in fused order.
         log.warning("reranker %s unavailable (%s); searching without reranking", name, exc)
         return None
+    except SymiMemoryError:
+        raise  # said on purpose (a ConfigError naming the key to fix)
+    except Exception as exc:
+        owner = plugins.owners.get("rerankers", {}).get(name, "?")
+        if plugins.dists.get(owner, ("",))[0] == OWN_DISTRIBUTION:
+            raise  # a bug of ours, shown as one
+        # Another plugin's bug: the search still answers, in fused order, as when its rerank call fails.
+        log.warning("reranker %s of plugin %r failed to start (%s: %s); searching without reranking",
+                    name, owner, type(exc).__name__, exc)
+        return None
 
 
 @attrs.define
@@ -560,6 +570,11 @@ class MemoryManager:
         pipeline = self.pipeline
         assert pipeline is not None
         result = backend.search(sq)
+        if not isinstance(result, BackendResult):
+            owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
+            raise BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned "
+                               f"{'None' if result is None else type(result).__name__} from search, not a "
+                               f"BackendResult (a bug of that plugin)")
         floor = ms if result.calibrated else 0.0
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .closing import close_plugin_object
 from .specs import LineVector, PostProcessContext, PostProcessor, Reranker
 from .types import Candidate, LazyCandidates
 
@@ -61,6 +64,10 @@ class Pipeline:
     reranker: Reranker | None = None
     rerank_top_n: int = 20
     clock: Any = time.time
+    #: Processors of third-party plugins, by name -> plugin id: one that raises or hands back what is not a sequence
+    #: of candidates with finite scores is skipped for that search (logged), never fails it. The builtins' own
+    #: errors are bugs of ours and are raised as they are.
+    guarded: Mapping[str, str] = attrs.field(factory=dict)
 
     @classmethod
     def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None,
@@ -71,22 +78,36 @@ class Pipeline:
         ``plugin_settings`` parameter gets its plugin's table by keyword.
         """
         hybrid = memory_search["query"]["hybrid"]
+        from .plugins import OWN_DISTRIBUTION
+
         procs = []
+        guarded: dict[str, str] = {}
         for spec in plugins.postprocessors.values():
-            if _takes_plugin_settings(spec.factory):
-                own = plugins.entry_settings("postprocessors", spec.name, entries or {})
-                factory: Any = spec.factory  # its signature names plugin_settings, checked just above
-                proc = factory(hybrid, plugin_settings=own)
-            else:
-                proc = spec.factory(hybrid)
+            owner = plugins.owners.get("postprocessors", {}).get(spec.name, "")
+            if plugins.dists.get(owner, ("",))[0] != OWN_DISTRIBUTION:
+                guarded[spec.name] = owner
+            try:
+                if _takes_plugin_settings(spec.factory):
+                    own = plugins.entry_settings("postprocessors", spec.name, entries or {})
+                    factory: Any = spec.factory  # its signature names plugin_settings, checked just above
+                    proc = factory(hybrid, plugin_settings=own)
+                else:
+                    proc = spec.factory(hybrid)
+            except Exception as exc:
+                if spec.name not in guarded:
+                    raise
+                log.warning("post-processor %r of plugin %r failed to start (%s: %s); searches run without it",
+                            spec.name, guarded[spec.name], type(exc).__name__, exc)
+                continue
             if proc is not None:
                 procs.append((spec.order, spec.name, proc))
         procs.sort(key=lambda p: (p[0], p[1]))
-        return cls(processors=procs, reranker=reranker, rerank_top_n=memory_search["query"]["rerank"]["topN"])
+        return cls(processors=procs, reranker=reranker, rerank_top_n=memory_search["query"]["rerank"]["topN"],
+                   guarded=guarded)
 
     def close(self) -> None:
         if self.reranker is not None:
-            self.reranker.close()
+            close_plugin_object(self.reranker, "reranker")
 
     def rerank(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         out = self._reranked(query, candidates)
@@ -100,15 +121,21 @@ class Pipeline:
         head = candidates[: self.rerank_top_n]
         try:
             order = self.reranker.rerank(query, [c.text for c in head], len(head))
+            # What it returned is checked as a whole before any of it is used: None, an index that is not an
+            # integer or a score that is not a finite number (NaN would compare as neither better nor worse)
+            # is the reranker's bug, and the search keeps the fused order as when it raises.
+            pairs = [(operator.index(idx), float(score)) for idx, score in order]
+            if not all(map(math.isfinite, (s for _, s in pairs))):
+                raise ValueError("a score is NaN or infinite")
         except Exception as exc:  # a reranker failure never fails the search
-            log.warning("reranker failed (%s); keeping the fused order", exc)
+            log.warning("reranker failed (%s: %s); keeping the fused order", type(exc).__name__, exc)
             return None
         seen = set()
         out = []
-        for idx, score in order:
+        for idx, score in pairs:
             if 0 <= idx < len(head) and idx not in seen:
                 seen.add(idx)
-                out.append(attrs.evolve(head[idx], score=max(0.0, min(1.0, float(score)))))
+                out.append(attrs.evolve(head[idx], score=max(0.0, min(1.0, score))))
         # Only the reranked top N go on: fused scores are not comparable with the reranker's
         # relevance scores, so mixing the two would make minScore and the order meaningless.
         return out
@@ -175,8 +202,11 @@ class Pipeline:
                 items, sorted_yet = _sorted(items), True
             given = items if isinstance(items, LazyCandidates) and getattr(proc, "takes_lazy_candidates", False) \
                 else tuple(items)
-            got = proc.process(given, ctx)
-            items = got if isinstance(got, LazyCandidates) else list(got)
+            if name in self.guarded:
+                items = _guarded_process(name, self.guarded[name], proc, given, ctx, items)
+            else:
+                got = proc.process(given, ctx)
+                items = got if isinstance(got, LazyCandidates) else list(got)
             if trace is not None:
                 _trace_stage(trace, name, items)
         ordered = _best_first(items)
@@ -202,6 +232,26 @@ class Pipeline:
                 row.setdefault("outcome", "dropped by reranker (beyond topN)" if "rerank" in trace["stages"]
                                else "dropped by a post-processor")
         return kept[:max_results]
+
+
+def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequence[Candidate],
+                     ctx: PostProcessContext, items: Sequence[Candidate]) -> Sequence[Candidate]:
+    """A third-party processor's answer, or ``items`` (what it was handed) when it raised or its answer is not a
+    sequence of :class:`Candidate` records with finite scores (a NaN score compares as below any ``minScore``: every
+    hit would be lost without a word). The search goes on without it, saying so in the log."""
+    try:
+        got = proc.process(given, ctx)
+        out = list(got)  # a LazyCandidates too: each candidate is looked at
+        bad = next((c for c in out if not isinstance(c, Candidate) or not math.isfinite(c.score)), None)
+        if bad is not None:
+            what = (f"a candidate scored {bad.score!r}" if isinstance(bad, Candidate)
+                    else f"a {type(bad).__name__}, not a Candidate")
+            raise TypeError(f"it returned {what}")
+    except Exception as exc:
+        log.warning("post-processor %r of plugin %r failed (%s: %s); skipped for this search",
+                    name, plugin_id, type(exc).__name__, exc)
+        return items
+    return got if isinstance(got, LazyCandidates) else out
 
 
 def _plain_of_handed(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],

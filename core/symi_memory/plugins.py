@@ -444,16 +444,17 @@ def load_plugins(
     disabled: Iterable[str] = (),
     *,
     extra: Iterable[tuple[str, object]] = (),
+    builtins_only: bool = False,
 ) -> Plugins:
     """Load the entry-point plugins (minus ``disabled``) and build the registries.
 
     ``extra`` registers in-process plugins ``(id, module_or_object)``, used by
     tests and embedders; so do the modules listed in ``SYMI_MEMORY_PLUGINS``
     (comma-separated import paths, for subprocesses). With ``SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1`` only
-    the builtins (entry points of the symi-memory distribution) are loaded.
+    the builtins (entry points of the symi-memory distribution) are loaded; so with ``builtins_only``.
     """
     disabled = set(disabled)
-    builtins_only = os.environ.get(AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
+    builtins_only = builtins_only or os.environ.get(AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     dists: dict[str, tuple[str, str]] = {}
@@ -490,6 +491,18 @@ def load_plugins(
             continue
         dists[ep.name] = (dist, ep.dist.version if ep.dist else "?")
     own_version = next((v for d, v in dists.values() if d == OWN_DISTRIBUTION), None)
+    for plugin_id, hooks in _unknown_hooks(pm).items():
+        dist = dists.get(plugin_id, ("?",))[0]
+        if dist == OWN_DISTRIBUTION:
+            continue  # a bug of ours: check_pending below says so
+        # An installed plugin made for a newer symi-memory (a hook this one does not have), or with a misspelt hook
+        # name: it is skipped like one that fails to import, never every command's failure; selecting it says why.
+        why = (f"implements {', '.join(hooks)}, which this symi-memory ({own_version or '?'}) does not have: a "
+               f"misspelt hook name, or the plugin needs a newer symi-memory")
+        pm.unregister(name=plugin_id)
+        dists.pop(plugin_id, None)
+        failed[plugin_id] = f"{dist}: {why}"
+        log.warning("plugin %r from %s %s; skipped", plugin_id, dist, why)
     for plugin_id, obj, dist_info in [*_env_plugins(own_version),
                                       *((i, o, ("(in-process)", "")) for i, o in extra)]:
         if plugin_id in disabled or pm.is_registered(obj) or pm.get_plugin(plugin_id) is not None:
@@ -503,6 +516,18 @@ def load_plugins(
     plugins = Plugins(pm=pm, dists=dists, failed=failed, disabled=skipped)
     plugins._build()
     return plugins
+
+
+def _unknown_hooks(pm: pluggy.PluginManager) -> dict[str, list[str]]:
+    """Plugin name -> the hooks it implements that have no specification here (what ``check_pending`` refuses)."""
+    out: dict[str, list[str]] = {}
+    for name, caller in vars(pm.hook).items():
+        if name.startswith("_") or caller.has_spec():
+            continue
+        for impl in caller.get_hookimpls():
+            if not impl.optionalhook and impl.plugin_name is not None:
+                out.setdefault(impl.plugin_name, []).append(name)
+    return out
 
 
 def collect_config_defaults(raw: Mapping[str, Any], plugins: Plugins | None = None) -> dict[str, Any]:

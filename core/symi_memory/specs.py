@@ -79,6 +79,15 @@ class EmbeddingProvider(Protocol):
     the model name (base URL, non-secret headers, ...). It must never contain
     an API key. ``max_input_bytes`` is the UTF-8 byte limit for one input;
     the core splits longer chunks before calling ``embed_documents``.
+
+    Raise :class:`~symi_memory.errors.EmbeddingError` for a failed call (with
+    ``retryable`` for a timeout, 429 or 5xx). Anything else a call raises is
+    taken the same way, naming the provider: a search then answers by keyword
+    saying why (``SearchResponse.fallback``), a sync indexes the files for
+    keyword search and retries their vectors on the next one. So is a vector
+    no search could use: not a flat list of numbers, empty, holding NaN or
+    infinity, of another width than the others of its batch or (a query
+    vector) than the index's. ``close`` is optional (:class:`Closeable`).
     """
 
     id: str
@@ -196,6 +205,11 @@ class Reranker(Protocol):
 
     ``rerank`` returns ``(index, score)`` pairs, best first, with scores in
     0..1 and indexes into ``documents``. It may return fewer than given.
+    Scores outside 0..1 are clamped; an answer that is not such pairs (an
+    index that is not an integer, a NaN score) is taken as a failed call: the
+    search keeps its fused order, as when ``rerank`` raises. The core gives
+    a call no deadline (an embedding call has 2.5 s): give a remote reranker's
+    client a timeout. ``close`` is optional (:class:`Closeable`).
     """
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[tuple[int, float]]: ...
@@ -310,6 +324,11 @@ class PostProcessor(Protocol):
     it may hand that same sequence back when it changes no candidate. A
     ``LazyCandidates`` may also carry ``ids``, the column of its candidates'
     ids, read without making any (None when the backend gave none).
+
+    A third-party processor that raises, or returns what is not a sequence of
+    :class:`~symi_memory.types.Candidate` records with finite scores, is
+    skipped for that search (logged with its plugin's id): the search goes on
+    with what it was handed. So is one whose factory raises, for every search.
     """
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...

@@ -997,8 +997,9 @@ class PostgresBackend:
             self.scheduler.stop()
         with self._sync_lock:
             pass
-        if self.choice.provider is not None:
-            self.choice.provider.close()
+        close = getattr(self.choice.provider, "close", None)  # optional (Closeable): a provider may have none
+        if close is not None:
+            close()
         self.pool.close(timeout=2.0)
         if self.watchdog is not None:
             self.watchdog.stop()

@@ -49,6 +49,17 @@ def _disabled_plugins(argv: Sequence[str] | None) -> list[str]:
         return []
 
 
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` names (its first word after the global options), best effort."""
+    pre = argparse.ArgumentParser(add_help=False)
+    _global_options(pre)
+    try:
+        _, rest = pre.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    except (SystemExit, Exception):
+        return None
+    return next((a for a in rest if not a.startswith("-")), None)
+
+
 def _add_commands(sub: Any, plugins: Any) -> None:
     import logging
 
@@ -147,7 +158,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
     import apsw
 
-    from ..errors import SymiMemoryError
+    from ..errors import PluginError, SymiMemoryError
     from ..plugins import load_plugins
     from .app import App
 
@@ -156,7 +167,16 @@ def _main(argv: Sequence[str] | None) -> int:
     disabled = _disabled_plugins(argv)
     try:
         # Loaded once: the parser's commands and the config (App) use the same plugins.
-        plugins = load_plugins(disabled)
+        try:
+            plugins = load_plugins(disabled)
+        except PluginError as exc:
+            if _command(argv) != "config":
+                raise
+            # Two plugins that clash (one name registered twice, one plugin id declared twice) stop every command;
+            # the fix the error names, `config set plugins.disabled [...]`, must still run: `config` runs on the
+            # builtins alone (an edit is then validated against the plugins the new config leaves enabled).
+            logging.getLogger("symi_memory.plugins").warning("%s; `config` runs with the builtin plugins only", exc)
+            plugins = load_plugins(disabled, builtins_only=True)
         parser = build_parser(argv, plugins=plugins)
     except SymiMemoryError as exc:
         print(f"symi-memory: error: {exc}", file=sys.stderr)
@@ -202,6 +222,13 @@ def _main(argv: Sequence[str] | None) -> int:
         import traceback
 
         traceback.print_exc(file=sys.stderr)
+        culprit = _plugin_that_raised(exc)
+        if culprit is not None:
+            plugin_id, dist, where = culprit
+            print(f"symi-memory: error: plugin {plugin_id!r} ({dist}) raised {type(exc).__name__} at {where}: {exc} "
+                  f"(a bug of that plugin; the traceback above is for its authors; plugins.disabled = "
+                  f"[\"{plugin_id}\"] turns it off)", file=sys.stderr)
+            return 1
         print(f"symi-memory: error: unexpected {type(exc).__name__} (a bug; the traceback above is for a report)",
               file=sys.stderr)
         return 1
@@ -209,6 +236,34 @@ def _main(argv: Sequence[str] | None) -> int:
         app.close()
         if one_thread_blas:
             os.environ.pop(BLAS_THREADS_ENV, None)
+
+
+def _plugin_that_raised(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(plugin id, "distribution version", "file:line")`` of the installed third-party plugin whose code raised
+    ``exc`` (the innermost frame of the traceback in one of its packages), or None when no such plugin's code is
+    in it (a bug of ours). Read only after a crash: the entry points again, none of them imported."""
+    from ..entry_points import find
+    from ..plugins import ENTRY_POINT_GROUP, OWN_DISTRIBUTION
+
+    owners: dict[str, tuple[str, str]] = {}
+    try:
+        for ep in find(ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist else "?"
+            if dist != OWN_DISTRIBUTION:
+                package = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
+                owners.setdefault(package, (ep.name, f"{dist} {ep.dist.version if ep.dist else '?'}"))
+    except Exception:  # the crash report must not crash
+        return None
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__") or ""
+        owner = owners.get(module.split(".", 1)[0])
+        if owner is not None:
+            code = tb.tb_frame.f_code
+            found = (*owner, f"{os.path.basename(code.co_filename)}:{tb.tb_lineno}")
+        tb = tb.tb_next
+    return found
 
 
 def console() -> None:

@@ -23,8 +23,14 @@ def run(args: argparse.Namespace, app: App) -> int:
     infos = plugins.infos()
     disabled = plugins.disabled_infos()
     if args.json:
-        # Disabled plugins are listed too, with "disabled": true and nothing registered.
-        app.print_json([i.to_dict() for i in sorted([*infos, *disabled], key=lambda i: i.id)])
+        # Disabled plugins are listed too, with "disabled": true and nothing registered; so are the ones that failed
+        # to load, with nothing registered and "error" saying why (what the listing without --json shows).
+        listed = [i.to_dict() for i in [*infos, *disabled]]
+        for pid, why in plugins.failed.items():
+            dist, _, error = why.partition(": ")
+            listed.append({"id": pid, "distribution": dist, "version": "?",
+                           "registers": {kind: [] for kind in KIND_LABELS}, "disabled": False, "error": error})
+        app.print_json(sorted(listed, key=lambda d: d["id"]))
         return 0
     width = max((len(i.id) for i in [*infos, *disabled]), default=4)
     for info in infos:

@@ -206,6 +206,12 @@ def validate(cls: type, data: Any, path: str, problems: list[str], extra: Mappin
             out[key] = validate(meta["cls"], value, where, problems, sub_extra)
         else:
             ok, norm = check_value(meta, value, where, problems)
+            sub_extra = extra.get(key) if isinstance(extra, Mapping) else None
+            if ok and meta["kind"] == "dict" and isinstance(sub_extra, Mapping) and isinstance(norm, Mapping):
+                # A free-form table (plugins.entries, models) that plugins contributed defaults to: their keys are
+                # typed by those defaults (a typo gets "did you mean"); the table's other entries stay free.
+                norm = {k: _validate_free(sub_extra[k], v, f"{where}.{k}", problems) if k in sub_extra else v
+                        for k, v in norm.items()}
             if ok:
                 out[key] = norm
     return out

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import attrs
 
+from ..closing import close_plugin_object
 from ..errors import BackendError, EmbeddingError
 from ..specs import (
     DEFAULT_CALIBRATION,
@@ -436,6 +437,15 @@ class IndexedBackend:
             log.warning("%s", why)
             fallback = Fallback(from_=provider.id, reason=why)
             qvec = None
+        dims = self.store.vec_dims
+        if qvec is not None and provider is not None and not full and dims and len(qvec) != dims:
+            # The same provider and model as the index's, but another width (a provider's bug, or an endpoint
+            # that changed its model behind the same name): no stored vector can be compared with it.
+            why = (f"query embedding by {provider.id} has {len(qvec)} dimensions, the index's vectors {dims} "
+                   f"(reindex with `symi-memory index --force` if the model changed); keyword results only")
+            log.warning("%s", why)
+            fallback = Fallback(from_=provider.id, reason=why)
+            qvec = None
         # Vectors built by another provider/model are not comparable: keyword-only until the reindex lands.
         use_vec = qvec is not None and not full
         use_text = hybrid["enabled"] or not use_vec
@@ -642,7 +652,9 @@ class IndexedBackend:
         # Only the object whose embed_query the worker would call: a wrapper with its own embed_query (a query
         # prefix) that hands other names to the provider it wraps (__getattr__) must not get that one's vectors.
         if (at_once is not None and getattr(at_once, "__self__", None) is getattr(provider.embed_query, "__self__", at_once)
-                and (answered := _QueryEmbedding.answered_at_once(at_once, text)) is not None):
+                and (answered := _QueryEmbedding.answered_at_once(
+                    lambda t: None if (v := at_once(t)) is None else _checked_query_vector(provider, v), text))
+                is not None):
             # No other thread, no deadline: nothing to hand over, wake or wait for.
             return answered
         self._forget_parents_workers()
@@ -655,7 +667,7 @@ class IndexedBackend:
                 self._query_worker = _Worker("symi-query-embed")
             worker = self._query_worker
         pending = _QueryEmbedding(time.monotonic())
-        worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
+        worker.submit(lambda: pending.run(lambda: _checked_query_vector(provider, provider.embed_query(text))))
         return pending
 
     def _forget_parents_workers(self) -> None:
@@ -736,6 +748,13 @@ class IndexedBackend:
         if isinstance(error, EmbeddingError):
             log.warning("query embedding failed (%s); keyword results only", error)
             return None, f"query embedding failed ({error}); keyword results only"
+        if isinstance(error, Exception):
+            # Any other exception is the provider's too (its HTTP client's, a KeyError in its parsing): the search
+            # answers by keyword, naming it, as for an EmbeddingError; it is never the search's failure.
+            why = f"query embedding by {provider.id} failed ({type(error).__name__}: {error}); keyword results only"
+            log.warning("%s", why)
+            log.debug("the provider's traceback", exc_info=error)
+            return None, why
         if error is not None:
             raise error
         return pending.value, None
@@ -1245,7 +1264,7 @@ class IndexedBackend:
         for worker in workers:
             worker.stop(QUERY_EMBED_DEADLINE_S)
         if self.choice.provider is not None:
-            self.choice.provider.close()
+            close_plugin_object(self.choice.provider, f"embedding provider {self.choice.requested!r}")
         if isinstance(self.vectors, Closeable):  # a vector side with its own files (faiss) saves them here
             self.vectors.close()
         self.store.close()
@@ -1297,6 +1316,21 @@ class _Done:
             self._held.release()  # for any other waiter
             return True
         return False
+
+
+def _checked_query_vector(provider: Any, value: Any) -> Any:
+    """``value``, what ``provider.embed_query`` returned, when it is a flat, non-empty sequence of numbers (a list of
+    floats as it is, anything else as a list of floats); else an :class:`EmbeddingError` naming the provider."""
+    if type(value) is list and value and type(value[0]) is float:
+        return value  # what providers give: the values are looked at once, with the NaN check
+    try:
+        out = [float(x) for x in value]
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{provider.id} returned a query vector that is not a list of numbers "
+                             f"({type(value).__name__}: {exc})", provider=provider.id) from None
+    if not out:
+        raise EmbeddingError(f"{provider.id} returned an empty query vector", provider=provider.id)
+    return out
 
 
 class _QueryEmbedding:

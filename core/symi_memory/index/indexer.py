@@ -27,6 +27,7 @@ from ..workspace import (
     read_regular,
 )
 from .rebuild import BuildInfo, describe_build
+from .records import all_finite
 from .store import ChunkRow, FileRow, IndexStore, UnitRow, pack_vector
 
 if TYPE_CHECKING:
@@ -938,9 +939,9 @@ class Indexer:
                            mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines,
                            tail=loaded.tail if ok else None, drop=loaded.drop, base=loaded.base), rows)
 
-    def _check_dims(self, provider: str, vecs: list[Any]) -> None:
-        """Reject a batch whose vectors differ in length from each other or from the index's."""
-        dims = {len(v) for v in vecs}
+    def _check_dims(self, provider: str, widths: list[int]) -> None:
+        """Reject a batch whose vectors differ in length (``widths``) from each other or from the index's."""
+        dims = set(widths)
         if self._run_dims is not None:
             dims.add(self._run_dims)
         if len(dims) == 1:
@@ -966,11 +967,12 @@ class Indexer:
                 raise EmbeddingError(self._down_in_this_sync, provider=p.id, retryable=True)
             for i in range(0, len(missing), step):
                 part = missing[i : i + step]
-                vecs = p.embed_documents([t for _, t in part])
+                vecs = _documents_embedded(p, [t for _, t in part])
                 if len(vecs) != len(part):
                     raise EmbeddingError(f"{p.id} returned {len(vecs)} vectors for {len(part)} inputs", provider=p.id)
-                self._check_dims(p.id, vecs)
-                fresh.update((h, pack_vector(v)) for (h, _), v in zip(part, vecs, strict=True))
+                packed = [_packed(p.id, v) for v in vecs]
+                self._check_dims(p.id, [len(b) // 4 for b in packed])
+                fresh.update(zip((h for h, _ in part), packed, strict=True))
         except EmbeddingError as exc:
             if exc.retryable and self._down_in_this_sync is None:
                 # A timeout (or an endpoint still failing after its retries) is not waited on again this run.
@@ -990,3 +992,33 @@ class Indexer:
         stats["computed"] += len(fresh)
         stats["cached"] += len({h for h in hashes if h in cached})
         return [cached.get(h) or fresh.get(h) for h in hashes], True
+
+
+def _documents_embedded(provider: Any, texts: list[str]) -> Any:
+    """``provider.embed_documents(texts)``; anything it raises other than an :class:`EmbeddingError` (its HTTP
+    client's error, a bug in its parsing) is one, naming the provider: the files are then indexed for keyword
+    search and their vectors retried on the next sync, as after an endpoint's failure, never a failed sync."""
+    try:
+        vecs = provider.embed_documents(texts)
+        len(vecs)
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        log.debug("the provider's traceback", exc_info=exc)
+        raise EmbeddingError(f"{provider.id} failed ({type(exc).__name__}: {exc})", provider=provider.id) from exc
+    return vecs
+
+
+def _packed(provider: str, vec: Any) -> bytes:
+    """``vec`` as stored (float32 bytes); an :class:`EmbeddingError` for one no search could score against: not a
+    flat list of numbers, empty, or holding NaN or infinity."""
+    try:
+        packed = pack_vector(vec)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{provider} returned a vector that is not a list of numbers ({exc})",
+                             provider=provider) from None
+    if not packed:
+        raise EmbeddingError(f"{provider} returned an empty vector", provider=provider)
+    if not all_finite(vec):
+        raise EmbeddingError(f"{provider} returned a vector holding NaN or infinity", provider=provider)
+    return packed
