@@ -1174,6 +1174,9 @@ class IndexedBackend:
             "synonyms": self._synonyms_status(),
             "build": self._build_status(),
             "lastError": last_error,
+            # The workspace, extra paths, folders and indexed files that cannot be listed or read now, as a sync says
+            # them: what the index holds from them stays searchable meanwhile.
+            "warnings": self.indexer.away_warnings(),
         }
 
     def _build_status(self) -> dict[str, Any]:
