@@ -39,9 +39,9 @@ from ..types import (
     SyncProgress,
     SyncReport,
 )
-from ..workspace import PathRules, path_candidates, printable_path
+from ..workspace import AbsentRoot, MemoryFile, PathRules, path_candidates, printable_path
 from .chunks import NO_EPOCH
-from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled
+from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled, scan_sources
 from .meta import NO_GENERATION, Generation
 from .records import CandidateRow, all_finite
 from .store import IndexStore
@@ -311,15 +311,19 @@ class IndexedBackend:
             self.scheduler.mark_dirty("damaged")
         return problem
 
-    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True,
+                 scanned: tuple[list[MemoryFile], list[AbsentRoot]] | None = None) -> bool:
         """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed.
 
         A transcript that grew counts at once, unless ``any_session_change`` is false (the background
-        check): then only once it grew past the delta thresholds that start a background sync.
+        check): then only once it grew past the delta thresholds that start a background sync. ``scanned``: the
+        files and what cannot be listed (:func:`~.indexer.scan_sources`) when the caller has just listed them.
         """
         if self.indexer.needs_full() or self.indexer.needs_units() or self.store.damaged() is not None:
             return True
-        changed, removed = self.indexer.changed_files(retry_pending=retry_pending, retry_failed=False)
+        files, absent = scanned if scanned is not None else (None, None)
+        changed, removed = self.indexer.changed_files(files, retry_pending=retry_pending, retry_failed=False,
+                                                      absent=absent)
         if removed or any(f.source != "sessions" for f in changed):
             return True
         if any_session_change:
@@ -1144,7 +1148,8 @@ class IndexedBackend:
         # The files against the index, whoever synced it: this process's watcher saying "dirty" (as it does from
         # its start until its first sync) proves nothing once another process's sync, or none needed, left the
         # index current.
-        dirty = part(self.is_stale, True)
+        scanned = scan_sources(self.agent, {})  # listed once, for dirty and the warnings
+        dirty = part(lambda: self.is_stale(scanned=scanned), True)
         recorded = part(self.indexer.last_sync, None) or {}
         last_error = part(lambda: self.indexer.reported_error(recorded or None), None)
         disk_error = part(self._disk_error_now, None)
@@ -1208,7 +1213,7 @@ class IndexedBackend:
             "lastError": last_error,
             # The workspace, extra paths, folders and indexed files that cannot be listed or read now, as a sync says
             # them: what the index holds from them stays searchable meanwhile.
-            "warnings": part(self.indexer.away_warnings, []),
+            "warnings": part(lambda: self.indexer.away_warnings(scanned), []),
         }
 
     def _build_status(self) -> dict[str, Any]:

@@ -570,11 +570,11 @@ class Indexer:
         except Exception:  # a damaged index being rebuilt: what it held is not known, and not said
             return set()
 
-    def away_warnings(self) -> list[str]:
+    def away_warnings(self, scanned: tuple[list[MemoryFile], list[AbsentRoot]] | None = None) -> list[str]:
         """What ``status()`` says of the memory that cannot be listed or read now, as a sync says it: the roots that
         are away or unreadable, the folders below them that cannot be read, and the indexed files the last sync
-        could not read (kept as last read)."""
-        files, absent = scan_sources(self.agent, {})
+        could not read (kept as last read). ``scanned``: :func:`scan_sources` when the caller has just listed."""
+        files, absent = scanned if scanned is not None else scan_sources(self.agent, {})
         said = [r.warning for r in absent]
         unread = {p: why for p, why in self.store.skipped_map().items()
                   if why.startswith("cannot read: ") and not any(r.holds(p) for r in absent)}
