@@ -143,6 +143,40 @@ def test_an_index_damaged_inside_says_so_in_every_process_and_the_next_sync_rebu
     assert len(kept) == 1 and kept[0].startswith("main.sqlite.unreadable-")
 
 
+@pytest.mark.parametrize("table", ["files", "skipped"])
+def test_status_of_an_index_damaged_where_it_counts_reports_the_damage_and_the_next_sync_rebuilds(
+        tmp_path: Path, ws: Path, cli, table: str) -> None:  # type: ignore[no-untyped-def]
+    """status counts every file (and lists the skipped ones): damage there made it fail with SQLite's own
+    CorruptError (a traceback from `symi-memory status`), before any search had noted the damage. It now reports
+    it as a search does: noted beside the index for every process, and the next sync rebuilds."""
+    cfg = tmp_path / "symi.json"
+    cfg.write_text(json.dumps(settings()), encoding="utf-8")
+    args = ("--config", str(cfg), "--workspace", str(ws))
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        counts = (mem.status()["files"], mem.status()["chunks"])
+        db = Path(mem.status()["dbPath"])
+    _damage(db, table)
+    said = ("the index file is damaged (database disk image is malformed); the next sync sets it aside and rebuilds "
+            "it from the memory files (`symi-memory index`)")
+    with open_mem(tmp_path, ws) as mem:
+        st = mem.status()
+        # A count it cannot read is unknown (None), not a guess.
+        assert (st["dirty"], st["lastError"], st["files"]) == (True, said, None if table == "files" else counts[0]), st
+        assert [p.name for p in db.parent.iterdir() if p.name.endswith(".damaged")] == ["main.sqlite.damaged"]
+    code, out, err = cli(*args, "status")
+    assert (code, err) == (0, ""), err
+    assert [line.split(None, 1) for line in out.splitlines() if "damaged" in line] == [["lastError", said]], out
+    assert ("files  unknown" in out) is (table == "files"), out
+    code, st, err = cli(*args, "status", "--json", json_out=True)
+    assert (code, err, st["lastError"], st["dirty"]) == (0, "", said, True), err
+    with open_mem(tmp_path, ws) as other:  # another process: its next sync sets the damaged file aside, rebuilds
+        assert other.sync().full
+        st = other.status()
+        assert ((st["files"], st["chunks"]), st["dirty"], st["lastError"]) == (counts, False, None)
+        assert other.search("a828e60").results[0].path == "MEMORY.md"
+
+
 @pytest.mark.parametrize("tables", [("chunks",), ("embedding_cache",), ("meta",)])
 def test_a_forced_reindex_repairs_an_index_damaged_inside(tmp_path: Path, ws: Path, cli,  # type: ignore[no-untyped-def]
                                                           tables: tuple[str, ...]) -> None:
@@ -402,9 +436,11 @@ def test_a_search_that_finds_an_older_schema_and_then_damage_says_so_as_any_sear
         with pytest.raises(BackendError, match=r"is damaged \(database disk image is malformed\); the next sync "
                                                r"sets it aside and rebuilds it"):
             mem.search("a828e60")
-        # Recorded beside the index (what status in any process reports; a status of this file cannot count its
-        # files, whose table is what is damaged, so it is not asked here).
+        # Recorded beside the index (what status in any process reports; this one's cannot count the files, whose
+        # table is what is damaged, and says so).
         assert [p.name for p in db.parent.iterdir() if p.name.endswith(".damaged")] == ["main.sqlite.damaged"]
+        st = mem.status()
+        assert st["dirty"] is True and st["files"] is None and "the index file is damaged" in st["lastError"]
     with open_mem(tmp_path, ws) as other:  # another process: its next sync sets the damaged file aside, rebuilds
         assert other.sync().full
         assert (other.status()["files"], other.status()["chunks"]) == counts

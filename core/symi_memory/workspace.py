@@ -23,6 +23,7 @@ __all__ = [
     "NOT_UTF8",
     "AbsentRoot",
     "absent_roots",
+    "unreadable_within",
     "bom_encoding",
     "MemoryFile",
     "PathRoot",
@@ -82,7 +83,7 @@ def _walk_md(root: str, problems: dict[str, str] | None = None) -> Iterator[tupl
         except FileNotFoundError:
             continue
         except OSError as exc:
-            if problems is not None and current != root:
+            if problems is not None and (current != root or not isinstance(exc, NotADirectoryError)):
                 problems[current] = f"cannot list folder: {exc.strerror or exc}"
             continue
         files = []
@@ -185,17 +186,24 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
     return found
 
 
+#: How :attr:`AbsentRoot.why` starts for a root (or a folder or file below one) that is there but cannot be read.
+UNREADABLE = "cannot be read"
+
+
 @attrs.frozen
 class AbsentRoot:
-    """A root the configuration names that cannot be listed now: the workspace, or one of its extra paths.
+    """A root the configuration names that cannot be listed now (the workspace, or one of its extra paths), or a
+    folder or file below one that cannot be read now.
 
-    A folder renamed, removed or unmounted for a while is not every file in it deleted: a sync keeps what the
-    index holds from it (:meth:`holds`) and reports it (:attr:`warning`) until it is back.
+    A folder renamed, removed, unmounted or made unreadable for a while is not every file in it deleted: a sync keeps
+    what the index holds from it (:meth:`holds`) and reports it (:attr:`warning`) until it is back or readable.
     """
 
-    kind: str  # "workspace" or "extra path"
+    #: "workspace", "extra path", "folder" (below a root), "entry" (below a root, not even known to be a folder or a
+    #: file), "file" (an indexed file a sync could not read)
+    kind: str
     path: str  # as resolved: absolute when the workspace is
-    why: str  # "does not exist", "is a file, not a folder"
+    why: str  # "does not exist", "is a file, not a folder", "cannot be read (Permission denied)"
     #: Stored paths (:func:`stored_path`) of its files start with this plus "/"; "" for the workspace itself
     #: (every stored path not leading out of it with "../").
     stored: str
@@ -207,32 +215,93 @@ class AbsentRoot:
         return stored == self.stored or stored.startswith(self.stored + "/")
 
     @property
+    def unreadable(self) -> bool:
+        """Whether it is there but cannot be read (not gone)."""
+        return self.why.startswith(UNREADABLE)
+
+    @property
     def warning(self) -> str:
         """What a sync and ``status()`` report about it, naming the root and why it cannot be listed."""
+        until = "it can be read again" if self.unreadable else "it is back"
+        shown = printable_path(self.path)
         if self.kind == "workspace":
-            return (f"workspace {self.path} {self.why}: nothing new is indexed from it and appends fail; what the "
+            if self.unreadable:
+                return (f"workspace {shown} {self.why}: nothing new is indexed from it and appends fail; what the "
+                        f"index already holds from it stays searchable until {until}")
+            return (f"workspace {shown} {self.why}: nothing new is indexed from it and appends fail; what the "
                     "index already holds from it stays searchable until it is back. If it moved or is mistyped, "
                     "set the workspace to the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, "
                     "--workspace, open_memory(workspace=...))")
-        return (f"extra path {self.path} (memorySearch.extraPaths) {self.why}: nothing new is indexed from it; what "
-                "the index already holds from it stays searchable until it is back or leaves extraPaths")
+        if self.kind == "file":
+            return (f"file {shown} {self.why}: what the index holds from it (as last read) stays searchable until "
+                    f"{until}")
+        if self.kind in ("folder", "entry"):
+            named = "folder " if self.kind == "folder" else ""
+            return (f"{named}{shown} {self.why}: nothing new is indexed from it; what the index already holds from "
+                    f"it stays searchable until {until}")
+        return (f"extra path {shown} (memorySearch.extraPaths) {self.why}: nothing new is indexed from it; what "
+                f"the index already holds from it stays searchable until {until} or leaves extraPaths")
 
 
-def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[AbsentRoot]:
+def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = (), *,
+                 unreadable: bool = False) -> list[AbsentRoot]:
     """The roots :func:`list_memory_files` cannot list now: the workspace when it is missing or not a folder,
-    and each extra path that does not exist (one inside a missing workspace is the workspace's)."""
+    and each extra path that does not exist (one inside a missing workspace is the workspace's).
+
+    With ``unreadable``, also the workspace and each extra folder that is there but cannot be listed (a folder
+    made unreadable, chmod 000): ``why`` is then ``cannot be read (<reason>)``.
+    """
     ws = str(workspace)
     out: list[AbsentRoot] = []
     if not os.path.isdir(ws):
         out.append(AbsentRoot("workspace", ws, _why_absent(ws), ""))
+    elif unreadable and (why := _why_unlistable(ws)):
+        out.append(AbsentRoot("workspace", ws, why, ""))
     for extra in extra_paths:
         p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
-        if os.path.islink(p) or os.path.isdir(p) or (p.endswith(".md") and os.path.lexists(p)):
-            continue  # listed (a folder, a Markdown file), or left out as it always is (a symlink)
+        if os.path.islink(p) or (p.endswith(".md") and not os.path.isdir(p) and os.path.lexists(p)):
+            continue  # listed (a Markdown file), or left out as it always is (a symlink)
         stored = stored_path(p, ws)
         if stored == "." or (out and out[0].holds(stored)):
             continue
+        if os.path.isdir(p):
+            if unreadable and (why := _why_unlistable(p)):
+                out.append(AbsentRoot("extra path", p, why, stored))
+            continue
         out.append(AbsentRoot("extra path", p, _why_absent(p), stored))
+    return out
+
+
+def _why_unlistable(folder: str) -> str | None:
+    """``cannot be read (<reason>)`` when ``folder`` (there) cannot be listed, else None."""
+    try:
+        with os.scandir(folder):
+            return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # gone meanwhile: the next look says so
+    except OSError as exc:
+        return f"{UNREADABLE} ({exc.strerror or exc})"
+
+
+#: How :func:`list_memory_files` words a folder it could not list and an entry it could not stat, and their kind.
+_UNLISTED = (("cannot list folder: ", "folder"), ("cannot stat: ", "entry"))
+
+
+def unreadable_within(problems: dict[str, str], workspace: str | Path,
+                      known: Iterable[AbsentRoot] = ()) -> list[AbsentRoot]:
+    """The folders (and entries) below the roots that :func:`list_memory_files` could not list, from its
+    ``problems``, as :class:`AbsentRoot` of kind ``folder``: what the index holds from them is kept, as from a root
+    that is away. Those below a root in ``known`` are that root's."""
+    ws = str(workspace)
+    known = list(known)
+    out: list[AbsentRoot] = []
+    for stored, why in problems.items():
+        found = next(((head, kind) for head, kind in _UNLISTED if why.startswith(head)), None)
+        if found is None or stored.startswith("sessions/") or any(root.holds(stored) for root in known):
+            continue
+        head, kind = found
+        out.append(AbsentRoot(kind, os.path.normpath(os.path.join(ws, stored)), f"{UNREADABLE} ({why[len(head):]})",
+                              stored))
     return out
 
 

@@ -38,7 +38,6 @@ from symi_memory.indexing import (
     cjk_bigrams,
     fold,
     idf,
-    list_sources,
 )
 from symi_memory.specs import DEFAULT_CALIBRATION, BackendContext, ScoreCalibration
 from symi_memory.types import (
@@ -539,9 +538,9 @@ class PostgresBackend:
                 # thread) through its store, which must stay on the sync's connection.
                 indexer = copy.copy(owner.indexer)
                 indexer.store = store
+                # Listed here (not handed in): a folder that cannot be read now keeps its files, not "removed".
                 changed, removed = indexer.changed_files(
-                    list_sources(indexer.agent), retry_pending=retry_pending and indexer.retry_due(),
-                    retry_failed=False)
+                    retry_pending=retry_pending and indexer.retry_due(), retry_failed=False)
                 if removed or any(f.source != "sessions" for f in changed):
                     return True
                 if any_session_change and changed:
@@ -963,7 +962,13 @@ class PostgresBackend:
             bad += nbad
         mine = {o: (n, nv) for o, n, nv, _ in chunk_rows}
         cache_cfg = self.agent.memory_search["cache"]
+        warnings: list[str] = []
+        for owner in self.owners:  # what cannot be listed or read now, as each owner's sync says it
+            indexer = copy.copy(owner.indexer)  # reads through this connection (the owner's may be syncing)
+            indexer.store = self._store(conn, owner.name)
+            warnings += [w for w in indexer.away_warnings() if w not in warnings]
         return {
+            "warnings": warnings,
             "files": per_owner[own]["files"],
             "chunks": mine.get(own, (0, 0))[0],
             "pendingFiles": pending,

@@ -79,7 +79,8 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     rows = [("backend", f"{st.get('backend')} ({st.get('plugin')})")]
     for key in ("workspaceDir", "dbPath", "files", "chunks", "dirty", "provider", "model"):
         if key in st:
-            rows.append((key, str(st[key])))
+            # A count the index cannot give (its file is damaged: lastError says so) is unknown, not "None".
+            rows.append((key, "unknown" if st[key] is None and key in ("files", "chunks") else str(st[key])))
     if st.get("providerReason"):
         rows.append(("providerReason", st["providerReason"]))
     for key in ("vector", "fts", "cache", "fallback", "fallbackIndex", "index"):

@@ -40,9 +40,9 @@ from ..types import (
     SyncProgress,
     SyncReport,
 )
-from ..workspace import PathRules, path_candidates, printable_path
+from ..workspace import AbsentRoot, MemoryFile, PathRules, path_candidates, printable_path
 from .chunks import NO_EPOCH
-from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled
+from .indexer import NO_WAIT_REASONS, Indexer, SyncCancelled, scan_sources
 from .meta import NO_GENERATION, Generation
 from .records import CandidateRow, all_finite
 from .store import IndexStore
@@ -312,15 +312,19 @@ class IndexedBackend:
             self.scheduler.mark_dirty("damaged")
         return problem
 
-    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True,
+                 scanned: tuple[list[MemoryFile], list[AbsentRoot]] | None = None) -> bool:
         """True when any file on disk differs from the index (mtime/size), still lacks vectors, or the identity changed.
 
         A transcript that grew counts at once, unless ``any_session_change`` is false (the background
-        check): then only once it grew past the delta thresholds that start a background sync.
+        check): then only once it grew past the delta thresholds that start a background sync. ``scanned``: the
+        files and what cannot be listed (:func:`~.indexer.scan_sources`) when the caller has just listed them.
         """
         if self.indexer.needs_full() or self.indexer.needs_units() or self.store.damaged() is not None:
             return True
-        changed, removed = self.indexer.changed_files(retry_pending=retry_pending, retry_failed=False)
+        files, absent = scanned if scanned is not None else (None, None)
+        changed, removed = self.indexer.changed_files(files, retry_pending=retry_pending, retry_failed=False,
+                                                      absent=absent)
         if removed or any(f.source != "sessions" for f in changed):
             return True
         if any_session_change:
@@ -1125,37 +1129,69 @@ class IndexedBackend:
         return rules.read(path, from_line=from_line, lines=lines)
 
     def status(self) -> dict[str, Any]:
+        """What the index holds and how it stands. Never fails on a damaged index file: damage status meets (its
+        counts read every table) is recorded as a search records it (``<index>.damaged``, the next sync sets the
+        file aside and rebuilds), and reported (``dirty``, ``lastError``); what cannot be read then is None."""
+        try:
+            return self._status()
+        except DAMAGE_ERRORS as exc:
+            found = exc
+        if self.store.replaced():
+            # Another process already set this damaged file aside and opened a fresh one: read the file now in place.
+            self.store.reopen()
+            try:
+                return self._status()
+            except DAMAGE_ERRORS as exc:
+                found = exc
+        self.store.note_damaged(found)
+        if self.scheduler:
+            self.scheduler.mark_dirty("damaged")
+        return self._status(damaged=True)
+
+    def _status(self, *, damaged: bool = False) -> dict[str, Any]:
+        """:meth:`status`; with ``damaged`` (the index file is known damaged), a part that cannot be read is None
+        (counts) or left out (the last sync, warnings) instead of failing the whole."""
+        def part(read: Callable[[], Any], instead: Any) -> Any:
+            if not damaged:
+                return read()
+            try:
+                return read()
+            except DAMAGE_ERRORS:
+                return instead
+
         ms = self.agent.memory_search
-        counts = self.store.counts()
+        counts = part(self.store.counts, {"files": None, "chunks": None, "sourceCounts": {}, "invalidUtf8Files": None,
+                                          "cacheEntries": None, "unitVectors": None, "skipped": []})
         p = self.choice.provider
         cache = ms["cache"]
         # The files against the index, whoever synced it: this process's watcher saying "dirty" (as it does from
         # its start until its first sync) proves nothing once another process's sync, or none needed, left the
         # index current.
-        dirty = self.is_stale()
-        recorded = self.indexer.last_sync() or {}
-        last_error = self.indexer.reported_error(recorded or None)
-        disk_error = self._disk_error_now()
+        scanned = scan_sources(self.agent, {})  # listed once, for dirty and the warnings
+        dirty = part(lambda: self.is_stale(scanned=scanned), True)
+        recorded = part(self.indexer.last_sync, None) or {}
+        last_error = part(lambda: self.indexer.reported_error(recorded or None), None)
+        disk_error = part(self._disk_error_now, None)
         if disk_error is not None:
             last_error = disk_error
         if self.store.read_only():
             last_error = str(self.store.read_only_error())
-        damaged = self.store.damaged()
-        if damaged is not None:
+        damage = self.store.damaged()
+        if damage is not None:
             dirty = True
-            last_error = (f"the index file is damaged ({damaged}); the next sync sets it aside and rebuilds it "
+            last_error = (f"the index file is damaged ({damage}); the next sync sets it aside and rebuilds it "
                           "from the memory files (`symi-memory index`)")
-        vector_side = self.vectors.status()
+        vector_side = part(self.vectors.status, {})
         if last_error is None and vector_side.get("error"):
             last_error = str(vector_side["error"])  # a vector side of its own (faiss) that cannot rebuild or save
         fallback = self.choice.fallback.to_dict() if self.choice.fallback else None
-        ident = self._index_identity()
+        ident = part(self._index_identity, {})
         if fallback is None and recorded.get("fallback") and ident.get("provider") == recorded.get("provider") and (
                 ident.get("provider") != (p.id if p else "none")):
             # This process has not tried its provider yet, but the index was built by the fallback
             # an earlier sync switched to: that is the fallback in force for what search finds.
             fallback = dict(recorded["fallback"])
-        pending = self.store.pending_count()
+        pending = part(self.store.pending_count, 0)
         return {
             "backend": self.short_name,
             "plugin": self.plugin_name,
@@ -1177,7 +1213,7 @@ class IndexedBackend:
             "sourceCounts": counts["sourceCounts"],
             "invalidUtf8Files": counts["invalidUtf8Files"],
             "skipped": counts["skipped"],
-            "partial": [{"path": p, "reason": why} for p, why in sorted(self.indexer.partial_files().items())],
+            "partial": [{"path": p, "reason": why} for p, why in sorted(part(self.indexer.partial_files, {}).items())],
             "cache": {"enabled": cache["enabled"], "entries": counts["cacheEntries"], "maxEntries": cache["maxEntries"]},
             "fts": {"enabled": True, "available": self.store.fts_error is None, "error": self.store.fts_error},
             "vector": {
@@ -1185,14 +1221,18 @@ class IndexedBackend:
                 "available": self.store.vec.available,
                 "extensionPath": self.store.vec.path,
                 "loadError": self.store.vec.error,
-                "dims": self.store.vec_dims or self._dims(),
+                "dims": self.store.vec_dims or part(self._dims, None),
                 **{f"exact{k.title()}": v for k, v in vector_side.items()},
             },
             "fallback": fallback,
             "batch": {"enabled": _batch_enabled(ms), **self._batch_status()},
-            "synonyms": self._synonyms_status(),
+            "synonyms": part(self._synonyms_status, {"enabled": bool(ms["query"]["hybrid"]["synonyms"]["enabled"]),
+                                                     "active": False, "reason": "the index file is damaged"}),
             "build": self._build_status(),
             "lastError": last_error,
+            # The workspace, extra paths, folders and indexed files that cannot be listed or read now, as a sync says
+            # them: what the index holds from them stays searchable meanwhile.
+            "warnings": part(lambda: self.indexer.away_warnings(scanned), []),
         }
 
     def _build_status(self) -> dict[str, Any]:

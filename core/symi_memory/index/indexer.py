@@ -25,6 +25,7 @@ from ..workspace import (
     list_memory_files,
     printable_path,
     read_regular,
+    unreadable_within,
 )
 from .rebuild import BuildInfo, describe_build
 from .records import all_finite
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..embedding import EmbeddingChoice
     from ..indexing import SyncStore
 
-__all__ = ["Indexer", "SyncCancelled", "absent_sources", "list_sources"]
+__all__ = ["Indexer", "SyncCancelled", "absent_sources", "list_sources", "scan_sources"]
 
 log = logging.getLogger("symi_memory.index")
 
@@ -152,12 +153,23 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
 
 
 def absent_sources(agent: AgentView) -> list[AbsentRoot]:
-    """The memory roots (the workspace, extra paths) that cannot be listed now (:func:`~symi_memory.workspace.absent_roots`):
-    what the index holds from them is kept, not removed as deleted."""
+    """The memory roots (the workspace, extra paths) that cannot be listed now, gone or there but unreadable
+    (:func:`~symi_memory.workspace.absent_roots`): what the index holds from them is kept, not removed as deleted."""
     ms = agent.memory_search
     if "memory" not in set(ms.get("sources") or ["memory"]):
         return []
-    return absent_roots(agent.workspace, ms.get("extraPaths") or [])
+    return absent_roots(agent.workspace, ms.get("extraPaths") or [], unreadable=True)
+
+
+def scan_sources(agent: AgentView, problems: dict[str, str]) -> tuple[list[MemoryFile], list[AbsentRoot]]:
+    """:func:`list_sources` (``problems`` filled as there) and what cannot be listed now: the roots of
+    :func:`absent_sources` (looked at before listing), then the folders below them that could not be read
+    (:func:`~symi_memory.workspace.unreadable_within`). What the index holds from any of them is kept."""
+    absent = absent_sources(agent)
+    files = list_sources(agent, problems)
+    if absent or problems:
+        absent = [*absent, *unreadable_within(problems, agent.workspace, absent)]
+    return files, absent
 
 
 def _kept(path: str, row: FileRow, absent: list[AbsentRoot]) -> bool:
@@ -320,8 +332,7 @@ class Indexer:
         vanish: its folder did, perhaps for a while (:func:`absent_sources`), and it stays indexed.
         """
         if files is None:
-            absent = absent_sources(self.agent)
-            files = list_sources(self.agent)
+            files, absent = scan_sources(self.agent, {})
         absent = [*(absent or ()), *absent_sources(self.agent)]
         indexed = self.store.files()
         max_bytes = self.agent.memory_search["sync"]["maxFileBytes"]
@@ -336,8 +347,8 @@ class Indexer:
                 if row is not None:
                     changed.append(f)
                 continue
-            if row is None and failed.get(f.path) == [f.mtime, f.size]:
-                continue
+            if failed.get(f.path) == [f.mtime, f.size]:
+                continue  # unchanged since a sync could not read it (an indexed file keeps its rows meanwhile)
             if row is None or row.mtime != f.mtime or row.size != f.size or (
                 retry_pending and row.hash.startswith(PENDING)
             ) or (reread and f.source == "sessions"):
@@ -476,8 +487,7 @@ class Indexer:
             self._wait_for_other_build(progress)
             full = force or self.needs_full() or self.needs_units()
         problems: dict[str, str] = {}
-        absent = absent_sources(self.agent)
-        files = list_sources(self.agent, problems)
+        files, absent = scan_sources(self.agent, problems)
         away = [r for r in absent if r.kind == "workspace"]
         if full and (kept := self._held_from(away)):
             # A full build writes only what is listed: it would drop every file of a workspace that is only away.
@@ -497,6 +507,7 @@ class Indexer:
         gone = [r for r in absent if r.kind != "workspace"]
         dropped = self._held_from(gone) if full else 0
         indexed = {} if full else self.store.files()
+        unread: dict[str, str] = {}  # files that could not be read: {path: why}
         self._run_dims = None if full else self.store.vec_dims
         report("scan", 0, len(files))
         held_back = False
@@ -530,7 +541,8 @@ class Indexer:
         kept_paths = {f.path for f in files if f.path not in skipped}
         partial = {p: why for p, why in partial_before.items() if p in kept_paths}
         try:
-            batches = self._prepare(todo, indexed, full, stats, report, skipped, failed, partial)
+            held_before = self._indexed_paths() if full else set(indexed)
+            batches = self._prepare(todo, indexed, full, stats, report, skipped, failed, partial, unread)
             if full:
                 self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
             else:
@@ -566,6 +578,15 @@ class Indexer:
         # The index's own vectors are never pruned; without the cache nothing else is kept.
         self.store.cache_prune(cache["maxEntries"] if cache["enabled"] else 0)
         report("done", len(todo), len(todo))
+        unread_held = self._unread_files({p: why for p, why in unread.items() if p in held_before})
+        if full and unread_held:
+            lost = ", ".join(r.path for r in unread_held)
+            unread_said: list[str] = [
+                f"the full rebuild left out {lost}, indexed before, which cannot be read now: indexed again once it "
+                "can be read"]
+        else:
+            unread_said = [r.warning for r in unread_held]
+        told = [*absent, *unread_held]
         return SyncReport(
             reason=reason, full=full, files_scanned=len(files), files_indexed=stats["indexed"],
             files_removed=len(removed), chunks_written=stats["chunks"], embeddings_computed=stats["computed"],
@@ -576,9 +597,10 @@ class Indexer:
             # why such a file is not found.
             warnings=(*self._root_warnings(absent, *(
                 [f"the full rebuild left out the {dropped} files indexed from "
-                 f"{', '.join(sorted(r.path for r in gone))}, which cannot be listed now: they are indexed again "
-                 "once it is back"] if dropped else ())),
-                *(f"{p} is not indexed: {why}" for p, why in sorted(problems.items()))),
+                 f"{', '.join(sorted(printable_path(r.path) for r in gone))}, which cannot be listed now: they are "
+                 "indexed again once it is back or can be read"] if dropped else ()), *unread_said),
+                *(f"{p} is not indexed: {why}" for p, why in sorted(problems.items())
+                  if not any(r.holds(p) for r in told))),
         )
 
     def _root_warnings(self, absent: list[AbsentRoot], *more: str) -> tuple[str, ...]:
@@ -589,6 +611,35 @@ class Indexer:
             if warning not in self._warned_roots:
                 log.warning("%s", warning)
         self._warned_roots = frozenset(said)
+        return said
+
+    def _unread_files(self, unread: dict[str, str]) -> list[AbsentRoot]:
+        """The files of ``unread`` (``{stored path: why}``, why as ``skipped`` says it: ``cannot read: <reason>``)
+        as :class:`~symi_memory.workspace.AbsentRoot` of kind ``file``: what the index holds from each is kept."""
+        ws = str(self.agent.workspace)
+        return [AbsentRoot("file", os.path.normpath(os.path.join(ws, p)), f"cannot be read ({why[len('cannot read: '):]})",
+                           p) for p, why in sorted(unread.items()) if why.startswith("cannot read: ")]
+
+    def _indexed_paths(self) -> set[str]:
+        """The paths the index holds before a full build replaces it; none from an index too damaged to read."""
+        try:
+            return set(self.store.files())
+        except Exception:  # a damaged index being rebuilt: what it held is not known, and not said
+            return set()
+
+    def away_warnings(self, scanned: tuple[list[MemoryFile], list[AbsentRoot]] | None = None) -> list[str]:
+        """What ``status()`` says of the memory that cannot be listed or read now, as a sync says it: the roots that
+        are away or unreadable, the folders below them that cannot be read, and the indexed files the last sync
+        could not read (kept as last read). ``scanned``: :func:`scan_sources` when the caller has just listed."""
+        files, absent = scanned if scanned is not None else scan_sources(self.agent, {})
+        said = [r.warning for r in absent]
+        unread = {p: why for p, why in self.store.skipped_map().items()
+                  if why.startswith("cannot read: ") and not any(r.holds(p) for r in absent)}
+        if unread:
+            indexed = self.store.files()
+            listed = {f.path for f in files}
+            said += [r.warning for r in self._unread_files(
+                {p: why for p, why in unread.items() if p in indexed and p in listed})]
         return said
 
     def _held_from(self, absent: list[AbsentRoot]) -> int:
@@ -745,11 +796,13 @@ class Indexer:
 
     def _prepare(self, todo: list[MemoryFile], indexed: dict[str, FileRow], full: bool, stats: dict[str, int],
                  report: Callable[..., Any], skipped: dict[str, str],
-                 failed: dict[str, list[float]], partial: dict[str, str]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
+                 failed: dict[str, list[float]], partial: dict[str, str],
+                 unread: dict[str, str] | None = None) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
         """Load, chunk and embed files, yielding rows file by file (batched embedding).
 
         A file that cannot be read or parsed is left out (its old rows stay), recorded in
-        ``skipped`` with the reason and in ``failed`` with its mtime and size; the rest goes on.
+        ``skipped`` with the reason and in ``failed`` with its mtime and size (one that is there but cannot be read
+        in ``unread`` too); the rest goes on.
         A file read only in part is recorded in ``partial`` with why; one read whole is taken out of it.
         """
         pending: list[tuple[_Loaded, list[_Piece]]] = []
@@ -792,6 +845,9 @@ class Indexer:
                 log.warning("skipping %s: %s", f.path, reason)
                 skipped[f.path] = reason
                 failed[f.path] = [f.mtime, f.size]
+                if unread is not None and isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and (
+                        reason.startswith("cannot read: ")):
+                    unread[f.path] = reason
                 continue
             pending.append((loaded, pieces))
             pending_chunks += len(pieces)

@@ -1,0 +1,97 @@
+"""Memory that is there but cannot be read (chmod 000) keeps its rows on the server, as on builtin-sqlite: syncs and
+status say which path and why, and it catches up once readable. Before, a sync deleted the rows of every file of an
+extra path or folder it could not list, without a word. Root reads any file: the scenario runs in a child process
+without CAP_DAC_OVERRIDE (``setpriv``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from pg_support import PgServer, pg_config
+
+pytestmark = pytest.mark.postgres
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from symi_memory import load_config
+    from symi_memory.config.fields import deep_merge
+    from symi_memory.manager import open_memory
+
+    tmp, pg = Path(sys.argv[1]), json.loads(sys.argv[2])
+    ws, notes = tmp / "ws", tmp / "notes"
+
+    def write(path, text):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    write(ws / "MEMORY.md", "- prefers tea\\n")
+    write(ws / "memory/sub/b.md", "- the boiler code is 4471\\n")
+    write(ws / "memory/c.md", "- the cormorant dives\\n")
+    write(notes / "trip.md", "- the ferry leaves at 0710\\n")
+    ms = {"provider": "hash", "sync": {"watch": False}, "extraPaths": [str(notes)]}
+    cfg = load_config(None, state_dir=tmp / "state",
+                      overrides=deep_merge(pg, {"agents": {"defaults": {"memorySearch": ms}}}))
+    mem = open_memory(cfg, workspace=ws, start=False)
+
+    def found():
+        return {w: sorted(h.path for h in mem.search(w, min_score=0).results if w in h.snippet)
+                for w in ("ferry", "4471", "cormorant", "deep", "narwhal")}
+
+    def look(report):
+        st = mem.status()
+        return {"removed": report.files_removed, "warnings": list(report.warnings), "found": found(),
+                "files": st["files"], "status": st["warnings"], "dirty": st["dirty"]}
+
+    out = {"first": mem.sync().files_indexed}
+    notes.chmod(0)
+    (ws / "memory" / "sub").chmod(0)
+    write(ws / "memory/c.md", "- the cormorant dives deep\\n").chmod(0)
+    try:
+        out["unreadable"] = look(mem.sync())
+    finally:
+        for p in (notes, ws / "memory" / "sub"):
+            p.chmod(0o755)
+        (ws / "memory" / "c.md").chmod(0o644)
+    write(notes / "new.md", "- a narwhal surfaced\\n")
+    out["back"] = look(mem.sync())
+    mem.close()
+    print(json.dumps(out))
+""")
+
+
+def test_unreadable_memory_keeps_its_rows_and_is_reported(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    proc = subprocess.run([*prefix, sys.executable, "-c", CHILD, str(tmp_path),
+                           json.dumps(pg_config(pg_server, pg_schema))], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    ws, notes = tmp_path / "ws", tmp_path / "notes"
+    assert out["first"] == 4
+    warned = [
+        f"extra path {notes} (memorySearch.extraPaths) cannot be read (Permission denied): nothing new is indexed "
+        "from it; what the index already holds from it stays searchable until it can be read again or leaves "
+        "extraPaths",
+        f"folder {ws}/memory/sub cannot be read (Permission denied): nothing new is indexed from it; what the index "
+        "already holds from it stays searchable until it can be read again",
+        f"file {ws}/memory/c.md cannot be read (Permission denied): what the index holds from it (as last read) "
+        "stays searchable until it can be read again",
+    ]
+    assert out["unreadable"] == {
+        "removed": 0, "warnings": warned, "status": warned, "files": 4, "dirty": False,
+        "found": {"ferry": ["../notes/trip.md"], "4471": ["memory/sub/b.md"], "cormorant": ["memory/c.md"],
+                  "deep": [], "narwhal": []}}
+    assert out["back"] == {
+        "removed": 0, "warnings": [], "status": [], "files": 5, "dirty": False,
+        "found": {"ferry": ["../notes/trip.md"], "4471": ["memory/sub/b.md"], "cormorant": ["memory/c.md"],
+                  "deep": ["memory/c.md"], "narwhal": ["../notes/new.md"]}}
