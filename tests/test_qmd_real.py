@@ -70,6 +70,17 @@ def test_real_qmd_sees_changed_files_after_update(tmp_path, ws):
     assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md"}
 
 
+def test_real_qmd_sync_report_says_what_the_update_did(tmp_path, ws):
+    """`index` on qmd-sidecar reported "0 files scanned, 0 indexed" whatever qmd's update did."""
+    b = make_backend(tmp_path, QMD)
+    first = b.sync(reason="manual")
+    assert first.files_scanned == 6, first  # indexed when its collection was added, so "unchanged" to the update
+    write(ws / "memory" / "2026-05-12.md", "# Day 2\n\nA walrus visited the office.\n")
+    (ws / "memory" / "2026-05-01.md").unlink()
+    again = b.sync(reason="manual")
+    assert (again.files_scanned, again.files_indexed, again.files_removed) == (5, 1, 1), again
+
+
 # --------------------------------------------------------------- parity
 
 

@@ -34,7 +34,7 @@ from symi_memory.workspace import NOT_UTF8, PathRules, glob_match, printable_pat
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import DEFAULT_MAX_BYTES, export_sessions
 from .lock import UpdateBusy, UpdateLock, holder
-from .parse import QmdParseError, update_counts
+from .parse import QmdParseError, update_changes, update_counts
 from .paths import display_path, is_qmd_path, read_qmd_path
 from .runner import QmdError, QmdRunner
 from .scope import check_scope
@@ -119,6 +119,8 @@ class QmdBackend:
         self.unnamed: dict[str, str] = {}  # files qmd skips for their name (not valid UTF-8): {shown path: why}
         self._fingerprint_done: str | None = None  # of the files as this process's last update began
         self._counts: dict[str, int] | None = None  # documents per collection after that update
+        # What that update did per collection (new, updated, unchanged, removed), for the sync report.
+        self._changes: dict[str, tuple[int, int, int, int]] = {}
         self._last_state: dict[str, Any] | None = None
         self.scheduler = UpdateScheduler(
             work=self._update_work,
@@ -158,6 +160,7 @@ class QmdBackend:
         a background one, or a search's, skips while another runs (:class:`~.updater.UpdateSkipped`): searches
         meanwhile use qmd's index as it is.
         """
+        self._changes = {}  # until this update reports what it did (none, when it does not run qmd)
         lock = UpdateLock(self.home)
         try:
             try:
@@ -229,6 +232,7 @@ class QmdBackend:
         self.last_update = time.time()
         self._fingerprint_done = fingerprint
         self._counts = update_counts(out.stdout)
+        self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
         self._clear_failure()
         if embed:
             self.last_embed_at = time.time()
@@ -331,8 +335,9 @@ class QmdBackend:
         """Run ``qmd update`` now (a non-forced run inside ``debounceMs`` is skipped)."""
         started = time.monotonic()
         errors: tuple[str, ...] = ()
+        ran = False
         try:
-            self.scheduler.run(reason=reason, force=force or reason == "manual")
+            ran = self.scheduler.run(reason=reason, force=force or reason == "manual")
         except UpdateSkipped as exc:
             # Another process is updating (a search's sync does not wait for it), or it still was after the
             # longest wait: the index is as that update leaves it, and nothing failed.
@@ -353,7 +358,12 @@ class QmdBackend:
                                 warnings=tuple(dict.fromkeys(warnings + tuple(fb_report.warnings))))
         if progress is not None:
             progress(SyncProgress(phase="done", done=1, total=1))
-        return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors, warnings=warnings)
+        # The files qmd's update listed, (re)indexed and dropped: an `index` that ran one says what it did.
+        changes = self._changes.values() if ran and not errors else ()
+        return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors, warnings=warnings,
+                          files_scanned=sum(n + u + same for n, u, same, _ in changes),
+                          files_indexed=sum(n + u for n, u, _, _ in changes),
+                          files_removed=sum(gone for *_, gone in changes))
 
     def _unnamed(self) -> dict[str, str]:
         """The files qmd skips for their name, as this process's last update or else the newest one listed them."""
