@@ -81,6 +81,28 @@ def test_real_qmd_sync_report_says_what_the_update_did(tmp_path, ws):
     assert (again.files_scanned, again.files_indexed, again.files_removed) == (5, 1, 1), again
 
 
+def test_real_qmd_status_of_another_workspace_does_not_claim_the_last_ones_files(tmp_path, ws):
+    """Pointing the agent at another workspace: until its first update, status said qmd held the old one's files."""
+    from symi_memory_qmd.backend import QmdBackend
+    from symi_memory_qmd.settings import QmdSettings
+
+    b = make_backend(tmp_path, QMD, {"paths": [{"path": str(tmp_path / "notes"), "name": "notes"}]})
+    b.sync(reason="manual")
+    assert b.status()["files"] == 8
+    b.close()
+    write(tmp_path / "ws2" / "MEMORY.md", "# Memory\n\nnothing yet\n")
+    other = QmdBackend(QmdSettings.from_config({"command": QMD, "paths": [{"path": str(tmp_path / "notes"),
+                                                                            "name": "notes"}]}),
+                       agent_id="main", workspace=tmp_path / "ws2", state_dir=tmp_path / "state", start=False)
+    st = other.status()
+    shown = {c["name"]: (c["ready"], c["files"]) for c in st["collections"]}
+    assert shown == {"memory-root-main": (False, None), "memory-alt-main": (False, None),
+                     "memory-dir-main": (False, None), "notes": (True, 2)}, shown
+    assert st["files"] == 2 and st["dirty"] is True
+    other.sync(reason="manual")
+    assert other.status()["files"] == 3
+
+
 # --------------------------------------------------------------- parity
 
 

@@ -517,6 +517,13 @@ class QmdBackend:
         updated = bool(self.scheduler.runs)  # this process's search mode: its own once it has updated
         failure = self._failure or (None if updated else saved.get("failure"))
         ready = self._ready if updated else (self._ready or set(saved.get("ready") or ()))
+        if not updated:
+            # Another config's update (another workspace, extra path or mask under the same collection name) says
+            # nothing about this one's collections: they are not ready, and their files unknown, until one runs.
+            recorded = saved.get("collections")
+            same = {c[0] for c in recorded if isinstance(c, list) and c in self._spec_key()} if isinstance(
+                recorded, list) else set()
+            ready = ready & same
         last_update = max((t for t in (self.last_update, saved.get("lastUpdate")) if isinstance(t, (int, float))),
                           default=None)
         counts = saved.get("files") if isinstance(saved.get("files"), dict) and saved.get("files") else None
@@ -540,10 +547,11 @@ class QmdBackend:
             "searchMode": self.searcher.mode,
             "workspaceDir": printable_path(str(self.workspace)),
             "qmdHome": printable_path(str(self.home)),
-            "files": None if counts is None else sum(counts.get(c, 0) for c in ready if c in self.by_name),
+            "files": None if counts is None or not ready else sum(counts.get(c, 0) for c in ready if c in self.by_name),
             "collections": [
                 {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source,
-                 "ready": c.name in ready, "files": None if counts is None else counts.get(c.name)}
+                 "ready": c.name in ready, "files": None if counts is None or c.name not in ready
+                 else counts.get(c.name)}
                 for c in self.collections
             ],
             "ready": bool(ready) and failure is None,
