@@ -963,7 +963,13 @@ class PostgresBackend:
             bad += nbad
         mine = {o: (n, nv) for o, n, nv, _ in chunk_rows}
         cache_cfg = self.agent.memory_search["cache"]
+        # What built this agent's rows (as builtin-sqlite's status says): after a switch of provider or model it
+        # differs from `provider`/`model` until the next sync has rebuilt them.
+        meta = self._store(conn, own)
+        ident, last = (_json_object(meta.get_meta(key)) for key in ("identity", "lastSync"))
         return {
+            "index": {"provider": ident.get("provider"), "model": ident.get("model") or None,
+                      "lastSync": last.get("reason")},
             "files": per_owner[own]["files"],
             "chunks": mine.get(own, (0, 0))[0],
             "pendingFiles": pending,
