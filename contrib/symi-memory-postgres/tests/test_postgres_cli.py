@@ -143,3 +143,23 @@ def test_config_set_get_show_mask_the_dsn_password(tmp_path: Path, dsn: str) -> 
     shown = json.loads(outputs[-1])["agents"]["defaults"]["memorySearch"]["store"]["postgres"]["dsn"]
     assert shown == dsn.replace(SECRET, "***")  # user, host and database still shown
     assert cli(state, "config", "get", key, "--show-secrets", dsn="").stdout.strip() == dsn
+
+
+@pytest.mark.parametrize(("dsn", "schema", "said"), [("", "", "no DSN"), ("host='unclosed", "", "cannot be parsed"),
+                                                      ("host=127.0.0.1", "user", "reserved word")])
+def test_a_setting_the_backend_cannot_use_is_a_config_error(tmp_path: Path, dsn: str, schema: str, said: str) -> None:
+    """No DSN, a DSN that does not parse or a schema SQL cannot take exited 1, as a runtime failure; the CLI's
+    exit code for a config error is 2 (docs/operators.md, Command line)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
+    state = tmp_path / "state"
+    assert cli(state, "config", "set", "plugins.slots.memory", "postgres", dsn="").returncode == 0
+    if schema:
+        assert cli(state, "config", "set", "agents.defaults.memorySearch.store.postgres.schema", schema,
+                   dsn="").returncode == 0
+    for args in (("status",), ("index",), ("search", "anything")):
+        proc = cli(state, "--workspace", str(ws), *args, dsn=dsn)
+        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("symi-memory: error: postgres: ") and said in line, line
