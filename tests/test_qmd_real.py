@@ -103,6 +103,24 @@ def test_real_qmd_status_of_another_workspace_does_not_claim_the_last_ones_files
     assert other.status()["files"] == 3
 
 
+def test_real_qmd_status_after_fixing_the_command_drops_the_old_commands_failure(tmp_path, ws):
+    """A mistyped `memory.qmd.command` fixed in the config: status in the next process still said qmd could not run
+    the old path and that searches were served by the fallback, until an update ran."""
+    broken = make_backend(tmp_path, str(tmp_path / "no-such-qmd"))
+    assert broken.sync(reason="manual").errors
+    assert "no-such-qmd" in (broken.status()["lastError"] or "")
+    broken.close()
+    fixed = make_backend(tmp_path, QMD)
+    st = fixed.status()
+    assert (st["fallback"], st["lastError"], st["dirty"]) == (None, None, True), st
+    fixed.sync(reason="manual")
+    assert fixed.status()["files"] == 6
+    fixed.close()
+    assert make_backend(tmp_path, str(tmp_path / "no-such-qmd")).sync(reason="manual").errors
+    # Another process with that same command is shown its failure.
+    assert "no-such-qmd" in make_backend(tmp_path, str(tmp_path / "no-such-qmd")).status()["fallback"]["reason"]
+
+
 # --------------------------------------------------------------- parity
 
 

@@ -379,7 +379,8 @@ class QmdBackend:
         before = self._saved_state().get("lastUpdate")
         last_update = max((t for t in (self.last_update, before) if isinstance(t, (int, float))), default=None)
         state = {"lastUpdate": last_update, "lastUpdateError": update_error,
-                 "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
+                 "ready": sorted(self._ready), "failure": self._failure, "command": self.settings.command,
+                 "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
                  "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
                  "partial": self.export_partial, "skipped": self.unnamed}
@@ -515,7 +516,9 @@ class QmdBackend:
         # What the newest update (in any process) learnt; this process's own view once it has updated.
         saved = self._saved_state()
         updated = bool(self.scheduler.runs)  # this process's search mode: its own once it has updated
-        failure = self._failure or (None if updated else saved.get("failure"))
+        # A failure of another `memory.qmd.command` (the one just fixed in the config) is not this one's.
+        foreign = saved.get("command", self.settings.command) != self.settings.command
+        failure = self._failure or (None if updated or foreign else saved.get("failure"))
         ready = self._ready if updated else (self._ready or set(saved.get("ready") or ()))
         if not updated:
             # Another config's update (another workspace, extra path or mask under the same collection name) says
@@ -535,7 +538,7 @@ class QmdBackend:
             fst = fb.status()
             fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
         own = self._own_view(saved)  # what the newest update learnt: this process's, or another's since
-        last_error = (self.scheduler.last_error if own else None) or saved.get("lastUpdateError")
+        last_error = (self.scheduler.last_error if own else None) or (None if foreign else saved.get("lastUpdateError"))
         export_error = self.export_error if own else saved.get("exportError")
         partial = self.export_partial if own else saved.get("partial")
         skipped = self._unnamed()
