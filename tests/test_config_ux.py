@@ -89,3 +89,20 @@ def test_disabling_a_builtin_plugin_keeps_its_typed_keys_in_the_file_valid(tmp_p
                    encoding="utf-8")
     with pytest.raises(ConfigError, match="bogus: unknown key"):
         load_config(cfg, state_dir=tmp_path / "state")
+
+
+def test_a_config_file_the_lookup_passes_over_is_named(cli, tmp_path: Path) -> None:
+    """With symi.toml and symi.json both in the state dir, only symi.toml was read and nothing said so: switching
+    the backend in symi.json changed nothing, without a word."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "symi.toml").write_text('[agents.defaults.memorySearch]\nprovider = "none"\n', encoding="utf-8")
+    (state / "symi.json").write_text('{"plugins": {"slots": {"memory": "faiss"}}}', encoding="utf-8")
+    code, out, err = cli("--workspace", str(tmp_path), "status", "--json")
+    assert code == 0, err
+    assert json.loads(out)["backend"] == "builtin"  # symi.toml, as documented
+    warned = [line for line in err.splitlines() if "symi.json" in line]
+    assert len(warned) == 1 and "is ignored: symi.toml is read first" in warned[0], err
+    (state / "symi.json").unlink()
+    code, out, err = cli("--workspace", str(tmp_path), "status", "--json")
+    assert code == 0 and "ignored" not in err, err

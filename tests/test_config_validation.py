@@ -197,3 +197,23 @@ def test_an_agent_s_own_sources_in_any_case_search_that_source(tmp_path: Path) -
         assert [r["path"] for r in manager.search("NAS address").to_dict()["results"]] == ["MEMORY.md"]
     finally:
         manager.close()
+
+
+def test_a_backend_not_installed_is_named_before_its_settings(cli, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Selecting the postgres backend without its plugin said only that `store.postgres` is an unknown key, which
+    sent the operator looking for a typo; the missing backend is named first (CLI and load_config)."""
+    monkeypatch.setenv("SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD", "1")  # the builtins only, wherever it is installed
+    cfg = _write(tmp_path, "c.toml", '[plugins.slots]\nmemory = "postgres"\n\n'
+                                     f'[{MS}.store.postgres]\ndsn = "host=db"\n')
+    code, out, err = cli("--config", str(cfg), "status")
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err, err
+    assert lines[0].startswith("symi-memory: error: plugins.slots.memory = 'postgres': no backend of that name"), err
+    assert "Is the plugin installed" in lines[0] and "store.postgres: unknown key" in lines[1], err
+    with pytest.raises(ConfigError) as refused:
+        load_config(cfg, state_dir=tmp_path / "state")
+    assert refused.value.problems[0].startswith("plugins.slots.memory = 'postgres'"), refused.value.problems
+    # A backend that is installed: only the misspelt key is reported, as before.
+    cfg.write_text(f'[plugins.slots]\nmemory = "faiss"\n\n[{MS}.store.faiss]\nnlistt = 4\n', encoding="utf-8")
+    assert "nlistt: unknown key" in _refused(cfg)

@@ -73,6 +73,57 @@ def test_real_qmd_sees_changed_files_after_update(tmp_path, ws):
     assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md"}
 
 
+def test_real_qmd_sync_report_says_what_the_update_did(tmp_path, ws):
+    """`index` on qmd-sidecar reported "0 files scanned, 0 indexed" whatever qmd's update did."""
+    b = make_backend(tmp_path, QMD)
+    first = b.sync(reason="manual")
+    assert first.files_scanned == 6, first  # indexed when its collection was added, so "unchanged" to the update
+    write(ws / "memory" / "2026-05-12.md", "# Day 2\n\nA walrus visited the office.\n")
+    (ws / "memory" / "2026-05-01.md").unlink()
+    again = b.sync(reason="manual")
+    assert (again.files_scanned, again.files_indexed, again.files_removed) == (5, 1, 1), again
+
+
+def test_real_qmd_status_of_another_workspace_does_not_claim_the_last_ones_files(tmp_path, ws):
+    """Pointing the agent at another workspace: until its first update, status said qmd held the old one's files."""
+    from symi_memory_qmd.backend import QmdBackend
+    from symi_memory_qmd.settings import QmdSettings
+
+    b = make_backend(tmp_path, QMD, {"paths": [{"path": str(tmp_path / "notes"), "name": "notes"}]})
+    b.sync(reason="manual")
+    assert b.status()["files"] == 8
+    b.close()
+    write(tmp_path / "ws2" / "MEMORY.md", "# Memory\n\nnothing yet\n")
+    other = QmdBackend(QmdSettings.from_config({"command": QMD, "paths": [{"path": str(tmp_path / "notes"),
+                                                                            "name": "notes"}]}),
+                       agent_id="main", workspace=tmp_path / "ws2", state_dir=tmp_path / "state", start=False)
+    st = other.status()
+    shown = {c["name"]: (c["ready"], c["files"]) for c in st["collections"]}
+    assert shown == {"memory-root-main": (False, None), "memory-alt-main": (False, None),
+                     "memory-dir-main": (False, None), "notes": (True, 2)}, shown
+    assert st["files"] == 2 and st["dirty"] is True
+    other.sync(reason="manual")
+    assert other.status()["files"] == 3
+
+
+def test_real_qmd_status_after_fixing_the_command_drops_the_old_commands_failure(tmp_path, ws):
+    """A mistyped `memory.qmd.command` fixed in the config: status in the next process still said qmd could not run
+    the old path and that searches were served by the fallback, until an update ran."""
+    broken = make_backend(tmp_path, str(tmp_path / "no-such-qmd"))
+    assert broken.sync(reason="manual").errors
+    assert "no-such-qmd" in (broken.status()["lastError"] or "")
+    broken.close()
+    fixed = make_backend(tmp_path, QMD)
+    st = fixed.status()
+    assert (st["fallback"], st["lastError"], st["dirty"]) == (None, None, True), st
+    fixed.sync(reason="manual")
+    assert fixed.status()["files"] == 6
+    fixed.close()
+    assert make_backend(tmp_path, str(tmp_path / "no-such-qmd")).sync(reason="manual").errors
+    # Another process with that same command is shown its failure.
+    assert "no-such-qmd" in make_backend(tmp_path, str(tmp_path / "no-such-qmd")).status()["fallback"]["reason"]
+
+
 # --------------------------------------------------------------- parity
 
 

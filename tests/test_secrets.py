@@ -19,7 +19,7 @@ from support.loopback_http import LoopbackServer, Recorded, Reply, Sleeps
 from symi_memory import load_config, tools
 from symi_memory.errors import EmbeddingError
 from symi_memory.manager import open_memory
-from symi_memory.secrets import mask_url, public_url, split_base_url
+from symi_memory.secrets import mask_dsn, mask_url, public_url, split_base_url
 from symi_memory.specs import ProviderContext, RerankerContext
 from symi_memory_remote import hooks
 
@@ -171,6 +171,9 @@ def test_url_helpers() -> None:
     assert (clean, params, auth) == ("http://h:8080/v1", [("api-key", QKEY), ("v", "1")], ("u", PASS))
     assert public_url(f"http://u:{PASS}@h/v1?api-key={QKEY}&api-version=1") == "http://h/v1?api-version=1"
     assert mask_url(f"http://{PASS}@h/v1") == "http://***@h/v1"
+    assert mask_dsn(f"postgresql://u:{PASS}@h:5432/db?sslmode=require") == "postgresql://u:***@h:5432/db?sslmode=require"
+    assert mask_dsn(f"host=h user=u password='{PASS} x' dbname=db") == "host=h user=u password=*** dbname=db"
+    assert mask_dsn("host=h passfile=/p dbname=db") == "host=h passfile=/p dbname=db"
 
 
 @pytest.mark.parametrize("remote", [{"headers": f"Bearer {BEARER}"}, {"apiKey": [KEY]},

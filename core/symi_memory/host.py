@@ -10,8 +10,9 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .config import Config, config_from_raw, read_raw_config, validate_with
+from .config import Config, RawConfig, config_from_raw, read_raw_config, validate_with
 from .config.fields import deep_merge, defaults_of
+from .errors import ConfigError
 from .plugins import Plugins, load_plugins, resolve_backend_name
 
 __all__ = ["load_config", "validate_raw"]
@@ -37,7 +38,32 @@ def load_config(
     raw = read_raw_config(path, state_dir=state_dir, overrides=overrides)
     if plugins is None:
         plugins = load_plugins(raw.disabled_plugins, extra=extra_plugins)
-    return config_from_raw(raw, plugins, extra_defaults=extra_defaults)
+    return validated_config(raw, plugins, extra_defaults=extra_defaults)
+
+
+def validated_config(raw: RawConfig, plugins: Plugins, *, extra_defaults: Mapping[str, Any] | None = None) -> Config:
+    """:func:`~symi_memory.config.config_from_raw`, whose error names first a backend no installed plugin provides."""
+    try:
+        return config_from_raw(raw, plugins, extra_defaults=extra_defaults)
+    except ConfigError as exc:
+        raise _missing_backend_first(exc, raw.data, plugins) from None
+
+
+def _missing_backend_first(exc: ConfigError, raw: Mapping[str, Any], plugins: Plugins) -> ConfigError:
+    """``exc``, led by the backend the config selects when no installed plugin provides it.
+
+    That plugin's settings (``store.postgres.*``) are unknown keys without it: saying only that would send the
+    operator hunting for a typo when the plugin is not installed (or is disabled).
+    """
+    try:
+        name = resolve_backend_name(raw)
+        if isinstance(name, str) and name:
+            plugins.backend(name)
+    except ConfigError as missing:
+        return ConfigError([*missing.problems, *exc.problems])
+    except Exception:  # a malformed slot or memory table: its own problem is in exc already
+        pass
+    return exc
 
 
 def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, Any]:
@@ -48,7 +74,10 @@ def validate_raw(raw: Mapping[str, Any], origin: str = "config") -> dict[str, An
     """
     disabled = (raw.get("plugins") or {}).get("disabled") if isinstance(raw.get("plugins"), Mapping) else None
     plugins = load_plugins(disabled if isinstance(disabled, list) else [])
-    data = validate_with(raw, plugins, origin)
+    try:
+        data = validate_with(raw, plugins, origin)
+    except ConfigError as exc:
+        raise _missing_backend_first(exc, raw, plugins) from None
     full = deep_merge(defaults_of(plugins.schema()), data)
     name = resolve_backend_name(full)
     if name is not None:

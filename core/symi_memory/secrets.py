@@ -17,6 +17,7 @@ __all__ = [
     "MASK",
     "header_secrets",
     "is_secret_name",
+    "mask_dsn",
     "mask_url",
     "public_url",
     "redact",
@@ -123,6 +124,25 @@ def mask_url(url: str) -> str:
         f"{k}={MASK}" if v and (is_secret_name(k) or len(v) >= 20) else f"{k}={v}"
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
     )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_DSN_PASSWORD = re.compile(r"((?:^|\s)(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def mask_dsn(dsn: str) -> str:
+    """A database DSN (a URL, or libpq's ``key=value`` pairs) with its password shown as ``***`` (for
+    ``config show``); the user name, host and every other setting are kept."""
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", dsn):
+        return _DSN_PASSWORD.sub(lambda m: m.group(1) + MASK, dsn)
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:
+        return MASK
+    user, at, host = parts.netloc.rpartition("@")
+    netloc = f"{user.partition(':')[0]}:{MASK}@{host}" if at and ":" in user else parts.netloc
+    query = "&".join(f"{k}={MASK}" if v and is_secret_name(k) else f"{k}={v}"
+                     for k, v in parse_qsl(parts.query, keep_blank_values=True))
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -36,7 +36,7 @@ from symi_memory.workspace import NOT_UTF8, PathRules, absent_roots, glob_match,
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import DEFAULT_MAX_BYTES, export_sessions
 from .lock import UpdateBusy, UpdateLock, holder
-from .parse import QmdParseError, update_counts
+from .parse import QmdParseError, update_changes, update_counts
 from .paths import display_path, is_qmd_path, read_qmd_path
 from .runner import QmdError, QmdRunner
 from .scope import check_scope
@@ -125,6 +125,8 @@ class QmdBackend:
         self.unnamed: dict[str, str] = {}  # files qmd skips for their name (not valid UTF-8): {shown path: why}
         self._fingerprint_done: str | None = None  # of the files as this process's last update began
         self._counts: dict[str, int] | None = None  # documents per collection after that update
+        # What that update did per collection (new, updated, unchanged, removed), for the sync report.
+        self._changes: dict[str, tuple[int, int, int, int]] = {}
         self._last_state: dict[str, Any] | None = None
         self.scheduler = UpdateScheduler(
             work=self._update_work,
@@ -164,6 +166,7 @@ class QmdBackend:
         a background one, or a search's, skips while another runs (:class:`~.updater.UpdateSkipped`): searches
         meanwhile use qmd's index as it is.
         """
+        self._changes = {}  # until this update reports what it did (none, when it does not run qmd)
         lock = UpdateLock(self.home)
         try:
             try:
@@ -239,6 +242,7 @@ class QmdBackend:
         before = self._saved_state().get("files")
         if isinstance(before, dict):  # not updated: what qmd holds from them is what the last update counted
             self._counts.update({n: int(before[n]) for n in away if isinstance(before.get(n), int)})
+        self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
         self._clear_failure()
         if embed:
             self.last_embed_at = time.time()
@@ -411,8 +415,9 @@ class QmdBackend:
         """Run ``qmd update`` now (a non-forced run inside ``debounceMs`` is skipped)."""
         started = time.monotonic()
         errors: tuple[str, ...] = ()
+        ran = False
         try:
-            self.scheduler.run(reason=reason, force=force or reason == "manual")
+            ran = self.scheduler.run(reason=reason, force=force or reason == "manual")
         except UpdateSkipped as exc:
             # Another process is updating (a search's sync does not wait for it), or it still was after the
             # longest wait: the index is as that update leaves it, and nothing failed.
@@ -434,7 +439,12 @@ class QmdBackend:
                                 warnings=tuple(dict.fromkeys(warnings + tuple(fb_report.warnings))))
         if progress is not None:
             progress(SyncProgress(phase="done", done=1, total=1))
-        return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors, warnings=warnings)
+        # The files qmd's update listed, (re)indexed and dropped: an `index` that ran one says what it did.
+        changes = self._changes.values() if ran and not errors else ()
+        return SyncReport(reason=reason, seconds=time.monotonic() - started, errors=errors, warnings=warnings,
+                          files_scanned=sum(n + u + same for n, u, same, _ in changes),
+                          files_indexed=sum(n + u for n, u, _, _ in changes),
+                          files_removed=sum(gone for *_, gone in changes))
 
     def _unnamed(self) -> dict[str, str]:
         """The files qmd skips for their name, as this process's last update or else the newest one listed them."""
@@ -450,7 +460,8 @@ class QmdBackend:
         before = self._saved_state().get("lastUpdate")
         last_update = max((t for t in (self.last_update, before) if isinstance(t, (int, float))), default=None)
         state = {"lastUpdate": last_update, "lastUpdateError": update_error,
-                 "ready": sorted(self._ready), "failure": self._failure, "lastEmbed": self.last_embed_at,
+                 "ready": sorted(self._ready), "failure": self._failure, "command": self.settings.command,
+                 "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
                  "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
                  "partial": self.export_partial, "skipped": self.unnamed}
@@ -586,8 +597,17 @@ class QmdBackend:
         # What the newest update (in any process) learnt; this process's own view once it has updated.
         saved = self._saved_state()
         updated = bool(self.scheduler.runs)  # this process's search mode: its own once it has updated
-        failure = self._failure or (None if updated else saved.get("failure"))
+        # A failure of another `memory.qmd.command` (the one just fixed in the config) is not this one's.
+        foreign = saved.get("command", self.settings.command) != self.settings.command
+        failure = self._failure or (None if updated or foreign else saved.get("failure"))
         ready = self._ready if updated else (self._ready or set(saved.get("ready") or ()))
+        if not updated:
+            # Another config's update (another workspace, extra path or mask under the same collection name) says
+            # nothing about this one's collections: they are not ready, and their files unknown, until one runs.
+            recorded = saved.get("collections")
+            same = {c[0] for c in recorded if isinstance(c, list) and c in self._spec_key()} if isinstance(
+                recorded, list) else set()
+            ready = ready & same
         last_update = max((t for t in (self.last_update, saved.get("lastUpdate")) if isinstance(t, (int, float))),
                           default=None)
         counts = saved.get("files") if isinstance(saved.get("files"), dict) and saved.get("files") else None
@@ -599,7 +619,7 @@ class QmdBackend:
             fst = fb.status()
             fallback_index = {k: fst.get(k) for k in ("backend", "files", "chunks", "dirty", "dbPath")}
         own = self._own_view(saved)  # what the newest update learnt: this process's, or another's since
-        last_error = (self.scheduler.last_error if own else None) or saved.get("lastUpdateError")
+        last_error = (self.scheduler.last_error if own else None) or (None if foreign else saved.get("lastUpdateError"))
         export_error = self.export_error if own else saved.get("exportError")
         partial = self.export_partial if own else saved.get("partial")
         skipped = self._unnamed()
@@ -611,10 +631,11 @@ class QmdBackend:
             "searchMode": self.searcher.mode,
             "workspaceDir": printable_path(str(self.workspace)),
             "qmdHome": printable_path(str(self.home)),
-            "files": None if counts is None else sum(counts.get(c, 0) for c in ready if c in self.by_name),
+            "files": None if counts is None or not ready else sum(counts.get(c, 0) for c in ready if c in self.by_name),
             "collections": [
                 {"name": c.name, "path": str(c.path), "pattern": c.pattern, "source": c.source,
-                 "ready": c.name in ready, "files": None if counts is None else counts.get(c.name)}
+                 "ready": c.name in ready, "files": None if counts is None or c.name not in ready
+                 else counts.get(c.name)}
                 for c in self.collections
             ],
             "ready": bool(ready) and failure is None,

@@ -38,6 +38,7 @@ __all__ = [
     "parse_search_output",
     "snippet_lines",
     "update_counts",
+    "update_changes",
 ]
 
 _HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? @@[^\n]*(?:\n|$)")
@@ -142,11 +143,10 @@ _UPDATE_HEAD = re.compile(r"^\[\d+/\d+\] (\S+) \(")
 _INDEXED = re.compile(r"^Indexed: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) removed")
 
 
-def update_counts(text: str) -> dict[str, int]:
-    """Documents per collection after ``qmd update``, from its report (``[1/3] <name> (<mask>)`` ... ``Indexed: N
-    new, N updated, N unchanged, N removed``): new + updated + unchanged. Collections it does not report are left out.
-    """
-    out: dict[str, int] = {}
+def update_changes(text: str) -> dict[str, tuple[int, int, int, int]]:
+    """What ``qmd update`` did per collection, from its report: ``(new, updated, unchanged, removed)``. Collections it
+    does not report are left out."""
+    out: dict[str, tuple[int, int, int, int]] = {}
     name = None
     for line in text.splitlines():
         line = line.strip()
@@ -156,6 +156,14 @@ def update_counts(text: str) -> dict[str, int]:
             continue
         done = _INDEXED.match(line)
         if done is not None and name is not None:
-            out[name] = int(done.group(1)) + int(done.group(2)) + int(done.group(3))
+            new, updated, unchanged, removed = (int(g) for g in done.groups())
+            out[name] = (new, updated, unchanged, removed)
             name = None
     return out
+
+
+def update_counts(text: str) -> dict[str, int]:
+    """Documents per collection after ``qmd update``, from its report (``[1/3] <name> (<mask>)`` ... ``Indexed: N
+    new, N updated, N unchanged, N removed``): new + updated + unchanged. Collections it does not report are left out.
+    """
+    return {name: new + updated + unchanged for name, (new, updated, unchanged, _) in update_changes(text).items()}

@@ -967,8 +967,14 @@ class PostgresBackend:
             indexer = copy.copy(owner.indexer)  # reads through this connection (the owner's may be syncing)
             indexer.store = self._store(conn, owner.name)
             warnings += [w for w in indexer.away_warnings() if w not in warnings]
+        # What built this agent's rows (as builtin-sqlite's status says): after a switch of provider or model it
+        # differs from `provider`/`model` until the next sync has rebuilt them.
+        meta = self._store(conn, own)
+        ident, last = (_json_object(meta.get_meta(key)) for key in ("identity", "lastSync"))
         return {
             "warnings": warnings,
+            "index": {"provider": ident.get("provider"), "model": ident.get("model") or None,
+                      "lastSync": last.get("reason")},
             "files": per_owner[own]["files"],
             "chunks": mine.get(own, (0, 0))[0],
             "pendingFiles": pending,

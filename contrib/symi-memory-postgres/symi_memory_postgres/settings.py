@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from symi_memory.errors import BackendError
+from symi_memory.errors import BackendError, ConfigError
 
 __all__ = ["PgSettings", "redact_dsn"]
 
@@ -26,13 +26,18 @@ window with authorization binary collation concurrently cross current_schema fre
 left like natural notnull outer overlaps right similar tablesample verbose""".split())
 
 
+class PgSettingsError(ConfigError, BackendError):
+    """A ``memorySearch.store.postgres`` setting (or ``SYMI_PG_DSN``) the backend cannot use: a config error (the CLI
+    exits 2), and a :class:`BackendError` for callers that catch what opening the backend raises."""
+
+
 def _conninfo(dsn: str) -> dict[str, Any]:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         return conninfo_to_dict(dsn)
     except Exception:  # a malformed DSN: never echo it, it may hold the password
-        raise BackendError("postgres: the DSN cannot be parsed (check memorySearch.store.postgres.dsn or SYMI_PG_DSN)") from None
+        raise PgSettingsError("postgres: the DSN cannot be parsed (check memorySearch.store.postgres.dsn or SYMI_PG_DSN)") from None
 
 
 def redact_dsn(dsn: str) -> str:
@@ -83,28 +88,28 @@ class PgSettings:
         pg = ((agent.memory_search.get("store") or {}).get("postgres")) or {}
         dsn = pg.get("dsn") or env.get("SYMI_PG_DSN") or ""
         if not dsn:
-            raise BackendError("postgres: no DSN; set memorySearch.store.postgres.dsn or SYMI_PG_DSN "
+            raise PgSettingsError("postgres: no DSN; set memorySearch.store.postgres.dsn or SYMI_PG_DSN "
                                "(e.g. postgresql://symi@db.example:5432/memory)")
         _conninfo(dsn)  # fail early, and without echoing it, on a malformed DSN
         schema = pg.get("schema") or "symi_memory"
         if not NAME_RE.match(schema):
-            raise BackendError(f"postgres: schema {schema!r} must be a lower-case SQL identifier")
+            raise PgSettingsError(f"postgres: schema {schema!r} must be a lower-case SQL identifier")
         if schema in RESERVED or schema.startswith("pg_"):
             why = "is a reserved word in SQL" if schema in RESERVED else "starts with pg_, reserved for system schemas"
-            raise BackendError(f"postgres: schema {schema!r} {why}; set memorySearch.store.postgres.schema to another "
+            raise PgSettingsError(f"postgres: schema {schema!r} {why}; set memorySearch.store.postgres.schema to another "
                                f"name (e.g. symi_{schema.removeprefix('pg_')})")
         shared = tuple(dict.fromkeys(s.strip() for s in pg.get("scopes", {}).get("shared", []) if s.strip()))
         for name in shared:
             if not re.match(r"^[\w.-]+$", name):
-                raise BackendError(f"postgres: shared scope name {name!r} may hold letters, digits, '_', '.', '-' only")
+                raise PgSettingsError(f"postgres: shared scope name {name!r} may hold letters, digits, '_', '.', '-' only")
         root = (pg.get("scopes") or {}).get("root") or ""
         if shared and not root:
-            raise BackendError("postgres: scopes.shared needs scopes.root, the folder holding one folder per scope")
+            raise PgSettingsError("postgres: scopes.shared needs scopes.root, the folder holding one folder per scope")
         owner = pg.get("agentId") or agent.id
         if owner.startswith("@"):
             # "@NAME" are the rows of the shared scope NAME: such an agent would sync its own files over the
             # scope's (deleting them) and every agent sharing the scope would read its private notes.
-            raise BackendError(f"postgres: agent id {owner!r} cannot scope rows: ids starting with '@' name shared "
+            raise PgSettingsError(f"postgres: agent id {owner!r} cannot scope rows: ids starting with '@' name shared "
                                "scopes; set memorySearch.store.postgres.agentId to a name without it")
         hnsw = pg.get("hnsw") or {}
         return cls(dsn=dsn, schema=schema, owner=owner, pool_size=max(1, int(pg.get("poolSize", 4))),

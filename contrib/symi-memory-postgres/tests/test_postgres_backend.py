@@ -759,3 +759,19 @@ def test_a_workspace_away_keeps_its_rows_and_an_extra_path_away_does_not_hold_up
         assert report.full and report.errors == (), report
         assert paths(mem, "Pelican") == ["memory/boat.md"] and paths(mem, "ferry") == []
         assert any("left out the 1 files indexed from" in w for w in report.warnings), report.warnings
+
+
+def test_status_names_the_provider_that_built_the_rows_after_a_switch(tmp_path: Path, pg_server: PgServer,
+                                                                     pg_schema: str) -> None:
+    """After switching provider, status said only the new one (and dirty): not that the rows were built by the old
+    one, which builtin-sqlite's `index` shows."""
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\nquokka sighting at the harbour\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync(reason="cli")
+        assert mem.status()["index"] == {"provider": "none", "model": None, "lastSync": "cli"}
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        st = mem.status()
+        assert (st["provider"], st["dirty"], st["index"]["provider"]) == ("hash", True, "none")
+        mem.sync(reason="cli")
+        st = mem.status()
+        assert (st["dirty"], st["index"]["provider"], st["index"]["model"]) == (False, "hash", st["model"])

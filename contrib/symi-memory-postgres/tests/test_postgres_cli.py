@@ -124,3 +124,42 @@ def test_bad_credentials_database_and_privileges_each_say_what_to_fix(tmp_path: 
     finally:
         with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("dsn", [f"postgresql://postgres:{SECRET}@127.0.0.1:5432/memory",
+                                 f"host=127.0.0.1 port=5432 user=postgres password={SECRET} dbname=memory",
+                                 f"postgresql://postgres@127.0.0.1/memory?password={SECRET}&sslmode=disable"])
+def test_config_set_get_show_mask_the_dsn_password(tmp_path: Path, dsn: str) -> None:
+    """`config set/get/show` printed a DSN's password as it is, though a pasted `config show` never leaks a key."""
+    state = tmp_path / "state"
+    key = "agents.defaults.memorySearch.store.postgres.dsn"
+    outputs = []
+    for args in (("config", "set", "plugins.slots.memory", "postgres"), ("config", "set", key, dsn),
+                 ("config", "get", key), ("config", "show"), ("config", "show", "--json")):
+        proc = cli(state, *args, dsn="")
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout + proc.stderr)
+    assert SECRET not in "".join(outputs)
+    shown = json.loads(outputs[-1])["agents"]["defaults"]["memorySearch"]["store"]["postgres"]["dsn"]
+    assert shown == dsn.replace(SECRET, "***")  # user, host and database still shown
+    assert cli(state, "config", "get", key, "--show-secrets", dsn="").stdout.strip() == dsn
+
+
+@pytest.mark.parametrize(("dsn", "schema", "said"), [("", "", "no DSN"), ("host='unclosed", "", "cannot be parsed"),
+                                                      ("host=127.0.0.1", "user", "reserved word")])
+def test_a_setting_the_backend_cannot_use_is_a_config_error(tmp_path: Path, dsn: str, schema: str, said: str) -> None:
+    """No DSN, a DSN that does not parse or a schema SQL cannot take exited 1, as a runtime failure; the CLI's
+    exit code for a config error is 2 (docs/operators.md, Command line)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
+    state = tmp_path / "state"
+    assert cli(state, "config", "set", "plugins.slots.memory", "postgres", dsn="").returncode == 0
+    if schema:
+        assert cli(state, "config", "set", "agents.defaults.memorySearch.store.postgres.schema", schema,
+                   dsn="").returncode == 0
+    for args in (("status",), ("index",), ("search", "anything")):
+        proc = cli(state, "--workspace", str(ws), *args, dsn=dsn)
+        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("symi-memory: error: postgres: ") and said in line, line

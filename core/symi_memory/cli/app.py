@@ -10,8 +10,9 @@ from typing import Any
 
 import attrs
 
-from ..config import Config, config_from_raw, read_raw_config
+from ..config import Config, read_raw_config
 from ..errors import ConfigError
+from ..host import validated_config
 from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 
@@ -51,7 +52,7 @@ class App:
             plugins = self.plugins
             if plugins is None or self.plugins_disabled != raw.disabled_plugins:
                 plugins = load_plugins(raw.disabled_plugins)
-            self._config = config_from_raw(raw, plugins)
+            self._config = validated_config(raw, plugins)
         return self._config
 
     def manager(self, *, start: bool = False) -> MemoryManager:

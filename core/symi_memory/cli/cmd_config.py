@@ -2,7 +2,7 @@
 
 Values of secret-looking keys (``apiKey``, ``token``, ``secret``,
 ``password``, ...), every header value and the credentials inside a
-``baseUrl`` print as ``***`` unless ``--show-secrets`` is given, so a pasted
+``baseUrl`` or a database ``dsn`` print as ``***`` unless ``--show-secrets`` is given, so a pasted
 ``config show`` never leaks a key.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from ..config import CONFIG_NAMES, find_config_file
 from ..errors import ConfigError
 from ..host import validate_raw
-from ..secrets import MASK, mask_url
+from ..secrets import MASK, mask_dsn, mask_url
 from .app import App
 
 _SECRET_KEY = re.compile(r"api[_-]?key|token|secret|passw(or)?d|authorization|credential", re.IGNORECASE)
@@ -33,7 +33,7 @@ def mask_secrets(value: Any, key: str = "", *, in_headers: bool = False) -> Any:
 
     Every value inside a ``headers`` table is masked (``X-Custom-Auth``,
     ``Ocp-Apim-Subscription-Key``... carry credentials under any name), and
-    a ``baseUrl`` keeps its shape with its password and credential query
+    a ``baseUrl`` (or a ``dsn``) keeps its shape with its password and credential query
     values masked.
     """
     if isinstance(value, dict):
@@ -45,6 +45,8 @@ def mask_secrets(value: Any, key: str = "", *, in_headers: bool = False) -> Any:
         return MASK
     if isinstance(value, str) and value and key.lower().endswith("baseurl"):
         return mask_url(value)
+    if isinstance(value, str) and value and key.lower().endswith("dsn"):
+        return mask_dsn(value)  # a database's DSN (the postgres backend's) may hold its password
     return value
 
 

@@ -65,11 +65,17 @@ def find_config_file(path: str | os.PathLike[str] | None, state_dir: Path) -> Pa
         if not p.is_file():
             raise ConfigError(f"SYMI_CONFIG={env}: file not found; unset it or point it at a config file")
         return p
-    for name in CONFIG_NAMES:
-        p = state_dir / name
-        if p.is_file():
-            return p
-    return None
+    found = [state_dir / name for name in CONFIG_NAMES if (state_dir / name).is_file()]
+    if len(found) > 1 and tuple(found) not in _WARNED_SHADOWED:
+        # Edits to the others (a backend switched in symi.json) would change nothing, without a word.
+        _WARNED_SHADOWED.add(tuple(found))
+        for other in found[1:]:
+            log.warning("%s is ignored: %s is read first (lookup order %s); move its settings there and remove it",
+                        other, found[0].name, ", ".join(CONFIG_NAMES))
+    return found[0] if found else None
+
+
+_WARNED_SHADOWED: set[tuple[Path, ...]] = set()
 
 
 MAX_DEPTH = 32
