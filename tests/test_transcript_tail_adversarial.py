@@ -93,3 +93,43 @@ def test_a_transcript_rewritten_in_place_without_growing_is_read_whole(tmp_path:
     mem.sync(reason="manual")
     assert [h.path for h in mem.search("kumquat").results] == []
     assert dump(mem) == index_once(tmp_path, transcript, ms)
+
+
+def test_an_index_from_before_tails_reads_a_transcript_whole_once_then_reads_on(tmp_path: Path, grown,  # noqa: F811
+                                                                                 caplog) -> None:
+    """An index built by b968017: no ``transcript_tails`` table and a transcript's hash the plain sha256 of its
+    bytes. Opened now, the table is made; the transcript's next change reads it whole once (the hashes differ),
+    then appends read on; the index is a whole read's throughout, and an unchanged transcript is not read again."""
+    import hashlib
+
+    import apsw
+
+    start, transcript = grown
+    ms = settings()
+    transcript.write_bytes(b"".join(odd_lines(random.Random(40), 20)))
+    mem = start(ms)
+    mem.sync(reason="manual")
+    index = str(mem.backend.store.path)
+    mem.close()
+    conn = apsw.Connection(index)
+    conn.execute("DROP TABLE transcript_tails")
+    conn.execute("UPDATE files SET hash = ? WHERE path = 'sessions/s.jsonl'",
+                 (hashlib.sha256(transcript.read_bytes()).hexdigest(),))
+    conn.close()
+    caplog.set_level(logging.DEBUG, logger="symi_memory.index")
+    mem = start(ms)
+    mem.sync(reason="manual")
+    now, once = dump(mem), index_once(tmp_path, transcript, ms)
+    plain = hashlib.sha256(transcript.read_bytes()).hexdigest()
+    assert [row[2] for row in now["files"]][1] == plain  # unchanged: not read, its row as the old release wrote it
+    now["files"][1] = once["files"][1]
+    assert now == once
+    append(transcript, b"".join(odd_lines(random.Random(41), 6)))
+    mem.sync(reason="manual")
+    assert tail_reads(caplog) == []  # the plain hash: read whole
+    assert dump(mem) == index_once(tmp_path, transcript, ms)
+    append(transcript, b"".join(odd_lines(random.Random(42), 6)))
+    mem.sync(reason="manual")
+    mem.sync(reason="manual")
+    assert len(tail_reads(caplog)) == 1
+    assert dump(mem) == index_once(tmp_path, transcript, ms)
