@@ -43,3 +43,30 @@ def test_split_utf8_never_breaks_a_character() -> None:
     assert "".join(parts) == text
     assert all(len(p.encode("utf-8")) <= 7 for p in parts)
     assert split_utf8("short", 100) == ["short"]
+
+
+def test_a_chunker_taken_up_from_its_stored_state_chunks_as_one_run() -> None:
+    """(review rev16) The indexer stores a transcript's ``Chunker`` state as JSON and takes it up at the next sync:
+    stopped and re-made anywhere (after any line, through a JSON round trip), it gives ``chunk_text``'s chunks —
+    lines longer than a chunk, CJK and astral characters, blank lines, overlap 0 and overlap clamped."""
+    import json
+    import random
+
+    from symi_memory.chunking import Chunker
+
+    rng = random.Random(16)
+    alphabet = ["a", "b ", "記憶", "😀", " ", "x" * 50, "y" * 400, ""]
+    for trial in range(300):
+        tokens, overlap = rng.choice([(8, 2), (8, 0), (16, 40), (400, 80), (10, 9)])
+        lines = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 40))]
+        expected = chunk_text("\n".join(lines), tokens, overlap)
+        got = []
+        chunker = Chunker.start(tokens, overlap)
+        for n, line in enumerate(lines, start=1):
+            got += chunker.feed(line, n)
+            if rng.random() < 0.3:  # stored and taken up, as between two syncs
+                state = json.loads(json.dumps({"current": chunker.current, "cost": chunker.cost}))
+                chunker = Chunker.start(tokens, overlap, [(p, int(i)) for p, i in state["current"]], state["cost"])
+        last = chunker.last()
+        got += [last] if last is not None else []
+        assert got == expected, (trial, tokens, overlap)

@@ -406,3 +406,26 @@ def test_a_growing_transcript_is_exported_by_appending_what_it_gained(tmp_path):
     grow(150)
     export()  # past the limit: the oldest messages leave the export
     assert "partial" in json.loads((out / ".symi-export.json").read_text(encoding="utf-8"))["s.md"]
+
+
+def test_a_transcript_rewritten_in_place_at_the_same_size_is_exported_whole(tmp_path):
+    """Review rev16: a word scrubbed in place (same inode, same size, a new mtime) far from the end of a transcript
+    must leave its export too: the file did not grow, so it is not read on from the last export's mark."""
+    from symi_memory_qmd.export import export_sessions
+
+    src, out = tmp_path / "sessions", tmp_path / "export"
+    src.mkdir()
+    path = src / "s.jsonl"
+    lines = [json.dumps({"type": "message", "message": {"role": "assistant", "content": f"step {n}: " + "heron " * 50}})
+             for n in range(500)]
+    lines.insert(10, json.dumps({"type": "message", "message": {"role": "user", "content": "vault code kumquat"}}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    export_sessions(src, out, max_bytes=10_000_000)
+    assert "kumquat" in (out / "s.md").read_text(encoding="utf-8")
+    with path.open("r+b") as fh:
+        fh.seek(fh.read().index(b"kumquat"))
+        fh.write(b"*******")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    export_sessions(src, out, max_bytes=10_000_000)
+    assert "kumquat" not in (out / "s.md").read_text(encoding="utf-8")

@@ -141,11 +141,15 @@ def test_redaction_looking_for_what_each_pattern_needs_first_redacts_as_every_pa
     pieces = ["sk-", "proj-", "AKIA", "ASIA", "ghp_", "gho_", "github_pat_", "xoxb-", "AIza", "eyJ", "Bearer",
               "bEaReR", "Authorization: Basic", "api_key", "ApiKey", "API-KEY", "secret", "SECRET", "ſecret", "toKen",
               "passwd", "PassWord", "pwd", "access_key", "accessKey", "https://", "user:", "@host", "=", ":", " ",
-              '"', "'", "abcdefgh", "ABCDEFGHIJKLMNOP", "0123456789", ".", "/", "_", "-", "ı", "İ", "K", "é", "\t"]
+              '"', "'", "abcdefgh", "ABCDEFGHIJKLMNOP", "0123456789", ".", "/", "_", "-", "ı", "İ", "K", "é", "\t",
+              # (review rev16) folds inside a needle, and letters whose case maps are odd: none may open a gate
+              "api\u212aey", "paſſword", "ſk-", "\u212aey", "ẞ", "ß", "Ω", "ς", "Σ", "ǅ", "中文", "\u2028", "\n"]
     rng = random.Random(34)
     differing = []
     for _ in range(6000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        if rng.random() < 0.3:
+            text = "".join(c.swapcase() if rng.random() < 0.4 else c for c in text)
         if redact(text) != every_pattern(text):
             differing.append(text)
     assert differing == []

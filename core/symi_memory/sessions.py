@@ -61,8 +61,9 @@ class SessionDocument:
     ``path`` is the stored path (``sessions/<file>.jsonl``). ``line_map[i]``
     is the 1-based JSONL line of text line ``i + 1``. ``size`` and
     ``newlines`` describe the bytes that were parsed (the delta tracker's
-    baseline); ``content_hash`` is the sha256 of those bytes and
-    ``head_hash`` that of their first ``HEAD_BYTES``.
+    baseline); ``content_hash`` is their :class:`ChainHash` (not one sha256
+    of the bytes: see there) and ``head_hash`` the sha256 of their first
+    ``HEAD_BYTES``.
     """
 
     path: str
@@ -279,7 +280,7 @@ class TranscriptScan:
     """Reads a transcript a line at a time, so memory holds one line, never the file.
 
     After :meth:`messages` has run to the end: ``size`` bytes were read, ``newlines`` of them ``\\n``,
-    ``content_hash`` is the sha256 of those bytes, ``head_hash`` that of their first ``HEAD_BYTES``;
+    ``content_hash`` their :class:`ChainHash`, ``head_hash`` the sha256 of their first ``HEAD_BYTES``;
     ``long_lines`` counts the lines longer than ``max_line_bytes``, skipped unread (their bytes still
     counted and hashed).
     """
@@ -425,9 +426,10 @@ def read_transcript(abs_path: str, *, max_bytes: int,
     and the hashes describe every byte read. Returns the document and the file's ``fstat``.
 
     With ``since`` (the ``mark`` of an earlier read of this path), only the bytes after it are read when the file
-    only grew since: the same file (device and inode), at least as large, its first ``HEAD_BYTES`` and its last
-    read block unchanged, the earlier read ending with a whole line, made with this ``max_bytes``, and no message
-    left out now either. The document then holds only the new messages (``since`` set); its counts, size and
+    only grew since: the same file (device and inode), larger (one as large was rewritten or only touched: there is
+    nothing to read on, and bytes rewritten in place far from the end would go unseen), its first ``HEAD_BYTES``
+    and its last read block unchanged, the earlier read ending with a whole line, made with this ``max_bytes``, and
+    no message left out now either. The document then holds only the new messages (``since`` set); its counts, size and
     hashes describe the whole file, exactly as a whole read would. On any doubt the whole file is read.
     """
     from .workspace import open_regular
@@ -436,7 +438,7 @@ def read_transcript(abs_path: str, *, max_bytes: int,
     fh, st = open_regular(abs_path)
     with fh:
         if since is not None and since.limit == max_bytes and (st.st_dev, st.st_ino) == (since.dev, since.ino) \
-                and st.st_size >= since.size:
+                and st.st_size > since.size:
             doc = _read_after(fh, name, since, max_bytes)
             if doc is not None:
                 return doc, st
