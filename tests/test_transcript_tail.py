@@ -189,6 +189,30 @@ def test_a_truncated_or_rewritten_transcript_is_read_whole(tmp_path: Path, grown
         assert len(tail_reads(caplog)) == 1  # the plain append; neither rewrite
 
 
+def test_a_transcript_scrubbed_in_the_middle_while_it_grew_is_read_whole(tmp_path: Path, grown, caplog) -> None:
+    """A word scrubbed far from both ends of the bytes read (past the first KiB, before the last blocks), the
+    file grown too: every byte read is hashed again, so the sync reads the file whole and the old word goes."""
+    start, transcript = grown
+    ms = settings()
+    mem = start(ms)
+    secret = msg("user", "the vault combination is marmoset")
+    before, after = some_lines(11, 400), some_lines(12, 1200)
+    assert len(before) > 4096 and len(after) > 3 * 65536
+
+    def scrub_and_grow(p: Path) -> None:
+        data = p.read_bytes()
+        at = data.index(b"marmoset")
+        p.write_bytes(data[:at] + b"XXXXXXXX" + data[at + 8:] + some_lines(13, 5))
+
+    with caplog.at_level(logging.DEBUG, logger="symi_memory.index"):
+        grow_and_compare(tmp_path, mem, transcript, ms, before + secret + after)
+        assert {h.path for h in mem.search("marmoset").results} == {"sessions/s.jsonl"}
+        caplog.clear()
+        grow_and_compare(tmp_path, mem, transcript, ms, scrub_and_grow)
+        assert tail_reads(caplog) == []
+    assert not any("marmoset" in h.snippet for h in mem.search("marmoset", min_score=0).results)
+
+
 def test_a_rotated_transcript_is_read_whole_even_when_it_starts_with_the_same_bytes(tmp_path: Path, grown,
                                                                                     caplog) -> None:
     start, transcript = grown
