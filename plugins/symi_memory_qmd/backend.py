@@ -247,11 +247,11 @@ class QmdBackend:
         self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
         for name, said in added.items():
             # qmd indexed an added collection's files as it added it: the update then finds them unchanged.
-            first, now = added_changes(said), self._changes.get(name)
-            if first is not None and now is not None:
+            at_add, now = added_changes(said), self._changes.get(name)
+            if at_add is not None and now is not None:
                 new, updated, unchanged, removed = now
-                self._changes[name] = (first[0] + new, first[1] + updated,
-                                       max(0, unchanged - first[0] - first[1]), first[3] + removed)
+                self._changes[name] = (at_add[0] + new, at_add[1] + updated,
+                                       max(0, unchanged - at_add[0] - at_add[1]), at_add[3] + removed)
         self._clear_failure()
         if embed:
             self.last_embed_at = time.time()
