@@ -74,10 +74,12 @@ def test_real_qmd_sees_changed_files_after_update(tmp_path, ws):
 
 
 def test_real_qmd_sync_report_says_what_the_update_did(tmp_path, ws):
-    """`index` on qmd-sidecar reported "0 files scanned, 0 indexed" whatever qmd's update did."""
+    """`index` on qmd-sidecar reported "0 files scanned, 0 indexed" whatever qmd's update did; the first one said
+    "0 indexed" (qmd indexes a collection's files as it adds it, so its update found them unchanged)."""
     b = make_backend(tmp_path, QMD)
     first = b.sync(reason="manual")
-    assert first.files_scanned == 6, first  # indexed when its collection was added, so "unchanged" to the update
+    assert (first.files_scanned, first.files_indexed, first.files_removed) == (6, 6, 0), first
+    assert b.sync(reason="manual").files_indexed == 0  # nothing changed since
     write(ws / "memory" / "2026-05-12.md", "# Day 2\n\nA walrus visited the office.\n")
     (ws / "memory" / "2026-05-01.md").unlink()
     again = b.sync(reason="manual")

@@ -176,6 +176,29 @@ def test_url_helpers() -> None:
     assert mask_dsn("host=h passfile=/p dbname=db") == "host=h passfile=/p dbname=db"
 
 
+@pytest.mark.parametrize(("dsn", "shown"), [
+    # libpq ends a URL's password at the '@': '?', '#' and ':' in it need no percent-encoding.
+    (f"postgresql://u:{PASS}#x@h/db", "postgresql://u:***@h/db"),
+    (f"postgresql://u:x?{PASS}@h/db?sslmode=require", "postgresql://u:***@h/db?sslmode=require"),
+    (f"postgresql://u:{PASS}:x@h1:5432,h2:5433/db", "postgresql://u:***@h1:5432,h2:5433/db"),
+    (f"postgresql:///db?host=%2Ftmp&password={PASS}", "postgresql:///db?host=%2Ftmp&password=***"),
+    (f"postgresql://u@h/db?sslpassword={PASS}&application_name=a%20b", "postgresql://u@h/db?sslpassword=***&application_name=a%20b"),
+    # key=value: an unquoted value may hold backslash-escaped spaces, a quoted one escaped quotes.
+    (f"host=h password=x\\ {PASS} dbname=db", "host=h password=*** dbname=db"),
+    (f"host=h password = 'x\\' {PASS}' dbname=db", "host=h password = *** dbname=db"),
+    (f"host=h\tsslpassword={PASS}", "host=h\tsslpassword=***"),
+    (f"host='unclosed password={PASS}", "***"),
+])
+def test_mask_dsn_reads_the_dsn_as_libpq_does(dsn: str, shown: str) -> None:
+    """A URL's password holding '#' or '?', or a key=value password with an escaped space, was shown (in part) by
+    `config show`; a `postgresql:///db` URL lost a slash."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    if shown != "***":  # each is a DSN libpq reads with PASS in a credential
+        assert PASS in "".join(str(v) for k, v in conninfo_to_dict(dsn).items() if "password" in k), dsn
+    assert mask_dsn(dsn) == shown
+
+
 @pytest.mark.parametrize("remote", [{"headers": f"Bearer {BEARER}"}, {"apiKey": [KEY]},
                                     {"headers": {"X-Custom-Auth": [AUTH]}}])
 def test_config_errors_do_not_repeat_the_credential(tmp_path: Path, remote: dict) -> None:

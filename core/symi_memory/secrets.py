@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "MASK",
@@ -127,23 +127,75 @@ def mask_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-_DSN_PASSWORD = re.compile(r"((?:^|\s)(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+#: The libpq connection parameters that hold a credential.
+_DSN_SECRETS = frozenset({"password", "sslpassword"})
 
 
 def mask_dsn(dsn: str) -> str:
     """A database DSN (a URL, or libpq's ``key=value`` pairs) with its password shown as ``***`` (for
-    ``config show``); the user name, host and every other setting are kept."""
-    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", dsn):
-        return _DSN_PASSWORD.sub(lambda m: m.group(1) + MASK, dsn)
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return MASK
-    user, at, host = parts.netloc.rpartition("@")
-    netloc = f"{user.partition(':')[0]}:{MASK}@{host}" if at and ":" in user else parts.netloc
-    query = "&".join(f"{k}={MASK}" if v and is_secret_name(k) else f"{k}={v}"
-                     for k, v in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    ``config show``); the user name, host and every other setting are kept.
+
+    Read as libpq reads it, not as a web URL: a URL's password runs to the ``@`` and may hold ``?``, ``#`` or
+    ``:`` unencoded, and a ``key=value`` value may be quoted or hold backslash-escaped spaces.
+    """
+    head = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", dsn)
+    if head is None:
+        return _mask_conninfo(dsn)
+    rest = dsn[head.end():]
+    slash = rest.find("/")
+    authority = rest if slash < 0 else rest[:slash]
+    at = authority.rfind("@")  # libpq ends the user info at the first '@'; the last one covers either reading
+    if at >= 0:
+        user, colon, _ = authority[:at].partition(":")
+        rest = (f"{user}:{MASK}" if colon else user) + rest[at:]
+        after = len(user) + (len(MASK) + 1 if colon else 0) + 1
+    else:
+        after = 0
+    query = rest.find("?", after)
+    if query < 0:
+        return head.group(0) + rest
+    pairs = []
+    for pair in rest[query + 1:].split("&"):
+        key, eq, value = pair.partition("=")
+        pairs.append(f"{key}={MASK}" if eq and value and unquote(key) in _DSN_SECRETS else pair)
+    return head.group(0) + rest[:query + 1] + "&".join(pairs)
+
+
+def _mask_conninfo(dsn: str) -> str:
+    """:func:`mask_dsn` of libpq's ``key = value`` form; one it cannot read is shown as ``***`` if it may hold a
+    password."""
+    out, i, n = [], 0, len(dsn)
+    while i < n:
+        if dsn[i].isspace():
+            i += 1
+            continue
+        start = i
+        while i < n and dsn[i] != "=" and not dsn[i].isspace():
+            i += 1
+        key = dsn[start:i]
+        while i < n and dsn[i].isspace():
+            i += 1
+        if i >= n or dsn[i] != "=" or not key:
+            return MASK if "password" in dsn.lower() else dsn
+        i += 1
+        while i < n and dsn[i].isspace():
+            i += 1
+        value = i
+        if i < n and dsn[i] == "'":
+            i += 1
+            while i < n and dsn[i] != "'":
+                i += 2 if dsn[i] == "\\" else 1
+            if i >= n:
+                return MASK if "password" in dsn.lower() else dsn
+            i += 1
+        else:
+            while i < n and not dsn[i].isspace():
+                i += 2 if dsn[i] == "\\" else 1
+        if key in _DSN_SECRETS:
+            out.append((value, min(i, n)))
+    for value, end in reversed(out):
+        dsn = dsn[:value] + MASK + dsn[end:]
+    return dsn
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:

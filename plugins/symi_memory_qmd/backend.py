@@ -36,7 +36,7 @@ from symi_memory.workspace import NOT_UTF8, PathRules, absent_roots, glob_match,
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import DEFAULT_MAX_BYTES, export_sessions
 from .lock import UpdateBusy, UpdateLock, holder
-from .parse import QmdParseError, update_changes, update_counts
+from .parse import QmdParseError, added_changes, update_changes, update_counts
 from .paths import display_path, is_qmd_path, read_qmd_path
 from .runner import QmdError, QmdRunner
 from .scope import check_scope
@@ -223,9 +223,11 @@ class QmdBackend:
                 # The transcripts' collection keeps its last export; memory is updated all the same.
                 self.export_error = f"cannot export session transcripts to {self.export_dir}: {exc.strerror or exc}"
                 log.warning("%s", self.export_error)
+        added: dict[str, str] = {}  # what `qmd collection add` said of each collection it added now
         try:
             if self._needs_reconcile or len(self._ready) < len(self.collections):
-                pending = reconcile_collections(runner, self.collections, timeout_ms=int(upd["commandTimeoutMs"]))
+                pending = reconcile_collections(runner, self.collections, timeout_ms=int(upd["commandTimeoutMs"]),
+                                                added=added)
                 self._ready = {c.name for c in self.collections} - set(pending)
                 self._needs_reconcile = False
                 self._reconciled = True
@@ -243,6 +245,13 @@ class QmdBackend:
         if isinstance(before, dict):  # not updated: what qmd holds from them is what the last update counted
             self._counts.update({n: int(before[n]) for n in away if isinstance(before.get(n), int)})
         self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
+        for name, said in added.items():
+            # qmd indexed an added collection's files as it added it: the update then finds them unchanged.
+            at_add, now = added_changes(said), self._changes.get(name)
+            if at_add is not None and now is not None:
+                new, updated, unchanged, removed = now
+                self._changes[name] = (at_add[0] + new, at_add[1] + updated,
+                                       max(0, unchanged - at_add[0] - at_add[1]), at_add[3] + removed)
         self._clear_failure()
         if embed:
             self.last_embed_at = time.time()

@@ -100,24 +100,28 @@ def _shown(runner: QmdRunner, name: str, timeout_ms: int) -> tuple[str, str]:
     return fields.get("Path", ""), fields.get("Pattern", "")
 
 
-def _add(runner: QmdRunner, spec: CollectionSpec, timeout_ms: int) -> None:
+def _add(runner: QmdRunner, spec: CollectionSpec, timeout_ms: int) -> str:
+    """Add the collection; return what qmd said (it indexes the collection's files as it adds it)."""
     args = ["collection", "add", str(spec.path), "--name", spec.name, "--mask", spec.pattern]
     try:
-        runner.run(args, timeout_ms=timeout_ms)
+        return runner.run(args, timeout_ms=timeout_ms).stdout
     except QmdFailed as exc:
         said = exc.stderr + exc.stdout
         if f"'{spec.name}' already exists" in said:
-            return
+            return ""
         other = _SAME_PATH.search(said)
         if other is None or other.group(1) == spec.name:
             raise
         # A stale collection (an old name) owns this path+pattern in our private home.
         runner.run(["collection", "remove", other.group(1)], timeout_ms=timeout_ms)
-        runner.run(args, timeout_ms=timeout_ms)
+        return runner.run(args, timeout_ms=timeout_ms).stdout
 
 
-def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *, timeout_ms: int) -> list[str]:
+def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *, timeout_ms: int,
+                          added: dict[str, str] | None = None) -> list[str]:
     """Add missing collections and re-add changed ones; return the names not yet creatable.
+
+    ``added`` gets, per collection added, what ``qmd collection add`` said (the files it indexed).
 
     A collection whose directory does not exist yet (an agent without
     ``memory/``) is skipped and reported, so the caller can try again later;
@@ -139,5 +143,7 @@ def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *,
         elif not spec.path.is_dir():
             pending.append(spec.name)
             continue
-        _add(runner, spec, timeout_ms)
+        said = _add(runner, spec, timeout_ms)
+        if added is not None:
+            added[spec.name] = said
     return pending

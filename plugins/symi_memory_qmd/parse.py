@@ -37,8 +37,9 @@ __all__ = [
     "is_flag_rejection",
     "parse_search_output",
     "snippet_lines",
-    "update_counts",
+    "added_changes",
     "update_changes",
+    "update_counts",
 ]
 
 _HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? @@[^\n]*(?:\n|$)")
@@ -160,6 +161,16 @@ def update_changes(text: str) -> dict[str, tuple[int, int, int, int]]:
             out[name] = (new, updated, unchanged, removed)
             name = None
     return out
+
+
+def added_changes(text: str) -> tuple[int, int, int, int] | None:
+    """What ``qmd collection add`` indexed as it added a collection (``Indexed: N new, ...``), or None."""
+    for line in text.splitlines():
+        done = _INDEXED.match(line.strip())
+        if done is not None:
+            new, updated, unchanged, removed = (int(g) for g in done.groups())
+            return new, updated, unchanged, removed
+    return None
 
 
 def update_counts(text: str) -> dict[str, int]:

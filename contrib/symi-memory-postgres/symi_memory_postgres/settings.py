@@ -31,6 +31,10 @@ class PgSettingsError(ConfigError, BackendError):
     exits 2), and a :class:`BackendError` for callers that catch what opening the backend raises."""
 
 
+#: The libpq parameters that hold a credential: never shown in status or messages.
+SECRET_KEYS = ("password", "sslpassword")
+
+
 def _conninfo(dsn: str) -> dict[str, Any]:
     from psycopg.conninfo import conninfo_to_dict
 
@@ -46,7 +50,7 @@ def redact_dsn(dsn: str) -> str:
         parts = _conninfo(dsn)
     except BackendError:
         return "(unparsable DSN)"
-    return " ".join(f"{k}={v}" for k, v in sorted(parts.items()) if k != "password") or "(libpq defaults)"
+    return " ".join(f"{k}={v}" for k, v in sorted(parts.items()) if k not in SECRET_KEYS) or "(libpq defaults)"
 
 
 @attrs.frozen(kw_only=True)
@@ -79,9 +83,13 @@ class PgSettings:
         return redact_dsn(self.dsn)
 
     def scrub(self, text: str) -> str:
-        """``text`` with the password replaced by ``***`` wherever it appears."""
-        pw = self.password
-        return text.replace(pw, "***") if pw else text
+        """``text`` with the password (and the client key's, ``sslpassword``) replaced by ``***`` wherever it
+        appears."""
+        parts = _conninfo(self.dsn)
+        for key in SECRET_KEYS:
+            if parts.get(key):
+                text = text.replace(str(parts[key]), "***")
+        return text
 
     @classmethod
     def from_agent(cls, agent: Any, env: Mapping[str, str]) -> PgSettings:

@@ -163,3 +163,36 @@ def test_a_setting_the_backend_cannot_use_is_a_config_error(tmp_path: Path, dsn:
         assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith("symi-memory: error: postgres: ") and said in line, line
+
+
+def test_a_dsn_of_the_wrong_type_is_not_echoed_in_the_config_error(tmp_path: Path) -> None:
+    """`config set ...dsn '["postgresql://u:PASS@h/db"]'` (a list by mistake) printed the password in its error."""
+    state = tmp_path / "state"
+    assert cli(state, "config", "set", "plugins.slots.memory", "postgres", dsn="").returncode == 0
+    proc = cli(state, "config", "set", "agents.defaults.memorySearch.store.postgres.dsn",
+               f'["postgresql://postgres:{SECRET}@127.0.0.1/memory"]', dsn="")
+    assert proc.returncode == 2 and "store.postgres.dsn: '***' is not a string" in proc.stderr, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_the_client_key_password_is_kept_out_of_status_and_errors(tmp_path: Path) -> None:
+    """`sslpassword` (the client key's password) was shown in status's and the error's DSN; only `password` was
+    left out."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
+    state = tmp_path / "state"
+    dsn = f"host=127.0.0.1 port={port} user=postgres sslpassword={SECRET} connect_timeout=1"
+    for args in (("config", "set", "plugins.slots.memory", "postgres"),
+                 ("config", "set", "agents.defaults.memorySearch.provider", "none")):
+        assert cli(state, *args, dsn=dsn).returncode == 0
+    said = []
+    for args in (("status",), ("status", "--json"), ("index",)):
+        proc = cli(state, "--workspace", str(ws), *args, dsn=dsn)
+        said.append(proc.stdout + proc.stderr)
+    assert f"port={port}" in said[0] and "unreachable" in said[0], said[0]
+    assert SECRET not in "".join(said)

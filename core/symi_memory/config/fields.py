@@ -275,6 +275,11 @@ def _show_at(where: str, value: Any) -> str:
         from ..secrets import mask_url
 
         return _show(mask_url(value))
+    if parts[-1].lower().endswith("dsn") and value:
+        # A database's DSN (the postgres backend's) may hold its password; one of the wrong type is not shown.
+        from ..secrets import mask_dsn
+
+        return _show(mask_dsn(value)) if isinstance(value, str) else "'***'"
     return _show(value)
 
 
