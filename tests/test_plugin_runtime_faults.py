@@ -581,3 +581,15 @@ def test_a_builtin_providers_own_bug_at_sync_fails_the_sync_not_hidden_as_keywor
     with _openai(tmp_path) as mem, pytest.raises(KeyError, match="embedding"):
         mem.sync()
 
+
+def test_a_reranker_failing_is_a_warning_naming_it_and_its_plugin_as_documented(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """docs/plugin-authors.md: skipped for that search "with a warning naming its plugin" (what to disable)."""
+    with _open(tmp_path, [("flaky-plugin", _provider_plugin({"now": "ok"})),
+                          ("picky-plugin", _reranker_plugin(lambda docs: [(0, math.nan)]))],
+               query={"rerank": {"provider": "picky"}}) as mem:
+        mem.sync()
+        with caplog.at_level("WARNING", logger="symi_memory"):
+            assert [h.path for h in mem.search("router admin").results] == ["MEMORY.md"]
+    (line,) = [r.getMessage() for r in caplog.records if "keeping the fused order" in r.getMessage()]
+    assert "'picky'" in line and "'picky-plugin'" in line
