@@ -69,7 +69,7 @@ class Pipeline:
     #: errors are bugs of ours and are raised as they are.
     guarded: Mapping[str, str] = attrs.field(factory=dict)
     #: How warnings name the reranker: its name and plugin (what the operator turns off).
-    reranker_label: str = "reranker"
+    reranker_label: str = "?"
 
     @classmethod
     def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None,
@@ -105,16 +105,16 @@ class Pipeline:
                 procs.append((spec.order, spec.name, proc))
         procs.sort(key=lambda p: (p[0], p[1]))
         rerank = memory_search["query"]["rerank"]
-        label = "reranker"
+        label = "?"
         if reranker is not None:
             name = rerank.get("provider") or "?"
-            label = f"reranker {name!r} of plugin {plugins.owners.get('rerankers', {}).get(name, '?')!r}"
+            label = f"{name!r} of plugin {plugins.owners.get('rerankers', {}).get(name, '?')!r}"
         return cls(processors=procs, reranker=reranker, rerank_top_n=rerank["topN"], guarded=guarded,
                    reranker_label=label)
 
     def close(self) -> None:
         if self.reranker is not None:
-            close_plugin_object(self.reranker, self.reranker_label)
+            close_plugin_object(self.reranker, f"reranker {self.reranker_label}")
 
     def rerank(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         out = self._reranked(query, candidates)
@@ -135,7 +135,8 @@ class Pipeline:
             if not all(map(math.isfinite, (s for _, s in pairs))):
                 raise ValueError("a score is NaN or infinite")
         except Exception as exc:  # a reranker failure never fails the search
-            log.warning("%s failed (%s: %s); keeping the fused order", self.reranker_label, type(exc).__name__, exc)
+            log.warning("reranker failed (%s: %s; reranker %s); keeping the fused order", type(exc).__name__, exc,
+                        self.reranker_label)
             return None
         seen = set()
         out = []
