@@ -593,3 +593,18 @@ def test_a_reranker_failing_is_a_warning_naming_it_and_its_plugin_as_documented(
             assert [h.path for h in mem.search("router admin").results] == ["MEMORY.md"]
     (line,) = [r.getMessage() for r in caplog.records if "keeping the fused order" in r.getMessage()]
     assert "'picky'" in line and "'picky-plugin'" in line
+
+
+def test_a_provider_raising_while_embedding_a_querys_unknown_words_is_keyword_search_not_a_failure(
+        tmp_path: Path) -> None:
+    """With local synonyms on (``minCosine`` set), a query word the index lacks is embedded too: the provider's own
+    exception there must be what it is at the query's embedding, keyword search saying why."""
+    mode = {"now": "ok"}
+    with _open(tmp_path, [("flaky-plugin", _provider_plugin(mode))],
+               query={"hybrid": {"synonyms": {"minCosine": 0.3}}}) as mem:
+        mem.sync()
+        assert mem.search("router gateway").mode == "hybrid"
+        mode["now"] = "raise"
+        resp = mem.search("router firewall")  # "firewall": in no chunk, so its word vector is asked for
+    assert [h.path for h in resp.results] == ["MEMORY.md"]
+    assert resp.mode == "fts-only" and resp.fallback is not None and "flaky" in resp.fallback.reason

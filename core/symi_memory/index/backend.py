@@ -625,7 +625,13 @@ class IndexedBackend:
                 raise EmbeddingError(f"word embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s",
                                      provider=provider.id)
             if "error" in box:
-                raise box["error"]
+                error = box["error"]
+                if self.choice.guarded and isinstance(error, Exception) and not isinstance(error, EmbeddingError):
+                    # A third-party provider's own exception, as at the query's embedding: no stand-ins, not a
+                    # failed search.
+                    raise EmbeddingError(f"word embedding by {provider.id} failed ({type(error).__name__}: {error})",
+                                         provider=provider.id) from error
+                raise error
             return box["value"]  # type: ignore[no-any-return]
 
         try:
