@@ -494,3 +494,117 @@ def test_plugins_json_lists_a_plugin_that_failed_to_load_with_why(tmp_path: Path
     (entry,) = [p for p in json.loads(out.stdout) if p["id"] == "exporter"]
     assert entry["distribution"] == "exporter-plugin" and entry["registers"]["backends"] == []
     assert entry["error"] == "ImportError: needs vendor-sdk"
+
+
+# --- the rule is for third-party plugins: a builtin's own bug is not hidden -------------------------------------
+
+
+class Unreachable(Flaky):
+    """A provider whose HTTP client raises its own error (not an EmbeddingError) after waiting out its timeout."""
+
+    def __init__(self, mode: dict[str, str]) -> None:
+        super().__init__(mode)
+        self.document_calls = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.document_calls += 1
+        if self.mode["now"] == "down":
+            raise ConnectionError("timed out connecting to embed.example")
+        return super().embed_documents(texts)
+
+
+def test_a_provider_raising_its_own_error_at_sync_is_asked_once_that_sync_and_only_the_missing_next(
+        tmp_path: Path) -> None:
+    """Down for the whole sync, as a builtin's timeout is: not asked again for every group of files (each call
+    waiting out its client's timeout); the next sync embeds what is missing, once."""
+    mode = {"now": "down"}
+    made: list[Unreachable] = []
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register: Any) -> None:
+            register(ProviderSpec(name="flaky", factory=lambda ctx: made.append(Unreachable(mode)) or made[-1]))
+
+    ws = tmp_path / "ws"
+    for i in range(120):  # more than one group of chunks (EMBED_BATCH * 4): several embed_documents calls a sync
+        write(ws, f"memory/n{i:03d}.md", "\n\n".join(f"## Part {j}\n\nnote {i} item {j} topic{i}x{j}"
+                                                    for j in range(8)) + "\n")
+    with open_mem(tmp_path, ws, {"provider": "flaky", "fallback": "none", "chunking": {"tokens": 16, "overlap": 0}},
+                  plugins=[("flaky-plugin", Plugin())]) as mem:
+        (provider,) = made
+        mem.sync()
+        status = mem.status()
+        assert status["files"] == 120 and status["pendingFiles"] == 120 and status["dirty"] is True
+        assert "timed out connecting" in (status["lastError"] or "")
+        assert provider.document_calls == 1
+        mode["now"] = "ok"
+        mem.sync()
+        calls = provider.document_calls
+        assert calls > 2 and mem.status()["pendingFiles"] == 0 and mem.status()["dirty"] is False
+        mem.sync()
+        assert provider.document_calls == calls  # nothing left to embed: nothing asked
+        assert mem.search("topic3x5").mode == "hybrid"
+
+
+def _openai(tmp_path: Path) -> Any:
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", NOTE)
+    # Never contacted: the simulated bug is in the provider's own code, before any request.
+    return open_mem(tmp_path, ws, {"provider": "openai", "fallback": "none",
+                                   "remote": {"baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-test-0123456789"}})
+
+
+def test_a_builtin_providers_own_bug_at_query_time_is_raised_not_turned_into_keyword_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyError in the builtin openai provider's code is a bug of ours: the search says so, as every other builtin
+    part's does, instead of answering by keyword as for an endpoint that failed."""
+    from symi_memory_remote.openai_compat import OpenAIEmbeddings
+
+    def parser_bug(self: Any, texts: Sequence[str], kind: str) -> Any:
+        raise KeyError("embedding")
+
+    monkeypatch.setattr(OpenAIEmbeddings, "_embed_request", parser_bug)
+    with _openai(tmp_path) as mem:
+        assert mem.status()["provider"] == "openai"
+        with pytest.raises(KeyError, match="embedding"):
+            mem.search("router admin")
+
+
+def test_a_builtin_providers_own_bug_at_sync_fails_the_sync_not_hidden_as_keyword_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from symi_memory_remote.openai_compat import OpenAIEmbeddings
+
+    def parser_bug(self: Any, texts: Sequence[str], kind: str) -> Any:
+        raise KeyError("embedding")
+
+    monkeypatch.setattr(OpenAIEmbeddings, "_embed_request", parser_bug)
+    with _openai(tmp_path) as mem, pytest.raises(KeyError, match="embedding"):
+        mem.sync()
+
+
+def test_a_reranker_failing_is_a_warning_naming_it_and_its_plugin_as_documented(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """docs/plugin-authors.md: skipped for that search "with a warning naming its plugin" (what to disable)."""
+    with _open(tmp_path, [("flaky-plugin", _provider_plugin({"now": "ok"})),
+                          ("picky-plugin", _reranker_plugin(lambda docs: [(0, math.nan)]))],
+               query={"rerank": {"provider": "picky"}}) as mem:
+        mem.sync()
+        with caplog.at_level("WARNING", logger="symi_memory"):
+            assert [h.path for h in mem.search("router admin").results] == ["MEMORY.md"]
+    (line,) = [r.getMessage() for r in caplog.records if "keeping the fused order" in r.getMessage()]
+    assert "'picky'" in line and "'picky-plugin'" in line
+
+
+def test_a_provider_raising_while_embedding_a_querys_unknown_words_is_keyword_search_not_a_failure(
+        tmp_path: Path) -> None:
+    """With local synonyms on (``minCosine`` set), a query word the index lacks is embedded too: the provider's own
+    exception there must be what it is at the query's embedding, keyword search saying why."""
+    mode = {"now": "ok"}
+    with _open(tmp_path, [("flaky-plugin", _provider_plugin(mode))],
+               query={"hybrid": {"synonyms": {"minCosine": 0.3}}}) as mem:
+        mem.sync()
+        assert mem.search("router gateway").mode == "hybrid"
+        mode["now"] = "raise"
+        resp = mem.search("router firewall")  # "firewall": in no chunk, so its word vector is asked for
+    assert [h.path for h in resp.results] == ["MEMORY.md"]
+    assert resp.mode == "fts-only" and resp.fallback is not None and "flaky" in resp.fallback.reason

@@ -34,6 +34,10 @@ class EmbeddingChoice:
     fallback: Fallback | None = None
     fallback_name: str = "none"
     used_fallback: bool = False
+    #: The provider is a third-party plugin's: what its calls raise other than an ``EmbeddingError``, and a vector
+    #: of the wrong shape, are taken as its failed calls (keyword search saying why, the files' vectors retried next
+    #: sync). A builtin's are bugs of ours, raised as they are; its vectors are checked where they always were.
+    guarded: bool = False
 
     @property
     def name(self) -> str:
@@ -54,6 +58,7 @@ class EmbeddingChoice:
         if self.provider is not None:
             close_plugin_object(self.provider, f"embedding provider {getattr(self.provider, 'id', '?')!r}")
         self.provider = provider
+        self.guarded = not _ours(plugins, target)
         self.used_fallback = True
         self.fallback = Fallback(from_=old, reason=str(error))
         log.warning("embedding provider %s failed (%s); switched to fallback %s", old, error, target)
@@ -81,6 +86,12 @@ def _create(plugins: Plugins, name: str, agent: AgentView, models: Mapping[str, 
 
 
 _PROVIDER_MEMBERS = ("id", "model", "fingerprint", "max_input_bytes", "embed_query", "embed_documents")
+
+
+def _ours(plugins: Plugins, name: str) -> bool:
+    """Whether embedding provider ``name`` is a builtin (registered by the symi-memory distribution)."""
+    owner = plugins.owners.get("embeddingProviders", {}).get(name, "?")
+    return plugins.dists.get(owner, ("",))[0] == OWN_DISTRIBUTION
 
 
 def _started(plugins: Plugins, spec: Any, ctx: ProviderContext) -> EmbeddingProvider:
@@ -126,7 +137,7 @@ def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any
     if requested != "auto":
         try:
             return EmbeddingChoice(_create(plugins, requested, agent, models, key="memorySearch.provider"), requested,
-                                   fallback_name=fallback_name)
+                                   fallback_name=fallback_name, guarded=not _ours(plugins, requested))
         except (ProviderUnavailable, EmbeddingError) as exc:
             choice = EmbeddingChoice(None, requested, str(exc), fallback_name=fallback_name)
             if choice.switch_to_fallback(plugins, agent, models, exc):
@@ -152,7 +163,8 @@ def choose_provider(plugins: Plugins, agent: AgentView, models: Mapping[str, Any
             reasons.append(f"{spec.name}: {why}")
             continue
         try:
-            return EmbeddingChoice(_started(plugins, spec, ctx), requested, fallback_name=fallback_name)
+            return EmbeddingChoice(_started(plugins, spec, ctx), requested, fallback_name=fallback_name,
+                                   guarded=not _ours(plugins, spec.name))
         except (ProviderUnavailable, EmbeddingError) as exc:
             reasons.append(f"{spec.name}: {exc}")
     reason = "no embedding provider available (" + "; ".join(reasons) + "); keyword-only search"

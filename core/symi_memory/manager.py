@@ -570,12 +570,15 @@ class MemoryManager:
         pipeline = self.pipeline
         assert pipeline is not None
         result = backend.search(sq)
-        if not isinstance(result, BackendResult):
+        try:
+            floor = ms if result.calibrated else 0.0
+        except AttributeError:  # checked only then: nothing a search
+            if isinstance(result, BackendResult):
+                raise
             owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
             raise BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned "
                                f"{'None' if result is None else type(result).__name__} from search, not a "
-                               f"BackendResult (a bug of that plugin)")
-        floor = ms if result.calibrated else 0.0
+                               f"BackendResult (a bug of that plugin)") from None
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)

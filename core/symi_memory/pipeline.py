@@ -68,6 +68,8 @@ class Pipeline:
     #: of candidates with finite scores is skipped for that search (logged), never fails it. The builtins' own
     #: errors are bugs of ours and are raised as they are.
     guarded: Mapping[str, str] = attrs.field(factory=dict)
+    #: How warnings name the reranker: its name and plugin (what the operator turns off).
+    reranker_label: str = "?"
 
     @classmethod
     def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None,
@@ -102,12 +104,17 @@ class Pipeline:
             if proc is not None:
                 procs.append((spec.order, spec.name, proc))
         procs.sort(key=lambda p: (p[0], p[1]))
-        return cls(processors=procs, reranker=reranker, rerank_top_n=memory_search["query"]["rerank"]["topN"],
-                   guarded=guarded)
+        rerank = memory_search["query"]["rerank"]
+        label = "?"
+        if reranker is not None:
+            name = rerank.get("provider") or "?"
+            label = f"{name!r} of plugin {plugins.owners.get('rerankers', {}).get(name, '?')!r}"
+        return cls(processors=procs, reranker=reranker, rerank_top_n=rerank["topN"], guarded=guarded,
+                   reranker_label=label)
 
     def close(self) -> None:
         if self.reranker is not None:
-            close_plugin_object(self.reranker, "reranker")
+            close_plugin_object(self.reranker, f"reranker {self.reranker_label}")
 
     def rerank(self, query: str, candidates: list[Candidate]) -> list[Candidate]:
         out = self._reranked(query, candidates)
@@ -128,7 +135,8 @@ class Pipeline:
             if not all(map(math.isfinite, (s for _, s in pairs))):
                 raise ValueError("a score is NaN or infinite")
         except Exception as exc:  # a reranker failure never fails the search
-            log.warning("reranker failed (%s: %s); keeping the fused order", type(exc).__name__, exc)
+            log.warning("reranker failed (%s: %s; reranker %s); keeping the fused order", type(exc).__name__, exc,
+                        self.reranker_label)
             return None
         seen = set()
         out = []
@@ -197,13 +205,14 @@ class Pipeline:
                                  plain=None if plain is None else _plain_of_handed(plain, handed, lambda: given,
                                                                                    left_out))
         sorted_yet = False
+        guarded = self.guarded
         for order, name, proc in self.processors:
             if order >= SORT_ORDER and not sorted_yet:
                 items, sorted_yet = _sorted(items), True
             given = items if isinstance(items, LazyCandidates) and getattr(proc, "takes_lazy_candidates", False) \
                 else tuple(items)
-            if name in self.guarded:
-                items = _guarded_process(name, self.guarded[name], proc, given, ctx, items)
+            if guarded and name in guarded:  # none with the builtins alone: no look-up a processor
+                items = _guarded_process(name, guarded[name], proc, given, ctx, items)
             else:
                 got = proc.process(given, ctx)
                 items = got if isinstance(got, LazyCandidates) else list(got)

@@ -84,7 +84,8 @@ class EmbeddingProvider(Protocol):
     ``retryable`` for a timeout, 429 or 5xx). Anything else a call raises is
     taken the same way, naming the provider: a search then answers by keyword
     saying why (``SearchResponse.fallback``), a sync indexes the files for
-    keyword search and retries their vectors on the next one. So is a vector
+    keyword search and retries their vectors on the next one (as after a
+    timeout, the provider is not called again in that sync). So is a vector
     no search could use: not a flat list of numbers, empty, holding NaN or
     infinity, of another width than the others of its batch or (a query
     vector) than the index's. ``close`` is optional (:class:`Closeable`).

@@ -574,6 +574,13 @@ class PostgresBackend:
                 qvec = provider.embed_query(query.text)
             except EmbeddingError as exc:
                 log.warning("query embedding failed (%s); keyword results only", exc)
+            except Exception as exc:
+                # A third-party provider's own exception (its HTTP client's, its parser's) is a failed call too, as
+                # on the builtin backends; a builtin's is a bug of symi-memory, raised.
+                if not getattr(self.choice, "guarded", False):
+                    raise
+                log.warning("query embedding by %s failed (%s: %s); keyword results only", provider.id,
+                            type(exc).__name__, exc)
         if qvec is not None and not any(qvec):
             qvec = None
         if qvec is not None and provider is not None and not all_finite(qvec):

@@ -692,6 +692,36 @@ def test_a_non_finite_query_vector_answers_by_keyword(tmp_path: Path, pg_server:
         assert mem.search("quokka harbour", min_score=0).mode == "hybrid"
 
 
+def test_a_third_party_provider_raising_its_own_error_at_query_time_answers_by_keyword(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    # docs/plugin-authors.md: a provider's call that raises any exception makes that search answer by keyword, on
+    # every backend: on this one the search failed with the provider's KeyError.
+    from symi_memory import hookimpl
+    from symi_memory.specs import ProviderSpec
+    from symi_memory.testing.fakes import HashEmbedder
+
+    class Parser(HashEmbedder):
+        def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+            if text.startswith("broken"):
+                raise KeyError("data")  # its own response parser, on an unexpected body
+            return super().embed_query(text)
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_embedding_providers(self, register):  # type: ignore[no-untyped-def]
+            register(ProviderSpec(name="parser", factory=lambda ctx: Parser()))
+
+    ws = make_workspace(tmp_path / "ws", {"memory/2026-01-01.md": "# Jan\n\nquokka sighting at the harbour\n"})
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "parser", "sync": {"watch": False}}}}})
+    cfg = load_config(None, state_dir=tmp_path / "state", overrides=overrides)
+    with open_memory(cfg, workspace=ws, start=False, plugins=[("parser-plugin", Plugin())]) as mem:
+        mem.sync()
+        resp = mem.search("broken quokka harbour", min_score=0)
+        assert resp.mode == "fts-only" and [r.path for r in resp.results] == ["memory/2026-01-01.md"]
+        assert mem.search("quokka harbour", min_score=0).mode == "hybrid"
+
+
 def test_a_long_transcript_stays_searchable_with_its_newest_messages(tmp_path: Path, pg_server: PgServer,
                                                                        pg_schema: str) -> None:
     import json

@@ -441,8 +441,8 @@ class IndexedBackend:
             log.warning("%s", why)
             fallback = Fallback(from_=provider.id, reason=why)
             qvec = None
-        dims = self.store.vec_dims
-        if qvec is not None and provider is not None and not full and dims and len(qvec) != dims:
+        if qvec is not None and not full and (dims := self.store.vec_dims) and len(qvec) != dims \
+                and provider is not None:
             # The same provider and model as the index's, but another width (a provider's bug, or an endpoint
             # that changed its model behind the same name): no stored vector can be compared with it.
             why = (f"query embedding by {provider.id} has {len(qvec)} dimensions, the index's vectors {dims} "
@@ -629,7 +629,13 @@ class IndexedBackend:
                 raise EmbeddingError(f"word embedding by {provider.id} took longer than {QUERY_EMBED_DEADLINE_S:g} s",
                                      provider=provider.id)
             if "error" in box:
-                raise box["error"]
+                error = box["error"]
+                if self.choice.guarded and isinstance(error, Exception) and not isinstance(error, EmbeddingError):
+                    # A third-party provider's own exception, as at the query's embedding: no stand-ins, not a
+                    # failed search.
+                    raise EmbeddingError(f"word embedding by {provider.id} failed ({type(error).__name__}: {error})",
+                                         provider=provider.id) from error
+                raise error
             return box["value"]  # type: ignore[no-any-return]
 
         try:
@@ -655,10 +661,10 @@ class IndexedBackend:
         at_once = getattr(provider, "query_at_once", None)
         # Only the object whose embed_query the worker would call: a wrapper with its own embed_query (a query
         # prefix) that hands other names to the provider it wraps (__getattr__) must not get that one's vectors.
+        # A third-party provider's vector is checked as it comes (a builtin's are lists of floats).
+        checked = provider if self.choice.guarded else None
         if (at_once is not None and getattr(at_once, "__self__", None) is getattr(provider.embed_query, "__self__", at_once)
-                and (answered := _QueryEmbedding.answered_at_once(
-                    lambda t: None if (v := at_once(t)) is None else _checked_query_vector(provider, v), text))
-                is not None):
+                and (answered := _QueryEmbedding.answered_at_once(at_once, text, checked)) is not None):
             # No other thread, no deadline: nothing to hand over, wake or wait for.
             return answered
         self._forget_parents_workers()
@@ -671,7 +677,10 @@ class IndexedBackend:
                 self._query_worker = _Worker("symi-query-embed")
             worker = self._query_worker
         pending = _QueryEmbedding(time.monotonic())
-        worker.submit(lambda: pending.run(lambda: _checked_query_vector(provider, provider.embed_query(text))))
+        if checked is None:
+            worker.submit(lambda: pending.run(lambda: provider.embed_query(text)))
+        else:
+            worker.submit(lambda: pending.run(lambda: _checked_query_vector(provider, provider.embed_query(text))))
         return pending
 
     def _forget_parents_workers(self) -> None:
@@ -752,8 +761,8 @@ class IndexedBackend:
         if isinstance(error, EmbeddingError):
             log.warning("query embedding failed (%s); keyword results only", error)
             return None, f"query embedding failed ({error}); keyword results only"
-        if isinstance(error, Exception):
-            # Any other exception is the provider's too (its HTTP client's, a KeyError in its parsing): the search
+        if isinstance(error, Exception) and self.choice.guarded:
+            # Any other exception of a third-party provider is the provider's too (its HTTP client's, a KeyError in its parsing): the search
             # answers by keyword, naming it, as for an EmbeddingError; it is never the search's failure.
             why = f"query embedding by {provider.id} failed ({type(error).__name__}: {error}); keyword results only"
             log.warning("%s", why)
@@ -1391,15 +1400,19 @@ class _QueryEmbedding:
         self._then: Callable[[Any], None] | None = None
 
     @classmethod
-    def answered_at_once(cls, ask: Callable[[str], Any], text: str) -> _QueryEmbedding | None:
+    def answered_at_once(cls, ask: Callable[[str], Any], text: str, checked: Any = None) -> _QueryEmbedding | None:
         """The embedding of ``text`` as the provider's ``query_at_once`` gives it, on this thread: one that has
         returned (or raised an :class:`EmbeddingError`), or None when the provider cannot answer it at once.
 
         Another exception (a bug of the shortcut: a KeyError from its table) does not fail a search that
-        ``embed_query`` may answer: it is logged and the query goes to the worker."""
+        ``embed_query`` may answer: it is logged and the query goes to the worker. With ``checked`` (a third-party
+        provider), a vector that is not a flat list of numbers is that provider's :class:`EmbeddingError`."""
         self = cls(0.0)
         try:
             value = ask(text)
+            if checked is not None and value is not None and not (
+                    type(value) is list and value and type(value[0]) is float):
+                value = _checked_query_vector(checked, value)
         except EmbeddingError as exc:  # taken as embed_query's: the search answers by keyword, saying why
             self.error = exc
         except Exception as exc:

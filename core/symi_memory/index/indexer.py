@@ -1023,7 +1023,7 @@ class Indexer:
                 raise EmbeddingError(self._down_in_this_sync, provider=p.id, retryable=True)
             for i in range(0, len(missing), step):
                 part = missing[i : i + step]
-                vecs = _documents_embedded(p, [t for _, t in part])
+                vecs = _documents_embedded(p, [t for _, t in part], guarded=self.choice.guarded)
                 if len(vecs) != len(part):
                     raise EmbeddingError(f"{p.id} returned {len(vecs)} vectors for {len(part)} inputs", provider=p.id)
                 packed = [_packed(p.id, v) for v in vecs]
@@ -1050,18 +1050,24 @@ class Indexer:
         return [cached.get(h) or fresh.get(h) for h in hashes], True
 
 
-def _documents_embedded(provider: Any, texts: list[str]) -> Any:
-    """``provider.embed_documents(texts)``; anything it raises other than an :class:`EmbeddingError` (its HTTP
-    client's error, a bug in its parsing) is one, naming the provider: the files are then indexed for keyword
-    search and their vectors retried on the next sync, as after an endpoint's failure, never a failed sync."""
+def _documents_embedded(provider: Any, texts: list[str], *, guarded: bool) -> Any:
+    """``provider.embed_documents(texts)``. For a third-party provider (``guarded``), anything it raises other than
+    an :class:`EmbeddingError` (its HTTP client's error, a bug in its parsing) is one, naming the provider: the files
+    are then indexed for keyword search and their vectors retried on the next sync, as after an endpoint's failure,
+    never a failed sync. It is taken as the endpoint being down (``retryable``): the provider is not called again
+    this sync, as it would be for every group of files (each perhaps waiting out its client's timeout). A builtin's
+    other errors are bugs of ours, raised as they are."""
     try:
         vecs = provider.embed_documents(texts)
         len(vecs)
     except EmbeddingError:
         raise
     except Exception as exc:
+        if not guarded:
+            raise
         log.debug("the provider's traceback", exc_info=exc)
-        raise EmbeddingError(f"{provider.id} failed ({type(exc).__name__}: {exc})", provider=provider.id) from exc
+        raise EmbeddingError(f"{provider.id} failed ({type(exc).__name__}: {exc})", provider=provider.id,
+                             retryable=True) from exc
     return vecs
 
 
