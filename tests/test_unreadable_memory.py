@@ -138,7 +138,7 @@ TRANSCRIPTS_CHILD = textwrap.dedent("""
         "plugins": {"slots": {"memory": backend}},
         "agents": {"defaults": {"memorySearch": {
             "provider": "hash", "experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"],
-            "sync": {"watch": False}}}}})
+            "sync": {"watch": False, "maxFileBytes": 400}}}}})
     mem = open_memory(cfg, workspace=ws, start=False)
     sessions = Path(mem.agent.sessions_dir)
 
@@ -153,11 +153,14 @@ TRANSCRIPTS_CHILD = textwrap.dedent("""
     def look(report):
         st = mem.status()
         return {"removed": report.files_removed, "errors": list(report.errors), "warnings": list(report.warnings),
-                "found": seen(), "files": st["files"], "status": st["warnings"], "dirty": st["dirty"]}
+                "found": seen(), "files": st["files"], "status": st["warnings"], "dirty": st["dirty"],
+                "partial": [p["path"] for p in st["partial"]]}
 
     sessions.mkdir(parents=True, exist_ok=True)
     say("a.jsonl", "the walrus sings")
     say("b.jsonl", "the pelican flies")
+    for i in range(40):  # more message text than sync.maxFileBytes: indexed in part (its newest messages)
+        say("c.jsonl", f"filler message number {i} of a long session")
     out = {"first": mem.sync().files_indexed}
     say("a.jsonl", "the otter swims")  # appended while it cannot be read: read on from the last sync once it can
     (sessions / "a.jsonl").chmod(0)
@@ -188,25 +191,27 @@ def test_unreadable_transcripts_are_kept_reported_and_caught_up(tmp_path: Path, 
         pytest.importorskip("faiss")
     out = run_without_dac_override(TRANSCRIPTS_CHILD, str(tmp_path), backend)
     sessions = tmp_path / "state" / "agents" / "main" / "sessions"
-    assert out["first"] == 3
+    assert out["first"] == 4
     file_warned = [f"file {sessions}/a.jsonl cannot be read (Permission denied): what the index holds from it (as "
                    "last read) stays searchable until it can be read again"]
     assert out["file"] == {
-        "removed": 0, "errors": [], "warnings": file_warned, "status": file_warned, "files": 3, "dirty": False,
+        "removed": 0, "errors": [], "warnings": file_warned, "status": file_warned, "files": 4, "dirty": False,
+        "partial": ["sessions/c.jsonl"],
         "found": {"walrus": ["sessions/a.jsonl"], "pelican": ["sessions/b.jsonl"], "otter": [], "heron": []}}
     caught_up = {"walrus": ["sessions/a.jsonl"], "pelican": ["sessions/b.jsonl"], "otter": ["sessions/a.jsonl"],
                  "heron": []}
-    assert out["file back"] == {"removed": 0, "errors": [], "warnings": [], "status": [], "files": 3, "dirty": False,
-                                "found": caught_up}
+    assert out["file back"] == {"removed": 0, "errors": [], "warnings": [], "status": [], "files": 4, "dirty": False,
+                                "partial": ["sessions/c.jsonl"], "found": caught_up}
     folder_warned = [f"folder {sessions} cannot be read (Permission denied): nothing new is indexed from it; what the "
                      "index already holds from it stays searchable until it can be read again"]
+    # Still said to be indexed in part: its rows are kept as they were.
     assert out["folder"] == {"removed": 0, "errors": [], "warnings": folder_warned, "status": folder_warned,
-                             "files": 3, "dirty": False, "found": caught_up}
+                             "files": 4, "dirty": False, "partial": ["sessions/c.jsonl"], "found": caught_up}
     assert out["folder full"] == [
-        *folder_warned, f"the full rebuild left out the 2 files indexed from {sessions}, which cannot be listed now: "
+        *folder_warned, f"the full rebuild left out the 3 files indexed from {sessions}, which cannot be listed now: "
         "they are indexed again once it is back or can be read"]
-    assert out["folder back"] == {"removed": 0, "errors": [], "warnings": [], "status": [], "files": 3,
-                                  "dirty": False, "found": {**caught_up, "heron": ["sessions/b.jsonl"]}}
+    assert out["folder back"] == {"removed": 0, "errors": [], "warnings": [], "status": [], "files": 4, "dirty": False,
+                                  "partial": ["sessions/c.jsonl"], "found": {**caught_up, "heron": ["sessions/b.jsonl"]}}
 
 
 WORKSPACE_UNSEARCHABLE_CHILD = textwrap.dedent("""

@@ -575,7 +575,9 @@ class Indexer:
         self._new_words = Counter() if self._keeps_vocabulary() else None
         # Files only partly indexed: as recorded, for files not read again; set anew for each file read.
         kept_paths = {f.path for f in files if f.path not in skipped}
-        partial = {p: why for p, why in partial_before.items() if p in kept_paths}
+        # (and for the indexed files kept while they cannot be listed: their rows are as they were)
+        partial = {p: why for p, why in partial_before.items()
+                   if p in kept_paths or (p in indexed and p not in removed and p not in skipped)}
         try:
             held_before = self._indexed_rows() if full else indexed
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed, partial, unread)
