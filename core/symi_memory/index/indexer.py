@@ -675,6 +675,11 @@ class Indexer:
         except Exception:  # a damaged index being rebuilt: what it held is not known, and not said
             return {}
 
+    def scan(self) -> tuple[list[MemoryFile], list[AbsentRoot]]:
+        """The files to index and what cannot be listed now (:func:`scan_sources`): one listing a caller can hand to
+        :meth:`changed_files` and :meth:`away_warnings` both."""
+        return scan_sources(self.agent, {})
+
     def away_warnings(self, scanned: tuple[list[MemoryFile], list[AbsentRoot]] | None = None) -> list[str]:
         """What ``status()`` says of the memory that cannot be listed or read now, as a sync says it: the roots that
         are away or unreadable, the folders below them that cannot be read, and the indexed files the last sync
