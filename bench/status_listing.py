@@ -56,8 +56,12 @@ print(json.dumps(times))
 def run(tree: Path, root: Path, files: int, rounds: int, dsn: str) -> list[float]:
     paths = [tree / "core", tree / "plugins", *([tree / "contrib" / "symi-memory-postgres"] if dsn else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
+    if dsn:  # the plugin from the tree, as its entry point names it
+        env["SYMI_MEMORY_PLUGINS"] = "symi_memory_postgres.hooks"
     proc = subprocess.run([sys.executable, "-c", CHILD, str(root), str(files), str(rounds), dsn], capture_output=True,
-                          text=True, env=env, check=True, timeout=1800)
+                          text=True, env=env, timeout=1800)
+    if proc.returncode:
+        raise SystemExit(f"{tree}: {proc.stderr[-2000:]}")
     return list(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
