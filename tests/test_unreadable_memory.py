@@ -63,6 +63,8 @@ CHILD = textwrap.dedent("""
         for p in (notes, ws / "memory" / "sub"):
             p.chmod(0o755)
         (ws / "memory" / "c.md").chmod(0o644)
+    st = mem.status()  # readable again, before any sync: what a search's staleness check sees
+    out["readable"] = {"dirty": st["dirty"], "status": st["warnings"]}
     write(notes, "new.md", "- a narwhal surfaced\\n")
     (ws / "memory" / "sub" / "b.md").unlink()
     out["back"] = look(mem.sync())
@@ -109,6 +111,9 @@ def test_unreadable_memory_is_kept_reported_and_caught_up(tmp_path: Path, backen
         "removed": 0, "errors": [], "warnings": warned, "status": warned, "files": 5, "dirty": False,
         "found": {"ferry": ["../notes/trip.md"], "4471": ["memory/sub/b.md"], "cormorant": ["memory/c.md"],
                   "deep": [], "narwhal": [], "axolotl": ["memory/a.md"]}}
+    # Readable again (chmod changes no mtime): the edit made meanwhile is not indexed yet, which status says (a search
+    # then syncs), and nothing is said to be unreadable any more.
+    assert out["readable"] == {"dirty": True, "status": []}
     # Readable again: what changed meanwhile comes in (a new note, an edit), what was deleted goes.
     back = out["back"]
     assert (back["removed"], back["warnings"], back["status"], back["dirty"]) == (1, [], [], False), back

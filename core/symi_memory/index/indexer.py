@@ -207,6 +207,22 @@ def scan_sources(agent: AgentView, problems: dict[str, str]) -> tuple[list[Memor
     return files, absent
 
 
+def _readable_now(path: str) -> bool:
+    """Whether the file at ``path`` opens and its first byte reads now (one a sync could not read may since have been
+    made readable again: a chmod, which changes no mtime)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        os.read(fd, 1)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _kept(path: str, row: FileRow, absent: list[AbsentRoot]) -> bool:
     """Whether the indexed ``row`` lies below one of ``absent`` (of its own source: memory files or transcripts)."""
     return any(root.source == row.source and root.holds(path) for root in absent)
@@ -375,6 +391,7 @@ class Indexer:
         # Files the last sync could not read count as changed only once they change on disk; a
         # sync still retries them (reading is cheap), so an unreadable file never keeps `dirty` set.
         failed = {} if retry_failed else self.failed_files()
+        unread: dict[str, str] | None = None  # the last sync's reasons, read once one is needed
         reread = self._limit_changed()  # a transcript read with another limit holds other messages
         changed = []
         for f in files:
@@ -384,7 +401,12 @@ class Indexer:
                     changed.append(f)
                 continue
             if failed.get(f.path) == [f.mtime, f.size]:
-                continue  # unchanged since a sync could not read it (an indexed file keeps its rows meanwhile)
+                # Unchanged since a sync could not read it (an indexed file keeps its rows meanwhile), unless it
+                # could not be opened then and can now.
+                if unread is None:
+                    unread = self.store.skipped_map()
+                if not (unread.get(f.path, "").startswith("cannot read: ") and _readable_now(f.abs_path)):
+                    continue
             if row is None or row.mtime != f.mtime or row.size != f.size or (
                 retry_pending and row.hash.startswith(PENDING)
             ) or (reread and f.source == "sessions"):
@@ -689,10 +711,10 @@ class Indexer:
         unread = {p: why for p, why in self.store.skipped_map().items() if why.startswith("cannot read: ")}
         if unread:
             indexed = self.store.files()
-            listed = {f.path for f in files}
+            listed = {f.path: f for f in files}
             said += [r.warning for r in self._unread_files(
-                {p: why for p, why in unread.items()
-                 if p in indexed and p in listed and not _kept(p, indexed[p], absent)}, indexed)]
+                {p: why for p, why in unread.items() if p in indexed and p in listed
+                 and not _kept(p, indexed[p], absent) and not _readable_now(listed[p].abs_path)}, indexed)]
         return said
 
     def _held_from(self, absent: list[AbsentRoot]) -> int:
