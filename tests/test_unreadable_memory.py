@@ -258,3 +258,46 @@ def test_a_workspace_that_can_be_listed_but_not_entered_keeps_its_files(tmp_path
               "what the index already holds from it stays searchable until it can be read again"]
     assert out == {"first": 2, "unsearchable": {"removed": 0, "warnings": warned, "status": warned, "files": 2,
                                                 "found": ["memory/a.md"]}}
+
+
+WATCHER_CHILD = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+    from support.sqlite_memory import write
+
+    tmp = Path(sys.argv[1])
+    ws = tmp / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\\n")
+    write(ws, "memory/a.md", "- fed the axolotl\\n")
+    write(ws, "memory/private/b.md", "- the boiler code is 4471\\n")
+
+    def config(watch):
+        return load_config(None, state_dir=tmp / "state", overrides={"agents": {"defaults": {"memorySearch": {
+            "provider": "hash", "sync": {"watch": watch, "watchDebounceMs": 50}}}}})
+
+    with open_memory(config(False), workspace=ws, start=False) as mem:
+        mem.sync()
+    (ws / "memory" / "private").chmod(0)
+    out = {}
+    try:
+        with open_memory(config(True), workspace=ws) as mem:
+            time.sleep(3)  # past the watchers' first look at the files
+            write(ws, "memory/new.md", "- a narwhal surfaced\\n")
+            deadline = time.monotonic() + 10
+            while mem.status()["files"] != 4 and time.monotonic() < deadline:  # status syncs nothing
+                time.sleep(0.2)
+            out["files"] = mem.status()["files"]
+    finally:
+        (ws / "memory" / "private").chmod(0o755)
+    print(json.dumps(out))
+""")
+
+
+def test_the_watcher_sees_changes_while_a_folder_cannot_be_read(tmp_path: Path) -> None:
+    """A sync goes on past a folder it cannot read; the file watcher did not: watching memory/ failed on it at its
+    start, and tried again every second for as long as it lasted, so no change to any memory file was seen (until
+    the 30-second recheck, or a search's staleness check)."""
+    out = run_without_dac_override(WATCHER_CHILD, str(tmp_path))
+    assert out == {"files": 4}
