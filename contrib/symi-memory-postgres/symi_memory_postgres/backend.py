@@ -541,7 +541,8 @@ class PostgresBackend:
                 indexer = copy.copy(owner.indexer)
                 indexer.store = store
                 # Listed with what cannot be listed now: a folder that cannot be read keeps its files, not "removed".
-                files, absent = scans[owner.name] if scans is not None else indexer.scan()
+                # (an owner claimed since, under another name, is listed now)
+                files, absent = (scans or {}).get(owner.name) or indexer.scan()
                 changed, removed = indexer.changed_files(
                     files, retry_pending=retry_pending and indexer.retry_due(), retry_failed=False, absent=absent)
                 if removed or any(f.source != "sessions" for f in changed):
@@ -971,7 +972,7 @@ class PostgresBackend:
         for owner in self.owners:  # what cannot be listed or read now, as each owner's sync says it
             indexer = copy.copy(owner.indexer)  # reads through this connection (the owner's may be syncing)
             indexer.store = self._store(conn, owner.name)
-            warnings += [w for w in indexer.away_warnings(scans[owner.name]) if w not in warnings]
+            warnings += [w for w in indexer.away_warnings(scans.get(owner.name)) if w not in warnings]
         return {
             "warnings": warnings,
             "files": per_owner[own]["files"],
