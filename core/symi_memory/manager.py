@@ -788,8 +788,8 @@ class MemoryManager:
         indexed from it, what the index already holds from it stays searchable (its files are not taken for
         deleted) until it is back, and the report's ``warnings`` (and ``status()["warnings"]``) name it and why;
         each is logged once while it lasts. The builtin backends do the same for a workspace, extra path or folder
-        that is there but cannot be read (no permission), and an indexed file they cannot read: kept until it can be
-        read again.
+        that is there but cannot be read (no permission), the transcripts folder, and an indexed file or transcript
+        they cannot read: kept until it can be read again.
         """
         report = self._require().sync(reason=reason, force=force, progress=progress)
         mine = [w for w in self._root_warnings() if w not in report.warnings]  # the builtin backends' say it

@@ -24,6 +24,7 @@ __all__ = [
     "AbsentRoot",
     "absent_roots",
     "unreadable_within",
+    "why_unlistable",
     "bom_encoding",
     "MemoryFile",
     "PathRoot",
@@ -199,14 +200,17 @@ class AbsentRoot:
     what the index holds from it (:meth:`holds`) and reports it (:attr:`warning`) until it is back or readable.
     """
 
-    #: "workspace", "extra path", "folder" (below a root), "entry" (below a root, not even known to be a folder or a
-    #: file), "file" (an indexed file a sync could not read)
+    #: "workspace", "extra path", "folder" (below a root, or the transcripts folder), "entry" (below a root, not even
+    #: known to be a folder or a file), "file" (an indexed file a sync could not read)
     kind: str
     path: str  # as resolved: absolute when the workspace is
     why: str  # "does not exist", "is a file, not a folder", "cannot be read (Permission denied)"
     #: Stored paths (:func:`stored_path`) of its files start with this plus "/"; "" for the workspace itself
     #: (every stored path not leading out of it with "../").
     stored: str
+    #: What the index holds from it is of this source: "memory" (the workspace, extra paths) or "sessions" (the
+    #: session transcripts, stored as ``sessions/<name>`` from the state dir's transcripts folder).
+    source: str = "memory"
 
     def holds(self, stored: str) -> bool:
         """Whether the file stored under this path was listed from this root."""
@@ -255,7 +259,7 @@ def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = (), *,
     out: list[AbsentRoot] = []
     if not os.path.isdir(ws):
         out.append(AbsentRoot("workspace", ws, _why_absent(ws), ""))
-    elif unreadable and (why := _why_unlistable(ws)):
+    elif unreadable and (why := why_unlistable(ws)):
         out.append(AbsentRoot("workspace", ws, why, ""))
     for extra in extra_paths:
         p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
@@ -265,22 +269,26 @@ def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = (), *,
         if stored == "." or (out and out[0].holds(stored)):
             continue
         if os.path.isdir(p):
-            if unreadable and (why := _why_unlistable(p)):
+            if unreadable and (why := why_unlistable(p)):
                 out.append(AbsentRoot("extra path", p, why, stored))
             continue
         out.append(AbsentRoot("extra path", p, _why_absent(p), stored))
     return out
 
 
-def _why_unlistable(folder: str) -> str | None:
-    """``cannot be read (<reason>)`` when ``folder`` (there) cannot be listed, else None."""
+def why_unlistable(folder: str | Path) -> str | None:
+    """``cannot be read (<reason>)`` when ``folder`` (there) cannot be listed, or listed but not entered (read but no
+    search permission, ``chmod -R 644``: its names are listed, but none of its files or folders can be opened or even
+    told apart), else None."""
     try:
         with os.scandir(folder):
-            return None
+            pass
+        os.stat(os.path.join(folder, "."))  # looks a name up in it, as opening any file in it must
     except (FileNotFoundError, NotADirectoryError):
         return None  # gone meanwhile: the next look says so
     except OSError as exc:
         return f"{UNREADABLE} ({exc.strerror or exc})"
+    return None
 
 
 #: How :func:`list_memory_files` words a folder it could not list and an entry it could not stat, and their kind.

@@ -521,12 +521,14 @@ class PostgresBackend:
         except Exception as exc:  # a background sync must never crash the host
             log.warning("background sync (%s) failed: %s", reason, self.settings.scrub(_one_line(exc)))
 
-    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True) -> bool:
+    def is_stale(self, *, retry_pending: bool = True, any_session_change: bool = True,
+                 scans: dict[str, Any] | None = None) -> bool:
         """True when any file differs from the server's rows or the index identity changed.
 
         As builtin-sqlite's: a transcript that grew counts at once, unless ``any_session_change``
         is false (the background check), then only past the delta thresholds. Raises
-        :class:`~symi_memory.errors.BackendError` (one line) when the server cannot be reached.
+        :class:`~symi_memory.errors.BackendError` (one line) when the server cannot be reached. ``scans``: each
+        owner's :meth:`~symi_memory.indexing.Indexer.scan` by name, when the caller has just listed.
         """
         def work(conn: Any) -> bool:
             for owner in self.owners:
@@ -538,9 +540,11 @@ class PostgresBackend:
                 # thread) through its store, which must stay on the sync's connection.
                 indexer = copy.copy(owner.indexer)
                 indexer.store = store
-                # Listed here (not handed in): a folder that cannot be read now keeps its files, not "removed".
+                # Listed with what cannot be listed now: a folder that cannot be read keeps its files, not "removed".
+                # (an owner claimed since, under another name, is listed now)
+                files, absent = (scans or {}).get(owner.name) or indexer.scan()
                 changed, removed = indexer.changed_files(
-                    retry_pending=retry_pending and indexer.retry_due(), retry_failed=False)
+                    files, retry_pending=retry_pending and indexer.retry_due(), retry_failed=False, absent=absent)
                 if removed or any(f.source != "sessions" for f in changed):
                     return True
                 if any_session_change and changed:
@@ -556,9 +560,9 @@ class PostgresBackend:
         except (*self._transient(), *self._server_errors()) as exc:
             raise BackendError(self._failure(exc)) from None
 
-    def _stale_quiet(self) -> bool:
+    def _stale_quiet(self, scans: dict[str, Any] | None = None) -> bool:
         try:
-            return self.is_stale()
+            return self.is_stale(scans=scans)
         except Exception:
             return False
 
@@ -909,10 +913,12 @@ class PostgresBackend:
             "fallback": self.choice.fallback.to_dict() if self.choice.fallback else None,
         }
         try:
-            live = self._with_conn(self._live_status)
+            # Each owner's files listed once, for the warnings and for dirty.
+            scans = {owner.name: owner.indexer.scan() for owner in self.owners}
+            live = self._with_conn(lambda conn: self._live_status(conn, scans))
             dirty = self.scheduler.dirty if self.scheduler else None
             if not dirty:
-                dirty = self._stale_quiet()
+                dirty = self._stale_quiet(scans)
             # The rows this workspace uses, known once the server was reached (see _claim_workspace).
             base.update(live, dirty=dirty, agentId=self.settings.owner)
         except (BackendError, *self._transient(), *self._server_errors()) as exc:
@@ -922,7 +928,7 @@ class PostgresBackend:
         base["lastError"] = next((e for e in errors if e), None)
         return base
 
-    def _live_status(self, conn: Any) -> dict[str, Any]:
+    def _live_status(self, conn: Any, scans: dict[str, Any]) -> dict[str, Any]:
         s = self.settings.schema
         names = [o.name for o in self.owners]
         version = conn.execute("SHOW server_version").fetchone()[0]
@@ -973,7 +979,7 @@ class PostgresBackend:
         for owner in self.owners:  # what cannot be listed or read now, as each owner's sync says it
             indexer = copy.copy(owner.indexer)  # reads through this connection (the owner's may be syncing)
             indexer.store = self._store(conn, owner.name)
-            warnings += [w for w in indexer.away_warnings() if w not in warnings]
+            warnings += [w for w in indexer.away_warnings(scans.get(owner.name)) if w not in warnings]
         # What built this agent's rows (as builtin-sqlite's status says): after a switch of provider or model it
         # differs from `provider`/`model` until the next sync has rebuilt them.
         meta = self._store(conn, own)

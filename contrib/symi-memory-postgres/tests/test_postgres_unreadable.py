@@ -95,3 +95,78 @@ def test_unreadable_memory_keeps_its_rows_and_is_reported(tmp_path: Path, pg_ser
         "removed": 0, "warnings": [], "status": [], "files": 5, "dirty": False,
         "found": {"ferry": ["../notes/trip.md"], "4471": ["memory/sub/b.md"], "cormorant": ["memory/c.md"],
                   "deep": ["memory/c.md"], "narwhal": ["../notes/new.md"]}}
+
+
+TRANSCRIPTS_CHILD = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from symi_memory import load_config
+    from symi_memory.config.fields import deep_merge
+    from symi_memory.manager import open_memory
+
+    tmp, pg = Path(sys.argv[1]), json.loads(sys.argv[2])
+    ws = tmp / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("- prefers tea\\n", encoding="utf-8")
+    ms = {"provider": "hash", "sync": {"watch": False}, "experimental": {"sessionMemory": True},
+          "sources": ["memory", "sessions"]}
+    cfg = load_config(None, state_dir=tmp / "state",
+                      overrides=deep_merge(pg, {"agents": {"defaults": {"memorySearch": ms}}}))
+    mem = open_memory(cfg, workspace=ws, start=False)
+    sessions = Path(mem.agent.sessions_dir)
+    sessions.mkdir(parents=True)
+
+    def say(name, text):
+        with open(sessions / name, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"type": "message", "message": {"role": "user", "content": text}}) + "\\n")
+
+    def look(report):
+        st = mem.status()
+        return {"removed": report.files_removed, "warnings": list(report.warnings), "status": st["warnings"],
+                "files": st["files"], "found": {w: sorted(h.path for h in mem.search(w, min_score=0).results
+                                                          if w in h.snippet) for w in ("walrus", "otter", "heron")}}
+
+    say("a.jsonl", "the walrus sings")
+    out = {"first": mem.sync().files_indexed}
+    say("a.jsonl", "the otter swims")
+    (sessions / "a.jsonl").chmod(0)
+    try:
+        out["file"] = look(mem.sync())
+    finally:
+        (sessions / "a.jsonl").chmod(0o644)
+    say("a.jsonl", "the heron waits")
+    sessions.chmod(0)
+    try:
+        out["folder"] = look(mem.sync())
+    finally:
+        sessions.chmod(0o755)
+    out["back"] = look(mem.sync())
+    mem.close()
+    print(json.dumps(out))
+""")
+
+
+def test_unreadable_transcripts_keep_their_rows_and_are_reported(tmp_path: Path, pg_server: PgServer,
+                                                                  pg_schema: str) -> None:
+    """The transcripts folder (sessions/ in the state dir) that cannot be listed dropped every transcript's rows; a
+    transcript that cannot be read was named at a path in the workspace."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    proc = subprocess.run([*prefix, sys.executable, "-c", TRANSCRIPTS_CHILD, str(tmp_path),
+                           json.dumps(pg_config(pg_server, pg_schema))], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    assert out["first"] == 2
+    said = [f"file {sessions}/a.jsonl cannot be read (Permission denied): what the index holds from it (as last "
+            "read) stays searchable until it can be read again"]
+    assert out["file"] == {"removed": 0, "warnings": said, "status": said, "files": 2,
+                           "found": {"walrus": ["sessions/a.jsonl"], "otter": [], "heron": []}}
+    said = [f"folder {sessions} cannot be read (Permission denied): nothing new is indexed from it; what the index "
+            "already holds from it stays searchable until it can be read again"]
+    assert out["folder"] == {"removed": 0, "warnings": said, "status": said, "files": 2,
+                             "found": {"walrus": ["sessions/a.jsonl"], "otter": [], "heron": []}}
+    assert out["back"] == {"removed": 0, "warnings": [], "status": [], "files": 2,
+                           "found": {"walrus": ["sessions/a.jsonl"], "otter": ["sessions/a.jsonl"],
+                                     "heron": ["sessions/a.jsonl"]}}

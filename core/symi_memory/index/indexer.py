@@ -26,6 +26,7 @@ from ..workspace import (
     printable_path,
     read_regular,
     unreadable_within,
+    why_unlistable,
 )
 from .rebuild import BuildInfo, describe_build
 from .records import all_finite
@@ -154,11 +155,44 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
 
 def absent_sources(agent: AgentView) -> list[AbsentRoot]:
     """The memory roots (the workspace, extra paths) that cannot be listed now, gone or there but unreadable
-    (:func:`~symi_memory.workspace.absent_roots`): what the index holds from them is kept, not removed as deleted."""
+    (:func:`~symi_memory.workspace.absent_roots`), and the transcripts folder when it is there but cannot be listed:
+    what the index holds from them is kept, not removed as deleted."""
     ms = agent.memory_search
-    if "memory" not in set(ms.get("sources") or ["memory"]):
+    sources = set(ms.get("sources") or ["memory"])
+    out = absent_roots(agent.workspace, ms.get("extraPaths") or [], unreadable=True) if "memory" in sources else []
+    if _transcripts_on(agent):
+        folder = str(agent.sessions_dir)
+        if os.path.isdir(folder) and (why := why_unlistable(folder)):
+            out.append(AbsentRoot("folder", folder, why, "sessions", "sessions"))
+    return out
+
+
+def _transcripts_on(agent: AgentView) -> bool:
+    ms = agent.memory_search
+    return "sessions" in set(ms.get("sources") or ["memory"]) and bool(ms["experimental"]["sessionMemory"])
+
+
+#: How :func:`list_sources` words the transcripts folder it could not list and a transcript it could not stat.
+_TRANSCRIPTS_UNLISTED = (("cannot list folder: ", "folder"), ("cannot stat: ", "entry"))
+
+
+def _transcripts_unlisted(agent: AgentView, problems: dict[str, str], known: list[AbsentRoot]) -> list[AbsentRoot]:
+    """The transcripts folder (``sessions/``) and the transcripts :func:`list_sources` could not list or stat, from
+    its ``problems``, as :class:`AbsentRoot` of source ``sessions``: what the index holds from them is kept."""
+    if not _transcripts_on(agent):
         return []
-    return absent_roots(agent.workspace, ms.get("extraPaths") or [], unreadable=True)
+    folder = str(agent.sessions_dir)
+    out: list[AbsentRoot] = []
+    for stored, why in problems.items():
+        found = next(((head, kind) for head, kind in _TRANSCRIPTS_UNLISTED if why.startswith(head)), None)
+        if found is None or not stored.startswith("sessions/") or any(
+                r.source == "sessions" and r.holds(stored) for r in [*known, *out]):
+            continue
+        head, kind = found
+        name = stored[len("sessions/"):]
+        out.append(AbsentRoot(kind, os.path.join(folder, name) if name else folder, f"cannot be read ({why[len(head):]})",
+                              stored.rstrip("/"), "sessions"))
+    return out
 
 
 def scan_sources(agent: AgentView, problems: dict[str, str]) -> tuple[list[MemoryFile], list[AbsentRoot]]:
@@ -169,11 +203,29 @@ def scan_sources(agent: AgentView, problems: dict[str, str]) -> tuple[list[Memor
     files = list_sources(agent, problems)
     if absent or problems:
         absent = [*absent, *unreadable_within(problems, agent.workspace, absent)]
+        absent += _transcripts_unlisted(agent, problems, absent)
     return files, absent
 
 
+def _readable_now(path: str) -> bool:
+    """Whether the file at ``path`` opens and its first byte reads now (one a sync could not read may since have been
+    made readable again: a chmod, which changes no mtime)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        os.read(fd, 1)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _kept(path: str, row: FileRow, absent: list[AbsentRoot]) -> bool:
-    return row.source == "memory" and any(root.holds(path) for root in absent)
+    """Whether the indexed ``row`` lies below one of ``absent`` (of its own source: memory files or transcripts)."""
+    return any(root.source == row.source and root.holds(path) for root in absent)
 
 
 def chunk_units(text: str, lines: tuple[int, ...], mode: str) -> list[tuple[int, int, str]]:
@@ -339,6 +391,7 @@ class Indexer:
         # Files the last sync could not read count as changed only once they change on disk; a
         # sync still retries them (reading is cheap), so an unreadable file never keeps `dirty` set.
         failed = {} if retry_failed else self.failed_files()
+        unread: dict[str, str] | None = None  # the last sync's reasons, read once one is needed
         reread = self._limit_changed()  # a transcript read with another limit holds other messages
         changed = []
         for f in files:
@@ -348,7 +401,12 @@ class Indexer:
                     changed.append(f)
                 continue
             if failed.get(f.path) == [f.mtime, f.size]:
-                continue  # unchanged since a sync could not read it (an indexed file keeps its rows meanwhile)
+                # Unchanged since a sync could not read it (an indexed file keeps its rows meanwhile), unless it
+                # could not be opened then and can now.
+                if unread is None:
+                    unread = self.store.skipped_map()
+                if not (unread.get(f.path, "").startswith("cannot read: ") and _readable_now(f.abs_path)):
+                    continue
             if row is None or row.mtime != f.mtime or row.size != f.size or (
                 retry_pending and row.hash.startswith(PENDING)
             ) or (reread and f.source == "sessions"):
@@ -539,9 +597,11 @@ class Indexer:
         self._new_words = Counter() if self._keeps_vocabulary() else None
         # Files only partly indexed: as recorded, for files not read again; set anew for each file read.
         kept_paths = {f.path for f in files if f.path not in skipped}
-        partial = {p: why for p, why in partial_before.items() if p in kept_paths}
+        # (and for the indexed files kept while they cannot be listed: their rows are as they were)
+        partial = {p: why for p, why in partial_before.items()
+                   if p in kept_paths or (p in indexed and p not in removed and p not in skipped)}
         try:
-            held_before = self._indexed_paths() if full else set(indexed)
+            held_before = self._indexed_rows() if full else indexed
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed, partial, unread)
             if full:
                 self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
@@ -578,7 +638,7 @@ class Indexer:
         # The index's own vectors are never pruned; without the cache nothing else is kept.
         self.store.cache_prune(cache["maxEntries"] if cache["enabled"] else 0)
         report("done", len(todo), len(todo))
-        unread_held = self._unread_files({p: why for p, why in unread.items() if p in held_before})
+        unread_held = self._unread_files({p: why for p, why in unread.items() if p in held_before}, held_before)
         if full and unread_held:
             lost = ", ".join(r.path for r in unread_held)
             unread_said: list[str] = [
@@ -613,19 +673,34 @@ class Indexer:
         self._warned_roots = frozenset(said)
         return said
 
-    def _unread_files(self, unread: dict[str, str]) -> list[AbsentRoot]:
+    def _unread_files(self, unread: dict[str, str], rows: dict[str, FileRow]) -> list[AbsentRoot]:
         """The files of ``unread`` (``{stored path: why}``, why as ``skipped`` says it: ``cannot read: <reason>``)
-        as :class:`~symi_memory.workspace.AbsentRoot` of kind ``file``: what the index holds from each is kept."""
-        ws = str(self.agent.workspace)
-        return [AbsentRoot("file", os.path.normpath(os.path.join(ws, p)), f"cannot be read ({why[len('cannot read: '):]})",
-                           p) for p, why in sorted(unread.items()) if why.startswith("cannot read: ")]
+        as :class:`~symi_memory.workspace.AbsentRoot` of kind ``file``: what the index holds from each is kept.
+        ``rows``: the index's rows, which tell a transcript (in the state dir's transcripts folder) from a memory
+        file (in the workspace)."""
+        ws, folder = str(self.agent.workspace), str(self.agent.sessions_dir)
+        out = []
+        for p, why in sorted(unread.items()):
+            if not why.startswith("cannot read: "):
+                continue
+            row = rows.get(p)
+            source = row.source if row is not None else "memory"
+            path = (os.path.join(folder, p[len("sessions/"):]) if source == "sessions"
+                    else os.path.normpath(os.path.join(ws, p)))
+            out.append(AbsentRoot("file", path, f"cannot be read ({why[len('cannot read: '):]})", p, source))
+        return out
 
-    def _indexed_paths(self) -> set[str]:
-        """The paths the index holds before a full build replaces it; none from an index too damaged to read."""
+    def _indexed_rows(self) -> dict[str, FileRow]:
+        """The rows the index holds before a full build replaces it; none from an index too damaged to read."""
         try:
-            return set(self.store.files())
+            return self.store.files()
         except Exception:  # a damaged index being rebuilt: what it held is not known, and not said
-            return set()
+            return {}
+
+    def scan(self) -> tuple[list[MemoryFile], list[AbsentRoot]]:
+        """The files to index and what cannot be listed now (:func:`scan_sources`): one listing a caller can hand to
+        :meth:`changed_files` and :meth:`away_warnings` both."""
+        return scan_sources(self.agent, {})
 
     def away_warnings(self, scanned: tuple[list[MemoryFile], list[AbsentRoot]] | None = None) -> list[str]:
         """What ``status()`` says of the memory that cannot be listed or read now, as a sync says it: the roots that
@@ -633,13 +708,13 @@ class Indexer:
         could not read (kept as last read). ``scanned``: :func:`scan_sources` when the caller has just listed."""
         files, absent = scanned if scanned is not None else scan_sources(self.agent, {})
         said = [r.warning for r in absent]
-        unread = {p: why for p, why in self.store.skipped_map().items()
-                  if why.startswith("cannot read: ") and not any(r.holds(p) for r in absent)}
+        unread = {p: why for p, why in self.store.skipped_map().items() if why.startswith("cannot read: ")}
         if unread:
             indexed = self.store.files()
-            listed = {f.path for f in files}
+            listed = {f.path: f for f in files}
             said += [r.warning for r in self._unread_files(
-                {p: why for p, why in unread.items() if p in indexed and p in listed})]
+                {p: why for p, why in unread.items() if p in indexed and p in listed
+                 and not _kept(p, indexed[p], absent) and not _readable_now(listed[p].abs_path)}, indexed)]
         return said
 
     def _held_from(self, absent: list[AbsentRoot]) -> int:

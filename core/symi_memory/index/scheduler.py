@@ -227,9 +227,11 @@ class SyncScheduler:
         raises nothing, and one made again in its place is another folder, which no watch follows.
         """
         last = None
+        # A folder it cannot read (chmod 000, another user's) is left out of the watch, as a sync leaves it out (and
+        # keeps what the index holds from it): without this the whole watch fails to start on it, for every file.
         for changes in watchfiles.watch(*roots, watch_filter=flt, debounce=debounce, stop_event=stop,
                                         recursive=recursive, rust_timeout=1000, yield_on_timeout=True,
-                                        raise_interrupt=False):
+                                        raise_interrupt=False, ignore_permission_denied=True):
             if not alive():
                 return
             now = time.monotonic()
