@@ -117,7 +117,9 @@ class _Bar:
             self.waiting = False
         width = 30
         filled = int(width * p.done / p.total)
-        self.stream.write(f"\r{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
+        # ``embed``: after each provider batch, the vectors computed and those reused from the cache so far.
+        said = f" files, {p.detail}\033[K" if p.detail else ""
+        self.stream.write(f"\r{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}{said}")
         self.stream.flush()
         if p.phase == "done" or (p.phase == "query" and p.done == p.total):
             self.stream.write("\n")
