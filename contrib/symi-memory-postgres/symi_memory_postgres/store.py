@@ -495,8 +495,8 @@ class PgStore:
         savepoint: an interrupted rebuild (SIGINT, SIGKILL, a lost connection) would roll back every vector it
         computed with the build, and the next run would ask the provider for all of them again. So they go through
         a spare connection (:attr:`spare`), committed batch by batch, and the next run takes them from the cache.
-        Without one to spare (every poolSize connection in use), or when that write fails, they are written in the
-        build's transaction as before.
+        Without one to spare (every poolSize connection in use), or once that write failed, they are written in the
+        build's transaction (then an interrupted rebuild loses them, as before).
         """
         import psycopg
 
@@ -516,8 +516,9 @@ class PgStore:
                             cur.executemany(sql, rows)
                         return
             except (BackendError, psycopg.Error) as exc:
-                log.info("postgres: the vectors computed are kept in the build's transaction (no spare connection: "
-                         "%s)", " ".join(str(exc).split()))
+                self.spare = None  # not tried again in this sync (each try could wait out a connect timeout)
+                log.info("postgres: the vectors computed in this sync are kept in its transaction (no spare "
+                         "connection: %s)", " ".join(str(exc).split()))
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(sql, rows)
 
