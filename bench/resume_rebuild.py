@@ -120,9 +120,11 @@ def side(name: str, python: list[str], args: argparse.Namespace, ws: Path, endpo
         state = Path(tempfile.mkdtemp(prefix=f"resume-{name}-"))
         schema = "bench_" + uuid.uuid4().hex[:10]
         if args.pg_dsn:
+            # This interpreter on the tree's own paths (a wrapper script may set PYTHONPATH over ours).
+            python = [sys.executable]
             env["BENCH_SCHEMA"] = schema
-            env["PYTHONPATH"] = f"{tree / 'contrib' / 'symi-memory-postgres'}:" + env.get(
-                "PYTHONPATH", f"{tree / 'core'}:{tree / 'plugins'}")
+            env["PYTHONPATH"] = ":".join(str(p) for p in (tree / "contrib" / "symi-memory-postgres", tree / "core",
+                                                           tree / "plugins"))
             env["SYMI_MEMORY_PLUGINS"] = "symi_memory_postgres.hooks"
         try:
             first = run(python, env, state, ws, endpoint.url, args.pg_dsn, kill, endpoint)
