@@ -19,16 +19,21 @@ import pytest
 from support.loopback_http import LoopbackServer, Recorded, Reply
 from support.sqlite_memory import wait_for, write
 
+from symi_memory.index.indexer import CACHE_COMMIT_SECONDS
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="signals and a pty")
 
 FILES, LINES = 30, 20  # 30 chunks and 600 lines: 630 texts, 10 provider requests of 64
 
 
 class Gate:
-    """Answers the first ``open_for`` embedding requests at once; later ones wait until :meth:`release`."""
+    """Answers the first ``open_for`` embedding requests, each after ``delay`` seconds (a slow provider: its vectors
+    are committed to the cache batch by batch, ``CACHE_COMMIT_SECONDS``); later ones wait until :meth:`release`,
+    then are answered at once."""
 
-    def __init__(self, open_for: int) -> None:
+    def __init__(self, open_for: int, delay: float = CACHE_COMMIT_SECONDS + 0.1) -> None:
         self.open_for = open_for
+        self.delay = delay
         self.released = threading.Event()
         self.lock = threading.Lock()
         self.seen = 0
@@ -39,6 +44,8 @@ class Gate:
             held = self.seen > self.open_for
         if held:
             self.released.wait(60)
+        elif not self.released.is_set():
+            time.sleep(self.delay)
         inputs = req.json()["input"]
         data = [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3 + 0.01 * len(t)]} for i, t in enumerate(inputs)]
         return Reply(json={"data": data})
@@ -142,6 +149,7 @@ def test_an_interrupted_reindex_keeps_its_vectors_and_the_next_run_asks_only_for
 def test_a_model_changes_rebuild_killed_mid_way_resumes_and_the_old_index_answers_meanwhile(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     gate = Gate(open_for=10_000)
+    gate.release()  # the first build: answered at once
     with LoopbackServer() as server:
         server.add("POST", "/v1/embeddings", gate)
         built = subprocess.run(_cli(tmp_path, ws, server.url, "m1", "index", "--json"), capture_output=True,

@@ -42,6 +42,8 @@ class Embeddings:
                     held = len(outer.requests) > outer.open_for
                 if held:
                     outer.released.wait(60)
+                elif not outer.released.is_set():
+                    time.sleep(0.6)  # a slow provider: each batch is committed to the cache (CACHE_COMMIT_SECONDS)
                 body = json.dumps({"data": [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3 + 0.01 * len(t)]}
                                             for i, t in enumerate(texts)]}).encode()
                 self.send_response(200)
