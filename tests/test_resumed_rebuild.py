@@ -118,7 +118,9 @@ def _run_on_a_terminal(cmd: list[str]) -> tuple[int, str, str]:
 
 def test_an_interrupted_reindex_keeps_its_vectors_and_the_next_run_asks_only_for_the_rest(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
-    gate = Gate(open_for=4)
+    # Answered at once: the four batches come back within CACHE_COMMIT_SECONDS, so SIGINT finds them not yet
+    # committed (KeyboardInterrupt commits them on the way out).
+    gate = Gate(open_for=4, delay=0)
     with LoopbackServer() as server:
         server.add("POST", "/v1/embeddings", gate)
         code, err = _interrupt(server, gate, _cli(tmp_path, ws, server.url, "m1", "index", "--force"), signal.SIGINT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -1146,6 +1147,13 @@ class Indexer:
             if unsaved and cache_on:
                 self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
             return [cached.get(h) or fresh.get(h) for h in hashes], False
+        except BaseException:
+            # Stopped otherwise (SIGINT's KeyboardInterrupt, a cancelled sync, a builtin's bug): what came back
+            # since the last commit is kept all the same, for the next run.
+            if unsaved and cache_on:
+                with contextlib.suppress(Exception):
+                    self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
+            raise
         if unsaved and cache_on:
             self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
         return [cached.get(h) or fresh.get(h) for h in hashes], True
