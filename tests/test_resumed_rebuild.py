@@ -95,7 +95,8 @@ def _interrupt(server: LoopbackServer, gate: Gate, cmd: list[str], sig: signal.S
 def _run_on_a_terminal(cmd: list[str]) -> tuple[int, str, str]:
     """Run ``cmd`` with its stderr on a pty (the progress bar is drawn only on a terminal): (code, stdout, stderr)."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=follower, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=follower, text=True,
+                            env={**os.environ, "COLUMNS": "200"})  # the bar is cut to the terminal's width
     os.close(follower)
     seen = bytearray()
     deadline = time.monotonic() + 120
