@@ -316,7 +316,9 @@ class SyncProgress:
     done: int  # for "wait": seconds waited
     total: int  # for "wait": the most it waits (sync.buildWaitSeconds)
     path: str | None = None  # for "wait": the other process's build file
-    detail: str | None = None  # for "wait": that build in words (its pid, start, size so far)
+    #: for "wait": that build in words (its pid, start, size so far); for "embed" (after each provider batch, ``done``
+    #: and ``total`` counting files): "N embedded, M reused", the vectors computed and those taken from the cache
+    detail: str | None = None
 
 
 @attrs.frozen(kw_only=True)

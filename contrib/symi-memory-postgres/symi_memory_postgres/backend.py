@@ -495,7 +495,17 @@ class PostgresBackend:
     def _store(self, conn: Any, owner: str) -> PgStore:
         return PgStore(conn=conn, schema=self.settings.schema, owner=owner,
                        hnsw=(self.settings.m, self.settings.ef_construction),
-                       long_statement=lambda: self._long_statement(conn))
+                       long_statement=lambda: self._long_statement(conn), spare=self._spare_connection)
+
+    @contextlib.contextmanager
+    def _spare_connection(self) -> Iterator[Any]:
+        """A pooled connection beside the sync's, for the vectors a full build commits apart from its transaction
+        (:meth:`PgStore.cache_put`); None when every connection this process may hold (poolSize) is in use."""
+        if self._held >= self.settings.pool_size:
+            yield None
+            return
+        with self._connection(timeout=min(1.0, self.settings.connect_timeout)) as conn:
+            yield conn
 
     def _announce_rebuild(self, owner: Owner) -> None:
         raw = owner.indexer.store.get_meta("identity")

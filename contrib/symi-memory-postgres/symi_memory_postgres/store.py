@@ -225,6 +225,9 @@ class PgStore:
     hnsw: tuple[int, int] = (16, 64)  # m, ef_construction
     #: A context in which statements may run for as long as the server keeps answering (the HNSW build).
     long_statement: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+    #: A connection other than ``conn`` (None when this process has none to spare: poolSize in use), on which
+    #: :meth:`cache_put` commits the vectors a full build computes, apart from its transaction (:meth:`cache_put`).
+    spare: Callable[[], AbstractContextManager[Any]] | None = None
     _new_dims: set[int] = attrs.field(factory=set)
     _known_dims: set[int] = attrs.field(factory=set)
 
@@ -486,13 +489,38 @@ class PgStore:
         return {h: bytes(b) for h, b in rows}
 
     def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None:
+        """Store vectors in the shared cache, committed at once.
+
+        During :meth:`build_full` the sync's connection is inside the build's transaction, where a write is only a
+        savepoint: an interrupted rebuild (SIGINT, SIGKILL, a lost connection) would roll back every vector it
+        computed with the build, and the next run would ask the provider for all of them again. So they go through
+        a spare connection (:attr:`spare`), committed batch by batch, and the next run takes them from the cache.
+        Without one to spare (every poolSize connection in use), or once that write failed, they are written in the
+        build's transaction (then an interrupted rebuild loses them, as before).
+        """
+        import psycopg
+
         now = time.time()
+        sql = (f"INSERT INTO {self.schema}.embedding_cache (provider, model, fingerprint, hash, embedding, used_at) "
+               "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, model, fingerprint, hash) "
+               "DO UPDATE SET used_at = EXCLUDED.used_at")
+        rows = [(provider, model, fingerprint, h, b, now) for h, b in items.items()]
+        if self.spare is not None and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            try:
+                with self.spare() as other:
+                    if other is not None:
+                        with other.transaction(), other.cursor() as cur:
+                            # A row the build's transaction holds (its cache_get marks what it reads) is never waited
+                            # for long: that wait would be on this very sync.
+                            cur.execute("SET LOCAL lock_timeout = '2s'")
+                            cur.executemany(sql, rows)
+                        return
+            except (BackendError, psycopg.Error) as exc:
+                self.spare = None  # not tried again in this sync (each try could wait out a connect timeout)
+                log.info("postgres: the vectors computed in this sync are kept in its transaction (no spare "
+                         "connection: %s)", " ".join(str(exc).split()))
         with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO {self.schema}.embedding_cache (provider, model, fingerprint, hash, embedding, used_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, model, fingerprint, hash) "
-                "DO UPDATE SET used_at = EXCLUDED.used_at",
-                [(provider, model, fingerprint, h, b, now) for h, b in items.items()])
+            cur.executemany(sql, rows)
 
     def cache_prune(self, max_entries: int) -> int:
         """The cache is shared by the fleet: prune only the least recently used entries beyond the limit."""

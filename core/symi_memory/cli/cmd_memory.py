@@ -117,7 +117,14 @@ class _Bar:
             self.waiting = False
         width = 30
         filled = int(width * p.done / p.total)
-        self.stream.write(f"\r{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
+        # ``embed``: after each provider batch, the vectors computed and those reused from the cache so far.
+        said = f" files, {p.detail}" if p.detail else ""
+        line = f"{p.phase:>6} [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}{said}"
+        if said:  # one line, however narrow the terminal; what a longer line before left is cleared
+            import shutil
+
+            line = line[: max(20, shutil.get_terminal_size((100, 20)).columns - 1)]
+        self.stream.write(f"\r{line}\033[K")
         self.stream.flush()
         if p.phase == "done" or (p.phase == "query" and p.done == p.total):
             self.stream.write("\n")

@@ -1,0 +1,126 @@
+"""A full rebuild on postgres stopped mid-way keeps the vectors it was sent back (committed apart from the build's
+transaction, which the stop rolls back): the next run asks the provider only for the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pg_support import PgServer
+
+pytestmark = [pytest.mark.postgres, pytest.mark.skipif(sys.platform == "win32", reason="signals")]
+
+FILES, LINES = 20, 20  # 20 chunks and 400 lines: 420 texts, 7 provider requests of 64
+
+
+class Embeddings:
+    """An OpenAI-style embeddings endpoint on loopback recording each request's texts; once ``open_for`` requests
+    were answered, the next ones wait until :attr:`released` is set."""
+
+    def __init__(self, open_for: int) -> None:
+        self.open_for = open_for
+        self.released = threading.Event()
+        self.requests: list[list[str]] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+                with outer.lock:
+                    outer.requests.append(texts)
+                    held = len(outer.requests) > outer.open_for
+                if held:
+                    outer.released.wait(60)
+                elif not outer.released.is_set():
+                    time.sleep(0.6)  # a slow provider: each batch is committed to the cache (CACHE_COMMIT_SECONDS)
+                body = json.dumps({"data": [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3 + 0.01 * len(t)]}
+                                            for i, t in enumerate(texts)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _cli(tmp_path: Path, ws: Path, url: str, schema: str, dsn: str, *args: str) -> list[str]:
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[plugins.slots]\nmemory = "postgres"\n'
+                   '[agents.defaults.memorySearch]\nprovider = "openai"\nmodel = "m1"\n'
+                   f'[agents.defaults.memorySearch.remote]\nbaseUrl = "{url}"\napiKey = "sk-test-resume-pg-0123"\n'
+                   f'[agents.defaults.memorySearch.store.postgres]\ndsn = "{dsn}"\nschema = "{schema}"\n',
+                   encoding="utf-8")
+    return [sys.executable, "-m", "symi_memory.cli", "--config", str(cfg), "--workspace", str(ws),
+            "--state-dir", str(tmp_path / "state"), *args]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_an_interrupted_rebuild_keeps_its_vectors_on_postgres(tmp_path: Path, pg_server: PgServer, pg_schema: str,
+                                                              sig: signal.Signals) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(FILES):
+        (ws / "memory" / f"n{i}.md").write_text(
+            "\n".join(f"- note {i} line {j}: the marmot burrow {i * 100 + j}" for j in range(LINES)) + "\n",
+            encoding="utf-8")
+    endpoint = Embeddings(open_for=3)
+    try:
+        cmd = _cli(tmp_path, ws, endpoint.url, pg_schema, pg_server.dsn, "index", "--force", "--json")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            deadline = time.monotonic() + 60
+            while len(endpoint.requests) <= 3 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert proc.poll() is None and len(endpoint.requests) > 3, proc.communicate()
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL), err
+        answered = [t for r in endpoint.requests[:3] for t in r]
+        endpoint.released.set()
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            # The build's rows went with its transaction; the vectors it was sent are in the cache.
+            assert conn.execute(f"SELECT count(*) FROM {pg_schema}.chunks").fetchone() == (0,)
+            kept = conn.execute(f"SELECT count(*) FROM {pg_schema}.embedding_cache").fetchone()
+        assert kept == (len(answered),)
+        first = len(endpoint.requests)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        again = [t for r in endpoint.requests[first:] for t in r]
+        assert not set(again) & set(answered)
+        assert len(again) + len(answered) == FILES + FILES * LINES
+        assert (report["embeddingsComputed"], report["embeddingsCached"]) == (len(again), len(answered))
+        found = subprocess.run(_cli(tmp_path, ws, endpoint.url, pg_schema, pg_server.dsn, "search",
+                                    "marmot burrow 1207", "--json"), capture_output=True, text=True, timeout=120)
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["results"][0]["path"] == "memory/n12.md"
+    finally:
+        endpoint.close()
