@@ -6,6 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from test_unreadable_memory import run_without_dac_override
 
 DAMAGED_CHILD = textwrap.dedent("""
@@ -48,3 +50,84 @@ def test_status_of_a_damaged_index_still_names_memory_it_cannot_read(tmp_path: P
         f"extra path {notes} (memorySearch.extraPaths) cannot be read (Permission denied): nothing new is indexed "
         "from it; what the index already holds from it stays searchable until it can be read again or leaves "
         "extraPaths"]}
+
+
+def test_a_third_party_provider_failing_while_a_transcript_is_read_on_catches_up_to_a_whole_index(
+        tmp_path: Path) -> None:
+    """A transcript read on from its tail state while a third-party provider raises its own error (a KeyError from
+    its parser): the appended messages are searchable by keyword at once, and once the provider answers again the
+    index holds exactly what one built from the final file holds (every chunk with its vector)."""
+    import random
+
+    from support.sqlite_memory import open_mem, write
+    from test_plugin_runtime_faults import _provider_plugin
+    from test_transcript_tail import append, dump, index_once, msg, random_lines, settings
+
+    mode = {"now": "ok"}
+    plugins = [("flaky-plugin", _provider_plugin(mode))]
+    ms = {**settings(), "provider": "flaky", "fallback": "none"}
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    transcript = tmp_path / "state" / "agents" / "main" / "sessions" / "s.jsonl"
+    transcript.parent.mkdir(parents=True)
+    rng = random.Random(3)
+    transcript.write_bytes(b"".join(random_lines(rng, 30)))
+    with open_mem(tmp_path, ws, ms, plugins=plugins) as mem:
+        mem.sync(reason="manual")
+        assert mem.status()["dirty"] is False
+        mode["now"] = "raise"
+        for word in ("zanzibar", "quagga"):
+            append(transcript, b"".join(random_lines(rng, 8)) + msg("user", f"the {word} arrived"))
+            report = mem.sync(reason="manual")
+            assert report.errors == ("flaky: flaky failed (KeyError: 'data')",) and report.files_indexed == 1, report
+            assert [h.path for h in mem.search(word, min_score=0).results] == ["sessions/s.jsonl"]
+            assert mem.status()["dirty"] is True
+        mode["now"] = "ok"
+        append(transcript, b"".join(random_lines(rng, 5)))
+        mem.sync(reason="manual")
+        got = dump(mem)
+        assert got["status"]["dirty"] is False
+    want = index_once(tmp_path, transcript, ms, plugins=plugins)
+    assert got == want
+
+
+SESSIONS_NOTES_CHILD = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+    from support.sqlite_memory import write
+
+    tmp, transcripts = Path(sys.argv[1]), sys.argv[2] == "on"
+    ws = tmp / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\\n")
+    write(ws, "sessions/private/b.md", "- the boiler code is 4471\\n")
+    ms = {"provider": "hash", "extraPaths": ["sessions"], "sync": {"watch": False}}
+    if transcripts:
+        ms.update({"experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"]})
+    cfg = load_config(None, state_dir=tmp / "state", overrides={"agents": {"defaults": {"memorySearch": ms}}})
+    with open_memory(cfg, workspace=ws, start=False) as mem:
+        mem.sync()
+        (ws / "sessions" / "private").chmod(0)
+        try:
+            report = mem.sync()
+            st = mem.status()
+            out = {"removed": report.files_removed, "warnings": list(report.warnings), "status": st["warnings"],
+                   "found": [h.path for h in mem.search("4471", min_score=0).results if "4471" in h.snippet]}
+        finally:
+            (ws / "sessions" / "private").chmod(0o755)
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("transcripts", ["off", "on"])
+def test_an_unreadable_folder_of_an_extra_path_named_sessions_keeps_its_files(tmp_path: Path,
+                                                                            transcripts: str) -> None:
+    """An extra path inside the workspace named ``sessions`` (meeting notes) stores its files as ``sessions/...``,
+    as transcripts are stored: a folder in it that cannot be read was taken for the transcripts folder's, and every
+    memory file in it was dropped from the index as deleted."""
+    out = run_without_dac_override(SESSIONS_NOTES_CHILD, str(tmp_path), transcripts)
+    folder = tmp_path / "ws" / "sessions" / "private"
+    warned = [f"folder {folder} cannot be read (Permission denied): nothing new is indexed from it; what the index "
+              "already holds from it stays searchable until it can be read again"]
+    assert out == {"removed": 0, "warnings": warned, "status": warned, "found": ["sessions/private/b.md"]}
