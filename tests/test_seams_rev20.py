@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from test_unreadable_memory import run_without_dac_override
 
 DAMAGED_CHILD = textwrap.dedent("""
