@@ -130,3 +130,50 @@ def test_an_unreadable_folder_of_an_extra_path_named_sessions_keeps_its_files(tm
     warned = [f"folder {folder} cannot be read (Permission denied): nothing new is indexed from it; what the index "
               "already holds from it stays searchable until it can be read again"]
     assert out == {"removed": 0, "warnings": warned, "status": warned, "found": ["sessions/private/b.md"]}
+
+
+def test_a_transcript_read_on_under_faiss_searches_as_one_indexed_once(tmp_path: Path) -> None:
+    """faiss keeps its vectors beside the index, told of each write: a transcript read on from its tail state
+    replaces its last chunk's rows and adds the new ones. Searched by vector, the grown index must answer as a
+    fresh one of the final file does (no vector left for a chunk gone, none missing for a chunk added)."""
+    pytest.importorskip("faiss")
+    import random
+
+    from support.sqlite_memory import settings as config
+    from support.sqlite_memory import write
+    from test_transcript_tail import QUERIES, append, random_lines, settings
+
+    from symi_memory import load_config, open_memory
+
+    def open_faiss(root: Path, ws: Path, ms: dict[str, object]):  # type: ignore[no-untyped-def]
+        cfg = load_config(None, state_dir=root / "state",
+                          overrides=config(ms, plugins={"slots": {"memory": "faiss"}}))
+        return open_memory(cfg, workspace=ws, start=False)
+
+    def answers(mem: object) -> dict[str, list[tuple[str, int, int, float]]]:
+        return {q: [(h.path, h.start_line, h.end_line, round(h.score, 6))
+                    for h in mem.search(q, max_results=20, min_score=0).results]  # type: ignore[attr-defined]
+                for q in QUERIES}
+
+    ms = {**settings(), "provider": "hash"}
+    rng = random.Random(11)
+    lines = random_lines(rng, 90)
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- the otter lives by the weir\n")
+    transcript = tmp_path / "state" / "agents" / "main" / "sessions" / "s.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(b"")
+    with open_faiss(tmp_path, ws, ms) as mem:
+        while lines:
+            take, lines = lines[:9], lines[9:]
+            append(transcript, b"".join(take))
+            mem.sync(reason="manual")
+        grown = answers(mem)
+        st = mem.status()
+        assert st["vector"]["available"] and "faiss" in str(st["backend"]), st["backend"]
+    fresh = tmp_path / "fresh"
+    write(fresh / "ws", "MEMORY.md", "- the otter lives by the weir\n")
+    write(fresh / "state" / "agents" / "main" / "sessions", "s.jsonl", transcript.read_bytes())
+    with open_faiss(fresh, fresh / "ws", ms) as mem:
+        mem.sync(reason="manual")
+        assert answers(mem) == grown
