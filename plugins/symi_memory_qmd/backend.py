@@ -376,6 +376,10 @@ class QmdBackend:
 
         digest = hashlib.sha256()
         bad: dict[str, str] = {}
+        for c, why, folder in self._away():
+            # A collection left out of the update: its files listed below are not what qmd holds, and it is read
+            # once it is back (a folder that only becomes readable again may show no file of its own).
+            digest.update(f"{c.name}\0away\0{folder}\0{why}\n".encode("utf-8", "surrogateescape"))
         for c in self.collections:
             if c.source == "sessions":
                 paths = [str(p) for p in list_session_files(self.sessions_source)]
