@@ -449,3 +449,53 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
     # Readable again with nothing changed in it (no file of its own to show up): what changed meanwhile beside it
     # was listed by the update that left the collection out, yet is not indexed; the index is stale until it is.
     assert out["hidden"] == {"dirty": True, "puffin": [], "then": ["memory/2026-05-30.md"]}
+
+
+def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, ws):
+    # The transcripts folder made unreadable for a while (chmod 000): the export listed no transcript and removed
+    # every export, so the update dropped all of them from qmd's index without a word (builtin-sqlite keeps them).
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    body = textwrap.dedent("""
+        import json, sys
+        from pathlib import Path
+        from qmd_standin.helpers import make_backend, write
+        from symi_memory.types import SearchQuery
+        tmp, qmd = Path(sys.argv[1]), sys.argv[2]
+        sessions = tmp / "state" / "agents" / "main" / "sessions"
+        def say(name, text):
+            write(sessions / name, json.dumps({"type": "message", "message": {"role": "user", "content": text}})
+                  + "\\n")
+        say("a.jsonl", "the kestrel nests on the water tower")
+        b = make_backend(tmp, qmd, {"sessions": {"enabled": True}})
+        def found(text):
+            return sorted(c.path for c in b.search(SearchQuery(text=text, max_results=6, min_score=0.0,
+                                                                candidate_limit=24)).candidates)
+        b.sync()
+        out = {"first": found("kestrel")}
+        sessions.chmod(0)
+        write(tmp / "ws" / "MEMORY.md", "# Memory\\n\\nA walrus visited.\\n")
+        try:
+            report = b.sync()
+            out["away"] = {"errors": list(report.errors), "warnings": list(report.warnings),
+                           "status": b.status()["warnings"], "kestrel": found("kestrel"), "walrus": found("walrus")}
+        finally:
+            sessions.chmod(0o755)
+        say("b.jsonl", "the osprey dives")
+        b.sync()
+        out["back"] = {"kestrel": found("kestrel"), "osprey": found("osprey"), "status": b.status()["warnings"]}
+        print(json.dumps(out))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([*prefix, sys.executable, "-c", body, str(tmp_path), QMD], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    sessions = tmp_path / "state" / "agents" / "main" / "sessions"
+    said = [f"folder {sessions} cannot be read (Permission denied): nothing new is indexed from it; what qmd already "
+            "holds from it (collection sessions-main) stays searchable until it can be read again"]
+    assert out == {"first": ["qmd/sessions-main/a.md"],
+                   "away": {"errors": [], "warnings": said, "status": said, "kestrel": ["qmd/sessions-main/a.md"],
+                            "walrus": ["MEMORY.md"]},
+                   "back": {"kestrel": ["qmd/sessions-main/a.md"], "osprey": ["qmd/sessions-main/b.md"], "status": []}}

@@ -31,7 +31,14 @@ from symi_memory.types import (
     SyncProgress,
     SyncReport,
 )
-from symi_memory.workspace import NOT_UTF8, PathRules, absent_roots, glob_match, printable_path
+from symi_memory.workspace import (
+    NOT_UTF8,
+    PathRules,
+    absent_roots,
+    glob_match,
+    printable_path,
+    why_unlistable,
+)
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import DEFAULT_MAX_BYTES, export_sessions
@@ -321,6 +328,13 @@ class QmdBackend:
             out.append(f"{setting} entry {printable_path(str(c.root))} {why}: nothing new is indexed from it; what "
                        f"qmd already holds from it (collection {c.name}) stays searchable until {until} or leaves "
                        f"{setting}")
+        sessions = next((c for c in self.collections if c.source == "sessions"), None)
+        unlisted = why_unlistable(self.sessions_source) if sessions is not None else None
+        if sessions is not None and unlisted is not None:
+            # The export keeps every transcript's last export meanwhile (export_sessions).
+            out.append(f"folder {printable_path(str(self.sessions_source))} {unlisted}: nothing new is indexed from it; "
+                       f"what qmd already holds from it (collection {sessions.name}) stays searchable until it can be "
+                       "read again")
         for (folder, why), names in folders.items():
             one = len(names) == 1
             out.append(f"folder {printable_path(str(folder))} {why}: qmd updates nothing of collection{'' if one else 's'} "
