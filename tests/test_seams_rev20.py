@@ -177,3 +177,84 @@ def test_a_transcript_read_on_under_faiss_searches_as_one_indexed_once(tmp_path:
     with open_faiss(fresh, fresh / "ws", ms) as mem:
         mem.sync(reason="manual")
         assert answers(mem) == grown
+
+
+FORCE_CHILD = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+    from support.sqlite_memory import write
+
+    tmp = Path(sys.argv[1])
+    ws = tmp / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\\n")
+    write(ws, "memory/c.md", "- the cormorant dives\\n")
+    write(ws, "memory/sub/d.md", "- the dipper bobs\\n")
+    cfg = load_config(None, state_dir=tmp / "state", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "hash", "experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"],
+        "sync": {"watch": False}, "chunking": {"tokens": 24, "overlap": 6}}}}})
+    mem = open_memory(cfg, workspace=ws, start=False)
+    sessions = Path(mem.agent.sessions_dir)
+    sessions.mkdir(parents=True, exist_ok=True)
+    def say(text):
+        with open(sessions / "a.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"type": "message", "message": {"role": "user", "content": text}}) + "\\n")
+    for i in range(20):
+        say(f"the walrus sings verse {i} of the long song about harbours")
+    def found(w):
+        return sorted(h.path for h in mem.search(w, min_score=0).results if w in h.snippet)
+    out = {"first": mem.sync().files_indexed}
+    say("the otter swims")
+    (sessions / "a.jsonl").chmod(0)
+    (ws / "memory" / "c.md").chmod(0)
+    (ws / "memory" / "sub").chmod(0)
+    try:
+        r = mem.sync(force=True)
+        st = mem.status()
+        out["force"] = {"warnings": list(r.warnings), "status": st["warnings"], "dirty": st["dirty"], "files": st["files"],
+                        "skipped": st["skipped"]}
+    finally:
+        (sessions / "a.jsonl").chmod(0o644); (ws / "memory" / "c.md").chmod(0o644); (ws / "memory" / "sub").chmod(0o755)
+    st = mem.status()
+    out["readable"] = {"dirty": st["dirty"], "status": st["warnings"]}
+    say("the heron waits")
+    r = mem.sync()
+    st = mem.status()
+    out["back"] = {"warnings": list(r.warnings), "dirty": st["dirty"], "files": st["files"], "found": {w: sorted(set(found(w))) for w in ("walrus", "otter", "heron", "cormorant", "dipper")}}
+    chunks = st["chunks"]
+    mem.close()
+    # a fresh index of the same files
+    import shutil
+    cfg2 = load_config(None, state_dir=tmp / "state2", overrides={"agents": {"defaults": {"memorySearch": {
+        "provider": "hash", "experimental": {"sessionMemory": True}, "sources": ["memory", "sessions"],
+        "sync": {"watch": False}, "chunking": {"tokens": 24, "overlap": 6}}}}})
+    (tmp / "state2" / "agents" / "main").mkdir(parents=True)
+    shutil.copytree(sessions, tmp / "state2" / "agents" / "main" / "sessions")
+    with open_memory(cfg2, workspace=ws, start=False) as m2:
+        m2.sync()
+        out["chunks"] = [chunks, m2.status()["chunks"]]
+    print(json.dumps(out))
+""")
+
+
+def test_a_forced_rebuild_leaving_out_unreadable_memory_and_a_transcript_catches_up_once_readable(
+        tmp_path: Path) -> None:
+    """`index --force` while a transcript, a memory file and a folder cannot be read: the rebuild leaves them out
+    (and the transcript's tail state with them). Readable again (a chmod: no new mtime), status says stale, and the
+    next sync reads the transcript whole, appended meanwhile, to the chunks a fresh index of the same files holds."""
+    out = run_without_dac_override(FORCE_CHILD, str(tmp_path))
+    assert out["first"] == 4
+    force = out["force"]
+    assert force["files"] == 1 and force["dirty"] is False
+    ws, sessions = tmp_path / "ws", tmp_path / "state" / "agents" / "main" / "sessions"
+    assert force["warnings"][1:] == [
+        f"the full rebuild left out the 1 files indexed from {ws}/memory/sub, which cannot be listed now: they are "
+        "indexed again once it is back or can be read",
+        f"the full rebuild left out {ws}/memory/c.md, {sessions}/a.jsonl, indexed before, which cannot be read now: "
+        "indexed again once it can be read"], force["warnings"]
+    assert out["readable"] == {"dirty": True, "status": []}
+    assert out["back"] == {"warnings": [], "dirty": False, "files": 4, "found": {
+        "walrus": ["sessions/a.jsonl"], "otter": ["sessions/a.jsonl"], "heron": ["sessions/a.jsonl"],
+        "cormorant": ["memory/c.md"], "dipper": ["memory/sub/d.md"]}}
+    assert out["chunks"][0] == out["chunks"][1]
