@@ -299,13 +299,13 @@ def unreadable_within(problems: dict[str, str], workspace: str | Path,
                       known: Iterable[AbsentRoot] = ()) -> list[AbsentRoot]:
     """The folders (and entries) below the roots that :func:`list_memory_files` could not list, from its
     ``problems``, as :class:`AbsentRoot` of kind ``folder``: what the index holds from them is kept, as from a root
-    that is away. Those below a root in ``known`` are that root's."""
+    that is away. Those below a memory root in ``known`` are that root's."""
     ws = str(workspace)
     known = list(known)
     out: list[AbsentRoot] = []
     for stored, why in problems.items():
         found = next(((head, kind) for head, kind in _UNLISTED if why.startswith(head)), None)
-        if found is None or stored.startswith("sessions/") or any(root.holds(stored) for root in known):
+        if found is None or any(root.source == "memory" and root.holds(stored) for root in known):
             continue
         head, kind = found
         out.append(AbsentRoot(kind, os.path.normpath(os.path.join(ws, stored)), f"{UNREADABLE} ({why[len(head):]})",

@@ -31,7 +31,14 @@ from symi_memory.types import (
     SyncProgress,
     SyncReport,
 )
-from symi_memory.workspace import NOT_UTF8, PathRules, absent_roots, glob_match, printable_path
+from symi_memory.workspace import (
+    NOT_UTF8,
+    PathRules,
+    absent_roots,
+    glob_match,
+    printable_path,
+    why_unlistable,
+)
 
 from .collections import CollectionSpec, derive_collections, reconcile_collections
 from .export import DEFAULT_MAX_BYTES, export_sessions
@@ -226,12 +233,14 @@ class QmdBackend:
         added: dict[str, str] = {}  # what `qmd collection add` said of each collection it added now
         try:
             if self._needs_reconcile or len(self._ready) < len(self.collections):
+                # A collection qmd cannot read all of is not added now: qmd indexes it as it adds it, and fails.
+                unread = {c.name for c, _, folder in self._away() if folder is not None}
                 pending = reconcile_collections(runner, self.collections, timeout_ms=int(upd["commandTimeoutMs"]),
-                                                added=added)
+                                                added=added, later=unread)
                 self._ready = {c.name for c in self.collections} - set(pending)
                 self._needs_reconcile = False
                 self._reconciled = True
-            away = {c.name for c, _ in self._away() if c.name in self._ready}
+            away = {c.name for c, _, _ in self._away() if c.name in self._ready}
             out = self._run_update(runner, away, timeout_ms=int(upd["updateTimeoutMs"]))
         except QmdError as exc:
             self._needs_reconcile = True
@@ -268,35 +277,49 @@ class QmdBackend:
                 self.embed_error = str(exc)
         self._save_state(update_error=None)
 
-    def _away(self) -> list[tuple[CollectionSpec, str]]:
-        """The ``memory.qmd.paths[]`` and extra-path collections whose folder (or file) qmd cannot read now, and
-        why: gone (renamed, removed, unmounted for a while), a file in place of the folder, a folder on the way
-        this user may not enter, or a folder it may not list. ``qmd update`` would take every document indexed from
-        there for deleted, or fail as a whole (a folder it may not read); such a collection is left out of the
-        update instead (:meth:`_run_update`), so what qmd holds from it stays searchable until it is back, as
-        builtin-sqlite keeps an absent extra path's files."""
-        out: list[tuple[CollectionSpec, str]] = []
+    def _away(self) -> list[tuple[CollectionSpec, str, Path | None]]:
+        """The memory collections qmd cannot update now, why, and the folder that is why when it is not the
+        ``memory.qmd.paths[]`` or extra-path entry itself (None then).
+
+        An entry's folder (or file) gone (renamed, removed, unmounted for a while), a file in place of the folder, a
+        folder on the way this user may not enter, or a folder it may not list: ``qmd update`` would take every
+        document indexed from there for deleted, or fail as a whole. So does any folder qmd would list below a
+        collection's folder (the workspace's own included) that it may not (chmod 000, another user's): one
+        ``EACCES`` fails the whole update, every collection's. Such a collection is left out of the update instead
+        (:meth:`_run_update`), so what qmd holds from it stays searchable until it is back or can be read, and the
+        others are updated, as builtin-sqlite keeps an absent or unreadable folder's files."""
+        out: list[tuple[CollectionSpec, str, Path | None]] = []
         for c in self.collections:
-            if c.root is None:
-                continue
-            found = absent_roots(self.workspace, [str(c.root)])
-            # One inside a workspace that is gone is the workspace's (listed only for it).
-            gone = [r for r in found if r.kind != "workspace" or self.workspace in c.root.parents]
-            if gone:
-                out.append((c, gone[0].why))
-            elif c.root.is_dir():
-                try:
-                    with os.scandir(c.root):
-                        pass
-                except OSError as exc:
-                    out.append((c, f"cannot be read ({exc.strerror or exc})"))
+            if c.source != "memory":
+                continue  # the transcripts' export: this backend's own folder
+            if c.root is not None:
+                found = absent_roots(self.workspace, [str(c.root)])
+                # One inside a workspace that is gone is the workspace's (listed only for it).
+                gone = [r for r in found if r.kind != "workspace" or self.workspace in c.root.parents]
+                if gone:
+                    out.append((c, gone[0].why, None))
+                    continue
+                if c.root.is_dir():
+                    try:
+                        with os.scandir(c.root):
+                            pass
+                    except OSError as exc:
+                        out.append((c, f"cannot be read ({exc.strerror or exc})", None))
+                        continue
+            below = _unlistable(c.path, c.pattern)
+            if below is not None:
+                out.append((c, below[1], below[0]))
         return out
 
     def _away_warnings(self) -> tuple[str, ...]:
         """What a sync and ``status()`` say of :meth:`_away` that the core does not (it names an absent extra
         path; a ``memory.qmd.paths`` entry, and a folder that is there but cannot be read, are this backend's)."""
         out = []
-        for c, why in self._away():
+        folders: dict[tuple[Path, str], list[str]] = {}
+        for c, why, folder in self._away():
+            if folder is not None:
+                folders.setdefault((folder, why), []).append(c.name)
+                continue
             assert c.root is not None
             if c.root in self._extra_roots and not why.startswith("cannot be read"):
                 continue  # the core's warning says it, and it is true here too
@@ -305,6 +328,18 @@ class QmdBackend:
             out.append(f"{setting} entry {printable_path(str(c.root))} {why}: nothing new is indexed from it; what "
                        f"qmd already holds from it (collection {c.name}) stays searchable until {until} or leaves "
                        f"{setting}")
+        sessions = next((c for c in self.collections if c.source == "sessions"), None)
+        unlisted = why_unlistable(self.sessions_source) if sessions is not None else None
+        if sessions is not None and unlisted is not None:
+            # The export keeps every transcript's last export meanwhile (export_sessions).
+            out.append(f"folder {printable_path(str(self.sessions_source))} {unlisted}: nothing new is indexed from it; "
+                       f"what qmd already holds from it (collection {sessions.name}) stays searchable until it can be "
+                       "read again")
+        for (folder, why), names in folders.items():
+            one = len(names) == 1
+            out.append(f"folder {printable_path(str(folder))} {why}: qmd updates nothing of collection{'' if one else 's'} "
+                       f"{', '.join(names)} meanwhile (it would fail every update); what qmd already holds from "
+                       f"{'it' if one else 'them'} stays searchable until it can be read again")
         return tuple(out)
 
     def _run_update(self, runner: QmdRunner, away: set[str], *, timeout_ms: int) -> Any:
@@ -355,6 +390,10 @@ class QmdBackend:
 
         digest = hashlib.sha256()
         bad: dict[str, str] = {}
+        for c, why, folder in self._away():
+            # A collection left out of the update: its files listed below are not what qmd holds, and it is read
+            # once it is back (a folder that only becomes readable again may show no file of its own).
+            digest.update(f"{c.name}\0away\0{folder}\0{why}\n".encode("utf-8", "surrogateescape"))
         for c in self.collections:
             if c.source == "sessions":
                 paths = [str(p) for p in list_session_files(self.sessions_source)]
@@ -713,6 +752,39 @@ def _resolved(raw: str, workspace: Path) -> Path:
     """A configured path as its collection's root: ``~`` expanded, relative to the workspace, resolved."""
     p = Path(raw).expanduser()
     return (p if p.is_absolute() else workspace / p).resolve()
+
+
+#: The folders qmd's update never lists (its ``excludeDirs``): one that cannot be read there fails nothing.
+QMD_EXCLUDED_DIRS = frozenset({"node_modules", ".git", ".cache", "vendor", "dist", "build"})
+
+
+def _unlistable(folder: Path, pattern: str) -> tuple[Path, str] | None:
+    """The first folder ``qmd update`` would list for a collection (``folder`` itself, and below it for a ``**``
+    pattern, hidden folders included as qmd lists them) that cannot be listed now, and why; None when all can (or
+    ``folder`` is not there: the collection waits for it)."""
+    try:
+        with os.scandir(folder):
+            pass
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return folder, f"cannot be read ({exc.strerror or exc})"
+    if "**" not in pattern:
+        return None
+    failed: list[OSError] = []
+
+    def unlisted(error: OSError) -> None:
+        if not isinstance(error, FileNotFoundError):  # one gone since its folder was listed: qmd skips it too
+            failed.append(error)
+
+    for _, dirs, _ in os.walk(folder, onerror=unlisted):
+        if failed:
+            break
+        dirs[:] = [d for d in dirs if d not in QMD_EXCLUDED_DIRS]
+    if not failed:
+        return None
+    error = failed[0]
+    return Path(error.filename or folder), f"cannot be read ({error.strerror or error})"
 
 
 def _memory_files(root: str, pattern: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +118,11 @@ def _add(runner: QmdRunner, spec: CollectionSpec, timeout_ms: int) -> str:
 
 
 def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *, timeout_ms: int,
-                          added: dict[str, str] | None = None) -> list[str]:
+                          added: dict[str, str] | None = None, later: Collection[str] = ()) -> list[str]:
     """Add missing collections and re-add changed ones; return the names not yet creatable.
 
-    ``added`` gets, per collection added, what ``qmd collection add`` said (the files it indexed).
+    ``added`` gets, per collection added, what ``qmd collection add`` said (the files it indexed). The collections
+    named in ``later`` are not added now (pending): a folder in them cannot be read, which would fail the add.
 
     A collection whose directory does not exist yet (an agent without
     ``memory/``) is skipped and reported, so the caller can try again later;
@@ -135,12 +136,12 @@ def reconcile_collections(runner: QmdRunner, specs: Sequence[CollectionSpec], *,
             path, pattern = _shown(runner, spec.name, timeout_ms)
             if Path(path).resolve() == spec.path.resolve() and pattern == spec.pattern:
                 continue
-            if not spec.path.is_dir():
-                pending.append(spec.name)  # changed while away: re-added once it is there
+            if not spec.path.is_dir() or spec.name in later:
+                pending.append(spec.name)  # changed while away: re-added once it is there (and can be read)
                 continue
             log.info("qmd collection %s changed (%s %s -> %s %s); re-adding", spec.name, path, pattern, spec.path, spec.pattern)
             runner.run(["collection", "remove", spec.name], timeout_ms=timeout_ms)
-        elif not spec.path.is_dir():
+        elif not spec.path.is_dir() or spec.name in later:
             pending.append(spec.name)
             continue
         said = _add(runner, spec, timeout_ms)

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from symi_memory.sessions import SESSIONS_PREFIX, TranscriptMark, list_session_files, read_transcript
-from symi_memory.workspace import printable_path
+from symi_memory.workspace import printable_path, why_unlistable
 
 __all__ = ["ExportReport", "export_sessions"]
 
@@ -64,12 +64,18 @@ def export_sessions(
     transcripts with older messages left out).
 
     One transcript that cannot be read or written (gone since the listing, swapped for a FIFO, no permission) is
-    skipped with a warning, keeping its last export; only a folder or manifest that cannot be written raises
-    ``OSError``.
+    skipped with a warning, keeping its last export, and every export is kept while ``source_dir`` is there but
+    cannot be listed; only a folder or manifest that cannot be written raises ``OSError``.
     """
     export_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = export_dir / MANIFEST
     manifest = _load(manifest_path)
+    if why_unlistable(source_dir) is not None:
+        # A transcripts folder that cannot be listed for a while (chmod 000) is not every transcript deleted: the
+        # exports stay as they are (qmd keeps them indexed); the backend's warnings name the folder.
+        kept = {f"{SESSIONS_PREFIX}/{name[:-3]}.jsonl": entry["partial"] for name, entry in manifest.items()
+                if name.endswith(".md") and isinstance(entry, dict) and isinstance(entry.get("partial"), str)}
+        return ExportReport(unchanged=len(manifest), partial=kept)
     cutoff = None if retention_days is None else (now if now is not None else time.time()) - retention_days * 86400
     keep: dict[str, dict[str, Any]] = {}
     written, unchanged = [], 0

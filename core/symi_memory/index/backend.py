@@ -1240,8 +1240,9 @@ class IndexedBackend:
             "build": self._build_status(),
             "lastError": last_error,
             # The workspace, extra paths, folders and indexed files that cannot be listed or read now, as a sync says
-            # them: what the index holds from them stays searchable meanwhile.
-            "warnings": part(lambda: self.indexer.away_warnings(scanned), []),
+            # them: what the index holds from them stays searchable meanwhile. On a damaged index only the indexed
+            # files the last sync could not read (which the index lists) go unnamed: the rest is read from the disk.
+            "warnings": part(lambda: self.indexer.away_warnings(scanned), [r.warning for r in scanned[1]]),
         }
 
     def _build_status(self) -> dict[str, Any]:

@@ -121,6 +121,14 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
     left out, and with ``problems`` recorded there (``{path: reason}``) with
     whatever else could not be listed.
     """
+    return _listed(agent, problems, problems)
+
+
+def _listed(agent: AgentView, problems: dict[str, str] | None,
+            transcripts: dict[str, str] | None) -> list[MemoryFile]:
+    """:func:`list_sources`, with what could not be listed of the memory files in ``problems`` and of the
+    transcripts in ``transcripts`` (both stored as ``sessions/...`` when an extra path is the workspace's
+    ``sessions`` folder: only where they were listed tells them apart)."""
     ms = agent.memory_search
     sources = set(ms.get("sources") or ["memory"])
     out: list[MemoryFile] = []
@@ -135,8 +143,8 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
             entries = []
         except OSError as exc:
             entries = []
-            if problems is not None:
-                problems["sessions/"] = f"cannot list folder: {exc.strerror or exc}"
+            if transcripts is not None:
+                transcripts["sessions/"] = f"cannot list folder: {exc.strerror or exc}"
         for entry in entries:
             try:
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
@@ -146,8 +154,8 @@ def list_sources(agent: AgentView, problems: dict[str, str] | None = None) -> li
                                    size=st.st_size, source="sessions")
                     )
             except OSError as exc:
-                if problems is not None:
-                    problems[printable_path(f"sessions/{entry.name}")] = f"cannot stat: {exc.strerror or exc}"
+                if transcripts is not None:
+                    transcripts[printable_path(f"sessions/{entry.name}")] = f"cannot stat: {exc.strerror or exc}"
     kept = []
     for f in out:
         shown = printable_path(f.path)
@@ -184,15 +192,15 @@ _TRANSCRIPTS_UNLISTED = (("cannot list folder: ", "folder"), ("cannot stat: ", "
 
 def _transcripts_unlisted(agent: AgentView, problems: dict[str, str], known: list[AbsentRoot]) -> list[AbsentRoot]:
     """The transcripts folder (``sessions/``) and the transcripts :func:`list_sources` could not list or stat, from
-    its ``problems``, as :class:`AbsentRoot` of source ``sessions``: what the index holds from them is kept."""
+    what it found of the transcripts alone (``problems``: a memory folder can be stored as ``sessions/...`` too), as
+    :class:`AbsentRoot` of source ``sessions``: what the index holds from them is kept."""
     if not _transcripts_on(agent):
         return []
     folder = str(agent.sessions_dir)
     out: list[AbsentRoot] = []
     for stored, why in problems.items():
         found = next(((head, kind) for head, kind in _TRANSCRIPTS_UNLISTED if why.startswith(head)), None)
-        if found is None or not stored.startswith("sessions/") or any(
-                r.source == "sessions" and r.holds(stored) for r in [*known, *out]):
+        if found is None or any(r.source == "sessions" and r.holds(stored) for r in [*known, *out]):
             continue
         head, kind = found
         name = stored[len("sessions/"):]
@@ -206,10 +214,14 @@ def scan_sources(agent: AgentView, problems: dict[str, str]) -> tuple[list[Memor
     :func:`absent_sources` (looked at before listing), then the folders below them that could not be read
     (:func:`~symi_memory.workspace.unreadable_within`). What the index holds from any of them is kept."""
     absent = absent_sources(agent)
-    files = list_sources(agent, problems)
-    if absent or problems:
-        absent = [*absent, *unreadable_within(problems, agent.workspace, absent)]
-        absent += _transcripts_unlisted(agent, problems, absent)
+    memory: dict[str, str] = {}
+    transcripts: dict[str, str] = {}
+    files = _listed(agent, memory, transcripts)
+    if absent or memory or transcripts:
+        absent = [*absent, *unreadable_within(memory, agent.workspace, absent)]
+        absent += _transcripts_unlisted(agent, transcripts, absent)
+    problems.update(memory)
+    problems.update(transcripts)
     return files, absent
 
 
