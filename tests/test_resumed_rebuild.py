@@ -178,3 +178,38 @@ def test_a_model_changes_rebuild_killed_mid_way_resumes_and_the_old_index_answer
         assert report["full"] and not set(again) & set(answered)
         assert (report["embeddingsComputed"], report["embeddingsCached"]) == (len(again), len(answered))
         assert len(answered) + len(again) == FILES + FILES * LINES
+
+
+def test_a_provider_failing_mid_rebuild_keeps_its_vectors_when_the_fallback_takes_over(tmp_path: Path) -> None:
+    """The batches the primary answered before it failed are cached when the sync switches to the fallback (as when
+    it goes on by keyword): the next build by the primary asks only for the rest. Before, only what a 0.5 s commit
+    had taken was kept: the primary's first batch, not the two answered within the half second after it."""
+    import sqlite3
+
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+
+    ws = tmp_path / "ws"
+    for i in range(10):
+        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the marmot burrow {i * 100 + j}"
+                                               for j in range(20)) + "\n")
+
+    def answer(req: Recorded) -> Reply:
+        inputs = req.json()["input"]
+        return Reply(json={"data": [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3]} for i in range(len(inputs))]})
+
+    with LoopbackServer() as server:
+        # 210 texts: three requests of 64 answered at once, then the model is gone (not retried).
+        server.add("POST", "/v1/embeddings", answer, answer, answer, Reply(status=400, body="model not found"))
+        cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
+            "provider": "openai", "model": "m1", "fallback": "hash",
+            "remote": {"baseUrl": server.url + "/v1", "apiKey": "sk-test-resume-fallback-0123"}}}}})
+        with open_memory(cfg, workspace=ws, start=False) as mem:
+            mem.sync(force=True)
+            assert mem.status()["provider"] == "hash"  # the fallback built the index
+        answered = _texts(server.requests[:3])
+        assert len(answered) == 3 * 64
+    with sqlite3.connect(tmp_path / "state" / "memory" / "main.sqlite") as db:
+        kept = db.execute("SELECT count(*) FROM embedding_cache c JOIN embedders e ON e.id = c.embedder "
+                          "WHERE e.provider = 'openai' AND e.model = 'm1'").fetchone()[0]
+    assert kept == len(answered)

@@ -1152,6 +1152,11 @@ class Indexer:
             can_switch = not isinstance(exc, EmbeddingPending) and self.plugins is not None and not self.choice.used_fallback and self.choice.fallback_name not in (
                 "none", "", self.choice.name)
             if can_switch:
+                # The fallback takes over (the sync starts again with it): the batches this provider answered are
+                # kept all the same, for its next build; a failing cache write does not stop the switch.
+                if unsaved and cache_on:
+                    with contextlib.suppress(Exception):
+                        self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
                 raise
             # Keep new text findable by keyword; the files stay marked pending and are retried next sync.
             self._failed_in_this_sync = f"{p.id}: {exc}"
