@@ -54,6 +54,13 @@ class Gate:
         self.released.set()
 
 
+
+def _sigint_default() -> None:
+    """In the child before it runs: SIGINT back to its default. A run started in the background by a shell (CI's
+    `nohup ... &`) ignores SIGINT, and the child would inherit that and keep running (Python installs its
+    KeyboardInterrupt only over a default SIGINT), which is right for the command and wrong for this test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def _workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     for i in range(FILES):
@@ -78,7 +85,8 @@ def _texts(requests: list[Recorded]) -> list[str]:
 def _interrupt(server: LoopbackServer, gate: Gate, cmd: list[str], sig: signal.Signals) -> tuple[int, str]:
     """Run ``cmd`` until it waits on the request after the gate's open ones, then send it ``sig``."""
     start = len(server.requests)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
     try:
         wait_for(lambda: len(server.requests) - start > gate.open_for or proc.poll() is not None, timeout=60)
         assert proc.poll() is None, proc.communicate()

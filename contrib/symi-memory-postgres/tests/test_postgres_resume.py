@@ -66,6 +66,13 @@ class Embeddings:
         self.server.server_close()
 
 
+
+def _sigint_default() -> None:
+    """In the child before it runs: SIGINT back to its default. A run started in the background by a shell (CI's
+    `nohup ... &`) ignores SIGINT, and the child would inherit that and keep running (Python installs its
+    KeyboardInterrupt only over a default SIGINT), which is right for the command and wrong for this test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def _cli(tmp_path: Path, ws: Path, url: str, schema: str, dsn: str, *args: str) -> list[str]:
     cfg = tmp_path / "cfg.toml"
     cfg.write_text('[plugins.slots]\nmemory = "postgres"\n'
@@ -90,7 +97,8 @@ def test_an_interrupted_rebuild_keeps_its_vectors_on_postgres(tmp_path: Path, pg
     try:
         cmd = _cli(tmp_path, ws, endpoint.url, pg_schema, pg_server.dsn, "index", "--force", "--json")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                preexec_fn=_sigint_default)
         try:
             deadline = time.monotonic() + 60
             while len(endpoint.requests) <= 3 and proc.poll() is None and time.monotonic() < deadline:
