@@ -110,7 +110,7 @@ def test_a_rebuild_goes_on_while_another_process_holds_the_write_lock_and_keeps_
                 proc.kill()
                 proc.wait()
         assert proc.returncode == 0, err
-        assert "not committed to the embedding cache yet (another process holds the index's write lock)" in err
+        assert "not committed to the embedding cache yet (the index is busy: another process is writing it)" in err
         report = json.loads(out)
         sent = endpoint.answered
         assert report["full"] and report["embeddingsComputed"] == len(sent) == len(set(sent)) == FILES + FILES * LINES

@@ -1206,7 +1206,7 @@ class Indexer:
             self.store.cache_put(p.id, p.model, p.fingerprint, items)
             self._unsaved, self._cache_skips, self._cached_at = {}, 0, time.monotonic()
             return
-        why = "another process holds the index's write lock"
+        why = "the index is busy: another process is writing it"
         try:
             put = getattr(self.store, "try_cache_put", None)
             if put is not None:
