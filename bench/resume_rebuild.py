@@ -13,7 +13,10 @@ the requests and texts it sends. An uninterrupted build is timed too, for scale.
 size of the index's ``-wal`` file every 20 ms: its largest while the provider was still being asked (the 0.5 s
 commits of vectors), its largest overall (the swap's one transaction writes the whole index) and at the end. With
 ``--reader`` another process holds a read transaction on the index for the whole run (a search that never ends:
-no checkpoint can go past its snapshot), the worst case for the commits' WAL.
+no checkpoint can go past its snapshot), the worst case for the commits' WAL. With ``--pg-dsn`` too: the server's
+WAL written (``pg_current_wal_lsn`` before and after, MB) while embedding and over the whole run, and the embedding
+cache table's size at the end (the commits are separate transactions on a spare connection: each writes its rows and
+its own WAL records; the server checkpoints on its own).
 
 With ``--pg-dsn`` each run gets a schema of its own (dropped after); the plugin is put on PYTHONPATH from each
 tree's ``contrib/symi-memory-postgres`` (the baseline's tree from its interpreter's PYTHONPATH).
@@ -123,6 +126,45 @@ sys.stdin.read()
 """
 
 
+def pg_wal_run(python: list[str], env: dict[str, str], state: Path, ws: Path, endpoint: Endpoint,
+               dsn: str) -> dict[str, float]:
+    """One ``index --force`` on postgres: the server's WAL written (MB) while embedding and in all, the cache's size."""
+    import psycopg
+
+    cfg = state / "cfg.toml"
+    state.mkdir(parents=True, exist_ok=True)
+    schema = env["BENCH_SCHEMA"]
+    cfg.write_text('[plugins.slots]\nmemory = "postgres"\n'
+                   f'[agents.defaults.memorySearch]\nprovider = "openai"\nmodel = "bench"\n'
+                   f'[agents.defaults.memorySearch.remote]\nbaseUrl = "{endpoint.url}"\n'
+                   'apiKey = "sk-bench-0123456789"\n'
+                   f'[agents.defaults.memorySearch.store.postgres]\ndsn = "{dsn}"\nschema = "{schema}"\n',
+                   encoding="utf-8")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        lsn = lambda: conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # noqa: E731
+        diff = lambda a, b: float(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (a, b)).fetchone()[0])  # noqa: E731
+        start = lsn()
+        asked = len(endpoint.requests)
+        samples: list[tuple[float, str]] = []
+        proc = subprocess.Popen([*python, "-m", "symi_memory.cli", "--config", str(cfg), "--workspace", str(ws),
+                                 "--state-dir", str(state), "index", "--force", "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        while proc.poll() is None:
+            samples.append((time.monotonic(), lsn()))
+            time.sleep(0.05)
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"index failed ({proc.returncode}): {err[-2000:]}")
+        embedded = endpoint.last_answer if len(endpoint.requests) > asked else 0.0
+        during = [at for t, at in samples if t <= embedded]
+        mb = 1e6
+        return {"embedding": (diff(during[-1], start) if during else 0.0) / mb,
+                "peak": diff(lsn(), start) / mb,
+                "end": float(conn.execute("SELECT pg_total_relation_size(%s)",
+                                          (f"{schema}.embedding_cache",)).fetchone()[0]) / mb,
+                "texts": float(json.loads(out)["embeddingsComputed"])}
+
+
 def wal_run(python: list[str], env: dict[str, str], state: Path, ws: Path, endpoint: Endpoint,
             reader: bool) -> dict[str, float]:
     """One ``index --force`` on a fresh state dir, sampling its WAL's size (MB): while embedding, peak, at the end."""
@@ -175,13 +217,32 @@ def wal_main(args: argparse.Namespace, endpoint: Endpoint, ws: Path) -> None:
         if python == [sys.executable]:
             env["PYTHONPATH"] = f"{HERE / 'core'}:{HERE / 'plugins'}"
         with tempfile.TemporaryDirectory(prefix=f"wal-{name.replace(' ', '-')}-") as tmp:
-            rows.append((name, wal_run(python, env, Path(tmp), ws, endpoint, args.reader)))
-    print(f"builtin-sqlite WAL over `index --force`: {args.files} files x {args.lines} lines "
+            if not args.pg_dsn:
+                rows.append((name, wal_run(python, env, Path(tmp), ws, endpoint, args.reader)))
+                continue
+            import psycopg
+
+            tree = tree_of(python) if python != [sys.executable] else HERE
+            env["BENCH_SCHEMA"] = "bench_" + uuid.uuid4().hex[:10]
+            env["PYTHONPATH"] = ":".join(str(p) for p in (tree / "contrib" / "symi-memory-postgres", tree / "core",
+                                                           tree / "plugins"))
+            env["SYMI_MEMORY_PLUGINS"] = "symi_memory_postgres.hooks"
+            try:
+                rows.append((name, pg_wal_run([sys.executable], env, Path(tmp), ws, endpoint, args.pg_dsn)))
+            finally:
+                with psycopg.connect(args.pg_dsn, autocommit=True) as conn:
+                    conn.execute(f"DROP SCHEMA IF EXISTS {env['BENCH_SCHEMA']} CASCADE")
+    what = "postgres: server WAL written" if args.pg_dsn else "builtin-sqlite WAL"
+    print(f"{what} over `index --force`: {args.files} files x {args.lines} lines "
           f"({int(rows[0][1]['texts'])} texts embedded), {args.dims}-d vectors, endpoint {args.delay * 1000:.0f} ms "
           f"a request{', another process reading throughout' if args.reader else ''}")
-    print("| -wal MB | " + " | ".join(n for n, _ in rows) + " |")
+    labels = ((("embedding", "WAL MB written while embedding"), ("peak", "WAL MB written in all"),
+               ("end", "embedding_cache MB at the end")) if args.pg_dsn else
+              (("embedding", "-wal MB, largest while embedding"), ("peak", "-wal MB, largest (the swap)"),
+               ("end", "-wal MB at the end")))
+    print("| | " + " | ".join(n for n, _ in rows) + " |")
     print("|---|" + "---:|" * len(rows))
-    for key, label in (("embedding", "largest while embedding"), ("peak", "largest (the swap)"), ("end", "at the end")):
+    for key, label in labels:
         print(f"| {label} | " + " | ".join(f"{r[key]:.1f}" for _, r in rows) + " |")
 
 
