@@ -65,10 +65,12 @@ class EmbeddingCache(StoreParts):
             try:
                 work()
                 self.conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if not self.conn.getautocommit():
                     self.conn.execute("ROLLBACK")
                 self._forget_uncommitted(saved)
+                if isinstance(exc, apsw.ReadOnlyError):
+                    raise self.read_only_error(exc) from exc
                 raise
         return True
 

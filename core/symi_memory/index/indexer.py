@@ -646,7 +646,7 @@ class Indexer:
                 finally:
                     # The swap stored the chunks' and lines' vectors; what a skipped commit left is tried once more
                     # (a unit's vector whose chunk got none is only there), and dropped if that finds the lock held.
-                    self._commit_vectors(spare=True)
+                    self._commit_vectors(spare=True, leaving=True)
                     self._unsaved = {}
             else:
                 self._write_incremental(batches, removed, skipped)
@@ -1173,7 +1173,7 @@ class Indexer:
             if can_switch:
                 # The fallback takes over (the sync starts again with it): the batches this provider answered are
                 # kept all the same, for its next build; a failing cache write does not stop the switch.
-                self._commit_vectors(spare=True)
+                self._commit_vectors(spare=True, leaving=True)
                 self._unsaved = {}
                 raise
             # Keep new text findable by keyword; the files stay marked pending and are retried next sync.
@@ -1185,18 +1185,20 @@ class Indexer:
             # Stopped otherwise (SIGINT's KeyboardInterrupt, a cancelled sync, a builtin's bug): what came back
             # since the last commit is kept all the same, for the next run (unless another process holds the lock:
             # the run's way out is not held up by it).
-            self._commit_vectors(spare=True)
+            self._commit_vectors(spare=True, leaving=True)
             raise
         # The group's vectors: an incremental sync writes its rows next (a lock held past the retries fails it
         # either way); a full build's go to its build file, and a skipped commit's are stored by the swap.
         self._commit_vectors(spare=self._full_run)
         return [cached.get(h) or fresh.get(h) for h in hashes], True
 
-    def _commit_vectors(self, *, spare: bool) -> None:
+    def _commit_vectors(self, *, spare: bool, leaving: bool = False) -> None:
         """Commit :attr:`_unsaved` to the embedding cache. ``spare``: a commit the run can do without (mid-run, or
         any of a full build, whose swap stores every vector): tried only if the write lock is free at once
-        (``try_cache_put``, where the store has it), skipped on any error, the vectors kept for the next one; the
-        others write as ``cache_put`` does, waiting for the lock, and fail the sync if that fails."""
+        (``try_cache_put``, where the store has it), skipped on any error, the vectors kept for the next one, except
+        on an index this process may only read (the sync fails now, as before, not after paying the provider for
+        every vector), unless ``leaving`` (the run is already on its way out with an error of its own). The others
+        write as ``cache_put`` does, waiting for the lock, and fail the sync if that fails."""
         p = self.choice.provider
         items = self._unsaved
         if p is None or not items:
@@ -1215,6 +1217,8 @@ class Indexer:
                 self.store.cache_put(p.id, p.model, p.fingerprint, items)
                 done = True
         except Exception as exc:
+            if not leaving and _read_only(self.store):
+                raise
             done, why = False, " ".join(str(exc).split()) or type(exc).__name__
         self._cached_at = time.monotonic()
         if done:
@@ -1233,6 +1237,15 @@ class Indexer:
         done, total = self._files_progress
         self._progress(SyncProgress(phase="embed", done=done, total=total,
                                     detail=f"{stats['computed']} embedded, {stats['cached']} reused"))
+
+
+def _read_only(store: Any) -> bool:
+    """Whether ``store`` says this process may only read it (a store without ``read_only``: no)."""
+    check = getattr(store, "read_only", None)
+    try:
+        return bool(check()) if callable(check) else False
+    except Exception:
+        return False
 
 
 def _documents_embedded(provider: Any, texts: list[str], *, guarded: bool) -> Any:
