@@ -227,6 +227,55 @@ def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_ca
             mem.sync()
 
 
+class Counting:
+    """Registers ``counting``: HashEmbedder vectors, counting the texts it is asked for."""
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    @hookimpl
+    def symi_memory_register_embedding_providers(self, register: Callable[[Any], None]) -> None:
+        outer = self
+
+        class Counted(HashEmbedder):
+            def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+                outer.texts += len(texts)
+                return super().embed_documents(texts)
+
+        register(ProviderSpec(name="counting", factory=lambda ctx: Counted(id="counting", model="counting-384")))
+
+
+def test_a_full_rebuild_of_an_index_this_process_may_only_read_fails_before_paying_for_every_vector(
+        root: Path) -> None:
+    """A full rebuild's commits of vectors mid-run are skipped when the index is busy, but not when it is read-only:
+    the rebuild fails at the first one (after one provider batch), as before, not after embedding everything."""
+    import os
+
+    from support.unprivileged import Unprivileged
+
+    ws = root / "ws"
+    for i in range(20):
+        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the otter {i * 100 + j}" for j in range(10)) + "\n")
+    counting = Counting()
+    with open_mem(root, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    built = counting.texts
+    assert built == 20 + 20 * 10
+    for i in range(20):  # new text: none of it is in the cache
+        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the heron {i * 100 + j}" for j in range(10)) + "\n")
+    _readable_by_all(root)
+    if os.geteuid() == 0:
+        for p in [root, *root.rglob("*")]:
+            os.chown(p, 65534, 65534)
+    db.chmod(0o444)
+    counting.texts = 0
+    with Unprivileged(), open_mem(root, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
+        with pytest.raises(BackendError, match="is read-only for this process"):
+            mem.sync(force=True)
+    assert 0 < counting.texts <= 64 < built
+
+
 def test_a_process_still_holding_a_damaged_index_never_gets_the_rebuilt_one_set_aside(tmp_path: Path,
                                                                                       ws: Path) -> None:
     """A long-running process (an agent's server) keeps its connections while another process (`symi-memory

@@ -125,4 +125,8 @@ class SyncStore(Protocol):
 
     def cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> None: ...
 
+    # Optional: ``try_cache_put(provider, model, fingerprint, items) -> bool``, cache_put only if the store can write
+    # at once (False, nothing written, when another writer holds the lock): the sync's commits of vectors mid-run
+    # use it where present (docs/plugin-authors.md).
+
     def cache_prune(self, max_entries: int) -> int: ...

@@ -37,6 +37,13 @@ RESTEM_BEFORE = 2
 # written before have none until the owner's next sync fills them in place (``fill_line_analysis``); searches
 # analyse those chunks' text meanwhile, with the same answers.
 INSERT_BATCH = 500
+#: How long :meth:`PgStore.cache_put` on a spare connection waits for another transaction's lock on a cache row
+#: before writing in the build's transaction instead.
+CACHE_LOCK_WAIT_MS = 2000
+#: How long a commit of vectors the sync can do without (:meth:`PgStore.try_cache_put`) waits for a row's lock, and
+#: how long its statement may take, before it is skipped (the next one takes the vectors).
+SPARE_WRITE_WAIT_MS = 200
+SPARE_WRITE_STATEMENT_MS = 5000
 #: owner_meta key: the LINE_ANALYSIS_VERSION every one of the owner's chunks has an analysis of.
 LINES_META = "linesVersion"
 # maintenance_work_mem for an HNSW build: the graph of 1M 384-d vectors needs ~2 GB to build in memory;
@@ -498,29 +505,82 @@ class PgStore:
         Without one to spare (every poolSize connection in use), or once that write failed, they are written in the
         build's transaction (then an interrupted rebuild loses them, as before).
         """
+        if self._put_on_spare(provider, model, fingerprint, items, CACHE_LOCK_WAIT_MS) is None:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                cur.executemany(self._put_sql(), self._put_rows(provider, model, fingerprint, items))
+
+    def try_cache_put(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> bool:
+        """:meth:`cache_put` waiting at most :data:`SPARE_WRITE_WAIT_MS` for another transaction's lock on a row (and
+        the statement at most :data:`SPARE_WRITE_STATEMENT_MS`): False, nothing written, when that was not enough.
+
+        The sync's commits of vectors mid-run are a safety net (a run stopped mid-way keeps them): one that finds
+        the rows locked (another agent's build writing the same vectors to the shared cache, in its transaction) or
+        the server slow is skipped, the vectors kept for the next, and never fails the rebuild. Written in the
+        build's transaction (no spare connection), the wait is bounded the same way, in a savepoint.
+        """
         import psycopg
 
+        done = self._put_on_spare(provider, model, fingerprint, items, SPARE_WRITE_WAIT_MS)
+        if done is not None:
+            return done
+        try:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                # Local to the transaction, restored below; the savepoint's rollback undoes them on a failure.
+                old = cur.execute("SELECT current_setting('lock_timeout'), current_setting('statement_timeout')"
+                                  ).fetchone()
+                cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                            (str(SPARE_WRITE_WAIT_MS), str(SPARE_WRITE_STATEMENT_MS)))
+                cur.executemany(self._put_sql(), self._put_rows(provider, model, fingerprint, items))
+                cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                            old)
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+            log.debug("postgres: a commit of vectors skipped (%s)", " ".join(str(exc).split()))
+            return False
+        return True
+
+    def _put_sql(self) -> str:
+        return (f"INSERT INTO {self.schema}.embedding_cache (provider, model, fingerprint, hash, embedding, used_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, model, fingerprint, hash) "
+                "DO UPDATE SET used_at = EXCLUDED.used_at")
+
+    @staticmethod
+    def _put_rows(provider: str, model: str, fingerprint: str, items: dict[str, bytes]) -> list[tuple[Any, ...]]:
         now = time.time()
-        sql = (f"INSERT INTO {self.schema}.embedding_cache (provider, model, fingerprint, hash, embedding, used_at) "
-               "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, model, fingerprint, hash) "
-               "DO UPDATE SET used_at = EXCLUDED.used_at")
-        rows = [(provider, model, fingerprint, h, b, now) for h, b in items.items()]
-        if self.spare is not None and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            try:
-                with self.spare() as other:
-                    if other is not None:
-                        with other.transaction(), other.cursor() as cur:
-                            # A row the build's transaction holds (its cache_get marks what it reads) is never waited
-                            # for long: that wait would be on this very sync.
-                            cur.execute("SET LOCAL lock_timeout = '2s'")
-                            cur.executemany(sql, rows)
-                        return
-            except (BackendError, psycopg.Error) as exc:
-                self.spare = None  # not tried again in this sync (each try could wait out a connect timeout)
-                log.info("postgres: the vectors computed in this sync are kept in its transaction (no spare "
-                         "connection: %s)", " ".join(str(exc).split()))
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.executemany(sql, rows)
+        return [(provider, model, fingerprint, h, b, now) for h, b in items.items()]
+
+    def _put_on_spare(self, provider: str, model: str, fingerprint: str, items: dict[str, bytes],
+                      lock_wait_ms: int) -> bool | None:
+        """Commit ``items`` on a spare connection while a build's transaction is open: True when written, False
+        when a row stayed locked past ``lock_wait_ms`` or the statement took too long (the spare is kept for the
+        next try), None with no spare to use (none here, none free, or one that failed: not tried again this sync)."""
+        import psycopg
+
+        if self.spare is None or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            return None
+        try:
+            with self.spare() as other:
+                if other is None:
+                    return None
+                with other.transaction(), other.cursor() as cur:
+                    # A row the build's transaction holds (its cache_get marks what it reads) is never waited for
+                    # long: that wait would be on this very sync. Another transaction's (a fleet's other build writing
+                    # the same vectors) is not either.
+                    cur.execute("SELECT set_config('lock_timeout', %s, true)", (str(lock_wait_ms),))
+                    if lock_wait_ms == SPARE_WRITE_WAIT_MS:
+                        cur.execute("SELECT set_config('statement_timeout', %s, true)",
+                                    (str(SPARE_WRITE_STATEMENT_MS),))
+                    cur.executemany(self._put_sql(), self._put_rows(provider, model, fingerprint, items))
+                return True
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+            if lock_wait_ms != SPARE_WRITE_WAIT_MS:
+                return None  # cache_put: written in the build's transaction instead, as before
+            log.debug("postgres: a commit of vectors skipped (%s)", " ".join(str(exc).split()))
+            return False
+        except (BackendError, psycopg.Error) as exc:
+            self.spare = None  # not tried again in this sync (each try could wait out a connect timeout)
+            log.info("postgres: the vectors computed in this sync are kept in its transaction (no spare "
+                     "connection: %s)", " ".join(str(exc).split()))
+            return None
 
     def cache_prune(self, max_entries: int) -> int:
         """The cache is shared by the fleet: prune only the least recently used entries beyond the limit."""

@@ -132,3 +132,133 @@ def test_an_interrupted_rebuild_keeps_its_vectors_on_postgres(tmp_path: Path, pg
         assert json.loads(found.stdout)["results"][0]["path"] == "memory/n12.md"
     finally:
         endpoint.close()
+
+
+HOLD = 4.5  # seconds another transaction holds the cache rows of the first batch's texts
+
+
+class RowsHeld:
+    """An embeddings endpoint taking 0.3 s a request. Before it answers the first, another transaction (another
+    agent's build writing the same vectors to the fleet's shared cache) inserts those texts' cache rows and keeps
+    them uncommitted for HOLD seconds: the rebuild's commits of them wait on its row locks."""
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        self.dsn, self.schema = dsn, schema
+        self.key: tuple[str, str, str] | None = None  # the provider's cache key; nothing is held before it is set
+        self.answered: list[str] = []
+        self.lock = threading.Lock()
+        self.released = threading.Event()
+        self.at_release: int | None = None
+        self.holder: threading.Thread | None = None
+        self.inner = Embeddings(open_for=10_000)
+        self.inner.released.set()
+        outer = self
+        handler = self.inner.server.RequestHandlerClass
+
+        class Held(handler):  # type: ignore[misc, valid-type]
+            def do_POST(self) -> None:
+                texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+                outer.hold(texts)
+                time.sleep(0.3)
+                with outer.lock:
+                    outer.answered += texts
+                body = json.dumps({"data": [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3 + 0.01 * len(t)]}
+                                            for i, t in enumerate(texts)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.inner.server.RequestHandlerClass = Held
+        self.url = self.inner.url
+
+    def hold(self, texts: list[str]) -> None:
+        import hashlib
+
+        with self.lock:
+            if self.holder is not None or self.key is None:
+                return
+            held = threading.Event()
+
+            def run() -> None:
+                with psycopg.connect(self.dsn) as conn:
+                    conn.execute(f"SET search_path = {self.schema}")
+                    with conn.cursor() as cur:
+                        cur.executemany("INSERT INTO embedding_cache (provider, model, fingerprint, hash, embedding, "
+                                        "used_at) VALUES (%s, %s, %s, %s, %s, 0)",
+                                        [(*self.key, hashlib.sha256(t.encode()).hexdigest(), b"\0" * 12)
+                                         for t in texts])
+                    held.set()
+                    time.sleep(HOLD)
+                    conn.rollback()
+                with self.lock:
+                    self.at_release = len(self.answered)
+                self.released.set()
+
+            self.holder = threading.Thread(target=run, daemon=True)
+            self.holder.start()
+        assert held.wait(30)
+
+
+@pytest.mark.parametrize("pool", [4, 1], ids=["spare connection", "no spare (poolSize 1)"])
+def test_a_rebuild_goes_on_while_another_transaction_holds_the_cache_rows_it_commits(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str, pool: int) -> None:
+    """A full rebuild's commits of vectors (on a spare connection, apart from its transaction) that find the rows
+    locked are skipped and taken by the next: before, one waited 2 s on the spare, then again in the build's
+    transaction, and failed the rebuild there at the sync's lock_timeout (syncTimeout). With no connection to
+    spare they are written in the build's transaction (a savepoint), skipped the same way."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(FILES * 2):
+        (ws / "memory" / f"n{i}.md").write_text(
+            "\n".join(f"- note {i} line {j}: the marmot burrow {i * 100 + j}" for j in range(LINES)) + "\n",
+            encoding="utf-8")
+    first = tmp_path / "first"
+    (first / "memory").mkdir(parents=True)
+    (first / "memory" / "a.md").write_text("- the provider's keys in the cache\n", encoding="utf-8")
+    endpoint = RowsHeld(pg_server.dsn, pg_schema)
+    built = subprocess.run(_cli(tmp_path, first, endpoint.url, pg_schema, pg_server.dsn, "index"),
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        endpoint.key = conn.execute(f"SELECT provider, model, fingerprint FROM {pg_schema}.embedding_cache LIMIT 1"
+                                    ).fetchone()
+        before = conn.execute(f"SELECT count(*) FROM {pg_schema}.embedding_cache").fetchone()[0]
+    endpoint.answered.clear()
+    cmd = _cli(tmp_path, ws, endpoint.url, pg_schema, pg_server.dsn, "-v", "index", "--force", "--json")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(cfg.read_text(encoding="utf-8") + f"syncTimeout = 1.0\npoolSize = {pool}\n", encoding="utf-8")
+
+    def cached() -> int:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {pg_schema}.embedding_cache").fetchone()[0]) - before
+
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert endpoint.released.wait(60)
+            assert endpoint.at_release
+            if pool > 1:
+                # The skipped commits' vectors go with the next one, while the rebuild runs (its transaction open).
+                deadline = time.monotonic() + 30
+                while proc.poll() is None and cached() < endpoint.at_release and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert proc.poll() is None and cached() >= endpoint.at_release, proc.communicate()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, err
+        assert "not committed to the embedding cache yet (the index is busy" in err
+        report = json.loads(out)
+        sent = endpoint.answered
+        assert report["full"] and report["embeddingsComputed"] == len(sent) == len(set(sent))
+        assert cached() == len(sent)  # every vector the provider sent back is in the cache
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            assert conn.execute(f"SELECT count(*), count(embedding) FROM {pg_schema}.chunks "
+                                "WHERE path LIKE 'memory/n%'").fetchone() == (
+                FILES * 2, FILES * 2)
+    finally:
+        endpoint.inner.close()

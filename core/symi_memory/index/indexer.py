@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -48,6 +47,9 @@ EMBED_BATCH = 64
 #: provider's work plus the batch under way. After every batch, a fast provider (the `hash` one: 21,000 texts in
 #: 7 s) spent 10-20 % more on the 330 commits; a slow one (a request takes longer than this) commits every batch.
 CACHE_COMMIT_SECONDS = 0.5
+#: A commit mid-run that finds another process writing the index is skipped (the vectors go with the next one): the
+#: next try comes twice as late each time it is skipped again, up to this long after the last.
+CACHE_COMMIT_MAX_SECONDS = 8.0
 BACKGROUND_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start"})
 # Syncs that take a transcript's new lines only past the delta thresholds (spec: background indexing of
 # sessions is paced by them). A search's syncs take every line: the agent is asking memory now.
@@ -323,6 +325,14 @@ class Indexer:
     _files_progress: tuple[int, int] = (0, 0)
     #: When the vectors computed last went into the cache (:data:`CACHE_COMMIT_SECONDS`).
     _cached_at: float = 0.0
+    #: The vectors computed and not yet committed to the cache: those since the last commit, and those of commits
+    #: skipped because another process held the write lock (:meth:`_commit_vectors`).
+    _unsaved: dict[str, bytes] = attrs.field(factory=dict)
+    #: The commits skipped in a row (each waits twice as long for the next try, :data:`CACHE_COMMIT_MAX_SECONDS`).
+    _cache_skips: int = 0
+    #: Whether the running sync is a full build: its rows go to a build file, and the swap stores every vector
+    #: (then a commit of vectors is never needed: one skipped does not fail it).
+    _full_run: bool = False
     synced: bool = False  # whether this process has run a sync (else status reports the recorded one)
     #: What this process's last sync recorded (:meth:`_record`); None when it could not record. Another process's
     #: later sync records over it: then the recorded state is the newer truth (:meth:`reported_error`).
@@ -552,6 +562,7 @@ class Indexer:
         )
         self._progress, self._files_progress = progress, (0, 0)
         self._down_in_this_sync = None
+        self._unsaved, self._cache_skips = {}, 0
         if isinstance(self.choice.provider, BatchingProvider):
             self.choice.provider.begin_sync()  # e.g. "two batch failures disable batch mode for the run"
         full = force or self.needs_full() or self.needs_units()
@@ -628,8 +639,15 @@ class Indexer:
         try:
             held_before = self._indexed_rows() if full else indexed
             batches = self._prepare(todo, indexed, full, stats, report, skipped, failed, partial, unread)
+            self._full_run = full
             if full:
-                self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
+                try:
+                    self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
+                finally:
+                    # The swap stored the chunks' and lines' vectors; what a skipped commit left is tried once more
+                    # (a unit's vector whose chunk got none is only there), and dropped if that finds the lock held.
+                    self._commit_vectors(spare=True, leaving=True)
+                    self._unsaved = {}
             else:
                 self._write_incremental(batches, removed, skipped)
         except EmbeddingError as exc:
@@ -1119,7 +1137,6 @@ class Indexer:
         cached = self.store.cache_get(p.id, p.model, p.fingerprint, hashes) if cache_on else {}
         missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}.items())
         fresh: dict[str, bytes] = {}
-        unsaved: dict[str, bytes] = {}  # computed, not yet in the cache
         step = max(1, len(missing)) if self._batch_mode() else EMBED_BATCH
         reused = len({h for h in hashes if h in cached})
         stats["cached"] += reused
@@ -1136,13 +1153,15 @@ class Indexer:
                 self._check_dims(p.id, [len(b) // 4 for b in packed])
                 batch = dict(zip((h for h, _ in part), packed, strict=True))
                 fresh.update(batch)
-                unsaved.update(batch)
-                if cache_on and time.monotonic() - self._cached_at >= CACHE_COMMIT_SECONDS:
+                if cache_on:
+                    self._unsaved.update(batch)
+                if cache_on and time.monotonic() - self._cached_at >= min(
+                        CACHE_COMMIT_SECONDS * 2 ** self._cache_skips, CACHE_COMMIT_MAX_SECONDS):
                     # Committed as they come, not once the group is done: a run stopped mid-way (SIGINT, SIGKILL,
                     # a later batch failing) keeps what it paid for, and the next run (a full rebuild resumed, most
                     # of all: its build file is discarded) takes these from the cache instead of asking again.
-                    self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
-                    unsaved, self._cached_at = {}, time.monotonic()
+                    # A safety net: skipped when another process holds the write lock, never failing the run.
+                    self._commit_vectors(spare=True)
                 stats["computed"] += len(batch)
                 self._embed_progress(stats)
         except EmbeddingError as exc:
@@ -1154,26 +1173,60 @@ class Indexer:
             if can_switch:
                 # The fallback takes over (the sync starts again with it): the batches this provider answered are
                 # kept all the same, for its next build; a failing cache write does not stop the switch.
-                if unsaved and cache_on:
-                    with contextlib.suppress(Exception):
-                        self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
+                self._commit_vectors(spare=True, leaving=True)
+                self._unsaved = {}
                 raise
             # Keep new text findable by keyword; the files stay marked pending and are retried next sync.
             self._failed_in_this_sync = f"{p.id}: {exc}"
             log.warning("embedding failed (%s); indexed %d chunks for keyword search only", exc, len(texts))
-            if unsaved and cache_on:
-                self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
+            self._commit_vectors(spare=self._full_run)
             return [cached.get(h) or fresh.get(h) for h in hashes], False
         except BaseException:
             # Stopped otherwise (SIGINT's KeyboardInterrupt, a cancelled sync, a builtin's bug): what came back
-            # since the last commit is kept all the same, for the next run.
-            if unsaved and cache_on:
-                with contextlib.suppress(Exception):
-                    self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
+            # since the last commit is kept all the same, for the next run (unless another process holds the lock:
+            # the run's way out is not held up by it).
+            self._commit_vectors(spare=True, leaving=True)
             raise
-        if unsaved and cache_on:
-            self.store.cache_put(p.id, p.model, p.fingerprint, unsaved)
+        # The group's vectors: an incremental sync writes its rows next (a lock held past the retries fails it
+        # either way); a full build's go to its build file, and a skipped commit's are stored by the swap.
+        self._commit_vectors(spare=self._full_run)
         return [cached.get(h) or fresh.get(h) for h in hashes], True
+
+    def _commit_vectors(self, *, spare: bool, leaving: bool = False) -> None:
+        """Commit :attr:`_unsaved` to the embedding cache. ``spare``: a commit the run can do without (mid-run, or
+        any of a full build, whose swap stores every vector): tried only if the write lock is free at once
+        (``try_cache_put``, where the store has it), skipped on any error, the vectors kept for the next one, except
+        on an index this process may only read (the sync fails now, as before, not after paying the provider for
+        every vector), unless ``leaving`` (the run is already on its way out with an error of its own). The others
+        write as ``cache_put`` does, waiting for the lock, and fail the sync if that fails."""
+        p = self.choice.provider
+        items = self._unsaved
+        if p is None or not items:
+            self._cached_at = time.monotonic()
+            return
+        if not spare:
+            self.store.cache_put(p.id, p.model, p.fingerprint, items)
+            self._unsaved, self._cache_skips, self._cached_at = {}, 0, time.monotonic()
+            return
+        why = "the index is busy: another process is writing it"
+        try:
+            put = getattr(self.store, "try_cache_put", None)
+            if put is not None:
+                done = bool(put(p.id, p.model, p.fingerprint, items))
+            else:
+                self.store.cache_put(p.id, p.model, p.fingerprint, items)
+                done = True
+        except Exception as exc:
+            if not leaving and _read_only(self.store):
+                raise
+            done, why = False, " ".join(str(exc).split()) or type(exc).__name__
+        self._cached_at = time.monotonic()
+        if done:
+            self._unsaved, self._cache_skips = {}, 0
+            return
+        self._cache_skips += 1
+        (log.info if self._cache_skips == 1 else log.debug)(
+            "%d vectors not committed to the embedding cache yet (%s): they go with the next commit", len(items), why)
 
     def _embed_progress(self, stats: dict[str, int]) -> None:
         """Tell the running sync's progress callback how far embedding got (after each provider batch): phase
@@ -1184,6 +1237,15 @@ class Indexer:
         done, total = self._files_progress
         self._progress(SyncProgress(phase="embed", done=done, total=total,
                                     detail=f"{stats['computed']} embedded, {stats['cached']} reused"))
+
+
+def _read_only(store: Any) -> bool:
+    """Whether ``store`` says this process may only read it (a store without ``read_only``: no)."""
+    check = getattr(store, "read_only", None)
+    try:
+        return bool(check()) if callable(check) else False
+    except Exception:
+        return False
 
 
 def _documents_embedded(provider: Any, texts: list[str], *, guarded: bool) -> Any:
