@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from support.sqlite_memory import open_mem, write
 
-from symi_memory import hookimpl
+from symi_memory import hookimpl, tools
 from symi_memory.specs import PostProcessContext, PostProcessorSpec
 from symi_memory.types import Candidate
 
@@ -29,7 +29,9 @@ NOTES = {
     "MEMORY.md": "# Memory\n\n- The router admin page is at 10.0.0.1.\n",
     "memory/net.md": "# Network\n\n- The router admin password rotates monthly.\n",
 }
-DEADLINE_MS = 300
+DEADLINE_MS = 800
+#: What a search that skips a hung stage at once may take on a loaded host: well under the deadline.
+AT_ONCE_S = 0.5
 
 
 class SilentServer:
@@ -92,14 +94,14 @@ def test_a_remote_reranker_that_never_answers_costs_one_deadline_then_is_skipped
         took = time.monotonic() - t0
         # The fused order, within the deadline (plus the search itself), not the client's 30 s timeout.
         assert _hits(first) == expected and len(expected) == 2
-        assert took < DEADLINE_MS / 1000 + 1.5, took
+        assert took < DEADLINE_MS / 1000 + 3.0, took  # + building the reranker (its HTTP client) on a busy host
         (warning,) = first.warnings
-        assert "'cohere'" in warning and "'rerankers'" in warning and "0.3 s" in warning
+        assert "'cohere'" in warning and "'rerankers'" in warning and f"{DEADLINE_MS / 1000:g} s" in warning
         assert first.to_dict()["warnings"] == [warning]
         # The call is still out: the next search does not start another one, nor wait.
         t0 = time.monotonic()
         second = mem.search("router password")
-        assert time.monotonic() - t0 < DEADLINE_MS / 1000, "waited for a reranker already known to hang"
+        assert time.monotonic() - t0 < AT_ONCE_S, "waited for a reranker already known to hang"
         assert "has not returned" in second.warnings[0] and "'cohere'" in second.warnings[0]
         time.sleep(0.1)
         assert len(silent.conns) == 1, "a second request was started while the first still hangs"
@@ -146,14 +148,18 @@ def test_a_third_party_post_processor_that_sleeps_is_skipped_past_the_deadline_a
                       plugins=[("sleepy-plugin", _sleepy_plugin(release, calls))]) as mem:
             t0 = time.monotonic()
             first = mem.search("router admin")
-            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 1.5
+            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 3.0
             assert _hits(first) == expected
             (warning,) = first.warnings
             assert "'sleepy'" in warning and "'sleepy-plugin'" in warning and "skipped" in warning
             t0 = time.monotonic()
             second = mem.search("router admin")
-            assert time.monotonic() - t0 < DEADLINE_MS / 1000
+            assert time.monotonic() - t0 < AT_ONCE_S
             assert _hits(second) == expected and "has not returned" in second.warnings[0]
+            # The memory_search tool output (MCP, serve) says the same.
+            out = tools.memory_search(mem, {"query": "router admin"})
+            assert [r["path"] for r in out["results"]] == [p for p, _ in expected]
+            assert len(out["warnings"]) == 1 and "'sleepy-plugin'" in out["warnings"][0]
             assert len(calls) == 1, "a second call was started while the first still sleeps"
             sleepy = next(p for p in mem.status()["postprocessors"] if p["name"] == "sleepy")
             assert sleepy == {"name": "sleepy", "plugin": "sleepy-plugin", "order": 200, "running": True,
@@ -167,8 +173,10 @@ def test_a_third_party_post_processor_that_sleeps_is_skipped_past_the_deadline_a
             assert third.warnings == () and "warnings" not in third.to_dict() and len(calls) == 2
             sleepy = next(p for p in mem.status()["postprocessors"] if p["name"] == "sleepy")
             assert sleepy["lastCall"] == "ok" and sleepy["hung"] is False
-            threads = [t.name for t in threading.enumerate() if t.name == "symi-stage-sleepy"]
+            threads = [t for t in threading.enumerate() if t.name == "symi-stage-sleepy"]
             assert len(threads) == 1
+        threads[0].join(5)  # closing memory ends the stage's idle thread
+        assert not threads[0].is_alive()
     finally:
         release.set()
 

@@ -57,6 +57,15 @@ class StageState:
     idle: list[_StageThread] = attrs.field(factory=list)
     pid: int = attrs.field(factory=os.getpid)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
+    stopped: bool = False
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            worker.end()
 
     @property
     def label(self) -> str:
@@ -122,6 +131,9 @@ class _StageThread:
     def run(self, fn: Callable[[], Any], box: dict[str, Any], done: threading.Event) -> None:
         self._jobs.put((fn, box, done))
 
+    def end(self) -> None:
+        self._jobs.put(None)
+
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
             fn, box, done = job
@@ -131,7 +143,7 @@ class _StageThread:
                 box["error"] = exc
             stage = self._stage
             with stage.lock:
-                keep = stage.pid == os.getpid() and len(stage.idle) < self.IDLE_KEPT
+                keep = stage.pid == os.getpid() and not stage.stopped and len(stage.idle) < self.IDLE_KEPT
                 if keep:
                     stage.idle.append(self)
             done.set()  # after it is idle again: the next call (once this one is no longer hung) reuses it
@@ -262,6 +274,9 @@ class Pipeline:
                 "(query.stageDeadlineMs); not called again until it does")
 
     def close(self) -> None:
+        for state in (self.reranker_state, *self.stage_states.values()):
+            if state is not None:
+                state.stop()
         if self.reranker is not None:
             close_plugin_object(self.reranker, f"reranker {self.reranker_label}")
 
