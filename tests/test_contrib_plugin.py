@@ -69,6 +69,7 @@ def test_the_installed_plugin_is_discovered_with_what_it_registers(site: Path, t
         "version": "0.1.0",
         "registers": {"backends": [], "embeddingProviders": [], "rerankers": [], "postprocessors": ["recency-boost"]},
         "disabled": False,
+        "active": {},  # off by default (its ``running`` check says so): nothing it serves
     }
     # Its defaults arrive through symi_memory_config_defaults and show up in the effective config.
     got = cli(site, tmp_path / "state", "config", "get", "agents.defaults.memorySearch.query.hybrid.recencyBoost")

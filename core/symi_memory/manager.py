@@ -364,21 +364,22 @@ def _create_backend(plugins: Plugins, spec: BackendSpec, ctx: BackendContext,
     return backend
 
 
-def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
+def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> tuple[Any, str | None]:
+    """The configured reranker (None when none is, or it cannot be used) and why it is not used."""
     rerank = agent.memory_search["query"]["rerank"]
     name = rerank.get("provider") or "none"
     if name == "none":
-        return None
+        return None, None
     spec = plugins.reranker(name)
     ctx = RerankerContext(settings=rerank, models=config.data.get("models") or {}, env=dict(os.environ),
                           model=rerank.get("model") or spec.default_model,
                           plugin_settings=plugins.entry_settings("rerankers", name, agent.plugin_entries))
     try:
-        return spec.factory(ctx)
+        return spec.factory(ctx), None
     except ProviderUnavailable as exc:
         # A reranker is an optional refinement: without it, search still answers in fused order.
         log.warning("reranker %s unavailable (%s); searching without reranking", name, exc)
-        return None
+        return None, f"unavailable: {exc}"
     except SymiMemoryError:
         raise  # said on purpose (a ConfigError naming the key to fix)
     except Exception as exc:
@@ -388,7 +389,7 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> Any:
         # Another plugin's bug: the search still answers, in fused order, as when its rerank call fails.
         log.warning("reranker %s of plugin %r failed to start (%s: %s); searching without reranking",
                     name, owner, type(exc).__name__, exc)
-        return None
+        return None, f"failed to start ({type(exc).__name__}: {exc})"
 
 
 @attrs.define
@@ -527,8 +528,10 @@ class MemoryManager:
         and rank after fusion, the reranker and each post-processor (temporal
         decay, supersession, MMR, ...), and its ``outcome``: returned, below
         minScore, beyond maxResults, left out by ``as_of``, or dropped by the
-        reranker or a post-processor. For the inspector and debugging; the
-        normal search path records nothing.
+        reranker or a post-processor. ``skipped`` names the stages skipped for
+        this search (a reranker or third-party post-processor that failed or
+        missed ``query.stageDeadlineMs``), as ``response["warnings"]`` does.
+        For the inspector and debugging; the normal search path records nothing.
         """
         trace: dict[str, Any] = {}
         self._enter()
@@ -543,6 +546,7 @@ class MemoryManager:
         return {"query": query, "response": resp.to_dict(), "stages": trace.get("stages", []),
                 "minScore": trace.get("minScore"), "minScoreApplied": trace.get("minScoreApplied"),
                 "maxResults": trace.get("maxResults"), "asOf": trace.get("asOf"),
+                "skipped": trace.get("skipped", []),
                 "fusion": {"method": hybrid["fusion"], "vectorWeight": hybrid["vectorWeight"],
                            "textWeight": hybrid["textWeight"]},
                 "candidates": rows}
@@ -582,16 +586,17 @@ class MemoryManager:
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)
+        skipped: list[str] = []
         final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
                                   line_vectors=line_vectors, query_vector=result.query_vector,
                                   section_dates=self._section_dates if cutoff is not None else None,
-                                  line_analysis=analysis, plain=plain)
+                                  line_analysis=analysis, plain=plain, warnings=skipped)
         citations = self.config.data["memory"]["citations"]
         hits = present(final, citations=citations, session_key=session_key, budget=result.budget)
         return SearchResponse(results=tuple(hits), mode=result.mode, provider=result.provider, model=result.model,
-                              fallback=result.fallback, citations=citations)
+                              fallback=result.fallback, citations=citations, warnings=tuple(skipped))
 
     def _stored_readers(self, backend: MemoryBackend) -> tuple[Any, Any, Any, Any]:
         """The backend's ``candidate_vectors``, ``candidate_line_vectors``, ``candidate_line_analysis`` and
@@ -825,7 +830,8 @@ class MemoryManager:
             from .workspace import printable_path
 
             return {"backend": "none", "plugin": None, "enabled": False,
-                    "workspaceDir": printable_path(str(self.agent.workspace))}
+                    "workspaceDir": printable_path(str(self.agent.workspace)), "reranker": None,
+                    "postprocessors": [], "slots": {"memory": None, "embeddingProvider": None, "reranker": None}}
         backend = self._enter()
         try:
             out = dict(backend.status())
@@ -838,7 +844,48 @@ class MemoryManager:
         out["supersession"] = self._supersession_status(backend)
         said = list(out.get("warnings", []))
         out["warnings"] = [*said, *(w for w in self._root_warnings() if w not in said)]
+        out.update(self._stages_status(out))
         return out
+
+    def _stages_status(self, st: dict[str, Any]) -> dict[str, Any]:
+        """``status``'s ``reranker`` and ``postprocessors`` (name, plugin, how the last call went in this process)
+        and ``slots``: the plugin serving each slot (memory backend, embedding provider, reranker), as
+        ``symi-memory plugins`` marks them. Nothing is built for it: before this process's first search they are
+        named from config (:attr:`~symi_memory.specs.PostProcessorSpec.running`), with no call yet."""
+        pipeline = self._pipeline
+        if pipeline is not None:
+            return {**pipeline.describe(self.plugins), "slots": self._slots(st)}
+        rr = self.agent.memory_search["query"]["rerank"].get("provider") or "none"
+        reranker = None
+        if rr != "none":
+            reranker = {"name": rr, "plugin": self.plugins.owners.get("rerankers", {}).get(rr), "lastCall": None,
+                        "lastReason": None, "hung": False, "active": None, "reason": None}
+        hybrid = self.agent.memory_search["query"]["hybrid"]
+        owners = self.plugins.owners.get("postprocessors", {})
+        procs = []
+        for spec in sorted(self.plugins.postprocessors.values(), key=lambda s: (s.order, s.name)):
+            running: bool | None = None
+            if spec.running is not None:
+                try:
+                    running = bool(spec.running(hybrid))
+                except Exception as exc:  # a plugin's check: the search will tell
+                    log.debug("post-processor %r: running() raised %s", spec.name, exc)
+            if running is False:
+                continue
+            procs.append({"name": spec.name, "plugin": owners.get(spec.name), "order": spec.order,
+                          "running": running, "lastCall": None, "lastReason": None, "hung": False})
+        return {"reranker": reranker, "postprocessors": procs, "slots": self._slots(st)}
+
+    def _slots(self, st: dict[str, Any]) -> dict[str, Any]:
+        owners = self.plugins.owners
+        name = self.backend_name
+        memory = None if name is None else {"name": name, "plugin": owners.get("backends", {}).get(name)}
+        provider = st.get("provider")
+        embedding = ({"name": provider, "plugin": owners.get("embeddingProviders", {}).get(provider)}
+                     if isinstance(provider, str) and provider in owners.get("embeddingProviders", {}) else None)
+        rr = self.agent.memory_search["query"]["rerank"].get("provider") or "none"
+        reranker = None if rr == "none" else {"name": rr, "plugin": owners.get("rerankers", {}).get(rr)}
+        return {"memory": memory, "embeddingProvider": embedding, "reranker": reranker}
 
     def _supersession_status(self, backend: MemoryBackend) -> dict[str, Any]:
         """What supersession and "as of" search can do with this backend."""
@@ -936,8 +983,9 @@ def open_memory(
     def make_pipeline() -> Pipeline:
         from .pipeline import Pipeline
 
-        return Pipeline.from_settings(loaded, agent.memory_search, _reranker(loaded, config, agent),
-                                      entries=agent.plugin_entries)
+        reranker, why = _reranker(loaded, config, agent)
+        return Pipeline.from_settings(loaded, agent.memory_search, reranker, entries=agent.plugin_entries,
+                                      reranker_reason=why)
 
     backend = _create_backend(loaded, spec, BackendContext(
         config=config, agent=agent, services=services, spec=spec,

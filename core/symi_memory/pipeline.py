@@ -9,6 +9,8 @@ import inspect
 import logging
 import math
 import operator
+import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
@@ -24,11 +26,129 @@ from .types import Candidate, LazyCandidates
 if TYPE_CHECKING:
     from .plugins import Plugins
 
-__all__ = ["Pipeline", "SORT_ORDER"]
+__all__ = ["DEFAULT_STAGE_DEADLINE_MS", "Pipeline", "SORT_ORDER", "StageState"]
 
 log = logging.getLogger("symi_memory.search")
 
 SORT_ORDER = 500
+
+#: The default of ``query.stageDeadlineMs``: how long a search waits for a reranker call or a third-party
+#: post-processor's call before it answers without that stage.
+DEFAULT_STAGE_DEADLINE_MS = 5000
+
+
+@attrs.define
+class StageState:
+    """One bounded search stage (the reranker, a third-party post-processor): who it is and how its last call
+    went, for ``status`` and the search's warnings."""
+
+    kind: str  # "reranker" or "postprocessor"
+    name: str
+    plugin: str
+    order: int | None = None
+    #: None (not called yet in this process), "ok", "failed" (raised or answered in the wrong shape),
+    #: "timedOut" (past the deadline; it may still be running), or "skipped" (an earlier call still running).
+    last_call: str | None = None
+    last_reason: str | None = None
+    last_at: float | None = None
+    #: Set once the call that timed out returns; while it is not, the stage is skipped at once.
+    hung: threading.Event | None = None
+    #: Idle worker threads of this stage (each waits for its next call), and the pid that started them.
+    idle: list[_StageThread] = attrs.field(factory=list)
+    pid: int = attrs.field(factory=os.getpid)
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
+    stopped: bool = False
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            worker.end()
+
+    @property
+    def label(self) -> str:
+        what = "reranker" if self.kind == "reranker" else "post-processor"
+        return f"{what} {self.name!r} of plugin {self.plugin!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "plugin": self.plugin}
+        if self.order is not None:
+            out["order"] = self.order
+        out["lastCall"] = self.last_call
+        out["lastReason"] = self.last_reason
+        out["hung"] = self.hung is not None and not self.hung.is_set()
+        return out
+
+    def record(self, outcome: str, reason: str | None) -> None:
+        self.last_call, self.last_reason, self.last_at = outcome, reason, time.time()
+
+    def call(self, fn: Callable[[], Any], deadline_s: float) -> tuple[str, Any]:
+        """``fn()`` on a worker thread of this stage, waited for at most ``deadline_s``: ``("ok", value)``,
+        ``("failed", exception)``, ``("timedOut", None)``, or ``("skipped", None)`` at once, without calling it,
+        while a call that timed out earlier has not returned (a thread cannot be killed: they must not pile up).
+        ``deadline_s`` 0: no deadline, ``fn()`` on this thread (no hand-over to wait for)."""
+        if deadline_s <= 0:
+            try:
+                return "ok", fn()
+            except Exception as exc:
+                return "failed", exc
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child: the parent's threads (and a hung call) are not here
+                self.idle, self.hung, self.pid = [], None, os.getpid()
+            hung = self.hung
+            if hung is not None and not hung.is_set():
+                return "skipped", None
+            worker = self.idle.pop() if self.idle else None
+        if worker is None:
+            worker = _StageThread(self)
+        done = threading.Event()
+        box: dict[str, Any] = {}
+        worker.run(fn, box, done)
+        if not done.wait(deadline_s):
+            with self.lock:
+                self.hung = done
+            return "timedOut", None
+        if "error" in box:
+            return "failed", box["error"]
+        return "ok", box.get("value")
+
+
+class _StageThread:
+    """A daemon thread running one stage's calls, one at a time; back in the stage's idle list after each."""
+
+    IDLE_KEPT = 4  # more idle threads than this (after concurrent searches) end
+
+    def __init__(self, stage: StageState) -> None:
+        import queue
+
+        self._stage = stage
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = \
+            queue.SimpleQueue()
+        threading.Thread(target=self._loop, daemon=True, name=f"symi-stage-{stage.name}").start()
+
+    def run(self, fn: Callable[[], Any], box: dict[str, Any], done: threading.Event) -> None:
+        self._jobs.put((fn, box, done))
+
+    def end(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, box, done = job
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed to the waiting search
+                box["error"] = exc
+            stage = self._stage
+            with stage.lock:
+                keep = stage.pid == os.getpid() and not stage.stopped and len(stage.idle) < self.IDLE_KEPT
+                if keep:
+                    stage.idle.append(self)
+            done.set()  # after it is idle again: the next call (once this one is no longer hung) reuses it
+            if not keep:
+                return
 
 
 def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:
@@ -70,10 +190,18 @@ class Pipeline:
     guarded: Mapping[str, str] = attrs.field(factory=dict)
     #: How warnings name the reranker: its name and plugin (what the operator turns off).
     reranker_label: str = "?"
+    #: ``query.stageDeadlineMs`` in seconds: how long a search waits for a reranker call or a guarded processor's
+    #: call (on a worker thread) before it answers without that stage.
+    deadline_s: float = DEFAULT_STAGE_DEADLINE_MS / 1000
+    #: The reranker's and each guarded processor's :class:`StageState` (for ``status``), by kind and name.
+    reranker_state: StageState | None = None
+    stage_states: dict[str, StageState] = attrs.field(factory=dict)
+    #: Why the configured reranker is not used (its factory failed, it is unavailable), for ``status``.
+    reranker_reason: str | None = None
 
     @classmethod
     def from_settings(cls, plugins: Plugins, memory_search: dict[str, Any], reranker: Reranker | None = None,
-                      *, entries: Mapping[str, Any] | None = None) -> Pipeline:
+                      *, entries: Mapping[str, Any] | None = None, reranker_reason: str | None = None) -> Pipeline:
         """Every registered post-processor whose factory returns one, in order.
 
         ``entries`` is ``plugins.entries``: a factory that names a
@@ -106,13 +234,49 @@ class Pipeline:
         procs.sort(key=lambda p: (p[0], p[1]))
         rerank = memory_search["query"]["rerank"]
         label = "?"
-        if reranker is not None:
-            name = rerank.get("provider") or "?"
-            label = f"{name!r} of plugin {plugins.owners.get('rerankers', {}).get(name, '?')!r}"
+        state = None
+        name = rerank.get("provider") or "none"
+        if name != "none":
+            owner = plugins.owners.get("rerankers", {}).get(name, "?")
+            label = f"{name!r} of plugin {owner!r}"
+            state = StageState(kind="reranker", name=name, plugin=owner)
+        states = {n: StageState(kind="postprocessor", name=n, plugin=guarded[n], order=order)
+                  for order, n, _ in procs if n in guarded}
+        deadline = memory_search["query"].get("stageDeadlineMs", DEFAULT_STAGE_DEADLINE_MS)
         return cls(processors=procs, reranker=reranker, rerank_top_n=rerank["topN"], guarded=guarded,
-                   reranker_label=label)
+                   reranker_label=label, deadline_s=float(deadline) / 1000, reranker_state=state,
+                   stage_states=states, reranker_reason=None if reranker is not None else reranker_reason)
+
+    def describe(self, plugins: Plugins) -> dict[str, Any]:
+        """``status``'s ``reranker`` (None when none is configured) and ``postprocessors`` (those running, in
+        order): each one's name, plugin and how its last call went in this process."""
+        rr: dict[str, Any] | None = None
+        st = self.reranker_state
+        if st is not None:
+            rr = {**st.to_dict(), "active": self.reranker is not None, "reason": self.reranker_reason}
+        owners = plugins.owners.get("postprocessors", {})
+        procs = []
+        for order, name, _ in self.processors:
+            state = self.stage_states.get(name)
+            procs.append({**state.to_dict(), "running": True} if state is not None
+                         else {"name": name, "plugin": owners.get(name, "?"), "order": order, "running": True,
+                               "lastCall": None, "lastReason": None, "hung": False})
+        return {"reranker": rr, "postprocessors": procs}
+
+    def _skip_reason(self, outcome: str) -> str:
+        return self._skip_reason_of(outcome, self.deadline_s)
+
+    @staticmethod
+    def _skip_reason_of(outcome: str, deadline_s: float) -> str:
+        if outcome == "timedOut":
+            return f"did not answer within {deadline_s:g} s (query.stageDeadlineMs)"
+        return (f"has not returned from an earlier call that took longer than {deadline_s:g} s "
+                "(query.stageDeadlineMs); not called again until it does")
 
     def close(self) -> None:
+        for state in (self.reranker_state, *self.stage_states.values()):
+            if state is not None:
+                state.stop()
         if self.reranker is not None:
             close_plugin_object(self.reranker, f"reranker {self.reranker_label}")
 
@@ -120,14 +284,30 @@ class Pipeline:
         out = self._reranked(query, candidates)
         return candidates if out is None else out
 
-    def _reranked(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate] | None:
+    def _reranked(self, query: str, candidates: Sequence[Candidate],
+                  warnings: list[str] | None = None) -> list[Candidate] | None:
         """The reranked top N of ``candidates`` with the reranker's scores; None without a reranker, without
-        candidates, or when the reranker fails (logged)."""
-        if self.reranker is None or not candidates:
+        candidates, or when the reranker fails, misses ``deadline_s`` or is still running an earlier call that
+        missed it (logged, and said in ``warnings``)."""
+        reranker = self.reranker
+        if reranker is None or not candidates:
             return None
         head = candidates[: self.rerank_top_n]
+        texts = [c.text for c in head]
+        state = self.reranker_state
         try:
-            order = self.reranker.rerank(query, [c.text for c in head], len(head))
+            if state is None:
+                order = reranker.rerank(query, texts, len(head))
+            else:
+                outcome, got = state.call(lambda: reranker.rerank(query, texts, len(head)), self.deadline_s)
+                if outcome != "ok":
+                    if outcome == "failed":
+                        raise got
+                    why = self._skip_reason(outcome)
+                    state.record(outcome, why)
+                    _say(f"reranker {self.reranker_label} {why}; keeping the fused order", warnings)
+                    return None
+                order = got
             # What it returned is checked as a whole before any of it is used: None, an index that is not an
             # integer or a score that is not a finite number (NaN would compare as neither better nor worse)
             # is the reranker's bug, and the search keeps the fused order as when it raises.
@@ -135,9 +315,14 @@ class Pipeline:
             if not all(map(math.isfinite, (s for _, s in pairs))):
                 raise ValueError("a score is NaN or infinite")
         except Exception as exc:  # a reranker failure never fails the search
-            log.warning("reranker failed (%s: %s; reranker %s); keeping the fused order", type(exc).__name__, exc,
-                        self.reranker_label)
+            why = f"failed ({type(exc).__name__}: {exc})"
+            if state is not None:
+                state.record("failed", why)
+            _say(f"reranker failed ({type(exc).__name__}: {exc}; reranker {self.reranker_label}); keeping the "
+                 "fused order", warnings)
             return None
+        if state is not None:
+            state.record("ok", None)
         seen = set()
         out = []
         for idx, score in pairs:
@@ -158,8 +343,13 @@ class Pipeline:
             section_dates: Callable[[Sequence[Candidate]], Mapping[str, Mapping[int, float]]] | None = None,
             line_analysis: Callable[[Sequence[str]], Mapping[str, bytes]] | None = None,
             plain: Callable[[Sequence[str]], Mapping[str, bool]] | None = None,
+            warnings: list[str] | None = None,
             ) -> list[Candidate]:
         """Rerank, post-process, sort and cut ``candidates``.
+
+        A stage skipped (the reranker or a third-party post-processor that raised, answered in the wrong shape,
+        missed ``query.stageDeadlineMs`` or is still running a call that missed it) is logged and named in
+        ``warnings`` (a list to append to) and in ``trace["skipped"]``.
 
         ``as_of`` (epoch seconds, exclusive) first leaves out what was written
         at or after it (:func:`symi_memory.supersession.written_after`);
@@ -188,13 +378,16 @@ class Pipeline:
                 for c in candidates:
                     if c.id not in kept_ids:
                         trace["candidates"][c.id]["outcome"] = "written after asOf"
-        reranked = self._reranked(query, items)
+        if trace is not None and warnings is None:
+            warnings = []
+        said = len(warnings) if warnings is not None else 0
+        reranked = self._reranked(query, items, warnings)
         if reranked is not None:
             items = reranked
             if left_out:
                 # What was left out goes to processors on the results' scale: fused scores are not comparable
                 # with the reranker's. One more reranker call, in an "as of" search only; none when it fails.
-                left_out = self._reranked(query, sorted(left_out, key=lambda c: -c.score)) or []
+                left_out = self._reranked(query, sorted(left_out, key=lambda c: -c.score), warnings) or []
         if trace is not None and self.reranker is not None:
             _trace_stage(trace, "rerank", items)
         # The processor being run and the candidates it was handed (``_plain_of_handed`` reads them).
@@ -212,7 +405,8 @@ class Pipeline:
             given = items if isinstance(items, LazyCandidates) and getattr(proc, "takes_lazy_candidates", False) \
                 else tuple(items)
             if guarded and name in guarded:  # none with the builtins alone: no look-up a processor
-                items = _guarded_process(name, guarded[name], proc, given, ctx, items)
+                items = _guarded_process(name, guarded[name], proc, given, ctx, items, self.stage_states.get(name),
+                                         self.deadline_s, warnings)
             else:
                 got = proc.process(given, ctx)
                 items = got if isinstance(got, LazyCandidates) else list(got)
@@ -228,6 +422,7 @@ class Pipeline:
         kept = [c for c in (items[:max_results] if ordered and max_results >= 0 else items) if c.score >= min_score]
         if trace is not None:
             _trace_stage(trace, "final", items)
+            trace["skipped"] = list(warnings[said:]) if warnings is not None else []
             rows = trace["candidates"]
             returned = {c.id for c in kept[:max_results]}
             for c in items:
@@ -243,13 +438,34 @@ class Pipeline:
         return kept[:max_results]
 
 
+def _say(warning: str, warnings: list[str] | None) -> None:
+    log.warning("%s", warning)
+    if warnings is not None:
+        warnings.append(warning)
+
+
 def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequence[Candidate],
-                     ctx: PostProcessContext, items: Sequence[Candidate]) -> Sequence[Candidate]:
-    """A third-party processor's answer, or ``items`` (what it was handed) when it raised or its answer is not a
+                     ctx: PostProcessContext, items: Sequence[Candidate], state: StageState | None = None,
+                     deadline_s: float = DEFAULT_STAGE_DEADLINE_MS / 1000,
+                     warnings: list[str] | None = None) -> Sequence[Candidate]:
+    """A third-party processor's answer, or ``items`` (what it was handed) when it raised, its answer is not a
     sequence of :class:`Candidate` records with finite scores (a NaN score compares as below any ``minScore``: every
-    hit would be lost without a word). The search goes on without it, saying so in the log."""
+    hit would be lost without a word), it missed ``deadline_s`` (run on ``state``'s worker thread), or a call of
+    it that missed the deadline earlier is still running. The search goes on without it, saying so in the log
+    and ``warnings``."""
+    label = f"post-processor {name!r} of plugin {plugin_id!r}"
     try:
-        got = proc.process(given, ctx)
+        if state is None:
+            got = proc.process(given, ctx)
+        else:
+            outcome, got = state.call(lambda: proc.process(given, ctx), deadline_s)
+            if outcome == "failed":
+                raise got
+            if outcome != "ok":
+                why = Pipeline._skip_reason_of(outcome, deadline_s)
+                state.record(outcome, why)
+                _say(f"{label} {why}; skipped for this search", warnings)
+                return items
         out = list(got)  # a LazyCandidates too: each candidate is looked at
         bad = next((c for c in out if not isinstance(c, Candidate) or not math.isfinite(c.score)), None)
         if bad is not None:
@@ -257,9 +473,13 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
                     else f"a {type(bad).__name__}, not a Candidate")
             raise TypeError(f"it returned {what}")
     except Exception as exc:
-        log.warning("post-processor %r of plugin %r failed (%s: %s); skipped for this search",
-                    name, plugin_id, type(exc).__name__, exc)
+        why = f"failed ({type(exc).__name__}: {exc})"
+        if state is not None:
+            state.record("failed", why)
+        _say(f"{label} {why}; skipped for this search", warnings)
         return items
+    if state is not None:
+        state.record("ok", None)
     return got if isinstance(got, LazyCandidates) else out
 
 

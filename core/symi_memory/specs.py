@@ -208,9 +208,14 @@ class Reranker(Protocol):
     0..1 and indexes into ``documents``. It may return fewer than given.
     Scores outside 0..1 are clamped; an answer that is not such pairs (an
     index that is not an integer, a NaN score) is taken as a failed call: the
-    search keeps its fused order, as when ``rerank`` raises. The core gives
-    a call no deadline (an embedding call has 2.5 s): give a remote reranker's
-    client a timeout. ``close`` is optional (:class:`Closeable`).
+    search keeps its fused order, as when ``rerank`` raises. The core runs
+    each call on a worker thread and waits for it at most
+    ``query.stageDeadlineMs`` (5 s): past it the search keeps its fused order
+    and says so in its ``warnings``, and while that call has not returned the
+    reranker is not called again (searches skip it at once). A thread cannot
+    be stopped, so still give a remote reranker's client a timeout: until it
+    returns, searches run without reranking. ``close`` is optional
+    (:class:`Closeable`).
     """
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[tuple[int, float]]: ...
@@ -328,8 +333,15 @@ class PostProcessor(Protocol):
 
     A third-party processor that raises, or returns what is not a sequence of
     :class:`~symi_memory.types.Candidate` records with finite scores, is
-    skipped for that search (logged with its plugin's id): the search goes on
-    with what it was handed. So is one whose factory raises, for every search.
+    skipped for that search (logged with its plugin's id, and named in the
+    search's ``warnings``): the search goes on with what it was handed. So is
+    one whose factory raises, for every search. A third-party processor's call
+    runs on a worker thread and is waited for at most ``query.stageDeadlineMs``
+    (5 s; 0 runs it on the searching thread with no deadline): past it the
+    search goes on without it, and while that call has not returned the
+    processor is skipped at once by later searches. The ``ctx`` callables may
+    be called from that thread; ``ctx.plain`` answers nothing there (work the
+    answer out from the text).
     """
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...
@@ -347,12 +359,19 @@ class PostProcessorSpec:
     run by ascending ``order``; the core sorts by score between orders below
     500 and those at 500 or above (temporal decay is 100, supersession 450, month cue 460,
     MMR 600).
+
+    ``running`` (optional) answers, from the same ``query.hybrid`` section and
+    without building the processor or importing its code, whether the factory
+    would return one: ``status`` names the post-processors running without
+    building them (the first search does). Without it, ``status`` lists the
+    processor with ``running: null`` until a search in that process built it.
     """
 
     name: str
     factory: Callable[[Mapping[str, Any]], PostProcessor | None]
     order: int = 300
     description: str = ""
+    running: Callable[[Mapping[str, Any]], bool] | None = None
 
 
 # ------------------------------------------------------------------ backends

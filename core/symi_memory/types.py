@@ -285,9 +285,13 @@ class SearchResponse:
     model: str | None = None
     fallback: Fallback | None = None
     citations: str = "auto"
+    #: Search stages skipped for this search, each naming its plugin and why: a reranker or third-party
+    #: post-processor that raised, answered in the wrong shape, missed ``query.stageDeadlineMs`` or is still
+    #: running an earlier call that missed it. In the tool output only when there is one.
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "results": [h.to_dict() for h in self.results],
             "provider": self.provider,
             "model": self.model,
@@ -295,6 +299,9 @@ class SearchResponse:
             "citations": self.citations,
             "mode": self.mode,
         }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
 
 
 @attrs.frozen(kw_only=True)

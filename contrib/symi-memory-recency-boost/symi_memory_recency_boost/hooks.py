@@ -35,10 +35,17 @@ def _factory(hybrid: Mapping[str, Any]) -> Any:
     return RecencyBoost.from_config(hybrid.get(CONFIG_KEY) or {})
 
 
+def _running(hybrid: Mapping[str, Any]) -> bool:
+    """Whether ``_factory`` returns a processor, without importing it (``status`` names it then)."""
+    settings = hybrid.get(CONFIG_KEY) or {}
+    return (bool(settings.get("enabled")) and float(settings.get("windowDays", 14.0)) > 0
+            and min(1.0, max(0.0, float(settings.get("boost", 0.2)))) > 0)
+
+
 @hookimpl
 def symi_memory_register_postprocessors(register: Callable[[Any], None]) -> None:
     """Register the ``recency-boost`` post-processor."""
-    register(PostProcessorSpec(name="recency-boost", factory=_factory, order=ORDER,
+    register(PostProcessorSpec(name="recency-boost", factory=_factory, order=ORDER, running=_running,
                                description="Lift notes written in the last windowDays days."))
 
 

@@ -43,7 +43,22 @@ def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) 
         sup = hit.get("supersededBy")
         if sup:
             print(color(f"       superseded by {sup['path']}:{sup['startLine']}", "33"))
+    for warning in out.get("warnings") or []:  # a reranker or post-processor skipped for this search
+        print(color(f"warning: {warning}", "33"), file=sys.stderr)
     return 0
+
+
+def _stage(entry: dict[str, Any]) -> str:
+    """One reranker or post-processor of ``status``: its name, plugin and how its last call went."""
+    text = f"{entry.get('name')} ({entry.get('plugin')})"
+    if entry.get("active") is False:
+        return f"{text}: not used, {entry.get('reason') or 'unavailable'}"
+    last = entry.get("lastCall")
+    if last is not None:
+        text += f", last call {last}" + (f": {entry['lastReason']}" if entry.get("lastReason") else "")
+    if entry.get("hung"):
+        text += " (still running)"
+    return text
 
 
 def print_history(found: list[dict[str, Any]], *, as_json: bool) -> int:
@@ -107,6 +122,14 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
         else:
             state = f"not active: {syn.get('reason')}"
         rows.append(("synonyms", state))
+    slots = st.get("slots")
+    if isinstance(slots, dict):
+        rows.append(("slots", ", ".join(f"{slot} {held['name']} ({held.get('plugin')})"
+                                        for slot, held in slots.items() if isinstance(held, dict)) or "none"))
+    if "reranker" in st:
+        rows.append(("reranker", _stage(st["reranker"]) if isinstance(st["reranker"], dict) else "none"))
+    if "postprocessors" in st:
+        rows.append(("postprocessors", "; ".join(_stage(p) for p in st["postprocessors"]) or "none"))
     if st.get("skipped"):
         rows.append(("skipped", ", ".join(s["path"] for s in st["skipped"])))
     for part in st.get("partial") or []:

@@ -190,6 +190,7 @@ class Query:
     min_score: float = opt("minScore", 0.015, lo=0.0, hi=1.0, clamp=True, doc="Drop results whose final score (a calibrated probability of relevance) is below this; the spec says 0.35, see docs/search-scores.md.")
     hybrid: Hybrid = section(Hybrid, "hybrid")
     rerank: Rerank = section(Rerank, "rerank")
+    stage_deadline_ms: int = opt("stageDeadlineMs", 5000, lo=0, hi=600_000, doc="How long a search waits for a reranker call or a third-party post-processor's call (run on a worker thread); past it the search answers without that stage and names it in its warnings, and one still running is not called again until it returns. 0: no deadline, called on the searching thread.")
 
 
 @attrs.define(kw_only=True, eq=False, repr=False)

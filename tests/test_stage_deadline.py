@@ -1,0 +1,251 @@
+"""A reranker or third-party post-processor that hangs: the search answers without it, in bounded time, saying so.
+
+``query.stageDeadlineMs`` bounds each reranker call and each third-party post-processor call. The reranker here is
+the builtin ``cohere`` one against a real loopback server that accepts the connection and never answers; the
+post-processor is a third-party plugin registered through the plugin manager whose ``process`` sleeps. A call
+that missed the deadline is not started again while it still runs (no thread piles up): the next search skips
+the stage at once. ``status`` names the reranker and the post-processors running and how their last call went;
+``symi-memory plugins`` marks the plugin serving each slot, as ``status`` names it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.sqlite_memory import open_mem, write
+
+from symi_memory import hookimpl, tools
+from symi_memory.specs import PostProcessContext, PostProcessorSpec
+from symi_memory.types import Candidate
+
+NOTES = {
+    "MEMORY.md": "# Memory\n\n- The router admin page is at 10.0.0.1.\n",
+    "memory/net.md": "# Network\n\n- The router admin password rotates monthly.\n",
+}
+DEADLINE_MS = 800
+#: What a search that skips a hung stage at once may take on a loaded host: well under the deadline.
+AT_ONCE_S = 0.5
+
+
+class SilentServer:
+    """A loopback TCP server that accepts connections, reads what is sent and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.conns: list[socket.socket] = []
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self._stop = True
+        for conn in self.conns:
+            conn.close()  # the hung client call ends (connection closed), its thread with it
+        self.sock.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentServer]:
+    srv = SilentServer()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def _ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    for rel, text in NOTES.items():
+        write(ws, rel, text)
+    return ws
+
+
+def _hits(resp: Any) -> list[tuple[str, float]]:
+    return [(h.path, h.score) for h in resp.results]
+
+
+def test_a_remote_reranker_that_never_answers_costs_one_deadline_then_is_skipped_at_once(
+        tmp_path: Path, silent: SilentServer) -> None:
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        expected = _hits(plain.search("router admin"))
+    rerank = {"provider": "cohere", "apiKey": "test-key-123", "baseUrl": silent.url, "timeoutMs": 30_000}
+    with open_mem(tmp_path, ws, {"query": {"rerank": rerank, "stageDeadlineMs": DEADLINE_MS}}) as mem:
+        t0 = time.monotonic()
+        first = mem.search("router admin")
+        took = time.monotonic() - t0
+        # The fused order, within the deadline (plus the search itself), not the client's 30 s timeout.
+        assert _hits(first) == expected and len(expected) == 2
+        assert took < DEADLINE_MS / 1000 + 3.0, took  # + building the reranker (its HTTP client) on a busy host
+        (warning,) = first.warnings
+        assert "'cohere'" in warning and "'rerankers'" in warning and f"{DEADLINE_MS / 1000:g} s" in warning
+        assert first.to_dict()["warnings"] == [warning]
+        # The call is still out: the next search does not start another one, nor wait.
+        t0 = time.monotonic()
+        second = mem.search("router password")
+        assert time.monotonic() - t0 < AT_ONCE_S, "waited for a reranker already known to hang"
+        assert "has not returned" in second.warnings[0] and "'cohere'" in second.warnings[0]
+        time.sleep(0.1)
+        assert len(silent.conns) == 1, "a second request was started while the first still hangs"
+        st = mem.status()
+        assert st["reranker"]["name"] == "cohere" and st["reranker"]["plugin"] == "rerankers"
+        assert st["reranker"]["lastCall"] == "skipped" and st["reranker"]["hung"] is True
+        assert st["slots"]["reranker"] == {"name": "cohere", "plugin": "rerankers"}
+        explained = mem.explain("router admin")
+        assert explained["skipped"] and "'cohere'" in explained["skipped"][0]
+        assert explained["response"]["warnings"] == explained["skipped"]
+
+
+class Sleepy:
+    """A post-processor that sleeps until ``release`` is set (a plugin stuck in a loop), counting its calls."""
+
+    def __init__(self, release: threading.Event, calls: list[float]) -> None:
+        self.release, self.calls = release, calls
+
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+        self.calls.append(time.monotonic())
+        self.release.wait(20)
+        return list(candidates)
+
+
+def _sleepy_plugin(release: threading.Event, calls: list[float]) -> Any:
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="sleepy", factory=lambda hybrid: Sleepy(release, calls), order=200))
+
+    return Plugin()
+
+
+def test_a_third_party_post_processor_that_sleeps_is_skipped_past_the_deadline_and_not_piled_up(
+        tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        expected = _hits(plain.search("router admin"))
+    release = threading.Event()
+    calls: list[float] = []
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("sleepy-plugin", _sleepy_plugin(release, calls))]) as mem:
+            t0 = time.monotonic()
+            first = mem.search("router admin")
+            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 3.0
+            assert _hits(first) == expected
+            (warning,) = first.warnings
+            assert "'sleepy'" in warning and "'sleepy-plugin'" in warning and "skipped" in warning
+            t0 = time.monotonic()
+            second = mem.search("router admin")
+            assert time.monotonic() - t0 < AT_ONCE_S
+            assert _hits(second) == expected and "has not returned" in second.warnings[0]
+            # The memory_search tool output (MCP, serve) says the same.
+            out = tools.memory_search(mem, {"query": "router admin"})
+            assert [r["path"] for r in out["results"]] == [p for p, _ in expected]
+            assert len(out["warnings"]) == 1 and "'sleepy-plugin'" in out["warnings"][0]
+            assert len(calls) == 1, "a second call was started while the first still sleeps"
+            sleepy = next(p for p in mem.status()["postprocessors"] if p["name"] == "sleepy")
+            assert sleepy == {"name": "sleepy", "plugin": "sleepy-plugin", "order": 200, "running": True,
+                              "lastCall": "skipped", "lastReason": sleepy["lastReason"], "hung": True}
+            # Once it returns, the next search calls it again, on the same thread.
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["postprocessors"][0]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            third = mem.search("router admin")
+            assert third.warnings == () and "warnings" not in third.to_dict() and len(calls) == 2
+            sleepy = next(p for p in mem.status()["postprocessors"] if p["name"] == "sleepy")
+            assert sleepy["lastCall"] == "ok" and sleepy["hung"] is False
+            threads = [t for t in threading.enumerate() if t.name == "symi-stage-sleepy"]
+            assert len(threads) == 1
+        threads[0].join(5)  # closing memory ends the stage's idle thread
+        assert not threads[0].is_alive()
+    finally:
+        release.set()
+
+
+def test_status_names_the_reranker_and_the_post_processors_running(tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    release = threading.Event()
+    release.set()
+    rerank = {"provider": "cohere", "apiKey": "test-key-123", "baseUrl": "http://127.0.0.1:9", "timeoutMs": 2000}
+    with open_mem(tmp_path, ws, {"query": {"rerank": rerank, "hybrid": {"mmr": {"enabled": True}}}},
+                  plugins=[("sleepy-plugin", _sleepy_plugin(release, []))]) as mem:
+        mem.sync()
+        # Before any search: named from config, nothing built for it (no call yet; the third-party processor
+        # declares no ``running`` check, so whether its factory returns one is not known yet).
+        before = mem.status()
+        assert mem._pipeline is None
+        mem.search("router admin")  # port 9 refuses: the reranker's call fails, the search answers
+        after = mem.status()
+    assert before["reranker"] == {"name": "cohere", "plugin": "rerankers", "lastCall": None, "lastReason": None,
+                                  "hung": False, "active": None, "reason": None}
+    assert [(p["name"], p["plugin"], p["running"]) for p in before["postprocessors"]] == [
+        ("sleepy", "sleepy-plugin", None), ("supersession", "postprocessors", True),
+        ("month-cue", "postprocessors", True), ("mmr", "postprocessors", True)]
+    assert after["reranker"]["active"] is True and after["reranker"]["lastCall"] == "failed"
+    assert after["reranker"]["lastReason"].startswith("failed (")
+    assert [(p["name"], p["plugin"], p["running"], p["lastCall"]) for p in after["postprocessors"]] == [
+        ("sleepy", "sleepy-plugin", True, "ok"), ("supersession", "postprocessors", True, None),
+        ("month-cue", "postprocessors", True, None), ("mmr", "postprocessors", True, None)]
+    assert after["slots"] == before["slots"] == {
+        "memory": {"name": "builtin-sqlite", "plugin": "builtin-sqlite"},
+        "embeddingProvider": {"name": "hash", "plugin": "testing"},
+        "reranker": {"name": "cohere", "plugin": "rerankers"}}
+
+
+def test_status_says_why_a_configured_reranker_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COHERE_API_KEY", raising=False)
+    with open_mem(tmp_path, _ws(tmp_path), {"query": {"rerank": {"provider": "cohere"}}}) as mem:
+        mem.sync()
+        mem.search("router admin")
+        rr = mem.status()["reranker"]
+    assert rr["name"] == "cohere" and rr["active"] is False and "COHERE_API_KEY" in rr["reason"]
+
+
+def test_the_plugins_listing_marks_each_slots_plugin_as_status_names_it(cli, tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"agents": {"defaults": {"workspace": str(ws), "memorySearch": {
+        "provider": "hash", "query": {"rerank": {"provider": "jina", "apiKey": "test-key-123",
+                                                 "baseUrl": "http://127.0.0.1:9"}}}}}}), encoding="utf-8")
+    code, listed, err = cli("--config", str(cfg), "plugins", "--json", json_out=True)
+    assert code == 0, err
+    code, st, err = cli("--config", str(cfg), "status", "--json", json_out=True)
+    assert code == 0, err
+    active = {p["id"]: p["active"] for p in listed if p["active"]}
+    slots = {slot: held for slot, held in st["slots"].items() if held}
+    assert slots == {"memory": {"name": "builtin-sqlite", "plugin": "builtin-sqlite"},
+                     "embeddingProvider": {"name": "hash", "plugin": "testing"},
+                     "reranker": {"name": "jina", "plugin": "rerankers"}}
+    for slot, held in slots.items():
+        assert active[held["plugin"]][slot] == held["name"]
+    assert active["postprocessors"]["postprocessors"] == [p["name"] for p in st["postprocessors"]]
+    assert "remote-embeddings" not in active and "qmd-sidecar" not in active
+    code, text, err = cli("--config", str(cfg), "plugins")
+    assert code == 0, err
+    line = next(ln for ln in text.splitlines() if ln.startswith("rerankers "))
+    assert "[active: reranker jina]" in line
+    line = next(ln for ln in text.splitlines() if ln.startswith("builtin-sqlite "))
+    assert "[active: memory backend builtin-sqlite]" in line
+    assert not any("active" in ln for ln in text.splitlines() if ln.startswith("qmd-sidecar "))
+    code, text, err = cli("--config", str(cfg), "status")
+    assert code == 0, err
+    assert any(ln.split() [:2] == ["reranker", "jina"] for ln in text.splitlines()), text
