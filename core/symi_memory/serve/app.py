@@ -432,18 +432,23 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             raise _Bad(400, "session must be a string")
         return session
 
-    def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
-            ensure_fresh(manager, reason="cli-search")
-        return tools.memory_search(manager, search_params(body), session_key=session_of(body))
-
-    def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+    def query_of(body: dict[str, Any]) -> tuple[str, str | None]:
+        """The body's ``query`` (a non-empty string) and ``asOf`` (a string or None), checked."""
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():
             raise _Bad(400, "query required: pass a non-empty string")
         as_of = body.get("asOf")
         if as_of is not None and not isinstance(as_of, str):
             raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        return query, as_of
+
+    def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
+            ensure_fresh(manager, reason="cli-search")
+        return tools.memory_search(manager, search_params(body), session_key=session_of(body))
+
+    def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        query, as_of = query_of(body)
         try:
             return manager.explain(query, max_results=body.get("maxResults"), min_score=body.get("minScore"),
                                    session_key=session_of(body), as_of=as_of)
@@ -451,12 +456,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             raise _Bad(400, str(exc)) from None
 
     def do_history(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        query = body.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise _Bad(400, "query required: pass a non-empty string")
-        as_of = body.get("asOf")
-        if as_of is not None and not isinstance(as_of, str):
-            raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        query, as_of = query_of(body)
         try:
             n = arguments.max_results(body.get("maxResults"))  # checked before the sync below
             min_score = arguments.min_score(body.get("minScore"))
