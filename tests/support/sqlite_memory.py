@@ -23,16 +23,22 @@ def settings(memory_search: dict[str, Any] | None = None, **top: Any) -> dict[st
 
 
 def open_mem(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None, *, start: bool = False,
-             plugins: Iterable[tuple[str, object]] | None = None, agent_id: str = "main", **top: Any) -> MemoryManager:
+             plugins: Iterable[tuple[str, object]] | None = None, agent_id: str = "main", backend: str | None = None,
+             **top: Any) -> MemoryManager:
+    """A manager on ``ws`` with its state in tmp_path/state: ``settings(memory_search, **top)``, the memory slot
+    set to ``backend`` when given."""
+    if backend is not None:
+        top = deep_merge(top, {"plugins": {"slots": {"memory": backend}}})
     cfg = load_config(None, state_dir=tmp_path / "state", overrides=settings(memory_search, **top))
     return open_memory(cfg, workspace=ws, start=start, plugins=plugins, agent_id=agent_id)
 
 
-def open_local(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None) -> MemoryManager:
+def open_local(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None, *,
+               backend: str | None = None) -> MemoryManager:
     """:func:`open_mem` with the offline ``local`` provider, skipping the test when its model is not installed."""
     import pytest
 
-    mem = open_mem(tmp_path, ws, {"provider": "local", **(memory_search or {})})
+    mem = open_mem(tmp_path, ws, {"provider": "local", **(memory_search or {})}, backend=backend)
     if mem.status()["provider"] != "local":
         mem.close()
         pytest.skip("the local model is not installed")
