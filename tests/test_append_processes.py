@@ -13,7 +13,10 @@ import textwrap
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.sqlite_memory import open_mem, write
@@ -206,7 +209,8 @@ def _slow_appender(tmp_path: Path, ws: Path, wait: float, delay: float) -> subpr
     return proc
 
 
-def _open_slow(tmp_path: Path, ws: Path, delay: float) -> object:
+def _open_slow(tmp_path: Path, ws: Path, delay: float, **memory_search: object) -> Any:
+    """A manager whose provider takes ``delay`` s a batch (no embedding cache), ``memory_search`` set beside it."""
     sys.path.insert(0, str(TESTS / "support"))
     from slow_provider import slow_plugins
 
@@ -214,8 +218,32 @@ def _open_slow(tmp_path: Path, ws: Path, delay: float) -> object:
     from symi_memory.manager import open_memory
 
     cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
-        "provider": "slow", "cache": {"enabled": False}}}}})
+        "provider": "slow", "cache": {"enabled": False}, **memory_search}}}})
     return open_memory(cfg, workspace=ws, start=False, plugins=slow_plugins(delay))
+
+
+@contextmanager
+def _beside_a_slow_appender(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delay: float,
+                            **memory_search: object) -> Iterator[tuple[Any, subprocess.Popen[str]]]:
+    """tmp_path/ws indexed by a manager (``memory_search`` set) on a provider without delay, LOCK_WAIT_SECONDS 1 s,
+    and another process appending NOTE through a provider taking ``delay`` s to index it: yields (manager, process)
+    once the note is on disk, that process holding the append lock. Then kills the process if it still runs, and
+    closes the manager."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
+    mem = _open_slow(tmp_path, ws, 0.0, **memory_search)
+    try:
+        mem.sync()
+        other = _slow_appender(tmp_path, ws, 1.0, delay)
+        try:
+            yield mem, other
+        finally:
+            if other.poll() is None:
+                other.kill()
+                other.wait()
+    finally:
+        mem.close()
 
 
 def _appending_slowly(tmp_path: Path, ws: Path,
@@ -248,23 +276,11 @@ def test_an_append_waits_for_another_process_whose_provider_is_slow_to_index_its
     for it and then sees its note (duplicateOf), instead of failing with 'nothing was written'. Before, it gave
     up after LOCK_WAIT_SECONDS whatever the holder was doing."""
     ws = tmp_path / "ws"
-    write(ws, "MEMORY.md", "- prefers tea\n")
-    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
-    mem = _open_slow(tmp_path, ws, 0.0)
-    try:
-        mem.sync()  # type: ignore[attr-defined]
-        other = _slow_appender(tmp_path, ws, 1.0, 3.0)
-        try:
-            started = time.monotonic()
-            answer = tools.memory_append(mem, {"text": NOTE, "target": "long-term"})  # type: ignore[arg-type]
-            took = time.monotonic() - started
-            out, err = other.communicate(timeout=60)
-        finally:
-            if other.poll() is None:
-                other.kill()
-                other.wait()
-    finally:
-        mem.close()  # type: ignore[attr-defined]
+    with _beside_a_slow_appender(tmp_path, monkeypatch, 3.0) as (mem, other):
+        started = time.monotonic()
+        answer = tools.memory_append(mem, {"text": NOTE, "target": "long-term"})
+        took = time.monotonic() - started
+        out, err = other.communicate(timeout=60)
     assert json.loads(out.strip().splitlines()[-1])["appended"] is True, err
     assert answer.get("error") is None, answer
     assert answer["appended"] is False and answer["duplicateOf"]["path"] == "MEMORY.md", answer
@@ -296,23 +312,11 @@ def test_an_append_gives_up_on_a_stopped_appender(tmp_path: Path, monkeypatch: p
     import signal
 
     ws = tmp_path / "ws"
-    write(ws, "MEMORY.md", "- prefers tea\n")
-    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
-    mem = _open_slow(tmp_path, ws, 0.0)
-    try:
-        mem.sync()  # type: ignore[attr-defined]
-        other = _slow_appender(tmp_path, ws, 1.0, 3.0)
-        other.send_signal(signal.SIGSTOP)
-        try:
-            started = time.monotonic()
-            answer = tools.memory_append(mem, {"text": "The plumber comes on Friday morning",  # type: ignore[arg-type]
-                                               "target": "long-term"})
-            took = time.monotonic() - started
-        finally:
-            other.kill()
-            other.wait()
-    finally:
-        mem.close()  # type: ignore[attr-defined]
+    with _beside_a_slow_appender(tmp_path, monkeypatch, 3.0) as (mem, other):
+        other.send_signal(signal.SIGSTOP)  # killed (stopped or not) on the way out
+        started = time.monotonic()
+        answer = tools.memory_append(mem, {"text": "The plumber comes on Friday morning", "target": "long-term"})
+        took = time.monotonic() - started
     assert "nothing was written" in answer["error"] and took < 10, (answer, took)
     assert "Friday" not in (ws / "MEMORY.md").read_text(encoding="utf-8")
 
@@ -413,33 +417,12 @@ def test_an_append_gives_up_on_a_live_but_hung_appender_after_append_wait_second
     lock) and writes nothing; the other append is not disturbed and lands. Before, it waited as long as the holder
     kept beating: without limit for a provider call that never returns."""
     ws = tmp_path / "ws"
-    write(ws, "MEMORY.md", "- prefers tea\n")
-    monkeypatch.setattr(writing, "LOCK_WAIT_SECONDS", 1.0)
-    mem = _open_slow(tmp_path, ws, 0.0)
-    mem.close()  # type: ignore[attr-defined]
-    sys.path.insert(0, str(TESTS / "support"))
-    from slow_provider import slow_plugins
-
-    from symi_memory import load_config
-    from symi_memory.manager import open_memory
-
-    cfg = load_config(None, state_dir=tmp_path / "state", overrides={"agents": {"defaults": {"memorySearch": {
-        "provider": "slow", "cache": {"enabled": False}, "sync": {"appendWaitSeconds": 1.5}}}}})
-    mem = open_memory(cfg, workspace=ws, start=False, plugins=slow_plugins(0.0))
-    try:
-        mem.sync()
-        other = _slow_appender(tmp_path, ws, 1.0, 4.5)  # it beats every 1/6 s while its provider sleeps
-        try:
-            started = time.monotonic()
-            answer = tools.memory_append(mem, {"text": "The plumber comes on Friday morning", "target": "long-term"})
-            took = time.monotonic() - started
-            out, err = other.communicate(timeout=60)
-        finally:
-            if other.poll() is None:
-                other.kill()
-                other.wait()
-    finally:
-        mem.close()
+    # The other process beats every 1/6 s while its provider sleeps.
+    with _beside_a_slow_appender(tmp_path, monkeypatch, 4.5, sync={"appendWaitSeconds": 1.5}) as (mem, other):
+        started = time.monotonic()
+        answer = tools.memory_append(mem, {"text": "The plumber comes on Friday morning", "target": "long-term"})
+        took = time.monotonic() - started
+        out, err = other.communicate(timeout=60)
     assert answer["bytesWritten"] == 0 and answer.get("appended") is None, answer
     assert f"pid {other.pid}, holding lock file" in answer["error"], answer
     assert "sync.appendWaitSeconds = 1.5" in answer["error"] and "nothing was written" in answer["error"], answer

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.sqlite_memory import open_local, open_mem, write
+from support.sqlite_memory import local_search, open_mem, write
 
 from symi_memory import hookimpl, tools
 from symi_memory.specs import RerankerSpec
@@ -37,17 +37,8 @@ NOTES = {
 
 
 def _first(tmp_path: Path, end: str) -> str:
-    ws = tmp_path / "ws"
-    for rel, text in {**FILLER, **NOTES, "memory/history.md": PAST.format(end=end)}.items():
-        write(ws, rel, text)
-    with open_local(tmp_path, ws) as mem:
-        mem.sync()
-        for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
-            out = tools.memory_search(mem, {"query": "Who is our gardener?", "asOf": "2026-04-01", "minScore": 0})
-            if out["mode"] == "hybrid":
-                break
-    assert out["mode"] == "hybrid", out
-    paths = [h["path"] for h in out["results"]]
+    notes = {**FILLER, **NOTES, "memory/history.md": PAST.format(end=end)}
+    paths = [h["path"] for h in local_search(tmp_path, notes, "Who is our gardener?", asOf="2026-04-01")]
     assert "memory/2026-06-02.md" not in paths  # written after the date
     return paths[0]
 

@@ -10,26 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import open_local, write
-
-from symi_memory import tools
+from support.sqlite_memory import hybrid_results, open_local, write
 
 pytest.importorskip("symi_memory_local")
 # The offline local model: which line of a note is closest to the query by meaning decides which of its lines
 # are judged, and the test hash embedder does not model meaning.
 
-
-
-def _ranked(mem, query: str, **more: str) -> list[dict]:  # type: ignore[no-untyped-def]
-    for _ in range(3):
-        out = tools.memory_search(mem, {"query": query, "minScore": 0, **more})
-        assert "error" not in out, out
-        # On a loaded host the first query embedding can miss its deadline (keyword results only): these tests
-        # are about the hybrid results, so ask again.
-        if out["mode"] == "hybrid":
-            break
-    assert out["mode"] == "hybrid", out
-    return out["results"]
 
 
 BANK_DAY = ("# 2026-04-14\n\n- Our main bank's app was down all morning; paid the plumber in cash.\n"
@@ -47,7 +33,7 @@ def test_a_past_state_that_held_on_the_date_ranks_first_beside_a_line_written_la
     write(ws, "memory/money.md", MONEY.format(current="joint account opened on 2026-06-03"))
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "Which bank is our main bank?", asOf="2026-05-01")
+        hits = hybrid_results(mem, "Which bank is our main bank?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/money.md"
 
 
@@ -59,7 +45,7 @@ def test_a_current_line_of_unknown_date_keeps_the_note_scaled_down(tmp_path: Pat
     write(ws, "memory/money.md", MONEY.format(current="joint account with both cards"))
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "Which bank is our main bank?", asOf="2026-05-01")
+        hits = hybrid_results(mem, "Which bank is our main bank?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/2026-04-14.md"
 
 
@@ -91,7 +77,7 @@ def test_as_of_the_version_current_then_takes_the_place_of_the_one_it_replaces(t
     ws = _offsite_ws(tmp_path, "Moved the offsite: now 2026-06-26, same brewery.")
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "When is the team offsite in Ghent?", asOf="2026-05-30")
+        hits = hybrid_results(mem, "When is the team offsite in Ghent?", asOf="2026-05-30")
         assert [h["path"] for h in hits[:2]] == ["memory/2026-04-28.md", "memory/2026-01-08.md"]
         assert hits[1]["supersededBy"] == {"path": "memory/2026-04-28.md", "startLine": 4, "endLine": 4}
         assert "memory/2026-06-15.md" not in [h["path"] for h in hits]
@@ -103,7 +89,7 @@ def test_a_newer_note_that_replaces_nothing_is_not_lifted(tmp_path: Path) -> Non
     ws = _offsite_ws(tmp_path, "Moved the school trip: now 2026-06-26, same museum.")
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "When is the team offsite in Ghent?", asOf="2026-05-30")
+        hits = hybrid_results(mem, "When is the team offsite in Ghent?", asOf="2026-05-30")
         assert hits[0]["path"] != "memory/2026-04-28.md"
         assert not any("supersededBy" in h for h in hits)
 
@@ -120,8 +106,8 @@ def _infra_scores(tmp_path: Path, when: str) -> tuple[float, float, str]:
     write(ws, "memory/infra.md", INFRA.format(when=when))
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        now = {h["path"]: h["score"] for h in _ranked(mem, "Is the old print server still running?")}
-        then = _ranked(mem, "Is the old print server still running?", asOf="2026-05-01")
+        now = {h["path"]: h["score"] for h in hybrid_results(mem, "Is the old print server still running?")}
+        then = hybrid_results(mem, "Is the old print server still running?", asOf="2026-05-01")
     return now["memory/infra.md"], {h["path"]: h["score"] for h in then}["memory/infra.md"], then[0]["path"]
 
 
@@ -155,5 +141,5 @@ def test_a_past_state_beside_the_later_line_that_answers_does_not_vouch_for_the_
                                  "the lab.\n- Toner is ordered through facilities.\n")
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "Is the old print server still running?", asOf="2026-05-01")
+        hits = hybrid_results(mem, "Is the old print server still running?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/2026-03-10.md"

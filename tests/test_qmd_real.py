@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from qmd_standin.helpers import STANDIN, make_backend, real_qmd, write
+from support.unprivileged import run_without_dac_override
 
 from symi_memory.types import SearchQuery
 
@@ -267,10 +266,7 @@ def test_real_qmd_keeps_a_folder_away_for_a_while_searchable_and_catches_up_when
 def test_real_qmd_keeps_a_folder_it_cannot_read_and_updates_the_rest(tmp_path, ws):
     # An extra path qmd may not list (chmod 000) made every `qmd update` fail (EACCES): nothing new was indexed
     # anywhere, and searches went to the fallback. Root reads anything, so the run drops root's override.
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    body = textwrap.dedent("""
+    out = run_without_dac_override("""
         import json, sys
         from pathlib import Path
         from qmd_standin.helpers import make_backend, write
@@ -295,12 +291,7 @@ def test_real_qmd_keeps_a_folder_it_cannot_read_and_updates_the_rest(tmp_path, w
         b.sync()
         print(json.dumps({"first": list(first.errors), "before": before, "away": away, "back": found("narwhal"),
                           "warnings": b.status()["warnings"]}))
-    """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([*prefix, sys.executable, "-c", body, str(tmp_path), QMD], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    """, str(tmp_path), QMD)
     assert out["first"] == [] and out["before"] == ["qmd/notes/sub/k.md"]
     assert out["away"] == {
         "errors": [], "kraken": ["qmd/notes/sub/k.md"], "fallback": None,
@@ -369,10 +360,7 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
     # every collection's: nothing new was indexed anywhere and searches went to the fallback, without a word of
     # which folder. The collection holding it is left out of updates (what qmd holds from it stays searchable) and
     # named until it can be read; one never added waits for it, the others are added and updated.
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    body = textwrap.dedent("""
+    out = run_without_dac_override("""
         import json, sys
         from pathlib import Path
         from qmd_standin.helpers import make_backend, write
@@ -417,12 +405,7 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
         b.sync()
         out["hidden"]["then"] = found("puffin")
         print(json.dumps(out))
-    """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([*prefix, sys.executable, "-c", body, str(tmp_path), QMD], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    """, str(tmp_path), QMD)
     hidden, private = tmp_path / "notes" / ".old", tmp_path / "ws" / "memory" / "private"
     ready = {"memory-root-main": True, "memory-alt-main": True, "memory-dir-main": True, "notes": True}
     assert out["first"] == {
@@ -454,10 +437,7 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
 def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, ws):
     # The transcripts folder made unreadable for a while (chmod 000): the export listed no transcript and removed
     # every export, so the update dropped all of them from qmd's index without a word (builtin-sqlite keeps them).
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    body = textwrap.dedent("""
+    out = run_without_dac_override("""
         import json, sys
         from pathlib import Path
         from qmd_standin.helpers import make_backend, write
@@ -486,12 +466,7 @@ def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, 
         b.sync()
         out["back"] = {"kestrel": found("kestrel"), "osprey": found("osprey"), "status": b.status()["warnings"]}
         print(json.dumps(out))
-    """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([*prefix, sys.executable, "-c", body, str(tmp_path), QMD], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    """, str(tmp_path), QMD)
     sessions = tmp_path / "state" / "agents" / "main" / "sessions"
     said = [f"folder {sessions} cannot be read (Permission denied): nothing new is indexed from it; what qmd already "
             "holds from it (collection sessions-main) stays searchable until it can be read again"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.unprivileged import without_dac_override
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")
@@ -657,14 +658,9 @@ def test_sigterm_during_the_first_sync_stops_it_at_the_next_file(setup: dict[str
 
 
 def test_an_unreadable_file_is_listed_once_as_skipped_and_does_not_stop_the_watcher(setup: dict[str, Path]) -> None:
-    prefix: tuple[str, ...] = ()
-    if os.geteuid() == 0:  # root reads any file: run the server without that privilege
-        if shutil.which("setpriv") is None:
-            pytest.skip("needs setpriv (util-linux) to serve as root without CAP_DAC_OVERRIDE")
-        prefix = ("setpriv", "--inh-caps=-dac_override,-dac_read_search",
-                  "--bounding-set=-dac_override,-dac_read_search")
     memory = setup["main"] / "memory"
-    with running_server(setup["state"], prefix=prefix) as srv:
+    # Root reads any file: the server runs without that privilege.
+    with running_server(setup["state"], prefix=without_dac_override()) as srv:
         locked = memory / "locked.md"
         locked.write_text("- the heron is locked away\n")
         locked.chmod(0)

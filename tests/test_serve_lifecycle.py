@@ -250,18 +250,23 @@ def test_sigterm_closes_what_outlasts_the_grace_and_answers_it_503(setup: dict[s
     assert _sound(state / "memory" / "main.sqlite")
 
 
+def _with_agents(setup: dict[str, Path], tmp_path: Path, count: int, *, extra: str = "") -> None:
+    """The server's config with ``count`` more agents, a0, a1, ..., each with a workspace of its own (one note), and
+    ``extra`` (TOML) before them."""
+    for i in range(count):
+        ws = tmp_path / f"ws{i}"
+        (ws / "memory").mkdir(parents=True)
+        (ws / "MEMORY.md").write_text(f"# Agent {i}\n\n- Prefers tea number {i}.\n", encoding="utf-8")
+        extra += f'[[agents.list]]\nid = "a{i}"\nworkspace = "{ws}"\n'
+    _write_config(setup["state"], setup["main"], setup["other"], extra=extra)
+
+
 def test_many_agents_and_clients_fit_in_a_small_file_descriptor_limit(setup: dict[str, Path], tmp_path: Path) -> None:
     """Every worker thread kept a read connection to every agent's index it had searched: 8 agents and 40
     concurrent clients took ~800 file descriptors, and under `ulimit -n 512` the server stopped accepting
     connections ("Too many open files"). Each agent now has its own few threads."""
     state = setup["state"]
-    extra = ""
-    for i in range(8):
-        ws = tmp_path / f"ws{i}"
-        (ws / "memory").mkdir(parents=True)
-        (ws / "MEMORY.md").write_text(f"# Agent {i}\n\n- Prefers tea number {i}.\n", encoding="utf-8")
-        extra += f'[[agents.list]]\nid = "a{i}"\nworkspace = "{ws}"\n'
-    _write_config(state, setup["main"], setup["other"], extra=extra)
+    _with_agents(setup, tmp_path, 8)
     small = ("sh", "-c", 'ulimit -n 512 && exec "$0" "$@"')
     with running_server(state, prefix=small) as srv:
         failures: list[str] = []
@@ -500,13 +505,7 @@ def test_an_agent_closed_for_idleness_lets_its_threads_go(setup: dict[str, Path]
     """Each agent's worker threads (up to 4) outlived the agent: closed for idleness, its threads stayed, so a
     server whose clients come and go over many agents held 4 idle threads for every agent it had ever served."""
     state = setup["state"]
-    extra = "[serve]\nidleMinutes = 0.005\n"
-    for i in range(6):
-        ws = tmp_path / f"ws{i}"
-        (ws / "memory").mkdir(parents=True)
-        (ws / "MEMORY.md").write_text(f"# Agent {i}\n\n- Prefers tea number {i}.\n", encoding="utf-8")
-        extra += f'[[agents.list]]\nid = "a{i}"\nworkspace = "{ws}"\n'
-    _write_config(state, setup["main"], setup["other"], extra=extra)
+    _with_agents(setup, tmp_path, 6, extra="[serve]\nidleMinutes = 0.005\n")
     with running_server(state) as srv:
         def open_agents() -> list[str]:
             status, out = srv.request("GET", "/api/health")

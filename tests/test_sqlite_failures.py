@@ -98,6 +98,14 @@ def test_unreadable_index_file_is_set_aside_and_rebuilt(tmp_path: Path, ws: Path
     assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not sqlite")
 
 
+def _synced(root: Path, ws: Path) -> tuple[Path, tuple[int, int]]:
+    """``ws`` indexed: the index file and the (files, chunks) it holds."""
+    with open_mem(root, ws) as mem:
+        mem.sync()
+        st = mem.status()
+    return Path(st["dbPath"]), (st["files"], st["chunks"])
+
+
 def _damage(db: Path, *tables: str) -> None:
     """Overwrite the pages of ``tables`` (but the root of a table of several pages) with bytes that are no b-tree
     page (a disk fault)."""
@@ -120,10 +128,7 @@ def _damage(db: Path, *tables: str) -> None:
 
 def test_an_index_damaged_inside_says_so_in_every_process_and_the_next_sync_rebuilds_it(tmp_path: Path,
                                                                                         ws: Path) -> None:
-    with open_mem(tmp_path, ws) as mem:
-        mem.sync()
-        counts = (mem.status()["files"], mem.status()["chunks"])
-        db = Path(mem.status()["dbPath"])
+    db, counts = _synced(tmp_path, ws)
     _damage(db, "chunks")
     with open_mem(tmp_path, ws) as mem:
         with pytest.raises(BackendError, match=r"is damaged \(database disk image is malformed\); the next sync "
@@ -152,10 +157,7 @@ def test_status_of_an_index_damaged_where_it_counts_reports_the_damage_and_the_n
     cfg = tmp_path / "symi.json"
     cfg.write_text(json.dumps(settings()), encoding="utf-8")
     args = ("--config", str(cfg), "--workspace", str(ws))
-    with open_mem(tmp_path, ws) as mem:
-        mem.sync()
-        counts = (mem.status()["files"], mem.status()["chunks"])
-        db = Path(mem.status()["dbPath"])
+    db, counts = _synced(tmp_path, ws)
     _damage(db, table)
     said = ("the index file is damaged (database disk image is malformed); the next sync sets it aside and rebuilds "
             "it from the memory files (`symi-memory index`)")
@@ -280,9 +282,7 @@ def test_a_process_still_holding_a_damaged_index_never_gets_the_rebuilt_one_set_
                                                                                       ws: Path) -> None:
     """A long-running process (an agent's server) keeps its connections while another process (`symi-memory
     index`) sets the damaged file aside and rebuilds it: the healthy rebuilt index must stay in place."""
-    with open_mem(tmp_path, ws) as mem:
-        mem.sync()
-        db = Path(mem.status()["dbPath"])
+    db, _ = _synced(tmp_path, ws)
     _damage(db, "chunks")
     with open_mem(tmp_path, ws) as held, open_mem(tmp_path, ws) as other:
         with pytest.raises(BackendError, match="is damaged"):
@@ -304,9 +304,7 @@ def test_two_processes_recovering_the_same_damaged_index_set_aside_only_the_dama
                                                                                         ws: Path) -> None:
     """Both processes saw the marker before either moved the file: the second must not set aside the file the
     first just rebuilt (its rebuild would go on into a file nobody reads)."""
-    with open_mem(tmp_path, ws) as mem:
-        mem.sync()
-        db = Path(mem.status()["dbPath"])
+    db, _ = _synced(tmp_path, ws)
     _damage(db, "chunks")
     with open_mem(tmp_path, ws) as first, open_mem(tmp_path, ws) as second:
         with pytest.raises(BackendError, match="is damaged"):
@@ -332,9 +330,7 @@ def test_a_damaged_index_this_process_may_only_read_keeps_answering_status_after
     ws = root / "ws"
     add_filler(ws, 10)
     write(ws, "MEMORY.md", "# Memory\n\n- Rolled back commit a828e60.\n")
-    with open_mem(root, ws) as mem:
-        mem.sync()
-        db = Path(mem.status()["dbPath"])
+    db, _ = _synced(root, ws)
     _damage(db, "chunks")
     _readable_by_all(root)
     db.parent.chmod(0o555)
@@ -354,9 +350,7 @@ def test_a_damage_marker_left_after_the_index_was_removed_by_hand_does_not_name_
                                                                                              ws: Path) -> None:
     """The user deleted the damaged index by hand (the marker beside it stays): the new file often gets the
     freed inode number, which the marker names. A fresh file is never damaged."""
-    with open_mem(tmp_path, ws) as mem:
-        mem.sync()
-        db = Path(mem.status()["dbPath"])
+    db, _ = _synced(tmp_path, ws)
     _damage(db, "chunks")
     with open_mem(tmp_path, ws) as mem, pytest.raises(BackendError, match="is damaged"):
         mem.search("a828e60")
@@ -385,9 +379,7 @@ def test_an_index_read_from_a_folder_this_process_may_not_write_follows_another_
     ws = root / "ws"
     add_filler(ws, 30)
     write(ws, "memory/a.md", "- the otter lives by the weir\n")
-    with open_mem(root, ws) as mem:
-        mem.sync()
-        db = Path(mem.status()["dbPath"])
+    db, _ = _synced(root, ws)
     _readable_by_all(root)
     db.parent.chmod(0o555)
     with Unprivileged():

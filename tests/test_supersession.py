@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import open_mem, write
+from support.sqlite_memory import open_local, open_mem, write
 
 from symi_memory import tools
 from symi_memory.config.fields import deep_merge
@@ -26,14 +26,7 @@ def car_ws(tmp_path: Path) -> Path:
 
 
 def _open_backend(tmp_path: Path, ws: Path, backend: str):  # type: ignore[no-untyped-def]
-    from support.sqlite_memory import settings
-
-    from symi_memory import load_config
-    from symi_memory.manager import open_memory
-
-    cfg = load_config(None, state_dir=tmp_path / "state",
-                      overrides=settings(ON, plugins={"slots": {"memory": backend}}))
-    return open_memory(cfg, workspace=ws, start=False)
+    return open_mem(tmp_path, ws, ON, backend=backend)
 
 
 def _hits(out: dict) -> list[dict]:
@@ -73,18 +66,7 @@ def issue_car_ws(tmp_path: Path) -> Path:
 
 def _open_local_backend(tmp_path: Path, ws: Path, backend: str):  # type: ignore[no-untyped-def]
     """The default config with the local model on ``backend``; skips when the model is not installed."""
-    from support.sqlite_memory import settings
-
-    from symi_memory import load_config
-    from symi_memory.manager import open_memory
-
-    cfg = load_config(None, state_dir=tmp_path / "state",
-                      overrides=settings({"provider": "local"}, plugins={"slots": {"memory": backend}}))
-    mem = open_memory(cfg, workspace=ws, start=False)
-    if mem.status()["provider"] != "local":
-        mem.close()
-        pytest.skip("the local model is not installed")
-    return mem
+    return open_local(tmp_path, ws, backend=backend)
 
 
 @pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])

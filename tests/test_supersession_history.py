@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import pytest
+from support.sqlite_memory import local_search
 
 from symi_memory.supersession import (
     THRESHOLDS,
@@ -89,23 +90,8 @@ FILLER = {
 
 
 def _marked(tmp_path, notes: dict[str, str], query: str, old: str, as_of: str | None = None):  # type: ignore[no-untyped-def]
-    import pytest
-    from support.sqlite_memory import open_local, write
-
-    from symi_memory import tools
-
-    pytest.importorskip("symi_memory_local")
-    ws = tmp_path / "ws"
-    for rel, text in {**FILLER, **notes}.items():
-        write(ws, rel, text)
-    with open_local(tmp_path, ws) as mem:
-        mem.sync()
-        for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
-            out = tools.memory_search(mem, {"query": query, "minScore": 0, **({"asOf": as_of} if as_of else {})})
-            if out["mode"] == "hybrid":
-                break
-        assert out["mode"] == "hybrid", out
-    hits = [h for h in out["results"] if h["path"] == old]
+    found = local_search(tmp_path, {**FILLER, **notes}, query, **({"asOf": as_of} if as_of else {}))
+    hits = [h for h in found if h["path"] == old]
     assert hits
     return hits[0].get("supersededBy")
 

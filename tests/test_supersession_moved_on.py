@@ -5,6 +5,8 @@ and ``stage``)."""
 
 from __future__ import annotations
 
+from support.sqlite_memory import local_search
+
 from symi_memory.supersession import case_stage, ended_names, salient
 from symi_memory.types import Candidate
 from symi_memory_postprocess.supersede import find_supersessions
@@ -82,23 +84,7 @@ FILLER = {
 
 
 def _search(tmp_path, notes: dict[str, str], query: str):  # type: ignore[no-untyped-def]
-    import pytest
-    from support.sqlite_memory import open_local, write
-
-    from symi_memory import tools
-
-    pytest.importorskip("symi_memory_local")
-    ws = tmp_path / "ws"
-    for rel, text in {**FILLER, **notes}.items():
-        write(ws, rel, text)
-    with open_local(tmp_path, ws) as mem:
-        mem.sync()
-        for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
-            out = tools.memory_search(mem, {"query": query, "minScore": 0})
-            if out["mode"] == "hybrid":
-                break
-        assert out["mode"] == "hybrid", out
-    return out["results"]
+    return local_search(tmp_path, {**FILLER, **notes}, query)
 
 
 def test_who_question_the_note_naming_the_successor_is_marked_current(tmp_path) -> None:  # type: ignore[no-untyped-def]

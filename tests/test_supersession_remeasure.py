@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from support.sqlite_memory import local_search
+
 from symi_memory.supersession import remeasured, salient, split_lines
 
 FILLER = {
@@ -49,25 +51,7 @@ def test_a_value_labelled_as_another_thing_measured_is_no_remeasurement() -> Non
 
 
 def _marked(tmp_path, notes: dict[str, str], query: str, old: str):  # type: ignore[no-untyped-def]
-    import pytest
-    from support.sqlite_memory import open_mem, write
-
-    from symi_memory import tools
-
-    pytest.importorskip("symi_memory_local")
-    ws = tmp_path / "ws"
-    for rel, text in {**FILLER, **notes}.items():
-        write(ws, rel, text)
-    with open_mem(tmp_path, ws, {"provider": "local"}) as mem:
-        if mem.status()["provider"] != "local":
-            pytest.skip("the local model is not installed")
-        mem.sync()
-        for _ in range(3):  # a loaded host's first query embedding can miss its deadline: ask again
-            out = tools.memory_search(mem, {"query": query, "minScore": 0})
-            if out["mode"] == "hybrid":
-                break
-        assert out["mode"] == "hybrid", out
-    hits = [h for h in out["results"] if h["path"] == old]
+    hits = [h for h in local_search(tmp_path, {**FILLER, **notes}, query) if h["path"] == old]
     assert hits
     return hits[0].get("supersededBy")
 

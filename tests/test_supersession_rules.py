@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.sqlite_memory import open_local, write
-
-from symi_memory import tools
+from support.sqlite_memory import hybrid_results, open_local, write
 
 pytest.importorskip("symi_memory_local")
 # The offline local model (all-MiniLM-L6-v2), as a user runs it: which line is closest to a query by meaning is
@@ -20,18 +18,6 @@ pytest.importorskip("symi_memory_local")
 
 OLD = "memory/2026-03-03.md"
 NEW = "memory/2026-07-14.md"
-
-
-def _ranked(mem, query: str, **more: str) -> list[dict]:  # type: ignore[no-untyped-def]
-    for _ in range(3):
-        out = tools.memory_search(mem, {"query": query, "minScore": 0, **more})
-        assert "error" not in out, out
-        # On a loaded host the first query embedding can miss its deadline (keyword results only, as a user
-        # would see it once): these tests are about the hybrid results, so ask again.
-        if out["mode"] == "hybrid":
-            break
-    assert out["mode"] == "hybrid", out
-    return out["results"]
 
 
 @pytest.fixture
@@ -51,7 +37,7 @@ def test_a_past_question_that_also_asks_about_now_marks_the_old_answer_replaced(
     # The second clause asks who the plumber is now: the March line is returned, but marked as replaced by July's.
     with open_local(tmp_path, plumber_ws) as mem:
         mem.sync()
-        old = [h for h in _ranked(mem, query) if h["path"] == OLD]
+        old = [h for h in hybrid_results(mem, query) if h["path"] == OLD]
         assert old and old[0].get("supersededBy") == {"path": NEW, "startLine": 3, "endLine": 3}
 
 
@@ -63,7 +49,7 @@ def test_a_past_question_with_a_second_past_clause_leaves_the_old_answer_unmarke
                                                                                   query: str) -> None:
     with open_local(tmp_path, plumber_ws) as mem:
         mem.sync()
-        old = [h for h in _ranked(mem, query) if h["path"] == OLD]
+        old = [h for h in hybrid_results(mem, query) if h["path"] == OLD]
         assert old and "supersededBy" not in old[0]
 
 
@@ -84,11 +70,11 @@ def test_as_of_leaves_out_a_note_whose_answer_came_later_even_beside_a_line_nami
     write(ws, "memory/team.md", TEAM.format(second=second))
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "What is Jonas's role on the data team?", asOf="2026-05-01")
+        hits = hybrid_results(mem, "What is Jonas's role on the data team?", asOf="2026-05-01")
         assert hits[0]["path"] == "memory/2026-03-10.md"
         assert (all(h["path"] != "memory/team.md" for h in hits)) is left_out
         # Without a date the lead line is memory like the rest.
-        assert any(h["path"] == "memory/team.md" for h in _ranked(mem, "What is Jonas's role on the data team?"))
+        assert any(h["path"] == "memory/team.md" for h in hybrid_results(mem, "What is Jonas's role on the data team?"))
 
 
 ERRANDS = ("# 2026-02-09\n\n- Errands: Spanish class at 19:00 with Lucia, returned the library books, bought stamps, called "
@@ -110,7 +96,7 @@ def test_a_value_line_beside_a_closer_side_remark_is_replaced_by_a_newer_value(t
     write(ws, "memory/2026-05-18.md", f"# 2026-05-18\n\n{newer}\n")
     with open_local(tmp_path, ws) as mem:
         mem.sync()
-        hits = _ranked(mem, "When is the Spanish class with Lucia?")
+        hits = hybrid_results(mem, "When is the Spanish class with Lucia?")
         assert hits[0]["path"] == "memory/2026-05-18.md"
         old = [h for h in hits if h["path"] == "memory/2026-02-09.md"]
         assert old

@@ -11,17 +11,11 @@ holds for it, as it does for any other user.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-TESTS = Path(__file__).resolve().parent
+from support.unprivileged import run_without_dac_override
 
 CHILD = textwrap.dedent("""
     import json, sys
@@ -78,17 +72,6 @@ CHILD = textwrap.dedent("""
     mem.close()
     print(json.dumps(out))
 """)
-
-
-def run_without_dac_override(body: str, *args: str) -> dict:  # type: ignore[type-arg]
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([*prefix, sys.executable, "-c", body, *args], capture_output=True, text=True, env=env,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])

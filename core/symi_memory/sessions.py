@@ -17,7 +17,7 @@ import logging
 import os
 import stat
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -341,20 +341,31 @@ class TranscriptScan:
             log.debug("%s: skipped %d non-message or invalid lines", self.name, self.skipped)
 
 
-def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
-    """Parse transcript bytes; ``name`` is the file name (``abc.jsonl``)."""
-    scan = TranscriptScan(name)
-    found = list(scan.messages(io.BytesIO(data)))
+def _document(scan: TranscriptScan, kept: Collection[tuple[int, str] | tuple[int, str, int]], *, messages: int,
+              dropped: int = 0, long_lines: int = 0, mark: TranscriptMark | None = None,
+              since: TranscriptMark | None = None) -> SessionDocument:
+    """The document of the transcript ``scan`` read: the text of the ``kept`` (line number, message line, ...)."""
     return SessionDocument(
-        path=f"{SESSIONS_PREFIX}/{name}",
-        text="\n".join(line for _, line in found),
-        line_map=tuple(number for number, _ in found),
+        path=f"{SESSIONS_PREFIX}/{scan.name}",
+        text="\n".join(k[1] for k in kept),
+        line_map=tuple(k[0] for k in kept),
         size=scan.size,
         newlines=scan.newlines,
         content_hash=scan.content_hash,
         head_hash=scan.head_hash,
-        messages=len(found),
+        messages=messages,
+        dropped=dropped,
+        long_lines=long_lines,
+        mark=mark,
+        since=since,
     )
+
+
+def parse_session_bytes(data: bytes, name: str) -> SessionDocument:
+    """Parse transcript bytes; ``name`` is the file name (``abc.jsonl``)."""
+    scan = TranscriptScan(name)
+    found = list(scan.messages(io.BytesIO(data)))
+    return _document(scan, found, messages=len(found))
 
 
 def parse_session_file(path: str | Path) -> SessionDocument:
@@ -434,19 +445,7 @@ def _read_whole(fh: BinaryIO, name: str, max_bytes: int) -> SessionDocument:
     long_lines = scan.long_lines + too_long
     mark = None if dropped or raw_dropped else scan.mark(fh, messages=messages, long_lines=long_lines, raw=raw_total,
                                                          rendered=total, limit=max_bytes)
-    return SessionDocument(
-        path=f"{SESSIONS_PREFIX}/{name}",
-        text="\n".join(line for _, line, _ in kept),
-        line_map=tuple(number for number, _, _ in kept),
-        size=scan.size,
-        newlines=scan.newlines,
-        content_hash=scan.content_hash,
-        head_hash=scan.head_hash,
-        messages=messages,
-        dropped=dropped,
-        long_lines=long_lines,
-        mark=mark,
-    )
+    return _document(scan, kept, messages=messages, dropped=dropped, long_lines=long_lines, mark=mark)
 
 
 def _read_after(fh: BinaryIO, name: str, since: TranscriptMark, max_bytes: int) -> SessionDocument | None:
@@ -477,20 +476,9 @@ def _read_after(fh: BinaryIO, name: str, since: TranscriptMark, max_bytes: int) 
         kept.append((number, line))
     messages = since.messages + count - too_long
     long_lines = since.long_lines + scan.long_lines + too_long
-    return SessionDocument(
-        path=f"{SESSIONS_PREFIX}/{name}",
-        text="\n".join(line for _, line in kept),
-        line_map=tuple(number for number, _ in kept),
-        size=scan.size,
-        newlines=scan.newlines,
-        content_hash=scan.content_hash,
-        head_hash=scan.head_hash,
-        messages=messages,
-        long_lines=long_lines,
-        mark=scan.mark(fh, messages=messages, long_lines=long_lines, raw=raw_total, rendered=rendered,
-                       limit=max_bytes),
-        since=since,
-    )
+    return _document(scan, kept, messages=messages, long_lines=long_lines, since=since,
+                     mark=scan.mark(fh, messages=messages, long_lines=long_lines, raw=raw_total, rendered=rendered,
+                                    limit=max_bytes))
 
 
 def count_newlines(abs_path: str) -> int:

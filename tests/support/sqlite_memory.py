@@ -12,7 +12,8 @@ from symi_memory import load_config
 from symi_memory.config.fields import deep_merge
 from symi_memory.manager import MemoryManager, open_memory
 
-__all__ = ["FILLER_WORDS", "add_filler", "open_mem", "open_on", "settings", "wait_for", "write"]
+__all__ = ["FILLER_WORDS", "add_filler", "hybrid_results", "local_search", "open_local", "open_mem", "open_on",
+           "settings", "wait_for", "write"]
 
 
 def settings(memory_search: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
@@ -22,20 +23,54 @@ def settings(memory_search: dict[str, Any] | None = None, **top: Any) -> dict[st
 
 
 def open_mem(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None, *, start: bool = False,
-             plugins: Iterable[tuple[str, object]] | None = None, agent_id: str = "main", **top: Any) -> MemoryManager:
+             plugins: Iterable[tuple[str, object]] | None = None, agent_id: str = "main", backend: str | None = None,
+             **top: Any) -> MemoryManager:
+    """A manager on ``ws`` with its state in tmp_path/state: ``settings(memory_search, **top)``, the memory slot
+    set to ``backend`` when given."""
+    if backend is not None:
+        top = deep_merge(top, {"plugins": {"slots": {"memory": backend}}})
     cfg = load_config(None, state_dir=tmp_path / "state", overrides=settings(memory_search, **top))
     return open_memory(cfg, workspace=ws, start=start, plugins=plugins, agent_id=agent_id)
 
 
-def open_local(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None) -> MemoryManager:
+def open_local(tmp_path: Path, ws: Path, memory_search: dict[str, Any] | None = None, *,
+               backend: str | None = None) -> MemoryManager:
     """:func:`open_mem` with the offline ``local`` provider, skipping the test when its model is not installed."""
     import pytest
 
-    mem = open_mem(tmp_path, ws, {"provider": "local", **(memory_search or {})})
+    mem = open_mem(tmp_path, ws, {"provider": "local", **(memory_search or {})}, backend=backend)
     if mem.status()["provider"] != "local":
         mem.close()
         pytest.skip("the local model is not installed")
     return mem
+
+
+def hybrid_results(mem: MemoryManager, query: str, **args: Any) -> list[dict[str, Any]]:
+    """The search tool's results for ``query`` (minScore 0 unless ``args`` say otherwise), asked up to three times
+    for hybrid ones: on a loaded host the first query embedding can miss its deadline (keyword results only)."""
+    from symi_memory import tools
+
+    for _ in range(3):
+        out = tools.memory_search(mem, {"query": query, "minScore": 0, **args})
+        assert "error" not in out, out
+        if out["mode"] == "hybrid":
+            break
+    assert out["mode"] == "hybrid", out
+    return out["results"]  # type: ignore[no-any-return]
+
+
+def local_search(tmp_path: Path, notes: dict[str, str], query: str, **args: Any) -> list[dict[str, Any]]:
+    """``notes`` (path: text) written to tmp_path/ws and indexed with the offline ``local`` model (the test skips
+    without it), then :func:`hybrid_results` for ``query``."""
+    import pytest
+
+    pytest.importorskip("symi_memory_local")
+    ws = tmp_path / "ws"
+    for rel, text in notes.items():
+        write(ws, rel, text)
+    with open_local(tmp_path, ws) as mem:
+        mem.sync()
+        return hybrid_results(mem, query, **args)
 
 
 def open_on(index: Path | str) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ HERE = Path(__file__).resolve().parent
 CONTRIB = HERE.parent
 REPO = CONTRIB.parents[1]
 SCRIPT = REPO / ".ci" / "start-postgres.sh"
+if str(REPO / "tests") not in sys.path:  # the repository's shared test helpers (``support``), when run on their own
+    sys.path.append(str(REPO / "tests"))
 
 
 def unavailable(reason: str) -> None:

@@ -45,6 +45,24 @@ def paths(mem: MemoryManager, query: str) -> list[str]:
     return [r.path for r in mem.search(query, min_score=0).results]
 
 
+def sync_at_once(mems: list[MemoryManager]) -> None:
+    """Every manager's ``sync`` run at the same time, each in a thread of its own: none may raise."""
+    errors: list[BaseException] = []
+
+    def run(mem: MemoryManager) -> None:
+        try:
+            mem.sync()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in mems]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+
+
 def rows(server: PgServer, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         return conn.execute(sql, params).fetchall()
@@ -316,31 +334,13 @@ def test_a_search_notices_a_new_file_without_the_watcher(tmp_path: Path, pg_serv
 def test_two_processes_syncing_one_agent_do_not_duplicate(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
     ws = make_workspace(tmp_path / "ws", _many_files(tmp_path, 300, "n"))
     mems = [open_pg(tmp_path / f"p{i}", pg_server, pg_schema, ws) for i in range(2)]
-    errors: list[BaseException] = []
-
-    def run(mem: MemoryManager) -> None:
-        try:
-            mem.sync()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
     try:
-        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        assert errors == []
+        sync_at_once(mems)
         _count_check(pg_server, pg_schema, "main", ws)
         # Edits synced by both again: still exactly one row each.
         (ws / "memory" / "n-0000.md").write_text("# changed\n\nthe heron moved\n", encoding="utf-8")
         (ws / "memory" / "n-0001.md").unlink()
-        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        assert errors == []
+        sync_at_once(mems)
         _count_check(pg_server, pg_schema, "main", ws)
     finally:
         for m in mems:
@@ -441,21 +441,8 @@ def test_many_agents_first_syncing_at_once_all_succeed(tmp_path: Path, pg_server
     """The first vectors create the HNSW index; agents writing meanwhile must neither deadlock nor fail."""
     spaces = [make_workspace(tmp_path / f"a{i}", _many_files(tmp_path, 40, f"a{i}")) for i in range(6)]
     mems = [open_pg(tmp_path / f"s{i}", pg_server, pg_schema, ws, agent_id=f"a{i}") for i, ws in enumerate(spaces)]
-    errors: list[BaseException] = []
-
-    def run(mem: MemoryManager) -> None:
-        try:
-            mem.sync()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
     try:
-        threads = [threading.Thread(target=run, args=(m,)) for m in mems]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        assert errors == []
+        sync_at_once(mems)
         for i, ws in enumerate(spaces):
             _count_check(pg_server, pg_schema, f"a{i}", ws)
         assert mems[0].status()["vector"]["index"] == "hnsw"

@@ -24,6 +24,28 @@ def cli(state: Path, *args: str, dsn: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, timeout=120)
 
 
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def one_note_workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
+    return ws
+
+
+def set_postgres(state: Path, dsn: str, *settings: tuple[str, str]) -> None:
+    """`config set` the postgres backend without an embeddings provider, then each of ``settings`` (key, value)."""
+    for key, value in (("plugins.slots.memory", "postgres"), ("agents.defaults.memorySearch.provider", "none"),
+                       *settings):
+        proc = cli(state, "config", "set", key, value, dsn=dsn)
+        assert proc.returncode == 0, proc.stderr
+
+
 def test_config_set_index_search_status(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
@@ -53,19 +75,9 @@ def test_config_set_index_search_status(tmp_path: Path, pg_server: PgServer, pg_
 
 
 def test_server_down_is_one_line(tmp_path: Path, pg_schema: str) -> None:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
-    state = tmp_path / "state"
-    dsn = f"postgresql://postgres:{SECRET}@127.0.0.1:{port}/postgres"
-    for args in (("config", "set", "plugins.slots.memory", "postgres"),
-                 ("config", "set", "agents.defaults.memorySearch.provider", "none"),
-                 ("config", "set", "agents.defaults.memorySearch.store.postgres.connectTimeout", "1")):
-        assert cli(state, *args, dsn=dsn).returncode == 0
+    ws, state = one_note_workspace(tmp_path), tmp_path / "state"
+    dsn = f"postgresql://postgres:{SECRET}@127.0.0.1:{unused_port()}/postgres"
+    set_postgres(state, dsn, ("agents.defaults.memorySearch.store.postgres.connectTimeout", "1"))
     index = cli(state, "--workspace", str(ws), "index", dsn=dsn)
     assert index.returncode == 1 and "Traceback" not in index.stderr
     errors = [line for line in index.stderr.splitlines() if "error" in line]
@@ -98,16 +110,10 @@ def test_bad_credentials_database_and_privileges_each_say_what_to_fix(tmp_path: 
     with psycopg.connect(f"host=127.0.0.1 port={pg_server.port} user=postgres dbname={db}", autocommit=True) as conn:
         conn.execute("CREATE EXTENSION vector")
     try:
-        ws = tmp_path / "ws"
-        ws.mkdir()
-        (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
-        state = tmp_path / "state"
+        ws, state = one_note_workspace(tmp_path), tmp_path / "state"
         base = f"postgresql://plain:{SECRET}@127.0.0.1:{pg_server.port}"
-        for args in (("config", "set", "plugins.slots.memory", "postgres"),
-                     ("config", "set", "agents.defaults.memorySearch.provider", "none"),
-                     ("config", "set", "agents.defaults.memorySearch.store.postgres.schema", pg_schema),
-                     ("config", "set", "agents.defaults.memorySearch.store.postgres.connectTimeout", "1")):
-            assert cli(state, *args, dsn=base).returncode == 0
+        set_postgres(state, base, ("agents.defaults.memorySearch.store.postgres.schema", pg_schema),
+                     ("agents.defaults.memorySearch.store.postgres.connectTimeout", "1"))
         for dsn, says, reachable in ((f"{base}/no_such_db", 'database "no_such_db" does not exist', True),
                                      (f"{base}/{db}", f"grant the role CREATE on the database (schema {pg_schema}",
                                       True)):
@@ -150,10 +156,7 @@ def test_config_set_get_show_mask_the_dsn_password(tmp_path: Path, dsn: str) -> 
 def test_a_setting_the_backend_cannot_use_is_a_config_error(tmp_path: Path, dsn: str, schema: str, said: str) -> None:
     """No DSN, a DSN that does not parse or a schema SQL cannot take exited 1, as a runtime failure; the CLI's
     exit code for a config error is 2 (docs/operators.md, Command line)."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
-    state = tmp_path / "state"
+    ws, state = one_note_workspace(tmp_path), tmp_path / "state"
     assert cli(state, "config", "set", "plugins.slots.memory", "postgres", dsn="").returncode == 0
     if schema:
         assert cli(state, "config", "set", "agents.defaults.memorySearch.store.postgres.schema", schema,
@@ -178,18 +181,9 @@ def test_a_dsn_of_the_wrong_type_is_not_echoed_in_the_config_error(tmp_path: Pat
 def test_the_client_key_password_is_kept_out_of_status_and_errors(tmp_path: Path) -> None:
     """`sslpassword` (the client key's password) was shown in status's and the error's DSN; only `password` was
     left out."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "MEMORY.md").write_text("# Memory\n\nanything\n", encoding="utf-8")
-    state = tmp_path / "state"
+    ws, state, port = one_note_workspace(tmp_path), tmp_path / "state", unused_port()
     dsn = f"host=127.0.0.1 port={port} user=postgres sslpassword={SECRET} connect_timeout=1"
-    for args in (("config", "set", "plugins.slots.memory", "postgres"),
-                 ("config", "set", "agents.defaults.memorySearch.provider", "none")):
-        assert cli(state, *args, dsn=dsn).returncode == 0
+    set_postgres(state, dsn)
     said = []
     for args in (("status",), ("status", "--json"), ("index",)):
         proc = cli(state, "--workspace", str(ws), *args, dsn=dsn)

@@ -6,15 +6,12 @@ without CAP_DAC_OVERRIDE (``setpriv``)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from pg_support import PgServer, pg_config
+from support.unprivileged import run_without_dac_override
 
 pytestmark = pytest.mark.postgres
 
@@ -69,13 +66,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_unreadable_memory_keeps_its_rows_and_is_reported(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    proc = subprocess.run([*prefix, sys.executable, "-c", CHILD, str(tmp_path),
-                           json.dumps(pg_config(pg_server, pg_schema))], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_without_dac_override(CHILD, str(tmp_path), json.dumps(pg_config(pg_server, pg_schema)))
     ws, notes = tmp_path / "ws", tmp_path / "notes"
     assert out["first"] == 4
     warned = [
@@ -150,13 +141,7 @@ def test_unreadable_transcripts_keep_their_rows_and_are_reported(tmp_path: Path,
                                                                   pg_schema: str) -> None:
     """The transcripts folder (sessions/ in the state dir) that cannot be listed dropped every transcript's rows; a
     transcript that cannot be read was named at a path in the workspace."""
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("as root, a folder is unreadable only without CAP_DAC_OVERRIDE; setpriv is not installed")
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    proc = subprocess.run([*prefix, sys.executable, "-c", TRANSCRIPTS_CHILD, str(tmp_path),
-                           json.dumps(pg_config(pg_server, pg_schema))], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_without_dac_override(TRANSCRIPTS_CHILD, str(tmp_path), json.dumps(pg_config(pg_server, pg_schema)))
     sessions = tmp_path / "state" / "agents" / "main" / "sessions"
     assert out["first"] == 2
     said = [f"file {sessions}/a.jsonl cannot be read (Permission denied): what the index holds from it (as last "

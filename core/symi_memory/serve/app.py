@@ -432,18 +432,23 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             raise _Bad(400, "session must be a string")
         return session
 
-    def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
-            ensure_fresh(manager, reason="cli-search")
-        return tools.memory_search(manager, search_params(body), session_key=session_of(body))
-
-    def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+    def query_of(body: dict[str, Any]) -> tuple[str, str | None]:
+        """The body's ``query`` (a non-empty string) and ``asOf`` (a string or None), checked."""
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():
             raise _Bad(400, "query required: pass a non-empty string")
         as_of = body.get("asOf")
         if as_of is not None and not isinstance(as_of, str):
             raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        return query, as_of
+
+    def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
+            ensure_fresh(manager, reason="cli-search")
+        return tools.memory_search(manager, search_params(body), session_key=session_of(body))
+
+    def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
+        query, as_of = query_of(body)
         try:
             return manager.explain(query, max_results=body.get("maxResults"), min_score=body.get("minScore"),
                                    session_key=session_of(body), as_of=as_of)
@@ -451,12 +456,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             raise _Bad(400, str(exc)) from None
 
     def do_history(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        query = body.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise _Bad(400, "query required: pass a non-empty string")
-        as_of = body.get("asOf")
-        if as_of is not None and not isinstance(as_of, str):
-            raise _Bad(400, f"asOf must be a date like 2026-04-01, got {as_of!r}")
+        query, as_of = query_of(body)
         try:
             n = arguments.max_results(body.get("maxResults"))  # checked before the sync below
             min_score = arguments.min_score(body.get("minScore"))
@@ -484,29 +484,13 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
     def do_files(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
         return files_view(manager, pool.last_sync(manager.agent.id))
 
-    async def search(request: Request) -> Response:
-        return await agent_call(request, "search", do_search)
+    def agent_route(kind: str, work: Any, methods: list[str]) -> Route:
+        """``/api/agents/{agent}/<kind>``, named ``kind``: ``work(manager, body)`` through :func:`agent_call`."""
 
-    async def explain(request: Request) -> Response:
-        return await agent_call(request, "explain", do_explain)
+        async def endpoint(request: Request) -> Response:
+            return await agent_call(request, kind, work)
 
-    async def history(request: Request) -> Response:
-        return await agent_call(request, "history", do_history)
-
-    async def get(request: Request) -> Response:
-        return await agent_call(request, "get", do_get)
-
-    async def append(request: Request) -> Response:
-        return await agent_call(request, "append", do_append)
-
-    async def status(request: Request) -> Response:
-        return await agent_call(request, "status", do_status)
-
-    async def sync(request: Request) -> Response:
-        return await agent_call(request, "sync", do_sync)
-
-    async def files(request: Request) -> Response:
-        return await agent_call(request, "files", do_files)
+        return Route(f"/api/agents/{{agent}}/{kind}", endpoint, methods=methods, name=kind)
 
     async def health(request: Request) -> Response:
         return _JSON({"ok": True, **state.info()})
@@ -540,14 +524,14 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         Route("/", index_page, methods=["GET"]),
         Route("/api/health", health, methods=["GET"]),
         Route("/api/eval", last_eval, methods=["GET"]),
-        Route("/api/agents/{agent}/search", search, methods=["POST"]),
-        Route("/api/agents/{agent}/explain", explain, methods=["POST"]),
-        Route("/api/agents/{agent}/history", history, methods=["POST"]),
-        Route("/api/agents/{agent}/get", get, methods=["POST"]),
-        Route("/api/agents/{agent}/append", append, methods=["POST"]),
-        Route("/api/agents/{agent}/status", status, methods=["GET", "POST"]),
-        Route("/api/agents/{agent}/sync", sync, methods=["POST"]),
-        Route("/api/agents/{agent}/files", files, methods=["GET"]),
+        agent_route("search", do_search, ["POST"]),
+        agent_route("explain", do_explain, ["POST"]),
+        agent_route("history", do_history, ["POST"]),
+        agent_route("get", do_get, ["POST"]),
+        agent_route("append", do_append, ["POST"]),
+        agent_route("status", do_status, ["GET", "POST"]),
+        agent_route("sync", do_sync, ["POST"]),
+        agent_route("files", do_files, ["GET"]),
     ]
 
     async def run_mcp(ctx: Any, work: Any) -> Any:
