@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import array
+import base64
+import binascii
 import contextlib
 import json
 import logging
 import os
 import threading
 import time
+import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -307,6 +311,24 @@ class _Loaded:
     base: str | None = None
 
 
+def _pack_starts(starts: Iterable[tuple[int, int, int]]) -> str:
+    """The chunk starts of a transcript's tail state (one per chunk of its window: thousands for a 10 MB one) as
+    a short string a sync decodes in microseconds (JSON lists of them took ~20 ms each way)."""
+    flat = array.array("q", [v for triple in starts for v in triple])
+    return base64.b64encode(zlib.compress(flat.tobytes(), 1)).decode("ascii")
+
+
+def _unpack_starts(packed: Any) -> list[tuple[int, int, int]]:
+    if not isinstance(packed, str):
+        raise TypeError("starts: not a string")
+    flat = array.array("q")
+    flat.frombytes(zlib.decompress(base64.b64decode(packed.encode("ascii"), validate=True)))
+    if len(flat) % 3:
+        raise ValueError("starts: not triples")
+    it = iter(flat)
+    return list(zip(it, it, it, strict=True))
+
+
 @attrs.define
 class Indexer:
     """Incremental, hash-based sync of one agent's index."""
@@ -583,7 +605,8 @@ class Indexer:
                 "settings": self._tail_settings(), "mark": mark.to_dict(),
                 "current": chunker.current, "cost": chunker.cost, "final": final,
                 "seen": sorted([i, n] for i, n in before.items() if n >= first),
-                "starts": list(starts), "info": list(info), "start": cut, "last": last_line}, separators=(",", ":"))
+                "starts": _pack_starts(starts), "info": list(info), "start": cut, "last": last_line},
+                separators=(",", ":"))
         why = partial_reason(max_bytes, messages=messages, dropped=dropped, long_lines=long_lines,
                              span=(cut, last_line) if dropped else None)
         f = attrs.evolve(f, mtime=st.st_mtime, size=scan.size)
@@ -627,10 +650,10 @@ class Indexer:
             state["current"] = [(str(piece), int(n)) for piece, n in current]
             state["seen"] = [(str(i), int(n)) for i, n in seen]
             state["final"] = [str(i) for i in final]
-            state["starts"] = [(int(a), int(b), int(c)) for a, b, c in state["starts"]]
+            state["starts"] = _unpack_starts(state["starts"])
             state["info"] = [(int(a), int(b), int(c)) for a, b, c in state["info"]]
             state["start"], state["last"] = int(state["start"]), int(state["last"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, zlib.error, binascii.Error):
             return None
         if sorted({n for _, n in state["current"]}) != [n for n, _, _ in state["info"]]:
             return None  # (``info``: the lines of the open chunk)
