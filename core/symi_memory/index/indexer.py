@@ -13,7 +13,7 @@ import threading
 import time
 import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -311,22 +311,46 @@ class _Loaded:
     base: str | None = None
 
 
-def _pack_starts(starts: Iterable[tuple[int, int, int]]) -> str:
-    """The chunk starts of a transcript's tail state (one per chunk of its window: thousands for a 10 MB one) as
-    a short string a sync decodes in microseconds (JSON lists of them took ~20 ms each way)."""
-    flat = array.array("q", [v for triple in starts for v in triple])
-    return base64.b64encode(zlib.compress(flat.tobytes(), 1)).decode("ascii")
+class _Starts:
+    """``(first line, text bytes before it, messages before it)`` of the chunks that may begin a transcript's window,
+    oldest first, in one flat ``array`` of int64 (thousands of them for a 10 MB transcript: kept as Python tuples and
+    JSON lists, they cost a sync ~25 ms each way; packed, well under 1 ms)."""
 
+    def __init__(self, flat: array.array[int] | None = None) -> None:
+        self.flat = flat if flat is not None else array.array("q")
+        self.head = 0  # triples before this one are gone (popleft)
 
-def _unpack_starts(packed: Any) -> list[tuple[int, int, int]]:
-    if not isinstance(packed, str):
-        raise TypeError("starts: not a string")
-    flat = array.array("q")
-    flat.frombytes(zlib.decompress(base64.b64decode(packed.encode("ascii"), validate=True)))
-    if len(flat) % 3:
-        raise ValueError("starts: not triples")
-    it = iter(flat)
-    return list(zip(it, it, it, strict=True))
+    def __len__(self) -> int:
+        return len(self.flat) // 3 - self.head
+
+    def __getitem__(self, i: int) -> tuple[int, int, int]:
+        k = (self.head + i if i >= 0 else len(self.flat) // 3 + i) * 3
+        return self.flat[k], self.flat[k + 1], self.flat[k + 2]
+
+    def append(self, triple: tuple[int, int, int]) -> None:
+        self.flat.extend(triple)
+
+    def pop(self) -> None:
+        del self.flat[-3:]
+
+    def popleft(self) -> None:
+        self.head += 1
+        if self.head > 4096 and self.head * 6 > len(self.flat):  # gone ones past half: let their memory go
+            del self.flat[:self.head * 3]
+            self.head = 0
+
+    def pack(self) -> str:
+        return base64.b64encode(zlib.compress(self.flat[self.head * 3:].tobytes(), 1)).decode("ascii")
+
+    @classmethod
+    def unpack(cls, packed: Any) -> _Starts:
+        if not isinstance(packed, str):
+            raise TypeError("starts: not a string")
+        flat = array.array("q")
+        flat.frombytes(zlib.decompress(base64.b64decode(packed.encode("ascii"), validate=True)))
+        if len(flat) % 3:
+            raise ValueError("starts: not triples")
+        return cls(flat)
 
 
 @attrs.define
@@ -521,16 +545,18 @@ class Indexer:
         with open_transcript(f.abs_path, max_bytes=max_bytes, since=state["mark"] if state else None) as read:
             resume = state if read.since is not None else None
             if resume is not None:
-                log.debug("%s: read on from byte %d (appended since the last sync)", path, resume["mark"].size)
                 chunker = Chunker.start(ch["tokens"], ch["overlap"], resume["current"], resume["cost"])
                 before: dict[str, int] = dict(resume["seen"])  # closed chunks' ids a later chunk could repeat
                 last_ids = set(resume["final"])  # the rows the last chunk wrote (kept when written again)
-                starts: deque[tuple[int, int, int]] = deque(resume["starts"])
+                # (None while its text is under half the limit: its window cannot move, the chunk starts are not kept)
+                untracked = resume["starts"] is None
+                starts: _Starts = _Starts() if untracked else resume["starts"]
                 info: deque[tuple[int, int, int]] = deque(resume["info"])
-                last_line = resume["last"]
+                last_line, window = resume["last"], resume["start"]
             else:
                 chunker = Chunker.start(ch["tokens"], ch["overlap"])
-                before, last_ids, starts, info, last_line = {}, set(), deque(), deque(), 0
+                before, last_ids, starts, info, last_line, untracked = {}, set(), _Starts(), deque(), 0, False
+                window = 0
             seen = set(before)
             # (first line, last line, text, its chunk when it is one whole) of each chunk to write, oldest first.
             kept: deque[tuple[int, int, str, Chunk | None]] = deque()
@@ -584,6 +610,15 @@ class Indexer:
                     first = chunker.current[0][1]
                     before = {i: n for i, n in before.items() if n >= first}
                     seen = set(before)
+            keep_starts = read.rendered - 1 > max_bytes // 2
+            if untracked and keep_starts:
+                # Its window may move from now on, and the chunk starts before this read were not kept: read whole.
+                log.debug("%s: read whole (past half of sync.maxFileBytes: its chunk starts are kept from now)", path)
+                loaded = self._load_transcript(f)
+                loaded.base = old.hash if old is not None else None
+                return loaded
+            if resume is not None:
+                log.debug("%s: read on from byte %d (appended since the last sync)", path, resume["mark"].size)
             last = chunker.last()
             final = parts(last, False) if last is not None else []
             extra = last is not None and (not starts or starts[-1][0] != last.start_line)
@@ -592,6 +627,8 @@ class Indexer:
                 starts.append(next(x for x in info if x[0] == last.start_line))
             fit()
             cut, dropped = (starts[0][0], starts[0][2]) if starts else (0, 0)
+            if untracked:  # all of it fits: the window starts with the first chunk, as it did
+                cut, dropped = window, 0
             if extra:
                 starts.pop()  # (not a closed chunk's start: added again when that chunk closes)
             mark = read.mark()
@@ -605,7 +642,7 @@ class Indexer:
                 "settings": self._tail_settings(), "mark": mark.to_dict(),
                 "current": chunker.current, "cost": chunker.cost, "final": final,
                 "seen": sorted([i, n] for i, n in before.items() if n >= first),
-                "starts": _pack_starts(starts), "info": list(info), "start": cut, "last": last_line},
+                "starts": starts.pack() if keep_starts else None, "info": list(info), "start": cut, "last": last_line},
                 separators=(",", ":"))
         why = partial_reason(max_bytes, messages=messages, dropped=dropped, long_lines=long_lines,
                              span=(cut, last_line) if dropped else None)
@@ -615,7 +652,7 @@ class Indexer:
         loaded.pieces, loaded.tail = pieces, tail
         if resume is not None:
             loaded.drop = tuple(sorted(last_ids - written))
-            loaded.cut = cut if cut > resume["start"] else None
+            loaded.cut = cut if cut > window else None
         return loaded
 
     def _tail_settings(self) -> list[Any]:
@@ -650,7 +687,7 @@ class Indexer:
             state["current"] = [(str(piece), int(n)) for piece, n in current]
             state["seen"] = [(str(i), int(n)) for i, n in seen]
             state["final"] = [str(i) for i in final]
-            state["starts"] = _unpack_starts(state["starts"])
+            state["starts"] = None if state["starts"] is None else _Starts.unpack(state["starts"])
             state["info"] = [(int(a), int(b), int(c)) for a, b, c in state["info"]]
             state["start"], state["last"] = int(state["start"]), int(state["last"])
         except (KeyError, TypeError, ValueError, zlib.error, binascii.Error):
