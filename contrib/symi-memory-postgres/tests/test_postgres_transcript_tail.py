@@ -96,8 +96,10 @@ def dump(server: PgServer, schema: str, mem: MemoryManager) -> dict[str, Any]:
         }
     st = mem.status()
     out["status"] = {k: st[k] for k in ("files", "chunks", "partial", "skipped", "dirty")}
-    out["search"] = {query: [(h.path, h.start_line, h.end_line, round(h.score, 6), h.snippet)
-                             for h in mem.search(query, max_results=20, min_score=0).results] for query in QUERIES}
+    # Search answers are not compared: the HNSW graph (approximate) depends on the order rows were inserted and
+    # deleted in, not only on the rows; each query's best hit is.
+    out["search"] = {query: [(h.path, h.start_line, h.end_line) for h in mem.search(query, min_score=0).results][:1]
+                     for query in QUERIES}
     return out
 
 
@@ -143,7 +145,10 @@ def test_a_transcript_synced_as_it_grows_matches_one_indexed_once(tmp_path: Path
             mem.sync(reason="manual")
             if step % 10 == 9:
                 assert dump(pg_server, pg_schema, mem) == index_once(tmp_path, pg_server, pg_schema, transcript, ms)
-        assert reads_on(caplog) == 29  # every sync after the first read on from the last
+        # Every sync after the first read on from the last, but the one (if any) whose read took the text past half
+        # the limit (the chunk starts the window moves by are kept from there: that one read whole).
+        crossed = sum("past half of sync.maxFileBytes" in r.getMessage() for r in caplog.records)
+        assert crossed == (limit < 10_000_000) and reads_on(caplog) + crossed == 29
         assert bool(mem.status()["partial"]) == (limit < 10_000_000)
 
 
