@@ -261,9 +261,10 @@ def test_past_max_file_bytes_the_newest_messages_stay_and_status_says_which(tmp_
     (part,) = mem.status()["partial"]
     assert "only the newest 99 of 120 are searchable (JSONL lines 22-120)" in part["reason"]
     assert [(h.path, h.end_line) for h in mem.search(words[-1]).results][:1] == [("sessions/s.jsonl", 120)]
-    # Read on while every message fitted; whole once the oldest had to go.
-    reads = len(tail_reads(caplog))
-    assert 1 <= reads < 11
+    # Every sync after the first read on, those after which the oldest messages left the window too, but the one
+    # whose read took the text past half the limit (the chunk starts are kept from there).
+    assert sum("past half of sync.maxFileBytes" in r.getMessage() for r in caplog.records) == 1
+    assert len(tail_reads(caplog)) == 10
 
 
 def test_a_message_over_the_limit_and_long_lines_are_counted_as_a_whole_read_counts_them(tmp_path: Path, grown) -> None:
@@ -304,8 +305,9 @@ def test_an_append_read_against_rows_another_sync_replaced_meanwhile_is_not_writ
         assert dump(fast) == index_once(tmp_path, transcript, ms, plugins=slow_plugins(0.0))
 
 
-@pytest.mark.parametrize("kill_after_calls", [1, 3])
-def test_a_sync_killed_while_reading_on_loses_and_doubles_nothing(tmp_path: Path, kill_after_calls: int) -> None:
+@pytest.mark.parametrize(("kill_after_calls", "limit"), [(1, 10_000_000), (3, 10_000_000), (1, 4000)])
+def test_a_sync_killed_while_reading_on_loses_and_doubles_nothing(tmp_path: Path, kill_after_calls: int,
+                                                                  limit: int) -> None:
     """SIGKILL a process's sync of an appended transcript (while it embeds the new chunks, in its last batch or
     before): the tail state goes with the chunks, so the next sync reads on from the rows that are there."""
     import signal
@@ -318,7 +320,7 @@ def test_a_sync_killed_while_reading_on_loses_and_doubles_nothing(tmp_path: Path
     ws = tmp_path / "ws"
     write(ws, "MEMORY.md", "- the otter lives by the weir\n")
     transcript = write(tmp_path / "state" / "agents" / "main" / "sessions", "s.jsonl", some_lines(30, 30))
-    ms = {**settings(), "provider": "slow"}
+    ms = {**settings(limit), "provider": "slow"}  # (4000: past the limit, the window moves as it is read on)
     with open_mem(tmp_path, ws, ms, plugins=slow_plugins(0.0)) as mem:
         mem.sync(reason="manual")
     append(transcript, some_lines(31, 60))

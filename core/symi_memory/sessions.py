@@ -34,7 +34,9 @@ __all__ = [
     "count_newlines",
     "extract_message_text",
     "head_hash",
+    "TranscriptRead",
     "list_session_files",
+    "open_transcript",
     "parse_session_bytes",
     "parse_session_file",
     "read_transcript",
@@ -91,15 +93,9 @@ class SessionDocument:
         """What of the transcript is left out under ``sync.maxFileBytes = max_bytes`` (status ``partial``), or None."""
         if not self.partial:
             return None
-        parts = []
-        if self.dropped:
-            lines = f" (JSONL lines {self.line_map[0]}-{self.line_map[-1]})" if self.line_map else ""
-            parts.append(f"its messages exceed sync.maxFileBytes ({max_bytes} bytes of text): only the newest "
-                         f"{self.messages - self.dropped} of {self.messages} are searchable{lines}")
-        if self.long_lines:
-            parts.append(f"{self.long_lines} line{'s' if self.long_lines > 1 else ''} longer than sync.maxFileBytes "
-                         f"({max_bytes} bytes) not indexed")
-        return "; ".join(parts)
+        span = (self.line_map[0], self.line_map[-1]) if self.line_map else None
+        return partial_reason(max_bytes, messages=self.messages, dropped=self.dropped, long_lines=self.long_lines,
+                              span=span)
 
     def jsonl_lines(self, start_line: int, end_line: int) -> tuple[int, int]:
         """Map an inclusive 1-based text line range to JSONL line numbers."""
@@ -112,6 +108,21 @@ class SessionDocument:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "text": self.text, "lineMap": list(self.line_map)}
+
+
+def partial_reason(max_bytes: int, *, messages: int, dropped: int, long_lines: int,
+                   span: tuple[int, int] | None) -> str | None:
+    """Status ``partial``'s words for a transcript of which ``dropped`` of ``messages`` messages (the oldest) and
+    ``long_lines`` lines are not indexed; ``span``: the JSONL lines of the first and last message indexed."""
+    parts = []
+    if dropped:
+        lines = f" (JSONL lines {span[0]}-{span[1]})" if span else ""
+        parts.append(f"its messages exceed sync.maxFileBytes ({max_bytes} bytes of text): only the newest "
+                     f"{messages - dropped} of {messages} are searchable{lines}")
+    if long_lines:
+        parts.append(f"{long_lines} line{'s' if long_lines > 1 else ''} longer than sync.maxFileBytes "
+                     f"({max_bytes} bytes) not indexed")
+    return "; ".join(parts) or None
 
 
 def sessions_dir(state_dir: str | Path, agent_id: str = "main") -> Path:
@@ -403,6 +414,84 @@ def read_transcript(abs_path: str, *, max_bytes: int,
                 return doc, st
             fh.seek(0)
         return _read_whole(fh, name, max_bytes), st
+
+
+@attrs.define
+class TranscriptRead:
+    """A transcript opened to be read one message at a time, all of its messages (:func:`open_transcript`).
+
+    :meth:`lines` yields ``(JSONL line, "User: …" line, its UTF-8 bytes + 1)`` of each message a read keeps: as
+    :func:`read_transcript` reads them, a message whose text alone exceeds ``max_bytes`` (before or after redaction)
+    left out and counted in ``long_lines``, but no older message left out for a newer one (the reader decides what
+    to keep). ``since``: the mark this read went on from (only the messages after it are yielded), None for a read
+    of the whole file. Use as a context manager (it closes the file).
+    """
+
+    fh: BinaryIO
+    stat: os.stat_result
+    scan: TranscriptScan
+    max_bytes: int
+    since: TranscriptMark | None = None
+    #: Messages kept and their bytes (``size`` of each), with those before ``since``.
+    messages: int = 0
+    rendered: int = 0
+    _too_long: int = 0
+
+    def __enter__(self) -> TranscriptRead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+    @property
+    def long_lines(self) -> int:
+        """Lines left out for their length, of the whole file."""
+        return (self.since.long_lines if self.since else 0) + self.scan.long_lines + self._too_long
+
+    def lines(self) -> Iterator[tuple[int, str, int]]:
+        max_bytes = self.max_bytes
+        for number, label, text in self.scan.raw_messages(self.fh):
+            if _cost(label, text) - 1 > max_bytes:  # redacting only shortens it so far: not rendered at all
+                self._too_long += 1
+                continue
+            line = _render(label, text)
+            size = len(line.encode("utf-8")) + 1
+            if size - 1 > max_bytes:
+                self._too_long += 1
+                continue
+            self.messages += 1
+            self.rendered += size
+            yield number, line, size
+
+    def mark(self) -> TranscriptMark | None:
+        """Where this read stopped (after :meth:`lines` ran to the end), or None when it stopped inside a line."""
+        return self.scan.mark(self.fh, messages=self.messages, long_lines=self.long_lines, raw=self.rendered,
+                              rendered=self.rendered, limit=self.max_bytes)
+
+
+def open_transcript(abs_path: str, *, max_bytes: int, since: TranscriptMark | None = None) -> TranscriptRead:
+    """The transcript at ``abs_path`` opened to be read a message at a time (:class:`TranscriptRead`).
+
+    With ``since`` (the :meth:`TranscriptRead.mark` of an earlier read of this path), only the bytes after it are
+    read when the file only grew since, on the conditions :func:`read_transcript` sets (the same file, larger, every
+    byte read then unchanged, read with this ``max_bytes``); whatever the messages' total. Else the whole file.
+    """
+    from .workspace import open_regular
+
+    fh, st = open_regular(abs_path)
+    try:
+        name = os.path.basename(abs_path)
+        scan = TranscriptScan(name, max_line_bytes=max_bytes)
+        if since is not None and since.limit == max_bytes and (st.st_dev, st.st_ino) == (since.dev, since.ino) \
+                and st.st_size > since.size:
+            if scan.resume(fh, since):
+                return TranscriptRead(fh, st, scan, max_bytes, since, since.messages, since.rendered)
+            fh.seek(0)
+            scan = TranscriptScan(name, max_line_bytes=max_bytes)
+        return TranscriptRead(fh, st, scan, max_bytes)
+    except BaseException:
+        fh.close()
+        raise
 
 
 def _cost(label: str, text: str) -> int:

@@ -27,7 +27,7 @@ __all__ = ["SCHEMA_VERSION", "PgStore", "ensure_schema", "lock_key"]
 
 log = logging.getLogger("symi_memory.postgres")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Version 1 indexed words unstemmed: upgrading forgets every owner's index identity, so each agent's
 # next sync rebuilds its rows (in one transaction; the old rows answer until then).
 RESTEM_BEFORE = 2
@@ -36,6 +36,9 @@ RESTEM_BEFORE = 2
 # Version 4 adds chunks.lines, supersession's line analysis of each chunk (``StoredLineAnalysis``): rows
 # written before have none until the owner's next sync fills them in place (``fill_line_analysis``); searches
 # analyse those chunks' text meanwhile, with the same answers.
+# Version 5 adds transcript_tails, what the next sync needs to read a grown transcript only past where the last one
+# stopped (the core Indexer's tail state, written with the transcript's rows): a transcript indexed before has none,
+# so its next sync after it grows reads it whole once.
 INSERT_BATCH = 500
 #: How long :meth:`PgStore.cache_put` on a spare connection waits for another transaction's lock on a cache row
 #: before writing in the build's transaction instead.
@@ -70,6 +73,8 @@ CREATE TABLE IF NOT EXISTS {s}.chunk_units (owner text NOT NULL, cid text NOT NU
     PRIMARY KEY (owner, cid, start_line, end_line));
 CREATE INDEX IF NOT EXISTS chunk_units_owner_path ON {s}.chunk_units (owner, path);
 CREATE TABLE IF NOT EXISTS {s}.skipped (owner text NOT NULL, path text NOT NULL, reason text NOT NULL,
+    PRIMARY KEY (owner, path));
+CREATE TABLE IF NOT EXISTS {s}.transcript_tails (owner text NOT NULL, path text NOT NULL, state text NOT NULL,
     PRIMARY KEY (owner, path));
 CREATE TABLE IF NOT EXISTS {s}.embedding_cache (provider text NOT NULL, model text NOT NULL,
     fingerprint text NOT NULL, hash text NOT NULL, embedding bytea NOT NULL, used_at double precision NOT NULL,
@@ -164,7 +169,7 @@ def _ensure_schema_once(conn: Any, schema: str, *, announce: bool = True) -> Non
                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
 
 
-OUR_TABLES = ("meta", "owner_meta", "files", "chunks", "chunk_units", "skipped", "embedding_cache")
+OUR_TABLES = ("meta", "owner_meta", "files", "chunks", "chunk_units", "skipped", "embedding_cache", "transcript_tails")
 
 
 def _recorded_version(conn: Any, schema: str) -> int | None:
@@ -225,6 +230,9 @@ class PgStore:
     #: Paths are keys of btree indexes, whose entries hold at most 2704 bytes (with the owner): the Indexer
     #: skips a file with a longer path; its ``skipped`` row keeps the path cut to this length.
     max_path_bytes: ClassVar[int] = MAX_PATH_BYTES
+    #: The core Indexer's tail state of each transcript (``FileRow.tail``) is kept with its rows, in the same
+    #: transaction: a transcript that only grew is read and written only past where the last sync stopped.
+    stores_tails: ClassVar[bool] = True
 
     conn: Any
     schema: str
@@ -266,6 +274,12 @@ class PgStore:
         return {r[0]: FileRow(path=r[0], source=r[1], hash=r[2], mtime=r[3], size=r[4], chunks=r[5], bad_utf8=r[6],
                               lines=r[7]) for r in rows}
 
+    def transcript_tail(self, path: str) -> str | None:
+        """The state the last sync stored for the transcript ``path`` (``FileRow.tail``), or None."""
+        row = self._q("SELECT state FROM {s}.transcript_tails WHERE owner = %s AND path = %s",
+                      (self.owner, path)).fetchone()
+        return None if row is None else str(row[0])
+
     def skipped_map(self) -> dict[str, str]:
         return dict(self._q("SELECT path, reason FROM {s}.skipped WHERE owner = %s", (self.owner,)).fetchall())
 
@@ -291,6 +305,7 @@ class PgStore:
             self._q("DELETE FROM {s}.chunks WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.chunk_units WHERE owner = %s", (self.owner,))
             self._q("DELETE FROM {s}.files WHERE owner = %s", (self.owner,))
+            self._q("DELETE FROM {s}.transcript_tails WHERE owner = %s", (self.owner,))
             written = self._write(files, kept_from=f"pg_temp.{KEPT}")
             self._finish(skipped, meta)
         self._ensure_hnsw()
@@ -311,6 +326,7 @@ class PgStore:
         self._q("DELETE FROM {s}.chunks WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
         self._q("DELETE FROM {s}.chunk_units WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
         self._q("DELETE FROM {s}.files WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
+        self._q("DELETE FROM {s}.transcript_tails WHERE owner = %s AND path = ANY(%s)", (self.owner, paths))
 
     def _finish(self, skipped: dict[str, str] | None, meta: dict[str, str] | None) -> None:
         if skipped is not None:
@@ -342,6 +358,10 @@ class PgStore:
         # A chunk written again with the same path, start line and text keeps its stored line analysis (it
         # depends on nothing else): a full reindex (a model change) or an edit further down a file analyses
         # only the chunks that changed. ``kept_from``: a table holding the analyses of rows already deleted.
+        batch = self._appends(batch)
+        if not batch:
+            return 0
+        appended = [f for f, _ in batch if f.drop is not None]
         source = kept_from or f"{self.schema}.chunks"
         kept = {(p, int(a), h): bytes(b) for p, a, h, b in self.conn.execute(
             f"SELECT path, start_line, hash, lines FROM {source} WHERE {'true' if kept_from else 'owner = %s'} "
@@ -349,7 +369,7 @@ class PgStore:
             ([] if kept_from else [self.owner]) + [[f.path for f, _ in batch]]).fetchall()
             if b and b[0] == LINE_ANALYSIS_VERSION} if replace or kept_from else {}
         if replace:
-            self._drop([f.path for f, _ in batch])
+            self._drop([f.path for f, _ in batch if f.drop is None])
         for d in {len(c.embedding) // 4 for _, rows in batch for c in rows if c.embedding} - self._known_dims:
             valid = self._q("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
                             (f"{self.schema}.{hnsw_index_name(d)}",)).fetchone()
@@ -388,7 +408,43 @@ class PgStore:
                 "chunks = EXCLUDED.chunks, bad_utf8 = EXCLUDED.bad_utf8, lines = EXCLUDED.lines",
                 [(self.owner, f.path, f.source, f.hash, f.mtime, f.size, len(rows), f.bad_utf8, f.lines)
                  for f, rows in batch])
+            if appended:  # rows added to the file's: its count is of all of them
+                cur.executemany(f"UPDATE {self.schema}.files SET chunks = (SELECT count(*) FROM {self.schema}.chunks "
+                                "WHERE owner = %s AND path = %s) WHERE owner = %s AND path = %s",
+                                [(self.owner, f.path, self.owner, f.path) for f in appended])
+            tails = [(self.owner, f.path, f.tail) for f, _ in batch if f.tail is not None]
+            if tails:
+                cur.executemany(f"INSERT INTO {self.schema}.transcript_tails (owner, path, state) VALUES (%s, %s, %s) "
+                                "ON CONFLICT (owner, path) DO UPDATE SET state = EXCLUDED.state", tails)
+            untailed = [f.path for f, _ in batch if f.tail is None and (f.drop is not None or f.source == "sessions")]
+            if untailed:
+                cur.execute(f"DELETE FROM {self.schema}.transcript_tails WHERE owner = %s AND path = ANY(%s)",
+                            (self.owner, untailed))
         return len(chunk_rows)
+
+    def _appends(self, batch: list[tuple[FileRow, list[ChunkRow]]]) -> list[tuple[FileRow, list[ChunkRow]]]:
+        """``batch`` with each transcript read only past where the last sync stopped (``FileRow.drop`` set) made
+        ready to be added to its rows: the chunks its last chunk became (``drop``) and those its window left
+        (``cut``) deleted. One whose rows are no longer those it was read against (another sync wrote the file
+        since: another ``hash`` or no tail state) is left out: the next sync reads it on from the rows there."""
+        out = []
+        for frow, rows in batch:
+            if frow.drop is None:
+                out.append((frow, rows))
+                continue
+            there = self._q("SELECT 1 FROM {s}.files f JOIN {s}.transcript_tails t USING (owner, path) "
+                            "WHERE f.owner = %s AND f.path = %s AND f.hash = %s",
+                            (self.owner, frow.path, frow.base)).fetchone()
+            if there is None:
+                log.info("%s: written by another sync meanwhile; read again by the next one", frow.path)
+                continue
+            gone = self._q("DELETE FROM {s}.chunks WHERE owner = %s AND path = %s AND (cid = ANY(%s) OR start_line < %s) "
+                           "RETURNING cid", (self.owner, frow.path, list(frow.drop), frow.cut or 0)).fetchall()
+            if gone:
+                self._q("DELETE FROM {s}.chunk_units WHERE owner = %s AND path = %s AND cid = ANY(%s)",
+                        (self.owner, frow.path, [r[0] for r in gone]))
+            out.append((frow, rows))
+        return out
 
     def fill_line_analysis(self, batch: int = 500, should_stop: Any = None) -> int:
         """Store the line analysis of every chunk of this owner that has none (written before schema

@@ -108,7 +108,7 @@ def test_a_version_1_schema_is_rebuilt_with_stemmed_terms(tmp_path: Path, pg_ser
         assert mem.status()["dirty"] is True  # the identity is forgotten: the next sync rebuilds
         report = mem.sync()
         assert report.full and paths(mem, "flight")[:1] == ["MEMORY.md"]
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("5",)]
 
 
 def test_keyword_only_without_a_provider(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
@@ -576,7 +576,7 @@ def test_line_analyses_are_stored_read_by_search_filled_after_an_upgrade_and_kep
         filled = stored()
         assert all(blob == line_analysis(p, s, t) for (p, s), (t, blob) in filled.items())
         assert _car_answer(mem)["supersededBy"]["path"] == "memory/2026-06-01.md"
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("5",)]
     assert rows(pg_server, f"SELECT value FROM {pg_schema}.owner_meta WHERE key = 'linesVersion'") == [
         (str(LINE_ANALYSIS_VERSION),)]
     # Analyses of an older LINE_ANALYSIS_VERSION (2: before ratios were a quantity kind) are not read, and the
@@ -644,7 +644,7 @@ def test_the_schema_4_upgrade_does_not_hold_up_searches_behind_an_older_process_
     with upgraded[0] as mem:
         mem.sync()
         assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE lines IS NULL") == [(0,)]
-    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("4",)]
+    assert rows(pg_server, f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'") == [("5",)]
 
 
 def test_a_non_finite_query_vector_answers_by_keyword(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:

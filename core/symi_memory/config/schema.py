@@ -96,7 +96,8 @@ class Sync:
     max_file_bytes: int = opt("maxFileBytes", 10_000_000, lo=1,
                               doc="Markdown files larger than this are skipped (listed in status `skipped`). A session "
                                   "transcript is read a line at a time and keeps its newest messages, up to this many "
-                                  "bytes of text (status `partial` says when older ones are left out).")
+                                  "bytes of text, whole chunks of them (status `partial` says when older ones are "
+                                  "left out).")
     build_wait_seconds: int = opt("buildWaitSeconds", 1800, lo=0, hi=31_536_000,
                                   doc="How long an explicit sync (`symi-memory index`, MemoryManager.sync(), the "
                                       "server's sync) waits for another live process's full build of the same index "

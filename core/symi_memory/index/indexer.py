@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import array
+import base64
+import binascii
 import json
 import logging
 import os
 import threading
 import time
-from collections import Counter
+import zlib
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -75,8 +79,11 @@ FAILED_META = "failedFiles"
 #: ``{"maxFileBytes": the limit transcripts were last read with, "partial": {path: why}}``: transcripts whose messages
 #: exceed the limit are indexed in part (their newest messages), and a new limit has every transcript read again.
 PARTIAL_META = "transcripts"
-#: The version of the tail state stored with each transcript (:meth:`Indexer._chunk_transcript`).
-TAIL_VERSION = 1
+#: The version of the tail state stored with each transcript (:meth:`Indexer._load_transcript`). 2: the window of
+#: a transcript past ``sync.maxFileBytes`` starts where a chunk of the whole transcript starts.
+TAIL_VERSION = 2
+#: A whole read forgets the ids of closed chunks that no later chunk can repeat once it holds this many.
+SEEN_PRUNE = 4096
 LAST_SYNC_META = "lastSync"
 
 
@@ -295,11 +302,57 @@ class _Loaded:
     #: The stored tail state (:meth:`Indexer._tail_state`) this read went on from: ``text`` and ``line_map`` then hold
     #: only the messages appended since; None for a whole read.
     resume: dict[str, Any] | None = None
-    #: The tail state to store with the rows (set by :meth:`Indexer._chunk_transcript`), and the chunk ids to drop.
+    #: The tail state to store with the rows (set by :meth:`Indexer._load_transcript`), and the chunk ids to drop.
     tail: str | None = None
     drop: tuple[str, ...] | None = None
+    #: Going on from ``resume``: the chunks starting before this line left the window (past ``maxFileBytes``).
+    cut: int | None = None
+    #: A transcript's chunks, made as it was read (:meth:`Indexer._load_transcript`).
+    pieces: list[_Piece] | None = None
     #: The file hash the rows this read adds to were written with (an append is written only onto those).
     base: str | None = None
+
+
+class _Starts:
+    """``(first line, text bytes before it, messages before it)`` of the chunks that may begin a transcript's window,
+    oldest first, in one flat ``array`` of int64 (thousands of them for a 10 MB transcript: kept as Python tuples and
+    JSON lists, they cost a sync ~25 ms each way; packed, well under 1 ms)."""
+
+    def __init__(self, flat: array.array[int] | None = None) -> None:
+        self.flat = flat if flat is not None else array.array("q")
+        self.head = 0  # triples before this one are gone (popleft)
+
+    def __len__(self) -> int:
+        return len(self.flat) // 3 - self.head
+
+    def __getitem__(self, i: int) -> tuple[int, int, int]:
+        k = (self.head + i if i >= 0 else len(self.flat) // 3 + i) * 3
+        return self.flat[k], self.flat[k + 1], self.flat[k + 2]
+
+    def append(self, triple: tuple[int, int, int]) -> None:
+        self.flat.extend(triple)
+
+    def pop(self) -> None:
+        del self.flat[-3:]
+
+    def popleft(self) -> None:
+        self.head += 1
+        if self.head > 4096 and self.head * 6 > len(self.flat):  # gone ones past half: let their memory go
+            del self.flat[:self.head * 3]
+            self.head = 0
+
+    def pack(self) -> str:
+        return base64.b64encode(zlib.compress(self.flat[self.head * 3:].tobytes(), 1)).decode("ascii")
+
+    @classmethod
+    def unpack(cls, packed: Any) -> _Starts:
+        if not isinstance(packed, str):
+            raise TypeError("starts: not a string")
+        flat = array.array("q")
+        flat.frombytes(zlib.decompress(base64.b64decode(packed.encode("ascii"), validate=True)))
+        if len(flat) % 3:
+            raise ValueError("starts: not triples")
+        return cls(flat)
 
 
 @attrs.define
@@ -474,24 +527,143 @@ class Indexer:
         return _Loaded(f, sha256(data), text, None, int(bad), text.count("\n") + 1)
 
     def _load_transcript(self, f: MemoryFile, old: FileRow | None = None) -> _Loaded:
-        """A transcript, read a line at a time: its newest messages up to ``sync.maxFileBytes`` of text.
+        """A transcript, read a message at a time and chunked as it is read: the chunks of its newest messages up to
+        ``sync.maxFileBytes`` of text.
 
         Transcripts grow for as long as a session runs, so the limit bounds the message text indexed (and the
-        memory a sync holds), not the file: a session never drops out of search for being long. With ``old`` (its
-        row in the index) and the tail state stored with it, only what was appended since is read
-        (:func:`~symi_memory.sessions.read_transcript` tells whether it can be), and chunked on from there.
+        memory a sync holds), not the file: a session never drops out of search for being long. Its messages are
+        chunked from the first (every chunk of the whole transcript is where it would be were nothing left out);
+        of a transcript whose messages exceed the limit, the oldest chunks are left out: the window starts at the
+        first chunk from whose first line on the text fits (or at the last chunk, when none does). So when the
+        window moves on, the chunks still in it are those already indexed: only new ones are written.
+
+        With ``old`` (its row in the index) and the tail state stored with it, only what was appended since is read
+        (:func:`~symi_memory.sessions.open_transcript` tells whether it can be), and chunked on from there; the
+        chunks the window leaves are removed (``FileRow.cut``). The rows then are exactly those a whole read makes.
         """
-        from ..sessions import read_transcript
+        from ..chunking import Chunk, Chunker, split_utf8
+        from ..sessions import open_transcript, partial_reason
 
         max_bytes = int(self.agent.memory_search["sync"]["maxFileBytes"])
         state = self._tail_state(old) if old is not None else None
-        doc, st = read_transcript(f.abs_path, max_bytes=max_bytes, since=state["mark"] if state else None)
-        f = attrs.evolve(f, mtime=st.st_mtime, size=doc.size)
-        if doc.since is not None:
-            log.debug("%s: read on from byte %d (appended since the last sync)", f.path, doc.since.size)
-        return _Loaded(f, doc.content_hash, doc.text, doc.line_map, 0, doc.newlines, doc.partial_reason(max_bytes),
-                       mark=doc.mark, resume=state if doc.since is not None else None,
-                       base=old.hash if old is not None else None)
+        ch = self.agent.memory_search["chunking"]
+        p = self.choice.provider
+        limit = p.max_input_bytes if p else None
+        mode = self.units_mode()
+        model = p.model if p else ""
+        source, path = f.source, f.path
+        with open_transcript(f.abs_path, max_bytes=max_bytes, since=state["mark"] if state else None) as read:
+            resume = state if read.since is not None else None
+            if resume is not None:
+                chunker = Chunker.start(ch["tokens"], ch["overlap"], resume["current"], resume["cost"])
+                before: dict[str, int] = dict(resume["seen"])  # closed chunks' ids a later chunk could repeat
+                last_ids = set(resume["final"])  # the rows the last chunk wrote (kept when written again)
+                # (None while its text is under half the limit: its window cannot move, the chunk starts are not kept)
+                untracked = resume["starts"] is None
+                starts: _Starts = _Starts() if untracked else resume["starts"]
+                info: deque[tuple[int, int, int]] = deque(resume["info"])
+                last_line, window = resume["last"], resume["start"]
+            else:
+                chunker = Chunker.start(ch["tokens"], ch["overlap"])
+                before, last_ids, starts, info, last_line, untracked = {}, set(), _Starts(), deque(), 0, False
+                window = 0
+            seen = set(before)
+            # (first line, last line, text, its chunk when it is one whole) of each chunk to write, oldest first.
+            kept: deque[tuple[int, int, str, Chunk | None]] = deque()
+            written: set[str] = set()
+
+            def parts(c: Chunk, closed: bool) -> list[str]:
+                # Split for the provider's input limit, a chunk keeps chunk vectors only (its lines span the parts).
+                pieces = split_utf8(c.text, limit) if limit else [c.text]
+                ids = []
+                for piece in pieces:
+                    cid = sha256(f"{source}:{path}:{c.start_line}:{c.end_line}:{sha256(piece)}:{model}")
+                    # A long repetitive line can yield identical pieces on the same lines: one chunk (one id) each.
+                    if not piece.strip() or cid in seen:
+                        continue
+                    seen.add(cid)
+                    ids.append(cid)
+                    if closed:
+                        before[cid] = c.start_line
+                    if cid not in last_ids:
+                        kept.append((c.start_line, c.end_line, piece, c if len(pieces) == 1 else None))
+                    written.add(cid)
+                return ids
+
+            def fit() -> None:
+                # ``starts``: (first line, text bytes before it, messages before it) of the chunks that may yet
+                # begin the window. One whose lines to the end exceed the limit never fits again (the text only
+                # grows): gone, unless it is the last (the window then starts with it).
+                total = read.rendered
+                while len(starts) > 1 and total - starts[0][1] - 1 > max_bytes:
+                    starts.popleft()
+                first = starts[0][0] if starts else 0
+                while kept and kept[0][0] < first:
+                    kept.popleft()
+
+            for number, line, size in read.lines():
+                info.append((number, read.rendered - size, read.messages - 1))
+                last_line = number
+                closed = chunker.feed(line, number)
+                if not closed:
+                    continue
+                for c in closed:
+                    while info[0][0] < c.start_line:
+                        info.popleft()
+                    if not starts or starts[-1][0] != c.start_line:
+                        starts.append(info[0])
+                    parts(c, True)
+                while info[0][0] < chunker.current[0][1]:
+                    info.popleft()
+                fit()
+                if len(before) > SEEN_PRUNE:  # ids of chunks before the open one: no later chunk repeats them
+                    first = chunker.current[0][1]
+                    before = {i: n for i, n in before.items() if n >= first}
+                    seen = set(before)
+            keep_starts = read.rendered - 1 > max_bytes // 2
+            if untracked and keep_starts:
+                # Its window may move from now on, and the chunk starts before this read were not kept: read whole.
+                log.debug("%s: read whole (past half of sync.maxFileBytes: its chunk starts are kept from now)", path)
+                loaded = self._load_transcript(f)
+                loaded.base = old.hash if old is not None else None
+                return loaded
+            if resume is not None:
+                log.debug("%s: read on from byte %d (appended since the last sync)", path, resume["mark"].size)
+            last = chunker.last()
+            final = parts(last, False) if last is not None else []
+            extra = last is not None and (not starts or starts[-1][0] != last.start_line)
+            if extra:
+                assert last is not None
+                starts.append(next(x for x in info if x[0] == last.start_line))
+            fit()
+            cut, dropped = (starts[0][0], starts[0][2]) if starts else (0, 0)
+            if untracked:  # all of it fits: the window starts with the first chunk, as it did
+                cut, dropped = window, 0
+            if extra:
+                starts.pop()  # (not a closed chunk's start: added again when that chunk closes)
+            mark = read.mark()
+            st, scan, messages, long_lines = read.stat, read.scan, read.messages, read.long_lines
+        units = {id(c): tuple(chunk_units(c.text, c.lines, mode)) for *_, c in kept if c is not None}
+        pieces: list[_Piece] = [(a, b, text, units[id(c)] if c is not None else ()) for a, b, text, c in kept]
+        tail = None
+        if mark is not None:
+            first = chunker.current[0][1] if chunker.current else 0
+            tail = json.dumps({
+                "settings": self._tail_settings(), "mark": mark.to_dict(),
+                "current": chunker.current, "cost": chunker.cost, "final": final,
+                "seen": sorted([i, n] for i, n in before.items() if n >= first),
+                "starts": starts.pack() if keep_starts else None, "info": list(info), "start": cut, "last": last_line},
+                separators=(",", ":"))
+        why = partial_reason(max_bytes, messages=messages, dropped=dropped, long_lines=long_lines,
+                             span=(cut, last_line) if dropped else None)
+        f = attrs.evolve(f, mtime=st.st_mtime, size=scan.size)
+        loaded = _Loaded(f, scan.content_hash, "", None, 0, scan.newlines, why, mark=mark, resume=resume,
+                         base=old.hash if old is not None else None)
+        loaded.pieces, loaded.tail = pieces, tail
+        if resume is not None:
+            loaded.drop = tuple(sorted(last_ids - written))
+            loaded.cut = cut if cut > window else None
+        return loaded
 
     def _tail_settings(self) -> list[Any]:
         """What a transcript's chunks depend on besides its text: a tail state stored under others is not used."""
@@ -525,8 +697,13 @@ class Indexer:
             state["current"] = [(str(piece), int(n)) for piece, n in current]
             state["seen"] = [(str(i), int(n)) for i, n in seen]
             state["final"] = [str(i) for i in final]
-        except (TypeError, ValueError):
+            state["starts"] = None if state["starts"] is None else _Starts.unpack(state["starts"])
+            state["info"] = [(int(a), int(b), int(c)) for a, b, c in state["info"]]
+            state["start"], state["last"] = int(state["start"]), int(state["last"])
+        except (KeyError, TypeError, ValueError, zlib.error, binascii.Error):
             return None
+        if sorted({n for _, n in state["current"]}) != [n for n, _, _ in state["info"]]:
+            return None  # (``info``: the lines of the open chunk)
         state["mark"] = mark
         return state
 
@@ -993,8 +1170,8 @@ class Indexer:
         """``(start, end, text, units)`` of each chunk of a file; ``units`` as :func:`chunk_units` (file lines)."""
         from ..chunking import chunk_text, split_utf8
 
-        if loaded.file.source == "sessions" and getattr(self.store, "stores_tails", False):
-            return self._chunk_transcript(loaded)
+        if loaded.pieces is not None:  # a transcript, chunked as it was read (:meth:`_load_transcript`)
+            return loaded.pieces
 
         ch = self.agent.memory_search["chunking"]
         limit = self.choice.provider.max_input_bytes if self.choice.provider else None
@@ -1017,71 +1194,6 @@ class Indexer:
                 if part.strip() and key not in seen:
                     seen.add(key)
                     out.append((start, end, part, units))
-        return out
-
-    def _chunk_transcript(self, loaded: _Loaded) -> list[_Piece]:
-        """:meth:`_chunk` of a transcript, a message line at a time (the lines numbered as in the JSONL file, which
-        gives the chunks :meth:`_chunk` gives), going on from ``loaded.resume`` when the read did.
-
-        Sets ``loaded.tail``, what the next sync needs to chunk on (the chunker's state, the chunk ids its last,
-        unclosed chunk wrote, the ids of closed chunks a later one could repeat), and, going on, ``loaded.drop``:
-        the ids the last chunk wrote before that this chunking does not write again. The chunks returned are
-        only the new ones: with the rows kept, the file holds the chunks a whole read gives.
-        """
-        from ..chunking import Chunk, Chunker, split_utf8
-
-        ch = self.agent.memory_search["chunking"]
-        p = self.choice.provider
-        limit = p.max_input_bytes if p else None
-        mode = self.units_mode()
-        model = p.model if p else ""
-        source, path = loaded.file.source, loaded.file.path
-        state = loaded.resume
-        if state is not None:
-            chunker = Chunker.start(ch["tokens"], ch["overlap"], state["current"], state["cost"])
-            before: dict[str, int] = dict(state["seen"])  # closed chunks' ids a later chunk could repeat
-            last_ids = set(state["final"])  # the rows the last chunk wrote (kept when written again)
-        else:
-            chunker = Chunker.start(ch["tokens"], ch["overlap"])
-            before, last_ids = {}, set()
-        seen = set(before)
-        out: list[_Piece] = []
-        written: set[str] = set()
-
-        def parts(c: Chunk, closed: bool) -> list[str]:
-            # Split for the provider's input limit, a chunk keeps chunk vectors only (its lines span the parts).
-            pieces = split_utf8(c.text, limit) if limit else [c.text]
-            units = tuple(chunk_units(c.text, c.lines, mode)) if len(pieces) == 1 else ()
-            ids = []
-            for piece in pieces:
-                cid = sha256(f"{source}:{path}:{c.start_line}:{c.end_line}:{sha256(piece)}:{model}")
-                # A long repetitive line can yield identical pieces on the same lines: one chunk (one id) each.
-                if not piece.strip() or cid in seen:
-                    continue
-                seen.add(cid)
-                ids.append(cid)
-                if closed:
-                    before[cid] = c.start_line
-                if cid not in last_ids:
-                    out.append((c.start_line, c.end_line, piece, units))
-                written.add(cid)
-            return ids
-
-        lines = loaded.text.split("\n") if loaded.text else []
-        for line, number in zip(lines, loaded.line_map or (), strict=True):
-            for c in chunker.feed(line, number):
-                parts(c, True)
-        last = chunker.last()
-        final = parts(last, False) if last is not None else []
-        loaded.drop = tuple(sorted(last_ids - written)) if state is not None else None
-        if loaded.mark is None:
-            loaded.tail = None
-        else:
-            first = chunker.current[0][1] if chunker.current else 0
-            loaded.tail = json.dumps({
-                "settings": self._tail_settings(), "mark": loaded.mark.to_dict(),
-                "current": chunker.current, "cost": chunker.cost, "final": final,
-                "seen": sorted([i, n] for i, n in before.items() if n >= first)}, separators=(",", ":"))
         return out
 
     def _embed_and_build(self, pending: list[tuple[_Loaded, list[_Piece]]], stats: dict[str, int]) -> Iterator[tuple[FileRow, list[ChunkRow]]]:
@@ -1113,7 +1225,7 @@ class Indexer:
             f = loaded.file
             yield (FileRow(path=f.path, source=f.source, hash=loaded.hash if ok else PENDING + loaded.hash,
                            mtime=f.mtime, size=f.size, bad_utf8=loaded.bad_utf8, lines=loaded.lines,
-                           tail=loaded.tail if ok else None, drop=loaded.drop, base=loaded.base), rows)
+                           tail=loaded.tail if ok else None, drop=loaded.drop, base=loaded.base, cut=loaded.cut), rows)
 
     def _check_dims(self, provider: str, widths: list[int]) -> None:
         """Reject a batch whose vectors differ in length (``widths``) from each other or from the index's."""

@@ -55,6 +55,9 @@ class FileRow:
     #: With ``drop``: the file hash the rows added to were written with; another is there (another process's
     #: sync wrote the file since this one read it): the append is not written, and the next sync reads the file.
     base: str | None = None
+    #: With ``drop``: the chunks of the file starting before this line are removed too (they left the window of a
+    #: transcript past ``sync.maxFileBytes``).
+    cut: int | None = None
 
 
 @attrs.frozen(kw_only=True)

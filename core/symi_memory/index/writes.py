@@ -129,6 +129,9 @@ class FileWrites(StoreParts):
                 # A chunk's line analysis depends on its path, first line and text alone: computed anew, the same.
                 kept: dict[tuple[int, str], bytes] = {}
                 gone = self._delete_chunks(frow.drop or ())
+                if frow.cut is not None:  # the chunks the window of a transcript past maxFileBytes left
+                    gone += self._delete_chunks(str(r[0]) for r in self.conn.execute(
+                        "SELECT id FROM chunks WHERE path = ? AND start_line < ?", (frow.path, frow.cut)).fetchall())
             else:
                 kept = self._kept_analyses(self.conn, frow.path)
                 gone = self._delete_path(frow.path)
