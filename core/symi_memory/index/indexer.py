@@ -1155,8 +1155,7 @@ class Indexer:
                 fresh.update(batch)
                 if cache_on:
                     self._unsaved.update(batch)
-                if cache_on and time.monotonic() - self._cached_at >= min(
-                        CACHE_COMMIT_SECONDS * 2 ** self._cache_skips, CACHE_COMMIT_MAX_SECONDS):
+                if cache_on and time.monotonic() - self._cached_at >= _commit_interval(self._cache_skips):
                     # Committed as they come, not once the group is done: a run stopped mid-way (SIGINT, SIGKILL,
                     # a later batch failing) keeps what it paid for, and the next run (a full rebuild resumed, most
                     # of all: its build file is discarded) takes these from the cache instead of asking again.
@@ -1237,6 +1236,13 @@ class Indexer:
         done, total = self._files_progress
         self._progress(SyncProgress(phase="embed", done=done, total=total,
                                     detail=f"{stats['computed']} embedded, {stats['cached']} reused"))
+
+
+def _commit_interval(skips: int) -> float:
+    """Seconds from the last commit of vectors to the next try, after ``skips`` skipped in a row: twice as long each
+    time, up to :data:`CACHE_COMMIT_MAX_SECONDS` (the exponent is capped: a rebuild skipping for hours, a row lock
+    held throughout, must not overflow a float)."""
+    return min(CACHE_COMMIT_SECONDS * 2 ** min(skips, 16), CACHE_COMMIT_MAX_SECONDS)
 
 
 def _read_only(store: Any) -> bool:
