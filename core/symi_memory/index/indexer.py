@@ -643,11 +643,17 @@ class Indexer:
             if full:
                 try:
                     self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
-                finally:
-                    # The swap stored the chunks' and lines' vectors; what a skipped commit left is tried once more
-                    # (a unit's vector whose chunk got none is only there), and dropped if that finds the lock held.
+                except BaseException:
+                    # On its way out with an error of its own: what a skipped commit left is tried once more, and
+                    # dropped if that finds the lock held (the way out is not held up by it).
                     self._commit_vectors(spare=True, leaving=True)
                     self._unsaved = {}
+                    raise
+                # The build landed. What skipped commits left is written now, waiting for the lock as cache_put does:
+                # not every store's swap puts the vectors in its cache (postgres keeps them in its chunks only), and
+                # a row lock held across every try of the run would otherwise drop them all. A failure now does not
+                # undo the rebuild: it is said, and only the next run's provider calls pay for it.
+                self._keep_vectors_left()
             else:
                 self._write_incremental(batches, removed, skipped)
         except EmbeddingError as exc:
@@ -1226,6 +1232,19 @@ class Indexer:
         self._cache_skips += 1
         (log.info if self._cache_skips == 1 else log.debug)(
             "%d vectors not committed to the embedding cache yet (%s): they go with the next commit", len(items), why)
+
+    def _keep_vectors_left(self) -> None:
+        """After a full build landed: commit what skipped commits left (:meth:`_commit_vectors`), waiting for the
+        lock; a failure is logged, not raised (the rebuild is in)."""
+        left = len(self._unsaved)
+        try:
+            self._commit_vectors(spare=False)
+        except Exception as exc:
+            log.warning("%d vectors computed by this rebuild could not be committed to the embedding cache (%s): "
+                        "the next full rebuild asks the provider for them again", left,
+                        " ".join(str(exc).split()) or type(exc).__name__)
+        finally:
+            self._unsaved = {}
 
     def _embed_progress(self, stats: dict[str, int]) -> None:
         """Tell the running sync's progress callback how far embedding got (after each provider batch): phase
