@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+import apsw
 import attrs
 
 from ..errors import BuildWaitExpired, EmbeddingError, EmbeddingPending, SymiMemoryError
@@ -50,6 +51,12 @@ CACHE_COMMIT_SECONDS = 0.5
 #: A commit mid-run that finds another process writing the index is skipped (the vectors go with the next one): the
 #: next try comes twice as late each time it is skipped again, up to this long after the last.
 CACHE_COMMIT_MAX_SECONDS = 8.0
+#: What a commit of vectors the run could do without still fails it with (:meth:`Indexer._commit_vectors`): a
+#: damaged index (the sync sets it aside and builds a new one) or a disk that failed (reported as such). Skipped,
+#: the run would pay the provider for every vector before the swap met the same error (and, for damage, pay again
+#: for the new file's build, its cache empty).
+SURFACING_ERRORS: tuple[type[BaseException], ...] = (apsw.CorruptError, apsw.NotADBError, apsw.FullError,
+                                                     apsw.IOError)
 BACKGROUND_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start"})
 # Syncs that take a transcript's new lines only past the delta thresholds (spec: background indexing of
 # sessions is paced by them). A search's syncs take every line: the agent is asking memory now.
@@ -1201,8 +1208,8 @@ class Indexer:
         """Commit :attr:`_unsaved` to the embedding cache. ``spare``: a commit the run can do without (mid-run, or
         any of a full build, whose swap stores every vector): tried only if the write lock is free at once
         (``try_cache_put``, where the store has it), skipped on any error, the vectors kept for the next one, except
-        on an index this process may only read (the sync fails now, as before, not after paying the provider for
-        every vector), unless ``leaving`` (the run is already on its way out with an error of its own). The others
+        on an index this process may only read or one damaged or on a failed disk (:data:`SURFACING_ERRORS`: the
+        sync fails now, as before, not after paying the provider for every vector), unless ``leaving`` (the run is already on its way out with an error of its own). The others
         write as ``cache_put`` does, waiting for the lock, and fail the sync if that fails."""
         p = self.choice.provider
         items = self._unsaved
@@ -1222,7 +1229,7 @@ class Indexer:
                 self.store.cache_put(p.id, p.model, p.fingerprint, items)
                 done = True
         except Exception as exc:
-            if not leaving and _read_only(self.store):
+            if not leaving and (isinstance(exc, SURFACING_ERRORS) or _read_only(self.store)):
                 raise
             done, why = False, " ".join(str(exc).split()) or type(exc).__name__
         self._cached_at = time.monotonic()
