@@ -121,3 +121,26 @@ def test_a_rebuild_goes_on_while_another_process_holds_the_write_lock_and_keeps_
         assert again.returncode == 0, again.stderr
         assert len(server.requests) == first  # nothing asked again
         assert json.loads(again.stdout)["embeddingsCached"] == len(sent)
+
+
+def test_a_rebuild_whose_commits_of_vectors_were_skipped_a_thousand_times_goes_on(tmp_path: Path) -> None:
+    """Each skipped commit doubles the wait for the next try (capped at 8 s), and a full rebuild's end-of-group
+    commits are tried whatever the wait: a large rebuild while another writer holds the lock (or, on postgres,
+    another agent's build holds one cache row) for long skips more than 1,024 in a row. The doubling was computed
+    as ``0.5 * 2 ** skips`` before the cap, which overflows a float there: the rebuild died with "int too large to
+    convert to float" instead of going on."""
+    from support.sqlite_memory import open_mem
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "- the otter's holt\n")
+    with open_mem(tmp_path, ws, {"provider": "hash"}) as mem:
+        mem.sync()
+        indexer = mem.backend.indexer
+        indexer._cache_skips = 1100  # as after 1,100 skips in a row
+        stats = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
+        vectors, ok = indexer._embed([f"a new line {i}" for i in range(3)], stats)
+        assert ok and all(v is not None for v in vectors) and stats["computed"] == 3
+        assert indexer._cache_skips == 0  # the commit went through: the vectors are in the cache
+        again = {"indexed": 0, "chunks": 0, "computed": 0, "cached": 0}
+        indexer._embed([f"a new line {i}" for i in range(3)], again)
+        assert (again["computed"], again["cached"]) == (0, 3)

@@ -510,3 +510,49 @@ def test_a_sync_that_finds_an_older_schema_on_a_damaged_file_sets_it_aside_and_r
         assert mem.search("a828e60").results[0].path == "MEMORY.md"
     kept = [p.name for p in db.parent.iterdir() if p.name.startswith("main.sqlite.unreadable-")]
     assert len(kept) == 1, kept
+
+
+def _damage_free_pages(db: Path) -> None:
+    """Damage the index where only a write looks: its first free page (the list SQLite allocates new pages from)
+    points past the end of the file. Reads (searches, the cache's look-ups) never touch it."""
+    import sqlite3
+    import struct
+
+    with sqlite3.connect(db) as conn:  # pages on the free list: a table filled and dropped
+        conn.execute("CREATE TABLE scratch(x BLOB)")
+        conn.executemany("INSERT INTO scratch VALUES (?)", [(b"\0" * 4000,) for _ in range(200)])
+        conn.commit()
+        conn.execute("DROP TABLE scratch")
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    with open(db, "r+b") as f:
+        f.seek(32)
+        assert struct.unpack(">I", f.read(4))[0] != 0  # a free list there is
+        f.seek(32)
+        f.write(struct.pack(">I", pages + 1000))
+
+
+def test_a_full_rebuild_of_an_index_damaged_where_it_writes_pays_for_the_vectors_once(tmp_path: Path) -> None:
+    """A full rebuild's commits of vectors mid-run skip an index that is busy, not one that is damaged: the first
+    one's "database disk image is malformed" sets the file aside and builds a new one (after one provider batch),
+    as before. Skipped like a busy index's, the rebuild paid for every vector, failed at the swap on the same damage,
+    and the new file's rebuild (its cache empty) paid for every vector again."""
+    ws = tmp_path / "ws"
+    for i in range(20):
+        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the otter {i * 100 + j}" for j in range(10)) + "\n")
+    counting = Counting()
+    with open_mem(tmp_path, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
+        mem.sync()
+        db = Path(mem.status()["dbPath"])
+    texts = counting.texts
+    assert texts == 20 + 20 * 10
+    _damage_free_pages(db)
+    for i in range(20):  # new text: none of it is in the cache
+        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the heron {i * 100 + j}" for j in range(10)) + "\n")
+    counting.texts = 0
+    with open_mem(tmp_path, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
+        report = mem.sync(force=True)
+        assert report.full and not report.errors
+        assert mem.search("heron 1907").results[0].path == "memory/n19.md"
+    assert texts < counting.texts <= texts + 64, counting.texts

@@ -262,3 +262,86 @@ def test_a_rebuild_goes_on_while_another_transaction_holds_the_cache_rows_it_com
                 FILES * 2, FILES * 2)
     finally:
         endpoint.inner.close()
+
+
+class RowsHeldPastTheBuild(RowsHeld):
+    """:class:`RowsHeld`, the rows held until the rebuild's transaction committed (its chunks are visible) and a
+    moment more: every commit of vectors during the run finds them locked, the last one included."""
+
+    def __init__(self, dsn: str, schema: str, chunks: int) -> None:
+        super().__init__(dsn, schema)
+        self.chunks = chunks
+
+    def hold(self, texts: list[str]) -> None:
+        import hashlib
+
+        with self.lock:
+            if self.holder is not None or self.key is None:
+                return
+            held = threading.Event()
+
+            def run() -> None:
+                with psycopg.connect(self.dsn) as conn, psycopg.connect(self.dsn, autocommit=True) as look:
+                    conn.execute(f"SET search_path = {self.schema}")
+                    with conn.cursor() as cur:
+                        cur.executemany("INSERT INTO embedding_cache (provider, model, fingerprint, hash, embedding, "
+                                        "used_at) VALUES (%s, %s, %s, %s, %s, 0)",
+                                        [(*self.key, hashlib.sha256(t.encode()).hexdigest(), b"\0" * 12)
+                                         for t in texts])
+                    held.set()
+                    deadline = time.monotonic() + 60
+                    while time.monotonic() < deadline and look.execute(
+                            f"SELECT count(*) FROM {self.schema}.chunks WHERE path LIKE 'memory/n%%'"
+                            ).fetchone()[0] < self.chunks:
+                        time.sleep(0.05)
+                    time.sleep(0.5)
+                    conn.rollback()
+                self.released.set()
+
+            self.holder = threading.Thread(target=run, daemon=True)
+            self.holder.start()
+        assert held.wait(30)
+
+
+def test_a_rebuild_keeps_every_vector_when_a_cache_row_stays_locked_until_it_lands(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """Another transaction keeps the first batch's cache rows locked from the rebuild's first request until after
+    its transaction committed: every commit of vectors in the run is skipped, so all of them are still pending when
+    the build lands. The swap of a postgres build stores no vector in the cache (its chunks hold them), and the last
+    try was skipped like the others (200 ms): every vector the provider sent back was dropped from the cache, and the
+    next `index --force` paid for all of them again. Now the last commit waits for the lock as cache_put does."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(FILES):
+        (ws / "memory" / f"n{i}.md").write_text(
+            "\n".join(f"- note {i} line {j}: the marmot burrow {i * 100 + j}" for j in range(LINES)) + "\n",
+            encoding="utf-8")
+    first = tmp_path / "first"
+    (first / "memory").mkdir(parents=True)
+    (first / "memory" / "a.md").write_text("- the provider's keys in the cache\n", encoding="utf-8")
+    endpoint = RowsHeldPastTheBuild(pg_server.dsn, pg_schema, FILES)
+    try:
+        built = subprocess.run(_cli(tmp_path, first, endpoint.url, pg_schema, pg_server.dsn, "index"),
+                               capture_output=True, text=True, timeout=120)
+        assert built.returncode == 0, built.stderr
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            endpoint.key = conn.execute(f"SELECT provider, model, fingerprint FROM {pg_schema}.embedding_cache "
+                                        "LIMIT 1").fetchone()
+            before = conn.execute(f"SELECT count(*) FROM {pg_schema}.embedding_cache").fetchone()[0]
+        endpoint.answered.clear()
+        cmd = _cli(tmp_path, ws, endpoint.url, pg_schema, pg_server.dsn, "index", "--force", "--json")
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text(cfg.read_text(encoding="utf-8") + "syncTimeout = 30.0\n", encoding="utf-8")
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert endpoint.released.wait(30)
+        sent = endpoint.answered
+        assert json.loads(done.stdout)["embeddingsComputed"] == len(sent) == FILES + FILES * LINES
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            cached = conn.execute(f"SELECT count(*) FROM {pg_schema}.embedding_cache").fetchone()[0] - before
+        assert cached == len(sent)  # every vector the provider sent back is in the cache
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["embeddingsComputed"] == 0
+    finally:
+        endpoint.inner.close()

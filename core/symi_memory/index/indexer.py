@@ -15,6 +15,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+import apsw
 import attrs
 
 from ..errors import BuildWaitExpired, EmbeddingError, EmbeddingPending, SymiMemoryError
@@ -54,6 +55,12 @@ CACHE_COMMIT_SECONDS = 0.5
 #: A commit mid-run that finds another process writing the index is skipped (the vectors go with the next one): the
 #: next try comes twice as late each time it is skipped again, up to this long after the last.
 CACHE_COMMIT_MAX_SECONDS = 8.0
+#: What a commit of vectors the run could do without still fails it with (:meth:`Indexer._commit_vectors`): a
+#: damaged index (the sync sets it aside and builds a new one) or a disk that failed (reported as such). Skipped,
+#: the run would pay the provider for every vector before the swap met the same error (and, for damage, pay again
+#: for the new file's build, its cache empty).
+SURFACING_ERRORS: tuple[type[BaseException], ...] = (apsw.CorruptError, apsw.NotADBError, apsw.FullError,
+                                                     apsw.IOError)
 BACKGROUND_REASONS = frozenset({"search", "stale", "stale-search", "watch", "interval", "session-start"})
 # Syncs that take a transcript's new lines only past the delta thresholds (spec: background indexing of
 # sessions is paced by them). A search's syncs take every line: the agent is asking memory now.
@@ -820,11 +827,17 @@ class Indexer:
             if full:
                 try:
                     self.store.build_full(batches, skipped=skipped, meta=self._meta(full=True))
-                finally:
-                    # The swap stored the chunks' and lines' vectors; what a skipped commit left is tried once more
-                    # (a unit's vector whose chunk got none is only there), and dropped if that finds the lock held.
+                except BaseException:
+                    # On its way out with an error of its own: what a skipped commit left is tried once more, and
+                    # dropped if that finds the lock held (the way out is not held up by it).
                     self._commit_vectors(spare=True, leaving=True)
                     self._unsaved = {}
+                    raise
+                # The build landed. What skipped commits left is written now, waiting for the lock as cache_put does:
+                # not every store's swap puts the vectors in its cache (postgres keeps them in its chunks only), and
+                # a row lock held across every try of the run would otherwise drop them all. A failure now does not
+                # undo the rebuild: it is said, and only the next run's provider calls pay for it.
+                self._keep_vectors_left()
             else:
                 self._write_incremental(batches, removed, skipped)
         except EmbeddingError as exc:
@@ -1267,8 +1280,7 @@ class Indexer:
                 fresh.update(batch)
                 if cache_on:
                     self._unsaved.update(batch)
-                if cache_on and time.monotonic() - self._cached_at >= min(
-                        CACHE_COMMIT_SECONDS * 2 ** self._cache_skips, CACHE_COMMIT_MAX_SECONDS):
+                if cache_on and time.monotonic() - self._cached_at >= _commit_interval(self._cache_skips):
                     # Committed as they come, not once the group is done: a run stopped mid-way (SIGINT, SIGKILL,
                     # a later batch failing) keeps what it paid for, and the next run (a full rebuild resumed, most
                     # of all: its build file is discarded) takes these from the cache instead of asking again.
@@ -1308,8 +1320,8 @@ class Indexer:
         """Commit :attr:`_unsaved` to the embedding cache. ``spare``: a commit the run can do without (mid-run, or
         any of a full build, whose swap stores every vector): tried only if the write lock is free at once
         (``try_cache_put``, where the store has it), skipped on any error, the vectors kept for the next one, except
-        on an index this process may only read (the sync fails now, as before, not after paying the provider for
-        every vector), unless ``leaving`` (the run is already on its way out with an error of its own). The others
+        on an index this process may only read or one damaged or on a failed disk (:data:`SURFACING_ERRORS`: the
+        sync fails now, as before, not after paying the provider for every vector), unless ``leaving`` (the run is already on its way out with an error of its own). The others
         write as ``cache_put`` does, waiting for the lock, and fail the sync if that fails."""
         p = self.choice.provider
         items = self._unsaved
@@ -1329,7 +1341,7 @@ class Indexer:
                 self.store.cache_put(p.id, p.model, p.fingerprint, items)
                 done = True
         except Exception as exc:
-            if not leaving and _read_only(self.store):
+            if not leaving and (isinstance(exc, SURFACING_ERRORS) or _read_only(self.store)):
                 raise
             done, why = False, " ".join(str(exc).split()) or type(exc).__name__
         self._cached_at = time.monotonic()
@@ -1340,6 +1352,19 @@ class Indexer:
         (log.info if self._cache_skips == 1 else log.debug)(
             "%d vectors not committed to the embedding cache yet (%s): they go with the next commit", len(items), why)
 
+    def _keep_vectors_left(self) -> None:
+        """After a full build landed: commit what skipped commits left (:meth:`_commit_vectors`), waiting for the
+        lock; a failure is logged, not raised (the rebuild is in)."""
+        left = len(self._unsaved)
+        try:
+            self._commit_vectors(spare=False)
+        except Exception as exc:
+            log.warning("%d vectors computed by this rebuild could not be committed to the embedding cache (%s): "
+                        "the next full rebuild asks the provider for them again", left,
+                        " ".join(str(exc).split()) or type(exc).__name__)
+        finally:
+            self._unsaved = {}
+
     def _embed_progress(self, stats: dict[str, int]) -> None:
         """Tell the running sync's progress callback how far embedding got (after each provider batch): phase
         ``embed``, ``done``/``total`` the files written so far of those read, ``detail`` the vectors computed and
@@ -1349,6 +1374,13 @@ class Indexer:
         done, total = self._files_progress
         self._progress(SyncProgress(phase="embed", done=done, total=total,
                                     detail=f"{stats['computed']} embedded, {stats['cached']} reused"))
+
+
+def _commit_interval(skips: int) -> float:
+    """Seconds from the last commit of vectors to the next try, after ``skips`` skipped in a row: twice as long each
+    time, up to :data:`CACHE_COMMIT_MAX_SECONDS` (the exponent is capped: a rebuild skipping for hours, a row lock
+    held throughout, must not overflow a float)."""
+    return min(CACHE_COMMIT_SECONDS * 2 ** min(skips, 16), CACHE_COMMIT_MAX_SECONDS)
 
 
 def _read_only(store: Any) -> bool:
