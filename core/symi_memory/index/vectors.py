@@ -396,8 +396,9 @@ class ExactVectors:
     _loading: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _thread: threading.Thread | None = None
-    # Rows the last quantized search's band reached (per k): the next one asks faiss for 1.5x that at once,
-    # since a band reaching past the rows asked for costs a second scan (60 ms at 1M rows).
+    # Rows the last quantized search's band reached (per k): the next one asks faiss for 1.5x that at once
+    # (1.25x for a kept copy: _search_kept), since a band reaching past the rows asked for costs a second scan
+    # (60 ms at 1M rows).
     _reach: dict[int, int] = attrs.field(factory=dict)
     # This thread's last scan: (query, chunk rowids, their scores), so rescoring a search's keyword
     # candidates reads the scores just computed instead of their vectors from SQLite.
