@@ -452,6 +452,55 @@ def test_auto_scan_of_a_mid_sized_index_is_int8_rescored_from_memory_with_float3
     assert reads == []
 
 
+def test_a_kept_copy_rescores_the_chunks_its_band_scored_and_others_as_the_float32_scan(kept_copy) -> None:  # type: ignore[no-untyped-def]
+    # A search of an int8 copy that keeps its float32 rows leaves the band it rescored for rescore: keyword
+    # candidates near the query (most are in that band) take their score from it, the others from their kept rows.
+    # Random queries, each rescoring the float32 scan's next best chunks (in the band) with chunks far down the
+    # ranking and rowids the index lacks: every score, and their order, is the float32 scan's, bit for bit.
+    import numpy as np
+
+    _store, vecs, rng, auto, full = kept_copy
+    base = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    queries = vecs[rng.integers(0, len(vecs), 25)] + 0.03 * rng.normal(size=(25, vecs.shape[1]))
+    in_band = 0
+    for i, q in enumerate(queries):
+        k = (1, 10, 80)[i % 3]
+        ranking = [int(r) + 1 for r in np.argsort(-(base @ (q / np.linalg.norm(q))), kind="stable")]  # rowid = row + 1
+        asked = q.tolist()
+        assert auto.search(asked, k) == full.search(asked, k), k
+        band = auto._last.exact[2]
+        near = ranking[k : k + 60]
+        wanted = [*near, *(int(r) for r in rng.integers(1, len(vecs) + 1, 15)), len(vecs) + 5, near[0]]
+        rng.shuffle(wanted)
+        got, want = auto.rescore(asked, wanted), full.rescore(asked, wanted)
+        assert list(got.items()) == list(want.items())
+        in_band += sum(r in band for r in set(wanted))
+    assert in_band > 25 * 20, "the band scored few of the chunks asked: the test would not test it"
+
+
+def test_faiss_search_called_directly_answers_as_its_wrapper() -> None:
+    # The scan calls faiss's search with the result arrays it made (no wrapper): the same rows and scores as
+    # faiss's Python wrapper gives, for an int8 and a float16 copy, with a probe faiss would convert as well.
+    faiss = pytest.importorskip("faiss")
+    import numpy as np
+
+    from symi_memory.index.vectors import _faiss_search
+
+    rng = np.random.default_rng(11)
+    rows = rng.normal(size=(500, 32)).astype(np.float32)
+    for qtype in (faiss.ScalarQuantizer.QT_8bit_direct_signed, faiss.ScalarQuantizer.QT_fp16):
+        index = faiss.IndexScalarQuantizer(32, qtype, faiss.METRIC_INNER_PRODUCT)
+        index.train(np.clip(np.rint(rows * 20), -127, 127))
+        index.add(np.clip(np.rint(rows * 20), -127, 127))
+        for k in (1, 7, 500, 600):
+            probe = np.rint(rng.normal(size=(1, 32)) * 30).astype(np.float32)
+            want = index.search(probe, k)
+            for p in (probe, probe.astype(np.float64), np.asfortranarray(np.repeat(probe, 2, axis=0))[:1]):
+                got = _faiss_search(index, p, k)
+                assert got[0].dtype == np.float32 and got[1].dtype == np.int64
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), k
+
+
 def test_a_kept_copy_s_rescoring_follows_a_query_list_changed_since_and_lets_a_replaced_copy_go(
         kept_copy) -> None:  # type: ignore[no-untyped-def]
     # A search of an int8 copy that keeps its float32 rows leaves that copy (by weak reference) for rescore, and
