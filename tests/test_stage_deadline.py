@@ -249,3 +249,65 @@ def test_the_plugins_listing_marks_each_slots_plugin_as_status_names_it(cli, tmp
     code, text, err = cli("--config", str(cfg), "status")
     assert code == 0, err
     assert any(ln.split() [:2] == ["reranker", "jina"] for ln in text.splitlines()), text
+
+
+class Gated:
+    """A post-processor whose n-th call waits for ``gates[n]`` (returns at once past the gates), counting calls
+    started and returned."""
+
+    def __init__(self, gates: list[threading.Event]) -> None:
+        self.gates, self.started, self.returned = gates, 0, 0
+
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+        n = self.started
+        self.started += 1
+        if n < len(self.gates):
+            self.gates[n].wait(20)
+        self.returned += 1
+        return list(candidates)
+
+
+def test_two_concurrent_searches_that_both_time_out_keep_the_stage_skipped_until_both_calls_returned(
+        tmp_path: Path) -> None:
+    # serve searches on several threads: two searches may each start a call that misses the deadline. The one
+    # that returns first must not make the stage callable again while the other still runs (threads pile up).
+    ws = _ws(tmp_path)
+    gates = [threading.Event(), threading.Event()]
+    proc = Gated(gates)
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="gated", factory=lambda hybrid: proc, order=200))
+
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": 1500}}, plugins=[("gated-plugin", Plugin())]) as mem:
+            mem.sync()
+            answers: list[Any] = []
+            first = threading.Thread(target=lambda: answers.append(mem.search("router admin")))
+            first.start()
+            deadline = time.monotonic() + 5
+            while proc.started < 1 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            second = threading.Thread(target=lambda: answers.append(mem.search("router password")))
+            second.start()
+            first.join(10)
+            second.join(10)
+            assert proc.started == 2 and len(answers) == 2
+            assert all("did not answer" in a.warnings[0] for a in answers)
+            gates[1].set()  # the second call returns; the first still hangs
+            while proc.returned < 1 and time.monotonic() < deadline + 5:
+                time.sleep(0.005)
+            time.sleep(0.05)
+            third = mem.search("router admin")
+            assert "has not returned" in third.warnings[0], third.warnings
+            assert proc.started == 2, "a call was started while an earlier one that missed the deadline still runs"
+            assert next(p for p in mem.status()["postprocessors"] if p["name"] == "gated")["hung"] is True
+            gates[0].set()
+            while proc.returned < 2 and time.monotonic() < deadline + 10:
+                time.sleep(0.005)
+            time.sleep(0.05)
+            assert mem.search("router admin").warnings == () and proc.started == 3
+    finally:
+        for gate in gates:
+            gate.set()

@@ -51,8 +51,10 @@ class StageState:
     last_call: str | None = None
     last_reason: str | None = None
     last_at: float | None = None
-    #: Set once the call that timed out returns; while it is not, the stage is skipped at once.
-    hung: threading.Event | None = None
+    #: One event per call that timed out and has not returned yet (each set once its call returns; those set are
+    #: dropped at the next call). While any is not set, the stage is skipped at once: two concurrent searches may
+    #: each leave a call running, and the one that returns first does not make the stage callable again.
+    hung: list[threading.Event] = attrs.field(factory=list)
     #: Idle worker threads of this stage (each waits for its next call), and the pid that started them.
     idle: list[_StageThread] = attrs.field(factory=list)
     pid: int = attrs.field(factory=os.getpid)
@@ -78,7 +80,7 @@ class StageState:
             out["order"] = self.order
         out["lastCall"] = self.last_call
         out["lastReason"] = self.last_reason
-        out["hung"] = self.hung is not None and not self.hung.is_set()
+        out["hung"] = any(not done.is_set() for done in self.hung)
         return out
 
     def record(self, outcome: str, reason: str | None) -> None:
@@ -96,9 +98,9 @@ class StageState:
                 return "failed", exc
         with self.lock:
             if self.pid != os.getpid():  # a forked child: the parent's threads (and a hung call) are not here
-                self.idle, self.hung, self.pid = [], None, os.getpid()
-            hung = self.hung
-            if hung is not None and not hung.is_set():
+                self.idle, self.hung, self.pid = [], [], os.getpid()
+            self.hung = [done for done in self.hung if not done.is_set()]
+            if self.hung:
                 return "skipped", None
             worker = self.idle.pop() if self.idle else None
         if worker is None:
@@ -108,7 +110,7 @@ class StageState:
         worker.run(fn, box, done)
         if not done.wait(deadline_s):
             with self.lock:
-                self.hung = done
+                self.hung.append(done)
             return "timedOut", None
         if "error" in box:
             return "failed", box["error"]
