@@ -311,3 +311,30 @@ def test_two_concurrent_searches_that_both_time_out_keep_the_stage_skipped_until
     finally:
         for gate in gates:
             gate.set()
+
+
+def test_a_third_party_post_processor_gets_the_same_context_answers_on_its_worker_thread(tmp_path: Path) -> None:
+    # ctx.plain answers from what the backend read for this search, kept per searching thread: a processor run on
+    # the stage's worker thread (the default deadline) must get the answers it gets on the searching thread.
+    ws = _ws(tmp_path)
+    seen: list[tuple[str, dict[str, bool]]] = []
+
+    class Peek:
+        def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+            assert ctx.plain is not None
+            seen.append((threading.current_thread().name, dict(ctx.plain([c.id for c in candidates]))))
+            return list(candidates)
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="peek", factory=lambda hybrid: Peek(), order=200))
+
+    for deadline in (0, 5000):
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": deadline}},
+                      plugins=[("peek-plugin", Plugin())]) as mem:
+            mem.sync()
+            mem.search("router admin")
+    (inline, inline_plain), (worker, worker_plain) = seen
+    assert worker == "symi-stage-peek" and inline != worker
+    assert len(inline_plain) == 2 and worker_plain == inline_plain

@@ -394,6 +394,12 @@ class Pipeline:
             _trace_stage(trace, "rerank", items)
         # The processor being run and the candidates it was handed (``_plain_of_handed`` reads them).
         given: Sequence[Candidate] = handed
+        read_plain: Callable[[], None] | None = None
+        if plain is not None and self.deadline_s > 0 and self.stage_states:
+            # A backend keeps what this search read per searching thread (``candidate_plain`` answers from it): a
+            # third-party processor run on its stage's worker thread would be told nothing. Its answers for the
+            # candidates handed out are read here, on this thread, at most once, the first time one is asked for.
+            plain, read_plain = _plain_read_here(plain, handed)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
                                  query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out),
@@ -407,6 +413,8 @@ class Pipeline:
             given = items if isinstance(items, LazyCandidates) and getattr(proc, "takes_lazy_candidates", False) \
                 else tuple(items)
             if guarded and name in guarded:  # none with the builtins alone: no look-up a processor
+                if read_plain is not None:
+                    read_plain()
                 items = _guarded_process(name, guarded[name], proc, given, ctx, items, self.stage_states.get(name),
                                          self.deadline_s, warnings)
             else:
@@ -483,6 +491,29 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
     if state is not None:
         state.record("ok", None)
     return got if isinstance(got, LazyCandidates) else out
+
+
+def _plain_read_here(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],
+                     ) -> tuple[Callable[[Sequence[str]], Mapping[str, bool]], Callable[[], None]]:
+    """``plain`` answering on any thread, and what reads its answers on this one: asked on the thread that makes
+    it (the searching one), it is ``plain`` itself; asked on another (a stage's worker), it answers from
+    ``plain``'s answers for every candidate in ``handed``, read by the second callable on the searching thread
+    (once; :meth:`Pipeline.run` calls it before each guarded processor runs)."""
+    home = threading.get_ident()
+    kept: dict[str, Mapping[str, bool]] = {}
+
+    def read() -> None:  # on the searching thread
+        if "all" not in kept:
+            ids = handed.ids if isinstance(handed, LazyCandidates) and handed.ids is not None else [c.id for c in handed]
+            kept["all"] = plain(list(ids))
+
+    def answers(ids: Sequence[str]) -> Mapping[str, bool]:
+        if threading.get_ident() == home:
+            return plain(ids)
+        known = kept.get("all") or {}
+        return {cid: answer for cid in ids if (answer := known.get(cid)) is not None}
+
+    return answers, read
 
 
 def _plain_of_handed(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],
