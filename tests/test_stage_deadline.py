@@ -338,3 +338,20 @@ def test_a_third_party_post_processor_gets_the_same_context_answers_on_its_worke
     (inline, inline_plain), (worker, worker_plain) = seen
     assert worker == "symi-stage-peek" and inline != worker
     assert len(inline_plain) == 2 and worker_plain == inline_plain
+
+
+def test_the_plugins_listing_creates_no_index_and_starts_no_backend(cli, tmp_path: Path) -> None:
+    # A listing of what is installed and configured: on a fresh set-up it leaves nothing behind (no index file, no
+    # state folder), as before it marked the active plugins, and still marks them.
+    ws = _ws(tmp_path)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"agents": {"defaults": {"workspace": str(ws), "memorySearch": {
+        "provider": "hash", "query": {"rerank": {"provider": "jina", "apiKey": "test-key-123"}}}}}}),
+        encoding="utf-8")
+    code, text, err = cli("--config", str(cfg), "plugins")
+    assert code == 0, err
+    assert "[active: reranker jina]" in next(ln for ln in text.splitlines() if ln.startswith("rerankers "))
+    assert "[active: memory backend builtin-sqlite]" in next(
+        ln for ln in text.splitlines() if ln.startswith("builtin-sqlite "))
+    assert "note:" not in text
+    assert not (tmp_path / "state").exists(), sorted(str(p) for p in (tmp_path / "state").rglob("*"))
