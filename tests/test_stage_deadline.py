@@ -355,3 +355,40 @@ def test_the_plugins_listing_creates_no_index_and_starts_no_backend(cli, tmp_pat
         ln for ln in text.splitlines() if ln.startswith("builtin-sqlite "))
     assert "note:" not in text
     assert not (tmp_path / "state").exists(), sorted(str(p) for p in (tmp_path / "state").rglob("*"))
+
+
+def test_a_post_processor_that_answers_with_a_generator_is_bounded_by_the_deadline_too(tmp_path: Path) -> None:
+    # ``process`` written as a generator returns at once; its work runs as its answer is read. That reading is part
+    # of the call: a generator stuck in a loop must cost one deadline, not hold the search.
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        expected = _hits(plain.search("router admin"))
+    release = threading.Event()
+
+    class Lazy:
+        def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Any:
+            release.wait(20)
+            yield from candidates
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="lazy", factory=lambda hybrid: Lazy(), order=200))
+
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("lazy-plugin", Plugin())]) as mem:
+            t0 = time.monotonic()
+            first = mem.search("router admin")
+            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 3.0
+            assert _hits(first) == expected
+            assert "'lazy'" in first.warnings[0] and "did not answer" in first.warnings[0]
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["postprocessors"][0]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            second = mem.search("router admin")  # a generator that answers is used as before
+            assert second.warnings == () and _hits(second) == expected
+    finally:
+        release.set()

@@ -468,7 +468,9 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
         if state is None:
             got = proc.process(given, ctx)
         else:
-            outcome, got = state.call(lambda: proc.process(given, ctx), deadline_s)
+            # Its answer is read on the worker too (a generator's work runs as it is read): the core's own lazy
+            # sequence handed back is read here, below.
+            outcome, got = state.call(lambda: _read_answer(proc.process(given, ctx)), deadline_s)
             if outcome == "failed":
                 raise got
             if outcome != "ok":
@@ -491,6 +493,14 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
     if state is not None:
         state.record("ok", None)
     return got if isinstance(got, LazyCandidates) else out
+
+
+def _read_answer(got: Any) -> Any:
+    """A processor's answer read whole (a list), unless it is the core's :class:`LazyCandidates` (or not iterable:
+    the caller says so)."""
+    if isinstance(got, LazyCandidates) or not hasattr(got, "__iter__"):
+        return got
+    return list(got)
 
 
 def _plain_read_here(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],
