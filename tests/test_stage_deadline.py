@@ -249,3 +249,146 @@ def test_the_plugins_listing_marks_each_slots_plugin_as_status_names_it(cli, tmp
     code, text, err = cli("--config", str(cfg), "status")
     assert code == 0, err
     assert any(ln.split() [:2] == ["reranker", "jina"] for ln in text.splitlines()), text
+
+
+class Gated:
+    """A post-processor whose n-th call waits for ``gates[n]`` (returns at once past the gates), counting calls
+    started and returned."""
+
+    def __init__(self, gates: list[threading.Event]) -> None:
+        self.gates, self.started, self.returned = gates, 0, 0
+
+    def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+        n = self.started
+        self.started += 1
+        if n < len(self.gates):
+            self.gates[n].wait(20)
+        self.returned += 1
+        return list(candidates)
+
+
+def test_two_concurrent_searches_that_both_time_out_keep_the_stage_skipped_until_both_calls_returned(
+        tmp_path: Path) -> None:
+    # serve searches on several threads: two searches may each start a call that misses the deadline. The one
+    # that returns first must not make the stage callable again while the other still runs (threads pile up).
+    ws = _ws(tmp_path)
+    gates = [threading.Event(), threading.Event()]
+    proc = Gated(gates)
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="gated", factory=lambda hybrid: proc, order=200))
+
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": 1500}}, plugins=[("gated-plugin", Plugin())]) as mem:
+            mem.sync()
+            answers: list[Any] = []
+            first = threading.Thread(target=lambda: answers.append(mem.search("router admin")))
+            first.start()
+            deadline = time.monotonic() + 5
+            while proc.started < 1 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            second = threading.Thread(target=lambda: answers.append(mem.search("router password")))
+            second.start()
+            first.join(10)
+            second.join(10)
+            assert proc.started == 2 and len(answers) == 2
+            assert all("did not answer" in a.warnings[0] for a in answers)
+            gates[1].set()  # the second call returns; the first still hangs
+            while proc.returned < 1 and time.monotonic() < deadline + 5:
+                time.sleep(0.005)
+            time.sleep(0.05)
+            third = mem.search("router admin")
+            assert "has not returned" in third.warnings[0], third.warnings
+            assert proc.started == 2, "a call was started while an earlier one that missed the deadline still runs"
+            assert next(p for p in mem.status()["postprocessors"] if p["name"] == "gated")["hung"] is True
+            gates[0].set()
+            while proc.returned < 2 and time.monotonic() < deadline + 10:
+                time.sleep(0.005)
+            time.sleep(0.05)
+            assert mem.search("router admin").warnings == () and proc.started == 3
+    finally:
+        for gate in gates:
+            gate.set()
+
+
+def test_a_third_party_post_processor_gets_the_same_context_answers_on_its_worker_thread(tmp_path: Path) -> None:
+    # ctx.plain answers from what the backend read for this search, kept per searching thread: a processor run on
+    # the stage's worker thread (the default deadline) must get the answers it gets on the searching thread.
+    ws = _ws(tmp_path)
+    seen: list[tuple[str, dict[str, bool]]] = []
+
+    class Peek:
+        def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+            assert ctx.plain is not None
+            seen.append((threading.current_thread().name, dict(ctx.plain([c.id for c in candidates]))))
+            return list(candidates)
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="peek", factory=lambda hybrid: Peek(), order=200))
+
+    for deadline in (0, 5000):
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": deadline}},
+                      plugins=[("peek-plugin", Plugin())]) as mem:
+            mem.sync()
+            mem.search("router admin")
+    (inline, inline_plain), (worker, worker_plain) = seen
+    assert worker == "symi-stage-peek" and inline != worker
+    assert len(inline_plain) == 2 and worker_plain == inline_plain
+
+
+def test_the_plugins_listing_creates_no_index_and_starts_no_backend(cli, tmp_path: Path) -> None:
+    # A listing of what is installed and configured: on a fresh set-up it leaves nothing behind (no index file, no
+    # state folder), as before it marked the active plugins, and still marks them.
+    ws = _ws(tmp_path)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"agents": {"defaults": {"workspace": str(ws), "memorySearch": {
+        "provider": "hash", "query": {"rerank": {"provider": "jina", "apiKey": "test-key-123"}}}}}}),
+        encoding="utf-8")
+    code, text, err = cli("--config", str(cfg), "plugins")
+    assert code == 0, err
+    assert "[active: reranker jina]" in next(ln for ln in text.splitlines() if ln.startswith("rerankers "))
+    assert "[active: memory backend builtin-sqlite]" in next(
+        ln for ln in text.splitlines() if ln.startswith("builtin-sqlite "))
+    assert "note:" not in text
+    assert not (tmp_path / "state").exists(), sorted(str(p) for p in (tmp_path / "state").rglob("*"))
+
+
+def test_a_post_processor_that_answers_with_a_generator_is_bounded_by_the_deadline_too(tmp_path: Path) -> None:
+    # ``process`` written as a generator returns at once; its work runs as its answer is read. That reading is part
+    # of the call: a generator stuck in a loop must cost one deadline, not hold the search.
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        expected = _hits(plain.search("router admin"))
+    release = threading.Event()
+
+    class Lazy:
+        def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Any:
+            release.wait(20)
+            yield from candidates
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="lazy", factory=lambda hybrid: Lazy(), order=200))
+
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("lazy-plugin", Plugin())]) as mem:
+            t0 = time.monotonic()
+            first = mem.search("router admin")
+            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 3.0
+            assert _hits(first) == expected
+            assert "'lazy'" in first.warnings[0] and "did not answer" in first.warnings[0]
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["postprocessors"][0]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            second = mem.search("router admin")  # a generator that answers is used as before
+            assert second.warnings == () and _hits(second) == expected
+    finally:
+        release.set()

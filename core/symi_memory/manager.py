@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .embedding import EmbeddingChoice
     from .pipeline import Pipeline
 
-__all__ = ["MemoryManager", "Services", "open_memory", "parse_as_of"]
+__all__ = ["MemoryManager", "Services", "configured_slots", "configured_stages", "open_memory", "parse_as_of"]
 
 log = logging.getLogger("symi_memory.manager")
 
@@ -851,41 +851,14 @@ class MemoryManager:
         """``status``'s ``reranker`` and ``postprocessors`` (name, plugin, how the last call went in this process)
         and ``slots``: the plugin serving each slot (memory backend, embedding provider, reranker), as
         ``symi-memory plugins`` marks them. Nothing is built for it: before this process's first search they are
-        named from config (:attr:`~symi_memory.specs.PostProcessorSpec.running`), with no call yet."""
+        named from config (:func:`configured_stages`), with no call yet."""
+        provider = st.get("provider")
+        slots = configured_slots(self.plugins, self.agent.memory_search, self.backend_name,
+                                 provider if isinstance(provider, str) else None)
         pipeline = self._pipeline
         if pipeline is not None:
-            return {**pipeline.describe(self.plugins), "slots": self._slots(st)}
-        rr = self.agent.memory_search["query"]["rerank"].get("provider") or "none"
-        reranker = None
-        if rr != "none":
-            reranker = {"name": rr, "plugin": self.plugins.owners.get("rerankers", {}).get(rr), "lastCall": None,
-                        "lastReason": None, "hung": False, "active": None, "reason": None}
-        hybrid = self.agent.memory_search["query"]["hybrid"]
-        owners = self.plugins.owners.get("postprocessors", {})
-        procs = []
-        for spec in sorted(self.plugins.postprocessors.values(), key=lambda s: (s.order, s.name)):
-            running: bool | None = None
-            if spec.running is not None:
-                try:
-                    running = bool(spec.running(hybrid))
-                except Exception as exc:  # a plugin's check: the search will tell
-                    log.debug("post-processor %r: running() raised %s", spec.name, exc)
-            if running is False:
-                continue
-            procs.append({"name": spec.name, "plugin": owners.get(spec.name), "order": spec.order,
-                          "running": running, "lastCall": None, "lastReason": None, "hung": False})
-        return {"reranker": reranker, "postprocessors": procs, "slots": self._slots(st)}
-
-    def _slots(self, st: dict[str, Any]) -> dict[str, Any]:
-        owners = self.plugins.owners
-        name = self.backend_name
-        memory = None if name is None else {"name": name, "plugin": owners.get("backends", {}).get(name)}
-        provider = st.get("provider")
-        embedding = ({"name": provider, "plugin": owners.get("embeddingProviders", {}).get(provider)}
-                     if isinstance(provider, str) and provider in owners.get("embeddingProviders", {}) else None)
-        rr = self.agent.memory_search["query"]["rerank"].get("provider") or "none"
-        reranker = None if rr == "none" else {"name": rr, "plugin": owners.get("rerankers", {}).get(rr)}
-        return {"memory": memory, "embeddingProvider": embedding, "reranker": reranker}
+            return {**pipeline.describe(self.plugins), "slots": slots}
+        return {**configured_stages(self.plugins, self.agent.memory_search), "slots": slots}
 
     def _supersession_status(self, backend: MemoryBackend) -> dict[str, Any]:
         """What supersession and "as of" search can do with this backend."""
@@ -946,6 +919,47 @@ class MemoryManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def configured_stages(plugins: Plugins, memory_search: Mapping[str, Any]) -> dict[str, Any]:
+    """``status``'s ``reranker`` and ``postprocessors`` as config names them, with no call yet: nothing is built
+    (a post-processor is listed unless its :attr:`~symi_memory.specs.PostProcessorSpec.running` check says it does
+    not run; ``running`` is null when it gives no check)."""
+    rr = memory_search["query"]["rerank"].get("provider") or "none"
+    reranker = None
+    if rr != "none":
+        reranker = {"name": rr, "plugin": plugins.owners.get("rerankers", {}).get(rr), "lastCall": None,
+                    "lastReason": None, "hung": False, "active": None, "reason": None}
+    hybrid = memory_search["query"]["hybrid"]
+    owners = plugins.owners.get("postprocessors", {})
+    procs = []
+    for spec in sorted(plugins.postprocessors.values(), key=lambda s: (s.order, s.name)):
+        running: bool | None = None
+        if spec.running is not None:
+            try:
+                running = bool(spec.running(hybrid))
+            except Exception as exc:  # a plugin's check: the search will tell
+                log.debug("post-processor %r: running() raised %s", spec.name, exc)
+        if running is False:
+            continue
+        procs.append({"name": spec.name, "plugin": owners.get(spec.name), "order": spec.order,
+                      "running": running, "lastCall": None, "lastReason": None, "hung": False})
+    return {"reranker": reranker, "postprocessors": procs}
+
+
+def configured_slots(plugins: Plugins, memory_search: Mapping[str, Any], backend_name: str | None,
+                     provider: str | None) -> dict[str, Any]:
+    """``status``'s ``slots``: ``{memory, embeddingProvider, reranker}``, each ``{name, plugin}`` or None, for the
+    backend ``backend_name`` and the embedding provider ``provider`` (the one the backend uses; None: none, or not
+    known)."""
+    owners = plugins.owners
+    memory = None if backend_name is None else {"name": backend_name,
+                                                "plugin": owners.get("backends", {}).get(backend_name)}
+    embedding = ({"name": provider, "plugin": owners.get("embeddingProviders", {}).get(provider)}
+                 if provider is not None and provider in owners.get("embeddingProviders", {}) else None)
+    rr = memory_search["query"]["rerank"].get("provider") or "none"
+    reranker = None if rr == "none" else {"name": rr, "plugin": owners.get("rerankers", {}).get(rr)}
+    return {"memory": memory, "embeddingProvider": embedding, "reranker": reranker}
 
 
 def open_memory(

@@ -51,8 +51,10 @@ class StageState:
     last_call: str | None = None
     last_reason: str | None = None
     last_at: float | None = None
-    #: Set once the call that timed out returns; while it is not, the stage is skipped at once.
-    hung: threading.Event | None = None
+    #: One event per call that timed out and has not returned yet (each set once its call returns; those set are
+    #: dropped at the next call). While any is not set, the stage is skipped at once: two concurrent searches may
+    #: each leave a call running, and the one that returns first does not make the stage callable again.
+    hung: list[threading.Event] = attrs.field(factory=list)
     #: Idle worker threads of this stage (each waits for its next call), and the pid that started them.
     idle: list[_StageThread] = attrs.field(factory=list)
     pid: int = attrs.field(factory=os.getpid)
@@ -78,7 +80,7 @@ class StageState:
             out["order"] = self.order
         out["lastCall"] = self.last_call
         out["lastReason"] = self.last_reason
-        out["hung"] = self.hung is not None and not self.hung.is_set()
+        out["hung"] = any(not done.is_set() for done in self.hung)
         return out
 
     def record(self, outcome: str, reason: str | None) -> None:
@@ -96,9 +98,9 @@ class StageState:
                 return "failed", exc
         with self.lock:
             if self.pid != os.getpid():  # a forked child: the parent's threads (and a hung call) are not here
-                self.idle, self.hung, self.pid = [], None, os.getpid()
-            hung = self.hung
-            if hung is not None and not hung.is_set():
+                self.idle, self.hung, self.pid = [], [], os.getpid()
+            self.hung = [done for done in self.hung if not done.is_set()]
+            if self.hung:
                 return "skipped", None
             worker = self.idle.pop() if self.idle else None
         if worker is None:
@@ -108,7 +110,7 @@ class StageState:
         worker.run(fn, box, done)
         if not done.wait(deadline_s):
             with self.lock:
-                self.hung = done
+                self.hung.append(done)
             return "timedOut", None
         if "error" in box:
             return "failed", box["error"]
@@ -392,6 +394,12 @@ class Pipeline:
             _trace_stage(trace, "rerank", items)
         # The processor being run and the candidates it was handed (``_plain_of_handed`` reads them).
         given: Sequence[Candidate] = handed
+        read_plain: Callable[[], None] | None = None
+        if plain is not None and self.deadline_s > 0 and self.stage_states:
+            # A backend keeps what this search read per searching thread (``candidate_plain`` answers from it): a
+            # third-party processor run on its stage's worker thread would be told nothing. Its answers for the
+            # candidates handed out are read here, on this thread, at most once, the first time one is asked for.
+            plain, read_plain = _plain_read_here(plain, handed)
         ctx = PostProcessContext(query=query, now=self.clock() if now is None else now, as_of=as_of,
                                  vectors=vectors, written_at=written_at, line_vectors=line_vectors,
                                  query_vector=query_vector, line_analysis=line_analysis, left_out=tuple(left_out),
@@ -405,6 +413,8 @@ class Pipeline:
             given = items if isinstance(items, LazyCandidates) and getattr(proc, "takes_lazy_candidates", False) \
                 else tuple(items)
             if guarded and name in guarded:  # none with the builtins alone: no look-up a processor
+                if read_plain is not None:
+                    read_plain()
                 items = _guarded_process(name, guarded[name], proc, given, ctx, items, self.stage_states.get(name),
                                          self.deadline_s, warnings)
             else:
@@ -458,7 +468,9 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
         if state is None:
             got = proc.process(given, ctx)
         else:
-            outcome, got = state.call(lambda: proc.process(given, ctx), deadline_s)
+            # Its answer is read on the worker too (a generator's work runs as it is read): the core's own lazy
+            # sequence handed back is read here, below.
+            outcome, got = state.call(lambda: _read_answer(proc.process(given, ctx)), deadline_s)
             if outcome == "failed":
                 raise got
             if outcome != "ok":
@@ -481,6 +493,37 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
     if state is not None:
         state.record("ok", None)
     return got if isinstance(got, LazyCandidates) else out
+
+
+def _read_answer(got: Any) -> Any:
+    """A processor's answer read whole (a list), unless it is the core's :class:`LazyCandidates` (or not iterable:
+    the caller says so)."""
+    if isinstance(got, LazyCandidates) or not hasattr(got, "__iter__"):
+        return got
+    return list(got)
+
+
+def _plain_read_here(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],
+                     ) -> tuple[Callable[[Sequence[str]], Mapping[str, bool]], Callable[[], None]]:
+    """``plain`` answering on any thread, and what reads its answers on this one: asked on the thread that makes
+    it (the searching one), it is ``plain`` itself; asked on another (a stage's worker), it answers from
+    ``plain``'s answers for every candidate in ``handed``, read by the second callable on the searching thread
+    (once; :meth:`Pipeline.run` calls it before each guarded processor runs)."""
+    home = threading.get_ident()
+    kept: dict[str, Mapping[str, bool]] = {}
+
+    def read() -> None:  # on the searching thread
+        if "all" not in kept:
+            ids = handed.ids if isinstance(handed, LazyCandidates) and handed.ids is not None else [c.id for c in handed]
+            kept["all"] = plain(list(ids))
+
+    def answers(ids: Sequence[str]) -> Mapping[str, bool]:
+        if threading.get_ident() == home:
+            return plain(ids)
+        known = kept.get("all") or {}
+        return {cid: answer for cid in ids if (answer := known.get(cid)) is not None}
+
+    return answers, read
 
 
 def _plain_of_handed(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],

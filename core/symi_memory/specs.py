@@ -336,12 +336,14 @@ class PostProcessor(Protocol):
     skipped for that search (logged with its plugin's id, and named in the
     search's ``warnings``): the search goes on with what it was handed. So is
     one whose factory raises, for every search. A third-party processor's call
-    runs on a worker thread and is waited for at most ``query.stageDeadlineMs``
+    (and the reading of its answer, a generator's too) runs on a worker
+    thread and is waited for at most ``query.stageDeadlineMs``
     (5 s; 0 runs it on the searching thread with no deadline): past it the
     search goes on without it, and while that call has not returned the
-    processor is skipped at once by later searches. The ``ctx`` callables may
-    be called from that thread; ``ctx.plain`` answers nothing there (work the
-    answer out from the text).
+    processor is skipped at once by later searches. The ``ctx`` callables
+    answer there as on the searching thread (``ctx.plain``'s answers are read
+    on the searching thread before the call); a processor's own thread-local
+    state is that worker's.
     """
 
     def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> Sequence[Candidate]: ...

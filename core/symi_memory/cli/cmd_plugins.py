@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
+from ..errors import SymiMemoryError
+from ..manager import configured_slots, configured_stages
 from ..plugins import load_plugins, resolve_backend_name
 from .app import App
 
@@ -13,8 +14,6 @@ KIND_LABELS = {"backends": "backends", "embeddingProviders": "providers", "reran
                "postprocessors": "post-processors"}
 #: The slots ``status()["slots"]`` names, as the listing labels them.
 SLOT_LABELS = {"memory": "memory backend", "embeddingProvider": "embedding provider", "reranker": "reranker"}
-
-log = logging.getLogger("symi_memory.cli")
 
 
 def add_parsers(sub: Any) -> None:
@@ -24,39 +23,31 @@ def add_parsers(sub: Any) -> None:
 
 
 def active_by_plugin(app: App) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """``{plugin id: {slot: name, "postprocessors": [names]}}``: what ``status`` says serves this agent (its
-    ``slots`` and running ``postprocessors``), and why the listing fell back to the config alone (memory could
-    not be opened) or None."""
+    """``{plugin id: {slot: name, "postprocessors": [names]}}``: the plugins serving this agent's slots and its
+    post-processors running, as ``status`` names them before a search (its ``slots``, ``reranker`` and
+    ``postprocessors``), from config alone: the listing opens no memory (it creates no index and starts no
+    backend). An embedding provider chosen by ``provider = "auto"`` is known once memory opens: the note (second
+    value) says so, else None."""
     out: dict[str, dict[str, Any]] = {}
-    note = None
+    config = app.config
+    plugins = config.plugins if config.plugins is not None else load_plugins(config.data["plugins"]["disabled"])
     try:
-        st = app.manager().status()
-        slots = st.get("slots") or {}
-        procs = st.get("postprocessors") or []
-    except Exception as exc:  # the listing still answers: the slots as config names them
-        note = f"memory could not be opened ({type(exc).__name__}: {exc}); active slots as config names them"
-        log.debug("plugins: %s", note)
-        data = app.config.data
-        plugins = app.config.plugins
-        owners = plugins.owners if plugins is not None else {}
-        name = resolve_backend_name(data)
-        ms = data["agents"]["defaults"]["memorySearch"]
-        provider = ms.get("provider") or "auto"
-        rerank = ms["query"]["rerank"].get("provider") or "none"
-        slots = {
-            "memory": {"name": name, "plugin": owners.get("backends", {}).get(name or "")} if name else None,
-            "embeddingProvider": ({"name": provider, "plugin": owners.get("embeddingProviders", {}).get(provider)}
-                                  if provider not in ("auto", "none") else None),
-            "reranker": {"name": rerank, "plugin": owners.get("rerankers", {}).get(rerank)} if rerank != "none"
-            else None,
-        }
-        procs = []
+        ms = config.agent(app.args.agent, workspace=app.args.workspace).memory_search
+    except SymiMemoryError as exc:  # the listing still answers: what is installed
+        return out, f"no active plugins marked: {exc}"
+    provider = ms.get("provider") or "auto"
+    name = resolve_backend_name(config.data) if ms["enabled"] else None
+    slots = configured_slots(plugins, ms, name, None if provider in ("auto", "none") or name is None else provider)
+    note = None
+    if name is not None and provider == "auto":
+        note = "embedding provider auto: symi-memory status names the one chosen"
     for slot, held in slots.items():
         if isinstance(held, dict) and held.get("plugin"):
             out.setdefault(held["plugin"], {})[slot] = held["name"]
+    procs = configured_stages(plugins, ms)["postprocessors"] if name is not None else []
     for proc in procs:
-        # Running for sure: built by a search in this process, or its plugin's ``running`` check says so (one
-        # without that check is not known to run before a search builds it).
+        # Running for sure: its plugin's ``running`` check says so (one without that check is not known to run
+        # before a search builds it).
         if proc.get("plugin") and proc.get("running"):
             out.setdefault(proc["plugin"], {}).setdefault("postprocessors", []).append(proc["name"])
     return out, note
