@@ -45,12 +45,16 @@ Each case is a small workspace of dated Markdown notes (and undated ones), searc
   an ending verb acting on it ("Gave the Pixel 6 to my sister", "moved out of the Vondelstraat flat", "the Gazelle
   was stolen") supersedes it without sharing a word with the question; washing the object, its tyres, another
   object sold, the object's part replaced or someone else's object sold do not.
+- ``quoted``: for a question about now ("these days", "now", "currently"), a newer line holding a word of the question
+  that says a measured value of the older note changed, naming it as the old value ("fell from 95 minutes to 30
+  minutes"), supersedes the note though another of its lines is the one closest to the question; the same change
+  of another job's value, a past question or one about another line of the note does not.
 
-The workspaces of ``history``, ``measure``, ``subject``, ``remeasure``, ``handover``, ``stage`` and ``dispose``
+The workspaces of ``history``, ``measure``, ``subject``, ``remeasure``, ``handover``, ``stage``, ``dispose`` and ``quoted``
 also hold ``FILLER``, a few unrelated notes (and two ``promote`` cases hold ``PROMOTE_FILLER``).
 
 ``expect`` is what a user should see: for ``present``/``valued``/``history``/``measure``/``subject``/
-``remeasure``/``handover``/``stage``/``dispose`` whether the older note carries
+``remeasure``/``handover``/``stage``/``dispose``/``quoted`` whether the older note carries
 ``supersededBy``; for ``asof`` whether the undated note is left out; for ``held``/``promote``/``later``
 whether the ``old`` note ranks first (also ``until``). Prints one row per case and a tally.
 
@@ -859,6 +863,46 @@ CASES: list[dict[str, Any]] = [
      "notes": {"memory/2026-03-01.md": "# 2026-03-01\n\n- The car is a blue hatchback.\n",
                "memory/2026-06-01.md": "# 2026-06-01\n\n- Tom sold his hatchback; he now drives a red SUV.\n"},
      "query": "what car do I drive?", "old": "memory/2026-03-01.md"},
+    # ---- quoted: fires (a question about now; the newer line names the older line's value as the old one, while
+    # the older note's line closest to the question by meaning is another line of it)
+    {"rule": "quoted", "id": "q1", "expect": True,
+     "notes": {"memory/2026-02-10.md": "# 2026-02-10\n\n- Started profiling the photo archive backup job.\n- Run "
+                                       "took 95 minutes; hashing thumbnails is the bottleneck.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- Photo archive backup: thumbnail hashing switched to "
+                                       "xxhash, run time fell from 95 minutes to 30 minutes.\n- Ordered printer "
+                                       "ink.\n"},
+     "query": "How long does the photo archive backup take these days?", "old": "memory/2026-02-10.md"},
+    {"rule": "quoted", "id": "q2", "expect": True,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Called the energy company about the heat pump tariff.\n"
+                                       "- Monthly bill was 180 euros; the night rate is the problem.\n",
+               "memory/2026-03-03.md": "# 2026-03-03\n\n- Heat pump on the dynamic tariff: the monthly bill "
+                                       "dropped from 180 euros to 120 euros.\n- Mila's swimming diploma A.\n"},
+     "query": "What does the heat pump cost me a month now?", "old": "memory/2026-01-15.md"},
+    {"rule": "quoted", "id": "q3", "expect": True,
+     "notes": {"memory/2026-04-02.md": "# 2026-04-02\n\n- Started cycling to the office on the new e-bike.\n"
+                                       "- Door to door it was 40 minutes by bus.\n",
+               "memory/2026-05-06.md": "# 2026-05-06\n\n- Office by e-bike: door to door cut from 40 minutes to 25 "
+                                       "minutes.\n"},
+     "query": "How long is my trip to the office currently?", "old": "memory/2026-04-02.md"},
+    # ---- quoted: near-misses (the newer line about another job; a past question; no "now" in the question)
+    {"rule": "quoted", "id": "q4", "expect": False,
+     "notes": {"memory/2026-02-10.md": "# 2026-02-10\n\n- Started profiling the photo archive backup job.\n- Run "
+                                       "took 95 minutes; hashing thumbnails is the bottleneck.\n",
+               "memory/2026-02-24.md": "# 2026-02-24\n\n- Laptop test suite: the hashing run fell from 95 minutes "
+                                       "to 30 minutes.\n"},
+     "query": "How long does the photo archive backup take these days?", "old": "memory/2026-02-10.md"},
+    {"rule": "quoted", "id": "q5", "expect": False,
+     "notes": {"memory/2026-01-15.md": "# 2026-01-15\n\n- Called the energy company about the heat pump tariff.\n"
+                                       "- Monthly bill was 180 euros; the night rate is the problem.\n",
+               "memory/2026-03-03.md": "# 2026-03-03\n\n- Heat pump on the dynamic tariff: the monthly bill "
+                                       "dropped from 180 euros to 120 euros.\n"},
+     "query": "What did the heat pump cost me a month back in January?", "old": "memory/2026-01-15.md"},
+    {"rule": "quoted", "id": "q6", "expect": False,
+     "notes": {"memory/2026-04-02.md": "# 2026-04-02\n\n- Started cycling to the office on the new e-bike.\n"
+                                       "- Door to door it was 40 minutes by bus.\n",
+               "memory/2026-05-06.md": "# 2026-05-06\n\n- Office by e-bike: door to door cut from 40 minutes to 25 "
+                                       "minutes.\n"},
+     "query": "Why did I start cycling to the office?", "old": "memory/2026-04-02.md"},
 ]
 
 
@@ -870,7 +914,7 @@ def run_case(case: dict[str, Any], provider: str, root: Path, overrides: dict[st
 
     ws = root / "ws"
     notes = {**FILLER, **case["notes"]} if case["rule"] in ("history", "measure", "subject", "remeasure",
-                                                                   "handover", "stage", "dispose") else case["notes"]
+                                                                   "handover", "stage", "dispose", "quoted") else case["notes"]
     for rel, text in notes.items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -904,7 +948,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--provider", default="local")
     ap.add_argument("--rule", choices=["present", "valued", "asof", "held", "promote", "later", "history", "measure",
-                                       "subject", "remeasure", "until", "handover", "stage", "dispose"],
+                                       "subject", "remeasure", "until", "handover", "stage", "dispose", "quoted"],
                     default=None)
     args = ap.parse_args()
     tally: dict[str, list[int]] = {}

@@ -39,7 +39,7 @@ from .chronology import (
     parse_date,
 )
 
-__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words", "plain_chunk", "plain_chunks", "may_name_move", "PLAIN_FACT", "PLAIN_VERSION", "plain_fact", "plain_of_fact"]
+__all__ = ["THRESHOLDS", "Line", "forget_lines", "answered_later", "as_of_state", "closest_lines", "identifiers", "LINE_ANALYSIS_VERSION", "line_analysis", "lines_from_analysis", "remembered_lines", "value_starts", "best_lines", "conflicting", "quantities", "query_score", "term_weights", "asks_about_past", "asks_about_now", "names_old_value", "calendar_days", "rescheduled", "restates", "units_by_line", "same_thing", "states_change", "values", "Thresholds", "cosine", "focus_lines", "line_overlap", "salient", "split_lines", "versions", "written_after", "gives_new_measure", "ended_names", "hands_over", "stage", "later_stage", "moves_on", "may_move_on", "case_stage", "disposed_things", "disposes", "disposing_lines", "lower_words", "plain_chunk", "plain_chunks", "may_name_move", "PLAIN_FACT", "PLAIN_VERSION", "plain_fact", "plain_of_fact"]
 
 
 @attrs.frozen(kw_only=True)
@@ -83,7 +83,7 @@ class Thresholds:
     reached a later stage, or one no longer has the thing it names: :func:`disposes`). ``promote``: the current version also
     takes the score of the best older version it supersedes in a present search (off: on devmem and convmem it
     cost hit@5, paraphrase MRR and stale>gold); an "as of" search always does it (it gained an answer there
-    and cost none). ``demote``: a superseded hit's score becomes the
+    and cost none), and so does a question asking about now in so many words (:func:`asks_about_now`). ``demote``: a superseded hit's score becomes the
     current hit's score times this, so it ranks just below it.
     ``moved_line_vector``/``moved_cover``: two lines that give a plan's day (:func:`rescheduled`: a visit
     from 2026-09-10, then from 2026-10-02) state the same thing when their line cosine reaches this and the
@@ -734,6 +734,43 @@ def asks_about_past(query: str) -> bool:
         return False
     return not any(PRESENT_CLAUSE_RE.search(REQUEST_RE.sub("", clause)) and not PAST_QUERY_RE.search(clause)
                    for clause in CLAUSE_SPLIT_RE.split(query) if clause)
+
+
+# A question that asks for the state as it is now, in so many words.
+NOW_QUERY_RE = re.compile(
+    r"\b(?:now|nowadays|currently|current|these days|at the moment|at present|latest|any ?more|still)\b", re.IGNORECASE)
+
+
+def asks_about_now(query: str) -> bool:
+    """True for a question that asks for the current state in so many words ("how fast is the ledger endpoint
+    now?", "what is the current ...", "... these days?") and is no past question (:func:`asks_about_past`).
+
+    An older note is then stale for it through any line whose measured value a newer line says changed
+    (:func:`names_old_value`), not only through the lines closest to the question by meaning."""
+    return NOW_QUERY_RE.search(query) is not None and not asks_about_past(query)
+
+
+def names_old_value(a: Line, b: Line) -> frozenset[str]:
+    """The terms newer line ``b`` shares with older line ``a`` besides the values, when ``b`` says a measured
+    quantity of ``a`` (one with a unit, or a ratio) changed and names ``a``'s value of it as the old one beside a
+    new one ("p95 dropped from 840 ms to 210 ms" for "p95 was 840 ms; ..."): empty when it does not.
+
+    Quoting the old value is what ties the two lines to one measurement, however far apart by meaning a model puts
+    them (the two lines above are 0.57 apart under all-MiniLM-L6-v2); the shared terms left (``p95``,
+    ``serializ``) say which measurement, and the caller asks for ``line_terms`` of them."""
+    if not b.change or not a.quantities or not b.quantities:
+        return frozenset()
+    quoted: set[str] = set()
+    for kind, vals in a.quantities.items():
+        new = b.quantities.get(kind)
+        if " " in kind and new and vals <= new and not new <= vals:
+            quoted |= vals
+            unit = _salient_term(kind.split(" ", 1)[1])
+            if unit is not None:
+                quoted.add(unit)
+    if not quoted:
+        return frozenset()
+    return frozenset(t for t in a.terms & b.terms if t not in quoted)
 
 
 def states_change(line: str) -> bool:

@@ -23,6 +23,7 @@ from symi_memory.supersession import (
     THRESHOLDS,
     Line,
     Thresholds,
+    asks_about_now,
     asks_about_past,
     best_lines,
     conflicting,
@@ -37,6 +38,7 @@ from symi_memory.supersession import (
     may_move_on,
     may_name_move,
     moves_on,
+    names_old_value,
     plain_chunks,
     query_names,
     query_score,
@@ -173,13 +175,19 @@ def find_supersessions(candidates: Sequence[Candidate],
             pairs.setdefault(i, []).append((j, cos))
     if not pairs:
         return {}
+    # A question asking for the state now ("how fast is the ledger endpoint now?"): an older hit is stale through
+    # any of its lines whose measured value a newer line about the question says changed, naming that value as
+    # the old one ("p95 dropped from 840 ms to 210 ms" for "p95 was 840 ms"), not only through its lines closest
+    # to the question by meaning (here "Started the ... investigation for the ledger API"). Most searches have none.
+    quoting = _quoting(pairs, all_lines, focus, newest, weights, t) if asks_about_now(query) else {}
     lv: _LineVectors | None = None
     if line_vectors is not None:
         later = {j for js in pairs.values() for j, _ in js}
         wanted = sorted(set(pairs) | later)
         stored = line_vectors([candidates[k].id for k in wanted]) if callable(line_vectors) else line_vectors
         lv = _LineVectors.of(candidates, all_lines, {k: reach[k] for k in later}, set(pairs), weights,
-                             vectors, stored, query_vector)
+                             vectors, stored, query_vector,
+                             {i: [a for _j, _c, a, _b in got] for i, got in quoting.items()})
     best: dict[int, list[Line]] = {}
     # An older hit's lines holding more of the query's weighted terms than any of its answer lines by meaning
     # ("Japanese lesson at 20:00" against a gift idea naming "Japanese" that is closer to the query by meaning):
@@ -287,6 +295,16 @@ def find_supersessions(candidates: Sequence[Candidate],
                     if same_thing(a, b, cos, t, weights, lc, names):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
+        if chosen is None:
+            for j, cos, a, b in quoting.get(i, ()):
+                if as_of is not None and b.moment[0] >= as_of:
+                    continue
+                lc = line_cos(i, a, j, b) if line_cos else None
+                if (cos < t.chunk_vector if lc is None else (lc < t.conflict_line_vector
+                                                              or cos < t.chunk_vector_lines)):
+                    continue
+                if chosen is None or b.moment > chosen[2].moment:
+                    chosen = (j, a, b)
         if chosen is not None:
             out[i] = chosen
             if chosen_past:
@@ -306,6 +324,31 @@ def find_supersessions(candidates: Sequence[Candidate],
 
 
 _NO_LINES: frozenset[int] = frozenset()
+
+
+def _quoting(pairs: Mapping[int, Sequence[tuple[int, float]]], all_lines: Sequence[Sequence[Line]],
+             focus: Mapping[int, Sequence[Line]], newest: Mapping[int, tuple[float, int]],
+             weights: Mapping[str, float], t: Thresholds) -> dict[int, list[tuple[int, float, Line, Line]]]:
+    """``{older index: [(newer index, chunk cosine, older line, newer line), ...]}``: the lines of each older hit whose
+    measured value a line of a newer hit (newer as a whole, on a later day) says changed, naming it as the old value
+    (:func:`symi_memory.supersession.names_old_value`), the newer line holding a term of the question and sharing
+    ``line_terms`` more terms with the older one. What :func:`find_supersessions` lets supersede the older hit for a
+    question about now, whatever lines of it are closest to the question (their vectors' closeness is asked there)."""
+    out: dict[int, list[tuple[int, float, Line, Line]]] = {}
+    for i, js in pairs.items():
+        measured = [a for a in all_lines[i] if _measured(a)]
+        if not measured:
+            continue
+        for j, cos in js:
+            if newest[j] <= newest[i]:
+                continue
+            for b in focus[j]:
+                if not b.change or not _measured(b) or not query_score(b, weights):
+                    continue
+                for a in measured:
+                    if b.moment[0] > a.moment[0] and len(names_old_value(a, b)) >= t.line_terms:
+                        out.setdefault(i, []).append((j, cos, a, b))
+    return out
 
 
 def _may_pair(all_lines: Sequence[Sequence[Line]]) -> bool:
@@ -515,9 +558,11 @@ class _LineVectors:
     def of(cls, candidates: Sequence[Candidate], all_lines: Sequence[Sequence[Line]],
            focus: Mapping[int, Sequence[Line]], older: set[int], weights: Mapping[str, float],
            vectors: Mapping[str, Sequence[float]], line_vectors: Mapping[str, Sequence[LineVector]],
-           query_vector: Sequence[float] | None) -> _LineVectors | None:
+           query_vector: Sequence[float] | None,
+           extra: Mapping[int, Sequence[Line]] | None = None) -> _LineVectors | None:
         """The vectors of the ``focus`` lines of newer candidates and of every line of the ``older`` ones
-        that names the query's subject (every line when none does); None when none has one (or no numpy).
+        that names the query's subject (every line when none does), and of the ``extra`` lines of a candidate (lines
+        compared though they are not about the query's subject); None when none has one (or no numpy).
 
         A line's vector is that of the unit starting at it (or covering it); a chunk without units whose
         only line is the chunk has its chunk vector as the line's.
@@ -533,7 +578,7 @@ class _LineVectors:
         answerable: dict[int, list[Line]] = {}
         for i in sorted(older | set(focus)):
             cid = candidates[i].id
-            want: list[Line] = list(focus.get(i, ()))
+            want: list[Line] = list(focus.get(i, ())) + list((extra or {}).get(i, ()))
             if i in older:
                 # Weights are all positive: a line scores above 0 exactly when it holds a weighted term.
                 about = [ln for ln in all_lines[i] if not ln.terms.isdisjoint(weights)] or list(all_lines[i])
@@ -620,8 +665,11 @@ def _promote(found: Mapping[int, tuple[int, Line, Line]], head: Sequence[Candida
     Always in an "as of" search: what was current on the date is what the question asks for, and the hits
     left are those written by then, so the version nothing (by then) supersedes answers in the place of the
     best older one ("go-live confirmed for 07-28" in the place of the draft cutover plan of 07-15, above a
-    note that only mentions the project). In a present search it is off (``Thresholds.promote``): on convmem
-    it lifted newer hits that wrongly supersede an answer (paraphrase MRR 0.797 -> 0.769).
+    note that only mentions the project). Also for a question that asks about now in so many words
+    (:func:`symi_memory.supersession.asks_about_now`: "how fast is the ledger endpoint now?"), which asks for the
+    current version as plainly (23 devmem and convmem questions: rank MRR 0.783 -> 0.784 on devmem, nothing else
+    moved). In any other present search it is off (``Thresholds.promote``): on convmem it lifted newer hits that
+    wrongly supersede an answer (paraphrase MRR 0.797 -> 0.769).
     """
     for k in sorted(found, key=lambda k: -head[k].score):
         j = _current(found, k)
@@ -742,10 +790,14 @@ class Supersession:
         if not found and not outgrown:
             return unchanged or list(candidates)
         # Each older version ranks just below what supersedes it: hits in between keep their order, nothing
-        # unrelated climbs. In an "as of" search (or with ``promote``) the current version also takes the best
-        # place its older versions held.
+        # unrelated climbs. In an "as of" search, for a question about now (or with ``promote``) the current version
+        # also takes the best place its older versions held.
         score = {k: c.score for k, c in enumerate(head)}
-        if self.thresholds.promote or ctx.as_of is not None:
+        # A question asking for the state now in so many words ("... now?", "currently", "these days") asks for
+        # what is current as plainly as an "as of" search asks for what was: the current version takes the best
+        # place of the older versions it supersedes there too (on devmem and convmem it cost nothing; a note giving
+        # the new value in other words than the question's can score far below the one it replaces).
+        if self.thresholds.promote or ctx.as_of is not None or asks_about_now(ctx.query):
             _promote(found, head, score)
         # In an "as of" search a past state that still held on the date takes the score of its later version left
         # out (written after the date): the version current then answers in its place.
