@@ -526,7 +526,7 @@ class MemoryManager:
         lists every fused candidate with its keyword and vector scores, its score
         and rank after fusion, the reranker and each post-processor (temporal
         decay, supersession, MMR, ...), and its ``outcome``: returned, below
-        minScore, beyond maxResults, left out by ``as_of``, or dropped by the
+        minScore, beyond maxResults, same lines as a better hit, left out by ``as_of``, or dropped by the
         reranker or a post-processor. For the inspector and debugging; the
         normal search path records nothing.
         """
