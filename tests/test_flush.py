@@ -206,3 +206,20 @@ def test_unset_user_zone_dates_prompt_and_append_alike_in_the_machine_zone(tmp_p
     assert "APPENDED memory/2026-02-17.md" in out
     assert "Tuesday, 2026-02-17 00:30 (JST)" in out
     assert (tmp_path / "memory" / "2026-02-17.md").read_text() == "note\n"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_from_config_non_finite_numbers_are_config_errors(value: float) -> None:
+    # A runtime's own settings dict (JSON5 and Python both carry NaN and Infinity) gets the key named, not a
+    # ValueError or OverflowError from int().
+    with pytest.raises(ConfigError, match=r"memoryFlush\.softThresholdTokens"):
+        FlushSettings.from_config({"memoryFlush": {"softThresholdTokens": value}})
+    with pytest.raises(ConfigError, match=r"compaction\.reserveTokensFloor"):
+        FlushSettings.from_config({"reserveTokensFloor": value})
+    with pytest.raises(ConfigError, match=r"contextWindow"):
+        FlushSettings.from_config({}, context_window=value)
+
+
+def test_from_config_compaction_that_is_not_an_object_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"agents\.defaults\.compaction: expected an object, got list"):
+        FlushSettings.from_config([1])  # type: ignore[arg-type]

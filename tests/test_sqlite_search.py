@@ -206,3 +206,18 @@ def test_exact_scan_matches_every_stored_vector(tmp_path: Path, ws: Path) -> Non
         best = sorted(scores.values(), reverse=True)[:10]  # and the hits are the ten best (ties aside)
         assert [s for _, s in got] == pytest.approx(best, abs=1e-5)
         assert backend.vectors.status()["rows"] == len(ids) + sum(map(len, units.values()))
+
+
+@pytest.mark.parametrize("provider, hybrid, mode", [("hash", True, "hybrid"), ("hash", False, "vector"),
+                                                    ("none", True, "fts-only")])
+def test_stop_word_query_answers_in_a_mode_the_tool_output_names(tmp_path: Path, ws: Path, provider: str,
+                                                                 hybrid: bool, mode: str) -> None:
+    # behaviour §5: mode is hybrid, fts-only, vector or qmd. A query of stop words only finds nothing; it said
+    # mode "none", a value an integrator switching on the mode does not know.
+    from symi_memory import tools
+
+    with open_mem(tmp_path, ws, {"provider": provider, "query": {"hybrid": {"enabled": hybrid}}}) as mem:
+        mem.sync()
+        for query in ("what is it", "the", "\x00", '"', "*"):
+            out = tools.memory_search(mem, {"query": query})
+            assert out["results"] == [] and out["mode"] == mode, (query, out)

@@ -240,3 +240,18 @@ def test_the_cli_on_a_workspace_replaced_by_a_file(tmp_path: Path, cli) -> None:
     assert err.count(f"workspace {ws} is a file, not a folder") == 1, err
     code, out, _err = cli(*base, "status")
     assert code == 0 and f"workspace {ws} is a file, not a folder" in out and "stays searchable" in out, out
+
+
+def test_an_extra_path_that_is_a_file_other_than_markdown_says_only_md_files_are_indexed(tmp_path: Path) -> None:
+    # "is a file, not a folder" told the user to name a folder, and "stays searchable until it is back" that it would
+    # come back; a .txt file never is indexed (behaviour §2: a file must end in .md).
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "- prefers tea\n")
+    write(tmp_path, "team/notes.txt", "- the ferry leaves at 0710\n")
+    with open_mem(tmp_path, ws, {"extraPaths": ["../team/notes.txt"]}) as mem:
+        report = mem.sync()
+        note = tmp_path / "team" / "notes.txt"
+        assert report.warnings == (
+            f"extra path {note} (memorySearch.extraPaths) is not a Markdown file: only .md files and folders are "
+            "indexed; name a .md file or a folder, or take it out of extraPaths",), report.warnings
+        assert mem.status()["warnings"] == list(report.warnings)

@@ -51,7 +51,9 @@ _READ_ONLY_ACCESS = frozenset({"ro", "none"})
 
 
 def _non_negative_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
+    # NaN and the infinities first: int() of them raises ValueError or OverflowError, which names no key.
+    if (isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+            or (isinstance(value, float) and not value.is_integer())):
         raise ConfigError(f"{key}: {value!r} is not a whole number >= 0; set it to e.g. 4000 or remove it")
     return int(value)
 
@@ -78,6 +80,8 @@ class FlushSettings:
         """
         base = "agents.defaults.compaction"
         compaction = compaction or {}
+        if not isinstance(compaction, Mapping):
+            raise ConfigError(f"{base}: expected an object, got {type(compaction).__name__}")
         flush = compaction.get("memoryFlush") or {}
         if not isinstance(flush, Mapping):
             raise ConfigError(f"{base}.memoryFlush: expected an object, got {type(flush).__name__}")

@@ -429,7 +429,8 @@ class Pipeline:
         # Best first, those at minScore or above come first: the first maxResults of them are among the first
         # maxResults (unless a NaN score, which compares as neither, broke the order). A negative maxResults
         # (``history`` passes it unchecked) cuts from the end of those at minScore or above: all are read.
-        kept = [c for c in (items[:max_results] if ordered and max_results >= 0 else items) if c.score >= min_score]
+        kept, repeats = _first_of_their_lines(items, max_results if ordered and max_results >= 0 else None,
+                                              min_score)
         if trace is not None:
             _trace_stage(trace, "final", items)
             trace["skipped"] = list(warnings[said:]) if warnings is not None else []
@@ -438,6 +439,8 @@ class Pipeline:
             for c in items:
                 if c.id in returned:
                     rows[c.id]["outcome"] = "returned"
+                elif c.id in repeats:
+                    rows[c.id]["outcome"] = "same lines as a better hit"
                 elif c.score < min_score:
                     rows[c.id]["outcome"] = "below minScore"
                 else:
@@ -452,6 +455,28 @@ def _say(warning: str, warnings: list[str] | None) -> None:
     log.warning("%s", warning)
     if warnings is not None:
         warnings.append(warning)
+
+
+def _first_of_their_lines(items: Sequence[Candidate], limit: int | None,
+                          min_score: float) -> tuple[list[Candidate], set[str]]:
+    """The candidates at ``min_score`` or above, in order, each the first of its ``(source, path, start, end)``: the
+    pieces of a line longer than a chunk all cite that line, and a hit more of it is the same lines for the reader
+    (memory_get) taking a result's place. Read until ``limit`` are kept (None: all). Also the ids left out so."""
+    kept: list[Candidate] = []
+    seen: set[tuple[str, str, int, int]] = set()
+    repeats: set[str] = set()
+    for c in items:
+        if limit is not None and len(kept) >= limit:
+            break
+        if not c.score >= min_score:
+            continue
+        lines = (c.source, c.path, c.start_line, c.end_line)
+        if lines in seen:
+            repeats.add(c.id)
+            continue
+        seen.add(lines)
+        kept.append(c)
+    return kept, repeats
 
 
 def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequence[Candidate],

@@ -112,11 +112,17 @@ class SessionStore:
         return cls(sessions_dir(state_dir, agent_id) / SESSIONS_FILE)
 
     def load(self) -> dict[str, Entry]:
-        """Return every entry; a missing file is an empty store."""
+        """Return every entry; a missing file is an empty store. A UTF-8 BOM (an editor's) is skipped."""
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            data_bytes = self.path.read_bytes()
         except FileNotFoundError:
             return {}
+        try:
+            raw = data_bytes.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            # UTF-16 (PowerShell's Out-File) or another tool's bytes: corrupt, for repair() to move aside.
+            raise SessionStoreCorrupt(
+                self.path, f"not UTF-8: byte 0x{data_bytes[exc.start]:02x} at offset {exc.start}") from None
         if not raw.strip():
             return {}
         try:
@@ -203,12 +209,17 @@ class SessionStore:
                 return aside
 
     def _write(self, data: Mapping[str, Any]) -> None:
+        try:
+            # The runtime reading this file may take only standard JSON: no NaN or Infinity.
+            text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+            payload = text.encode("utf-8")
+        except ValueError as exc:
+            raise ValueError(f"cannot write {self.path}: {_unwritable(data) or exc}; nothing was written") from None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
             with contextlib.suppress(FileNotFoundError):
@@ -218,6 +229,30 @@ class SessionStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_dir(self.path.parent)
+
+
+def _unwritable(value: Any, where: str = "") -> str | None:
+    """Where in ``value`` a number JSON cannot carry (NaN, an infinity) or a string that is not valid Unicode is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'a value'} is {value!r}, not a finite number"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where or 'a string'} holds a lone surrogate at character {exc.start}"
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _unwritable(key, f"{where}[key {key!r}]" if where else f"key {key!r}") or _unwritable(
+                item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _unwritable(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def _fsync_dir(directory: Path) -> None:

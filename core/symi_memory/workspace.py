@@ -243,6 +243,9 @@ class AbsentRoot:
             named = "folder " if self.kind == "folder" else ""
             return (f"{named}{shown} {self.why}: nothing new is indexed from it; what the index already holds from "
                     f"it stays searchable until {until}")
+        if self.why == NOT_MARKDOWN:
+            return (f"extra path {shown} (memorySearch.extraPaths) {self.why}: only .md files and folders are "
+                    "indexed; name a .md file or a folder, or take it out of extraPaths")
         return (f"extra path {shown} (memorySearch.extraPaths) {self.why}: nothing new is indexed from it; what "
                 f"the index already holds from it stays searchable until {until} or leaves extraPaths")
 
@@ -272,7 +275,10 @@ def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = (), *,
             if unreadable and (why := why_unlistable(p)):
                 out.append(AbsentRoot("extra path", p, why, stored))
             continue
-        out.append(AbsentRoot("extra path", p, _why_absent(p), stored))
+        why = _why_absent(p)
+        if why == IS_A_FILE and os.path.splitext(p)[1]:
+            why = NOT_MARKDOWN  # notes.txt: never indexed, not a folder away for a while ("notes" may be)
+        out.append(AbsentRoot("extra path", p, why, stored))
     return out
 
 
@@ -322,7 +328,12 @@ def _why_absent(path: str) -> str:
         return "cannot be reached (permission denied)"
     except OSError:
         return "does not exist"
-    return "is a file, not a folder"
+    return IS_A_FILE
+
+
+#: Why a root is no folder to list (:func:`_why_absent`), and why an extra path naming a file is never listed.
+IS_A_FILE = "is a file, not a folder"
+NOT_MARKDOWN = "is not a Markdown file"
 
 
 def printable_path(path: str) -> str:

@@ -680,7 +680,9 @@ class PostgresBackend:
         # Stop words carry nothing to look for (a query of only those finds nothing, as on builtin-sqlite).
         exprs = token_expressions(query.text, skip=STOP_WORDS)
         if not exprs:
-            return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
+            # The mode the search would have run in (behaviour §5 names four; "none" was a fifth no caller knew).
+            mode = "fts-only" if provider is None else "hybrid" if hybrid["enabled"] else "vector"
+            return BackendResult(candidates=(), mode=mode, provider=provider.id if provider else "none",
                                  model=provider.model if provider else None, fallback=self.choice.fallback)
         tsq = " | ".join(dict.fromkeys(exprs.values())) or None
         use_vec = qvec is not None

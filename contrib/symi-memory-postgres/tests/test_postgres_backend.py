@@ -94,6 +94,10 @@ def test_keyword_side_stems_and_skips_stop_words_like_builtin(tmp_path: Path, pg
         assert paths(mem, "flight")[:1] == ["MEMORY.md"]  # "flight" finds "flights" (porter, as builtin-sqlite)
         assert paths(mem, "descaling kettles")[:1] == ["memory/a.md"]
         assert mem.search("what is it", min_score=0).results == ()  # only stop words: nothing to look for
+        assert mem.search("what is it").mode == "fts-only"  # a mode behaviour §5 names, not "none"
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as mem:
+        mem.sync()
+        assert mem.search("what is it").mode == "hybrid"
 
 
 def test_a_version_1_schema_is_rebuilt_with_stemmed_terms(tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:

@@ -284,14 +284,25 @@ def _validate_root(raw: Mapping[str, Any], origin: str, extra: Mapping[str, Any]
     return data
 
 
+#: The longest agent id (UTF-8 bytes): ``<id>-ws-<hash>.sqlite`` and its build and journal files stay under 255.
+AGENT_ID_MAX_BYTES = 128
+
+
 def agent_id_problem(agent_id: object) -> str | None:
     """Why ``agent_id`` cannot name an agent, or None.
 
     The id is a file name: ``{stateDir}/memory/{agentId}.sqlite`` and ``{stateDir}/agents/{agentId}/``. So no
-    path separators, control characters, ``.`` or ``..``.
+    path separators, control characters, ``.`` or ``..``, and at most :data:`AGENT_ID_MAX_BYTES` UTF-8 bytes (the file
+    names add up to 60 bytes to it, and a file system takes 255).
     """
-    if not isinstance(agent_id, str) or not agent_id.strip():
+    if not isinstance(agent_id, str):
+        return "must be a string; use a name such as 'main' or 'work'"
+    if not agent_id.strip():
         return "is empty; use a name such as 'main' or 'work'"
+    size = len(agent_id.encode("utf-8", "surrogatepass"))
+    if size > AGENT_ID_MAX_BYTES:
+        return (f"is too long ({size} UTF-8 bytes): it names the agent's index file, so it may have at most "
+                f"{AGENT_ID_MAX_BYTES}")
     if agent_id in (".", "..") or "/" in agent_id or "\\" in agent_id or any(
             ord(c) < 32 or ord(c) == 127 for c in agent_id):
         return ("cannot be used: it names the agent's index file and state folder, so it may not contain '/', '\\' "

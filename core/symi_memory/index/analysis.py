@@ -194,6 +194,21 @@ def _terms_of(content: Iterable[str]) -> list[str]:
     return list(seen)
 
 
+#: The most distinct content words of one query that are looked up (the first ones): a question has a few dozen, and
+#: a document pasted as a query (tens of thousands) would cost seconds per search for nothing it could rank by.
+MAX_QUERY_WORDS = 1024
+
+
+def _first_distinct(words: list[str], limit: int) -> list[str]:
+    """``words`` (repeats kept) up to the first of them past ``limit`` distinct ones (folded to lower case)."""
+    seen: set[str] = set()
+    for i, w in enumerate(words):
+        seen.add(w.lower())
+        if len(seen) > limit:
+            return words[:i]
+    return words
+
+
 @attrs.frozen
 class QueryAnalysis:
     """One query, tokenized once: what every step of a search needs from its text.
@@ -212,7 +227,7 @@ class QueryAnalysis:
     @classmethod
     def of(cls, text: str) -> QueryAnalysis:
         tokens = query_tokens(text)
-        words = content_words(tokens)
+        words = _first_distinct(content_words(tokens), MAX_QUERY_WORDS)
         return cls(text=text, tokens=tuple(tokens), words=tuple(words), terms=tuple(_terms_of(words)),
                    identifiers=tuple(identifier_tokens(tokens)))
 

@@ -376,8 +376,10 @@ class IndexedBackend:
         provider = self.choice.provider
         qa = QueryAnalysis.of(query.text)  # the one tokenization of this query
         if not qa.terms:
-            # Only stop words ("the", "what is it"): nothing to look for, on either side.
-            return BackendResult(candidates=(), mode="none", provider=provider.id if provider else "none",
+            # Only stop words ("the", "what is it"): nothing to look for, on either side. The mode is the one the
+            # search would have run in (behaviour §5 names four; "none" was a fifth no caller knew).
+            mode = "fts-only" if provider is None else "hybrid" if hybrid["enabled"] else "vector"
+            return BackendResult(candidates=(), mode=mode, provider=provider.id if provider else "none",
                                  model=provider.model if provider else None, fallback=self.choice.fallback)
         qvec: list[float] | None = None
         fallback = self.choice.fallback

@@ -28,6 +28,8 @@ log = logging.getLogger("symi_memory.index")
 PRUNE_MIN_CHUNKS = 50
 # Document frequencies remembered per reading thread for the current generation (then forgotten).
 DF_CACHE_MAX = 50_000
+# Index terms looked up per statement (SQLite binds at most 32,766 variables).
+TERM_BATCH = 5_000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -158,11 +160,13 @@ class KeywordSearch(StoreParts):
             self._local.df = cached
         known: dict[str, tuple[int, int]] = cached[1]
         missing = sorted({t for t in terms if t not in known})
-        if missing:
-            marks = ",".join("?" * len(missing))
+        # In batches: SQLite binds at most 32,766 variables, and a query may hold more words (a pasted document).
+        for start in range(0, len(missing), TERM_BATCH):
+            batch = missing[start:start + TERM_BATCH]
+            marks = ",".join("?" * len(batch))
             found = {term: (int(doc), int(cnt)) for term, doc, cnt in self._read(
-                f"SELECT term, doc, cnt FROM chunks_vocab WHERE term IN ({marks})", missing)}
-            for t in missing:
+                f"SELECT term, doc, cnt FROM chunks_vocab WHERE term IN ({marks})", batch)}
+            for t in batch:
                 known[t] = found.get(t, (0, 0))
         return known
 

@@ -89,7 +89,7 @@ async function runSearch(ev) {
         }
       });
       cell(tr, fmt(fin.score), 'num');
-      const cls = {returned: 'returned', 'below minScore': 'below', 'beyond maxResults': 'beyond'}[c.outcome] || 'dropped';
+      const cls = {returned: 'returned', 'below minScore': 'below', 'beyond maxResults': 'beyond', 'same lines as a better hit': 'beyond'}[c.outcome] || 'dropped';
       tag(cell(tr, ''), c.outcome, cls);
       body.appendChild(tr);
     }

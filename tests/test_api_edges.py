@@ -1,0 +1,48 @@
+"""The public API with odd but legal input, as an integrator's runtime (or a hostile caller) hands it over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from symi_memory import ConfigError, open_memory
+
+
+def test_agent_id_too_long_for_a_file_name_is_a_config_error(tmp_path: Path) -> None:
+    # Before: sqlite's "unable to open database file" (the index file name is longer than the file system takes).
+    with pytest.raises(ConfigError, match=r"agent id 'x{20}.*too long"):
+        open_memory(agent_id="x" * 300, workspace=tmp_path / "ws", state_dir=tmp_path / "state", start=False)
+    long_ok = "é" * 64  # 128 UTF-8 bytes: the longest id taken
+    with open_memory(agent_id=long_ok, workspace=tmp_path / "ws", state_dir=tmp_path / "state", start=False) as m:
+        assert m.sync().errors == ()
+        assert Path(m.status()["dbPath"]).name == f"{long_ok}.sqlite"
+
+
+def test_agent_id_that_is_not_a_string_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"agent id 5 must be a string"):
+        open_memory(agent_id=5, workspace=tmp_path / "ws", state_dir=tmp_path / "state", start=False)  # type: ignore[arg-type]
+
+
+def test_a_long_line_fills_one_result_not_many(tmp_path: Path) -> None:
+    # A line longer than a chunk becomes several chunks that all cite it (behaviour §3). They were returned as
+    # separate hits with the same path and lines (`memory/log.md#L3` four times): the same text for memory_get,
+    # and the other notes pushed out of maxResults.
+    from support.sqlite_memory import open_mem, write
+
+    from symi_memory import tools
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/log.md", "# Log\n\n" + " ".join(f"ledger entry {i} settled" for i in range(1500)) + "\n")
+    for i in range(5):
+        write(ws, f"memory/2026-03-0{i + 1}.md", f"# Day {i}\n\n- The ledger was reconciled by team {i}.\n")
+    with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
+        mem.sync()
+        out = tools.memory_search(mem, {"query": "ledger", "maxResults": 6, "minScore": 0})
+        cited = [(r["path"], r["startLine"], r["endLine"]) for r in out["results"]]
+        assert len(cited) == 6 and len(set(cited)) == 6, cited
+        # The line's pieces cite its first chunk (with the heading), the line alone, and its last piece with the
+        # blank line after it: three ranges at most, so the daily notes get the other places.
+        assert sum(p == "memory/log.md" for p, _, _ in cited) <= 3, cited
+        assert sum(p.startswith("memory/2026-03-") for p, _, _ in cited) >= 3, cited
+        assert mem.explain("ledger", max_results=6, min_score=0)["response"] == out
