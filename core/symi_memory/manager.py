@@ -431,6 +431,19 @@ class MemoryManager:
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
+        from . import forking
+
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: calls the parent's other threads were making do not run here (a close would wait
+        for them), and a lock one of them held would stay held."""
+        me = threading.get_ident()
+        self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)
+        self._calls = {me: self._calls[me]} if me in self._calls else {}
+        if self._close_on_leave is not None and self._close_on_leave != me:
+            self._close_on_leave = None
 
     def _enter(self) -> MemoryBackend:
         """Count a call on this thread (refused once closed) and return the backend; pair with :meth:`_leave`."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from symi_memory import forking
 from symi_memory.errors import EmbeddingError
 from symi_memory.secrets import header_secrets, redact, split_base_url, url_secrets
 
@@ -104,8 +105,17 @@ class RemoteClient:
             # A base URL's query (?api-version=...&api-key=...) goes with every request, its user info as
             # basic auth: paths appended to the base stay valid and credentials stay out of URLs we print.
             _, params, auth = split_base_url(base_url)
-        self._client = httpx.Client(headers=dict(headers), timeout=timeout_s, transport=transport,
-                                    params=tuple(params) or None, auth=auth)
+        self._client_args: dict[str, Any] = dict(headers=dict(headers), timeout=timeout_s, transport=transport,
+                                                 params=tuple(params) or None, auth=auth)
+        self._client = httpx.Client(**self._client_args)
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the pooled connections are the parent's sockets (a request on one would interleave
+        with the parent's, and one answer go to the other process): a new pool; the parent's is kept open, never
+        closed (closing would end the parent's TLS sessions)."""
+        forking.keep(self._client)
+        self._client = httpx.Client(**self._client_args)
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``***``."""
