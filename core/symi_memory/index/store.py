@@ -177,6 +177,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             conn = self.conn
             # Held by this thread already (a fork inside a write): the transaction is open.
             self._fork_idle = isinstance(conn, _WriterAfterFork) or bool(conn.getautocommit())
+        except apsw.ConnectionClosedError:  # a closed store
+            self._fork_idle = True
         except apsw.Error:
             self._fork_idle = False
         return True
@@ -197,6 +199,11 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         self._opened += 1
         self.conn = _WriterAfterFork(self)  # type: ignore[assignment]
         for conn in inherited:
+            if not idle:
+                log.warning("this process was forked inside a write to the index %s (from a sync's progress callback, "
+                            "or after waiting %.0f s for it): SQLite takes the parent's open transaction for this "
+                            "process's, so this child's writes to it fail ('database is locked'); its searches "
+                            "answer. Fork outside a sync's callbacks", self.path, FORK_WRITE_WAIT_S)
             _let_go(conn, idle=idle)
         for conn in readers:
             _let_go(conn)
