@@ -81,8 +81,8 @@ def child_work(tag):
     SLOW[0] = 0.0
     out = {"same": answer("kestrel7 report") == before}
     (ws / "memory" / f"{tag}.md").write_text(f"The {tag} note says albatross{tag}\n", encoding="utf-8")
-    report = mem.sync()
-    out["synced"] = report.files_indexed >= 1 and not report.errors
+    report = mem.sync()  # the note may be indexed already: the child's watcher starts at its first search
+    out["synced"] = not report.errors and mem.status()["dirty"] is False
     out["found"] = paths(mem.search(f"albatross{tag}").to_dict())[:1] == [f"memory/{tag}.md"]
     mem.close()
     faulthandler.cancel_dump_traceback_later()
