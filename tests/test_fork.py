@@ -203,3 +203,56 @@ def test_a_child_forked_while_idle_searches_and_syncs(tmp_path: Path) -> None:
 def test_a_multiprocessing_fork_worker_started_while_the_parent_syncs_answers(tmp_path: Path) -> None:
     got = _run(MULTIPROCESSING_FORK, tmp_path)
     assert got == {"same": True, "synced": True, "found": True}, got
+
+
+def test_a_child_forked_while_a_qmd_update_runs_syncs_on_its_own(tmp_path: Path) -> None:
+    # qmd-sidecar: the parent's update (a qmd process that hangs here) marks the updater running; in a child that
+    # mark stayed for ever, and the child's sync waited for an update no thread of it runs.
+    import json
+    import threading
+    import time
+
+    from qmd_standin.helpers import make_backend, standin_command, write
+
+    from symi_memory.types import SearchQuery
+
+    write(tmp_path / "ws" / "MEMORY.md", "# Memory\n\nProject zephyr uses PostgreSQL 16.\n")
+    control = tmp_path / "control"
+    control.write_text("")
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_CONTROL=str(control), QMD_STANDIN_FAIL_ON="update"),
+                     {"update": {"updateTimeoutMs": 4000}})
+    b.sync()
+    control.write_text("hang")
+    parent = threading.Thread(target=lambda: b.sync())
+    parent.start()
+    deadline = time.monotonic() + 10
+    while not b.scheduler._running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert b.scheduler._running, "the parent's update did not start"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - reports through the pipe
+        import faulthandler
+
+        stacks = open(tmp_path / "child-stacks.txt", "w")  # noqa: SIM115 - written by faulthandler on a hang
+        faulthandler.dump_traceback_later(30, exit=True, file=stacks)
+        out: dict[str, object] = {}
+        try:
+            control.write_text("")
+            write(tmp_path / "ws" / "memory" / "child.md", "# Child\n\nThe child saw an albatross.\n")
+            report = b.sync()
+            out = {"errors": list(report.errors),
+                   "found": [c.path for c in b.search(SearchQuery(text="albatross", max_results=3, min_score=0.0, candidate_limit=10)).candidates][:1]}
+        except BaseException as exc:
+            out = {"error": repr(exc)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        child = json.loads(fh.read() or "{}")
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    parent.join(30)
+    b.close()
+    stacks = tmp_path / "child-stacks.txt"
+    assert code == 0 and child == {"errors": [], "found": ["memory/child.md"]}, \
+        (code, child, stacks.read_text() if stacks.exists() else "")
