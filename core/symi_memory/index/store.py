@@ -161,6 +161,9 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     _unchanging: tuple[int, int, int] | None = None
     #: Set by :meth:`_before_fork`: the fork took ``lock`` with no write transaction open.
     _fork_idle: bool = False
+    #: In a forked child: the parent's connections (each with whether it may be closed), until the child first
+    #: opens one of its own (:meth:`_let_go_inherited`).
+    _inherited: list[tuple[apsw.Connection, bool]] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         forking.track(self)
@@ -198,20 +201,27 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         self._id_claim = None
         self._opened += 1
         self.conn = _WriterAfterFork(self)  # type: ignore[assignment]
-        for conn in inherited:
+        # Let go of at the child's first use of the index, not here: SQLite calls in an at-fork hook would run in
+        # every child, one that never uses its memory too (a multiprocessing worker), and a SQLite mutex a parent
+        # thread held at the fork would hang it there.
+        self._inherited = [*self._inherited, *((conn, idle) for conn in inherited), *((conn, True) for conn in readers)]
+
+    def _let_go_inherited(self) -> None:
+        """In a forked child, before it opens a connection of its own: close the parent's (:func:`_let_go`)."""
+        inherited, self._inherited = self._inherited, []
+        for conn, idle in inherited:
             if not idle:
                 log.warning("this process was forked inside a write to the index %s (from a sync's progress callback, "
                             "or after waiting %.0f s for it): SQLite takes the parent's open transaction for this "
                             "process's, so this child's writes to it fail ('database is locked'); its searches "
                             "answer. Fork outside a sync's callbacks", self.path, FORK_WRITE_WAIT_S)
             _let_go(conn, idle=idle)
-        for conn in readers:
-            _let_go(conn)
 
     def _own_writer(self) -> apsw.Connection:
         """The writer connection, opened by this process (a forked child's first use of it)."""
         with self.lock:
             if isinstance(self.conn, _WriterAfterFork):
+                self._let_go_inherited()
                 self._connect()
                 dims = self.vector_dims()
                 self.vec_dims = dims if dims and self.vec.available and self.vector_wanted else None
@@ -223,6 +233,9 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             self.reopen()
         conn = getattr(self._local, "conn", None)
         if conn is None or self._opened and getattr(self._local, "opened", 0) != self._opened:
+            if self._inherited:  # a forked child's first read
+                with self.lock:
+                    self._let_go_inherited()
             self._local.opened = self._opened
             conn = open_db(self.path)
             # The query planner stability guarantee: a statement's plan never depends on the values bound to it.
