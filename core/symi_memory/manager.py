@@ -432,6 +432,19 @@ class MemoryManager:
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
+        from . import forking
+
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: calls the parent's other threads were making do not run here (a close would wait
+        for them), and a lock one of them held would stay held."""
+        me = threading.get_ident()
+        self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)
+        self._calls = {me: self._calls[me]} if me in self._calls else {}
+        if self._close_on_leave is not None and self._close_on_leave != me:
+            self._close_on_leave = None
 
     def _enter(self) -> MemoryBackend:
         """Count a call on this thread (refused once closed) and return the backend; pair with :meth:`_leave`."""
@@ -798,7 +811,9 @@ class MemoryManager:
         removed or unmounted for a while), or an extra path that does not exist, is not an error: nothing new is
         indexed from it, what the index already holds from it stays searchable (its files are not taken for
         deleted) until it is back, and the report's ``warnings`` (and ``status()["warnings"]``) name it and why;
-        each is logged once while it lasts. The builtin backends do the same for a workspace, extra path or folder
+        each is logged once while it lasts. The builtin backends keep the same way a root folder that is there but
+        lists no memory file and looks unmounted (on another device than when its files were listed, or empty while
+        the index holds 10 files or more from it) until files are back in it; ``force=True`` drops them. The builtin backends do the same for a workspace, extra path or folder
         that is there but cannot be read (no permission), the transcripts folder, and an indexed file or transcript
         they cannot read: kept until it can be read again.
         """

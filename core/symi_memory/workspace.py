@@ -9,7 +9,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -23,6 +23,9 @@ __all__ = [
     "NOT_UTF8",
     "AbsentRoot",
     "absent_roots",
+    "emptied_roots",
+    "root_devices",
+    "root_folders",
     "unreadable_within",
     "why_unlistable",
     "bom_encoding",
@@ -191,6 +194,15 @@ def list_memory_files(workspace: str | Path, extra_paths: Iterable[str] = (),
 UNREADABLE = "cannot be read"
 
 
+#: How :attr:`AbsentRoot.why` starts for a root folder that is there but lists no memory file now while the index
+#: holds files from it, and looks unmounted or emptied by accident (:func:`emptied_roots`).
+EMPTIED = "lists no memory files"
+#: An empty root folder (no entry at all) on the file system its files were indexed from is taken for one emptied
+#: by accident (a mount point unmounted before its device was recorded, a bind mount on the same file system) only
+#: when the index holds at least this many files from it: deleting a few notes, the last ones, is ordinary.
+EMPTIED_MIN_FILES = 10
+
+
 @attrs.frozen
 class AbsentRoot:
     """A root the configuration names that cannot be listed now (the workspace, or one of its extra paths), or a
@@ -219,6 +231,11 @@ class AbsentRoot:
         return stored == self.stored or stored.startswith(self.stored + "/")
 
     @property
+    def emptied(self) -> bool:
+        """Whether it is there but lists no memory file, and looks unmounted or emptied by accident."""
+        return self.why.startswith(EMPTIED)
+
+    @property
     def unreadable(self) -> bool:
         """Whether it is there but cannot be read (not gone)."""
         return self.why.startswith(UNREADABLE)
@@ -228,6 +245,11 @@ class AbsentRoot:
         """What a sync and ``status()`` report about it, naming the root and why it cannot be listed."""
         until = "it can be read again" if self.unreadable else "it is back"
         shown = printable_path(self.path)
+        if self.emptied:
+            named = {"extra path": "extra path ", "folder": "folder "}.get(self.kind, "workspace ")
+            return (f"{named}{shown} {self.why}: what the index holds from it stays searchable until its files are "
+                    "back (mount it again); if they were deleted on purpose, `symi-memory index --force` "
+                    "(sync(force=True)) drops them from the index")
         if self.kind == "workspace":
             if self.unreadable:
                 return (f"workspace {shown} {self.why}: nothing new is indexed from it and appends fail; what the "
@@ -280,6 +302,95 @@ def absent_roots(workspace: str | Path, extra_paths: Iterable[str] = (), *,
             why = NOT_MARKDOWN  # notes.txt: never indexed, not a folder away for a while ("notes" may be)
         out.append(AbsentRoot("extra path", p, why, stored))
     return out
+
+
+def root_folders(workspace: str | Path, extra_paths: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+    """``(kind, path, stored)`` of each folder memory is listed from that is there now: the workspace, its
+    ``memory/`` folder (often a mount of its own) and each extra path that is a folder (not a symlink)."""
+    ws = str(workspace)
+    if not os.path.isdir(ws):
+        return []
+    out = [("workspace", ws, "")]
+    mem = os.path.join(ws, "memory")
+    if os.path.isdir(mem) and not os.path.islink(mem):
+        out.append(("folder", mem, "memory"))
+    for extra in extra_paths:
+        p = os.path.normpath(os.path.join(ws, os.path.expanduser(extra)))
+        stored = stored_path(p, ws)
+        if stored == "." or os.path.islink(p) or not os.path.isdir(p) or any(r[1] == p for r in out):
+            continue
+        out.append(("extra path", p, stored))
+    return out
+
+
+def _device(path: str) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
+def root_devices(workspace: str | Path, extra_paths: Iterable[str], listed: Iterable[str]) -> dict[str, int]:
+    """The device (``st_dev``) of each root folder (:func:`root_folders`) that lists memory files now (``listed``:
+    their stored paths), by path: what :func:`emptied_roots` compares with when one lists none."""
+    listed = list(listed)
+    out: dict[str, int] = {}
+    for kind, path, stored in root_folders(workspace, extra_paths):
+        root = AbsentRoot(kind, path, "", stored)
+        if any(root.holds(p) for p in listed) and (dev := _device(path)) is not None:
+            out[path] = dev
+    return out
+
+
+def emptied_roots(workspace: str | Path, extra_paths: Iterable[str], listed: Iterable[str],
+                  indexed: Callable[[], Iterable[str]], recorded: dict[str, int],
+                  known: Iterable[AbsentRoot] = ()) -> list[AbsentRoot]:
+    """The root folders that are there but list no memory file (``listed``: the stored paths listed now) while the
+    index holds files from them (``indexed()``: its memory files' stored paths, asked only when a root lists none),
+    and look unmounted or emptied by
+    accident rather than emptied on purpose:
+
+    - the folder is on another device than when its files were last listed (``recorded``, from
+      :func:`root_devices`): a mount point unmounted (the folder below it is on its parent's file system), or
+      another disk mounted there; or
+    - the folder is empty (no entry at all) and the index holds at least :data:`EMPTIED_MIN_FILES` files from it.
+
+    What the index holds from them is kept (``why`` starts with :data:`EMPTIED`) until files are listed from them
+    again, or a forced full rebuild (the operator's word that they were deleted) drops them. A folder that still
+    holds anything but memory files (the notes deleted, the rest kept) is not one: its files go as deleted.
+    Roots below one of ``known`` (already away or unreadable) are left to it."""
+    listed, known = list(listed), list(known)
+    held_paths: list[str] | None = None
+    out: list[AbsentRoot] = []
+    for kind, path, stored in root_folders(workspace, extra_paths):
+        root = AbsentRoot(kind, path, "", stored)
+        if any(r.source == "memory" and (r.holds(stored) if stored else not r.stored) for r in [*known, *out]):
+            continue
+        if any(root.holds(p) for p in listed):
+            continue
+        if held_paths is None:
+            held_paths = list(indexed())
+        held = sum(1 for p in held_paths if root.holds(p))
+        if not held:
+            continue
+        was, now = recorded.get(path), _device(path)
+        if was is not None and now is not None and was != now:
+            why = (f"{EMPTIED} and is on another file system than when its {held} indexed files were listed "
+                   "(unmounted?)")
+        elif held >= EMPTIED_MIN_FILES and _empty_folder(path):
+            why = f"{EMPTIED} and is empty, while the index holds {held} files from it (unmounted?)"
+        else:
+            continue
+        out.append(AbsentRoot(kind, path, why, stored))
+    return out
+
+
+def _empty_folder(path: str) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
 
 
 def why_unlistable(folder: str | Path) -> str | None:

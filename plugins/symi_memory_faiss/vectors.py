@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory import forking
 from symi_memory.index.store import IndexChange, IndexStore, pack_vector
 
 from .indexes import FaissIndex, build_index
@@ -80,6 +81,17 @@ class FaissVectors:
     def __attrs_post_init__(self) -> None:
         if self.path is None:
             self.path = index_path(self.store.path)
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the build and save threads are the parent's, and a lock they held stays held. A build
+        the parent was running is not running here: the child builds its own when it next needs the index. The
+        parent saves the files; the child saves only what it changes itself."""
+        self._lock, self._save_lock = threading.RLock(), threading.Lock()
+        if self._building:
+            self._building, self._index, self._generation, self._pending = False, None, -1, []
+        self._thread = self._save_timer = None
+        self._dirty = False
 
     # ------------------------------------------------------------- lifecycle
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory import forking
 from symi_memory.errors import EmbeddingError
 from symi_memory.specs import ProviderUnavailable
 
@@ -57,6 +58,18 @@ class LazyEmbedder:
     #: fast start and swaps the optimised session in later; their vectors differ in the 7th digit, so the kept
     #: ones are dropped then (query_at_once gives what embed_query gives now).
     _kept_for: Any = None
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: ONNX Runtime's session runs on thread pools that are the parent's (a run in the child
+        would wait for them for ever), so the model is loaded again when the child first embeds; the parent's
+        session is kept, never closed. A lock a parent thread held (loading) would stay held: new ones."""
+        if self._inner is not None:
+            forking.keep(self._inner)
+        self._inner, self._kept_for, self._warming = None, None, None
+        self._lock, self._queries_lock = threading.Lock(), threading.Lock()
 
     @property
     def loaded(self) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory import forking
 from symi_memory.sessions import SESSIONS_PREFIX, list_session_files
 from symi_memory.specs import DEFAULT_BACKEND, MemoryBackend, StartableBackend
 from symi_memory.types import (
@@ -126,6 +127,7 @@ class QmdBackend:
         self._closed = False
         self._closing = threading.Event()  # set by close(): a wait for another process's update ends
         self._kick_thread: threading.Thread | None = None
+        forking.track(self)
         self.last_update: float | None = None
         self.export_error: str | None = None
         self.export_partial: dict[str, str] = {}  # transcripts exported in part: {sessions/<name>.jsonl: why}
@@ -310,6 +312,11 @@ class QmdBackend:
             if below is not None:
                 out.append((c, below[1], below[0]))
         return out
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: a lock a parent thread held stays held, and the parent's kick thread is not here."""
+        self._lock = threading.Lock()
+        self._kick_thread = None
 
     def _away_warnings(self) -> tuple[str, ...]:
         """What a sync and ``status()`` say of :meth:`_away` that the core does not (it names an absent extra

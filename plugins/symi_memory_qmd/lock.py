@@ -12,6 +12,7 @@ holder's pid and start time, which ``status`` reports from any process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from symi_memory import forking
 
 from .updater import UpdateSkipped
 
@@ -45,6 +48,18 @@ class UpdateLock:
 
     home: Path
     fd: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the lock a parent thread's update holds is the parent's. The child's copy of its
+        descriptor is closed: it would hold the lock (one ``flock`` per open file, whichever process lets go) until
+        the child exits, and every update, the child's own too, waited for it."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     @property
     def path(self) -> Path:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import attrs
 
+from symi_memory import forking
+
 __all__ = ["UpdateScheduler", "UpdateSkipped"]
 
 log = logging.getLogger("symi_memory.qmd")
@@ -47,6 +49,21 @@ class UpdateScheduler:
     _running: bool = False
     _stop: threading.Event = attrs.field(factory=threading.Event)
     _thread: threading.Thread | None = None
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: an update the parent's thread was running is not running here (``_running`` would
+        make every forced update of the child wait for it for ever), and its condition's lock may be held. The
+        interval timer is the parent's (the parent's updates keep qmd's index current); the child updates when it
+        syncs."""
+        self._cond = threading.Condition()
+        self._running = False
+        stopped, self._stop = self._stop.is_set(), threading.Event()
+        if stopped:
+            self._stop.set()
+        self._thread = None
 
     def run(self, *, reason: str, force: bool = False) -> bool:
         """Run one update now unless debounced; return whether it ran. Raises what ``work`` raised."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from symi_memory import forking
 from symi_memory.errors import EmbeddingError
 from symi_memory.secrets import header_secrets, redact, split_base_url, url_secrets
 
@@ -104,8 +105,24 @@ class RemoteClient:
             # A base URL's query (?api-version=...&api-key=...) goes with every request, its user info as
             # basic auth: paths appended to the base stay valid and credentials stay out of URLs we print.
             _, params, auth = split_base_url(base_url)
-        self._client = httpx.Client(headers=dict(headers), timeout=timeout_s, transport=transport,
-                                    params=tuple(params) or None, auth=auth)
+        self._client_args: dict[str, Any] = dict(headers=dict(headers), timeout=timeout_s, transport=transport,
+                                                 params=tuple(params) or None, auth=auth)
+        self._client: httpx.Client | None = httpx.Client(**self._client_args)
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the pooled connections are the parent's sockets (a request on one would interleave
+        with the parent's, and one answer go to the other process): a new pool; the parent's is kept open, never
+        closed (closing would end the parent's TLS sessions)."""
+        if self._client is not None:
+            forking.keep(self._client)
+        self._client = None  # made at the child's first request: a child that never asks makes none
+
+    def _http(self) -> httpx.Client:
+        client = self._client
+        if client is None:
+            client = self._client = httpx.Client(**self._client_args)
+        return client
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``***``."""
@@ -119,7 +136,7 @@ class RemoteClient:
         """Send a request, retrying 429, 5xx and rate-limit answers up to :data:`MAX_RETRIES` times."""
         for attempt in range(MAX_RETRIES + 1):
             try:
-                response = self._client.request(method, url, **kwargs)
+                response = self._http().request(method, url, **kwargs)
             except httpx.TimeoutException:
                 # Not retried: a hung endpoint would otherwise block a sync for 4x the timeout.
                 raise self.error(
@@ -182,4 +199,5 @@ class RemoteClient:
 
     def close(self) -> None:
         """Close the connection pool."""
-        self._client.close()
+        if self._client is not None:
+            self._client.close()

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from symi_memory import forking
 from symi_memory.chunking import CHARS_PER_TOKEN
 from symi_memory.errors import BackendError, EmbeddingError
 from symi_memory.fusion import score_hits
@@ -106,6 +107,28 @@ class PostgresBackend:
     #: row locks).
     _abandoned: list[tuple[int, Any, str]] = attrs.field(factory=list)
     on_synced: Callable[[SyncReport], None] | None = None  # NotifiesSyncs: `symi-memory watch` prints each sync
+    #: Makes a pool like ``pool`` (not opened) for a watchdog: a forked child's own (:meth:`_after_fork_in_child`).
+    make_pool: Callable[[Any], Any] | None = None
+    #: A forked child's pool, opened at its first use (a child that never uses memory connects to nothing).
+    _open_on_use: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the pooled connections are the parent's sockets (a query on one would interleave with
+        the parent's on the server), the pool's and the watchdog's threads are the parent's, and a lock they or a
+        sync held stays held. The child gets a new pool and watchdog; the parent's pool is kept, never closed
+        (closing would end the parent's sessions on the server)."""
+        self._sync_lock, self._held_lock, self._held = threading.Lock(), threading.Lock(), 0
+        if self.make_pool is None:
+            return
+        from .guard import Watchdog
+
+        forking.keep(self.pool)
+        self.watchdog = Watchdog()
+        self.pool = self.make_pool(self.watchdog)
+        self._open_on_use = True
 
     # ------------------------------------------------------------- plumbing
 
@@ -128,6 +151,11 @@ class PostgresBackend:
 
         wait = timeout or self.settings.connect_timeout
         size = self.settings.pool_size
+        if self._open_on_use:
+            with self._held_lock:
+                if self._open_on_use:
+                    self._open_on_use = False
+                    self.pool.open(wait=False)
         try:
             conn = self.pool.getconn(timeout=min(wait, 0.05) if self._pool_behind and self._held < size else wait)
         except PoolTimeout:
@@ -1138,13 +1166,17 @@ def create_backend(ctx: BackendContext) -> PostgresBackend:
                             rules=PathRules.from_workspace(folder, [])))
     from .guard import GuardedConnection, Watchdog
 
+    def make_pool(watchdog: Watchdog) -> Any:
+        return ConnectionPool(settings.dsn, min_size=1, max_size=settings.pool_size, open=False, name="symi-memory",
+                              timeout=settings.connect_timeout, kwargs=connect_kwargs(settings),
+                              connection_class=GuardedConnection,
+                              configure=lambda conn: _bound(conn, watchdog, settings.search_timeout, SEARCH_SETTING))
+
     watchdog = Watchdog()
-    pool = ConnectionPool(settings.dsn, min_size=1, max_size=settings.pool_size, open=False, name="symi-memory",
-                          timeout=settings.connect_timeout, kwargs=connect_kwargs(settings),
-                          connection_class=GuardedConnection,
-                          configure=lambda conn: _bound(conn, watchdog, settings.search_timeout, SEARCH_SETTING))
+    pool = make_pool(watchdog)
     pool.open(wait=False)
-    return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners, watchdog=watchdog)
+    return PostgresBackend(agent=agent, settings=settings, pool=pool, choice=choice, owners=owners, watchdog=watchdog,
+                           make_pool=make_pool)
 
 
 #: TCP keepalives of every connection: a connection whose network path went away errors within about

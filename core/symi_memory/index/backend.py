@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import attrs
 
+from .. import forking
 from ..closing import close_plugin_object
 from ..errors import BackendError, EmbeddingError
 from ..specs import (
@@ -186,6 +187,18 @@ class IndexedBackend:
     _any_thread: tuple[Any, bool] | None = None
     #: ``(vector side, generation)`` :meth:`_prepare_vectors` last asked the vector side to be ready at.
     _prepared: tuple[Any, Generation] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: a sync the parent was running is not the child's (its lock would stay held for ever
+        and the child's first sync wait for it); the embedding workers are forgotten when next needed
+        (:meth:`_forget_parents_workers`), the store opens connections of its own."""
+        self._sync_lock = threading.Lock()
+        self._sync_thread = None
+        self._close_after_sync = False
+        self._local = threading.local()
 
     def start(self) -> None:
         """Arm the watcher, the interval and the staleness check."""

@@ -27,9 +27,11 @@ from ..workspace import (
     MemoryFile,
     absent_roots,
     decode_text,
+    emptied_roots,
     list_memory_files,
     printable_path,
     read_regular,
+    root_devices,
     unreadable_within,
     why_unlistable,
 )
@@ -91,6 +93,9 @@ PARTIAL_META = "transcripts"
 TAIL_VERSION = 2
 #: A whole read forgets the ids of closed chunks that no later chunk can repeat once it holds this many.
 SEEN_PRUNE = 4096
+#: ``{root folder path: st_dev}``: the device each memory root folder was on when files were last listed from it
+#: (:meth:`Indexer._emptied`: one that lists none on another device was unmounted).
+ROOT_DEVICES_META = "rootDevices"
 LAST_SYNC_META = "lastSync"
 
 
@@ -766,6 +771,10 @@ class Indexer:
             full = force or self.needs_full() or self.needs_units()
         problems: dict[str, str] = {}
         files, absent = scan_sources(self.agent, problems)
+        # A root that looks unmounted or emptied by accident is kept as one away is; a forced sync (`index --force`)
+        # is the operator's word that its files were deleted (not the fallback provider's rebuild, forced too).
+        if not force or reason.endswith("(fallback)"):
+            absent += self._emptied(files, absent)
         away = [r for r in absent if r.kind == "workspace"]
         if full and (kept := self._held_from(away)):
             # A full build writes only what is listed: it would drop every file of a workspace that is only away.
@@ -863,6 +872,7 @@ class Indexer:
             self.last_error = None
             self._pending_failures, self._retry_at = 0, 0.0
         self._update_vocabulary()
+        self._record_devices(files)
         fill = getattr(self.store, "fill_line_analysis", None)
         if fill is not None:  # chunks of an index from before stored line analyses (each filled once)
             fill(should_stop=self.cancel.is_set)
@@ -940,6 +950,7 @@ class Indexer:
         are away or unreadable, the folders below them that cannot be read, and the indexed files the last sync
         could not read (kept as last read). ``scanned``: :func:`scan_sources` when the caller has just listed."""
         files, absent = scanned if scanned is not None else scan_sources(self.agent, {})
+        absent = [*absent, *self._emptied(files, absent)]
         said = [r.warning for r in absent]
         unread = {p: why for p, why in self.store.skipped_map().items() if why.startswith("cannot read: ")}
         if unread:
@@ -949,6 +960,41 @@ class Indexer:
                 {p: why for p, why in unread.items() if p in indexed and p in listed
                  and not _kept(p, indexed[p], absent) and not _readable_now(listed[p].abs_path)}, indexed)]
         return said
+
+    def _emptied(self, files: list[MemoryFile], absent: list[AbsentRoot]) -> list[AbsentRoot]:
+        """The memory roots that are there but list no file while the index holds files from them, and look
+        unmounted or emptied by accident (:func:`~symi_memory.workspace.emptied_roots`)."""
+        ms = self.agent.memory_search
+        if "memory" not in set(ms.get("sources") or ["memory"]):
+            return []
+        return emptied_roots(self.agent.workspace, ms.get("extraPaths") or [],
+                             [f.path for f in files if f.source == "memory"],
+                             lambda: [p for p, row in self._indexed_rows().items() if row.source == "memory"],
+                             self._recorded_devices(), absent)
+
+    def _recorded_devices(self) -> dict[str, int]:
+        try:
+            value = json.loads(self.store.get_meta(ROOT_DEVICES_META) or "{}")
+        except (ValueError, TypeError):
+            return {}
+        except Exception:  # an index that cannot be read now: nothing recorded is known
+            return {}
+        return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+    def _record_devices(self, files: list[MemoryFile]) -> None:
+        """Record the device of each root folder files were listed from (when it changed): a root that later lists
+        none, on another device, was unmounted (:meth:`_emptied`)."""
+        ms = self.agent.memory_search
+        if "memory" not in set(ms.get("sources") or ["memory"]):
+            return
+        recorded = self._recorded_devices()
+        now = {**recorded, **root_devices(self.agent.workspace, ms.get("extraPaths") or [],
+                                          [f.path for f in files if f.source == "memory"])}
+        if now != recorded:
+            try:
+                self.store.set_meta(ROOT_DEVICES_META, json.dumps(now, sort_keys=True))
+            except Exception as exc:  # a read-only index: the next sync that may write records them
+                log.debug("could not record the memory roots' devices: %s", exc)
 
     def _held_from(self, absent: list[AbsentRoot]) -> int:
         """How many indexed files lie below the roots in ``absent``."""

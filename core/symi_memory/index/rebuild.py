@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -41,6 +42,23 @@ CREATE TABLE tails (path TEXT PRIMARY KEY, state TEXT);
 #: The names of the build files this process's rebuilds hold now (``BuildInfo.this_process``): a pid alone could be another
 #: container's process sharing the folder.
 _OWN_BUILDS: set[str] = set()
+#: The locked descriptors of those build files.
+_OWN_BUILD_FDS: set[int] = set()
+
+
+def _forget_builds_after_fork() -> None:
+    """In a forked child: the parent's builds are another process's (a sync here waits for them naming the
+    parent), and the child's copies of their locked descriptors are closed, or they would keep a build file the
+    parent left (killed) locked for as long as the child lives: every sync would wait for it."""
+    for fd in _OWN_BUILD_FDS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _OWN_BUILD_FDS.clear()
+    _OWN_BUILDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_builds_after_fork)
 
 
 class BuildInfo(NamedTuple):
@@ -252,6 +270,7 @@ class Rebuild(StoreParts):
         # live build from one a killed process left (remove_stale_builds).
         fd, build = _locked_build_file(self.path)
         _OWN_BUILDS.add(build.name)
+        _OWN_BUILD_FDS.add(fd)
         try:
             written = self._fill_build(build, files)
             with self.lock:
@@ -269,6 +288,7 @@ class Rebuild(StoreParts):
                 self._notify(IndexChange(generation=self.generation_now(), full=True, index_id=self.index_id_now()))
         finally:
             _OWN_BUILDS.discard(build.name)
+            _OWN_BUILD_FDS.discard(fd)
             build.unlink(missing_ok=True)
             os.close(fd)
         return written

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import forking
 from ..workspace import IGNORED_DIRS
 
 if TYPE_CHECKING:
@@ -51,6 +52,35 @@ class SyncScheduler:
     _rewatch: threading.Event = attrs.field(factory=threading.Event)
     busy: bool = False
     changes: int = 0  # how many changes the watcher reported so far
+    #: A forked child's copy of a started scheduler, whose threads are the parent's: started again (in the child)
+    #: at its first trigger.
+    _restart: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """The parent's threads do not exist here, and a lock or event one of them held would stay held: new ones,
+        and the threads started again when the child first asks for a sync (a search, a write of its own).
+        Not at once: a child that never uses its memory (a multiprocessing worker doing other work) starts no
+        watcher."""
+        self._lock = threading.Lock()
+        self._wake, self._rewatch = threading.Event(), threading.Event()
+        stopped, self._stop = self._stop.is_set(), threading.Event()
+        if stopped:
+            self._stop.set()
+        self._restart = bool(self._threads) and not stopped
+        self._threads = []
+        self.busy = False
+        self._pending, self._check_requested, self._check_for_search = None, False, False
+
+    def _here(self) -> None:
+        if self._restart:
+            with self._lock:
+                if not self._restart:
+                    return
+                self._restart = False
+            self.start()
 
     def start(self) -> None:
         sync = self.agent.memory_search["sync"]
@@ -76,6 +106,7 @@ class SyncScheduler:
 
     def trigger(self, reason: str) -> None:
         """Ask for a background sync (coalesced with one already queued)."""
+        self._here()
         with self._lock:
             if self._pending is None:
                 self._pending = reason
@@ -113,6 +144,7 @@ class SyncScheduler:
 
     def request_check(self, *, for_search: bool = False) -> None:
         """Ask the worker to compare the files with the index (and sync if they differ)."""
+        self._here()
         with self._lock:
             self._check_requested = True
             self._check_for_search = self._check_for_search or for_search

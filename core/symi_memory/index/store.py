@@ -24,6 +24,7 @@ from typing import Any
 import apsw
 import attrs
 
+from .. import forking
 from ..errors import BackendError
 from .cache import EmbeddingCache
 from .chunks import ChunkReads
@@ -66,6 +67,44 @@ SEARCH_CACHE_KIB = 8 * 1024
 LOCK_RETRY_BASE_S = 0.5
 #: Beside the index, ``<index>.damaged`` records that a read found the file damaged (:meth:`IndexStore.note_damaged`).
 DAMAGED_SUFFIX = ".damaged"
+#: How long a fork of this process waits for a write transaction another thread has open on an index to end
+#: (:meth:`IndexStore._before_fork`): the indexer commits about every half second. Past it the process forks
+#: anyway, and the child cannot write that index (the parent's transaction is the child's too, for SQLite).
+FORK_WRITE_WAIT_S = 10.0
+
+
+class _WriterAfterFork:
+    """Stands for an index's writer connection in a forked child until the child first uses it: the child then
+    opens its own (:meth:`IndexStore._own_writer`); one that never writes, or only closes, opens none."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: IndexStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store._own_writer(), name)
+
+    def __enter__(self) -> Any:  # ``with store.conn:`` (looked up on the type, not through __getattr__)
+        return self._store._own_writer().__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._store.conn.__exit__(*exc)
+
+
+def _let_go(conn: apsw.Connection, *, idle: bool = True) -> None:
+    """In a forked child: close a connection inherited from the parent, without touching the index (no
+    checkpoint, the WAL left as it is), so that SQLite forgets the locks it recorded for it in this process.
+    One a parent thread was using at the fork, or the parent's writer inside a transaction (``idle`` False:
+    closing would roll it back over the parent's WAL index), is kept open and never used instead."""
+    if not idle:
+        forking.keep(conn)
+        return
+    try:
+        conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+        conn.close()
+    except apsw.Error:  # ThreadingViolationError: a parent thread was inside SQLite with it
+        forking.keep(conn)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
@@ -120,6 +159,73 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
     #: mode, which neither sees another process's commits nor survives its pages moving), the file's
     #: ``(inode, size, mtime_ns)`` as opened: when its owner changes it, every connection is opened again.
     _unchanging: tuple[int, int, int] | None = None
+    #: Set by :meth:`_before_fork`: the fork took ``lock`` with no write transaction open.
+    _fork_idle: bool = False
+    #: In a forked child: the parent's connections (each with whether it may be closed), until the child first
+    #: opens one of its own (:meth:`_let_go_inherited`).
+    _inherited: list[tuple[apsw.Connection, bool]] = attrs.field(factory=list)
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _before_fork(self) -> bool:
+        """Wait (at most :data:`FORK_WRITE_WAIT_S`) for a write transaction another thread has open to end, and
+        hold ``lock`` through the fork: the child gets the writer between transactions."""
+        if not self.lock.acquire(timeout=FORK_WRITE_WAIT_S):
+            self._fork_idle = False
+            log.warning("forking while a write to the index %s has run for over %.0f s: the child cannot write "
+                        "that index", self.path, FORK_WRITE_WAIT_S)
+            return False
+        try:
+            conn = self.conn
+            # Held by this thread already (a fork inside a write): the transaction is open.
+            self._fork_idle = isinstance(conn, _WriterAfterFork) or bool(conn.getautocommit())
+        except apsw.ConnectionClosedError:  # a closed store
+            self._fork_idle = True
+        except apsw.Error:
+            self._fork_idle = False
+        return True
+
+    def _after_fork_in_parent(self) -> None:
+        self.lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        """Forget the parent's connections and locks: the child opens its own connections when it next reads or
+        writes (a thread's reader on its first read, the writer through :class:`_WriterAfterFork`)."""
+        idle, self._fork_idle = self._fork_idle, False
+        inherited = [] if isinstance(self.conn, _WriterAfterFork) else [self.conn]
+        self.lock = threading.RLock()
+        self._readers_lock = threading.Lock()
+        readers, self._readers = list(self._readers), weakref.WeakSet()
+        self._local = threading.local()
+        self._id_claim = None
+        self._opened += 1
+        self.conn = _WriterAfterFork(self)  # type: ignore[assignment]
+        # Let go of at the child's first use of the index, not here: SQLite calls in an at-fork hook would run in
+        # every child, one that never uses its memory too (a multiprocessing worker), and a SQLite mutex a parent
+        # thread held at the fork would hang it there.
+        self._inherited = [*self._inherited, *((conn, idle) for conn in inherited), *((conn, True) for conn in readers)]
+
+    def _let_go_inherited(self) -> None:
+        """In a forked child, before it opens a connection of its own: close the parent's (:func:`_let_go`)."""
+        inherited, self._inherited = self._inherited, []
+        for conn, idle in inherited:
+            if not idle:
+                log.warning("this process was forked inside a write to the index %s (from a sync's progress callback, "
+                            "or after waiting %.0f s for it): SQLite takes the parent's open transaction for this "
+                            "process's, so this child's writes to it fail ('database is locked'); its searches "
+                            "answer. Fork outside a sync's callbacks", self.path, FORK_WRITE_WAIT_S)
+            _let_go(conn, idle=idle)
+
+    def _own_writer(self) -> apsw.Connection:
+        """The writer connection, opened by this process (a forked child's first use of it)."""
+        with self.lock:
+            if isinstance(self.conn, _WriterAfterFork):
+                self._let_go_inherited()
+                self._connect()
+                dims = self.vector_dims()
+                self.vec_dims = dims if dims and self.vec.available and self.vector_wanted else None
+            return self.conn
 
     def reader(self) -> apsw.Connection:
         """This thread's read connection (opened on first use)."""
@@ -127,6 +233,9 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
             self.reopen()
         conn = getattr(self._local, "conn", None)
         if conn is None or self._opened and getattr(self._local, "opened", 0) != self._opened:
+            if self._inherited:  # a forked child's first read
+                with self.lock:
+                    self._let_go_inherited()
             self._local.opened = self._opened
             conn = open_db(self.path)
             # The query planner stability guarantee: a statement's plan never depends on the values bound to it.
@@ -225,7 +334,8 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 conn.close()
             except apsw.ThreadingViolationError:
                 pass  # in use by a search right now; closed when that thread lets go of it
-        self.conn.close()
+        if not isinstance(self.conn, _WriterAfterFork):  # a forked child that never wrote opened none
+            self.conn.close()
 
     def _connect(self) -> None:
         self.conn = open_index_db(self.path)

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import forking
+
 if TYPE_CHECKING:
     from .analysis import QueryAnalysis
     from .meta import Generation
@@ -122,6 +124,12 @@ class Vocabulary:
     # Query words' unit vectors by word, for the provider named by ``_words_key``.
     _words: dict[str, Any] = attrs.field(factory=dict)
     _words_key: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()  # a parent thread loading the matrix may have held it
 
     # ------------------------------------------------------------ indexer side
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from .. import forking
 from .meta import NO_GENERATION, Generation
 from .store import IndexStore, pack_vector
 
@@ -403,6 +404,16 @@ class ExactVectors:
     # This thread's last scan: (query, chunk rowids, their scores), so rescoring a search's keyword
     # candidates reads the scores just computed instead of their vectors from SQLite.
     _last: threading.local = attrs.field(factory=threading.local)
+
+    def __attrs_post_init__(self) -> None:
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: a load of the scan copy the parent was running is not running here (``_loading``
+        would keep every search from starting one), and its lock may be held."""
+        self._lock = threading.Lock()
+        self._loading, self._thread = False, None
+        self._last = threading.local()
 
     def _quantized_kind(self, n: int) -> str | None:
         """int8 or float16 when the scan copy of ``n`` rows is quantized, None for float32."""

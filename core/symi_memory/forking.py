@@ -1,0 +1,93 @@
+"""A process forked from one that holds memory open (``os.fork``, multiprocessing's ``fork`` start method).
+
+The child is a copy of the parent at one instant, with only the forking thread in it. What the parent's other
+threads held then stays held for ever in the child (a sync's lock, an index's write lock, a scheduler's lock), the
+threads themselves (the sync worker, the watcher, the interval timer) do not exist there, and every SQLite
+connection is the parent's: SQLite forbids using one across a fork (its locks are the parent's, and a write
+transaction the parent had open would be rolled back over the parent's shared WAL index by the child).
+
+Objects that hold such state register here (:func:`track`) and define ``_after_fork_in_child()``, run in the
+child right after the fork: they take new locks, forget the parent's threads and connections, and open their own
+when next used. An object may also define ``_before_fork() -> bool`` (run in the forking thread of the parent
+just before the fork; True when it took something) and ``_after_fork_in_parent()`` (run in the parent after the
+fork, for an object whose ``_before_fork`` returned True): an index waits there for a write transaction another
+thread has open to end, so that the child is never copied in the middle of one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from typing import Any
+
+__all__ = ["keep", "track"]
+
+log = logging.getLogger("symi_memory.fork")
+
+#: By ``id()``: the objects are attrs classes compared by value, which cannot be hashed.
+_TRACKED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_TRACKED_LOCK = threading.Lock()
+#: The objects whose ``_before_fork`` took something, for ``_after_fork_in_parent``.
+_TAKEN: list[Any] = []
+#: What a child inherited and may not release: the parent's SQLite connections that a parent thread was using at
+#: the fork (closing one would wait for that thread's lock for ever, and its file locks are the parent's). Kept
+#: referenced so that they are never closed (a collected connection closes itself).
+_KEPT: list[Any] = []
+
+
+def track(obj: Any) -> None:
+    """Have ``obj``'s fork methods run at each fork of this process (held weakly: a collected object is not)."""
+    with _TRACKED_LOCK:
+        _TRACKED[id(obj)] = obj
+
+
+def keep(obj: Any) -> None:
+    """Keep an inherited object referenced for the child's lifetime, never closed (see :data:`_KEPT`)."""
+    _KEPT.append(obj)
+
+
+def _snapshot() -> list[Any]:
+    with _TRACKED_LOCK:
+        return list(_TRACKED.values())
+
+
+def _before() -> None:
+    _TAKEN.clear()
+    for obj in _snapshot():
+        before = getattr(obj, "_before_fork", None)
+        if before is None:
+            continue
+        try:
+            if before():
+                _TAKEN.append(obj)
+        except Exception:  # a fork must go ahead whatever happens here
+            log.exception("preparing %s for a fork failed", type(obj).__name__)
+
+
+def _after_in_parent() -> None:
+    taken, _TAKEN[:] = list(_TAKEN), []
+    for obj in reversed(taken):
+        try:
+            obj._after_fork_in_parent()
+        except Exception:
+            log.exception("resuming %s after a fork failed", type(obj).__name__)
+
+
+def _after_in_child() -> None:
+    global _TRACKED_LOCK
+    _TRACKED_LOCK = threading.Lock()  # another parent thread may have held it
+    _TAKEN.clear()
+    for obj in list(_TRACKED.values()):
+        after = getattr(obj, "_after_fork_in_child", None)
+        if after is None:
+            continue
+        try:
+            after()
+        except Exception:
+            log.exception("making %s this forked child's own failed", type(obj).__name__)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)

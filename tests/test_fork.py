@@ -1,0 +1,258 @@
+"""A process forked from one holding memory open: ``os.fork`` and multiprocessing's ``fork`` start method.
+
+The child is a copy of the parent at one instant, with the forking thread only. Forked while the parent's sync
+runs, the child used to hang on its first sync (the sync's lock, held by a thread that does not exist there) and
+its searches read through the parent's SQLite connections, which SQLite forbids across a fork. Each scenario runs
+in a fresh interpreter (real processes, real SQLite), with a deadline in the child: a hang is a failure, not a
+stuck suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+_HEAD = r"""
+import faulthandler, json, os, sys, threading, time
+from pathlib import Path
+from symi_memory import load_config
+from symi_memory.manager import open_memory
+
+base = Path(sys.argv[1])
+ws = base / "ws"
+(ws / "memory").mkdir(parents=True, exist_ok=True)
+
+
+def write(n, tag, start=0):
+    for i in range(start, start + n):
+        lines = [f"Day {i} line {j}: {tag}topic{i} zebras graze near item{i}x{j}" for j in range(8)]
+        if tag == "old":
+            lines.append(f"The kestrel{i} report was filed by Marta")
+        (ws / "memory" / f"{tag}{i:03d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def paths(resp):
+    return [h["path"] for h in resp["results"]]
+
+
+write(30, "old")
+cfg = load_config(None, state_dir=base / "state", overrides={"agents": {"defaults": {"memorySearch": {
+    "provider": "hash"}}}})
+mem = open_memory(cfg, workspace=ws, start=True)
+mem.sync()
+
+
+def answer(query):
+    # The best hit (its place and text): other scores move as the parent's sync adds files (term statistics).
+    best = mem.search(query).to_dict()["results"][:1]
+    return [(h["path"], h["startLine"], h["endLine"], h["snippet"]) for h in best]
+
+
+before = answer("kestrel7 report")
+assert before[0][0] == "memory/old007.md", before
+
+
+# The parent's syncs below embed slowly (a remote provider, say), so that they are still running when it forks.
+from symi_memory.testing.fakes import HashEmbedder
+
+SLOW = [0.0]
+BATCHES = [0]  # the provider batches embedded so far
+_embed = HashEmbedder.embed_documents
+
+
+def slow_embed(self, texts):
+    BATCHES[0] += 1
+    time.sleep(SLOW[0] * len(texts))
+    return _embed(self, texts)
+
+
+HashEmbedder.embed_documents = slow_embed
+
+
+def child_work(tag):
+    # What a prefork server's worker does first: answer a search, then bring the index up to date.
+    faulthandler.dump_traceback_later(30, exit=True)  # a hang ends the child (exit 1), with its stacks
+    SLOW[0] = 0.0
+    out = {"same": answer("kestrel7 report") == before}
+    (ws / "memory" / f"{tag}.md").write_text(f"The {tag} note says albatross{tag}\n", encoding="utf-8")
+    report = mem.sync()  # the note may be indexed already: the child's watcher starts at its first search
+    out["synced"] = not report.errors and mem.status()["dirty"] is False
+    out["found"] = paths(mem.search(f"albatross{tag}").to_dict())[:1] == [f"memory/{tag}.md"]
+    mem.close()
+    faulthandler.cancel_dump_traceback_later()
+    return out
+"""
+
+FORK_WHILE_SYNCING = _HEAD + r"""
+write(90, "new")
+SLOW[0] = 0.003
+done = []
+syncing = threading.Thread(target=lambda: done.append(mem.sync()))
+syncing.start()
+results = []
+for k in range(3):  # three children, forked at three moments of the same sync
+    while BATCHES[0] < 2 + 3 * k and syncing.is_alive():
+        time.sleep(0.002)
+    if not syncing.is_alive():
+        break
+    t0 = time.monotonic()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            out = child_work(f"child{k}")
+        except BaseException as exc:
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    forked_in = time.monotonic() - t0
+    os.close(w)
+    with os.fdopen(r) as fh:
+        out = json.loads(fh.read() or "{}")
+    out["exit"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    out["forked_in"] = round(forked_in, 3)
+    results.append(out)
+syncing.join(60)
+assert done and not done[0].errors, done
+after = mem.sync()
+print(json.dumps({"children": results, "parent_new": paths(mem.search("newtopic80 zebras").to_dict())[:1],
+                  "parent_same": answer("kestrel7 report") == before,
+                  "children_notes": [paths(mem.search(f"albatrosschild{k}").to_dict())[:1] for k in range(len(results))],
+                  "integrity": mem.check_integrity(), "errors": list(after.errors)}))
+mem.close()
+"""
+
+FORK_WHILE_IDLE = _HEAD + r"""
+pid = os.fork()
+if pid == 0:
+    out = child_work("idlechild")
+    print(json.dumps(out), flush=True)
+    os._exit(0)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+mem.sync()
+print(json.dumps({"exit": code, "parent_sees": paths(mem.search("albatrossidlechild").to_dict())[:1],
+                  "integrity": mem.check_integrity()}))
+mem.close()
+"""
+
+MULTIPROCESSING_FORK = _HEAD + r"""
+import multiprocessing as mp
+
+
+def job(tag):
+    return child_work(tag)
+
+
+write(90, "new")
+SLOW[0] = 0.003
+syncing = threading.Thread(target=mem.sync)
+syncing.start()
+while BATCHES[0] < 3:
+    time.sleep(0.002)
+ctx = mp.get_context("fork")
+with ctx.Pool(1) as pool:
+    out = pool.apply_async(job, ("poolchild",)).get(timeout=60)
+syncing.join(60)
+print(json.dumps(out))
+mem.close()
+"""
+
+
+def _run(script: str, tmp_path: Path) -> dict:  # type: ignore[type-arg]
+    import json
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", script, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stdout + proc.stderr
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def test_a_child_forked_while_the_parent_syncs_searches_and_syncs_and_the_parent_goes_on(tmp_path: Path) -> None:
+    # Before: the child's sync waited for ever for the parent's sync lock (held by a thread the child does not
+    # have), and its search used the parent's SQLite connections.
+    got = _run(FORK_WHILE_SYNCING, tmp_path)
+    children = got["children"]
+    assert len(children) >= 2, got
+    for child in children:
+        assert child == {"same": True, "synced": True, "found": True, "exit": 0,
+                         "forked_in": child["forked_in"]}, got
+        assert child["forked_in"] < 5, got  # the fork waited for a write transaction only
+    # The parent's own sync finished undisturbed, its answers are the same, and what the children wrote is in
+    # the index it reads (one index, written by whichever process synced).
+    assert got["parent_new"] == ["memory/new080.md"], got
+    assert got["parent_same"] is True, got
+    assert got["children_notes"] == [[f"memory/child{k}.md"] for k in range(len(children))], got
+    assert got["integrity"] is None and got["errors"] == [], got
+
+
+def test_a_child_forked_while_idle_searches_and_syncs(tmp_path: Path) -> None:
+    got = _run(FORK_WHILE_IDLE, tmp_path)
+    assert got == {"exit": 0, "parent_sees": ["memory/idlechild.md"], "integrity": None}, got
+
+
+def test_a_multiprocessing_fork_worker_started_while_the_parent_syncs_answers(tmp_path: Path) -> None:
+    got = _run(MULTIPROCESSING_FORK, tmp_path)
+    assert got == {"same": True, "synced": True, "found": True}, got
+
+
+def test_a_child_forked_while_a_qmd_update_runs_syncs_on_its_own(tmp_path: Path) -> None:
+    # qmd-sidecar: the parent's update (a qmd process that hangs here) marks the updater running; in a child that
+    # mark stayed for ever, and the child's sync waited for an update no thread of it runs.
+    import json
+    import threading
+    import time
+
+    from qmd_standin.helpers import make_backend, standin_command, write
+
+    from symi_memory.types import SearchQuery
+
+    write(tmp_path / "ws" / "MEMORY.md", "# Memory\n\nProject zephyr uses PostgreSQL 16.\n")
+    control = tmp_path / "control"
+    control.write_text("")
+    b = make_backend(tmp_path, standin_command(QMD_STANDIN_CONTROL=str(control), QMD_STANDIN_FAIL_ON="update"),
+                     {"update": {"updateTimeoutMs": 4000}})
+    b.sync()
+    control.write_text("hang")
+    parent = threading.Thread(target=lambda: b.sync())
+    parent.start()
+    deadline = time.monotonic() + 10
+    while not b.scheduler._running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert b.scheduler._running, "the parent's update did not start"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - reports through the pipe
+        import faulthandler
+
+        stacks = open(tmp_path / "child-stacks.txt", "w")  # noqa: SIM115 - written by faulthandler on a hang
+        faulthandler.dump_traceback_later(30, exit=True, file=stacks)
+        out: dict[str, object] = {}
+        try:
+            control.write_text("")
+            write(tmp_path / "ws" / "memory" / "child.md", "# Child\n\nThe child saw an albatross.\n")
+            report = b.sync()
+            out = {"errors": list(report.errors),
+                   "found": [c.path for c in b.search(SearchQuery(text="albatross", max_results=3, min_score=0.0, candidate_limit=10)).candidates][:1]}
+        except BaseException as exc:
+            out = {"error": repr(exc)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        child = json.loads(fh.read() or "{}")
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    parent.join(30)
+    b.close()
+    stacks = tmp_path / "child-stacks.txt"
+    assert code == 0 and child == {"errors": [], "found": ["memory/child.md"]}, \
+        (code, child, stacks.read_text() if stacks.exists() else "")
