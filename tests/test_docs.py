@@ -125,6 +125,19 @@ def test_paths_named_in_the_docs_exist() -> None:
     assert missing == []
 
 
+def test_no_merge_conflict_markers_are_left() -> None:
+    """A merge left ``<<<<<<< HEAD`` in a docstring once (``help(MemoryManager.explain)`` showed both sides)."""
+    marker = re.compile(r"^(<{7} |={7}$|>{7} )", re.M)
+    files = [REPO / "README.md"] + [p for top in ("core", "plugins", "contrib", "docs", "bench", "tests")
+                                    for p in sorted((REPO / top).rglob("*"))
+                                    if p.suffix in {".py", ".md", ".toml", ".html", ".js"} and p.is_file()]
+    found = []
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}" for m in marker.finditer(text)]
+    assert found == []
+
+
 def test_architecture_names_every_core_module_with_its_job() -> None:
     """docs/architecture.md's module map has a row for each core module (or its package folder)."""
     doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")

@@ -223,3 +223,18 @@ def test_from_config_non_finite_numbers_are_config_errors(value: float) -> None:
 def test_from_config_compaction_that_is_not_an_object_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"agents\.defaults\.compaction: expected an object, got list"):
         FlushSettings.from_config([1])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("compaction", [[], False, 0, ""])
+def test_from_config_compaction_that_is_empty_but_not_an_object_is_a_config_error(compaction: object) -> None:
+    with pytest.raises(ConfigError, match=r"agents\.defaults\.compaction: expected an object"):
+        FlushSettings.from_config(compaction)  # type: ignore[arg-type]
+
+
+def test_from_config_memory_flush_false_is_a_config_error_saying_how_to_turn_it_off() -> None:
+    # Before: memoryFlush = false read as "not set", so the flush stayed on with every default.
+    with pytest.raises(ConfigError, match=r"memoryFlush: expected an object, got bool; .*enabled = false"):
+        FlushSettings.from_config({"memoryFlush": False})
+    with pytest.raises(ConfigError, match=r"memoryFlush: expected an object, got list"):
+        FlushSettings.from_config({"memoryFlush": []})
+    assert FlushSettings.from_config(None).enabled and FlushSettings.from_config({"memoryFlush": None}).enabled

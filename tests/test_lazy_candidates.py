@@ -166,3 +166,34 @@ def test_supersession_reads_its_window_ids_from_the_column_when_every_one_is_pla
     assert proc.process(lazy, PostProcessContext(query="heron", now=0.0, vectors=lambda ids: {},
                                                  plain=plain(every))) is lazy
     assert made == [window]
+
+
+def test_the_final_cut_makes_only_the_candidates_it_returns() -> None:
+    """The cut to maxResults (one result per line range) reads the backend's candidates a slice at a time: a search
+    that returns 6 of 50 makes 6 (iterating them all made every one: a third more pipeline time a search at 10k)."""
+    from symi_memory.pipeline import Pipeline
+
+    made: list[int] = []
+
+    def make(*columns: Sequence[Any]) -> tuple[Candidate, ...]:
+        made.append(len(columns[0]))
+        return _make_candidates(*columns)
+
+    columns = _columns(50)
+    got = Pipeline(processors=[]).run("heron", LazyCandidates(make, columns, columns[4], ids=columns[0]),
+                                      max_results=6, min_score=0.0)
+    assert [c.id for c in got] == [f"id{i}" for i in range(6)] and made == [6]
+    # Repeats of a line range are read past, a slice of what is still wanted at a time; the first candidate below
+    # minScore ends the reading (they are best first).
+    paths, starts, ends = list(columns[1]), list(columns[2]), list(columns[3])
+    for i in (1, 2, 5):  # the pieces of one long line: the same lines as the one before
+        paths[i], starts[i], ends[i] = paths[i - 1], starts[i - 1], ends[i - 1]
+    repeated = (columns[0], paths, starts, ends, *columns[4:])
+    made.clear()
+    got = Pipeline(processors=[]).run("heron", LazyCandidates(make, repeated, columns[4], ids=columns[0]),
+                                      max_results=6, min_score=0.0)
+    assert [c.id for c in got] == ["id0", "id3", "id4", "id6", "id7", "id8"] and made == [6, 3]
+    made.clear()
+    got = Pipeline(processors=[]).run("heron", LazyCandidates(make, repeated, columns[4], ids=columns[0]),
+                                      max_results=6, min_score=0.965)
+    assert [c.id for c in got] == ["id0", "id3"] and made == [6]

@@ -63,3 +63,27 @@ def test_cli_flush_check_on_a_utf16_file_says_what_to_do(tmp_path: Path) -> None
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "not UTF-8" in proc.stderr and "repair" in proc.stderr
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_file_holding_a_non_finite_number_is_corrupt(tmp_path: Path, constant: str) -> None:
+    """A sessions.json with NaN or Infinity in it (written by an older version, or another tool) is corrupt, as the
+    runtime's JSON reader finds it. Before, it was read, and every update then failed to write it back: ``flush
+    check`` crashed with a traceback and 'unexpected ValueError (a bug ...)'."""
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    original = f'{{"k": {{"totalTokens": 5}}, "other": {{"x": {constant}}}}}\n'.encode()
+    (sessions / "sessions.json").write_bytes(original)
+    proc = subprocess.run(
+        [sys.executable, "-m", "symi_memory.cli", "--state-dir", str(tmp_path), "--workspace", str(tmp_path / "ws"),
+         "flush", "check", "--session", "k", "--tokens", "190000"],
+        capture_output=True, text=True, env={"PYTHONPATH": f"{ROOT / 'core'}:{ROOT / 'plugins'}", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert constant.lstrip("-") in proc.stderr and "repair" in proc.stderr
+    store = SessionStore(sessions / "sessions.json")
+    assert store.path.read_bytes() == original  # left untouched
+    aside = store.repair()
+    assert aside is not None and aside.read_bytes() == original
+    assert store.record_flush("k", compaction_count=1)["memoryFlushCompactionCount"] == 1

@@ -79,12 +79,16 @@ class FlushSettings:
         assumed when the runtime does not pass one to :func:`should_flush`).
         """
         base = "agents.defaults.compaction"
-        compaction = compaction or {}
+        # Only None is "not set": an empty list or a false is not an object either (``memoryFlush = false`` left the
+        # flush on, with every default).
+        compaction = {} if compaction is None else compaction
         if not isinstance(compaction, Mapping):
             raise ConfigError(f"{base}: expected an object, got {type(compaction).__name__}")
-        flush = compaction.get("memoryFlush") or {}
+        flush = compaction.get("memoryFlush")
+        flush = {} if flush is None else flush
         if not isinstance(flush, Mapping):
-            raise ConfigError(f"{base}.memoryFlush: expected an object, got {type(flush).__name__}")
+            off = "; to turn the flush off, set memoryFlush.enabled = false" if flush is False else ""
+            raise ConfigError(f"{base}.memoryFlush: expected an object, got {type(flush).__name__}{off}")
         kwargs: dict[str, Any] = {}
         if context_window is not None:
             kwargs["context_window"] = _non_negative_int(context_window, "agents.defaults.contextWindow")

@@ -540,17 +540,12 @@ class MemoryManager:
         lists every fused candidate with its keyword and vector scores, its score
         and rank after fusion, the reranker and each post-processor (temporal
         decay, supersession, MMR, ...), and its ``outcome``: returned, below
-<<<<<<< HEAD
-        minScore, beyond maxResults, left out by ``as_of``, or dropped by the
-        reranker or a post-processor. ``skipped`` names the stages skipped for
-        this search (a reranker or third-party post-processor that failed or
-        missed ``query.stageDeadlineMs``), as ``response["warnings"]`` does.
-        For the inspector and debugging; the normal search path records nothing.
-=======
-        minScore, beyond maxResults, same lines as a better hit, left out by ``as_of``, or dropped by the
-        reranker or a post-processor. For the inspector and debugging; the
+        minScore, beyond maxResults, same lines as a better hit, left out by
+        ``as_of``, or dropped by the reranker or a post-processor. ``skipped``
+        names the stages skipped for this search (a reranker or third-party
+        post-processor that failed or missed ``query.stageDeadlineMs``), as
+        ``response["warnings"]`` does. For the inspector and debugging; the
         normal search path records nothing.
->>>>>>> audit35
         """
         trace: dict[str, Any] = {}
         self._enter()

@@ -461,21 +461,37 @@ def _first_of_their_lines(items: Sequence[Candidate], limit: int | None,
                           min_score: float) -> tuple[list[Candidate], set[str]]:
     """The candidates at ``min_score`` or above, in order, each the first of its ``(source, path, start, end)``: the
     pieces of a line longer than a chunk all cite that line, and a hit more of it is the same lines for the reader
-    (memory_get) taking a result's place. Read until ``limit`` are kept (None: all). Also the ids left out so."""
+    (memory_get) taking a result's place. Also the ids left out so.
+
+    With a ``limit`` the candidates are best first: they are read a slice at a time, no more than ``limit`` still
+    wanted (a backend's :class:`LazyCandidates` makes only those read: iterating them makes every one), and the
+    first below ``min_score`` ends the reading (none after it reaches it). None: all are read."""
     kept: list[Candidate] = []
     seen: set[tuple[str, str, int, int]] = set()
     repeats: set[str] = set()
-    for c in items:
-        if limit is not None and len(kept) >= limit:
-            break
-        if not c.score >= min_score:
-            continue
-        lines = (c.source, c.path, c.start_line, c.end_line)
-        if lines in seen:
-            repeats.add(c.id)
-            continue
-        seen.add(lines)
-        kept.append(c)
+    n = len(items)
+    start = 0
+    while start < n:
+        if limit is None:
+            batch, end = items, n
+        else:
+            wanted = limit - len(kept)
+            if wanted <= 0:
+                break
+            end = min(n, start + wanted)
+            batch = items[start:end]
+        for c in batch:
+            if not c.score >= min_score:
+                if limit is not None:
+                    return kept, repeats
+                continue
+            lines = (c.source, c.path, c.start_line, c.end_line)
+            if lines in seen:
+                repeats.add(c.id)
+                continue
+            seen.add(lines)
+            kept.append(c)
+        start = end
     return kept, repeats
 
 

@@ -112,7 +112,8 @@ class SessionStore:
         return cls(sessions_dir(state_dir, agent_id) / SESSIONS_FILE)
 
     def load(self) -> dict[str, Entry]:
-        """Return every entry; a missing file is an empty store. A UTF-8 BOM (an editor's) is skipped."""
+        """Return every entry; a missing file is an empty store. A UTF-8 BOM (an editor's) is skipped; bytes that are not
+        UTF-8, or NaN or Infinity (not JSON), are :class:`SessionStoreCorrupt`."""
         try:
             data_bytes = self.path.read_bytes()
         except FileNotFoundError:
@@ -126,7 +127,9 @@ class SessionStore:
         if not raw.strip():
             return {}
         try:
-            data = json.loads(raw)
+            # NaN and Infinity are not JSON: the runtime reading this file refuses them, and they cannot be written
+            # back (every update would fail): corrupt, for repair() to move aside.
+            data = json.loads(raw, parse_constant=_not_json)
         except ValueError as exc:
             raise SessionStoreCorrupt(self.path, f"invalid JSON: {exc}") from None
         if not isinstance(data, dict):
@@ -229,6 +232,10 @@ class SessionStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_dir(self.path.parent)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a number JSON carries")
 
 
 def _unwritable(value: Any, where: str = "") -> str | None:
