@@ -260,3 +260,38 @@ def dump_rows(server: PgServer, schema: str) -> list[Any]:
         return [conn.execute(f"SELECT * FROM {schema}.{t} ORDER BY 1, 2, 3").fetchall()
                 for t in ("files", "transcript_tails")] + [
             conn.execute(f"SELECT cid, start_line, text FROM {schema}.chunks ORDER BY cid").fetchall()]
+
+
+def test_two_processes_opening_a_schema_4_database_at_once_both_upgrade_it_once(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """Two processes starting at once on a schema 4 database: both open it (the upgrade runs once, under the schema
+    lock), and each then reads a grown transcript on from its tail state."""
+    ms = settings(10_000_000)
+    rng = random.Random(9)
+    transcript = setup(tmp_path, b"".join(some_lines(rng, 20)))
+    with open_pg(tmp_path, pg_server, pg_schema, ms) as mem:
+        mem.sync(reason="manual")
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {pg_schema}.transcript_tails")
+        conn.execute(f"UPDATE {pg_schema}.meta SET value = '4' WHERE key = 'schemaVersion'")
+    append(transcript, b"".join(some_lines(rng, 4)))
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": ms}}})
+    code = CHILD.format(tests=str(REPO / "tests"), state=str(tmp_path / "state"), ws=str(tmp_path / "ws"),
+                        overrides=json.dumps(overrides), calls=str(tmp_path / "calls.txt"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("finished" in out for out, _ in outs)
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        assert conn.execute(f"SELECT value FROM {pg_schema}.meta WHERE key = 'schemaVersion'").fetchall() == [("5",)]
+        assert conn.execute(f"SELECT path FROM {pg_schema}.transcript_tails").fetchall() == [("sessions/s.jsonl",)]
+    with open_pg(tmp_path, pg_server, pg_schema, ms) as mem:
+        got = dump(pg_server, pg_schema, mem, tmp_path, ms)
+    want = index_once(tmp_path, pg_server, pg_schema, transcript, ms)
+    # (each chunk's line analysis, written by the other processes, holds the same words, in the order of a set of
+    # that process's string hashes)
+    for rows in (got, want):
+        rows["chunks"] = [c[:-1] for c in rows["chunks"]]
+    assert got == want
