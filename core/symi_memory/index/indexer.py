@@ -582,6 +582,8 @@ class Indexer:
             seen = set(before)
             # (first line, last line, text, its chunk when it is one whole) of each chunk to write, oldest first.
             kept: deque[tuple[int, int, str, Chunk | None]] = deque()
+            # Of the rows the last chunk wrote, those written again (only those: a whole read of a long transcript
+            # would otherwise hold the id of every chunk of it to the end, ~200 bytes each).
             written: set[str] = set()
 
             def parts(c: Chunk, closed: bool) -> list[str]:
@@ -599,7 +601,8 @@ class Indexer:
                         before[cid] = c.start_line
                     if cid not in last_ids:
                         kept.append((c.start_line, c.end_line, piece, c if len(pieces) == 1 else None))
-                    written.add(cid)
+                    else:
+                        written.add(cid)
                 return ids
 
             def fit() -> None:
