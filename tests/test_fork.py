@@ -256,3 +256,63 @@ def test_a_child_forked_while_a_qmd_update_runs_syncs_on_its_own(tmp_path: Path)
     stacks = tmp_path / "child-stacks.txt"
     assert code == 0 and child == {"errors": [], "found": ["memory/child.md"]}, \
         (code, child, stacks.read_text() if stacks.exists() else "")
+
+
+FORK_DURING_A_LONG_WRITE = _HEAD + r"""
+# A write transaction of the parent's that runs longer than the fork waits for it (FORK_WRITE_WAIT_S, shortened
+# here): the child is forked with the parent's writer inside that transaction.
+from symi_memory.index import store as store_module
+
+store_module.FORK_WRITE_WAIT_S = 0.2
+st = mem.backend.store
+began, release, failed = threading.Event(), threading.Event(), []
+
+
+def long_write():
+    try:
+        with st.write():
+            st.conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                                ((f"scratch{i}", "x" * 900) for i in range(3000)))
+            began.set()
+            release.wait(30)
+            st.conn.execute("DELETE FROM meta WHERE key LIKE 'scratch%'")
+            st.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('committed', 'yes')")
+    except BaseException as exc:
+        failed.append(f"{type(exc).__name__}: {exc}")
+        began.set()
+
+
+writer = threading.Thread(target=long_write)
+writer.start()
+began.wait()
+pid = os.fork()
+if pid == 0:
+    # A worker that searches, then ends as a Python program does (its interpreter finalized, not os._exit).
+    ok = answer("kestrel7 report") == before
+    sys.exit(0 if ok else 3)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+# The child closed its copies of the parent's idle connections and exited: the parent's transaction still holds
+# SQLite's write lock (POSIX locks are per process), so another process cannot write meanwhile.
+import subprocess
+
+probe = subprocess.run([sys.executable, "-c", "import apsw, sys\n"
+                        "c = apsw.Connection(sys.argv[1])\n"
+                        "try:\n    c.execute('BEGIN IMMEDIATE')\n    print('wrote')\n"
+                        "except apsw.BusyError:\n    print('locked')", str(st.path)],
+                       capture_output=True, text=True, timeout=30).stdout.strip()
+release.set()
+writer.join(30)
+print(json.dumps({"child_exit": code, "probe": probe, "parent_write": failed or "committed", "meta": st.get_meta("committed"),
+                  "same": answer("kestrel7 report") == before, "integrity": mem.check_integrity()}))
+mem.close()
+"""
+
+
+def test_a_child_forked_inside_a_long_write_that_exits_normally_leaves_the_parents_transaction_alone(
+        tmp_path: Path) -> None:
+    # Before: the child's interpreter, finalizing, freed the parent's writer connection it had kept, and SQLite
+    # closing it rolled the parent's open transaction back over the WAL index both share: the parent's write then
+    # failed with 'database disk image is malformed' (or committed into a malformed index).
+    got = _run(FORK_DURING_A_LONG_WRITE, tmp_path)
+    assert got == {"child_exit": 0, "probe": "locked", "parent_write": "committed", "meta": "yes", "same": True,
+                   "integrity": None}, got

@@ -36,6 +36,14 @@ _TAKEN: list[Any] = []
 #: referenced so that they are never closed (a collected connection closes itself).
 _KEPT: list[Any] = []
 
+try:  # CPython: a reference no finalization drops
+    import ctypes
+
+    _pin: Any = ctypes.pythonapi.Py_IncRef
+    _pin.argtypes = [ctypes.py_object]
+except (ImportError, AttributeError):  # pragma: no cover - another interpreter: the list only
+    _pin = None
+
 
 def track(obj: Any) -> None:
     """Have ``obj``'s fork methods run at each fork of this process (held weakly: a collected object is not)."""
@@ -44,8 +52,15 @@ def track(obj: Any) -> None:
 
 
 def keep(obj: Any) -> None:
-    """Keep an inherited object referenced for the child's lifetime, never closed (see :data:`_KEPT`)."""
+    """Keep an inherited object referenced for the child's lifetime, never closed (see :data:`_KEPT`).
+
+    Not even when the child exits as a Python program does (``sys.exit``, the end of its script): the
+    interpreter's finalization frees module globals, and an SQLite connection freed then closes, which for the
+    parent's writer inside a transaction rolls that transaction back over the WAL index the two processes share:
+    the parent's commit then fails, or lands in a malformed index. The extra reference is never dropped."""
     _KEPT.append(obj)
+    if _pin is not None:
+        _pin(obj)
 
 
 def _snapshot() -> list[Any]:
