@@ -316,3 +316,43 @@ def test_a_child_forked_inside_a_long_write_that_exits_normally_leaves_the_paren
     got = _run(FORK_DURING_A_LONG_WRITE, tmp_path)
     assert got == {"child_exit": 0, "probe": "locked", "parent_write": "committed", "meta": "yes", "same": True,
                    "integrity": None}, got
+
+
+FORKS_FROM_TWO_THREADS = _HEAD + r"""
+# Two threads of the parent fork at once, again and again (a threaded server starting workers, say).
+slowest = [0.0]
+
+
+def forker():
+    for _ in range(15):
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        slowest[0] = max(slowest[0], time.monotonic() - t0)
+        os.waitpid(pid, 0)
+
+
+threads = [threading.Thread(target=forker) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(120)
+(ws / "memory" / "later.md").write_text("The later note says albatross\n", encoding="utf-8")
+done = []
+syncing = threading.Thread(target=lambda: done.append(mem.sync()), daemon=True)
+syncing.start()
+syncing.join(20)
+print(json.dumps({"slowest_fork_s": round(slowest[0], 2), "synced": bool(done) and not done[0].errors,
+                  "found": paths(mem.search("albatross").to_dict())[:1]}), flush=True)
+os._exit(0)  # a hung sync thread must not hang the interpreter's exit
+"""
+
+
+def test_two_threads_forking_at_once_leave_the_index_writable(tmp_path: Path) -> None:
+    # Before: the fork hooks kept one list of what each fork took; a second thread's fork cleared the first's, so
+    # the index's write lock the first fork held was never released: every later fork of the other thread waited
+    # 10 s for it ("a write ... has run for over 10 s") and the next sync hung for ever.
+    got = _run(FORKS_FROM_TWO_THREADS, tmp_path)
+    assert got["synced"] is True and got["found"] == ["memory/later.md"], got
+    assert got["slowest_fork_s"] < 5, got
