@@ -356,3 +356,43 @@ def test_two_threads_forking_at_once_leave_the_index_writable(tmp_path: Path) ->
     got = _run(FORKS_FROM_TWO_THREADS, tmp_path)
     assert got["synced"] is True and got["found"] == ["memory/later.md"], got
     assert got["slowest_fork_s"] < 5, got
+
+
+def test_a_child_forked_while_a_parent_thread_holds_a_search_stage_lock_calls_that_stage() -> None:
+    # A reranker or post-processor with a deadline runs on the stage's worker threads, handed over under the
+    # stage's lock. Before: a parent thread inside that lock at the fork (a search handing a call over, a worker
+    # going back to idle) left it held in the child for ever: the child's first such search hung.
+    import json
+    import threading
+
+    from symi_memory.pipeline import StageState
+
+    stage = StageState(kind="reranker", name="r", plugin="p")
+    assert stage.call(lambda: "parent", 2.0) == ("ok", "parent")
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with stage.lock:
+            inside.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(5)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - reports through the pipe
+        import faulthandler
+
+        faulthandler.dump_traceback_later(5, exit=True)  # a hang ends the child (exit 1)
+        out = list(stage.call(lambda: "child", 2.0))
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    leave.set()
+    holder.join(5)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        child = fh.read()
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert (code, child) == (0, json.dumps(["ok", "child"])), (code, child)
+    assert stage.call(lambda: "parent again", 2.0) == ("ok", "parent again")
