@@ -213,10 +213,10 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         inherited, self._inherited = self._inherited, []
         for conn, idle in inherited:
             if not idle:
-                log.warning("this process was forked inside a write to the index %s (from a sync's progress callback, "
-                            "or after waiting %.0f s for it): SQLite takes the parent's open transaction for this "
-                            "process's, so this child's writes to it fail ('database is locked'); its searches "
-                            "answer. Fork outside a sync's callbacks", self.path, FORK_WRITE_WAIT_S)
+                log.warning("this process was forked inside a write to the index %s (a write of the forking thread's "
+                            "own, or one of another thread still running after the fork waited %.0f s for it): "
+                            "SQLite takes the parent's open transaction for this process's, so this child's writes "
+                            "to it fail ('database is locked'); its searches answer", self.path, FORK_WRITE_WAIT_S)
             _let_go(conn, idle=idle)
 
     def _own_writer(self) -> apsw.Connection:
