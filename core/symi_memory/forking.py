@@ -39,13 +39,18 @@ _TAKEN: dict[int, list[Any]] = {}
 #: referenced so that they are never closed (a collected connection closes itself).
 _KEPT: list[Any] = []
 
-try:  # CPython: a reference no finalization drops
-    import ctypes
 
-    _pin: Any = ctypes.pythonapi.Py_IncRef
-    _pin.argtypes = [ctypes.py_object]
-except (ImportError, AttributeError):  # pragma: no cover - another interpreter: the list only
-    _pin = None
+def _pin(obj: Any) -> None:
+    """Add a reference to ``obj`` that nothing ever drops (CPython; elsewhere :data:`_KEPT`'s only). ctypes is
+    imported here, in a forked child that kept something, not by every process that imports this module."""
+    try:
+        import ctypes
+
+        incref = ctypes.pythonapi.Py_IncRef
+    except (ImportError, AttributeError):  # pragma: no cover - another interpreter
+        return
+    incref.argtypes = [ctypes.py_object]
+    incref(obj)
 
 
 def track(obj: Any) -> None:
@@ -62,8 +67,7 @@ def keep(obj: Any) -> None:
     parent's writer inside a transaction rolls that transaction back over the WAL index the two processes share:
     the parent's commit then fails, or lands in a malformed index. The extra reference is never dropped."""
     _KEPT.append(obj)
-    if _pin is not None:
-        _pin(obj)
+    _pin(obj)
 
 
 def _snapshot() -> list[Any]:
