@@ -256,3 +256,143 @@ def test_a_child_forked_while_a_qmd_update_runs_syncs_on_its_own(tmp_path: Path)
     stacks = tmp_path / "child-stacks.txt"
     assert code == 0 and child == {"errors": [], "found": ["memory/child.md"]}, \
         (code, child, stacks.read_text() if stacks.exists() else "")
+
+
+FORK_DURING_A_LONG_WRITE = _HEAD + r"""
+# A write transaction of the parent's that runs longer than the fork waits for it (FORK_WRITE_WAIT_S, shortened
+# here): the child is forked with the parent's writer inside that transaction.
+from symi_memory.index import store as store_module
+
+store_module.FORK_WRITE_WAIT_S = 0.2
+st = mem.backend.store
+began, release, failed = threading.Event(), threading.Event(), []
+
+
+def long_write():
+    try:
+        with st.write():
+            st.conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                                ((f"scratch{i}", "x" * 900) for i in range(3000)))
+            began.set()
+            release.wait(30)
+            st.conn.execute("DELETE FROM meta WHERE key LIKE 'scratch%'")
+            st.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('committed', 'yes')")
+    except BaseException as exc:
+        failed.append(f"{type(exc).__name__}: {exc}")
+        began.set()
+
+
+writer = threading.Thread(target=long_write)
+writer.start()
+began.wait()
+pid = os.fork()
+if pid == 0:
+    # A worker that searches, then ends as a Python program does (its interpreter finalized, not os._exit).
+    ok = answer("kestrel7 report") == before
+    sys.exit(0 if ok else 3)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+# The child closed its copies of the parent's idle connections and exited: the parent's transaction still holds
+# SQLite's write lock (POSIX locks are per process), so another process cannot write meanwhile.
+import subprocess
+
+probe = subprocess.run([sys.executable, "-c", "import apsw, sys\n"
+                        "c = apsw.Connection(sys.argv[1])\n"
+                        "try:\n    c.execute('BEGIN IMMEDIATE')\n    print('wrote')\n"
+                        "except apsw.BusyError:\n    print('locked')", str(st.path)],
+                       capture_output=True, text=True, timeout=30).stdout.strip()
+release.set()
+writer.join(30)
+print(json.dumps({"child_exit": code, "probe": probe, "parent_write": failed or "committed", "meta": st.get_meta("committed"),
+                  "same": answer("kestrel7 report") == before, "integrity": mem.check_integrity()}))
+mem.close()
+"""
+
+
+def test_a_child_forked_inside_a_long_write_that_exits_normally_leaves_the_parents_transaction_alone(
+        tmp_path: Path) -> None:
+    # Before: the child's interpreter, finalizing, freed the parent's writer connection it had kept, and SQLite
+    # closing it rolled the parent's open transaction back over the WAL index both share: the parent's write then
+    # failed with 'database disk image is malformed' (or committed into a malformed index).
+    got = _run(FORK_DURING_A_LONG_WRITE, tmp_path)
+    assert got == {"child_exit": 0, "probe": "locked", "parent_write": "committed", "meta": "yes", "same": True,
+                   "integrity": None}, got
+
+
+FORKS_FROM_TWO_THREADS = _HEAD + r"""
+# Two threads of the parent fork at once, again and again (a threaded server starting workers, say).
+slowest = [0.0]
+
+
+def forker():
+    for _ in range(15):
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        slowest[0] = max(slowest[0], time.monotonic() - t0)
+        os.waitpid(pid, 0)
+
+
+threads = [threading.Thread(target=forker) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(120)
+(ws / "memory" / "later.md").write_text("The later note says albatross\n", encoding="utf-8")
+done = []
+syncing = threading.Thread(target=lambda: done.append(mem.sync()), daemon=True)
+syncing.start()
+syncing.join(20)
+print(json.dumps({"slowest_fork_s": round(slowest[0], 2), "synced": bool(done) and not done[0].errors,
+                  "found": paths(mem.search("albatross").to_dict())[:1]}), flush=True)
+os._exit(0)  # a hung sync thread must not hang the interpreter's exit
+"""
+
+
+def test_two_threads_forking_at_once_leave_the_index_writable(tmp_path: Path) -> None:
+    # Before: the fork hooks kept one list of what each fork took; a second thread's fork cleared the first's, so
+    # the index's write lock the first fork held was never released: every later fork of the other thread waited
+    # 10 s for it ("a write ... has run for over 10 s") and the next sync hung for ever.
+    got = _run(FORKS_FROM_TWO_THREADS, tmp_path)
+    assert got["synced"] is True and got["found"] == ["memory/later.md"], got
+    assert got["slowest_fork_s"] < 5, got
+
+
+def test_a_child_forked_while_a_parent_thread_holds_a_search_stage_lock_calls_that_stage() -> None:
+    # A reranker or post-processor with a deadline runs on the stage's worker threads, handed over under the
+    # stage's lock. Before: a parent thread inside that lock at the fork (a search handing a call over, a worker
+    # going back to idle) left it held in the child for ever: the child's first such search hung.
+    import json
+    import threading
+
+    from symi_memory.pipeline import StageState
+
+    stage = StageState(kind="reranker", name="r", plugin="p")
+    assert stage.call(lambda: "parent", 2.0) == ("ok", "parent")
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with stage.lock:
+            inside.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(5)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - reports through the pipe
+        import faulthandler
+
+        faulthandler.dump_traceback_later(5, exit=True)  # a hang ends the child (exit 1)
+        out = list(stage.call(lambda: "child", 2.0))
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    leave.set()
+    holder.join(5)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        child = fh.read()
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert (code, child) == (0, json.dumps(["ok", "child"])), (code, child)
+    assert stage.call(lambda: "parent again", 2.0) == ("ok", "parent again")

@@ -29,12 +29,28 @@ log = logging.getLogger("symi_memory.fork")
 #: By ``id()``: the objects are attrs classes compared by value, which cannot be hashed.
 _TRACKED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _TRACKED_LOCK = threading.Lock()
-#: The objects whose ``_before_fork`` took something, for ``_after_fork_in_parent``.
-_TAKEN: list[Any] = []
+#: By forking thread: the objects whose ``_before_fork`` took something, for ``_after_fork_in_parent`` (run in
+#: the same thread). Per thread: two threads may fork at once (the hooks run before any lock of the interpreter's
+#: is taken), and one list shared let one thread clear what the other took: a lock the other's fork held was then
+#: never released, every later fork waited 10 s for it and the index's writes (syncs) hung.
+_TAKEN: dict[int, list[Any]] = {}
 #: What a child inherited and may not release: the parent's SQLite connections that a parent thread was using at
 #: the fork (closing one would wait for that thread's lock for ever, and its file locks are the parent's). Kept
 #: referenced so that they are never closed (a collected connection closes itself).
 _KEPT: list[Any] = []
+
+
+def _pin(obj: Any) -> None:
+    """Add a reference to ``obj`` that nothing ever drops (CPython; elsewhere :data:`_KEPT`'s only). ctypes is
+    imported here, in a forked child that kept something, not by every process that imports this module."""
+    try:
+        import ctypes
+
+        incref = ctypes.pythonapi.Py_IncRef
+    except (ImportError, AttributeError):  # pragma: no cover - another interpreter
+        return
+    incref.argtypes = [ctypes.py_object]
+    incref(obj)
 
 
 def track(obj: Any) -> None:
@@ -44,8 +60,14 @@ def track(obj: Any) -> None:
 
 
 def keep(obj: Any) -> None:
-    """Keep an inherited object referenced for the child's lifetime, never closed (see :data:`_KEPT`)."""
+    """Keep an inherited object referenced for the child's lifetime, never closed (see :data:`_KEPT`).
+
+    Not even when the child exits as a Python program does (``sys.exit``, the end of its script): the
+    interpreter's finalization frees module globals, and an SQLite connection freed then closes, which for the
+    parent's writer inside a transaction rolls that transaction back over the WAL index the two processes share:
+    the parent's commit then fails, or lands in a malformed index. The extra reference is never dropped."""
     _KEPT.append(obj)
+    _pin(obj)
 
 
 def _snapshot() -> list[Any]:
@@ -54,20 +76,20 @@ def _snapshot() -> list[Any]:
 
 
 def _before() -> None:
-    _TAKEN.clear()
+    taken = _TAKEN[threading.get_ident()] = []
     for obj in _snapshot():
         before = getattr(obj, "_before_fork", None)
         if before is None:
             continue
         try:
             if before():
-                _TAKEN.append(obj)
+                taken.append(obj)
         except Exception:  # a fork must go ahead whatever happens here
             log.exception("preparing %s for a fork failed", type(obj).__name__)
 
 
 def _after_in_parent() -> None:
-    taken, _TAKEN[:] = list(_TAKEN), []
+    taken = _TAKEN.pop(threading.get_ident(), [])
     for obj in reversed(taken):
         try:
             obj._after_fork_in_parent()

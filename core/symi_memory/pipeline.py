@@ -62,6 +62,18 @@ class StageState:
     #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
     stopped: bool = False
 
+    def __attrs_post_init__(self) -> None:
+        from . import forking
+
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: a parent thread inside ``lock`` at the fork (a search handing a call over, a worker
+        going back to idle) left it held for ever, and the child's first call of this stage waited for it; the
+        parent's threads (idle or hung) are not here either."""
+        self.lock = threading.Lock()
+        self.idle, self.hung, self.pid = [], [], os.getpid()
+
     def stop(self) -> None:
         with self.lock:
             self.stopped = True

@@ -97,8 +97,7 @@ def _let_go(conn: apsw.Connection, *, idle: bool = True) -> None:
     checkpoint, the WAL left as it is), so that SQLite forgets the locks it recorded for it in this process.
     One a parent thread was using at the fork, or the parent's writer inside a transaction (``idle`` False:
     closing would roll it back over the parent's WAL index), is kept open and never used instead."""
-    if not idle:
-        forking.keep(conn)
+    if not idle:  # kept at the fork (IndexStore._after_fork_in_child)
         return
     try:
         conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
@@ -205,16 +204,19 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         # every child, one that never uses its memory too (a multiprocessing worker), and a SQLite mutex a parent
         # thread held at the fork would hang it there.
         self._inherited = [*self._inherited, *((conn, idle) for conn in inherited), *((conn, True) for conn in readers)]
+        for conn in inherited:
+            if not idle:  # never closed, not even when the child exits without using the index (forking.keep)
+                forking.keep(conn)
 
     def _let_go_inherited(self) -> None:
         """In a forked child, before it opens a connection of its own: close the parent's (:func:`_let_go`)."""
         inherited, self._inherited = self._inherited, []
         for conn, idle in inherited:
             if not idle:
-                log.warning("this process was forked inside a write to the index %s (from a sync's progress callback, "
-                            "or after waiting %.0f s for it): SQLite takes the parent's open transaction for this "
-                            "process's, so this child's writes to it fail ('database is locked'); its searches "
-                            "answer. Fork outside a sync's callbacks", self.path, FORK_WRITE_WAIT_S)
+                log.warning("this process was forked inside a write to the index %s (a write of the forking thread's "
+                            "own, or one of another thread still running after the fork waited %.0f s for it): "
+                            "SQLite takes the parent's open transaction for this process's, so this child's writes "
+                            "to it fail ('database is locked'); its searches answer", self.path, FORK_WRITE_WAIT_S)
             _let_go(conn, idle=idle)
 
     def _own_writer(self) -> apsw.Connection:
