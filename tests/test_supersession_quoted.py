@@ -133,3 +133,12 @@ def test_the_old_value_changed_for_another_subject_supersedes_nothing(tmp_path_f
     assert got.results[0].path == old, [h.path for h in got.results]
     hits = {h.path: h for h in got.results}
     assert hits[old].superseded_by is None
+
+
+def test_a_question_about_another_line_of_the_older_note_keeps_it_as_it_was(demo) -> None:  # type: ignore[no-untyped-def]
+    # "Priya asked for a written plan by Friday" answers it; the 03-04 note changes the 840 ms line only, and names
+    # no Priya. Branch revdemo35: the 03-02 note was marked supersededBy 03-04 and ranked below it.
+    ws, state = demo
+    got = _cli_search(ws, state, "What does Priya still want from me for the ledger work?")
+    assert got["results"][0]["path"] == "memory/2026-03-02.md"
+    assert "supersededBy" not in got["results"][0]
