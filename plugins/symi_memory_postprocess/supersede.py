@@ -295,9 +295,16 @@ def find_supersessions(candidates: Sequence[Candidate],
                     if same_thing(a, b, cos, t, weights, lc, names):
                         if chosen is None or b.moment > chosen[2].moment:
                             chosen, chosen_past = (j, a, b), dated_only
-        if chosen is None:
-            for j, cos, a, b in quoting.get(i, ()):
+        if chosen is None and i in quoting:
+            # The lines the older hit answers with (closest to the question by meaning, else holding most of its
+            # words): the newer line must hold each one's question words, or the hit answers about a thing the
+            # newer line does not name ("Priya asked for a written plan" for "what does Priya still want for the
+            # ledger work?", beside "p95 was 840 ms" that a ledger line changes).
+            answer_words = [ln.terms & weights.keys() for ln in best[i]]
+            for j, cos, a, b in quoting[i]:
                 if as_of is not None and b.moment[0] >= as_of:
+                    continue
+                if not all(words <= b.terms for words in answer_words):
                     continue
                 lc = line_cos(i, a, j, b) if line_cos else None
                 if (cos < t.chunk_vector if lc is None else (lc < t.conflict_line_vector
@@ -333,20 +340,31 @@ def _quoting(pairs: Mapping[int, Sequence[tuple[int, float]]], all_lines: Sequen
     measured value a line of a newer hit (newer as a whole, on a later day) says changed, naming it as the old value
     (:func:`symi_memory.supersession.names_old_value`), the newer line holding a term of the question and sharing
     ``line_terms`` more terms with the older one. What :func:`find_supersessions` lets supersede the older hit for a
-    question about now, whatever lines of it are closest to the question (their vectors' closeness is asked there)."""
+    question about now, whatever lines of it are closest to the question (their vectors' closeness is asked there).
+
+    The newer line must also name the older hit's subject as the question does: every question word of the older
+    line, and of one at least of the older hit's lines about the question. The same old value can change for
+    another thing that shares two words with the older line: "Ledger API: ... p95 dropped from 840 ms to 210 ms"
+    does not change "Search API p95 was 840 ms" for "how fast is the search API now?", nor "the monthly phone
+    bill dropped from 40 euros to 25 euros" "Monthly gym bill was 40 euros" for "what is my gym bill now?"."""
     out: dict[int, list[tuple[int, float, Line, Line]]] = {}
     for i, js in pairs.items():
         measured = [a for a in all_lines[i] if _measured(a)]
         if not measured:
             continue
+        # The question's words each line of the older hit about the question holds (focus: those holding one).
+        asked = [ln.terms & weights.keys() for ln in focus[i]]
         for j, cos in js:
             if newest[j] <= newest[i]:
                 continue
             for b in focus[j]:
                 if not b.change or not _measured(b) or not query_score(b, weights):
                     continue
+                if asked and not any(words <= b.terms for words in asked):
+                    continue  # the older hit is about a thing named by a question word this line lacks
                 for a in measured:
-                    if b.moment[0] > a.moment[0] and len(names_old_value(a, b)) >= t.line_terms:
+                    if b.moment[0] > a.moment[0] and a.terms & weights.keys() <= b.terms \
+                            and len(names_old_value(a, b)) >= t.line_terms:
                         out.setdefault(i, []).append((j, cos, a, b))
     return out
 
