@@ -62,6 +62,18 @@ class StageState:
     #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
     stopped: bool = False
 
+    def __attrs_post_init__(self) -> None:
+        from . import forking
+
+        forking.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: ``lock`` may have been held by a parent thread (a worker going back to the idle list,
+        another search picking one) that does not exist here, and the parent's workers and hung calls are not the
+        child's (:meth:`call` also checks ``pid``)."""
+        self.lock = threading.Lock()
+        self.idle, self.hung, self.pid = [], [], os.getpid()
+
     def stop(self) -> None:
         with self.lock:
             self.stopped = True
