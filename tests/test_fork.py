@@ -308,6 +308,65 @@ mem.close()
 """
 
 
+STAGE_LOCK_HELD_AT_FORK = r"""
+import faulthandler, json, os, sys, threading, time
+from pathlib import Path
+from symi_memory import hookimpl, load_config
+from symi_memory.manager import open_memory
+from symi_memory.specs import PostProcessorSpec
+
+base = Path(sys.argv[1])
+ws = base / "ws"
+(ws / "memory").mkdir(parents=True, exist_ok=True)
+(ws / "MEMORY.md").write_text("# Memory\n\n- The router admin page is at 10.0.0.1.\n", encoding="utf-8")
+
+
+class Keep:  # a third-party post-processor: run on its stage's worker thread, under query.stageDeadlineMs
+    def process(self, candidates, ctx):
+        return list(candidates)
+
+
+class Plugin:
+    @hookimpl
+    def symi_memory_register_postprocessors(self, register):
+        register(PostProcessorSpec(name="keep", factory=lambda hybrid: Keep(), order=200))
+
+
+cfg = load_config(None, state_dir=base / "state", overrides={"agents": {"defaults": {"memorySearch": {
+    "provider": "hash", "query": {"stageDeadlineMs": 2000}}}}})
+mem = open_memory(cfg, workspace=ws, plugins=[("keep-plugin", Plugin())])
+mem.sync()
+first = [h["path"] for h in mem.search("router admin").to_dict()["results"]]
+stage = mem.pipeline.stage_states["keep"]
+# The stage's lock held by another parent thread at the fork: its worker thread takes it after each call (to go
+# back to the idle list), a concurrent search takes it to pick a worker.
+held, go_on = threading.Event(), threading.Event()
+
+
+def hold():
+    with stage.lock:
+        held.set()
+        go_on.wait()
+
+
+holder = threading.Thread(target=hold)
+holder.start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    faulthandler.dump_traceback_later(10, exit=True)  # a hang ends the child (exit 1)
+    resp = mem.search("router admin")
+    out = {"paths": [h["path"] for h in resp.to_dict()["results"]], "warnings": list(resp.warnings)}
+    print(json.dumps(out), flush=True)
+    os._exit(0)
+go_on.set()
+holder.join()
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps({"exit": code, "first": first}), flush=True)
+mem.close()
+"""
+
+
 def test_a_child_forked_inside_a_long_write_that_exits_normally_leaves_the_parents_transaction_alone(
         tmp_path: Path) -> None:
     # Before: the child's interpreter, finalizing, freed the parent's writer connection it had kept, and SQLite
@@ -396,3 +455,19 @@ def test_a_child_forked_while_a_parent_thread_holds_a_search_stage_lock_calls_th
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     assert (code, child) == (0, json.dumps(["ok", "child"])), (code, child)
     assert stage.call(lambda: "parent again", 2.0) == ("ok", "parent again")
+
+
+def test_a_child_forked_while_a_parent_thread_holds_a_post_processors_stage_lock_searches(tmp_path: Path) -> None:
+    # Before: the stage's lock (query.stageDeadlineMs's worker hand-over) stayed held in the child, by a thread the
+    # child does not have, and the child's first search waited for it for ever.
+    import json
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", STAGE_LOCK_HELD_AT_FORK,
+                           str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 2, proc.stdout + proc.stderr
+    child, parent = lines
+    assert parent == {"exit": 0, "first": ["MEMORY.md"]}, proc.stdout + proc.stderr
+    assert child == {"paths": ["MEMORY.md"], "warnings": []}, proc.stdout + proc.stderr

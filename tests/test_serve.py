@@ -761,3 +761,41 @@ def test_a_served_workspace_replaced_by_a_file_is_named_by_get_and_status_and_st
                 assert got.is_error is True and got.structured_content["error"] == expected
 
         asyncio.run(asyncio.wait_for(check(), 90))
+
+
+def test_a_skipped_stage_is_named_in_the_http_answers_warnings(tmp_path: Path, workspace: Path) -> None:
+    # Seam of the agent routes made once (agent_route) and stage deadlines: a search, an explain and the MCP-less
+    # JSON API answer say the reranker was skipped, as an in-process search does.
+    from test_stage_deadline import SilentServer
+
+    silent = SilentServer()
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "symi.toml").write_text(f"""
+[agents.defaults]
+workspace = "{workspace}"
+[agents.defaults.memorySearch]
+provider = "hash"
+[agents.defaults.memorySearch.query]
+minScore = 0.0
+stageDeadlineMs = 500
+[agents.defaults.memorySearch.query.rerank]
+provider = "cohere"
+apiKey = "test-key-123"
+baseUrl = "{silent.url}"
+timeoutMs = 30000
+""", encoding="utf-8")
+        with running_server(state) as srv:
+            code, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+            assert code == 200, out
+            assert out["results"] and out["results"][0]["path"] == "MEMORY.md", out
+            assert len(out["warnings"]) == 1 and "'cohere'" in out["warnings"][0], out
+            code, out = srv.request("POST", "/api/agents/main/explain", {"query": "Prefers tea"})
+            assert code == 200, out
+            assert out["skipped"] and "'cohere'" in out["skipped"][0], out
+            assert out["response"]["warnings"] == out["skipped"], out
+            code, st = srv.request("GET", "/api/agents/main/status")
+            assert code == 200 and st["reranker"]["name"] == "cohere" and st["reranker"]["hung"] is True, st
+    finally:
+        silent.close()

@@ -142,3 +142,30 @@ def test_a_question_about_another_line_of_the_older_note_keeps_it_as_it_was(demo
     got = _cli_search(ws, state, "What does Priya still want from me for the ledger work?")
     assert got["results"][0]["path"] == "memory/2026-03-02.md"
     assert "supersededBy" not in got["results"][0]
+
+def test_a_line_that_supersedes_keeps_its_mark_when_another_piece_of_it_is_returned(tmp_path: Path) -> None:
+    # Seam of the final cut (one result per line range, audit35) and supersession: a line longer than a chunk is
+    # several pieces citing the same lines. The piece giving the new value supersedes the older note, but another
+    # piece of that line scored higher and was returned in its place: the older note said "supersededBy" that
+    # line while the result returned for it listed nothing it supersedes (its mark went with the dropped piece).
+    from support.sqlite_memory import open_local, write
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n")
+    write(ws, "memory/2026-03-02.md", "# 2026-03-02\n\n- The ledger endpoint p95 latency was 840 ms.\n")
+    review = " ".join(f"the ledger endpoint latency review {i} with the ledger team" for i in range(6))
+    filler = " ".join(f"word{i} of the billing notes" for i in range(30))
+    write(ws, "memory/2026-03-04.md", f"# 2026-03-04\n\n- {review} {filler} and the ledger endpoint p95 latency "
+          f"dropped from 840 ms to 210 ms. {filler}\n")
+    with open_local(tmp_path, ws, {"chunking": {"tokens": 60, "overlap": 0}}) as mem:
+        mem.sync()
+        out = mem.explain("ledger endpoint p95 latency", min_score=0)
+    rows = [r for r in out["candidates"] if r["path"] == "memory/2026-03-04.md" and r["startLine"] == 3
+            and r["endLine"] == 3]
+    assert any(r["outcome"] == "same lines as a better hit" and r["stages"]["supersession"].get("supersedes")
+               for r in rows), "the case this checks: the superseding piece is not the one returned"
+    results = out["response"]["results"]
+    old = next(r for r in results if r["path"] == "memory/2026-03-02.md")
+    assert old["supersededBy"] == {"path": "memory/2026-03-04.md", "startLine": 3, "endLine": 3}, old
+    new = next(r for r in results if r["path"] == "memory/2026-03-04.md" and r["startLine"] == 3)
+    assert new.get("supersedes") == [{"path": "memory/2026-03-02.md", "startLine": 3, "endLine": 3}], new

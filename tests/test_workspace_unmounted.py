@@ -167,3 +167,42 @@ def test_notes_deleted_on_purpose_still_leave_the_index(tmp_path: Path) -> None:
     assert report.files_removed == EMPTIED_MIN_FILES + 4 and report.warnings == (), report
     assert mem.status()["files"] == 1
     mem.close()
+
+
+def test_an_unreadable_folder_and_an_emptied_extra_path_are_both_kept_and_both_named(tmp_path: Path) -> None:
+    # Seam of mend34's unreadable roots and fork35's emptied ones: each keeps its files and the sync's report and
+    # status name both. Root reads anything, so the run drops root's override of file permissions.
+    from support.unprivileged import run_without_dac_override
+
+    out = run_without_dac_override("""
+        import json, shutil, sys
+        from pathlib import Path
+        from support.sqlite_memory import open_mem, write
+        tmp = Path(sys.argv[1]); ws = tmp / "ws"
+        write(ws, "MEMORY.md", "- prefers tea\\n")
+        for i in range(12):
+            write(ws, f"memory/grebe{i}.md", f"grebe{i} kestrel sighting\\n")
+            write(ws, f"extra/rail{i}.md", f"rail{i} heron marsh\\n")
+        mem = open_mem(tmp, ws, {"extraPaths": ["extra"]})
+        first = mem.sync().files_indexed
+        shutil.move(ws / "extra", tmp / "away")
+        (ws / "extra").mkdir()
+        (ws / "memory").chmod(0)
+        try:
+            r = mem.sync()
+            st = mem.status()
+            got = {"first": first, "removed": r.files_removed, "warnings": list(r.warnings),
+                   "status": st["warnings"], "files": st["files"],
+                   "found": [[h.path for h in mem.search(q).results][:1] for q in ("rail3 heron", "grebe3 kestrel")]}
+        finally:
+            (ws / "memory").chmod(0o755)
+        mem.close()
+        print(json.dumps(got))
+    """, str(tmp_path))
+    ws = tmp_path / "ws"
+    assert out["first"] == 25 and out["removed"] == 0 and out["files"] == 25, out
+    assert out["found"] == [["extra/rail3.md"], ["memory/grebe3.md"]], out
+    for said in (out["warnings"], out["status"]):
+        assert len(said) == 2, said
+        assert said[0].startswith(f"folder {ws / 'memory'} cannot be read"), said
+        assert said[1].startswith(f"extra path {ws / 'extra'} lists no memory files and is empty"), said

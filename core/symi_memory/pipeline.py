@@ -473,13 +473,14 @@ def _first_of_their_lines(items: Sequence[Candidate], limit: int | None,
                           min_score: float) -> tuple[list[Candidate], set[str]]:
     """The candidates at ``min_score`` or above, in order, each the first of its ``(source, path, start, end)``: the
     pieces of a line longer than a chunk all cite that line, and a hit more of it is the same lines for the reader
-    (memory_get) taking a result's place. Also the ids left out so.
+    (memory_get) taking a result's place; what a piece left out so ``supersedes`` is added to the kept one's. Also
+    the ids left out so.
 
     With a ``limit`` the candidates are best first: they are read a slice at a time, no more than ``limit`` still
     wanted (a backend's :class:`LazyCandidates` makes only those read: iterating them makes every one), and the
     first below ``min_score`` ends the reading (none after it reaches it). None: all are read."""
     kept: list[Candidate] = []
-    seen: set[tuple[str, str, int, int]] = set()
+    seen: dict[tuple[str, str, int, int], int] = {}  # -> its place in ``kept``
     repeats: set[str] = set()
     n = len(items)
     start = 0
@@ -498,10 +499,19 @@ def _first_of_their_lines(items: Sequence[Candidate], limit: int | None,
                     return kept, repeats
                 continue
             lines = (c.source, c.path, c.start_line, c.end_line)
-            if lines in seen:
+            at = seen.get(lines)
+            if at is not None:
                 repeats.add(c.id)
+                if c.supersedes:
+                    # What the piece left out supersedes, those lines supersede: the result returned for them says so
+                    # (else an older hit's supersededBy names lines whose result lists nothing they supersede). An
+                    # older hit ranks below what supersedes it, so the piece is read before any older hit it names.
+                    first = kept[at]
+                    more = tuple(s for s in c.supersedes if s not in first.supersedes)
+                    if more:
+                        kept[at] = attrs.evolve(first, supersedes=(*first.supersedes, *more))
                 continue
-            seen.add(lines)
+            seen[lines] = len(kept)
             kept.append(c)
         start = end
     return kept, repeats
