@@ -194,7 +194,9 @@ def test_the_local_provider_keeps_no_more_than_a_few_megabytes_of_queries_howeve
     import tracemalloc
 
     provider = _local_over_hash()
-    body = "otters and herons " * 6000  # ~100 KB a query
+    # ~40 KB a query, mostly blanks: 256 such texts kept would be over 10 MB, and the hash embedder splits
+    # three words, not thousands, so 300 of them take seconds, not minutes, under tracemalloc.
+    body = "otters and herons" + " " * 40_000
     provider.embed_query("warm the hash embedder")
     tracemalloc.start()
     try:
