@@ -102,7 +102,7 @@ def _builder(tmp_path: Path, ws: Path, url: str, *args: str,
 def test_status_names_another_processs_running_build_in_cli_json_text_and_python(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     with LoopbackServer() as server:
-        server.add("POST", "/v1/embeddings", _slow(0.4))
+        server.add("POST", "/v1/embeddings", slow := _slow(0.4))
         before = time.time()
         with _builder(tmp_path, ws, server.url) as (builder, _index_path):
             st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),
@@ -122,6 +122,7 @@ def test_status_names_another_processs_running_build_in_cli_json_text_and_python
                 mine = mem.status()["build"]
                 assert (mine["running"], mine["pid"], mine["thisProcess"]) == (True, builder.pid, False), mine
             assert builder.poll() is None, "the build ended before status was asked: make the endpoint slower"
+            slow.delay = 0  # it may end now
             out, err = builder.communicate(timeout=120)
             assert builder.returncode == 0, err
         st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),
