@@ -31,13 +31,21 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="telling a live 
 FILES = 60
 
 
-def _slow(delay: float):  # type: ignore[no-untyped-def]
-    def reply(req: Recorded) -> Reply:
+class _Slow:
+    """The embedding endpoint: a batch answered after ``delay`` s (a single text at once). A test sets ``delay`` to
+    0 once no build needs to be caught running any more: the builds after that run at full speed."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def __call__(self, req: Recorded) -> Reply:
         inputs = req.json()["input"]
         data = [{"index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3 + 0.01 * len(t)]} for i, t in enumerate(inputs)]
-        return Reply(json={"data": data}, delay=delay if len(inputs) > 1 else 0)
+        return Reply(json={"data": data}, delay=self.delay if len(inputs) > 1 else 0)
 
-    return reply
+
+def _slow(delay: float) -> _Slow:
+    return _Slow(delay)
 
 
 def _config(tmp_path: Path, url: str) -> Path:
@@ -94,7 +102,7 @@ def _builder(tmp_path: Path, ws: Path, url: str, *args: str,
 def test_status_names_another_processs_running_build_in_cli_json_text_and_python(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     with LoopbackServer() as server:
-        server.add("POST", "/v1/embeddings", _slow(0.4))
+        server.add("POST", "/v1/embeddings", slow := _slow(0.4))
         before = time.time()
         with _builder(tmp_path, ws, server.url) as (builder, _index_path):
             st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),
@@ -114,6 +122,7 @@ def test_status_names_another_processs_running_build_in_cli_json_text_and_python
                 mine = mem.status()["build"]
                 assert (mine["running"], mine["pid"], mine["thisProcess"]) == (True, builder.pid, False), mine
             assert builder.poll() is None, "the build ended before status was asked: make the endpoint slower"
+            slow.delay = 0  # it may end now
             out, err = builder.communicate(timeout=120)
             assert builder.returncode == 0, err
         st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),
@@ -129,7 +138,7 @@ def test_status_names_another_processs_running_build_in_cli_json_text_and_python
 def test_index_waiting_on_a_build_that_outlasts_build_wait_exits_1_naming_the_builder(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     with LoopbackServer() as server:
-        server.add("POST", "/v1/embeddings", _slow(1.0))
+        server.add("POST", "/v1/embeddings", slow := _slow(1.0))
         with _builder(tmp_path, ws, server.url) as (builder, index):
             started = time.monotonic()
             follower = subprocess.run(_cli(tmp_path, ws, server.url, "index", "--build-wait", "2"),
@@ -143,6 +152,7 @@ def test_index_waiting_on_a_build_that_outlasts_build_wait_exits_1_naming_the_bu
             assert "--build-wait SECONDS" in err and f"kill {builder.pid}" in err, err
             assert took < 20, f"gave up after {took:.1f} s, not about 2 s"
             assert running_build(index) is not None  # the other build goes on
+            slow.delay = 0  # and may end now
             out, err_b = builder.communicate(timeout=180)
             assert builder.returncode == 0, err_b
             assert json.loads(out)["filesIndexed"] == FILES
@@ -184,7 +194,7 @@ def test_index_on_a_terminal_shows_a_wait_line_naming_the_other_build(tmp_path: 
 def test_a_killed_builder_never_makes_index_wait_and_its_build_file_is_removed(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     with LoopbackServer() as server:
-        server.add("POST", "/v1/embeddings", _slow(1.0))
+        server.add("POST", "/v1/embeddings", slow := _slow(1.0))
         with _builder(tmp_path, ws, server.url) as (builder, index):
             # An `index` that is waiting for that build when its builder is SIGKILLed.
             log = tmp_path / "follower.err"
@@ -201,6 +211,7 @@ def test_a_killed_builder_never_makes_index_wait_and_its_build_file_is_removed(t
                 os.kill(builder.pid, signal.SIGKILL)
                 builder.wait(timeout=30)
                 killed_at = time.monotonic()
+                slow.delay = 0  # the follower's own build: nothing to catch running in it
                 out, _ = follower.communicate(timeout=120)
             finally:
                 if follower.poll() is None:
@@ -213,9 +224,11 @@ def test_a_killed_builder_never_makes_index_wait_and_its_build_file_is_removed(t
 
         # A reindex killed with nobody waiting: its file stays until an open; status does not take it for a
         # running build, and `index --force` that would give up at once on a live one rebuilds.
+        slow.delay = 1.0
         with _builder(tmp_path, ws, server.url, "--force") as (second, index):
             second.send_signal(signal.SIGKILL)
             second.wait(timeout=30)
+            slow.delay = 0
             assert _builds(index), "no leftover to test with"
             assert running_build(index) is None
             st = json.loads(subprocess.run(_cli(tmp_path, ws, server.url, "status", "--json", "--no-server"),

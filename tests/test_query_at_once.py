@@ -72,12 +72,12 @@ class _Plugin:
         register(ProviderSpec(name=self.provider.id, factory=lambda ctx: self.provider))
 
 
-def _workspace(tmp_path: Path) -> Path:
+def _workspace(tmp_path: Path, lines_per_file: int = 40) -> Path:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     for i in range(6):
         lines = [f"Day {i} line {j}: topic{i} and the quarterly planning of item{i}x{j}, otters and herons"
-                 for j in range(40)]
+                 for j in range(lines_per_file)]
         (ws / "memory" / f"n{i:03d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return ws
 
@@ -150,7 +150,7 @@ def test_an_error_answering_at_once_is_an_embedding_error_of_the_search(tmp_path
 
 def test_the_local_provider_answers_a_query_it_embedded_before_at_once(tmp_path: Path) -> None:
     pytest.importorskip("symi_memory_local")
-    ws = _workspace(tmp_path)
+    ws = _workspace(tmp_path, 6)  # the real model embeds every chunk and line: a few are enough here
     with open_local(tmp_path, ws) as mem:
         mem.sync()
         provider = mem.backend.choice.provider
@@ -175,7 +175,7 @@ def _local_over_hash() -> Any:
 
 def test_a_caller_changing_the_vector_it_was_given_does_not_change_later_searches(tmp_path: Path) -> None:
     pytest.importorskip("symi_memory_local")
-    ws = _workspace(tmp_path)
+    ws = _workspace(tmp_path, 6)  # the real model embeds every chunk and line: a few are enough here
     with open_local(tmp_path, ws) as mem:
         mem.sync()
         provider = mem.backend.choice.provider
@@ -194,7 +194,9 @@ def test_the_local_provider_keeps_no_more_than_a_few_megabytes_of_queries_howeve
     import tracemalloc
 
     provider = _local_over_hash()
-    body = "otters and herons " * 6000  # ~100 KB a query
+    # ~40 KB a query, mostly blanks: 256 such texts kept would be over 10 MB, and the hash embedder splits
+    # three words, not thousands, so 300 of them take seconds, not minutes, under tracemalloc.
+    body = "otters and herons" + " " * 40_000
     provider.embed_query("warm the hash embedder")
     tracemalloc.start()
     try:

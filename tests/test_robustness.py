@@ -135,6 +135,8 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     for i in range(220):  # ~150 KB of JSON: more than a pipe buffer holds, so the write really fails
         write(ws, f"memory/n{i}.md", f"- pelican note {i} " + "with a long tail of words " * 30 + "\n")
+    # The hash provider: the pipe, not the meaning, is under test (the local model would embed 220 files first).
+    write(tmp_path / "st", "symi.toml", '[agents.defaults.memorySearch]\nprovider = "hash"\n')
     proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(ws), "--state-dir",
                              str(tmp_path / "st"), "search", "pelican", "-n", "200", "--min-score", "0", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

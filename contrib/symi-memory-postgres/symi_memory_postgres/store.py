@@ -383,18 +383,21 @@ class PgStore:
                       for _, rows in batch for c in rows]
         with self.conn.cursor() as cur:
             # COPY into a session-local staging table, then one INSERT ... SELECT: an order of magnitude
-            # faster than row-by-row inserts, and the server computes the tsvector.
+            # faster than row-by-row inserts, and the server computes the tsvector. INSERT_BATCH rows at a
+            # time, a huge file's too: each statement stays well within syncTimeout however many chunks a
+            # file has (one file's thousands of rows in one COPY outlasted a short syncTimeout on a busy host).
             cur.execute(STAGE_DDL)
-            with cur.copy(f"COPY pg_temp.{STAGE} ({STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(STAGE_TYPES)
-                for row in chunk_rows:
-                    copy.write_row(row)
-            cur.execute(
-                f"INSERT INTO {self.schema}.chunks (owner, cid, path, source, start_line, end_line, hash, text, terms, "
-                f"dims, embedding, lines) SELECT owner, cid, path, source, start_line, end_line, hash, text, "
-                f"to_tsvector('simple', terms), dims, embedding::vector, lines FROM pg_temp.{STAGE} "
-                "ON CONFLICT (owner, cid) DO NOTHING")
-            cur.execute(f"TRUNCATE pg_temp.{STAGE}")
+            for at in range(0, len(chunk_rows), INSERT_BATCH):
+                with cur.copy(f"COPY pg_temp.{STAGE} ({STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(STAGE_TYPES)
+                    for row in chunk_rows[at : at + INSERT_BATCH]:
+                        copy.write_row(row)
+                cur.execute(
+                    f"INSERT INTO {self.schema}.chunks (owner, cid, path, source, start_line, end_line, hash, text, "
+                    f"terms, dims, embedding, lines) SELECT owner, cid, path, source, start_line, end_line, hash, "
+                    f"text, to_tsvector('simple', terms), dims, embedding::vector, lines FROM pg_temp.{STAGE} "
+                    "ON CONFLICT (owner, cid) DO NOTHING")
+                cur.execute(f"TRUNCATE pg_temp.{STAGE}")
             units = [(self.owner, c.id, c.path, u.start_line, u.end_line, u.embedding)
                      for _, rows in batch for c in rows for u in c.units]
             if units:

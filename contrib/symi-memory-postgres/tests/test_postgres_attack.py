@@ -206,13 +206,26 @@ def test_a_schema_of_the_same_name_holding_another_applications_tables_is_left_a
 
 def test_a_huge_file_is_indexed_whole_within_a_short_sync_timeout(tmp_path: Path, pg_server: PgServer,
                                                                  pg_schema: str) -> None:
-    # Tens of thousands of chunks in one file: every statement (batches of 500 rows) stays well within its bound.
-    lines = [f"line {i} about the subject numbered {i} " + "filler " * 10 for i in range(60_000)]
-    lines[45_000] = "the albatross glides past line forty-five thousand"
+    # Thousands of chunks in one file: every statement writes at most 500 rows (INSERT_BATCH), so each stays well
+    # within its bound however big the file. A file's chunks went in one COPY and one INSERT: a big enough file
+    # outlasted any syncTimeout (a 60 000-line one a 5 s one on a busy host). A trigger costing 3 ms a row makes
+    # that plain on any host: the file's ~2 000 rows in one statement take over 5 s, 500 of them 1.5 s.
+    from symi_memory_postgres.store import ensure_schema
+
+    lines = [f"line {i} about the subject numbered {i} " + "filler " * 10 for i in range(24_000)]
+    lines[18_000] = "the albatross glides past line eighteen thousand"
     ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n",
                                           "memory/huge.md": "# Huge\n\n" + "\n".join(lines) + "\n"})
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        ensure_schema(conn, pg_schema)  # the tables, for the trigger; the HNSW index comes after the first writes
+        # One sleep a statement (not one a row: a busy host wakes each late), as long as its rows ask.
+        conn.execute(f"CREATE FUNCTION {pg_schema}.slow_rows() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                     "PERFORM pg_sleep(0.003 * (SELECT count(*) FROM written)); RETURN NULL; END $$")
+        conn.execute(f"CREATE TRIGGER slow_rows AFTER INSERT ON {pg_schema}.chunks REFERENCING NEW TABLE AS "
+                     f"written FOR EACH STATEMENT EXECUTE FUNCTION {pg_schema}.slow_rows()")
     with open_pg(tmp_path, pg_server, pg_schema, ws, syncTimeout=5.0) as mem:
         report = mem.sync()
         assert report.files_indexed == 2 and report.errors == ()
+        assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE path = 'memory/huge.md'")[0][0] > 1700
         assert paths(mem, "albatross glides")[0] == "memory/huge.md"
         assert mem.status()["lastError"] is None
