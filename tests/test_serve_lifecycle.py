@@ -212,7 +212,12 @@ def test_sigterm_answers_a_request_waiting_for_an_agent_still_opening_at_once(se
         (bulk / f"n{i:04d}.md").write_text("".join(f"- note {i} line {j} about item {i * 31 + j}\n" for j in range(20)))
     with running_server(setup["state"]) as srv:
         t, out = _in_thread(lambda: srv.request("POST", "/api/agents/other/search", {"query": "note 5"}))
-        time.sleep(0.5)
+        # The request is in the server once it is opening the agent (its index file appears); a fixed 0.5 s was
+        # sometimes before the server had read it on a loaded host, and the unread connection was reset.
+        deadline = time.monotonic() + 60
+        while not (setup["state"] / "memory" / "other.sqlite").exists():
+            assert time.monotonic() < deadline and t.is_alive(), out
+            time.sleep(0.02)
         started = time.monotonic()
         assert srv.stop() == 0
         took = time.monotonic() - started
