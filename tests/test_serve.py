@@ -71,8 +71,8 @@ class Server:
         self.log = log
 
     def request(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
-                raw: bytes | None = None) -> tuple[int, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                raw: bytes | None = None, timeout: float = 60) -> tuple[int, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         hdrs = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
         data = raw
         if body is not None:
@@ -647,9 +647,11 @@ def test_sigterm_during_the_first_sync_stops_it_at_the_next_file(setup: dict[str
     assert indexed < 1502, "the first sync ran to its end before the server stopped"
     assert took < 10
     with running_server(state) as srv:
-        deadline = time.monotonic() + 120
+        # The first request waits for the agent to open, which finishes its first sync (about a minute for these
+        # 1500 files on a loaded 2-core host): a generous bound for it all, not 60 s for the first answer.
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            status, st = srv.request("GET", "/api/agents/main/status")
+            status, st = srv.request("GET", "/api/agents/main/status", timeout=max(1.0, deadline - time.monotonic()))
             if status == 200 and st["files"] == 1502:
                 break
             time.sleep(0.5)

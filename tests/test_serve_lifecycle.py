@@ -212,7 +212,12 @@ def test_sigterm_answers_a_request_waiting_for_an_agent_still_opening_at_once(se
         (bulk / f"n{i:04d}.md").write_text("".join(f"- note {i} line {j} about item {i * 31 + j}\n" for j in range(20)))
     with running_server(setup["state"]) as srv:
         t, out = _in_thread(lambda: srv.request("POST", "/api/agents/other/search", {"query": "note 5"}))
-        time.sleep(0.5)
+        # The request is in the server once it is opening the agent (its index file appears); a fixed 0.5 s was
+        # sometimes before the server had read it on a loaded host, and the unread connection was reset.
+        deadline = time.monotonic() + 60
+        while not (setup["state"] / "memory" / "other.sqlite").exists():
+            assert time.monotonic() < deadline and t.is_alive(), out
+            time.sleep(0.02)
         started = time.monotonic()
         assert srv.stop() == 0
         took = time.monotonic() - started
@@ -321,6 +326,34 @@ def _answer(s: socket.socket) -> bytes:
     return out
 
 
+class _Closing:
+    """Reads ``s`` on a thread until the server closes it, noting when: the time a connection was cut off is the
+    server's, not whenever the test got round to reading it (a search answered meanwhile on a loaded host)."""
+
+    def __init__(self, s: socket.socket) -> None:
+        self.data = b""
+        self.closed_at: float | None = None  # None: the read timed out, the server never closed it
+        self._thread = threading.Thread(target=self._read, args=(s,), daemon=True)
+        self._thread.start()
+
+    def _read(self, s: socket.socket) -> None:
+        try:
+            while chunk := s.recv(65536):
+                self.data += chunk
+            self.closed_at = time.monotonic()
+        except TimeoutError:
+            pass
+        except OSError:  # reset by the server: closed too
+            self.closed_at = time.monotonic()
+        finally:
+            s.close()
+
+    def result(self) -> tuple[bytes, float | None]:
+        self._thread.join(60)
+        assert not self._thread.is_alive()
+        return self.data, self.closed_at
+
+
 def _response(s: socket.socket) -> bytes:
     """One whole HTTP response (with a Content-Length) read from ``s``."""
     data = b""
@@ -357,20 +390,27 @@ def test_clients_that_trickle_a_request_in_are_cut_off(setup: dict[str, Path]) -
         head = f"POST /api/agents/main/search HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n".encode()
         json_head = head + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
         silent, trickling, slow_body, slow_mcp = (_connect(srv.port) for _ in range(4))
-        slow_body.sendall(json_head + b"{")
+        # 1000 bytes in, then nothing: the stall (2 s after them) comes well before the 1 KiB/s average would run
+        # out (2 s + 1000/1024 s), whatever the host's load. With one byte in, the two came within a millisecond.
+        slow_body.sendall(head + b"Content-Type: application/json\r\nContent-Length: 2000\r\n\r\n{" + b" " * 999)
         slow_mcp.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: application/json\r\n"
                          f"Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{{".encode())
         started = time.monotonic()
+        closing = {name: _Closing(s) for name, s in (("silent", silent), ("body", slow_body), ("mcp", slow_mcp))}
         cut = _trickle(trickling, head[:16], 0.5)  # a byte every 0.5 s: never idle, never done
         assert cut is not None and cut < 6, cut
         # Meanwhile everyone else is answered as usual.
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
         assert status == 200 and out["results"]
-        assert _answer(silent) == b""
-        body = _answer(slow_body)
+        ended = {name: c.result() for name, c in closing.items()}
+        # Each was cut off by the server near its 2 s deadline (generous for a loaded host; a connection never cut
+        # off shows as None, after the client's 20 s read timeout).
+        took = {name: None if at is None else round(at - started, 1) for name, (_, at) in ended.items()}
+        assert all(t is not None and t < 8 for t in took.values()), took
+        assert ended["silent"][0] == b""
+        body = ended["body"][0]
         assert body.startswith(b"HTTP/1.1 408") and b"stalled: nothing came for 2 s" in body, body
-        assert _answer(slow_mcp).split(b" ", 2)[1] in (b"408", b"400"), "the MCP endpoint took the slow body"
-        assert time.monotonic() - started < 9
+        assert ended["mcp"][0].split(b" ", 2)[1] in (b"408", b"400"), "the MCP endpoint took the slow body"
         # A body never silent for 2 s, but a byte every 0.5 s: cut off once under 1 KiB/s after its first 2 s.
         dripping = _connect(srv.port)
         dripping.sendall(json_head)

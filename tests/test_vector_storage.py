@@ -907,8 +907,11 @@ def test_two_processes_opening_an_old_index_beside_a_long_write_migrate_it_once(
     # Another process (an older release's sync) holds the write lock longer than SQLite's busy timeout (10 s) while
     # two processes of this version open a schema 4 index at once: both wait for it (they used to fail "database
     # is locked"), one migrates, the other finds it migrated; both answer from every chunk.
+    # The holder keeps the lock until both openers say they are waiting past the busy timeout (not for a fixed
+    # time: on a loaded machine an opener can take longer than that to start, and would never need to wait).
     import subprocess
     import sys
+    import threading
     import time
 
     with open_mem(tmp_path, ws, NO_UNITS) as mem:
@@ -916,25 +919,63 @@ def test_two_processes_opening_an_old_index_beside_a_long_write_migrate_it_once(
         db = Path(mem.status()["dbPath"])
     chunks = downgrade_to_old_layout(db, "4")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time, apsw\n"
+        "import sys, apsw\n"
         "conn = apsw.Connection(sys.argv[1])\n"
         "conn.execute('BEGIN IMMEDIATE')\n"
         "conn.execute(\"INSERT OR REPLACE INTO meta(key, value) VALUES ('held_by_test', '1')\")\n"
         "print('held', flush=True)\n"
-        "time.sleep(12)\n"
-        "conn.execute('COMMIT')\n"), str(db)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    support = str(Path(__file__).resolve().parent)
-    openers = [subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), str(ws), support],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    started = time.monotonic()
-    results = [p.communicate(timeout=240) for p in openers]
-    holder.communicate(timeout=60)
+        "sys.stdin.readline()\n"
+        "conn.execute('COMMIT')\n"), str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdin is not None and holder.stdout is not None
+    openers: list[subprocess.Popen[str]] = []
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        held = time.monotonic()
+        support = str(Path(__file__).resolve().parent)
+        outs = [tmp_path / f"opener{i}.out" for i in range(2)]
+        for out in outs:
+            with out.open("w") as f:
+                openers.append(subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), str(ws), support],
+                                                stdout=f, stderr=subprocess.PIPE, text=True))
+        errs: list[list[str]] = [[] for _ in openers]
+        waiting = [threading.Event() for _ in openers]
+
+        def read_err(i: int) -> None:
+            stream = openers[i].stderr
+            assert stream is not None
+            for line in stream:
+                errs[i].append(line)
+                if "holds its write lock: waiting for it" in line:
+                    waiting[i].set()
+
+        readers = [threading.Thread(target=read_err, args=(i,), daemon=True) for i in range(len(openers))]
+        for r in readers:
+            r.start()
+        for i, p in enumerate(openers):
+            # Generous for a loaded machine (interpreter start, imports, the 10 s busy timeout), but bounded.
+            deadline = time.monotonic() + 180
+            while not waiting[i].wait(0.1):
+                assert p.poll() is None, "".join(errs[i])  # gave up instead of waiting for the lock
+                assert time.monotonic() < deadline, "".join(errs[i])
+        # Both waited past the busy timeout and neither gave up: still running while the lock is held.
+        assert [p.poll() for p in openers] == [None, None], errs
+        assert time.monotonic() - held >= 10
+        holder.stdin.write("done\n")
+        holder.stdin.flush()
+        for p in openers:
+            p.wait(timeout=240)
+        for r in readers:
+            r.join(timeout=60)
+        holder.communicate(timeout=60)
+    finally:
+        for proc in [holder, *openers]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    results = [(out.read_text(), "".join(err)) for out, err in zip(outs, errs, strict=True)]
     for p, (out, err) in zip(openers, results, strict=True):
         assert p.returncode == 0, err
         assert json.loads(out.splitlines()[-1]) == {"chunks": chunks, "dirty": False, "top": "memory/journal.md"}, err
-        assert "holds its write lock: waiting for it" in err, err
-    assert time.monotonic() - started >= 10  # they did wait for the holder
     migrated = [err for _, err in results if "index schema 4 -> " in err]
     assert len(migrated) == 1, [err for _, err in results]
     with open_mem(tmp_path, ws, NO_UNITS) as mem:
