@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, count, filterfalse, repeat
-from operator import contains, itemgetter, not_
+from operator import contains, itemgetter, not_, setitem
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -943,12 +943,15 @@ class IndexedBackend:
         cache = self._terms[1]
         # What counting in the candidates would cost, summed until it is the read's cost (the read is then no
         # dearer: the answer is the whole sum's, most often after a few dozen candidates).
-        saved = 0
-        for k in eligible:
-            saved += FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text)
-            if saved >= cost:
-                break
+        # The sum over all of them, in C (it only grows: reaching the cost at some candidate is reaching it at the end).
+        lengths = list(map(len, texts)) if len(eligible) == len(texts) else \
+            list(map(len, map(_TEXT, map(rows.__getitem__, eligible))))
+        cached = list(map(cache.__contains__, eligible)) if cache else None
+        if cached is not None and any(cached):
+            saved = sum(compress(lengths, map(not_, cached))) + FTS_COUNT_CACHED_CHARS * sum(cached)
         else:
+            saved = sum(lengths)
+        if saved < cost:
             return {}  # common terms: counting in the candidates' text costs less
         # A rare term's counts are read for every chunk holding it and kept for the generation (any later
         # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
@@ -984,8 +987,10 @@ class IndexedBackend:
         wanted = out.keys()
         for t, docs in postings:
             if docs:
-                for k in docs.keys() & wanted:
-                    out[k][t] = docs[k]
+                # out[k][t] = docs[k] of each chunk asked about that holds the term, in C (the set is iterated twice
+                # in one order).
+                held = docs.keys() & wanted
+                deque(map(setitem, map(out.__getitem__, held), repeat(t), map(docs.__getitem__, held)), maxlen=0)
         return out
 
     def calibration(self) -> ScoreCalibration:
