@@ -197,3 +197,35 @@ def test_the_final_cut_makes_only_the_candidates_it_returns() -> None:
     got = Pipeline(processors=[]).run("heron", LazyCandidates(make, repeated, columns[4], ids=columns[0]),
                                       max_results=6, min_score=0.965)
     assert [c.id for c in got] == ["id0", "id3"] and made == [6]
+
+def test_a_search_makes_each_candidate_from_its_own_chunk_row_whichever_is_read_first(tmp_path: Path) -> None:
+    """The candidates' fields are read from their rows as they are made: each candidate, whether made alone, in a
+    slice or with the rest, carries its own chunk's id, path, lines, text, source and file mtime, and the stored
+    plain answers handed out are those of the candidates' own chunks."""
+    ws = tmp_path / "ws"
+    for i in range(4):
+        write(ws, f"memory/note-{i}.md", "".join(f"# Part {j}\n\nThe heron count at lake {i}-{j} was {i * j}.\n\n"
+                                                 for j in range(3)))
+    write(ws, "memory/other.md", "# Other\n\nHerons were counted again.\n")
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        store = backend.store
+        rowids = [k for (k,) in store._read("SELECT rowid FROM chunks")]
+        by_id = {r.id: r for r in store.candidate_rows(rowids).values()}
+        for first in (3, slice(1, 4), None):
+            got = backend.search(SearchQuery(text="heron count lake", max_results=10, min_score=0.0,
+                                             candidate_limit=40)).candidates
+            assert isinstance(got, LazyCandidates) and len(got) >= 5
+            if isinstance(first, int):
+                got[first]
+            elif first is not None:
+                got[first]
+            for c in got:
+                row = by_id[c.id]
+                assert (c.path, c.start_line, c.end_line, c.text, c.source, c.mtime) == (
+                    row.path, row.start_line, row.end_line, row.text, row.source, row.mtime)
+            assert len({c.id for c in got}) == len(got)
+            ids = [c.id for c in got]
+            assert backend.candidate_plain(ids) == backend.candidate_plain(list(reversed(ids)))
+            assert set(backend.candidate_plain(ids)) <= set(ids)

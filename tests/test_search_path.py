@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import random
 from pathlib import Path
 
 import apsw
@@ -83,6 +84,30 @@ def test_each_identifier_is_looked_for_only_in_the_texts_that_may_hold_it() -> N
     assert cjk.identifier_holders(texts) == {1, 2, 3}
     assert cjk.identifier_holders(texts, {"版本2024": [3], "c12w3": [2]}) == {2, 3}
     assert cjk.identifier_holders(texts, {"c12w3": []}) == {1, 3}
+
+
+def test_ascii_candidates_holding_an_identifier_between_spaces_are_found_as_one_by_one() -> None:
+    # ASCII candidates holding an identifier between two spaces are found in one pass; the others one by one. Over
+    # random ASCII texts (the identifier inside longer tokens, in upper case, by punctuation, at either end, between
+    # spaces), random candidate lists (repeats, keys without a text) and a text of another alphabet among them or
+    # not, the holders are the texts holds_identifier finds it in.
+    rng = random.Random(7)
+    matcher = ExactMatcher.for_tokens((), identifier_tokens("where is c12w3 or ERR_42"))
+    pieces = ["c12w3", "C12W3", "xc12w3", "c12w3s", "c12w31", "err_42", "ERR_42", "ERR_42x", "_err_42", "word", "42",
+              " ", " ", ".", "-", "(", ")", "\n", "_", "caf\u00e9"]
+    found = 0
+    for _ in range(400):
+        texts = {k: "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for k in range(12)}
+        if rng.random() < 0.7:
+            texts = {k: t.replace("caf\u00e9", "cafe") for k, t in texts.items()}
+        keys = list(range(14))  # 12 and 13 have no text
+        candidates = {"c12w3": rng.sample(keys, rng.randint(0, 14)) * rng.randint(1, 2),
+                      "ERR_42": rng.sample(keys, rng.randint(0, 14))}
+        want = {k for token, listed in candidates.items() for k in listed
+                if k in texts and ExactMatcher.for_tokens((), [token]).holds_identifier(texts[k])}
+        assert matcher.identifier_holders(texts, candidates) == want, (texts, candidates)
+        found += len(want)
+    assert found > 400
 
 
 def test_ascii_candidates_are_folded_without_being_kept() -> None:

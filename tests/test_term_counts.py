@@ -165,3 +165,31 @@ def test_a_term_without_cjk_is_counted_in_the_text_column_without_comparing_colu
             # Counted in the text column only: a chunk with a CJK run too (d.md) counts as its text says.
             assert got == {k: n for k, text in chunks.items() if (n := text.count(term) if filtered else
                                                                    counts_in(term_string(text), needles([term])).get(term, 0))}
+
+
+def test_counts_are_read_from_the_index_once_counting_in_the_candidates_costs_as_much(
+        tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The read is chosen when counting in the candidates (each text's length; a chunk whose terms are kept costs
+    # FTS_COUNT_CACHED_CHARS) costs the read's cost or more: at the cost exactly it is read, one character short
+    # of it the counts are left to the text.
+    monkeypatch.setattr(backend_mod, "FTS_COUNT_CHARS_PER_TERM", 0)
+    monkeypatch.setattr(backend_mod, "FTS_COUNT_CHARS_PER_OCCURRENCE", 0)
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        backend = mem.backend
+        store = backend.store
+        gen = store.generation_key()
+        chunks = {k: t for k, t in _chunks(store).items() if t.isascii()}
+        rows = store.candidate_rows(list(chunks))
+        terms = QueryAnalysis.of("gold flights deploy").terms
+        kept = list(chunks)[:2]
+        for cached in ((), kept):
+            backend._terms = (gen, {k: ("", 0) for k in cached})
+            chars = sum(backend_mod.FTS_COUNT_CACHED_CHARS if k in cached else len(t) for k, t in chunks.items())
+            monkeypatch.setattr(backend_mod, "FTS_COUNT_FIXED_CHARS", chars)
+            got = backend._indexed_term_counts(rows, terms, gen)
+            assert set(got) == set(chunks) and any(got.values())
+            for k in chunks:
+                assert got[k] == counts_in(term_string(chunks[k]), needles(terms))
+            monkeypatch.setattr(backend_mod, "FTS_COUNT_FIXED_CHARS", chars + 1)
+            assert backend._indexed_term_counts(rows, terms, gen) == {}

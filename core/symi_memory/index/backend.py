@@ -11,9 +11,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, count, filterfalse, repeat
-from operator import contains, itemgetter, not_
+from operator import contains, itemgetter, not_, setitem
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import apsw
 import attrs
@@ -90,6 +90,34 @@ ROWS_READ_PART = 500
 _TEXT = itemgetter(6)  # a CandidateRow's text
 _COUNTS = itemgetter(0)  # a chunk's term counts, of its (counts, length)
 _SOURCE = itemgetter(3)  # ... and source
+# ... and the other fields a candidate is made of (by name: the same indexes as the fields' order).
+_ID, _PATH, _START_LINE, _END_LINE, _MTIME, _PLAIN = (itemgetter(CandidateRow._fields.index(name)) for name in (
+    "id", "path", "start_line", "end_line", "mtime", "plain"))
+
+
+class _RowColumn(Sequence[Any]):
+    """One field of a search's candidate rows in their order, as :class:`~symi_memory.types.LazyCandidates` reads a
+    column (its length, then slices of it, as lists): each slice read from its rows when it is asked for."""
+
+    __slots__ = ("rows", "field")
+
+    def __init__(self, rows: list[CandidateRow], field: Callable[[CandidateRow], Any]) -> None:
+        self.rows = rows
+        self.field = field
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return list(map(self.field, self.rows[index]))
+        return self.field(self.rows[index])
 #: Chunks whose line vectors ``candidate_line_vectors`` keeps (about 20 kB each with 384 dimensions).
 UNITS_CACHE_MAX = 2_000
 #: Chunks whose vector ``candidate_vectors`` keeps (1.5 kB each with 384 dimensions).
@@ -568,13 +596,19 @@ class IndexedBackend:
             # Each column (the ordered candidates' rows transposed, their scores) in one go; the candidates are made
             # from them a field at a time, as they are read (most searches read the best few and a post-processor's
             # window: making each of a search's ~140 candidates cost about a tenth of its instructions).
-            column = dict(zip(CandidateRow._fields, zip(*map(rows.__getitem__, keys), strict=True), strict=True))
+            # The rows' own fields are read from them as candidates are made (_RowColumn): a search makes about ten of
+            # its ~140 (its results), and reading every field of every row (each a separate object, mostly out of the
+            # CPU's caches by then) cost about 0.15 ms of a 10k bench search. The ids and stored plain answers are
+            # read now (post-processors and candidate_plain read them whole).
+            ordered = list(map(rows.__getitem__, keys))
+            chunk_ids = tuple(map(_ID, ordered))
             candidates = LazyCandidates(_make_candidates, (
-                column["id"], column["path"], column["start_line"], column["end_line"], kept, column["text"],
-                column["source"], tuple(map(vec_p.get, keys)), tuple(map(text_hits.get, keys)), column["mtime"],
-                tuple(map(idents.__contains__, keys))), kept, ids=column["id"])
+                chunk_ids, _RowColumn(ordered, _PATH), _RowColumn(ordered, _START_LINE), _RowColumn(ordered, _END_LINE), kept,
+                _RowColumn(ordered, _TEXT), _RowColumn(ordered, _SOURCE), tuple(map(vec_p.get, keys)),
+                tuple(map(text_hits.get, keys)), _RowColumn(ordered, _MTIME), tuple(map(idents.__contains__, keys))),
+                kept, ids=chunk_ids)
             # The stored plain-chunk answers of these rows, read with the texts handed out (candidate_plain).
-            self._local.plain = (column["id"], column["plain"])
+            self._local.plain = (chunk_ids, tuple(map(_PLAIN, ordered)))
         return BackendResult(candidates=candidates, mode=mode, provider=provider.id if provider else "none",
                              model=provider.model if provider else None, fallback=fallback,
                              query_vector=tuple(qvec) if use_vec and qvec is not None else None)
@@ -940,7 +974,8 @@ class IndexedBackend:
         if not _SEARCH_IMPORTED:
             _import_search_path()
         texts = list(map(_TEXT, rows.values()))
-        if all(map(str.isascii, texts)) and max(map(len, texts), default=0) < FTS_MAX_TOKEN_BYTES:
+        lengths = list(map(len, texts))
+        if all(map(str.isascii, texts)) and max(lengths, default=0) < FTS_MAX_TOKEN_BYTES:
             eligible = list(rows)  # every text ASCII and short (most searches): each passes the test below
         else:
             cjk = CJK_RUN_RE.search
@@ -956,14 +991,16 @@ class IndexedBackend:
         cost = FTS_COUNT_FIXED_CHARS + (sum(occurrences.values()) * FTS_COUNT_CHARS_PER_OCCURRENCE
                                         + len(present) * FTS_COUNT_CHARS_PER_TERM if present else 0)
         cache = self._terms[1]
-        # What counting in the candidates would cost, summed until it is the read's cost (the read is then no
-        # dearer: the answer is the whole sum's, most often after a few dozen candidates).
-        saved = 0
-        for k in eligible:
-            saved += FTS_COUNT_CACHED_CHARS if k in cache else len(rows[k].text)
-            if saved >= cost:
-                break
+        # What counting in the candidates would cost (a kept chunk's terms FTS_COUNT_CACHED_CHARS, another its text's
+        # length), against the read's cost: summed over all of them in C (the read is chosen at the cost or more).
+        if len(eligible) != len(texts):
+            lengths = list(map(len, map(_TEXT, map(rows.__getitem__, eligible))))
+        cached = list(map(cache.__contains__, eligible)) if cache else None
+        if cached is not None and any(cached):
+            saved = sum(compress(lengths, map(not_, cached))) + FTS_COUNT_CACHED_CHARS * sum(cached)
         else:
+            saved = sum(lengths)
+        if saved < cost:
             return {}  # common terms: counting in the candidates' text costs less
         # A rare term's counts are read for every chunk holding it and kept for the generation (any later
         # candidate's count is there); a common term's for these candidates only, not kept (sets of the chunks
@@ -999,8 +1036,10 @@ class IndexedBackend:
         wanted = out.keys()
         for t, docs in postings:
             if docs:
-                for k in docs.keys() & wanted:
-                    out[k][t] = docs[k]
+                # out[k][t] = docs[k] of each chunk asked about that holds the term, in C (the set is iterated twice
+                # in one order).
+                held = docs.keys() & wanted
+                deque(map(setitem, map(out.__getitem__, held), repeat(t), map(docs.__getitem__, held)), maxlen=0)
         return out
 
     def calibration(self) -> ScoreCalibration:
