@@ -256,16 +256,14 @@ def test_a_full_rebuild_of_an_index_this_process_may_only_read_fails_before_payi
     from support.unprivileged import Unprivileged
 
     ws = root / "ws"
-    for i in range(20):
-        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the otter {i * 100 + j}" for j in range(10)) + "\n")
+    _twenty_notes(ws, "otter")
     counting = Counting()
     with open_mem(root, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
         mem.sync()
         db = Path(mem.status()["dbPath"])
     built = counting.texts
     assert built == 20 + 20 * 10
-    for i in range(20):  # new text: none of it is in the cache
-        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the heron {i * 100 + j}" for j in range(10)) + "\n")
+    _twenty_notes(ws, "heron")  # new text: none of it is in the cache
     _readable_by_all(root)
     if os.geteuid() == 0:
         for p in [root, *root.rglob("*")]:
@@ -446,6 +444,12 @@ def test_a_damage_check_is_recorded_for_every_process_until_a_sync_rebuilds(tmp_
         assert other.check_integrity() is None and other.status()["dirty"] is False
 
 
+def _twenty_notes(ws: Path, animal: str) -> None:
+    """Twenty notes of ten lines each naming ``animal``: 220 texts to embed (each note and each line)."""
+    for i in range(20):
+        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the {animal} {i * 100 + j}" for j in range(10)) + "\n")
+
+
 def _rebuilt_by_an_older_release(db: Path) -> None:
     """What a release from before ``chunks.plain`` leaves of the index, as tables go, after rebuilding it."""
     import apsw
@@ -539,8 +543,7 @@ def test_a_full_rebuild_of_an_index_damaged_where_it_writes_pays_for_the_vectors
     as before. Skipped like a busy index's, the rebuild paid for every vector, failed at the swap on the same damage,
     and the new file's rebuild (its cache empty) paid for every vector again."""
     ws = tmp_path / "ws"
-    for i in range(20):
-        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the otter {i * 100 + j}" for j in range(10)) + "\n")
+    _twenty_notes(ws, "otter")
     counting = Counting()
     with open_mem(tmp_path, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
         mem.sync()
@@ -548,8 +551,7 @@ def test_a_full_rebuild_of_an_index_damaged_where_it_writes_pays_for_the_vectors
     texts = counting.texts
     assert texts == 20 + 20 * 10
     _damage_free_pages(db)
-    for i in range(20):  # new text: none of it is in the cache
-        write(ws, f"memory/n{i}.md", "\n".join(f"- note {i} line {j}: the heron {i * 100 + j}" for j in range(10)) + "\n")
+    _twenty_notes(ws, "heron")  # new text: none of it is in the cache
     counting.texts = 0
     with open_mem(tmp_path, ws, {"provider": "counting"}, plugins=[("counting", counting)]) as mem:
         report = mem.sync(force=True)
