@@ -24,18 +24,27 @@ def test_agent_id_that_is_not_a_string_says_so(tmp_path: Path) -> None:
         open_memory(agent_id=5, workspace=tmp_path / "ws", state_dir=tmp_path / "state", start=False)  # type: ignore[arg-type]
 
 
+def _one_long_line_and_five_days(tmp_path: Path, entries: int) -> Path:
+    """A workspace: memory/log.md whose one line holds ``entries`` ledger entries (a line longer than a chunk), and
+    five daily notes naming the ledger once each."""
+    from support.sqlite_memory import write
+
+    ws = tmp_path / "ws"
+    write(ws, "memory/log.md", "# Log\n\n" + " ".join(f"ledger entry {i} settled" for i in range(entries)) + "\n")
+    for i in range(5):
+        write(ws, f"memory/2026-03-0{i + 1}.md", f"# Day {i}\n\n- The ledger was reconciled by team {i}.\n")
+    return ws
+
+
 def test_a_long_line_fills_one_result_not_many(tmp_path: Path) -> None:
     # A line longer than a chunk becomes several chunks that all cite it (behaviour §3). They were returned as
     # separate hits with the same path and lines (`memory/log.md#L3` four times): the same text for memory_get,
     # and the other notes pushed out of maxResults.
-    from support.sqlite_memory import open_mem, write
+    from support.sqlite_memory import open_mem
 
     from symi_memory import tools
 
-    ws = tmp_path / "ws"
-    write(ws, "memory/log.md", "# Log\n\n" + " ".join(f"ledger entry {i} settled" for i in range(1500)) + "\n")
-    for i in range(5):
-        write(ws, f"memory/2026-03-0{i + 1}.md", f"# Day {i}\n\n- The ledger was reconciled by team {i}.\n")
+    ws = _one_long_line_and_five_days(tmp_path, 1500)
     with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
         mem.sync()
         out = tools.memory_search(mem, {"query": "ledger", "maxResults": 6, "minScore": 0})
@@ -53,14 +62,11 @@ def test_a_long_line_fills_one_result_not_many(tmp_path: Path) -> None:
     "pieces than the keyword side fetches (maxResults x candidateMultiplier x 3, 72 by default) takes every place "
     "of the pool, so the search returns that line alone (the five daily notes holding the word are not fetched)"))
 def test_a_line_longer_than_the_candidate_pool_leaves_room_for_other_notes(tmp_path: Path) -> None:
-    from support.sqlite_memory import open_mem, write
+    from support.sqlite_memory import open_mem
 
     from symi_memory import tools
 
-    ws = tmp_path / "ws"
-    write(ws, "memory/log.md", "# Log\n\n" + " ".join(f"ledger entry {i} settled" for i in range(8000)) + "\n")
-    for i in range(5):
-        write(ws, f"memory/2026-03-0{i + 1}.md", f"# Day {i}\n\n- The ledger was reconciled by team {i}.\n")
+    ws = _one_long_line_and_five_days(tmp_path, 8000)
     with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
         mem.sync()
         out = tools.memory_search(mem, {"query": "ledger", "maxResults": 6, "minScore": 0})
