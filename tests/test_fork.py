@@ -266,9 +266,10 @@ def test_a_child_forked_while_the_parent_waits_for_another_processs_qmd_update_h
     # Before, the fork hooks did not know that descriptor (an update records its own once it has the lock): the
     # child kept its copy, the parent's update then took the lock on the open file the two shared, and the lock
     # stayed held by the child past the parent's release: the child's sync, and the parent's next ones, waited for
-    # it (here ~8 s, the configured update timeouts; 6 min by default) and skipped.
+    # it (up to the update timeouts: 6 min by default) and skipped.
     import json
     import logging
+    import signal
     import threading
     import time
 
@@ -279,7 +280,7 @@ def test_a_child_forked_while_the_parent_waits_for_another_processs_qmd_update_h
 
     write(tmp_path / "ws" / "MEMORY.md", "# Memory\n\nProject zephyr uses PostgreSQL 16.\n")
     b = make_backend(tmp_path, standin_command(),
-                     {"update": {"updateTimeoutMs": 3000, "embedTimeoutMs": 1000, "commandTimeoutMs": 1000}})
+                     {"update": {"updateTimeoutMs": 10000, "embedTimeoutMs": 10000, "commandTimeoutMs": 10000}})
     b.home.mkdir(parents=True, exist_ok=True)
     lock_path = str(b.home / "update.lock")
     other = subprocess.Popen(  # another process's update
@@ -327,9 +328,8 @@ def test_a_child_forked_while_the_parent_waits_for_another_processs_qmd_update_h
                 os.close(go_w)
                 os.read(go_r, 1)  # the parent's update is over
                 write(tmp_path / "ws" / "memory" / "child.md", "# Child\n\nThe child saw an albatross.\n")
-                started = time.monotonic()
-                report = b.sync()
-                out = {"errors": list(report.errors), "quick": time.monotonic() - started < 5,
+                report = b.sync()  # before: waited for the lock it held itself, then "not updated"
+                out = {"errors": list(report.errors),
                        "found": [c.path for c in b.search(SearchQuery(text="albatross", max_results=3, min_score=0.0,
                                                                       candidate_limit=10)).candidates][:1]}
             except BaseException as exc:
@@ -345,6 +345,10 @@ def test_a_child_forked_while_the_parent_waits_for_another_processs_qmd_update_h
         parent.join(20)
         assert not parent.is_alive()
         held_after = holder(b.home)  # the parent's update is over: nobody updates now (the child has not begun)
+        if held_after is not None:  # the child would wait for the lock (~1 min here) before saying so
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the parent's update is over, yet the update lock is held: {held_after}")
         os.write(go_w, b"g")
         os.close(go_w)
         with os.fdopen(r) as fh:
@@ -356,8 +360,7 @@ def test_a_child_forked_while_the_parent_waits_for_another_processs_qmd_update_h
             other.kill()
             other.wait()
     b.close()
-    assert held_after is None, held_after
-    assert code == 0 and child == {"errors": [], "quick": True, "found": ["memory/child.md"]}, (code, child)
+    assert code == 0 and child == {"errors": [], "found": ["memory/child.md"]}, (code, child)
 
 
 FORK_DURING_A_LONG_WRITE = _HEAD + r"""

@@ -139,8 +139,12 @@ class UpdateLock:
                 _DESCRIPTORS.close(fd)
                 raise
         note = json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode("utf-8")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, note, 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, note, 0)
+        except BaseException:  # a full disk: the lock goes with its descriptor
+            _DESCRIPTORS.close(fd)
+            raise
         self.fd = fd
         return fd
 
