@@ -8,6 +8,12 @@ fallback. Every update (sessions export, collection reconcile, ``update``,
 The qmd processes of an update inherit the lock's descriptor, so a qmd left
 running by a killed process keeps the lock until it exits. The file holds the
 holder's pid and start time, which ``status`` reports from any process.
+
+A ``flock`` belongs to the open file, which a forked child shares through its copy of the descriptor: the child
+would hold the parent's lock (the parent's update then let go of nothing), and wait for itself at its own update.
+Every descriptor of the lock file this process has open is therefore known (:class:`_Descriptors`), opened and
+closed under one lock that a fork waits for, and a forked child closes its copies of all of them (never
+``LOCK_UN``, which would release the parent's lock).
 """
 
 from __future__ import annotations
@@ -30,6 +36,52 @@ __all__ = ["LOCK_FILE", "UpdateBusy", "UpdateLock", "holder"]
 
 LOCK_FILE = "update.lock"
 POLL_S = 0.1
+#: How long a fork waits for a thread opening or closing the lock file (a local file: microseconds).
+FORK_WAIT_S = 5.0
+
+
+class _Descriptors:
+    """The lock file's descriptors open in this process (an update's, a :func:`holder` look), for forks.
+
+    A parent thread forked between ``os.open`` and recording what it opened (an update taking the lock, or waiting
+    for another process's to end) left a descriptor in the child that no fork hook knew: the parent's update then
+    took the lock on the open file the two shared, and the child held it for its lifetime, past the parent's
+    release: the child's syncs, and the parent's next ones, waited for it. Opening and recording, and forgetting
+    and closing, are one step under :attr:`guard`, which a fork takes first."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.open: set[int] = set()
+        forking.track(self)
+
+    def opened(self, path: Path, flags: int) -> int:
+        with self.guard:
+            fd = os.open(path, flags, 0o644)
+            self.open.add(fd)
+            return fd
+
+    def close(self, fd: int) -> None:
+        with self.guard:
+            self.open.discard(fd)
+            os.close(fd)
+
+    def _before_fork(self) -> bool:
+        return self.guard.acquire(timeout=FORK_WAIT_S)
+
+    def _after_fork_in_parent(self) -> None:
+        self.guard.release()
+
+    def _after_fork_in_child(self) -> None:
+        """Close the child's copies: each closes the child's share of the open file only; the parent's lock stays
+        the parent's, held until its update closes its own descriptor."""
+        self.guard = threading.Lock()
+        fds, self.open = self.open, set()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_DESCRIPTORS = _Descriptors()
 
 
 class UpdateBusy(UpdateSkipped):
@@ -53,13 +105,10 @@ class UpdateLock:
         forking.track(self)
 
     def _after_fork_in_child(self) -> None:
-        """In a forked child: the lock a parent thread's update holds is the parent's. The child's copy of its
-        descriptor is closed: it would hold the lock (one ``flock`` per open file, whichever process lets go) until
-        the child exits, and every update, the child's own too, waited for it."""
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """In a forked child: the lock a parent thread's update holds is the parent's. :class:`_Descriptors` closes
+        the child's copy of its descriptor (it would hold the lock until the child exits, and every update, the
+        child's own too, waited for it); closed here as well, a descriptor the child opened meanwhile could go."""
+        self.fd = None
 
     @property
     def path(self) -> Path:
@@ -71,7 +120,7 @@ class UpdateLock:
         import fcntl
 
         self.home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _DESCRIPTORS.opened(self.path, os.O_RDWR | os.O_CREAT)
         deadline = time.monotonic() + max(0.0, wait_s)
         while True:
             try:
@@ -80,25 +129,29 @@ class UpdateLock:
             except BlockingIOError:
                 if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
                     found = holder(self.home)
-                    os.close(fd)
+                    _DESCRIPTORS.close(fd)
                     raise UpdateBusy(self.path, found) from None
                 if cancel is not None:
                     cancel.wait(POLL_S)
                 else:
                     time.sleep(POLL_S)
             except BaseException:
-                os.close(fd)
+                _DESCRIPTORS.close(fd)
                 raise
         note = json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode("utf-8")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, note, 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, note, 0)
+        except BaseException:  # a full disk: the lock goes with its descriptor
+            _DESCRIPTORS.close(fd)
+            raise
         self.fd = fd
         return fd
 
     def release(self) -> None:
         fd, self.fd = self.fd, None
         if fd is not None:
-            os.close(fd)  # drops this descriptor's hold; a qmd child still running keeps the lock until it exits
+            _DESCRIPTORS.close(fd)  # drops this descriptor's hold; a qmd child still running keeps the lock until it exits
 
 
 def holder(home: Path) -> dict[str, Any] | None:
@@ -106,7 +159,7 @@ def holder(home: Path) -> dict[str, Any] | None:
     import fcntl
 
     try:
-        fd = os.open(home / LOCK_FILE, os.O_RDONLY)
+        fd = _DESCRIPTORS.opened(home / LOCK_FILE, os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -121,7 +174,7 @@ def holder(home: Path) -> dict[str, Any] | None:
         except ValueError:
             found = {}
     finally:
-        os.close(fd)
+        _DESCRIPTORS.close(fd)  # a child forked meanwhile does not keep this look's shared lock
     if not isinstance(found, dict):
         found = {}
     pid = found.get("pid")
