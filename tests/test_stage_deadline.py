@@ -392,3 +392,72 @@ def test_a_post_processor_that_answers_with_a_generator_is_bounded_by_the_deadli
             assert second.warnings == () and _hits(second) == expected
     finally:
         release.set()
+
+
+def test_a_reranker_that_answers_with_a_generator_is_bounded_by_the_deadline_too(tmp_path: Path) -> None:
+    # ``rerank`` written as a generator returns at once; its work runs as its answer is read. That reading is part
+    # of the call: one that hangs after its first pair must cost one deadline, not hold the search.
+    from symi_memory.specs import RerankerSpec
+
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        expected = _hits(plain.search("router admin"))
+    release = threading.Event()
+
+    class Lazy:
+        def rerank(self, query: str, documents: Sequence[str], top_n: int) -> Any:
+            yield 1, 0.9
+            release.wait(20)
+            yield 0, 0.8
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_rerankers(self, register: Any) -> None:
+            register(RerankerSpec(name="lazy-rerank", factory=lambda ctx: Lazy()))
+
+    try:
+        with open_mem(tmp_path, ws, {"query": {"rerank": {"provider": "lazy-rerank"}, "stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("lazy-plugin", Plugin())]) as mem:
+            t0 = time.monotonic()
+            first = mem.search("router admin")
+            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 3.0, "the generator was read outside the deadline"
+            assert _hits(first) == expected
+            assert "'lazy-rerank'" in first.warnings[0] and "did not answer" in first.warnings[0]
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["reranker"]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            second = mem.search("router admin")  # a generator that answers is used as before
+            assert second.warnings == ()
+            assert [h.path for h in second.results] == [expected[1][0], expected[0][0]]
+            assert [h.score for h in second.results] == [0.9, 0.8]
+    finally:
+        release.set()
+
+
+def test_history_names_the_stages_it_skipped_as_search_does(tmp_path: Path) -> None:
+    # history runs the same stages as search: a post-processor past the deadline is skipped there too, and the
+    # answer must say so (its versions are then those of the fused order), not leave the caller to guess.
+    ws = _ws(tmp_path)
+    release = threading.Event()
+    calls: list[float] = []
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("sleepy-plugin", _sleepy_plugin(release, calls))]) as mem:
+            mem.sync()
+            found = mem.history("router admin")
+            assert found and found[0]["path"] in NOTES
+            (warning,) = found.warnings
+            assert "'sleepy'" in warning and "'sleepy-plugin'" in warning and "did not answer" in warning
+            assert found.to_dict() == {"versions": list(found), "warnings": [warning]}
+            again = mem.history("router admin")  # the call is still out: skipped at once, said again
+            assert "has not returned" in again.warnings[0]
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["postprocessors"][0]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            clean = mem.history("router admin")
+            assert clean.warnings == () and clean.to_dict() == {"versions": list(clean)} and clean == again
+    finally:
+        release.set()

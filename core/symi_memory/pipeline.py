@@ -313,7 +313,9 @@ class Pipeline:
             if state is None:
                 order = reranker.rerank(query, texts, len(head))
             else:
-                outcome, got = state.call(lambda: reranker.rerank(query, texts, len(head)), self.deadline_s)
+                # Its answer is read on the worker too: a generator's work runs as it is read.
+                outcome, got = state.call(lambda: _read_pairs(reranker.rerank(query, texts, len(head))),
+                                          self.deadline_s)
                 if outcome != "ok":
                     if outcome == "failed":
                         raise got
@@ -564,6 +566,11 @@ def _read_answer(got: Any) -> Any:
     if isinstance(got, LazyCandidates) or not hasattr(got, "__iter__"):
         return got
     return list(got)
+
+
+def _read_pairs(got: Any) -> Any:
+    """A reranker's answer read whole (a list), unless it is not iterable (the caller says so)."""
+    return list(got) if hasattr(got, "__iter__") and not isinstance(got, list) else got
 
 
 def _plain_read_here(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],
