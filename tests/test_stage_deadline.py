@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from support.sqlite_memory import open_mem, write
 
@@ -461,3 +462,61 @@ def test_history_names_the_stages_it_skipped_as_search_does(tmp_path: Path) -> N
             assert clean.warnings == () and clean.to_dict() == {"versions": list(clean)} and clean == again
     finally:
         release.set()
+
+
+def test_a_stage_worker_keeps_nothing_of_the_last_search_while_it_waits(tmp_path: Path) -> None:
+    # The stage's worker thread lives on between searches: what the last call was handed (candidates, the context
+    # with the backend's readers) and what it answered must not stay reachable from it until the next search.
+    import gc
+    import weakref
+
+    ws = _ws(tmp_path)
+    seen: list[Any] = []
+
+    class Peek:
+        def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+            seen.append(weakref.ref(ctx))
+            return [attrs.evolve(c) for c in candidates]
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="peek", factory=lambda hybrid: Peek(), order=200))
+
+    with open_mem(tmp_path, ws, plugins=[("peek-plugin", Plugin())]) as mem:
+        mem.sync()
+        assert mem.search("router admin").results
+        gc.collect()
+        assert len(seen) == 1 and seen[0]() is None, "the idle worker still holds the last search's context"
+        assert mem.pipeline is not None and mem.pipeline.stage_states["peek"].idle  # it did run on the worker
+
+
+@pytest.mark.parametrize("hand_over", ["pipes", "raw locks"])
+def test_a_stage_call_after_one_that_timed_out_and_returned_waits_for_its_own_answer(
+        hand_over: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker wakes its caller through a pipe (raw locks where select.poll is missing, as on Windows): the wake
+    # of a call that timed out and returned later is still there when the next call is handed over, and must not
+    # pass for that call's answer.
+    from symi_memory import pipeline
+
+    if hand_over == "raw locks":
+        monkeypatch.setattr(pipeline, "_POLL", None)
+    stage = pipeline.StageState(kind="postprocessor", name="s", plugin="p")
+    release = threading.Event()
+    try:
+        assert stage.call(lambda: "first", 2.0) == ("ok", "first")
+        assert stage.call(lambda: release.wait(10) and "late", 0.2) == ("timedOut", None)
+        assert stage.call(lambda: "never", 2.0) == ("skipped", None)
+        release.set()
+        deadline = time.monotonic() + 5
+        while stage.to_dict()["hung"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not stage.to_dict()["hung"]
+        for k in range(3):
+            assert stage.call(lambda k=k: time.sleep(0.05) or f"answer {k}", 2.0) == ("ok", f"answer {k}")
+        outcome, exc = stage.call(lambda: 1 / 0, 2.0)
+        assert outcome == "failed" and isinstance(exc, ZeroDivisionError)
+        assert len(stage.idle) == 1, "the worker was not reused"
+    finally:
+        release.set()
+        stage.stop()
