@@ -109,12 +109,9 @@ class StageState:
         while a call that timed out earlier has not returned (a thread cannot be killed: they must not pile up).
         ``deadline_s`` 0: no deadline, ``fn()`` on this thread (no hand-over to wait for).
 
-        The hand-over is two raw locks, nothing allocated but the call's own "done" lock: the worker (long-lived,
-        reused call after call) blocks on its wake lock, this thread releases it and at once blocks on "done",
-        which the worker releases as its last step before blocking again. Each side lets go of the interpreter
-        lock as it wakes the other, so each wakes once (a hand-over through an Event and a queue woke each side up
-        to twice more, to wait for the interpreter lock the other still held, and on a busy host every wake-up
-        waits for a core)."""
+        The worker is long-lived, reused call after call (:class:`_StageThread`: woken through a pipe, so that
+        neither side wakes the other holding the interpreter lock); nothing is allocated per call but the job and
+        its "done" lock."""
         if deadline_s <= 0:
             try:
                 return "ok", fn()
@@ -174,8 +171,10 @@ class _StageThread:
             os.set_blocking(self._done_w, False)  # nor written into a full pipe: one byte there wakes as well
             self._poll = _POLL()
             self._poll.register(self._done_r, select.POLLIN)
-            weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
-        else:  # pragma: no cover - Windows
+            closing = weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
+            # Not at exit: a daemon worker still in a hung call would write into a number reused by then.
+            closing.atexit = False
+        else:  # Windows
             self.wake = _allocate_lock()
             self.wake.acquire()
         threading.Thread(target=self._loop, daemon=True, name=f"symi-stage-{stage.name}").start()
@@ -184,7 +183,7 @@ class _StageThread:
         """Hand ``job`` over and wait at most ``timeout`` seconds for it: False when it has not returned."""
         done = job[1]
         self.job = job
-        if self._poll is None:  # pragma: no cover - Windows
+        if self._poll is None:  # Windows
             self.wake.release()
             return bool(done.acquire(True, timeout))
         os.write(self._wake_w, b"\0")
@@ -199,13 +198,13 @@ class _StageThread:
 
     def end(self) -> None:
         self.job = None
-        if self._poll is None:  # pragma: no cover - Windows
+        if self._poll is None:  # Windows
             self.wake.release()
         else:
             os.write(self._wake_w, b"\0")
 
     def _wait(self) -> None:
-        if self._poll is None:  # pragma: no cover - Windows
+        if self._poll is None:  # Windows
             self.wake.acquire()
         else:
             os.read(self._wake_r, 1)
