@@ -437,7 +437,7 @@ def test_a_reranker_that_answers_with_a_generator_is_bounded_by_the_deadline_too
         release.set()
 
 
-def test_history_names_the_stages_it_skipped_as_search_does(tmp_path: Path) -> None:
+def test_history_names_the_stages_it_skipped_as_search_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # history runs the same stages as search: a post-processor past the deadline is skipped there too, and the
     # answer must say so (its versions are then those of the fused order), not leave the caller to guess.
     ws = _ws(tmp_path)
@@ -452,6 +452,12 @@ def test_history_names_the_stages_it_skipped_as_search_does(tmp_path: Path) -> N
             (warning,) = found.warnings
             assert "'sleepy'" in warning and "'sleepy-plugin'" in warning and "did not answer" in warning
             assert found.to_dict() == {"versions": list(found), "warnings": [warning]}
+            from symi_memory.cli import render
+
+            render.print_history(found, as_json=True, warnings=found.warnings)  # `history --json`, the server's
+            assert json.loads(capsys.readouterr().out) == found.to_dict()
+            render.print_history(found, as_json=False, warnings=found.warnings)
+            assert f"warning: {warning}" in capsys.readouterr().err
             again = mem.history("router admin")  # the call is still out: skipped at once, said again
             assert "has not returned" in again.warnings[0]
             release.set()
