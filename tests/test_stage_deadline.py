@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from support.sqlite_memory import open_mem, write
 
@@ -392,3 +393,136 @@ def test_a_post_processor_that_answers_with_a_generator_is_bounded_by_the_deadli
             assert second.warnings == () and _hits(second) == expected
     finally:
         release.set()
+
+
+def test_a_reranker_that_answers_with_a_generator_is_bounded_by_the_deadline_too(tmp_path: Path) -> None:
+    # ``rerank`` written as a generator returns at once; its work runs as its answer is read. That reading is part
+    # of the call: one that hangs after its first pair must cost one deadline, not hold the search.
+    from symi_memory.specs import RerankerSpec
+
+    ws = _ws(tmp_path)
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        expected = _hits(plain.search("router admin"))
+    release = threading.Event()
+
+    class Lazy:
+        def rerank(self, query: str, documents: Sequence[str], top_n: int) -> Any:
+            yield 1, 0.9
+            release.wait(20)
+            yield 0, 0.8
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_rerankers(self, register: Any) -> None:
+            register(RerankerSpec(name="lazy-rerank", factory=lambda ctx: Lazy()))
+
+    try:
+        with open_mem(tmp_path, ws, {"query": {"rerank": {"provider": "lazy-rerank"}, "stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("lazy-plugin", Plugin())]) as mem:
+            t0 = time.monotonic()
+            first = mem.search("router admin")
+            assert time.monotonic() - t0 < DEADLINE_MS / 1000 + 3.0, "the generator was read outside the deadline"
+            assert _hits(first) == expected
+            assert "'lazy-rerank'" in first.warnings[0] and "did not answer" in first.warnings[0]
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["reranker"]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            second = mem.search("router admin")  # a generator that answers is used as before
+            assert second.warnings == ()
+            assert [h.path for h in second.results] == [expected[1][0], expected[0][0]]
+            assert [h.score for h in second.results] == [0.9, 0.8]
+    finally:
+        release.set()
+
+
+def test_history_names_the_stages_it_skipped_as_search_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # history runs the same stages as search: a post-processor past the deadline is skipped there too, and the
+    # answer must say so (its versions are then those of the fused order), not leave the caller to guess.
+    ws = _ws(tmp_path)
+    release = threading.Event()
+    calls: list[float] = []
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("sleepy-plugin", _sleepy_plugin(release, calls))]) as mem:
+            mem.sync()
+            found = mem.history("router admin")
+            assert found and found[0]["path"] in NOTES
+            (warning,) = found.warnings
+            assert "'sleepy'" in warning and "'sleepy-plugin'" in warning and "did not answer" in warning
+            assert found.to_dict() == {"versions": list(found), "warnings": [warning]}
+            from symi_memory.cli import render
+
+            render.print_history(found, as_json=True, warnings=found.warnings)  # `history --json`, the server's
+            assert json.loads(capsys.readouterr().out) == found.to_dict()
+            render.print_history(found, as_json=False, warnings=found.warnings)
+            assert f"warning: {warning}" in capsys.readouterr().err
+            again = mem.history("router admin")  # the call is still out: skipped at once, said again
+            assert "has not returned" in again.warnings[0]
+            release.set()
+            deadline = time.monotonic() + 5
+            while mem.status()["postprocessors"][0]["hung"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            clean = mem.history("router admin")
+            assert clean.warnings == () and clean.to_dict() == {"versions": list(clean)} and clean == again
+    finally:
+        release.set()
+
+
+def test_a_stage_worker_keeps_nothing_of_the_last_search_while_it_waits(tmp_path: Path) -> None:
+    # The stage's worker thread lives on between searches: what the last call was handed (candidates, the context
+    # with the backend's readers) and what it answered must not stay reachable from it until the next search.
+    import gc
+    import weakref
+
+    ws = _ws(tmp_path)
+    seen: list[Any] = []
+
+    class Peek:
+        def process(self, candidates: Sequence[Candidate], ctx: PostProcessContext) -> list[Candidate]:
+            seen.append(weakref.ref(ctx))
+            return [attrs.evolve(c) for c in candidates]
+
+    class Plugin:
+        @hookimpl
+        def symi_memory_register_postprocessors(self, register: Any) -> None:
+            register(PostProcessorSpec(name="peek", factory=lambda hybrid: Peek(), order=200))
+
+    with open_mem(tmp_path, ws, plugins=[("peek-plugin", Plugin())]) as mem:
+        mem.sync()
+        assert mem.search("router admin").results
+        gc.collect()
+        assert len(seen) == 1 and seen[0]() is None, "the idle worker still holds the last search's context"
+        assert mem.pipeline is not None and mem.pipeline.stage_states["peek"].idle  # it did run on the worker
+
+
+@pytest.mark.parametrize("hand_over", ["pipes", "raw locks"])
+def test_a_stage_call_after_one_that_timed_out_and_returned_waits_for_its_own_answer(
+        hand_over: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker wakes its caller through a pipe (raw locks where select.poll is missing, as on Windows): the wake
+    # of a call that timed out and returned later is still there when the next call is handed over, and must not
+    # pass for that call's answer.
+    from symi_memory import pipeline
+
+    if hand_over == "raw locks":
+        monkeypatch.setattr(pipeline, "_POLL", None)
+    stage = pipeline.StageState(kind="postprocessor", name="s", plugin="p")
+    release = threading.Event()
+    try:
+        assert stage.call(lambda: "first", 2.0) == ("ok", "first")
+        assert stage.call(lambda: release.wait(10) and "late", 0.2) == ("timedOut", None)
+        assert stage.call(lambda: "never", 2.0) == ("skipped", None)
+        release.set()
+        deadline = time.monotonic() + 5
+        while stage.to_dict()["hung"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not stage.to_dict()["hung"]
+        for k in range(3):
+            assert stage.call(lambda k=k: time.sleep(0.05) or f"answer {k}", 2.0) == ("ok", f"answer {k}")
+        outcome, exc = stage.call(lambda: 1 / 0, 2.0)
+        assert outcome == "failed" and isinstance(exc, ZeroDivisionError)
+        assert len(stage.idle) == 1, "the worker was not reused"
+    finally:
+        release.set()
+        stage.stop()

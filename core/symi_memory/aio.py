@@ -16,7 +16,7 @@ from . import tools
 
 if TYPE_CHECKING:
     from .manager import MemoryManager
-    from .types import ReadResult, SearchResponse, SyncProgress, SyncReport
+    from .types import History, ReadResult, SearchResponse, SyncProgress, SyncReport
 
 __all__ = ["AsyncMemoryManager"]
 
@@ -64,8 +64,9 @@ class AsyncMemoryManager:
 
     async def history(
         self, query: str, *, max_results: int | None = 30, min_score: float | None = None, as_of: Any = None
-    ) -> list[dict[str, Any]]:
-        """Every version of the fact that best answers ``query``, oldest first (:meth:`MemoryManager.history`)."""
+    ) -> History:
+        """Every version of the fact that best answers ``query``, oldest first, with the stages skipped while
+        finding it in its ``warnings`` (:meth:`MemoryManager.history`)."""
         return await asyncio.to_thread(
             self.manager.history, query, max_results=max_results, min_score=min_score, as_of=as_of
         )

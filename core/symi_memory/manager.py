@@ -35,7 +35,16 @@ from .specs import (
     StoredPlain,
     StoredVectors,
 )
-from .types import BackendResult, Candidate, ReadResult, SearchQuery, SearchResponse, SyncProgress, SyncReport
+from .types import (
+    BackendResult,
+    Candidate,
+    History,
+    ReadResult,
+    SearchQuery,
+    SearchResponse,
+    SyncProgress,
+    SyncReport,
+)
 
 if TYPE_CHECKING:
     from .embedding import EmbeddingChoice
@@ -640,13 +649,17 @@ class MemoryManager:
         return min(1.0, max(0.0, float(self.agent.memory_search["query"]["minScore"]))) if ms is None else ms
 
     def history(self, query: str, *, max_results: int | None = 30, min_score: float | None = None,
-                as_of: str | float | date | datetime | None = None) -> list[dict[str, Any]]:
-        """Every version of the fact that best answers ``query``, oldest first; ``[]`` when memory holds no
+                as_of: str | float | date | datetime | None = None) -> History:
+        """Every version of the fact that best answers ``query``, oldest first; empty when memory holds no
         answer (the best candidate scores below ``min_score``, default the configured ``minScore``, where
         search returns nothing either).
 
         Each entry: ``{path, startLine, endLine, date, text, current}``;
         ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
+        The answer is a list (:class:`~symi_memory.types.History`) whose ``warnings`` name the stages skipped
+        while finding the fact, as a search's ``warnings`` do (a reranker or third-party post-processor that
+        failed or missed ``query.stageDeadlineMs``); ``to_dict()`` gives ``{"versions": [...]}`` with
+        ``"warnings"`` when there is one.
         ``max_results`` (default 30, at most 200) and ``min_score`` are checked as
         :meth:`search` checks them: a value of the wrong kind raises ValueError.
         """
@@ -657,7 +670,7 @@ class MemoryManager:
             self._leave()
 
     def _history(self, query: str, *, max_results: int | None, min_score: float | None,
-                 as_of: str | float | date | datetime | None) -> list[dict[str, Any]]:
+                 as_of: str | float | date | datetime | None) -> History:
         from .supersession import versions
 
         backend = self._require()
@@ -674,23 +687,24 @@ class MemoryManager:
                                             candidate_limit=min(200, max_results * 2), sources=sources))
         assert self.pipeline is not None
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)
+        skipped: list[str] = []
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
                                   now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
                                   line_vectors=line_vectors, query_vector=result.query_vector,
                                   section_dates=self._section_dates if cutoff is not None else None,
-                                  line_analysis=analysis, plain=plain)
+                                  line_analysis=analysis, plain=plain, warnings=skipped)
         # The fact is the best candidate, if search would return it: below the floor search applies
         # (minScore, on calibrated scores) memory says nothing about the query, and neither does its history.
         floor = ms if result.calibrated else 0.0
         if not final or final[0].score < floor:
-            return []
+            return History((), skipped)
         found = versions(final, vectors([c.id for c in final]) if vectors else None, query)
         out = []
         for k, ln in enumerate(found):
             day = _version_day(ln.moment[0], ln.path)
             out.append({"path": ln.path, "startLine": ln.line_no, "endLine": ln.line_no, "date": day,
                         "text": ln.text, "current": k == len(found) - 1})
-        return out
+        return History(out, skipped)
 
     def append(self, text: str, *, target: str = "daily", allow_duplicate: bool = False,
                now: datetime | None = None) -> dict[str, Any]:

@@ -5,13 +5,17 @@ Turning the result into hits (snippets, citations) is :mod:`symi_memory.presenta
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
 import operator
 import os
+import select
 import threading
 import time
+import weakref
+from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter, ge
@@ -51,10 +55,11 @@ class StageState:
     last_call: str | None = None
     last_reason: str | None = None
     last_at: float | None = None
-    #: One event per call that timed out and has not returned yet (each set once its call returns; those set are
-    #: dropped at the next call). While any is not set, the stage is skipped at once: two concurrent searches may
-    #: each leave a call running, and the one that returns first does not make the stage callable again.
-    hung: list[threading.Event] = attrs.field(factory=list)
+    #: The "done" lock of each call that timed out and has not returned yet (each released once its call returns;
+    #: those released are dropped at the next call). While any is held, the stage is skipped at once: two
+    #: concurrent searches may each leave a call running, and the one that returns first does not make the stage
+    #: callable again.
+    hung: list[Any] = attrs.field(factory=list)
     #: Idle worker threads of this stage (each waits for its next call), and the pid that started them.
     idle: list[_StageThread] = attrs.field(factory=list)
     pid: int = attrs.field(factory=os.getpid)
@@ -92,7 +97,7 @@ class StageState:
             out["order"] = self.order
         out["lastCall"] = self.last_call
         out["lastReason"] = self.last_reason
-        out["hung"] = any(not done.is_set() for done in self.hung)
+        out["hung"] = any(done.locked() for done in self.hung)
         return out
 
     def record(self, outcome: str, reason: str | None) -> None:
@@ -102,7 +107,11 @@ class StageState:
         """``fn()`` on a worker thread of this stage, waited for at most ``deadline_s``: ``("ok", value)``,
         ``("failed", exception)``, ``("timedOut", None)``, or ``("skipped", None)`` at once, without calling it,
         while a call that timed out earlier has not returned (a thread cannot be killed: they must not pile up).
-        ``deadline_s`` 0: no deadline, ``fn()`` on this thread (no hand-over to wait for)."""
+        ``deadline_s`` 0: no deadline, ``fn()`` on this thread (no hand-over to wait for).
+
+        The worker is long-lived, reused call after call (:class:`_StageThread`: woken through a pipe, so that
+        neither side wakes the other holding the interpreter lock); nothing is allocated per call but the job and
+        its "done" lock."""
         if deadline_s <= 0:
             try:
                 return "ok", fn()
@@ -111,58 +120,131 @@ class StageState:
         with self.lock:
             if self.pid != os.getpid():  # a forked child: the parent's threads (and a hung call) are not here
                 self.idle, self.hung, self.pid = [], [], os.getpid()
-            self.hung = [done for done in self.hung if not done.is_set()]
             if self.hung:
-                return "skipped", None
+                self.hung = [done for done in self.hung if done.locked()]
+                if self.hung:
+                    return "skipped", None
             worker = self.idle.pop() if self.idle else None
         if worker is None:
             worker = _StageThread(self)
-        done = threading.Event()
-        box: dict[str, Any] = {}
-        worker.run(fn, box, done)
-        if not done.wait(deadline_s):
+        done = _allocate_lock()
+        done.acquire()
+        job = [fn, done, _NOTHING, _NOTHING]
+        if not worker.run(job, deadline_s):
             with self.lock:
                 self.hung.append(done)
             return "timedOut", None
-        if "error" in box:
-            return "failed", box["error"]
-        return "ok", box.get("value")
+        if job[3] is not _NOTHING:
+            return "failed", job[3]
+        return "ok", job[2]
+
+
+_NOTHING = object()
 
 
 class _StageThread:
-    """A daemon thread running one stage's calls, one at a time; back in the stage's idle list after each."""
+    """A daemon thread running one stage's calls, one at a time; back in the stage's idle list after each.
+
+    A call is ``job`` (``[fn, done, value, error]``, ``done`` a held raw lock): :meth:`run` hands it over and waits;
+    the thread fills in the value or the error, goes back to the idle list and releases ``done``. ``job`` None
+    ends the thread.
+
+    Where ``select.poll`` exists each side is woken by a byte written to a pipe: ``os.write`` lets go of the
+    interpreter lock around the system call, so the side woken finds it free. Waking through a lock (an Event, a
+    queue, a raw lock) is done holding it: on a busy host the woken thread often took the waker's core at once,
+    found the interpreter lock held and slept again, and the waker, pushed off its core mid-search, waited for
+    one (milliseconds per search). Elsewhere (Windows) two raw locks."""
 
     IDLE_KEPT = 4  # more idle threads than this (after concurrent searches) end
 
-    def __init__(self, stage: StageState) -> None:
-        import queue
+    __slots__ = ("__weakref__", "_done_r", "_done_w", "_poll", "_stage", "_wake_r", "_wake_w", "job", "wake")
 
+    def __init__(self, stage: StageState) -> None:
         self._stage = stage
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = \
-            queue.SimpleQueue()
+        self.job: list[Any] | None = None
+        self.wake: Any = None
+        self._poll: Any = None
+        if _POLL is not None:
+            self._wake_r, self._wake_w = os.pipe()
+            self._done_r, self._done_w = os.pipe()
+            os.set_blocking(self._done_r, False)  # bytes of calls that timed out are drained, never waited for
+            os.set_blocking(self._done_w, False)  # nor written into a full pipe: one byte there wakes as well
+            self._poll = _POLL()
+            self._poll.register(self._done_r, select.POLLIN)
+            closing = weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
+            # Not at exit: a daemon worker still in a hung call would write into a number reused by then.
+            closing.atexit = False
+        else:  # Windows
+            self.wake = _allocate_lock()
+            self.wake.acquire()
         threading.Thread(target=self._loop, daemon=True, name=f"symi-stage-{stage.name}").start()
 
-    def run(self, fn: Callable[[], Any], box: dict[str, Any], done: threading.Event) -> None:
-        self._jobs.put((fn, box, done))
+    def run(self, job: list[Any], timeout: float) -> bool:
+        """Hand ``job`` over and wait at most ``timeout`` seconds for it: False when it has not returned."""
+        done = job[1]
+        self.job = job
+        if self._poll is None:  # Windows
+            self.wake.release()
+            return bool(done.acquire(True, timeout))
+        os.write(self._wake_w, b"\0")
+        end = time.monotonic() + timeout
+        while not done.acquire(False):  # the call may have returned before this thread had the interpreter lock
+            left = end - time.monotonic()
+            if left <= 0 or not self._poll.poll(max(1, math.ceil(left * 1000))):
+                return bool(done.acquire(False))
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._done_r, 4096)  # this call's byte, and those of earlier calls that timed out
+        return True
 
     def end(self) -> None:
-        self._jobs.put(None)
+        self.job = None
+        if self._poll is None:  # Windows
+            self.wake.release()
+        else:
+            os.write(self._wake_w, b"\0")
+
+    def _wait(self) -> None:
+        if self._poll is None:  # Windows
+            self.wake.acquire()
+        else:
+            os.read(self._wake_r, 1)
 
     def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            fn, box, done = job
+        stage = self._stage
+        while True:
+            self._wait()
+            job = self.job
+            if job is None:
+                return
+            self.job = None
             try:
-                box["value"] = fn()
+                job[2] = job[0]()
             except BaseException as exc:  # handed to the waiting search
-                box["error"] = exc
-            stage = self._stage
+                job[3] = exc
             with stage.lock:
                 keep = stage.pid == os.getpid() and not stage.stopped and len(stage.idle) < self.IDLE_KEPT
                 if keep:
                     stage.idle.append(self)
-            done.set()  # after it is idle again: the next call (once this one is no longer hung) reuses it
+            # Nothing of the call is kept while the thread waits for the next (its closure holds what the search
+            # handed the stage, its value the answer): the caller holds ``job`` until it has read it.
+            done, job = job[1], None
+            # After it is idle again: the next call (once this one is no longer hung) reuses it.
+            done.release()
+            if self._poll is not None:
+                with contextlib.suppress(BlockingIOError):
+                    os.write(self._done_w, b"\0")
             if not keep:
                 return
+
+
+_POLL: Any = getattr(select, "poll", None)
+
+
+def _close_fds(fds: tuple[int, ...]) -> None:
+    """A worker's pipes, once nothing holds it (its thread ended and no search is handing it a call)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:
@@ -313,7 +395,9 @@ class Pipeline:
             if state is None:
                 order = reranker.rerank(query, texts, len(head))
             else:
-                outcome, got = state.call(lambda: reranker.rerank(query, texts, len(head)), self.deadline_s)
+                # Its answer is read on the worker too: a generator's work runs as it is read.
+                outcome, got = state.call(lambda: _read_pairs(reranker.rerank(query, texts, len(head))),
+                                          self.deadline_s)
                 if outcome != "ok":
                     if outcome == "failed":
                         raise got
@@ -564,6 +648,11 @@ def _read_answer(got: Any) -> Any:
     if isinstance(got, LazyCandidates) or not hasattr(got, "__iter__"):
         return got
     return list(got)
+
+
+def _read_pairs(got: Any) -> Any:
+    """A reranker's answer read whole (a list), unless it is not iterable (the caller says so)."""
+    return list(got) if hasattr(got, "__iter__") and not isinstance(got, list) else got
 
 
 def _plain_read_here(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],

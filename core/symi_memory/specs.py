@@ -209,7 +209,8 @@ class Reranker(Protocol):
     Scores outside 0..1 are clamped; an answer that is not such pairs (an
     index that is not an integer, a NaN score) is taken as a failed call: the
     search keeps its fused order, as when ``rerank`` raises. The core runs
-    each call on a worker thread and waits for it at most
+    each call (and the reading of its answer, a generator's too) on a worker
+    thread and waits for it at most
     ``query.stageDeadlineMs`` (5 s): past it the search keeps its fused order
     and says so in its ``warnings``, and while that call has not returned the
     reranker is not called again (searches skip it at once). A thread cannot

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, overload
 
 import attrs
@@ -15,6 +15,7 @@ import attrs
 __all__ = [
     "Candidate",
     "Fallback",
+    "History",
     "MemoryHit",
     "ReadResult",
     "SearchQuery",
@@ -299,6 +300,27 @@ class SearchResponse:
             "citations": self.citations,
             "mode": self.mode,
         }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+class History(list[dict[str, Any]]):
+    """What :meth:`MemoryManager.history` answers: its versions, oldest first (a list of dicts, as before), and
+    ``warnings``: the search stages skipped while finding them, as :attr:`SearchResponse.warnings` names them (a
+    reranker or third-party post-processor that raised, answered in the wrong shape, missed
+    ``query.stageDeadlineMs`` or is still running an earlier call that missed it). The versions are then those of
+    the order without that stage."""
+
+    __slots__ = ("warnings",)
+
+    def __init__(self, versions: Iterable[dict[str, Any]] = (), warnings: Iterable[str] = ()) -> None:
+        super().__init__(versions)
+        self.warnings: tuple[str, ...] = tuple(warnings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"versions": [...]}``, with ``"warnings"`` when a stage was skipped (as in a search's tool output)."""
+        out: dict[str, Any] = {"versions": list(self)}
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out

@@ -269,7 +269,8 @@ def run_history(args: argparse.Namespace, app: App) -> int:
 
         print(f"symi-memory: error: {MEMORY_DISABLED}", file=sys.stderr)
         return 1
-    return render.print_history(manager.history(args.query, as_of=args.as_of, min_score=args.min_score), as_json=args.json)
+    found = manager.history(args.query, as_of=args.as_of, min_score=args.min_score)
+    return render.print_history(found, as_json=args.json, warnings=found.warnings)
 
 
 def run_append(args: argparse.Namespace, app: App) -> int:

@@ -191,7 +191,7 @@ def try_server(argv: Sequence[str] | None) -> int | None:
     if args.command == "search":
         return render.print_search(out, as_json=args.json, via="server")
     if args.command == "history":
-        return render.print_history(out["versions"], as_json=args.json)
+        return render.print_history(out["versions"], as_json=args.json, warnings=out.get("warnings") or ())
     if args.command == "get":
         return render.print_get(out, args.path, as_json=args.json)
     return render.print_status(out, as_json=args.json)

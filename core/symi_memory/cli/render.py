@@ -8,6 +8,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 __all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status"]
@@ -61,17 +62,19 @@ def _stage(entry: dict[str, Any]) -> str:
     return text
 
 
-def print_history(found: list[dict[str, Any]], *, as_json: bool) -> int:
-    """The ``history`` output for :meth:`MemoryManager.history`'s versions; the exit code."""
+def print_history(found: list[dict[str, Any]], *, as_json: bool, warnings: Sequence[str] = ()) -> int:
+    """The ``history`` output for :meth:`MemoryManager.history`'s versions and the stages it skipped (its
+    ``warnings``, in the JSON when there is one, on stderr as a search's); the exit code."""
     if as_json:
-        print_json({"versions": found})
+        print_json({"versions": list(found), **({"warnings": list(warnings)} if warnings else {})})
         return 0
     if not found:
         print("no versions found")
-        return 0
     for v in found:
         mark = color("current", "32") if v["current"] else color("older  ", "2")
         print(f"{v['date'] or '?':<10}  {mark}  {color(v['path'] + ':' + str(v['startLine']), '1')}  {v['text'][:100]}")
+    for warning in warnings:  # a reranker or post-processor skipped while finding the fact
+        print(color(f"warning: {warning}", "33"), file=sys.stderr)
     return 0
 
 

@@ -462,7 +462,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             min_score = arguments.min_score(body.get("minScore"))
             if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
                 ensure_fresh(manager, reason="cli-search")
-            return {"versions": manager.history(query, max_results=n or 30, min_score=min_score, as_of=as_of)}
+            found = manager.history(query, max_results=n or 30, min_score=min_score, as_of=as_of)
+            return found.to_dict()  # type: ignore[no-any-return]
         except ValueError as exc:
             raise _Bad(400, str(exc)) from None
 
