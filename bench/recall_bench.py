@@ -10,6 +10,9 @@ the same run, so the figures are comparable.
 
     python bench/recall_bench.py [--baseline DIR] [--datasets devmem,fivequestions]
         [--providers local,none] [--set query.hybrid.fusion=rrf]
+
+A dataset named ``heldout/devmem`` (or ``heldout/convmem``) searches the held-out
+questions of ``bench/datasets/heldout/devmem.jsonl`` over devmem's workspace.
 """
 
 from __future__ import annotations
@@ -40,14 +43,22 @@ def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def locate(name: str) -> tuple[Path, Path]:
+    """The workspace folder and the queries file of a dataset name (``devmem``, ``heldout/devmem``)."""
+    if name.startswith("heldout/"):
+        corpus = name.split("/", 1)[1]
+        return DATASETS / corpus, DATASETS / "heldout" / f"{corpus}.jsonl"
+    return DATASETS / name, DATASETS / name / "queries.jsonl"
+
+
 def worker(dataset: str, provider: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Index ``dataset`` in a throwaway state dir and search every query both ways (runs in the checkout under test)."""
     from symi_memory import load_config
     from symi_memory.evaluation import _throwaway_config, load_queries, parse_now
     from symi_memory.manager import open_memory
 
-    root = Path(dataset)
-    queries = load_queries(root / "queries.jsonl")
+    root, queries_file = locate(dataset)
+    queries = load_queries(queries_file)
     ms = _nested(settings)
     ms["provider"] = provider
     out: dict[str, Any] = {"configured": {}, "ranking": {}, "ms": []}
@@ -71,21 +82,21 @@ def worker(dataset: str, provider: str, settings: dict[str, Any]) -> dict[str, A
     return out
 
 
-def run_in(checkout: Path | None, dataset: Path, provider: str, settings: dict[str, Any]) -> dict[str, Any]:
+def run_in(checkout: Path | None, dataset: str, provider: str, settings: dict[str, Any]) -> dict[str, Any]:
     env = dict(os.environ)
     if checkout is not None:
         env["PYTHONPATH"] = f"{checkout / 'core'}{os.pathsep}{checkout / 'plugins'}"
-    proc = subprocess.run([sys.executable, __file__, "--worker", str(dataset), provider, json.dumps(settings)],
+    proc = subprocess.run([sys.executable, __file__, "--worker", dataset, provider, json.dumps(settings)],
                           env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"worker failed ({checkout or 'this checkout'}, {dataset.name}, {provider}):\n{proc.stderr}")
+        raise SystemExit(f"worker failed ({checkout or 'this checkout'}, {dataset}, {provider}):\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def summarise(dataset: Path, raw: dict[str, Any]) -> dict[str, Any]:
+def summarise(dataset: str, raw: dict[str, Any]) -> dict[str, Any]:
     from symi_memory.evaluation import load_queries, score_run
 
-    queries = load_queries(dataset / "queries.jsonl")
+    queries = load_queries(locate(dataset)[1])
     configured = score_run(queries, raw["configured"])
     ranking = score_run(queries, raw["ranking"])
     ms = sorted(raw["ms"])
@@ -138,6 +149,8 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                     help="memorySearch setting for this checkout's runs, e.g. query.hybrid.fusion='\"rrf\"'")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--raw-out", type=Path, default=None,
+                    help="also write every query's hits (both views) per run, for per-query comparisons")
     ap.add_argument("--doc", type=Path, default=None, help="write the tables as docs/quality.md")
     ap.add_argument("--baseline-note", default="the checkout given as DIR",
                     help="what the baseline is, for the --doc header (e.g. 'main at 8ccd4a6')")
@@ -161,7 +174,7 @@ def main() -> int:
     if args.from_json:
         results = json.loads(args.from_json.read_text(encoding="utf-8"))
     for name in names:
-        dataset = DATASETS / name
+        dataset = name
         for provider in args.providers.split(","):
             sides = [("baseline", args.baseline, {})] if args.baseline else []
             sides.append(("this", None, settings))
@@ -173,7 +186,7 @@ def main() -> int:
     header_done: set[str] = set()
     lines: list[str] = []
     for key, s in results.items():
-        name = key.split("/")[0]
+        name = key.rsplit("/", 2)[0]
         row, types = rows_for(key, s)
         if name not in header_done:
             header_done.add(name)
@@ -187,7 +200,7 @@ def main() -> int:
     if args.thresholds:
         from symi_memory.evaluation import load_queries, score_run
         for key, s in results.items():
-            queries = load_queries(DATASETS / key.split("/")[0] / "queries.jsonl")
+            queries = load_queries(locate(key.rsplit("/", 2)[0])[1])
             for t in (float(x) for x in args.thresholds.split(",")):
                 run = {qid: [h for h in hits if h["score"] >= t][:6] for qid, hits in s["raw"]["ranking"].items()}
                 r = score_run(queries, run)
@@ -197,6 +210,8 @@ def main() -> int:
                       f"pos empty {f(o.get('positive_empty'))} neg empty {f(o.get('negative_empty'))} "
                       f"para@5 {f(pt.get('paraphrase', {}).get('hit@5'))} ml@5 {f(ml.get('hit@5'))} "
                       f"ml empty {f(ml.get('positive_empty'))}")
+    if args.raw_out:
+        args.raw_out.write_text(json.dumps({k: v["raw"] for k, v in results.items() if "raw" in v}), encoding="utf-8")
     if args.json_out:
         args.json_out.write_text(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "raw"}
                                              for k, v in results.items()}, indent=1), encoding="utf-8")

@@ -75,3 +75,14 @@ def test_dedup_rebuilds_and_its_labels_score_perfectly(tmp_path: Path) -> None:
             assert lines[p["target"]["startLine"] - 1].startswith("- ")
     oracle = json.loads(_run(DEDUP / "score.py", "--oracle", "--json").stdout)
     assert oracle["duplicate_precision"] == oracle["duplicate_recall"] == 1.0 and oracle["changes_refused"] == 0.0
+
+
+def test_heldout_questions_cite_lines_their_corpus_holds() -> None:
+    for corpus in (DEVMEM, CONVMEM):
+        queries = load_queries(DATASETS / "heldout" / f"{corpus.name}.jsonl")
+        assert queries and len({q["id"] for q in queries}) == len(queries)
+        for q in queries:
+            assert (q["type"] == "negative") == (not q["gold"]), q["id"]
+            for g in q["gold"] + q["stale"]:
+                lines = (corpus / "workspace" / g["path"]).read_text(encoding="utf-8").splitlines()
+                assert g["start_line"] == g["end_line"] and lines[g["start_line"] - 1].strip(), (q["id"], g)

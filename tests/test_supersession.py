@@ -382,3 +382,19 @@ def test_a_month_named_in_the_query_does_not_undo_the_supersession_of_its_notes(
             mem.sync()
             march = [h for h in _hits(tools.memory_search(mem, q)) if h["path"] == MARCH]
             assert march[0].get("supersededBy") == {"path": JUNE, "startLine": 3, "endLine": 3}, cue
+
+
+def test_a_keyword_only_index_judges_supersession_by_the_lines_terms(tmp_path: Path, car_ws: Path) -> None:
+    # Without an embedding provider the index stores no vectors; the newer line that says the car changed still
+    # puts the current car first and marks the old line, by the lines' own terms (as history has it).
+    with open_mem(tmp_path, car_ws, {**ON, "provider": "none"}) as mem:
+        mem.sync()
+        assert mem.status()["provider"] in (None, "none")
+        hits = _ranked(mem, "which car is it?")
+        assert hits[0]["path"] == JUNE, hits
+        assert hits[0]["supersedes"] == [{"path": MARCH, "startLine": 3, "endLine": 3}]
+        march = [h for h in hits if h["path"] == MARCH]
+        assert march and march[0]["supersededBy"] == {"path": JUNE, "startLine": 3, "endLine": 3}
+        # A question the newer note does not change keeps its answer unmarked.
+        bike = _ranked(mem, "which bike do I ride")
+        assert bike[0]["path"] == "memory/2026-02-01.md" and "supersededBy" not in bike[0]

@@ -1,8 +1,9 @@
 """Supersession: demote a hit that a newer hit restates or changes, and say so.
 
 Among the best ``window`` candidates, the lines most about the query are
-compared pairwise (:func:`symi_memory.supersession.same_thing`, which needs
-the chunks' stored vectors from ``ctx.vectors``). When a newer line states
+compared pairwise (:func:`symi_memory.supersession.same_thing`, with the
+chunks' stored vectors from ``ctx.vectors``; in a keyword-only index, which
+stores none, a present search pairs them by their lines' terms alone). When a newer line states
 the same thing as an older one, the older hit's score drops just below the
 newer hit's and it carries ``superseded_by``; the newer one lists what it
 ``supersedes``. Hits that nothing newer restates are left exactly as they were.
@@ -70,6 +71,7 @@ def find_supersessions(candidates: Sequence[Candidate],
                        | Callable[[Sequence[str]], Mapping[str, Sequence[LineVector]]] | None = None,
                        query_vector: Sequence[float] | None = None,
                        analysis: Mapping[str, bytes] | None = None,
+                       lexical_ok: bool = True,
                        ) -> dict[int, tuple[int, Line, Line]]:
     """``{older index: (newer index, older line, newer line)}`` for candidates a newer one supersedes.
 
@@ -85,6 +87,8 @@ def find_supersessions(candidates: Sequence[Candidate],
     answer the query (their vectors closest to the query's), not through a
     side remark that a newer note changes. ``analysis``: the candidates' stored line analyses by id
     (:func:`symi_memory.supersession.line_analysis`), read instead of analysing their text again.
+    When no candidate has a stored vector (a keyword-only index), a present search (``as_of`` None and
+    ``lexical_ok``) judges each pair by its lines' terms alone.
     """
     qterms = salient(query)
     if asks_about_past(query):
@@ -120,7 +124,13 @@ def find_supersessions(candidates: Sequence[Candidate],
     # line to be newer.
     # A past state with no date at all (moment 0: "a retired teacher", "former ...") says nothing about when.
     oldest = {i: newest[i] if (d := facts[i].dated) is None else min(newest[i], d) for i in focus}
-    sims = _cosines([vectors.get(c.id) for c in candidates])
+    chunk_vecs = [vectors.get(c.id) for c in candidates]
+    # A keyword-only index stores no vectors: in a present search the pairs are then judged by their lines'
+    # terms alone (the chunks' cosine counts as 1.0, as ``symi_memory.supersession.versions`` has it) rather
+    # than not at all. An "as of" search keeps to pairs with vectors: on devmem's "as of" questions the terms
+    # alone paired lines written before the date that change nothing (hit@1 0.727 -> 0.705, keyword-only).
+    lexical = as_of is None and lexical_ok and not any(v is not None for v in chunk_vecs)
+    sims = _cosines(chunk_vecs)
     floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
     pairs: dict[int, list[tuple[int, float]]] = {}
@@ -142,8 +152,8 @@ def find_supersessions(candidates: Sequence[Candidate],
     valued: dict[int, list[Line]] = {}
     moving = {j: m for j in idx if facts[j].movers and (m := _Movers.of(reach[j], facts[j])) is not None}
     for i in idx:
-        vi = vectors.get(candidates[i].id)
-        if vi is None:
+        vi = chunk_vecs[i]
+        if vi is None and not lexical:
             continue
         new_i, place_i, strong, weak = oldest[i], places[i], t.score_ratio * scores[i], t.conflict_score_ratio * scores[i]
         fi = facts[i]
@@ -153,7 +163,7 @@ def find_supersessions(candidates: Sequence[Candidate],
             # checks run for the few pairs they leave.
             if places[j] == place_i or (scores[j] < strong and scores[j] < weak):
                 continue
-            cos = sims[i][j] if sims is not None else cosine(vi, vectors.get(candidates[j].id))
+            cos = 1.0 if lexical else sims[i][j] if sims is not None else cosine(vi, chunk_vecs[j])
             if cos is None or cos < floor:
                 continue
             moved: bool | None = None  # _moving_on(i, j), asked at most once
@@ -711,7 +721,7 @@ def _later_versions(head: Sequence[Candidate], later: Sequence[Candidate],
         return {}  # most "as of" searches: no result gives a past state that ended after the date
     pool = list(head) + list(later)
     found = find_supersessions(pool, vectors, ctx.query, t, written, None, ctx.line_vectors, ctx.query_vector,
-                               analysis)
+                               analysis, lexical_ok=False)
     return {k: pool[n].score for k, (n, a, _b) in found.items() if k in held and n >= len(head)
             and _held_until(a, cutoff)}
 
