@@ -474,3 +474,15 @@ def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, 
                    "away": {"errors": [], "warnings": said, "status": said, "kestrel": ["qmd/sessions-main/a.md"],
                             "walrus": ["MEMORY.md"]},
                    "back": {"kestrel": ["qmd/sessions-main/a.md"], "osprey": ["qmd/sessions-main/b.md"], "status": []}}
+
+
+def test_real_qmd_answers_a_query_longer_than_a_command_line_argument_may_be(tmp_path, ws):
+    # The query is one argument of qmd's command line: past 128 KiB the kernel refused to run it ("Argument list too
+    # long"), qmd was taken for broken ("install qmd or set memory.qmd.command") and searches went to the fallback.
+    b = make_backend(tmp_path, QMD)
+    assert b.sync().errors == ()
+    res = b.search(query("zephyr " + " ".join(f"w{i:06d}" for i in range(40_000))))
+    assert res.fallback is None, res.fallback
+    assert b.status()["fallback"] is None
+    assert [c.path for c in b.search(query("zephyr")).candidates]  # qmd itself still answers
+    b.close()
