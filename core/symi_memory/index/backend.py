@@ -1112,19 +1112,13 @@ class IndexedBackend:
         cite lines none of the candidates cites, until ``limit`` ranges are cited (:meth:`_keyword_rows`)."""
         # Only a line's middle pieces cite the same lines as another chunk (that line alone): most searches have no
         # candidate citing a single line twice, and end here.
-        seen: set[tuple[str, int, int]] = set()
-        repeats = 0
-        for k in keyword_ids:
-            r = rows[k] if k in rows else further[k]
-            if r.start_line == r.end_line:
-                key = (r.path, r.start_line, r.end_line)
-                if key in seen:
-                    repeats += 1
-                seen.add(key)
+        found = list(map(rows.get, keyword_ids)) if not further else [
+            rows[k] if k in rows else further[k] for k in keyword_ids]
+        single = [(r.path, r.start_line) for r in found if r is not None and r.start_line == r.end_line]
+        repeats = len(single) - len(set(single))
         if not repeats:
             return
-        cited = {(r.path, r.start_line, r.end_line) for r in map(lambda k: rows[k] if k in rows else further[k],
-                                                                 keyword_ids)}
+        cited = {(r.path, r.start_line, r.end_line) for r in found if r is not None}
         looked = {k for k, _ in ranked}
         rest = [k for k, _ in deeper(limit * LINE_PIECES_REACH) if k not in looked]
         step = max(limit, 2 * repeats)
