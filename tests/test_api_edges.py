@@ -57,17 +57,22 @@ def test_a_long_line_fills_one_result_not_many(tmp_path: Path) -> None:
         assert mem.explain("ledger", max_results=6, min_score=0)["response"] == out
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known limit: the pieces of one line share its lines and are collapsed only after retrieval; a line of more "
-    "pieces than the keyword side fetches (maxResults x candidateMultiplier x 3, 72 by default) takes every place "
-    "of the pool, so the search returns that line alone (the five daily notes holding the word are not fetched)"))
-def test_a_line_longer_than_the_candidate_pool_leaves_room_for_other_notes(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("provider", "backend"), [("none", None), ("hash", None), ("hash", "faiss")])
+def test_a_line_longer_than_the_candidate_pool_leaves_room_for_other_notes(tmp_path: Path, provider: str,
+                                                                           backend: str | None) -> None:
     from support.sqlite_memory import open_mem
 
     from symi_memory import tools
 
+    # A line of more pieces than the keyword side fetches (maxResults x candidateMultiplier x 3, 72 by default) took
+    # every place of the pool before: the pieces share its lines and are collapsed only after retrieval, so the
+    # search returned that line alone (the five daily notes holding the word were never fetched).
     ws = _one_long_line_and_five_days(tmp_path, 8000)
-    with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
+    if backend == "faiss":
+        pytest.importorskip("faiss")
+    with open_mem(tmp_path, ws, {"provider": provider}, backend=backend) as mem:
         mem.sync()
         out = tools.memory_search(mem, {"query": "ledger", "maxResults": 6, "minScore": 0})
+        assert out["mode"] == ("fts-only" if provider == "none" else "hybrid")
         assert sum(r["path"].startswith("memory/2026-03-") for r in out["results"]) >= 3, out["results"]
+        assert mem.explain("ledger", max_results=6, min_score=0)["response"] == out

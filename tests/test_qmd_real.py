@@ -474,3 +474,89 @@ def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, 
                    "away": {"errors": [], "warnings": said, "status": said, "kestrel": ["qmd/sessions-main/a.md"],
                             "walrus": ["MEMORY.md"]},
                    "back": {"kestrel": ["qmd/sessions-main/a.md"], "osprey": ["qmd/sessions-main/b.md"], "status": []}}
+
+
+def test_real_qmd_answers_a_query_longer_than_a_command_line_argument_may_be(tmp_path, ws):
+    # The query is one argument of qmd's command line: past 128 KiB the kernel refused to run it ("Argument list too
+    # long"), qmd was taken for broken ("install qmd or set memory.qmd.command") and searches went to the fallback.
+    b = make_backend(tmp_path, QMD)
+    assert b.sync().errors == ()
+    res = b.search(query("zephyr " + " ".join(f"w{i:06d}" for i in range(40_000))))
+    assert res.fallback is None, res.fallback
+    assert b.status()["fallback"] is None
+    assert [c.path for c in b.search(query("zephyr")).candidates]  # qmd itself still answers
+    b.close()
+
+
+#: Searches of a test that searches after each step: qmd's 4 s default was missed on a busy 2-core host.
+SLOW_HOST = {"limits": {"timeoutMs": 30_000}}
+
+
+def _bind(source: Path, target: Path) -> bool:
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    return subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True).returncode == 0
+
+
+def test_real_qmd_keeps_an_unmounted_memory_folder_until_it_is_back_or_index_force(tmp_path, ws):
+    # memory/ is a mount point. Unmounted, the folder below it is there, empty, on the workspace's file system:
+    # `qmd update` took its every document for deleted. Kept now, as builtin-sqlite keeps it (rootDevices).
+    import shutil
+
+    vol = Path("/dev/shm") / f"symi-qmd-{os.getpid()}-{time.monotonic_ns()}"
+    if not Path("/dev/shm").is_dir() or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no /dev/shm on another file system than the test's folder")
+    shutil.copytree(ws / "memory", vol)
+    shutil.rmtree(ws / "memory")
+    (ws / "memory").mkdir()
+    if not _bind(vol, ws / "memory"):
+        shutil.rmtree(vol)
+        pytest.skip("not root, or bind mounts are not allowed here")
+    try:
+        b = make_backend(tmp_path, QMD, SLOW_HOST)
+        assert b.sync().errors == ()
+        assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]
+        subprocess.run(["umount", str(ws / "memory")], check=True)
+        write(ws / "MEMORY.md", "# Memory\n\nAlice prefers tea.\n\nProject zephyr uses PostgreSQL 17 now.\n")
+        report = b.sync()
+        assert report.errors == () and report.files_removed == 0, report
+        said = [w for w in report.warnings if f"folder {ws / 'memory'}" in w and "another file system" in w
+                and "symi-memory index --force" in w]
+        assert said, report.warnings
+        assert b.status()["warnings"] == said
+        assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]  # MEMORY.md updated, memory/ kept
+        assert "PostgreSQL 17" in next(c.text for c in b.search(query("zephyr")).candidates if c.path == "MEMORY.md")
+        assert _bind(vol, ws / "memory")  # back: updated as before
+        write(ws / "memory" / "2026-05-20.md", "# Day 20\n\nA walrus visited the office.\n")
+        back = b.sync()
+        assert back.warnings == () and back.files_removed == 0 and b.status()["warnings"] == []
+        assert _found(b, "walrus") == ["memory/2026-05-20.md"]
+        subprocess.run(["umount", str(ws / "memory")], check=True)
+        assert b.sync().files_removed == 0
+        forced = b.sync(force=True)  # the operator's word that they are gone
+        assert forced.errors == () and forced.files_removed == 6, forced  # the 5 notes and the walrus
+        assert _found(b, "zephyr") == ["MEMORY.md"] and b.status()["warnings"] == []
+        b.close()
+    finally:
+        if os.path.ismount(ws / "memory"):
+            subprocess.run(["umount", str(ws / "memory")], check=False)
+        shutil.rmtree(vol, ignore_errors=True)
+
+
+def test_real_qmd_keeps_a_memory_folder_emptied_of_many_notes_until_index_force(tmp_path, ws):
+    # No mount: a memory/ folder found empty while qmd holds ten documents or more from it looks unmounted too.
+    for i in range(8):
+        write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    for f in (ws / "memory").iterdir():
+        f.unlink()
+    report = b.sync()
+    assert report.files_removed == 0 and any("is empty, while qmd holds 13 files" in w for w in report.warnings), \
+        report.warnings
+    assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]
+    assert b.sync(force=True).files_removed == 13
+    assert _found(b, "zephyr") == ["MEMORY.md"] and b.status()["warnings"] == []
+    b.close()

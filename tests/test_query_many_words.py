@@ -40,6 +40,24 @@ def test_keyword_search_with_40k_distinct_words(tmp_path: Path, ws: Path) -> Non
         out = tools.memory_search(mem, {"query": _pasted(40_000), "minScore": 0})
         assert "error" not in out, out
         assert out["results"] and out["results"][0]["path"] == "memory/2026-02-01.md"
+        # The cut is said (it was silent): a needle past it is not looked up.
+        assert len(out["warnings"]) == 1 and "only its first 1,024 were searched for" in out["warnings"][0]
+        assert "warnings" not in tools.memory_search(mem, {"query": "porcupine enclosure", "minScore": 0})
+
+
+def test_the_cut_query_holds_the_words_builtin_sqlite_looks_up() -> None:
+    # Every backend is handed the query cut by capped_query: builtin-sqlite looks up the same words in it as in the
+    # whole query (stop words and case variants do not count towards the 1,024, as QueryAnalysis counts them).
+    from symi_memory.index.analysis import MAX_QUERY_WORDS, QueryAnalysis, capped_query
+
+    rng = random.Random(3)
+    words = [f"w{i:05d}" for i in range(3_000)]
+    text = " ".join(f"{w} the {w.upper()} of {rng.choice(words[:50])}" for w in words)
+    cut, warning = capped_query(text)
+    assert warning is not None and len(cut) < len(text)
+    assert QueryAnalysis.of(cut).words == QueryAnalysis.of(text).words
+    assert len({w.lower() for w in QueryAnalysis.of(cut).words}) == MAX_QUERY_WORDS
+    assert capped_query(" ".join(words[:MAX_QUERY_WORDS])) == (" ".join(words[:MAX_QUERY_WORDS]), None)
 
 
 def test_local_synonyms_with_40k_distinct_words(tmp_path: Path) -> None:

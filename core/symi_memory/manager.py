@@ -306,6 +306,16 @@ def _appending(agent: AgentView, closed: Callable[[], bool] = lambda: False) -> 
         lock.release()
 
 
+def _capped(query: str) -> tuple[str, str | None]:
+    """:func:`~symi_memory.index.analysis.capped_query` of a search's query, for every backend, logged when cut."""
+    from .index.analysis import capped_query
+
+    text, warning = capped_query(query)
+    if warning:
+        log.info("%s", warning)
+    return text, warning
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -591,6 +601,7 @@ class MemoryManager:
         cutoff = parse_as_of(as_of)
         # "As of" leaves candidates out after retrieval, so retrieve more of them.
         limit = min(200, max(1, n * mult * (2 if cutoff is not None else 1)))
+        query, cut = _capped(query)
         sq = SearchQuery(text=query, max_results=n, min_score=ms, candidate_limit=limit,
                          session_key=session_key, sources=sources)
         # Built first (once per manager): a one-shot search builds it while its query is being embedded.
@@ -609,7 +620,7 @@ class MemoryManager:
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)
-        skipped: list[str] = []
+        skipped: list[str] = [cut] if cut else []
         final = pipeline.run(query, result.candidates, max_results=n, min_score=floor,
                                   now=now if now is not None else (cutoff if cutoff is not None else None),
                                   as_of=cutoff, vectors=vectors, written_at=self._written_at, trace=trace,
@@ -683,6 +694,7 @@ class MemoryManager:
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
             sources = tuple(s for s in sources if s != "sessions") or ("memory",)
+        query, _ = _capped(query)
         result = backend.search(SearchQuery(text=query, max_results=max_results, min_score=0.0,
                                             candidate_limit=min(200, max_results * 2), sources=sources))
         assert self.pipeline is not None

@@ -288,7 +288,8 @@ class SearchResponse:
     citations: str = "auto"
     #: Search stages skipped for this search, each naming its plugin and why: a reranker or third-party
     #: post-processor that raised, answered in the wrong shape, missed ``query.stageDeadlineMs`` or is still
-    #: running an earlier call that missed it. In the tool output only when there is one.
+    #: running an earlier call that missed it; and a query cut to its first 1,024 distinct content words
+    #: (:func:`~symi_memory.index.analysis.capped_query`). In the tool output only when there is one.
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:

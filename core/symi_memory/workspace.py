@@ -24,6 +24,8 @@ __all__ = [
     "AbsentRoot",
     "absent_roots",
     "emptied_roots",
+    "emptied_why",
+    "folder_device",
     "root_devices",
     "root_folders",
     "unreadable_within",
@@ -373,16 +375,31 @@ def emptied_roots(workspace: str | Path, extra_paths: Iterable[str], listed: Ite
         held = sum(1 for p in held_paths if root.holds(p))
         if not held:
             continue
-        was, now = recorded.get(path), _device(path)
-        if was is not None and now is not None and was != now:
-            why = (f"{EMPTIED} and is on another file system than when its {held} indexed files were listed "
-                   "(unmounted?)")
-        elif held >= EMPTIED_MIN_FILES and _empty_folder(path):
-            why = f"{EMPTIED} and is empty, while the index holds {held} files from it (unmounted?)"
-        else:
+        why = emptied_why(path, held, recorded.get(path))
+        if why is None:
             continue
         out.append(AbsentRoot(kind, path, why, stored))
     return out
+
+
+def emptied_why(path: str, held: int, recorded: int | None) -> str | None:
+    """Why a root folder that lists no memory file now, while ``held`` indexed files came from it, looks unmounted
+    or emptied by accident (the two rules of :func:`emptied_roots`; ``recorded``: its device when its files were
+    last listed, :func:`root_devices`), or None: emptied on purpose, its files go as deleted. Also what the
+    qmd-sidecar backend asks of its collections' folders."""
+    if not held:
+        return None
+    now = _device(path)
+    if recorded is not None and now is not None and recorded != now:
+        return f"{EMPTIED} and is on another file system than when its {held} indexed files were listed (unmounted?)"
+    if held >= EMPTIED_MIN_FILES and _empty_folder(path):
+        return f"{EMPTIED} and is empty, while the index holds {held} files from it (unmounted?)"
+    return None
+
+
+def folder_device(path: str | Path) -> int | None:
+    """The device (``st_dev``) of ``path``, None when it cannot be looked at: what :func:`emptied_why` compares."""
+    return _device(str(path))
 
 
 def _empty_folder(path: str) -> bool:

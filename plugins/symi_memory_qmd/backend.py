@@ -34,8 +34,11 @@ from symi_memory.types import (
 )
 from symi_memory.workspace import (
     NOT_UTF8,
+    AbsentRoot,
     PathRules,
     absent_roots,
+    emptied_why,
+    folder_device,
     glob_match,
     printable_path,
     why_unlistable,
@@ -119,6 +122,11 @@ class QmdBackend:
         self._fallback: MemoryBackend | None = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
+        #: Set by a forced sync (``index --force``) for its update: a root folder that looks emptied is updated
+        #: (its documents dropped) instead of left out (:meth:`_emptied`).
+        self._forced = False
+        #: ``{root key: st_dev}`` of each root folder as the last update listed files from it (:meth:`_roots`).
+        self._devices: dict[str, int] = {}
         self._reconciled = False
         self._needs_reconcile = True
         self._failure: str | None = None
@@ -243,6 +251,8 @@ class QmdBackend:
                 self._needs_reconcile = False
                 self._reconciled = True
             away = {c.name for c, _, _ in self._away() if c.name in self._ready}
+            emptied = [] if self._forced else self._emptied()
+            away |= {c.name for _, cols in emptied for c in cols if c.name in self._ready}
             out = self._run_update(runner, away, timeout_ms=int(upd["updateTimeoutMs"]))
         except QmdError as exc:
             self._needs_reconcile = True
@@ -255,6 +265,12 @@ class QmdBackend:
         before = self._saved_state().get("files")
         if isinstance(before, dict):  # not updated: what qmd holds from them is what the last update counted
             self._counts.update({n: int(before[n]) for n in away if isinstance(before.get(n), int)})
+        # Each root folder's device as files were listed from it now: a folder left out keeps the one recorded.
+        self._devices = dict(self._saved_state().get("devices") or {})
+        for key, folder, cols in self._roots():
+            if any(c.name not in away and self._counts.get(c.name) for c in cols) \
+                    and (dev := folder_device(folder)) is not None:
+                self._devices[key] = dev
         self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
         for name, said in added.items():
             # qmd indexed an added collection's files as it added it: the update then finds them unchanged.
@@ -313,6 +329,42 @@ class QmdBackend:
                 out.append((c, below[1], below[0]))
         return out
 
+    def _roots(self) -> list[tuple[str, Path, list[CollectionSpec]]]:
+        """``(key, folder, collections)`` of each root folder qmd lists memory from: the workspace (its own
+        collections), its ``memory/`` folder (often a mount of its own) and each ``memory.qmd.paths`` entry or extra
+        path that is a folder: the roots builtin-sqlite records the devices of (:func:`~symi_memory.workspace.
+        root_devices`)."""
+        own = [c for c in self.collections if c.source == "memory" and c.root is None]
+        out: list[tuple[str, Path, list[CollectionSpec]]] = []
+        if own:
+            out.append(("workspace", self.workspace, own))
+        out += [(c.name, c.path, [c]) for c in own if c.path == self.workspace / "memory"]
+        out += [(c.name, c.path, [c]) for c in self.collections
+                if c.source == "memory" and c.root is not None and c.root == c.path]
+        return out
+
+    def _emptied(self) -> list[tuple[AbsentRoot, list[CollectionSpec]]]:
+        """The root folders (:meth:`_roots`) that are there but list no memory file while qmd holds documents from
+        them, and look unmounted or emptied by accident as builtin-sqlite judges it
+        (:func:`~symi_memory.workspace.emptied_why`: on another device than when their files were listed, or empty
+        while qmd holds 10 or more documents from them), with their collections. ``qmd update`` would drop every
+        document indexed from there: they are left out of it (:meth:`_run_update`) until files are back, or a forced
+        sync (``index --force``, the operator's word that they were deleted) updates them."""
+        saved = self._saved_state()
+        counts, devices = saved.get("files") or {}, saved.get("devices") or {}
+        away = {c.name for c, _, _ in self._away()}
+        out: list[tuple[AbsentRoot, list[CollectionSpec]]] = []
+        for key, folder, cols in self._roots():
+            if any(c.name in away for c in cols) or not folder.is_dir():
+                continue
+            held = sum(int(counts.get(c.name) or 0) for c in cols)
+            why = emptied_why(str(folder), held, devices.get(key)) if held else None
+            if why is None or any(_any_memory_file(c.path, c.pattern) for c in cols):
+                continue
+            kind = "workspace" if key == "workspace" else "extra path" if _single_root(cols) in self._extra_roots else "folder"
+            out.append((AbsentRoot(kind, str(folder), why.replace("the index holds", "qmd holds"), ""), cols))
+        return out
+
     def _after_fork_in_child(self) -> None:
         """In a forked child: a lock a parent thread held stays held, and the parent's kick thread is not here."""
         self._lock = threading.Lock()
@@ -335,6 +387,7 @@ class QmdBackend:
             out.append(f"{setting} entry {printable_path(str(c.root))} {why}: nothing new is indexed from it; what "
                        f"qmd already holds from it (collection {c.name}) stays searchable until {until} or leaves "
                        f"{setting}")
+        out += [root.warning for root, _ in self._emptied()]
         sessions = next((c for c in self.collections if c.source == "sessions"), None)
         unlisted = why_unlistable(self.sessions_source) if sessions is not None else None
         if sessions is not None and unlisted is not None:
@@ -472,6 +525,7 @@ class QmdBackend:
         errors: tuple[str, ...] = ()
         ran = False
         try:
+            self._forced = force
             ran = self.scheduler.run(reason=reason, force=force or reason == "manual")
         except UpdateSkipped as exc:
             # Another process is updating (a search's sync does not wait for it), or it still was after the
@@ -481,6 +535,8 @@ class QmdBackend:
         except QmdError as exc:
             errors = (str(exc),)
             self._mark_failed(f"qmd update failed: {exc}")
+        finally:
+            self._forced = False
         # While qmd cannot answer, searches are served by the fallback: a blocking sync (the CLI's
         # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
         # one-shot process would cancel on exit. While degraded it must stay current too.
@@ -519,7 +575,8 @@ class QmdBackend:
                  "lastEmbed": self.last_embed_at,
                  "embedError": self.embed_error, "collections": self._spec_key() if self._reconciled else None,
                  "fingerprint": self._fingerprint_done, "files": self._counts, "exportError": self.export_error,
-                 "partial": self.export_partial, "skipped": self.unnamed}
+                 "partial": self.export_partial, "skipped": self.unnamed,
+                 "devices": self._devices or self._saved_state().get("devices") or {}}
         self._last_state = state
         tmp = self.home / f"{STATE_FILE}.tmp{os.getpid()}"
         try:
@@ -765,6 +822,11 @@ def _resolved(raw: str, workspace: Path) -> Path:
 QMD_EXCLUDED_DIRS = frozenset({"node_modules", ".git", ".cache", "vendor", "dist", "build"})
 
 
+def _single_root(cols: list[CollectionSpec]) -> Path | None:
+    """The entry a root's one collection was made from (None for the workspace's own)."""
+    return cols[0].root if len(cols) == 1 else None
+
+
 def _unlistable(folder: Path, pattern: str) -> tuple[Path, str] | None:
     """The first folder ``qmd update`` would list for a collection (``folder`` itself, and below it for a ``**``
     pattern, hidden folders included as qmd lists them) that cannot be listed now, and why; None when all can (or
@@ -792,6 +854,17 @@ def _unlistable(folder: Path, pattern: str) -> tuple[Path, str] | None:
         return None
     error = failed[0]
     return Path(error.filename or folder), f"cannot be read ({error.strerror or error})"
+
+
+def _any_memory_file(root: Path, pattern: str) -> bool:
+    """Whether one collection lists a file now (:func:`_memory_files`, stopping at the first)."""
+    if "*" not in pattern:
+        return (root / pattern).is_file()
+    for _folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "node_modules"]
+        if any(f.endswith(".md") for f in files):
+            return True
+    return False
 
 
 def _memory_files(root: str, pattern: str) -> list[str]:

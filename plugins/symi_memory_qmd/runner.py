@@ -132,7 +132,7 @@ class QmdRunner:
                 _kill_tree(proc)
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
-        log.debug("qmd %s -> %s in %.0f ms", " ".join(args[:2]), proc.returncode, (time.monotonic() - started) * 1000)
+        log.debug("qmd %s -> %s in %.0f ms", " ".join(args[:2])[:120], proc.returncode, (time.monotonic() - started) * 1000)
         if check and proc.returncode != 0:
             said = [ln.strip() for ln in _ANSI.sub("", stderr.strip() or stdout.strip()).splitlines() if ln.strip()]
             # Node prints a crash as the source location, the code line and a caret before the error itself.
@@ -149,6 +149,8 @@ class QmdRunner:
         """Read stdout and stderr until exit, the deadline, or the output cap."""
         assert proc.stdout is not None and proc.stderr is not None
         what = " ".join(argv[len(self.argv0):][:2]) or "qmd"
+        if len(what) > 120:  # a search's query: a pasted document is not repeated in every message
+            what = what[:117] + "..."
         deadline = time.monotonic() + timeout
         out, err = bytearray(), bytearray()
         total = 0

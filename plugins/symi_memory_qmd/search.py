@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from symi_memory.index.analysis import capped_query
 from symi_memory.types import Candidate
 
 from .collections import CollectionSpec
@@ -22,6 +23,13 @@ from .runner import QmdFailed, QmdRunner
 __all__ = ["QmdSearcher", "hits_to_candidates"]
 
 log = logging.getLogger("symi_memory.qmd")
+
+#: The most bytes of query handed to qmd: the query is one argument of its command line, and the kernel refuses
+#: an argument over 128 KiB (E2BIG, "Argument list too long"), which was taken for a broken qmd and sent searches
+#: to the fallback for a while. The query is cut to its first 1,024 distinct words first
+#: (:func:`~symi_memory.index.analysis.capped_query`, as the core cuts every search's); repeats and long words can
+#: still make more.
+MAX_QUERY_BYTES = 100_000
 
 class QmdSearcher:
     """Runs ``qmd <mode> <query> --json -n <limit> -c <collection>`` per collection."""
@@ -49,6 +57,12 @@ class QmdSearcher:
         """All collections' hits, best score first (ties keep collection order)."""
         # A leading dash would be read as a flag.
         text = text.strip().lstrip("-").strip()
+        text, _ = capped_query(text)  # said by the core's search when it cut it (a direct call cuts it here)
+        if len(text) > MAX_QUERY_BYTES // 4 and len(raw := text.encode("utf-8")) > MAX_QUERY_BYTES:
+            cut = raw[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+            text = cut.rsplit(None, 1)[0] if any(c.isspace() for c in cut) else cut  # no word cut in two
+            log.info("qmd: the query was cut to its first %d bytes (of %d): a longer argument cannot be run",
+                     len(text.encode("utf-8")), len(raw))
         if not text or not collections:
             return []
         if len(collections) == 1 or self.workers <= 1:

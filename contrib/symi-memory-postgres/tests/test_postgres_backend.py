@@ -796,3 +796,23 @@ def test_status_names_the_provider_that_built_the_rows_after_a_switch(tmp_path: 
         mem.sync(reason="cli")
         st = mem.status()
         assert (st["dirty"], st["index"]["provider"], st["index"]["model"]) == (False, "hash", st["model"])
+
+
+def test_a_document_pasted_as_the_query_is_cut_to_its_first_1024_words_with_a_warning(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    # 40,000 distinct words: each was a document-frequency probe of its own, and the search took minutes (or ran
+    # into the server's statement limits). Now the core cuts every backend's query as builtin-sqlite cuts its own.
+    import random
+    import string
+
+    rng = random.Random(7)
+    pasted = " ".join(sorted({"".join(rng.choice(string.ascii_lowercase) for _ in range(8)) for _ in range(40_000)}))
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\nNothing of note.\n",
+                                          "memory/2026-02-01.md": "# Feb\n\n- The porcupine enclosure was repaired.\n"})
+    with open_pg(tmp_path, pg_server, pg_schema, ws, provider="none") as mem:
+        mem.sync()
+        resp = mem.search(f"porcupine {pasted}", min_score=0)
+        assert [r.path for r in resp.results][:1] == ["memory/2026-02-01.md"]
+        assert len(resp.warnings) == 1 and "first 1,024 were searched for" in resp.warnings[0], resp.warnings
+        # A needle past the cut is not looked up (as on builtin-sqlite): the warning is what says so.
+        assert mem.search(f"{pasted} porcupine", min_score=0).results == ()

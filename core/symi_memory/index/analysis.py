@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import apsw
 import attrs
 
-from .keyword import CJK_RUN_RE, cjk_bigrams, identifier_tokens, query_tokens
+from .keyword import CJK_RUN_RE, WORD_RE, cjk_bigrams, identifier_tokens, query_tokens
 
 __all__ = [
     "BM25_B",
@@ -37,7 +37,9 @@ __all__ = [
     "EXACT_KEYWORD_FLOOR",
     "KEYWORD_CALIBRATION",
     "STOP_WORDS",
+    "MAX_QUERY_WORDS",
     "QueryAnalysis",
+    "capped_query",
     "content_words",
     "counts_in",
     "idf",
@@ -197,6 +199,35 @@ def _terms_of(content: Iterable[str]) -> list[str]:
 #: The most distinct content words of one query that are looked up (the first ones): a question has a few dozen, and
 #: a document pasted as a query (tens of thousands) would cost seconds per search for nothing it could rank by.
 MAX_QUERY_WORDS = 1024
+
+
+#: A text shorter than this cannot hold more than :data:`MAX_QUERY_WORDS` distinct words (each takes a character and
+#: is parted from the next by one): :func:`capped_query` answers it without a look.
+_CAP_MIN_CHARS = 2 * MAX_QUERY_WORDS + 1
+
+
+def capped_query(text: str, limit: int = MAX_QUERY_WORDS) -> tuple[str, str | None]:
+    """``text`` cut before its first content word past ``limit`` distinct ones, and the warning saying so (None: whole).
+
+    The words looked up are those :class:`QueryAnalysis` keeps (the first ``limit`` distinct content words, folded
+    to lower case), so a backend handed the cut text searches for the same words builtin-sqlite does: the core cuts
+    every search's query so (:meth:`~symi_memory.manager.MemoryManager.search`), whatever its backend, since a
+    backend that looks every word up (postgres: one document-frequency probe per word; qmd: the query as one
+    argument, refused by the OS past 128 KiB) took minutes or failed on a document pasted as the query.
+    """
+    if len(text) < _CAP_MIN_CHARS:
+        return text, None
+    seen: set[str] = set()
+    for m in WORD_RE.finditer(text):
+        w = m.group().lower()
+        if w in STOP_WORDS or w in seen:
+            continue
+        if len(seen) == limit:
+            return text[:m.start()].rstrip(), (
+                f"the query has more than {limit:,} distinct words: only its first {limit:,} were searched for (the "
+                f"text from {w[:40]!r} on, {len(text) - m.start():,} characters, was left out)")
+        seen.add(w)
+    return text, None
 
 
 def _first_distinct(words: list[str], limit: int) -> list[str]:

@@ -62,6 +62,11 @@ if TYPE_CHECKING:
 __all__ = ["IndexedBackend", "KEYWORD_OVERFETCH", "VectorSide", "assemble_backend"]
 
 KEYWORD_OVERFETCH = 3
+#: How far down the keyword ranking a search looks for other notes when the pieces of one long line (a line longer
+#: than a chunk: its middle pieces all cite that line alone) hold several of the first places: this many times the
+#: keyword candidates. The pieces of a line are collapsed to one result after retrieval, so without it a line of
+#: more pieces than the keyword side fetches left that line the only result (a line of about 100 KB, by default).
+LINE_PIECES_REACH = 16
 TERMS_CACHE_MAX = 50_000
 # Term counts of candidates not in the term cache are read from FTS5's index when that costs less than
 # tokenizing their text. Measured costs, in characters of chunk text tokenized in the same time: reading one
@@ -462,13 +467,16 @@ class IndexedBackend:
         keyword: _KeywordRows | None = None
         chunk_terms: dict[int, tuple[dict[str, int], int]] = {}
         weights: dict[str, float] | None = None
+        def deeper(n: int) -> list[tuple[int, float]]:  # the first n keyword hits: _keyword_rows looks further
+            return self.store.keyword_search(query.text, n, analysis=match, generation=generation)
+
         if hybrid["enabled"]:
             ranked = self.store.keyword_search(query.text, limit * KEYWORD_OVERFETCH, analysis=match,
                                                generation=generation)
             if scan is not None:
                 # With their stored vectors when the keyword candidates the scan does not score are scored from them.
                 keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
-                                             vectors=rescore is None, epoch=epoch)
+                                             vectors=rescore is None, epoch=epoch, deeper=deeper)
                 chunk_terms = self._chunk_terms(keyword.candidates(), generation, terms)
                 weights = self.store.term_weights(qa.terms, generation=generation)
         if provider is not None:
@@ -516,7 +524,8 @@ class IndexedBackend:
         cosine_missing = use_vec and hybrid["enabled"]
         if keyword is None:  # the vector hits' rows and the keyword candidates' in one read
             keyword = self._keyword_rows(ranked, limit * KEYWORD_OVERFETCH, sources,
-                                         vectors=cosine_missing and rescore is None, epoch=epoch, vec_hits=vec_hits)
+                                         vectors=cosine_missing and rescore is None, epoch=epoch, vec_hits=vec_hits,
+                                         deeper=deeper if use_text else None)
         rows, keyword_ids = self._candidate_rows(keyword, vec_hits, sources,
                                                  vectors=cosine_missing and rescore is None, epoch=epoch)
         if not vec_hits.keys() <= rows.keys():  # a vector hit of another source, or deleted since: left out
@@ -1059,14 +1068,19 @@ class IndexedBackend:
 
     def _keyword_rows(self, ranked: list[tuple[int, float]], limit: int, sources: tuple[str, ...], *,
                       vectors: bool, epoch: tuple[Generation, int] | None, vec_hits: dict[int, float] | None = None,
-                      ) -> _KeywordRows:
+                      deeper: Callable[[int], list[tuple[int, float]]] | None = None) -> _KeywordRows:
         """Rows of the first ``limit`` keyword hits from ``sources``, looking further down the ranking while other
         sources took some of those places (``vectors``: with their stored vectors), read before the vector hits are
         there (:meth:`_candidate_rows` then reads theirs), or with theirs (``vec_hits``: once they are there, all in
         one read, their vectors not read).
 
         ``epoch``: the store's :meth:`~.meta.MetaRows.search_epoch` this search read, which rows without vectors
-        are kept for (:meth:`_rows`)."""
+        are kept for (:meth:`_rows`).
+
+        ``deeper(n)``: the first ``n`` keyword hits. When the ranking filled every place and pieces of one long line
+        (several candidates citing the same lines) hold some of them, the hits further down that cite other lines are
+        added (up to :data:`LINE_PIECES_REACH` times ``limit`` hits looked at) until the candidates cite ``limit``
+        ranges: the pieces are collapsed to one result after retrieval, and the other notes need their places."""
         self._local.lines = None  # line analyses handed over by an earlier search's candidate_vectors: not these
         head = list(map(itemgetter(0), ranked[:limit]))
         hits = vec_hits or {}
@@ -1084,8 +1098,43 @@ class IndexedBackend:
                 if k in further:
                     keyword_ids.append(k)
                     appended.append(k)
+        if deeper is not None and len(ranked) >= limit and keyword_ids:
+            self._past_line_pieces(ranked, limit, sources, rows, further, appended, keyword_ids, deeper,
+                                   vectors=vectors, scored=hits, epoch=epoch)
         return _KeywordRows(head=head, rows=rows, further=further, appended=appended, keyword_ids=keyword_ids,
                             hits=vec_hits)
+
+    def _past_line_pieces(self, ranked: list[tuple[int, float]], limit: int, sources: tuple[str, ...],
+                          rows: dict[int, CandidateRow], further: dict[int, CandidateRow], appended: list[int],
+                          keyword_ids: list[int], deeper: Callable[[int], list[tuple[int, float]]], *, vectors: bool,
+                          scored: dict[int, float], epoch: tuple[Generation, int] | None) -> None:
+        """Add to ``keyword_ids`` (and ``appended``, their rows to ``further``) the keyword hits past ``ranked`` that
+        cite lines none of the candidates cites, until ``limit`` ranges are cited (:meth:`_keyword_rows`)."""
+        # Only a line's middle pieces cite the same lines as another chunk (that line alone): most searches have no
+        # candidate citing a single line twice, and end here.
+        found = list(map(rows.get, keyword_ids)) if not further else [
+            rows[k] if k in rows else further[k] for k in keyword_ids]
+        single = [(r.path, r.start_line) for r in found if r is not None and r.start_line == r.end_line]
+        repeats = len(single) - len(set(single))
+        if not repeats:
+            return
+        cited = {(r.path, r.start_line, r.end_line) for r in found if r is not None}
+        looked = {k for k, _ in ranked}
+        rest = [k for k, _ in deeper(limit * LINE_PIECES_REACH) if k not in looked]
+        step = max(limit, 2 * repeats)
+        for start in range(0, len(rest), step):
+            part = rest[start:start + step]
+            got = self._rows(part, sources, vectors=vectors, scored=scored, epoch=epoch)
+            for k in part:
+                row = got.get(k)
+                if row is None or (key := (row.path, row.start_line, row.end_line)) in cited:
+                    continue
+                cited.add(key)
+                further[k] = row
+                keyword_ids.append(k)
+                appended.append(k)
+                if len(cited) >= limit:
+                    return
 
     def _candidate_rows(self, keyword: _KeywordRows, vec_hits: dict[int, float], sources: tuple[str, ...], *,
                         vectors: bool = False, epoch: tuple[Generation, int] | None = None,
