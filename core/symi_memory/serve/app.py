@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from .. import arguments, tools
 from ..errors import BuildWaitExpired, SymiMemoryError
-from .pool import AgentPool, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
+from .pool import AgentPool, AgentStarting, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
 from .protocol import HeadDeadlines
 from .record import eval_record_path
 from .sessions import McpSessions
@@ -309,8 +309,20 @@ class _JSON(JSONResponse):
             return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return _JSON({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return _JSON({"error": message}, status_code=status, headers=headers)
+
+
+#: The answers that list what a search found: they say so while the agent's first sync runs.
+_SEARCHES = ("search", "explain", "history")
+
+
+def _catching_up(pool: AgentPool, agent: str, out: Any) -> Any:
+    """``out`` (a search's answer) with a warning when the agent's first sync is still running."""
+    catch = pool.catching_up(agent)
+    if catch is None or not isinstance(out, dict):
+        return out
+    return {**out, "warnings": [*(out.get("warnings") or []), catch.warning(agent)]}
 
 
 def _size(value: Any) -> int:
@@ -412,6 +424,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             out = await state.threads.run(agent, run)
         except _Bad as exc:
             return _error(exc.status, exc.message)
+        except AgentStarting as exc:  # no index yet, its first build still running past serve.firstSyncWaitSeconds
+            return _error(503, str(exc), {"Retry-After": str(exc.retry_after)})
         except SymiMemoryError as exc:
             # 503 for what a later try may get past: the server closing (a sync it cut short included), another
             # process's build still running, an agent that could not be opened.
@@ -421,7 +435,15 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             if not pool.stopping:
                 raise
             return _error(503, "the server is shutting down")  # it closed the agent under this request
+        if kind in _SEARCHES:
+            out = _catching_up(pool, agent, out)
         return _JSON(_fit(out, state.max_response))
+
+    def fresh(manager: Any, body: dict[str, Any]) -> None:
+        """The CLI's searches bring changed files in first, as in-process; not while the agent's first sync runs
+        (that sync is doing it: waiting for it could take minutes, the answer says it runs)."""
+        if body.get("fresh") is True and pool.catching_up(manager.agent.id) is None:
+            ensure_fresh(manager, reason="cli-search")
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
         return {k: body[k] for k in ("query", "maxResults", "minScore", "asOf") if k in body}
@@ -443,8 +465,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return query, as_of
 
     def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
-            ensure_fresh(manager, reason="cli-search")
+        fresh(manager, body)
         return tools.memory_search(manager, search_params(body), session_key=session_of(body))
 
     def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -460,8 +481,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         try:
             n = arguments.max_results(body.get("maxResults"))  # checked before the sync below
             min_score = arguments.min_score(body.get("minScore"))
-            if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
-                ensure_fresh(manager, reason="cli-search")
+            fresh(manager, body)
             return {"versions": manager.history(query, max_results=n or 30, min_score=min_score, as_of=as_of)}
         except ValueError as exc:
             raise _Bad(400, str(exc)) from None
@@ -473,7 +493,9 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return tools.memory_append(manager, {k: v for k, v in body.items() if k != "workspace"})
 
     def do_status(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        return {**manager.status(), "lastSync": pool.last_sync(manager.agent.id), "server": state.info()}
+        catch = pool.catching_up(manager.agent.id)
+        return {**manager.status(), "lastSync": pool.last_sync(manager.agent.id),
+                "firstSync": catch.view() if catch is not None else None, "server": state.info()}
 
     def do_sync(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
         force = body.get("force", False)
@@ -544,9 +566,10 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         def held() -> Any:
             manager = pool.acquire(agent)
             try:
-                return work(manager)
+                out = work(manager)
             finally:
                 pool.release(agent)
+            return _catching_up(pool, agent, out) if isinstance(out, dict) and "results" in out else out
 
         return await state.threads.run(agent, held)
 
