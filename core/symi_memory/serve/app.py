@@ -73,6 +73,28 @@ def same_origin(origin: str, host: str) -> bool:
     return bool(sep) and scheme.lower() in ("http", "https") and bool(host) and netloc.lower() == host.lower()
 
 
+def forwarded_clients(headers: dict[bytes, bytes]) -> list[str]:
+    """The client addresses a reverse proxy names (``X-Forwarded-For``, ``Forwarded: for=``, ``X-Real-IP``),
+    without ports or brackets. Untrusted: a client may send them itself; only ever used to warn."""
+    names: list[str] = []
+    for raw in (headers.get(b"x-forwarded-for", b""), headers.get(b"x-real-ip", b"")):
+        names += raw.decode("latin-1").split(",")
+    for element in headers.get(b"forwarded", b"").decode("latin-1").replace(",", ";").split(";"):
+        key, _, value = element.strip().partition("=")
+        if key.strip().lower() == "for":
+            names.append(value)
+    out = []
+    for name in names:
+        name = name.strip().strip('"').strip()
+        if name.startswith("["):
+            name = name[1:].partition("]")[0]
+        elif name.count(":") == 1:
+            name = name.partition(":")[0]
+        if name:
+            out.append(name[:64])
+    return out
+
+
 class Guard:
     """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
@@ -86,6 +108,7 @@ class Guard:
         self.max_body = max_body
         self.mcp = mcp
         self.state = state
+        self._proxy_warned = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # The request's head is in: its connection's head deadline is off until it is answered.
@@ -128,6 +151,16 @@ class Guard:
                 log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
+        if self.token is None and not self._proxy_warned:
+            remote = [c for c in forwarded_clients(headers) if not is_loopback(c)]
+            if remote:
+                # A proxy others can reach makes a loopback-bound server theirs too: say so, once. Not refused:
+                # the proxy may authenticate its clients itself (basic auth, single sign-on).
+                self._proxy_warned = True
+                log.warning("a request came through a proxy for %r, not a loopback client, and this server has no "
+                            "token: whoever can reach the proxy can read and write memory unless the proxy "
+                            "authenticates them; set serve.token (or $SYMI_SERVE_TOKEN) and have the proxy send "
+                            "'Authorization: Bearer <token>'", remote[0].encode("ascii", "backslashreplace").decode())
         origin = headers.get(b"origin")
         # Behind a reverse proxy the browser's name for the server is X-Forwarded-Host (nginx, Apache, Caddy), Host
         # being the proxy's upstream address. A page elsewhere cannot forge it: a custom header needs a preflight,
