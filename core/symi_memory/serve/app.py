@@ -174,9 +174,10 @@ class Guard:
             await refuse(403, "cross-origin request refused: only pages served by this server may call it")
             return
         if self.token is not None:
-            given = headers.get(b"authorization", b"")
-            expected = b"Bearer " + self.token
-            if not hmac.compare_digest(given, expected):
+            # The scheme is case-insensitive and may be followed by more than one space (RFC 9110 11.1, 11.4);
+            # the credentials are compared in constant time.
+            scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
+            if not (hmac.compare_digest(given.strip(), self.token) and scheme.lower() == b"bearer"):
                 log.info("refused %s %s: missing or wrong token", scope["method"], path)
                 await refuse(401, "missing or wrong token: send 'Authorization: Bearer <serve.token>'",
                              [(b"www-authenticate", b"Bearer")])

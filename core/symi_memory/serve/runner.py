@@ -70,7 +70,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     settings = config.data["serve"]
     host = host or settings["host"]
     port = settings["port"] if port is None else port
-    token = settings.get("token") or os.environ.get(TOKEN_ENV) or None
+    # Blank is unset: a token of spaces could never be sent (HTTP strips them from a header's ends).
+    token = (settings.get("token") or os.environ.get(TOKEN_ENV) or "").strip() or None
     loopback = is_loopback(host)
     if not loopback and not token:
         raise ConfigError(f"serving on {host} (not loopback) needs a token: set serve.token or ${TOKEN_ENV}")
