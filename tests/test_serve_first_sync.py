@@ -6,6 +6,7 @@ A real server process on loopback; the `stall` provider (tests/support/stalling_
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 from test_serve import _write_config, make_setup, running_server
-from test_serve_lifecycle import STALL_ENV
+from test_serve_lifecycle import STALL_ENV, _mcp
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("mcp_types")
@@ -48,8 +49,8 @@ def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup:
     env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **STALL_ENV}
     subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
                    timeout=120)
-    # Written while no server watched: the first sync must embed it, which takes 8 s.
-    (setup["main"] / "memory" / "slow.md").write_text("- A slow note stall8s about the harbour.\n", encoding="utf-8")
+    # Written while no server watched: the first sync must embed it, which takes 12 s.
+    (setup["main"] / "memory" / "slow.md").write_text("- A slow note stall12s about the harbour.\n", encoding="utf-8")
     with running_server(setup["state"], env=STALL_ENV) as srv:
         started = time.monotonic()
         status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "Prefers tea", "fresh": True})
@@ -60,6 +61,12 @@ def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup:
         assert took < 6, took
         status, st = srv.request("GET", "/api/agents/main/status")
         assert status == 200 and st["firstSync"] is not None and st["firstSync"]["indexedBefore"] is True, st
+
+        async def search(session: Any) -> Any:
+            return (await session.call_tool("memory_search", {"query": "Prefers tea"})).structured_content
+
+        hit = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/mcp", search), 30))
+        assert hit["results"][0]["path"] == "MEMORY.md" and any("catching up" in w for w in hit["warnings"]), hit
         # Once the sync is done the new note is found and the warning is gone.
         deadline = time.monotonic() + 90
         while True:

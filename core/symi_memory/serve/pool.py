@@ -373,13 +373,13 @@ class AgentPool:
         return self._stopping or self._closed
 
     def stop_opening(self) -> None:
-        """The server is stopping: no agent opens any more, and the agents still catching up with their files stop
-        at the next file (the requests waiting for them are answered at once); open agents answer the requests in
-        flight until :meth:`close`."""
+        """The server is stopping: no agent opens any more, and the agents building their first index stop at the
+        next file (the requests waiting for them are answered at once); open agents, those catching up from an
+        index they answer from included, answer the requests in flight until :meth:`close`."""
         with self._lock:
             self._stopping = True
-            starting = list(self._starting.values())
-        for manager in starting:  # its opener then closes it and refuses
+            starting = [m for a, m in self._starting.items() if not self._catching[a].indexed]
+        for manager in starting:  # its waiters then refuse
             try:
                 manager.close()
             except Exception as exc:
