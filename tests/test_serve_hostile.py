@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,61 @@ def test_a_tokenless_server_reached_through_a_proxy_from_elsewhere_says_so_once(
                                 headers={"X-Forwarded-For": "203.0.113.9", "Authorization": f"Bearer {TOKEN}"})
         assert status == 200
     assert "through a proxy" not in srv.log.read_text()
+
+
+def _ask_without_reading(port: int, body: bytes, *, rcvbuf: int | None = 4096) -> socket.socket:
+    s = socket.socket()
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # a client that takes what it is sent slowly
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"POST /api/agents/main/get HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (port, len(body), body))
+    return s
+
+
+def _read_all(s: socket.socket, *, pause: float = 0.0, chunk: int = 65536) -> bytes:
+    s.settimeout(30)
+    out = b""
+    try:
+        while data := s.recv(chunk):
+            out += data
+            if b"\r\n\r\n" in out:
+                head, _, rest = out.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                if len(rest) >= length:
+                    break
+            time.sleep(pause)
+    except ConnectionResetError:
+        pass
+    return out
+
+
+def test_a_client_that_asks_for_a_large_answer_and_never_reads_it_is_cut_off(setup: dict[str, Path]) -> None:
+    """A client asking for a large note and reading none of it held its connection and the part of the answer the
+    kernel's buffers do not take (Linux takes up to 4 MB, macOS far less) for ever: the server's memory grew by
+    that much per such client, without limit. Now the client is cut off (the connection reset) once it has read
+    under 1 KiB/s for serve.clientTimeoutSeconds; a client reading steadily gets all of its answer."""
+    big = "".join(f"- line {i} {'x' * 80}\n" for i in range(90_000))  # 8 MB: more than the kernel takes
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text() + "\n[serve]\nclientTimeoutSeconds = 1\nmaxResponseBytes = 16000000\n"
+                   "[agents.defaults.memorySearch.sync]\nmaxFileBytes = 1000000\n")  # the sync skips it: quicker
+    body = json.dumps({"path": "memory/big.md"}).encode()
+    with running_server(setup["state"]) as srv:
+        deadline = time.monotonic() + 60
+        while srv.request("POST", "/api/agents/main/search", {"query": "tea"})[0] != 200:  # its first index built
+            assert time.monotonic() < deadline
+        (setup["main"] / "memory" / "big.md").write_text(big, encoding="utf-8")
+        stalled = _ask_without_reading(srv.port, body)
+        steady = _ask_without_reading(srv.port, body, rcvbuf=None)
+        time.sleep(0.5)
+        got_steady = _read_all(steady, pause=0.005)  # well over 1 KiB/s
+        time.sleep(4)
+        got_stalled = _read_all(stalled)
+        stalled.close()
+        steady.close()
+        log = srv.log.read_text()
+    assert got_steady.count(b"line 89999 "), (len(got_steady), log[-3000:])
+    answer = json.loads(got_steady.partition(b"\r\n\r\n")[2])
+    assert answer["text"] == big, len(got_steady)
+    assert len(got_stalled) < len(got_steady) * 0.9, (len(got_stalled), len(got_steady))
+    assert "read under 1024 bytes/s of its answer" in log, log
