@@ -290,7 +290,7 @@ class ServeSection:
     max_body_bytes: int = opt("maxBodyBytes", 1_000_000, lo=1024, doc="Larger request bodies are refused (413).")
     max_response_bytes: int = opt("maxResponseBytes", 4_000_000, lo=1024, doc="Results are trimmed to stay below this many bytes.")
     agents: list = opt("agents", [], item="str", doc="Agents opened (and watched) at start-up; others open on first use.")
-    client_timeout_seconds: float = opt("clientTimeoutSeconds", 30, kind="float", lo=1, doc="A request's head must arrive within this long, else the connection is closed; its body may not stall this long, nor average under 1 KiB/s after it (408).")
+    client_timeout_seconds: float = opt("clientTimeoutSeconds", 30, kind="float", lo=1, doc="A request's head must arrive within this long, else the connection is closed; its body may not stall this long, nor average under 1 KiB/s after it (408); a client reading its answer at under 1 KiB/s for this long is cut off.")
     first_sync_wait_seconds: float = opt("firstSyncWaitSeconds", 30, kind="float", lo=0, doc="A request for an agent with no index yet waits this long for its first sync, then gets 503 with Retry-After (the build goes on); an agent with an index answers from it at once while it catches up.")
     mcp_max_sessions: int = opt("mcpMaxSessions", 100, lo=1, doc="MCP sessions kept at once; one more closes the one idle longest (refused 503 when all are busy).")
     mcp_session_idle_minutes: float = opt("mcpSessionIdleMinutes", 30, kind="float", lo=0, doc="Close an MCP session after this long without requests (its client starts a new one); 0 never.")
