@@ -257,7 +257,7 @@ def test_mcp_stdio_server_answers_lines_that_are_not_valid_unicode_and_keeps_ser
     def send(raw: bytes) -> dict[str, Any] | None:
         proc.stdin.write(raw + b"\n")
         proc.stdin.flush()
-        if not select.select([proc.stdout], [], [], 10)[0]:
+        if not select.select([proc.stdout], [], [], 60)[0]:  # a loaded host starts slowly
             return None  # no answer
         return json.loads(proc.stdout.readline())
 

@@ -73,7 +73,7 @@ def same_origin(origin: str, host: str) -> bool:
     return bool(sep) and scheme.lower() in ("http", "https") and bool(host) and netloc.lower() == host.lower()
 
 
-def forwarded_clients(headers: dict[bytes, bytes]) -> list[str]:
+def _forwarded_clients(headers: dict[bytes, bytes]) -> list[str]:
     """The client addresses a reverse proxy names (``X-Forwarded-For``, ``Forwarded: for=``, ``X-Real-IP``),
     without ports or brackets. Untrusted: a client may send them itself; only ever used to warn."""
     names: list[str] = []
@@ -152,7 +152,7 @@ class Guard:
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
         if self.token is None and not self._proxy_warned:
-            remote = [c for c in forwarded_clients(headers) if not is_loopback(c)]
+            remote = [c for c in _forwarded_clients(headers) if not is_loopback(c)]
             if remote:
                 # A proxy others can reach makes a loopback-bound server theirs too: say so, once. Not refused:
                 # the proxy may authenticate its clients itself (basic auth, single sign-on).
