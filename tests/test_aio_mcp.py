@@ -257,7 +257,7 @@ def test_mcp_stdio_server_answers_lines_that_are_not_valid_unicode_and_keeps_ser
     def send(raw: bytes) -> dict[str, Any] | None:
         proc.stdin.write(raw + b"\n")
         proc.stdin.flush()
-        if not select.select([proc.stdout], [], [], 10)[0]:
+        if not select.select([proc.stdout], [], [], 60)[0]:  # a loaded host starts slowly
             return None  # no answer
         return json.loads(proc.stdout.readline())
 
@@ -471,3 +471,50 @@ def test_mcp_memory_append_answers_an_error_naming_a_hung_appender_and_keeps_ser
     assert refused["structuredContent"]["bytesWritten"] == 0
     assert found["isError"] is False and found["structuredContent"]["results"], found
     assert {p: p.read_bytes() for p in notes.rglob("*.md")} == before
+
+
+def test_mcp_stdio_server_answers_absurdly_nested_json_and_keeps_serving(tmp_path: Path, notes: Path) -> None:
+    """A line of arrays nested 100,000 deep (a few hundred KB): the reader of the wire died on a RecursionError
+    (a traceback on stderr) and the server never answered another request. Now it is a parse error with no id and
+    the next request is answered; other refused shapes (a batch, a non-object, a float id) get their error too."""
+    pytest.importorskip("mcp_types")
+    import select
+
+    state = tmp_path / "state"
+    with open_memory(_config(state), workspace=notes, start=False) as mem:
+        mem.sync(force=True)
+    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def send(raw: bytes) -> dict[str, Any] | None:
+        proc.stdin.write(raw + b"\n")
+        proc.stdin.flush()
+        if not select.select([proc.stdout], [], [], 60)[0]:  # a loaded host starts slowly
+            return None
+        return json.loads(proc.stdout.readline())
+
+    search = b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "memory_search", ' \
+             b'"arguments": {"query": "tea"}}}'
+    try:
+        init = send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode())
+        assert init is not None and init["result"]["serverInfo"]["name"] == "symi-memory"
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        deep = send(b"[" * 100_000 + b"]" * 100_000)
+        deep_object = send(b'{"jsonrpc": "2.0", "id": 7, "method": "x", "params": ' + b'{"a": ' * 50_000
+                           + b"1" + b"}" * 50_001)
+        batch = send(b"[" + search % 2 + b"]")
+        after = send(search % 3)
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    assert deep == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700, "message": "Parse error: arrays or objects nested too deeply"}}, err
+    assert deep_object is not None and deep_object["error"]["code"] == -32700, err
+    assert batch is not None and batch["error"]["code"] == -32600 and batch["id"] is None
+    assert after is not None and after["id"] == 3 and after["result"]["structuredContent"]["results"][0]["path"] \
+        == "MEMORY.md", err
+    assert code == 0 and "Traceback" not in err, err

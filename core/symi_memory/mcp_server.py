@@ -156,6 +156,8 @@ def _refusal(raw: bytes, problem: str | None) -> _Refusal | None:
         message = json.loads(text)
     except ValueError as exc:
         return None, _PARSE_ERROR, f"Parse error: {bad_bytes and f'not UTF-8 ({bad_bytes}); ' or ''}{exc}"
+    except RecursionError:  # arrays or objects nested thousands deep: no JSON-RPC message is
+        return None, _PARSE_ERROR, "Parse error: arrays or objects nested too deeply"
     if not isinstance(message, dict):
         return None, _INVALID_REQUEST, "Invalid Request: a JSON-RPC message is a JSON object"
     ident = message.get("id")
@@ -166,7 +168,10 @@ def _refusal(raw: bytes, problem: str | None) -> _Refusal | None:
             ident, _INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
     if bad_bytes is not None:
         return ident, _PARSE_ERROR, f"Parse error: the request is not UTF-8 ({bad_bytes}); send UTF-8 text"
-    where = _lone_surrogate(message)
+    try:
+        where = _lone_surrogate(message)
+    except RecursionError:
+        return ident, _INVALID_REQUEST, "Invalid Request: arrays or objects nested too deeply"
     if where is not None:
         in_params = where.removeprefix("a key of ").startswith("params")
         kind = "Invalid params" if in_params else "Invalid Request"
@@ -220,7 +225,11 @@ class _StdinLines:
             errors = getattr(exc, "errors", None)
             first = errors()[0] if callable(errors) and errors() else None
             problem = first.get("msg") if isinstance(first, dict) else None
-        refusal = _refusal(raw, problem)
+        try:
+            refusal = _refusal(raw, problem)
+        except Exception as exc:  # never let one line end the wire: this thread is its only reader
+            log.warning("could not read a line of the MCP wire: %s: %s", type(exc).__name__, exc)
+            refusal = None, _PARSE_ERROR, "Parse error: the line could not be read as JSON-RPC"
         log.warning("refused a line of the MCP wire: %s", refusal[2] if refusal else "a notification or response "
                     "that is not valid JSON-RPC (no answer is due)")
         return refusal if refusal is not None else ""

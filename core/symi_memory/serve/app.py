@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from .. import arguments, tools
 from ..errors import BuildWaitExpired, SymiMemoryError
-from .pool import AgentPool, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
+from .pool import AgentPool, AgentStarting, AgentUnavailable, UnknownAgent, check_agent_id, ensure_fresh
 from .protocol import HeadDeadlines
 from .record import eval_record_path
 from .sessions import McpSessions
@@ -73,6 +73,28 @@ def same_origin(origin: str, host: str) -> bool:
     return bool(sep) and scheme.lower() in ("http", "https") and bool(host) and netloc.lower() == host.lower()
 
 
+def _forwarded_clients(headers: dict[bytes, bytes]) -> list[str]:
+    """The client addresses a reverse proxy names (``X-Forwarded-For``, ``Forwarded: for=``, ``X-Real-IP``),
+    without ports or brackets. Untrusted: a client may send them itself; only ever used to warn."""
+    names: list[str] = []
+    for raw in (headers.get(b"x-forwarded-for", b""), headers.get(b"x-real-ip", b"")):
+        names += raw.decode("latin-1").split(",")
+    for element in headers.get(b"forwarded", b"").decode("latin-1").replace(",", ";").split(";"):
+        key, _, value = element.strip().partition("=")
+        if key.strip().lower() == "for":
+            names.append(value)
+    out = []
+    for name in names:
+        name = name.strip().strip('"').strip()
+        if name.startswith("["):
+            name = name[1:].partition("]")[0]
+        elif name.count(":") == 1:
+            name = name.partition(":")[0]
+        if name:
+            out.append(name[:64])
+    return out
+
+
 class Guard:
     """ASGI middleware: Host and Origin checks, bearer token, body cap, the server header, request counts."""
 
@@ -86,6 +108,7 @@ class Guard:
         self.max_body = max_body
         self.mcp = mcp
         self.state = state
+        self._proxy_warned = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # The request's head is in: its connection's head deadline is off until it is answered.
@@ -128,6 +151,16 @@ class Guard:
                 log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
+        if self.token is None and not self._proxy_warned:
+            remote = [c for c in _forwarded_clients(headers) if not is_loopback(c)]
+            if remote:
+                # A proxy others can reach makes a loopback-bound server theirs too: say so, once. Not refused:
+                # the proxy may authenticate its clients itself (basic auth, single sign-on).
+                self._proxy_warned = True
+                log.warning("a request came through a proxy for %r, not a loopback client, and this server has no "
+                            "token: whoever can reach the proxy can read and write memory unless the proxy "
+                            "authenticates them; set serve.token (or $SYMI_SERVE_TOKEN) and have the proxy send "
+                            "'Authorization: Bearer <token>'", remote[0].encode("ascii", "backslashreplace").decode())
         origin = headers.get(b"origin")
         # Behind a reverse proxy the browser's name for the server is X-Forwarded-Host (nginx, Apache, Caddy), Host
         # being the proxy's upstream address. A page elsewhere cannot forge it: a custom header needs a preflight,
@@ -141,9 +174,10 @@ class Guard:
             await refuse(403, "cross-origin request refused: only pages served by this server may call it")
             return
         if self.token is not None:
-            given = headers.get(b"authorization", b"")
-            expected = b"Bearer " + self.token
-            if not hmac.compare_digest(given, expected):
+            # The scheme is case-insensitive and may be followed by more than one space (RFC 9110 11.1, 11.4);
+            # the credentials are compared in constant time.
+            scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
+            if not (hmac.compare_digest(given.strip(), self.token) and scheme.lower() == b"bearer"):
                 log.info("refused %s %s: missing or wrong token", scope["method"], path)
                 await refuse(401, "missing or wrong token: send 'Authorization: Bearer <serve.token>'",
                              [(b"www-authenticate", b"Bearer")])
@@ -309,8 +343,20 @@ class _JSON(JSONResponse):
             return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return _JSON({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return _JSON({"error": message}, status_code=status, headers=headers)
+
+
+#: The answers that list what a search found: they say so while the agent's first sync runs.
+_SEARCHES = ("search", "explain", "history")
+
+
+def _catching_up(pool: AgentPool, agent: str, out: Any) -> Any:
+    """``out`` (a search's answer) with a warning when the agent's first sync is still running."""
+    catch = pool.catching_up(agent)
+    if catch is None or not isinstance(out, dict):
+        return out
+    return {**out, "warnings": [*(out.get("warnings") or []), catch.warning(agent)]}
 
 
 def _size(value: Any) -> int:
@@ -412,6 +458,8 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             out = await state.threads.run(agent, run)
         except _Bad as exc:
             return _error(exc.status, exc.message)
+        except AgentStarting as exc:  # no index yet, its first build still running past serve.firstSyncWaitSeconds
+            return _error(503, str(exc), {"Retry-After": str(exc.retry_after)})
         except SymiMemoryError as exc:
             # 503 for what a later try may get past: the server closing (a sync it cut short included), another
             # process's build still running, an agent that could not be opened.
@@ -421,7 +469,15 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             if not pool.stopping:
                 raise
             return _error(503, "the server is shutting down")  # it closed the agent under this request
+        if kind in _SEARCHES:
+            out = _catching_up(pool, agent, out)
         return _JSON(_fit(out, state.max_response))
+
+    def fresh(manager: Any, body: dict[str, Any]) -> None:
+        """The CLI's searches bring changed files in first, as in-process; not while the agent's first sync runs
+        (that sync is doing it: waiting for it could take minutes, the answer says it runs)."""
+        if body.get("fresh") is True and pool.catching_up(manager.agent.id) is None:
+            ensure_fresh(manager, reason="cli-search")
 
     def search_params(body: dict[str, Any]) -> dict[str, Any]:
         return {k: body[k] for k in ("query", "maxResults", "minScore", "asOf") if k in body}
@@ -443,8 +499,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return query, as_of
 
     def do_search(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("fresh") is True:  # the CLI's search: bring changed files in first, as in-process
-            ensure_fresh(manager, reason="cli-search")
+        fresh(manager, body)
         return tools.memory_search(manager, search_params(body), session_key=session_of(body))
 
     def do_explain(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -460,8 +515,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         try:
             n = arguments.max_results(body.get("maxResults"))  # checked before the sync below
             min_score = arguments.min_score(body.get("minScore"))
-            if body.get("fresh") is True:  # the CLI's history: bring changed files in first, as in-process
-                ensure_fresh(manager, reason="cli-search")
+            fresh(manager, body)
             found = manager.history(query, max_results=n or 30, min_score=min_score, as_of=as_of)
             return found.to_dict()  # type: ignore[no-any-return]
         except ValueError as exc:
@@ -474,7 +528,9 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         return tools.memory_append(manager, {k: v for k, v in body.items() if k != "workspace"})
 
     def do_status(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
-        return {**manager.status(), "lastSync": pool.last_sync(manager.agent.id), "server": state.info()}
+        catch = pool.catching_up(manager.agent.id)
+        return {**manager.status(), "lastSync": pool.last_sync(manager.agent.id),
+                "firstSync": catch.view() if catch is not None else None, "server": state.info()}
 
     def do_sync(manager: Any, body: dict[str, Any]) -> dict[str, Any]:
         force = body.get("force", False)
@@ -545,9 +601,10 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         def held() -> Any:
             manager = pool.acquire(agent)
             try:
-                return work(manager)
+                out = work(manager)
             finally:
                 pool.release(agent)
+            return _catching_up(pool, agent, out) if isinstance(out, dict) and "results" in out else out
 
         return await state.threads.run(agent, held)
 

@@ -17,8 +17,10 @@ from ..errors import BackendError, SymiMemoryError
 from ..manager import MemoryManager, open_memory
 from ..plugins import Plugins, load_plugins
 from ..specs import EmbeddingProvider, ProviderContext, ProviderSpec
+from ..types import SyncProgress
 
-__all__ = ["AgentPool", "AgentUnavailable", "SharedProviders", "UnknownAgent", "check_agent_id", "ensure_fresh"]
+__all__ = ["AgentPool", "AgentStarting", "AgentUnavailable", "SharedProviders", "UnknownAgent", "check_agent_id",
+           "ensure_fresh"]
 
 log = logging.getLogger("symi_memory.serve")
 
@@ -35,6 +37,15 @@ class AgentUnavailable(SymiMemoryError):
     """An agent could not be opened (its index file unreadable, a disk error): HTTP 503, a tool error over MCP."""
 
 
+class AgentStarting(SymiMemoryError):
+    """An agent with no index yet is still building it after ``serve.firstSyncWaitSeconds``: HTTP 503 with
+    ``Retry-After``, a tool error over MCP. The build goes on; a later request is answered once it is done."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 def check_agent_id(agent_id: str) -> str:
     """Agent ids name index files and state folders: letters, digits, ``_ . -``, no ``..``."""
     if not isinstance(agent_id, str) or not _AGENT_ID.fullmatch(agent_id) or ".." in agent_id:
@@ -42,7 +53,8 @@ def check_agent_id(agent_id: str) -> str:
     return agent_id
 
 
-def ensure_fresh(manager: MemoryManager, *, reason: str) -> bool:
+def ensure_fresh(manager: MemoryManager, *, reason: str,
+                 progress: Callable[[SyncProgress], None] | None = None) -> bool:
     """Sync now when files changed since the last sync (what a one-shot CLI search does first). True if synced."""
     if not manager.enabled:
         return False
@@ -55,7 +67,7 @@ def ensure_fresh(manager: MemoryManager, *, reason: str) -> bool:
             st = manager.status()
             stale = bool(st.get("dirty")) or not st.get("files")
         if stale:
-            manager.sync(reason=reason)
+            manager.sync(reason=reason, progress=progress)
     except BackendError as exc:
         # A backend that cannot reach its store (a database server down): the search still answers from
         # what it can reach and says why, as the one-shot CLI's does.
@@ -128,6 +140,29 @@ class SharedProviders:
 
 
 @attrs.define
+class _CatchUp:
+    """An agent's first sync since this server opened it, running in a thread of its own."""
+
+    indexed: bool  # the index held files when it opened: requests are answered from it meanwhile
+    started: float = attrs.field(factory=time.time)
+    done: threading.Event = attrs.field(factory=threading.Event)
+    progress: SyncProgress | None = None
+
+    def view(self) -> dict[str, Any]:
+        p = self.progress
+        return {"startedAt": self.started, "seconds": round(time.time() - self.started, 1),
+                "indexedBefore": self.indexed, "phase": p.phase if p else "scan",
+                "done": p.done if p else 0, "total": p.total if p else 0}
+
+    def warning(self, agent_id: str) -> str:
+        p = self.progress
+        step = f" ({p.phase} {p.done}/{p.total})" if p is not None and p.total else ""
+        return (f"agent {agent_id!r} is catching up with its files{step}, started "
+                f"{time.time() - self.started:.0f} s ago: results come from the index as it was, and files "
+                f"changed since then may be missing until it is done")
+
+
+@attrs.define
 class _Entry:
     manager: MemoryManager
     opened_at: float
@@ -140,12 +175,18 @@ class AgentPool:
 
     Agents the server serves: ``main``, every ``agents.list[].id`` and ``serve.agents``;
     ``pinned`` ones are opened at start and never closed for idleness.
+
+    An agent's first sync (catching up with what changed while no server watched it, minutes for a large
+    workspace) runs in a thread of its own: an agent whose index holds files answers from it at once
+    (:meth:`catching_up` says a sync runs), one with no index yet waits for it at most ``first_sync_wait``
+    seconds, then is refused with :class:`AgentStarting` while the build goes on.
     """
 
     def __init__(self, config: Config, *, idle_seconds: float = 1800.0, pinned: tuple[str, ...] = (),
                  plugins: Plugins | None = None, clock: Callable[[], float] = time.monotonic,
-                 workspaces: dict[str, str] | None = None) -> None:
+                 workspaces: dict[str, str] | None = None, first_sync_wait: float = 30.0) -> None:
         self.config = config
+        self.first_sync_wait = first_sync_wait
         self.workspaces = dict(workspaces or {})
         self.idle_seconds = idle_seconds
         self.pinned = tuple(check_agent_id(a) for a in pinned)
@@ -161,6 +202,7 @@ class AgentPool:
         self._opening: dict[str, threading.Lock] = {}
         self._entries: dict[str, _Entry] = {}
         self._starting: dict[str, MemoryManager] = {}  # opened, still catching up with the files
+        self._catching: dict[str, _CatchUp] = {}  # the first sync of each agent that is still running
         self._syncs: dict[str, dict[str, Any]] = {}
         self._stopping = False  # the server is stopping: open agents answer what is in flight, none opens
         self._closed = False
@@ -173,8 +215,33 @@ class AgentPool:
                                f"add it to agents.list or serve.agents")
         return agent_id
 
-    def acquire(self, agent_id: str) -> MemoryManager:
-        """The agent's manager, opened (and brought up to date) on first use. Pair with :meth:`release`."""
+    def acquire(self, agent_id: str, *, wait: float | None = None) -> MemoryManager:
+        """The agent's manager, opened on first use. Pair with :meth:`release`.
+
+        While the agent's first sync runs and its index held no file when it opened, waits for that sync at most
+        ``wait`` seconds (``first_sync_wait`` by default), then raises :class:`AgentStarting`."""
+        manager = self._acquire(agent_id)
+        catch = self._catching.get(agent_id)
+        if catch is None or catch.indexed:
+            return manager
+        limit = self.first_sync_wait if wait is None else wait
+        if catch.done.wait(limit) and not self.stopping:
+            return manager
+        self.release(agent_id)
+        if self.stopping:
+            raise SymiMemoryError("the server is shutting down")
+        p = catch.progress
+        step = f"; {p.phase} {p.done} of {p.total}" if p is not None and p.total else ""
+        raise AgentStarting(f"agent {agent_id!r} has no index yet and is still building it "
+                            f"({time.time() - catch.started:.0f} s so far{step}); try again shortly "
+                            f"(serve.firstSyncWaitSeconds = {self.first_sync_wait:g})",
+                            retry_after=max(1, min(30, int(self.first_sync_wait) or 5)))
+
+    def catching_up(self, agent_id: str) -> _CatchUp | None:
+        """The agent's first sync while it runs, else None."""
+        return self._catching.get(agent_id)
+
+    def _acquire(self, agent_id: str) -> MemoryManager:
         self.check(agent_id)
         with self._lock:
             if self._closed:
@@ -213,13 +280,6 @@ class AgentPool:
     def _open(self, agent_id: str) -> MemoryManager:
         manager = open_memory(self.config, agent_id=agent_id, workspace=self.workspaces.get(agent_id),
                               plugins=self.plugins, start=True)
-        with self._lock:
-            closed = self._closed or self._stopping
-            if not closed:
-                self._starting[agent_id] = manager  # close() stops its first sync at the next file
-        if closed:
-            manager.close()
-            raise SymiMemoryError("the server is shutting down")
         try:
             backend = manager.backend
             if backend is not None and hasattr(backend, "on_synced"):
@@ -227,17 +287,42 @@ class AgentPool:
                     self._syncs[agent_id] = {"at": time.time(), **report.to_dict()}
 
                 backend.on_synced = synced
-            ensure_fresh(manager, reason="serve-open")
+            indexed = bool(manager.status().get("files")) if manager.enabled else True
         except Exception:
             manager.close()
-            if self.stopping:  # close() or stop_opening() cut its first sync short
-                raise SymiMemoryError("the server is shutting down") from None
             raise
+        catch = _CatchUp(indexed=indexed)
+        with self._lock:
+            closed = self._closed or self._stopping
+            if not closed:
+                self._starting[agent_id] = manager  # close() stops its first sync at the next file
+                self._catching[agent_id] = catch
+        if closed:
+            manager.close()
+            raise SymiMemoryError("the server is shutting down")
+        threading.Thread(target=self._catch_up, args=(agent_id, manager, catch), name=f"symi-first-sync-{agent_id}",
+                         daemon=True).start()
+        log.info("opened agent %s (%s)%s", agent_id, manager.backend_name,
+                 "" if indexed else "; no index yet: requests wait for its first sync")
+        return manager
+
+    def _catch_up(self, agent_id: str, manager: MemoryManager, catch: _CatchUp) -> None:
+        """The agent's first sync, in its own thread: requests are answered meanwhile (see :meth:`acquire`)."""
+
+        def progress(p: SyncProgress) -> None:
+            catch.progress = p
+
+        try:
+            ensure_fresh(manager, reason="serve-open", progress=progress)
+        except Exception as exc:
+            if not self.stopping:  # else close() or stop_opening() cut it short
+                log.warning("the first sync of agent %s failed (%s: %s); its watcher tries again on the next change",
+                            agent_id, type(exc).__name__, exc)
         finally:
             with self._lock:
                 self._starting.pop(agent_id, None)
-        log.info("opened agent %s (%s)", agent_id, manager.backend_name)
-        return manager
+                self._catching.pop(agent_id, None)
+            catch.done.set()
 
     def release(self, agent_id: str) -> None:
         with self._lock:
@@ -265,7 +350,8 @@ class AgentPool:
         closing = []
         with self._lock:
             for agent_id, entry in list(self._entries.items()):
-                if agent_id in self.pinned or entry.in_flight or now - entry.last_used < self.idle_seconds:
+                if (agent_id in self.pinned or entry.in_flight or agent_id in self._catching
+                        or now - entry.last_used < self.idle_seconds):
                     continue
                 opening = self._opening.setdefault(agent_id, threading.Lock())
                 if not opening.acquire(blocking=False):  # a request is looking it up right now: not idle
@@ -287,13 +373,13 @@ class AgentPool:
         return self._stopping or self._closed
 
     def stop_opening(self) -> None:
-        """The server is stopping: no agent opens any more, and the agents still catching up with their files stop
-        at the next file (the requests waiting for them are answered at once); open agents answer the requests in
-        flight until :meth:`close`."""
+        """The server is stopping: no agent opens any more, and the agents building their first index stop at the
+        next file (the requests waiting for them are answered at once); open agents, those catching up from an
+        index they answer from included, answer the requests in flight until :meth:`close`."""
         with self._lock:
             self._stopping = True
-            starting = list(self._starting.values())
-        for manager in starting:  # its opener then closes it and refuses
+            starting = [m for a, m in self._starting.items() if not self._catching[a].indexed]
+        for manager in starting:  # its waiters then refuse
             try:
                 manager.close()
             except Exception as exc:

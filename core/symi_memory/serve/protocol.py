@@ -30,9 +30,12 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["HeadDeadlines", "TESTED_UVICORN", "h11_protocol_class"]
+__all__ = ["READ_MIN_RATE", "HeadDeadlines", "TESTED_UVICORN", "h11_protocol_class"]
 
 log = logging.getLogger("symi_memory.serve")
+
+#: A client must read an answer the server holds for it at this many bytes a second at least (else it is cut off).
+READ_MIN_RATE = 1024
 
 #: The uvicorn releases this module is tested with (pyproject's ``mcp`` extra says the same).
 TESTED_UVICORN = ">=0.31.1,<1"
@@ -66,8 +69,37 @@ def _key(client: Any, server: Any) -> tuple[tuple[str, int], tuple[str, int]] | 
     return None if peer is None or local is None else (peer, local)
 
 
+def _unsent(transport: Any) -> int:
+    """Bytes of an answer the client has not taken yet: those in the transport's buffer, plus (on Linux, where the
+    kernel says) those in the socket's send queue. The kernel takes up to megabytes of an answer and asks the
+    transport for more only once much of it has gone, so the transport's buffer alone stays still for a long
+    while under a client reading steadily."""
+    try:
+        waiting = int(transport.get_write_buffer_size())
+    except Exception:  # a transport without one: nothing is known to wait
+        return 0
+    try:
+        import fcntl
+        import struct
+        import termios
+
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            waiting += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+    except (ImportError, AttributeError, OSError, ValueError):  # not Linux, or the socket is gone
+        pass
+    return waiting
+
+
 class _Connection:
-    """One open connection's head timer."""
+    """One open connection's head timer, and after an answer the check that its client reads it.
+
+    An answer is written into the transport's buffer at once, and ``transport.close()`` waits for that buffer to
+    drain: a client that asked for a large answer and never read it held the connection, a file descriptor and
+    the answer's bytes (up to ``serve.maxResponseBytes``) for ever, and a few hundred such clients could take
+    gigabytes. So when the deadline comes with part of the answer still unread, the client must have taken at
+    least :data:`READ_MIN_RATE` bytes a second of it meanwhile; else the connection is aborted.
+    """
 
     def __init__(self, deadlines: HeadDeadlines, transport: Any, peer: tuple[str, int] | None, key: Any) -> None:
         self.deadlines = deadlines
@@ -77,16 +109,19 @@ class _Connection:
         self.request = 0  # requests whose head came in on this connection
         self.timer: asyncio.TimerHandle | None = None
         self.open = True
+        self.unsent = 0  # bytes of the last answer in the buffer at the last check
 
     def head_in(self) -> int:
         """A request's head came in: no timer until it is answered. Returns the request's number."""
         self.request += 1
+        self.unsent = 0
         self.disarm()
         return self.request
 
     def answered(self, request: int) -> None:
         """Request ``request`` was answered: the next head must come within the deadline (unless one did already)."""
         if self.open and request == self.request and self.timer is None:
+            self.unsent = _unsent(self.transport)
             self.arm()
 
     def arm(self) -> None:
@@ -100,8 +135,24 @@ class _Connection:
 
     def _late(self) -> None:
         self.timer = None
-        if self.open and not self.transport.is_closing():
-            peer = f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?"
+        if not self.open:
+            return
+        peer = f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?"
+        left = _unsent(self.transport)
+        if left:
+            if self.unsent - left >= READ_MIN_RATE * self.deadlines.seconds:  # it reads on, if slowly
+                self.unsent = left
+                self.arm()
+                return
+            log.info("closed a connection from %s: it read under %d bytes/s of its answer for %g s (%d bytes unread)",
+                     peer, READ_MIN_RATE, self.deadlines.seconds, left)
+            self.transport.abort()
+            return
+        if self.unsent:  # the answer was read since the last check: the next head's deadline starts now
+            self.unsent = 0
+            self.arm()
+            return
+        if not self.transport.is_closing():
             log.info("closed a connection from %s: no complete request head within %g s", peer, self.deadlines.seconds)
             self.transport.close()
 

@@ -15,7 +15,7 @@ from .. import __version__
 from ..config import Config
 from ..errors import ConfigError
 from .app import ServerState, build_app, is_loopback
-from .pool import AgentPool
+from .pool import AgentPool, AgentStarting
 from .protocol import HeadDeadlines
 from .record import TOKEN_ENV, read_record, remove_record, write_record
 
@@ -70,7 +70,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     settings = config.data["serve"]
     host = host or settings["host"]
     port = settings["port"] if port is None else port
-    token = settings.get("token") or os.environ.get(TOKEN_ENV) or None
+    # Blank is unset: a token of spaces could never be sent (HTTP strips them from a header's ends).
+    token = (settings.get("token") or os.environ.get(TOKEN_ENV) or "").strip() or None
     loopback = is_loopback(host)
     if not loopback and not token:
         raise ConfigError(f"serving on {host} (not loopback) needs a token: set serve.token or ${TOKEN_ENV}")
@@ -83,7 +84,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     heads = HeadDeadlines(float(settings["clientTimeoutSeconds"]))
     http_protocol = heads.protocol()  # a ConfigError now, before anything is bound, if this uvicorn has no h11
     pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
-                     workspaces={agent: workspace} if workspace else None)
+                     workspaces={agent: workspace} if workspace else None,
+                     first_sync_wait=float(settings["firstSyncWaitSeconds"]))
     _raise_file_limit()
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
@@ -127,8 +129,10 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
             if stop.is_set() or pool.stopping:
                 return
             try:
-                pool.acquire(agent_id)
+                pool.acquire(agent_id, wait=0)  # its first sync runs in a thread of its own
                 pool.release(agent_id)
+            except AgentStarting:
+                pass
             except Exception as exc:  # the server keeps serving the other agents
                 if not (stop.is_set() or pool.stopping):  # else a shutdown cut its first sync short
                     log.warning("could not open agent %s: %s", agent_id, exc)

@@ -1,0 +1,102 @@
+"""`symi-memory serve` while an agent catches up with its files: requests answered from the index it has at once.
+
+A real server process on loopback; the `stall` provider (tests/support/stalling_provider.py) makes a file naming
+``stallN.Ns`` take N.N seconds to embed, so the first sync runs for a known while.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_serve import _write_config, make_setup, running_server
+from test_serve_lifecycle import STALL_ENV, _mcp
+
+pytest.importorskip("uvicorn")
+pytest.importorskip("mcp_types")
+
+
+@pytest.fixture
+def setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
+    s = make_setup(tmp_path, workspace)
+    _write_config(s["state"], s["main"], s["other"], extra="[serve]\nfirstSyncWaitSeconds = 1\n")
+    cfg = s["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text().replace('provider = "hash"', 'provider = "stall"'))
+    return s
+
+
+def _post(port: int, path: str, body: Any, timeout: float = 60) -> tuple[int, dict[str, str], Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn.request("POST", path, body=json.dumps(body).encode(),
+                 headers={"Host": f"127.0.0.1:{port}", "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    out = json.loads(resp.read())
+    conn.close()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, out
+
+
+def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup: dict[str, Path]) -> None:
+    """Before: every request for the agent waited for its first sync (minutes on a large workspace)."""
+    import os
+
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **STALL_ENV}
+    subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
+                   timeout=120)
+    # Written while no server watched: the first sync must embed it, which takes 12 s.
+    (setup["main"] / "memory" / "slow.md").write_text("- A slow note stall12s about the harbour.\n", encoding="utf-8")
+    with running_server(setup["state"], env=STALL_ENV) as srv:
+        started = time.monotonic()
+        status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "Prefers tea", "fresh": True})
+        took = time.monotonic() - started
+        assert status == 200, out
+        assert out["results"] and out["results"][0]["path"] == "MEMORY.md"
+        assert any("catching up" in w for w in out.get("warnings", [])), out
+        assert took < 6, took
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert status == 200 and st["firstSync"] is not None and st["firstSync"]["indexedBefore"] is True, st
+
+        async def search(session: Any) -> Any:
+            return (await session.call_tool("memory_search", {"query": "Prefers tea"})).structured_content
+
+        hit = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/mcp", search), 30))
+        assert hit["results"][0]["path"] == "MEMORY.md" and any("catching up" in w for w in hit["warnings"]), hit
+        # Once the sync is done the new note is found and the warning is gone.
+        deadline = time.monotonic() + 90
+        while True:
+            status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "slow note about the harbour"})
+            if any(r["path"] == "memory/slow.md" for r in out["results"]):
+                break
+            assert time.monotonic() < deadline, out
+            time.sleep(0.3)
+        assert not any("catching up" in w for w in out.get("warnings", [])), out
+        assert srv.request("GET", "/api/agents/main/status")[1]["firstSync"] is None
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_an_agent_with_no_index_waits_a_bounded_while_then_gets_503_with_retry_after(setup: dict[str, Path]) -> None:
+    """Before: the request waited for the whole first build, however long it took."""
+    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note stall6s.\n", encoding="utf-8")
+    with running_server(setup["state"], env=STALL_ENV) as srv:
+        started = time.monotonic()
+        status, headers, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
+        took = time.monotonic() - started
+        assert status == 503, out
+        assert "no index yet" in out["error"] and "firstSyncWaitSeconds" in out["error"], out
+        assert int(headers["retry-after"]) >= 1
+        assert took < 5, took
+        deadline = time.monotonic() + 90
+        while True:
+            status, _, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
+            if status == 200:
+                break
+            assert status == 503 and time.monotonic() < deadline, out
+            time.sleep(0.5)
+        assert out["results"] and out["results"][0]["path"] == "MEMORY.md"
+    assert "Traceback" not in srv.log.read_text()
