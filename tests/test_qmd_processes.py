@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from qmd_standin.helpers import QUICK_EMBED, real_qmd, write
+from qmd_standin.helpers import PATIENT_SEARCH, QUICK_EMBED, real_qmd, write
 
 QMD = real_qmd()
 pytestmark = [
@@ -29,7 +29,8 @@ def _base(tmp_path: Path, command: str, notes: int = 0, **qmd: object) -> tuple[
         write(ws / "memory" / f"n{i:03d}.md", f"# Note {i}\n\nword{i} about the garden project\n")
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"plugins": {"slots": {"memory": "qmd-sidecar"}},
-                               "memory": {"qmd": {"command": command, "update": QUICK_EMBED, **qmd}},
+                               "memory": {"qmd": {"command": command, "update": QUICK_EMBED,
+                                                          "limits": PATIENT_SEARCH, **qmd}},
                                "agents": {"defaults": {"memorySearch": {"provider": "none"}}}}), encoding="utf-8")
     return ("--config", str(cfg), "--workspace", str(ws))
 

@@ -11,10 +11,19 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from qmd_standin.helpers import QUICK_EMBED, STANDIN, make_backend, real_backend, real_qmd, write
+from qmd_standin.helpers import (
+    PATIENT_SEARCH,
+    QUICK_EMBED,
+    STANDIN,
+    make_backend,
+    real_backend,
+    real_qmd,
+    write,
+)
 from support.unprivileged import run_without_dac_override
 
 from symi_memory.types import SearchQuery
@@ -91,7 +100,7 @@ def test_real_qmd_status_of_another_workspace_does_not_claim_the_last_ones_files
     write(tmp_path / "ws2" / "MEMORY.md", "# Memory\n\nnothing yet\n")
     other = QmdBackend(QmdSettings.from_config({"command": QMD, "paths": [{"path": str(tmp_path / "notes"),
                                                                             "name": "notes"}],
-                                                "update": QUICK_EMBED}),
+                                                "update": QUICK_EMBED, "limits": PATIENT_SEARCH}),
                        agent_id="main", workspace=tmp_path / "ws2", state_dir=tmp_path / "state", start=False)
     st = other.status()
     shown = {c["name"]: (c["ready"], c["files"]) for c in st["collections"]}
@@ -179,8 +188,11 @@ def _shape(proc: subprocess.CompletedProcess[str]) -> dict:
 
 def test_standin_matches_real_qmd(tmp_path, ws):
     notes = tmp_path / "notes"
-    real = [_shape(_run([QMD], tmp_path / "real", *a)) for a in _script(ws, notes)]
-    fake = [_shape(_run([sys.executable, str(STANDIN)], tmp_path / "fake", *a)) for a in _script(ws, notes)]
+    # The two scripts share nothing (each its own home): the stand-in's runs go on while qmd's do.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        real_runs = pool.submit(lambda: [_shape(_run([QMD], tmp_path / "real", *a)) for a in _script(ws, notes)])
+        fake = [_shape(_run([sys.executable, str(STANDIN)], tmp_path / "fake", *a)) for a in _script(ws, notes)]
+        real = real_runs.result()
     for args, r, f in zip(_script(ws, notes), real, fake, strict=True):
         assert f == r, f"stand-in differs from qmd for: qmd {' '.join(args)}"
 
