@@ -6,7 +6,7 @@ import importlib.util
 from typing import Any
 
 import pytest
-from qmd_standin.helpers import real_qmd
+from qmd_standin.helpers import PATIENT_SEARCH, QUICK_EMBED, real_qmd
 
 from symi_memory.testing.conformance import *  # noqa: F403  (the suite's test functions)
 
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.parametrize("symi_backend", BACKENDS, indirect=True)
 
 @pytest.fixture
 def symi_extra_config(symi_backend: str) -> dict[str, Any]:
-    """qmd-sidecar runs the real qmd CLI, updated synchronously by sync()."""
+    """qmd-sidecar runs the real qmd CLI, updated synchronously by sync(); no conformance check is about embed."""
     if symi_backend == "qmd-sidecar":
-        return {"memory": {"qmd": {"command": QMD, "update": {"waitForBootSync": True}}}}
+        return {"memory": {"qmd": {"command": QMD, "update": {"waitForBootSync": True, **QUICK_EMBED},
+                                   "limits": PATIENT_SEARCH}}}
     return {}

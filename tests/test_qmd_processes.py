@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from qmd_standin.helpers import real_qmd, write
+from qmd_standin.helpers import PATIENT_SEARCH, QUICK_EMBED, real_qmd, write
 
 QMD = real_qmd()
 pytestmark = [
@@ -29,7 +29,8 @@ def _base(tmp_path: Path, command: str, notes: int = 0, **qmd: object) -> tuple[
         write(ws / "memory" / f"n{i:03d}.md", f"# Note {i}\n\nword{i} about the garden project\n")
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"plugins": {"slots": {"memory": "qmd-sidecar"}},
-                               "memory": {"qmd": {"command": command, **qmd}},
+                               "memory": {"qmd": {"command": command, "update": QUICK_EMBED,
+                                                          "limits": PATIENT_SEARCH, **qmd}},
                                "agents": {"defaults": {"memorySearch": {"provider": "none"}}}}), encoding="utf-8")
     return ("--config", str(cfg), "--workspace", str(ws))
 
@@ -132,8 +133,12 @@ def test_two_processes_indexing_at_once_both_end_up_on_qmd(tmp_path, cli):
 
 
 def test_status_from_another_process_names_the_running_update(tmp_path, cli):
-    started = tmp_path / "update-started"
-    base = _base(tmp_path, _wrapper(tmp_path, before_update=f"touch {shlex.quote(str(started))}; sleep 3"))
+    started, release = tmp_path / "update-started", tmp_path / "update-release"
+    # The update is held until the status below has answered (at most 60 s), not for a fixed while that a loaded
+    # host can outlast before `status` has even started.
+    hold = (f"touch {shlex.quote(str(started))}; i=0; "
+            f"while [ ! -e {shlex.quote(str(release))} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done")
+    base = _base(tmp_path, _wrapper(tmp_path, before_update=hold))
     first = _index_process(tmp_path, base)
     try:
         deadline = time.monotonic() + 60
@@ -141,6 +146,7 @@ def test_status_from_another_process_names_the_running_update(tmp_path, cli):
             time.sleep(0.05)
         assert started.exists(), "the index never reached qmd update"
         code, st, _ = cli(*base, "status", "--json", json_out=True)
+        release.touch()
         _, err = first.communicate(timeout=300)
     finally:
         first.kill()

@@ -11,10 +11,19 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from qmd_standin.helpers import STANDIN, make_backend, real_qmd, write
+from qmd_standin.helpers import (
+    PATIENT_SEARCH,
+    QUICK_EMBED,
+    STANDIN,
+    make_backend,
+    real_backend,
+    real_qmd,
+    write,
+)
 from support.unprivileged import run_without_dac_override
 
 from symi_memory.types import SearchQuery
@@ -45,7 +54,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def test_real_qmd_search_through_the_backend(tmp_path, ws):
-    b = make_backend(tmp_path, QMD, {"paths": [{"path": "../notes", "name": "notes"}]})
+    b = real_backend(tmp_path, QMD, {"paths": [{"path": "../notes", "name": "notes"}]})
     assert b.sync().errors == ()
     res = b.search(query("zephyr"))
     assert res.fallback is None, res.fallback
@@ -60,29 +69,23 @@ def test_real_qmd_search_through_the_backend(tmp_path, ws):
     assert "The kraken cluster runs on ARM." in lines[kraken.start_line - 1 : kraken.end_line]
 
 
-def test_real_qmd_sees_changed_files_after_update(tmp_path, ws):
-    b = make_backend(tmp_path, QMD)
-    b.sync()
-    assert b.search(query("walrus")).candidates == ()
-    write(ws / "memory" / "2026-05-12.md", "# Day 2\n\nA walrus visited the office.\n")
-    (ws / "memory" / "2026-05-01.md").unlink()
-    b.sync(reason="manual")
-    (hit,) = b.search(query("walrus")).candidates
-    assert (hit.path, hit.start_line) == ("memory/2026-05-12.md", 2)
-    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md"}
-
-
-def test_real_qmd_sync_report_says_what_the_update_did(tmp_path, ws):
-    """`index` on qmd-sidecar reported "0 files scanned, 0 indexed" whatever qmd's update did; the first one said
-    "0 indexed" (qmd indexes a collection's files as it adds it, so its update found them unchanged)."""
-    b = make_backend(tmp_path, QMD)
+def test_real_qmd_sees_changed_files_after_update_and_the_sync_report_says_what_it_did(tmp_path, ws):
+    """A file added and one deleted are found (and gone) after the next update. And the report: `index` on
+    qmd-sidecar reported "0 files scanned, 0 indexed" whatever qmd's update did; the first one said "0 indexed" (qmd
+    indexes a collection's files as it adds it, so its update found them unchanged). One workspace and index serve
+    both checks: they made the same changes to the same files."""
+    b = real_backend(tmp_path, QMD)
     first = b.sync(reason="manual")
     assert (first.files_scanned, first.files_indexed, first.files_removed) == (6, 6, 0), first
+    assert b.search(query("walrus")).candidates == ()
     assert b.sync(reason="manual").files_indexed == 0  # nothing changed since
     write(ws / "memory" / "2026-05-12.md", "# Day 2\n\nA walrus visited the office.\n")
     (ws / "memory" / "2026-05-01.md").unlink()
     again = b.sync(reason="manual")
     assert (again.files_scanned, again.files_indexed, again.files_removed) == (5, 1, 1), again
+    (hit,) = b.search(query("walrus")).candidates
+    assert (hit.path, hit.start_line) == ("memory/2026-05-12.md", 2)
+    assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md"}
 
 
 def test_real_qmd_status_of_another_workspace_does_not_claim_the_last_ones_files(tmp_path, ws):
@@ -90,13 +93,14 @@ def test_real_qmd_status_of_another_workspace_does_not_claim_the_last_ones_files
     from symi_memory_qmd.backend import QmdBackend
     from symi_memory_qmd.settings import QmdSettings
 
-    b = make_backend(tmp_path, QMD, {"paths": [{"path": str(tmp_path / "notes"), "name": "notes"}]})
+    b = real_backend(tmp_path, QMD, {"paths": [{"path": str(tmp_path / "notes"), "name": "notes"}]})
     b.sync(reason="manual")
     assert b.status()["files"] == 8
     b.close()
     write(tmp_path / "ws2" / "MEMORY.md", "# Memory\n\nnothing yet\n")
     other = QmdBackend(QmdSettings.from_config({"command": QMD, "paths": [{"path": str(tmp_path / "notes"),
-                                                                            "name": "notes"}]}),
+                                                                            "name": "notes"}],
+                                                "update": QUICK_EMBED, "limits": PATIENT_SEARCH}),
                        agent_id="main", workspace=tmp_path / "ws2", state_dir=tmp_path / "state", start=False)
     st = other.status()
     shown = {c["name"]: (c["ready"], c["files"]) for c in st["collections"]}
@@ -114,7 +118,7 @@ def test_real_qmd_status_after_fixing_the_command_drops_the_old_commands_failure
     assert broken.sync(reason="manual").errors
     assert "no-such-qmd" in (broken.status()["lastError"] or "")
     broken.close()
-    fixed = make_backend(tmp_path, QMD)
+    fixed = real_backend(tmp_path, QMD)
     st = fixed.status()
     assert (st["fallback"], st["lastError"], st["dirty"]) == (None, None, True), st
     fixed.sync(reason="manual")
@@ -184,8 +188,11 @@ def _shape(proc: subprocess.CompletedProcess[str]) -> dict:
 
 def test_standin_matches_real_qmd(tmp_path, ws):
     notes = tmp_path / "notes"
-    real = [_shape(_run([QMD], tmp_path / "real", *a)) for a in _script(ws, notes)]
-    fake = [_shape(_run([sys.executable, str(STANDIN)], tmp_path / "fake", *a)) for a in _script(ws, notes)]
+    # The two scripts share nothing (each its own home): the stand-in's runs go on while qmd's do.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        real_runs = pool.submit(lambda: [_shape(_run([QMD], tmp_path / "real", *a)) for a in _script(ws, notes)])
+        fake = [_shape(_run([sys.executable, str(STANDIN)], tmp_path / "fake", *a)) for a in _script(ws, notes)]
+        real = real_runs.result()
     for args, r, f in zip(_script(ws, notes), real, fake, strict=True):
         assert f == r, f"stand-in differs from qmd for: qmd {' '.join(args)}"
 
@@ -196,7 +203,7 @@ def test_real_qmd_finds_the_newest_messages_of_a_transcript_over_the_limit(tmp_p
              for n in range(200)]
     lines.insert(1, json.dumps({"type": "tool_result", "output": "ls output\n" * 5000}))
     write(sessions / "long.jsonl", "\n".join(lines) + "\n")
-    b = make_backend(tmp_path, QMD, {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
+    b = real_backend(tmp_path, QMD, {"sessions": {"enabled": True}}, max_transcript_bytes=3000)
     assert b.sync().errors == ()
     (hit,) = b.search(query("word199x")).candidates
     assert hit.path == "qmd/sessions-main/long.md" and "note 199: token word199x" in hit.text
@@ -208,7 +215,7 @@ def test_real_qmd_finds_the_newest_messages_of_a_transcript_over_the_limit(tmp_p
 def test_real_qmd_skips_a_name_not_valid_utf8_and_status_lists_it(tmp_path, ws):
     with open(os.path.join(os.fsencode(ws / "memory"), b"caf\xe9.md"), "wb") as fh:
         fh.write(b"- the heron is hidden here\n")
-    b = make_backend(tmp_path, QMD)
+    b = real_backend(tmp_path, QMD)
     report = b.sync()
     assert report.errors == ()
     assert b.search(query("heron")).candidates == ()  # qmd cannot read it: the listing below is all that says so
@@ -229,8 +236,8 @@ def test_real_qmd_keeps_a_folder_away_for_a_while_searchable_and_catches_up_when
 
     def backend():  # type: ignore[no-untyped-def]
         if setting == "extraPaths":
-            return make_backend(tmp_path, QMD, extra_paths=[str(notes)])
-        return make_backend(tmp_path, QMD, {"paths": [{"path": "../notes", "name": "notes"}]})
+            return real_backend(tmp_path, QMD, extra_paths=[str(notes)])
+        return real_backend(tmp_path, QMD, {"paths": [{"path": "../notes", "name": "notes"}]})
 
     b = backend()
     assert b.sync().errors == ()
@@ -269,10 +276,10 @@ def test_real_qmd_keeps_a_folder_it_cannot_read_and_updates_the_rest(tmp_path, w
     out = run_without_dac_override("""
         import json, sys
         from pathlib import Path
-        from qmd_standin.helpers import make_backend, write
+        from qmd_standin.helpers import real_backend, write
         from symi_memory.types import SearchQuery
         tmp, qmd = Path(sys.argv[1]), sys.argv[2]
-        b = make_backend(tmp, qmd, extra_paths=[str(tmp / "notes")])
+        b = real_backend(tmp, qmd, extra_paths=[str(tmp / "notes")])
         def found(text):
             return sorted(c.path for c in b.search(SearchQuery(text=text, max_results=6, min_score=0.0,
                                                                 candidate_limit=24)).candidates)
@@ -315,7 +322,7 @@ def test_real_qmd_a_new_session_retention_makes_the_index_stale_and_the_next_syn
         os.utime(sessions / f"{name}.jsonl", (then, then))
 
     def backend(days):
-        return make_backend(tmp_path, QMD, {"sessions": {"enabled": True, "retentionDays": days}})
+        return real_backend(tmp_path, QMD, {"sessions": {"enabled": True, "retentionDays": days}})
 
     def found(b, word):
         return [c.path for c in b.search(query(word)).candidates]
@@ -345,7 +352,7 @@ def test_real_qmd_leaves_a_users_own_config_dir_and_index_path_alone(tmp_path, w
     mine.mkdir()
     monkeypatch.setenv("QMD_CONFIG_DIR", str(mine / "config"))
     monkeypatch.setenv("INDEX_PATH", str(mine / "index.sqlite"))
-    b = make_backend(tmp_path, QMD)
+    b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     assert {c.path for c in b.search(query("zephyr")).candidates} == {"MEMORY.md", "memory/2026-05-01.md"}
     b.close()
@@ -363,7 +370,7 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
     out = run_without_dac_override("""
         import json, sys
         from pathlib import Path
-        from qmd_standin.helpers import make_backend, write
+        from qmd_standin.helpers import real_backend, write
         from symi_memory.types import SearchQuery
         tmp, qmd = Path(sys.argv[1]), sys.argv[2]
         private, hidden = tmp / "ws" / "memory" / "private", tmp / "notes" / ".old"
@@ -371,19 +378,20 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
         write(hidden / "h.md", "# H\\n\\nThe heron.\\n")
         write(tmp / "ws" / "memory" / "build" / "b.md", "# B\\n\\nqmd never lists build folders.\\n")
         hidden.chmod(0)  # before the first sync: the notes collection waits for it
-        b = make_backend(tmp, qmd, extra_paths=[str(tmp / "notes")])
+        b = real_backend(tmp, qmd, extra_paths=[str(tmp / "notes")])
         def found(text):
             return sorted(c.path for c in b.search(SearchQuery(text=text, max_results=6, min_score=0.0,
                                                                 candidate_limit=24)).candidates)
-        def look(report):
+        def look(report, words=("gannet", "walrus", "kraken", "narwhal")):
+            # Only words some file holds by then: a search for one no file has yet can only come back empty.
             st = b.status()
             return {"errors": list(report.errors), "warnings": list(report.warnings), "status": st["warnings"],
-                    "found": {w: found(w) for w in ("gannet", "walrus", "kraken", "narwhal")},
+                    "found": {w: found(w) for w in words},
                     "ready": {c["name"]: c["ready"] for c in st["collections"]}, "fallback": st["fallback"]}
         (tmp / "ws" / "memory" / "build").chmod(0)
-        out = {"first": look(b.sync())}
+        out = {"first": look(b.sync(), ("gannet", "kraken"))}
         hidden.chmod(0o755)
-        out["notes"] = look(b.sync())
+        out["notes"] = look(b.sync(), ("gannet", "kraken"))
         private.chmod(0)
         write(tmp / "ws" / "MEMORY.md", "# Memory\\n\\nA walrus visited.\\n")
         write(tmp / "notes" / "n.md", "# N\\n\\nA narwhal.\\n")
@@ -410,7 +418,7 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
     ready = {"memory-root-main": True, "memory-alt-main": True, "memory-dir-main": True, "notes": True}
     assert out["first"] == {
         "errors": [], "fallback": None, "ready": {**ready, "notes": False},
-        "found": {"gannet": ["memory/private/p.md"], "walrus": [], "kraken": [], "narwhal": []},
+        "found": {"gannet": ["memory/private/p.md"], "kraken": []},
         "warnings": [f"folder {hidden} cannot be read (Permission denied): qmd updates nothing of collection notes "
                      "meanwhile (it would fail every update); what qmd already holds from it stays searchable until "
                      "it can be read again"],
@@ -418,8 +426,7 @@ def test_real_qmd_keeps_a_collection_with_a_folder_it_cannot_read_and_updates_th
                    "meanwhile (it would fail every update); what qmd already holds from it stays searchable until "
                    "it can be read again"]}
     assert out["notes"] == {"errors": [], "warnings": [], "status": [], "fallback": None, "ready": ready,
-                            "found": {"gannet": ["memory/private/p.md"], "walrus": [],
-                                      "kraken": ["qmd/notes/sub/k.md"], "narwhal": []}}
+                            "found": {"gannet": ["memory/private/p.md"], "kraken": ["qmd/notes/sub/k.md"]}}
     said = [f"folder {private} cannot be read (Permission denied): qmd updates nothing of collection memory-dir-main "
             "meanwhile (it would fail every update); what qmd already holds from it stays searchable until it can be "
             "read again"]
@@ -440,7 +447,7 @@ def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, 
     out = run_without_dac_override("""
         import json, sys
         from pathlib import Path
-        from qmd_standin.helpers import make_backend, write
+        from qmd_standin.helpers import real_backend, write
         from symi_memory.types import SearchQuery
         tmp, qmd = Path(sys.argv[1]), sys.argv[2]
         sessions = tmp / "state" / "agents" / "main" / "sessions"
@@ -448,7 +455,7 @@ def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, 
             write(sessions / name, json.dumps({"type": "message", "message": {"role": "user", "content": text}})
                   + "\\n")
         say("a.jsonl", "the kestrel nests on the water tower")
-        b = make_backend(tmp, qmd, {"sessions": {"enabled": True}})
+        b = real_backend(tmp, qmd, {"sessions": {"enabled": True}})
         def found(text):
             return sorted(c.path for c in b.search(SearchQuery(text=text, max_results=6, min_score=0.0,
                                                                 candidate_limit=24)).candidates)

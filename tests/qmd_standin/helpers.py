@@ -12,9 +12,18 @@ from typing import Any
 from symi_memory_qmd.backend import QmdBackend
 from symi_memory_qmd.settings import QmdSettings
 
-__all__ = ["STANDIN", "make_backend", "real_qmd", "standin_command", "write"]
+__all__ = ["PATIENT_SEARCH", "QUICK_EMBED", "STANDIN", "make_backend", "real_backend", "real_qmd", "standin_command", "write"]
 
 STANDIN = Path(__file__).with_name("qmd")
+
+#: ``memory.qmd.update`` for the real-qmd tests, none of which is about ``qmd embed``: the pinned install has no
+#: llama.cpp binary (optional packages are omitted), so each first update's embed loaded Node and the model, failed
+#: after 2-4 s, and was only logged. A 1 ms timeout ends it through the backend's own timeout path (also only
+#: logged: keyword search and every status field the tests read are the same), before Node has started.
+QUICK_EMBED: dict[str, Any] = {"embedTimeoutMs": 1}
+#: ``memory.qmd.limits`` for the real-qmd tests, none of which is about a search's timeout: on a loaded shared host
+#: (load 20 on 2 cores) one ``qmd search`` process took over the default 4 s, and the search went to the fallback.
+PATIENT_SEARCH: dict[str, Any] = {"timeoutMs": 60_000}
 
 
 def standin_command(**env: str) -> str:
@@ -49,3 +58,12 @@ def make_backend(tmp_path: Path, command: str, qmd: dict[str, Any] | None = None
         state_dir=tmp_path / "state",
         **kwargs,
     )
+
+
+def real_backend(tmp_path: Path, command: str, qmd: dict[str, Any] | None = None, **kwargs: Any) -> QmdBackend:
+    """:func:`make_backend` for the real qmd, with :data:`QUICK_EMBED` and :data:`PATIENT_SEARCH` under the given
+    ``memory.qmd.update`` and ``limits``."""
+    section = dict(qmd or {})
+    section["update"] = {**QUICK_EMBED, **section.get("update", {})}
+    section["limits"] = {**PATIENT_SEARCH, **section.get("limits", {})}
+    return make_backend(tmp_path, command, section, **kwargs)
