@@ -18,7 +18,6 @@ closed under one lock that a fork waits for, and a forked child closes its copie
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -40,48 +39,21 @@ POLL_S = 0.1
 FORK_WAIT_S = 5.0
 
 
-class _Descriptors:
+class _Descriptors(forking.Descriptors):
     """The lock file's descriptors open in this process (an update's, a :func:`holder` look), for forks.
 
     A parent thread forked between ``os.open`` and recording what it opened (an update taking the lock, or waiting
     for another process's to end) left a descriptor in the child that no fork hook knew: the parent's update then
     took the lock on the open file the two shared, and the child held it for its lifetime, past the parent's
     release: the child's syncs, and the parent's next ones, waited for it. Opening and recording, and forgetting
-    and closing, are one step under :attr:`guard`, which a fork takes first."""
-
-    def __init__(self) -> None:
-        self.guard = threading.Lock()
-        self.open: set[int] = set()
-        forking.track(self)
+    and closing, are one step under the guard a fork takes first (:class:`symi_memory.forking.Descriptors`)."""
 
     def opened(self, path: Path, flags: int) -> int:
-        with self.guard:
-            fd = os.open(path, flags, 0o644)
-            self.open.add(fd)
-            return fd
-
-    def close(self, fd: int) -> None:
-        with self.guard:
-            self.open.discard(fd)
-            os.close(fd)
-
-    def _before_fork(self) -> bool:
-        return self.guard.acquire(timeout=FORK_WAIT_S)
-
-    def _after_fork_in_parent(self) -> None:
-        self.guard.release()
-
-    def _after_fork_in_child(self) -> None:
-        """Close the child's copies: each closes the child's share of the open file only; the parent's lock stays
-        the parent's, held until its update closes its own descriptor."""
-        self.guard = threading.Lock()
-        fds, self.open = self.open, set()
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with self.opening() as record:
+            return record(os.open(path, flags, 0o644))
 
 
-_DESCRIPTORS = _Descriptors()
+_DESCRIPTORS = _Descriptors(FORK_WAIT_S)
 
 
 class UpdateBusy(UpdateSkipped):
