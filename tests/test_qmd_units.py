@@ -494,18 +494,21 @@ def test_the_qmd_update_lock_held_by_a_process_that_wrote_no_note_is_not_named_b
     # lock now. Status said this process was updating, and the "waiting" warning named this process's own pid.
     from symi_memory_qmd.lock import UpdateBusy, UpdateLock, holder
 
-    lock = UpdateLock(tmp_path)
+    lock = UpdateLock(tmp_path / "a")
     lock.acquire(0)
-    assert holder(tmp_path) is not None and holder(tmp_path)["thisProcess"] is True  # type: ignore[index]
+    assert holder(lock.home) is not None and holder(lock.home)["thisProcess"] is True  # type: ignore[index]
     lock.release()
     other = _other_holder(lock.path)
+    elsewhere = UpdateLock(tmp_path / "b")  # this process updating another qmd home meanwhile
+    elsewhere.acquire(0)
     try:
-        found = holder(tmp_path)
+        found = holder(lock.home)
         assert found is not None and found["thisProcess"] is False and found["pid"] in (None, other.pid), found
         with pytest.raises(UpdateBusy) as busy:
             lock.acquire(0)
         assert f"pid {os.getpid()}" not in str(busy.value)
     finally:
+        elsewhere.release()
         assert other.stdin is not None
         other.stdin.write("done\n")
         other.stdin.flush()

@@ -18,6 +18,7 @@ closed under one lock that a fork waits for, and a forked child closes its copie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -166,8 +167,13 @@ def holder(home: Path) -> dict[str, Any] | None:
 def _holds_open(pid: int, lock: os.stat_result) -> bool:
     """Whether process ``pid`` may be the lock's holder: this process while one of its updates holds the lock;
     another with the lock file among its open files (True where that cannot be told: no /proc, another user's)."""
-    if pid == os.getpid():
-        return bool(_HELD)
+    if pid == os.getpid():  # one of this process's updates holds this lock (not another qmd home's)
+        for fd in list(_HELD):
+            with contextlib.suppress(OSError):
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+                    return True
+        return False
     try:
         names = os.listdir(f"/proc/{pid}/fd")
     except FileNotFoundError:
