@@ -576,3 +576,70 @@ def test_a_child_forked_while_a_parent_thread_holds_a_post_processors_stage_lock
     child, parent = lines
     assert parent == {"exit": 0, "first": ["MEMORY.md"]}, proc.stdout + proc.stderr
     assert child == {"paths": ["MEMORY.md"], "warnings": []}, proc.stdout + proc.stderr
+
+
+FORK_AT_A_NEW_BUILD_FILE = _HEAD + r"""
+# The parent's full rebuild has created and locked its build file; a thread forks at that instant (the hook holds the
+# rebuild there until the fork is over), and the child lives on: a prefork server's worker.
+import symi_memory.index.rebuild as rebuild
+
+made, forked = threading.Event(), threading.Event()
+_locked = rebuild._locked_build_file
+BUILD = []
+
+
+def locked_then_fork(index):
+    got = _locked(index)
+    BUILD.append(got[1])
+    made.set()
+    forked.wait(30)
+    return got
+
+
+rebuild._locked_build_file = locked_then_fork
+threading.Thread(target=lambda: mem.sync(force=True), daemon=True).start()
+assert made.wait(30)
+pid = os.fork()
+if pid == 0:
+    faulthandler.dump_traceback_later(60, exit=True)
+    time.sleep(60)
+    os._exit(0)
+forked.set()
+print(json.dumps({"child": pid, "build": str(BUILD[0])}), flush=True)
+time.sleep(60)  # killed here, mid-rebuild: its build file stays behind
+"""
+
+
+def test_a_child_forked_as_a_rebuild_creates_its_build_file_keeps_no_lock_on_it(tmp_path: Path) -> None:
+    # builtin: a full rebuild created and locked its build file, then recorded the descriptor for the fork hooks; a
+    # fork in between left the child a copy of the locked descriptor that nothing closed. The parent killed
+    # mid-rebuild, its leftover stayed locked by the child for the child's lifetime: status named a rebuild running
+    # in a dead process, every sync waited for it (buildWaitMs), and no open could remove it.
+    import json
+    import signal
+
+    from symi_memory.index.rebuild import remove_stale_builds, running_build
+
+    proc = subprocess.Popen([sys.executable, "-c", FORK_AT_A_NEW_BUILD_FILE, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    child = None
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, proc.communicate(timeout=30)
+        got = json.loads(line)
+        child = int(got["child"])
+        build = Path(got["build"])
+        index = build.parent / build.name.split(".build-")[0]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)  # the child has its output pipes too: no reading them to their end
+        assert build.exists()  # the killed rebuild's leftover
+        assert running_build(index) is None, "a rebuild is said to run, held by the forked child"
+        remove_stale_builds(index)  # what an open does: the leftover goes (it may be empty yet: 0 bytes freed)
+        assert not build.exists(), "the killed rebuild's leftover cannot be removed: the forked child holds it"
+    finally:
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -429,3 +431,85 @@ def test_a_transcript_rewritten_in_place_at_the_same_size_is_exported_whole(tmp_
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
     export_sessions(src, out, max_bytes=10_000_000)
     assert "kumquat" not in (out / "s.md").read_text(encoding="utf-8")
+
+
+def _lock_fds(lock_path: Path) -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(lock_path):
+                out.append(fd)
+        except OSError:
+            pass
+    return out
+
+
+def _other_holder(lock_path: Path) -> subprocess.Popen[str]:
+    """Another process holding the update lock without writing a note (another tool, an older release)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl,os,sys; fd=os.open(sys.argv[1],os.O_RDWR|os.O_CREAT); "
+         "fcntl.flock(fd,fcntl.LOCK_EX); print('held',flush=True); sys.stdin.readline()", str(lock_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")
+def test_a_wait_for_the_qmd_update_lock_ended_by_a_signal_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    # An exception raised in the wait's sleep (Ctrl-C, a signal handler's) ended the wait with the lock file's
+    # descriptor open for the process's lifetime: one more at each interrupted wait of a long-lived server.
+    import signal
+
+    from symi_memory_qmd.lock import UpdateLock
+
+    lock = UpdateLock(tmp_path)
+    other = _other_holder(lock.path)
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            lock.acquire(10)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        assert other.stdin is not None
+        other.stdin.write("done\n")
+        other.stdin.flush()
+        other.wait(10)
+    assert _lock_fds(lock.path) == []
+    lock.acquire(0)  # and the lock is free for this process's next update
+    lock.release()
+
+
+def test_the_qmd_update_lock_held_by_a_process_that_wrote_no_note_is_not_named_by_an_earlier_holders_pid(
+        tmp_path: Path) -> None:
+    # The note names the last update that wrote one: this process's own, finished, while another process holds the
+    # lock now. Status said this process was updating, and the "waiting" warning named this process's own pid.
+    from symi_memory_qmd.lock import UpdateBusy, UpdateLock, holder
+
+    lock = UpdateLock(tmp_path / "a")
+    lock.acquire(0)
+    assert holder(lock.home) is not None and holder(lock.home)["thisProcess"] is True  # type: ignore[index]
+    lock.release()
+    other = _other_holder(lock.path)
+    elsewhere = UpdateLock(tmp_path / "b")  # this process updating another qmd home meanwhile
+    elsewhere.acquire(0)
+    try:
+        found = holder(lock.home)
+        assert found is not None and found["thisProcess"] is False and found["pid"] in (None, other.pid), found
+        with pytest.raises(UpdateBusy) as busy:
+            lock.acquire(0)
+        assert f"pid {os.getpid()}" not in str(busy.value)
+    finally:
+        elsewhere.release()
+        assert other.stdin is not None
+        other.stdin.write("done\n")
+        other.stdin.flush()
+        other.wait(10)

@@ -16,13 +16,15 @@ thread has open to end, so that the child is never copied in the middle of one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["keep", "track"]
+__all__ = ["Descriptors", "keep", "track"]
 
 log = logging.getLogger("symi_memory.fork")
 
@@ -68,6 +70,53 @@ def keep(obj: Any) -> None:
     the parent's commit then fails, or lands in a malformed index. The extra reference is never dropped."""
     _KEPT.append(obj)
     _pin(obj)
+
+
+class Descriptors:
+    """Descriptors of one kind of locked file (an update lock, a rebuild's build file) open in this process, whose
+    copies a forked child closes.
+
+    A ``flock`` belongs to the open file, which a forked child shares through its copy of the descriptor: a copy
+    the child kept held the parent's lock for the child's lifetime, past the parent's release (or its death). A
+    fork in the instant between a thread opening such a file and recording the descriptor left a copy nothing knew
+    of; so the open and the record are one step under :attr:`guard` (:meth:`opening`), which a fork takes first
+    (waiting at most ``wait_s``: the guard is held for an ``open`` or ``close`` only, never across a ``flock`` that
+    waits). The child closes its copies, never unlocking them (``LOCK_UN`` would release the parent's lock)."""
+
+    def __init__(self, wait_s: float = 5.0) -> None:
+        self.wait_s = wait_s
+        self.guard = threading.Lock()
+        self.open: set[int] = set()
+        track(self)
+
+    @contextlib.contextmanager
+    def opening(self) -> Iterator[Callable[[int], int]]:
+        """``with d.opening() as record: fd = os.open(...); record(fd)``: no fork comes in between."""
+        with self.guard:
+            yield self._record
+
+    def _record(self, fd: int) -> int:
+        self.open.add(fd)
+        return fd
+
+    def close(self, fd: int) -> None:
+        """Forget and close ``fd`` in one step (a fork meanwhile would leave the child a copy nothing closes)."""
+        with self.guard:
+            self.open.discard(fd)
+            os.close(fd)
+
+    def _before_fork(self) -> bool:
+        return self.guard.acquire(timeout=self.wait_s)
+
+    def _after_fork_in_parent(self) -> None:
+        self.guard.release()
+
+    def _after_fork_in_child(self) -> None:
+        self.guard = threading.Lock()
+        fds, self.open = self.open, set()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _snapshot() -> list[Any]:

@@ -40,48 +40,27 @@ POLL_S = 0.1
 FORK_WAIT_S = 5.0
 
 
-class _Descriptors:
+class _Descriptors(forking.Descriptors):
     """The lock file's descriptors open in this process (an update's, a :func:`holder` look), for forks.
 
     A parent thread forked between ``os.open`` and recording what it opened (an update taking the lock, or waiting
     for another process's to end) left a descriptor in the child that no fork hook knew: the parent's update then
     took the lock on the open file the two shared, and the child held it for its lifetime, past the parent's
     release: the child's syncs, and the parent's next ones, waited for it. Opening and recording, and forgetting
-    and closing, are one step under :attr:`guard`, which a fork takes first."""
-
-    def __init__(self) -> None:
-        self.guard = threading.Lock()
-        self.open: set[int] = set()
-        forking.track(self)
+    and closing, are one step under the guard a fork takes first (:class:`symi_memory.forking.Descriptors`)."""
 
     def opened(self, path: Path, flags: int) -> int:
-        with self.guard:
-            fd = os.open(path, flags, 0o644)
-            self.open.add(fd)
-            return fd
-
-    def close(self, fd: int) -> None:
-        with self.guard:
-            self.open.discard(fd)
-            os.close(fd)
-
-    def _before_fork(self) -> bool:
-        return self.guard.acquire(timeout=FORK_WAIT_S)
-
-    def _after_fork_in_parent(self) -> None:
-        self.guard.release()
+        with self.opening() as record:
+            return record(os.open(path, flags, 0o644))
 
     def _after_fork_in_child(self) -> None:
-        """Close the child's copies: each closes the child's share of the open file only; the parent's lock stays
-        the parent's, held until its update closes its own descriptor."""
-        self.guard = threading.Lock()
-        fds, self.open = self.open, set()
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        super()._after_fork_in_child()
+        _HELD.clear()  # the parent's updates' locks: the child's copies are closed
 
 
-_DESCRIPTORS = _Descriptors()
+_DESCRIPTORS = _Descriptors(FORK_WAIT_S)
+#: The descriptors this process's updates hold the lock by: the note's pid names this process only while one does.
+_HELD: set[int] = set()
 
 
 class UpdateBusy(UpdateSkipped):
@@ -121,28 +100,26 @@ class UpdateLock:
 
         self.home.mkdir(parents=True, exist_ok=True)
         fd = _DESCRIPTORS.opened(self.path, os.O_RDWR | os.O_CREAT)
-        deadline = time.monotonic() + max(0.0, wait_s)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
+        try:  # whatever ends the wait (busy, cancelled, a signal's exception in the sleep), the descriptor goes
+            deadline = time.monotonic() + max(0.0, wait_s)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
                 if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
-                    found = holder(self.home)
-                    _DESCRIPTORS.close(fd)
-                    raise UpdateBusy(self.path, found) from None
+                    raise UpdateBusy(self.path, holder(self.home))
                 if cancel is not None:
                     cancel.wait(POLL_S)
                 else:
                     time.sleep(POLL_S)
-            except BaseException:
-                _DESCRIPTORS.close(fd)
-                raise
-        note = json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode("utf-8")
-        try:
+            _HELD.add(fd)
+            note = json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode("utf-8")
             os.ftruncate(fd, 0)
-            os.pwrite(fd, note, 0)
-        except BaseException:  # a full disk: the lock goes with its descriptor
+            os.pwrite(fd, note, 0)  # a full disk: the lock goes with its descriptor
+        except BaseException:
+            _HELD.discard(fd)
             _DESCRIPTORS.close(fd)
             raise
         self.fd = fd
@@ -151,6 +128,7 @@ class UpdateLock:
     def release(self) -> None:
         fd, self.fd = self.fd, None
         if fd is not None:
+            _HELD.discard(fd)
             _DESCRIPTORS.close(fd)  # drops this descriptor's hold; a qmd child still running keeps the lock until it exits
 
 
@@ -173,10 +151,40 @@ def holder(home: Path) -> dict[str, Any] | None:
             found = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
         except ValueError:
             found = {}
+        st = os.fstat(fd)
     finally:
         _DESCRIPTORS.close(fd)  # a child forked meanwhile does not keep this look's shared lock
     if not isinstance(found, dict):
         found = {}
     pid = found.get("pid")
-    return {"pid": pid if isinstance(pid, int) else None, "startedAt": found.get("startedAt"),
-            "thisProcess": pid == os.getpid()}
+    if not isinstance(pid, int) or not _holds_open(pid, st):
+        # the note is an earlier update's: the holder wrote none (another tool, a release from before notes, a qmd
+        # a killed update left running, or one between its lock and its note)
+        return {"pid": None, "startedAt": None, "thisProcess": False}
+    return {"pid": pid, "startedAt": found.get("startedAt"), "thisProcess": pid == os.getpid()}
+
+
+def _holds_open(pid: int, lock: os.stat_result) -> bool:
+    """Whether process ``pid`` may be the lock's holder: this process while one of its updates holds the lock;
+    another with the lock file among its open files (True where that cannot be told: no /proc, another user's)."""
+    if pid == os.getpid():  # one of this process's updates holds this lock (not another qmd home's)
+        for fd in list(_HELD):
+            with contextlib.suppress(OSError):
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+                    return True
+        return False
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return not os.path.isdir("/proc/self/fd")  # with /proc: no such process now
+    except OSError:
+        return True
+    for name in names:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+            return True
+    return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -12,6 +11,7 @@ from typing import NamedTuple
 
 import apsw
 
+from .. import forking
 from .db import FTS_SCHEMA, VOCAB_SCHEMA, fts_current, new_index_id, sqlite_name
 from .fts_segments import PENDING_META, merge_after_write
 from .parts import StoreParts
@@ -42,18 +42,16 @@ CREATE TABLE tails (path TEXT PRIMARY KEY, state TEXT);
 #: The names of the build files this process's rebuilds hold now (``BuildInfo.this_process``): a pid alone could be another
 #: container's process sharing the folder.
 _OWN_BUILDS: set[str] = set()
-#: The locked descriptors of those build files.
-_OWN_BUILD_FDS: set[int] = set()
+#: Every descriptor of a build file this process has open (a rebuild's locked one, a probe's or a clean-up's), each
+#: opened and recorded in one step that a fork waits for: a forked child closes its copies of them all, or they
+#: would keep a build file the parent left (killed) locked for as long as the child lives, and every sync would
+#: wait for it. A fork between creating a rebuild's build file and recording it left the child such a copy.
+_BUILD_FDS = forking.Descriptors()
 
 
 def _forget_builds_after_fork() -> None:
     """In a forked child: the parent's builds are another process's (a sync here waits for them naming the
-    parent), and the child's copies of their locked descriptors are closed, or they would keep a build file the
-    parent left (killed) locked for as long as the child lives: every sync would wait for it."""
-    for fd in _OWN_BUILD_FDS:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _OWN_BUILD_FDS.clear()
+    parent); :data:`_BUILD_FDS` closes the child's copies of their descriptors."""
     _OWN_BUILDS.clear()
 
 
@@ -139,16 +137,21 @@ def _locked_build_file(index: Path) -> tuple[int, Path]:
     import tempfile  # only a rebuild needs it; opening the index (a one-shot `status`) does not
 
     while True:
-        fd, name = tempfile.mkstemp(prefix=f"{_build_prefix(index)}{os.getpid()}-{int(time.time())}-",
-                                    dir=index.parent)
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with _BUILD_FDS.opening() as record:  # created and recorded in one step: a fork never comes in between
+            fd, name = tempfile.mkstemp(prefix=f"{_build_prefix(index)}{os.getpid()}-{int(time.time())}-",
+                                        dir=index.parent)
+            record(fd)
         try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # outside the guard: a clean-up's lock may hold it a moment
             if os.stat(name).st_ino == os.fstat(fd).st_ino:
                 return fd, Path(name)
         except FileNotFoundError:
             pass
-        os.close(fd)  # an open took it for a leftover between mkstemp and flock: make another
+        except BaseException:
+            _BUILD_FDS.close(fd)
+            raise
+        _BUILD_FDS.close(fd)  # an open took it for a leftover between mkstemp and flock: make another
 
 
 def remove_stale_builds(index: Path) -> int:
@@ -162,7 +165,8 @@ def remove_stale_builds(index: Path) -> int:
     for entry in _build_files(index):
         leftover = Path(entry.path)
         try:
-            fd = os.open(leftover, os.O_RDWR)
+            with _BUILD_FDS.opening() as record:
+                fd = record(os.open(leftover, os.O_RDWR))
         except OSError:
             continue
         try:
@@ -175,7 +179,7 @@ def remove_stale_builds(index: Path) -> int:
         except OSError:
             pass
         finally:
-            os.close(fd)
+            _BUILD_FDS.close(fd)
     if freed:
         log.info("removed %d bytes of build files left by an interrupted reindex", freed)
     return freed
@@ -194,7 +198,8 @@ def running_build(index: Path) -> BuildInfo | None:
     live: list[BuildInfo] = []
     for entry in _build_files(index):
         try:
-            fd = os.open(entry.path, os.O_RDONLY)
+            with _BUILD_FDS.opening() as record:
+                fd = record(os.open(entry.path, os.O_RDONLY))
         except OSError:
             continue  # swapped in and deleted meanwhile
         try:
@@ -209,7 +214,7 @@ def running_build(index: Path) -> BuildInfo | None:
             elsewhere = pid is not None and not mine and st is not None and _pid_elsewhere(pid, st)
             live.append(BuildInfo(Path(entry.path), pid, started, st.st_size if st else 0, mine, elsewhere))
         finally:
-            os.close(fd)  # lets the probe's lock go
+            _BUILD_FDS.close(fd)  # lets the probe's lock go
     if not live:
         return None
     return min(live, key=lambda b: (b.started_at is None, b.started_at or 0.0))
@@ -270,7 +275,6 @@ class Rebuild(StoreParts):
         # live build from one a killed process left (remove_stale_builds).
         fd, build = _locked_build_file(self.path)
         _OWN_BUILDS.add(build.name)
-        _OWN_BUILD_FDS.add(fd)
         try:
             written = self._fill_build(build, files)
             with self.lock:
@@ -288,9 +292,8 @@ class Rebuild(StoreParts):
                 self._notify(IndexChange(generation=self.generation_now(), full=True, index_id=self.index_id_now()))
         finally:
             _OWN_BUILDS.discard(build.name)
-            _OWN_BUILD_FDS.discard(fd)
             build.unlink(missing_ok=True)
-            os.close(fd)
+            _BUILD_FDS.close(fd)
         return written
 
     def _fill_build(self, build: Path, files: Iterable[tuple[FileRow, list[ChunkRow]]]) -> int:
