@@ -526,3 +526,38 @@ def test_a_stage_call_after_one_that_timed_out_and_returned_waits_for_its_own_an
     finally:
         release.set()
         stage.stop()
+
+
+@pytest.mark.parametrize("hand_over", ["pipes", "raw locks"])
+def test_concurrent_calls_of_one_stage_each_get_their_own_answer(hand_over: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Searches in several threads (the server's, an agent's) call the same stage at once. A worker back in the idle
+    # list while the search it answered still waited on its pipe was handed to the next search: the two polled
+    # one pipe (poll() raised "concurrent poll() invocation": the stage was skipped as "failed", blamed on the
+    # plugin) or one drained the byte that was to wake the other.
+    from symi_memory import pipeline
+
+    if hand_over == "raw locks":
+        monkeypatch.setattr(pipeline, "_POLL", None)
+    stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+    wrong: list[Any] = []
+
+    def search(t: int) -> None:
+        for k in range(400):
+            try:
+                got: Any = stage.call(lambda k=k: (t, k), 5.0)
+            except Exception as exc:  # noqa: BLE001 - what the search in that thread would have met
+                got = exc
+            if got != ("ok", (t, k)):
+                wrong.append((t, k, got))
+
+    threads = [threading.Thread(target=search, args=(t,)) for t in range(4)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert not wrong, f"{len(wrong)} calls answered wrongly, e.g. {wrong[:2]}"
+        assert 1 <= len(stage.idle) <= pipeline._StageThread.IDLE_KEPT
+    finally:
+        stage.stop()
+

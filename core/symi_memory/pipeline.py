@@ -79,6 +79,10 @@ class StageState:
         self.lock = threading.Lock()
         self.idle, self.hung, self.pid = [], [], os.getpid()
 
+    def _keeps(self) -> bool:
+        """Whether a worker done with its call goes back to idle (under ``lock``), or ends."""
+        return self.pid == os.getpid() and not self.stopped and len(self.idle) < _StageThread.IDLE_KEPT
+
     def stop(self) -> None:
         with self.lock:
             self.stopped = True
@@ -129,11 +133,22 @@ class StageState:
             worker = _StageThread(self)
         done = _allocate_lock()
         done.acquire()
-        job = [fn, done, _NOTHING, _NOTHING]
-        if not worker.run(job, deadline_s):
-            with self.lock:
+        job = [fn, done, _NOTHING, _NOTHING, False]
+        answered = worker.run(job, deadline_s)
+        with self.lock:  # the worker releases ``done`` holding it: the call returned, or this search gives up on it
+            if not answered and not done.acquire(False):
+                # The worker goes back to idle (or ends) by itself once the call returns.
+                job[4] = True
                 self.hung.append(done)
-            return "timedOut", None
+                return "timedOut", None
+            # Back to idle only now that this search no longer waits on the worker's pipe: a search handed it
+            # while this one still polled that pipe shared it (poll() raised "concurrent poll() invocation", or
+            # one search read the byte that was to wake the other).
+            keep = self._keeps()
+            if keep:
+                self.idle.append(worker)
+        if not keep:
+            worker.end()
         if job[3] is not _NOTHING:
             return "failed", job[3]
         return "ok", job[2]
@@ -145,9 +160,10 @@ _NOTHING = object()
 class _StageThread:
     """A daemon thread running one stage's calls, one at a time; back in the stage's idle list after each.
 
-    A call is ``job`` (``[fn, done, value, error]``, ``done`` a held raw lock): :meth:`run` hands it over and waits;
-    the thread fills in the value or the error, goes back to the idle list and releases ``done``. ``job`` None
-    ends the thread.
+    A call is ``job`` (``[fn, done, value, error, gave_up]``, ``done`` a held raw lock): :meth:`run` hands it over
+    and waits; the thread fills in the value or the error and releases ``done``. The search that handed it over puts
+    the worker back in the idle list once it has its answer, or, when it stopped waiting (``gave_up``, set under the
+    stage's lock), the thread does: one search at a time waits on a worker's pipe. ``job`` None ends the thread.
 
     Where ``select.poll`` exists each side is woken by a byte written to a pipe: ``os.write`` lets go of the
     interpreter lock around the system call, so the side woken finds it free. Waking through a lock (an Event, a
@@ -221,15 +237,16 @@ class _StageThread:
                 job[2] = job[0]()
             except BaseException as exc:  # handed to the waiting search
                 job[3] = exc
-            with stage.lock:
-                keep = stage.pid == os.getpid() and not stage.stopped and len(stage.idle) < self.IDLE_KEPT
-                if keep:
-                    stage.idle.append(self)
             # Nothing of the call is kept while the thread waits for the next (its closure holds what the search
             # handed the stage, its value the answer): the caller holds ``job`` until it has read it.
-            done, job = job[1], None
-            # After it is idle again: the next call (once this one is no longer hung) reuses it.
-            done.release()
+            done, gave_up, job = job[1], job[4], None
+            with stage.lock:
+                keep = True  # the search waiting for the call puts the worker back to idle (or ends it)
+                if gave_up:  # the search timed out: nobody waits on this worker any more
+                    keep = stage._keeps()
+                    if keep:  # idle before ``done`` is released: the next call (no longer skipped) reuses it
+                        stage.idle.append(self)
+                done.release()
             if self._poll is not None:
                 with contextlib.suppress(BlockingIOError):
                     os.write(self._done_w, b"\0")
