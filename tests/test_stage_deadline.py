@@ -11,7 +11,11 @@ the stage at once. ``status`` names the reranker and the post-processors running
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -30,6 +34,7 @@ NOTES = {
     "MEMORY.md": "# Memory\n\n- The router admin page is at 10.0.0.1.\n",
     "memory/net.md": "# Network\n\n- The router admin password rotates monthly.\n",
 }
+ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_MS = 800
 #: What a search that skips a hung stage at once may take on a loaded host: well under the deadline.
 AT_ONCE_S = 0.5
@@ -561,3 +566,47 @@ def test_concurrent_calls_of_one_stage_each_get_their_own_answer(hand_over: str,
     finally:
         stage.stop()
 
+
+
+@pytest.mark.skipif(not hasattr(os, "pipe") or sys.platform == "win32", reason="pipes and RLIMIT_NOFILE")
+def test_a_worker_that_cannot_get_its_pipes_leaves_no_descriptor_open() -> None:
+    # Descriptors run out (a busy server): a worker's second pipe cannot be made. The search goes on without the
+    # stage, and the first pipe must not stay open for ever: each search would leak two more until none is left.
+    script = textwrap.dedent("""
+        import os, resource
+        from symi_memory import pipeline
+
+        def count():
+            return len(os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"))
+
+        stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count() + 64, hard))
+        fill = []
+        try:
+            while True:
+                fill.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        for fd in fill[-3:]:  # room for one pipe and a half
+            os.close(fd)
+        del fill[-3:]
+        before = count()
+        for _ in range(5):
+            try:
+                stage.call(lambda: "x", 2.0)
+            except OSError:
+                pass
+            else:
+                raise SystemExit("a worker got its pipes")
+        leaked = count() - before
+        for fd in fill:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert stage.call(lambda: "x", 2.0) == ("ok", "x")
+        print("leaked", leaked)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "core"), str(ROOT / "plugins")])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["leaked", "0"]

@@ -182,7 +182,11 @@ class _StageThread:
         self._poll: Any = None
         if _POLL is not None:
             self._wake_r, self._wake_w = os.pipe()
-            self._done_r, self._done_w = os.pipe()
+            try:
+                self._done_r, self._done_w = os.pipe()
+            except OSError:  # descriptors ran out (EMFILE): the search goes on without the stage, leaking none
+                _close_fds((self._wake_r, self._wake_w))
+                raise
             os.set_blocking(self._done_r, False)  # bytes of calls that timed out are drained, never waited for
             os.set_blocking(self._done_w, False)  # nor written into a full pipe: one byte there wakes as well
             self._poll = _POLL()
