@@ -66,6 +66,9 @@ class StageState:
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
     stopped: bool = False
+    #: Every worker of this stage not collected yet (idle, handed a call, or in a call that timed out): a forked
+    #: child closes their pipes, which nothing there reads or writes.
+    workers: weakref.WeakSet[_StageThread] = attrs.field(factory=weakref.WeakSet, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         from . import forking
@@ -78,6 +81,12 @@ class StageState:
         parent's threads (idle or hung) are not here either."""
         self.lock = threading.Lock()
         self.idle, self.hung, self.pid = [], [], os.getpid()
+        # The parent's workers stay referenced by their threads' frames, which the child keeps without running:
+        # their pipes stayed open in the child for its life (four descriptors per worker, per fork).
+        here = threading.get_ident()
+        for worker in list(self.workers):
+            if worker.ident != here:  # not the worker this child was forked from (a stage call that forked)
+                worker.close()
 
     def _keeps(self) -> bool:
         """Whether a worker done with its call goes back to idle (under ``lock``), or ends."""
@@ -173,13 +182,16 @@ class _StageThread:
 
     IDLE_KEPT = 4  # more idle threads than this (after concurrent searches) end
 
-    __slots__ = ("__weakref__", "_done_r", "_done_w", "_poll", "_stage", "_wake_r", "_wake_w", "job", "wake")
+    __slots__ = ("__weakref__", "_closing", "_done_r", "_done_w", "_poll", "_stage", "_wake_r", "_wake_w", "ident",
+                 "job", "wake")
 
     def __init__(self, stage: StageState) -> None:
         self._stage = stage
         self.job: list[Any] | None = None
         self.wake: Any = None
         self._poll: Any = None
+        self._closing: Any = None
+        self.ident: int | None = None
         if _POLL is not None:
             self._wake_r, self._wake_w = os.pipe()
             try:
@@ -191,13 +203,20 @@ class _StageThread:
             os.set_blocking(self._done_w, False)  # nor written into a full pipe: one byte there wakes as well
             self._poll = _POLL()
             self._poll.register(self._done_r, select.POLLIN)
-            closing = weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
+            closing = self._closing = weakref.finalize(
+                self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
             # Not at exit: a daemon worker still in a hung call would write into a number reused by then.
             closing.atexit = False
         else:  # Windows
             self.wake = _allocate_lock()
             self.wake.acquire()
         threading.Thread(target=self._loop, daemon=True, name=f"symi-stage-{stage.name}").start()
+        stage.workers.add(self)
+
+    def close(self) -> None:
+        """In a forked child, where its thread does not run: its pipes, once (never again when it is collected)."""
+        if self._closing is not None:
+            self._closing()
 
     def run(self, job: list[Any], timeout: float) -> bool:
         """Hand ``job`` over and wait at most ``timeout`` seconds for it: False when it has not returned."""
@@ -231,6 +250,7 @@ class _StageThread:
 
     def _loop(self) -> None:
         stage = self._stage
+        self.ident = threading.get_ident()
         while True:
             self._wait()
             job = self.job
