@@ -610,3 +610,24 @@ def test_a_worker_that_cannot_get_its_pipes_leaves_no_descriptor_open() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["leaked", "0"]
+
+
+def test_historys_answer_pickles_at_every_protocol_as_the_list_it_was(tmp_path: Path) -> None:
+    # history answered a plain list, which pickles at any protocol (a cache, shelve, a process pool); the History
+    # that replaced it must too, warnings and all (protocols 0 and 1 refused a list subclass with __slots__).
+    import pickle
+
+    ws = _ws(tmp_path)
+    release = threading.Event()
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("sleepy-plugin", _sleepy_plugin(release, []))]) as mem:
+            mem.sync()
+            found = mem.history("router admin")
+            assert found and found.warnings
+            for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+                back = pickle.loads(pickle.dumps(found, protocol))
+                assert back == found and back.warnings == found.warnings, protocol
+                assert back.to_dict() == found.to_dict()
+    finally:
+        release.set()
