@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -631,3 +632,39 @@ def test_historys_answer_pickles_at_every_protocol_as_the_list_it_was(tmp_path: 
                 assert back.to_dict() == found.to_dict()
     finally:
         release.set()
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="a timer signal interrupts the wait")
+@pytest.mark.parametrize("hand_over", ["pipes", "raw locks"])
+def test_a_search_interrupted_while_it_waits_for_a_stage_leaves_the_worker_to_the_next(
+        hand_over: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C (or any signal handler that raises) while a search waits for its reranker: the call goes on on the
+    # worker, and the worker must come back to idle once it returns, not wait for ever for a search that left.
+    from symi_memory import pipeline
+
+    if hand_over == "raw locks":
+        monkeypatch.setattr(pipeline, "_POLL", None)
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        assert stage.call(lambda: "first", 2.0) == ("ok", "first")
+        (worker,) = stage.idle
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Interrupted):
+            stage.call(lambda: time.sleep(0.3) or "interrupted", 5.0)
+        deadline = time.monotonic() + 5
+        while not stage.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stage.idle == [worker], "the worker of the interrupted call never came back"
+        assert stage.call(lambda: "next", 2.0) == ("ok", "next")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        stage.stop()

@@ -143,7 +143,19 @@ class StageState:
         done = _allocate_lock()
         done.acquire()
         job = [fn, done, _NOTHING, _NOTHING, False]
-        answered = worker.run(job, deadline_s)
+        try:
+            answered = worker.run(job, deadline_s)
+        except BaseException:  # interrupted while waiting (a signal handler raised): the call goes on without it
+            with self.lock:
+                if not done.acquire(False):
+                    job[4] = True  # the worker goes back to idle once the call returns (nobody waits on its pipe)
+                    worker = None
+                elif self._keeps():
+                    self.idle.append(worker)
+                    worker = None
+            if worker is not None:
+                worker.end()
+            raise
         with self.lock:  # the worker releases ``done`` holding it: the call returned, or this search gives up on it
             if not answered and not done.acquire(False):
                 # The worker goes back to idle (or ends) by itself once the call returns.
