@@ -668,3 +668,41 @@ def test_a_search_interrupted_while_it_waits_for_a_stage_leaves_the_worker_to_th
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         stage.stop()
+
+
+def test_a_call_that_returns_as_its_search_gives_up_leaves_its_worker_idle() -> None:
+    # The search's deadline passes just as the call returns: the search decides "timed out" under the stage's lock
+    # while the worker, back from the call, waits for that lock. The worker must then see that nobody waits for it
+    # and go back to idle itself; it read that before taking the lock, thought its search would put it back, and
+    # waited for ever (a thread and four descriptors lost per such call, the next call starting another).
+    from symi_memory import pipeline
+
+    stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+    started, proceed = threading.Event(), threading.Event()
+    got: list[Any] = []
+    try:
+        assert stage.call(lambda: "first", 2.0) == ("ok", "first")
+        (worker,) = stage.idle
+
+        def late() -> str:
+            started.set()
+            proceed.wait(5)
+            return "late"
+
+        search = threading.Thread(target=lambda: got.append(stage.call(late, 0.2)))
+        search.start()
+        assert started.wait(5)
+        with stage.lock:
+            time.sleep(0.5)  # the search's deadline passes: it waits for the lock to say so
+            proceed.set()
+            time.sleep(0.2)  # the call returns: the worker waits for the lock too, after the search
+        search.join(5)
+        assert got and got[0] in (("timedOut", None), ("ok", "late"))
+        deadline = time.monotonic() + 5
+        while not stage.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stage.idle == [worker], "the worker never came back to idle"
+        assert stage.call(lambda: "next", 2.0) == ("ok", "next")
+    finally:
+        proceed.set()
+        stage.stop()

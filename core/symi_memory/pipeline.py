@@ -275,8 +275,9 @@ class _StageThread:
                 job[3] = exc
             # Nothing of the call is kept while the thread waits for the next (its closure holds what the search
             # handed the stage, its value the answer): the caller holds ``job`` until it has read it.
-            done, gave_up, job = job[1], job[4], None
-            with stage.lock:
+            done = job[1]
+            with stage.lock:  # ``gave_up`` is read under it: the search decides under it that it stops waiting
+                gave_up, job = job[4], None
                 keep = True  # the search waiting for the call puts the worker back to idle (or ends it)
                 if gave_up:  # the search timed out: nobody waits on this worker any more
                     keep = stage._keeps()
