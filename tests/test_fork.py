@@ -643,3 +643,55 @@ def test_a_child_forked_as_a_rebuild_creates_its_build_file_keeps_no_lock_on_it(
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=30)
+
+def test_a_forked_child_closes_the_pipes_of_the_parents_stage_workers() -> None:
+    # A stage's workers (idle, or still in a call that missed the deadline) each hold two pipes. A forked child has
+    # none of their threads: the pipes it inherited must not stay open for its life (a pre-forking server's
+    # children, a multiprocessing pool's workers, each holding four descriptors per worker per stage).
+    import gc
+    import json
+    import threading
+
+    from symi_memory.pipeline import StageState
+
+    def pipes() -> set[int]:
+        out = set()
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                st = os.fstat(int(name))
+            except OSError:
+                continue
+            if (st.st_mode & 0o170000) == 0o010000:  # a FIFO: a pipe
+                out.add(st.st_ino)
+        return out
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("lists descriptors through /proc")
+    release = threading.Event()
+    before = pipes()
+    idle, hung = StageState(kind="reranker", name="r", plugin="p"), StageState(kind="postprocessor", name="q", plugin="p")
+    try:
+        assert idle.call(lambda: "parent", 2.0) == ("ok", "parent")
+        assert hung.call(lambda: release.wait(10), 0.05) == ("timedOut", None)
+        parents = pipes() - before
+        assert len(parents) == 4  # two workers, two pipes each
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - reports through the pipe
+            import faulthandler
+
+            faulthandler.dump_traceback_later(5, exit=True)
+            answer = idle.call(lambda: "child", 2.0)  # the child's own worker
+            gc.collect()
+            os.write(w, json.dumps({"answer": list(answer), "kept": len(pipes() & parents)}).encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as fh:
+            child = json.loads(fh.read() or "{}")
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert child == {"answer": ["ok", "child"], "kept": 0}
+        assert idle.call(lambda: "parent again", 2.0) == ("ok", "parent again")
+    finally:
+        release.set()
+        idle.stop()
+        hung.stop()

@@ -11,7 +11,12 @@ the stage at once. ``status`` names the reranker and the post-processors running
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -30,6 +35,7 @@ NOTES = {
     "MEMORY.md": "# Memory\n\n- The router admin page is at 10.0.0.1.\n",
     "memory/net.md": "# Network\n\n- The router admin password rotates monthly.\n",
 }
+ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_MS = 800
 #: What a search that skips a hung stage at once may take on a loaded host: well under the deadline.
 AT_ONCE_S = 0.5
@@ -525,4 +531,178 @@ def test_a_stage_call_after_one_that_timed_out_and_returned_waits_for_its_own_an
         assert len(stage.idle) == 1, "the worker was not reused"
     finally:
         release.set()
+        stage.stop()
+
+
+@pytest.mark.parametrize("hand_over", ["pipes", "raw locks"])
+def test_concurrent_calls_of_one_stage_each_get_their_own_answer(hand_over: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Searches in several threads (the server's, an agent's) call the same stage at once. A worker back in the idle
+    # list while the search it answered still waited on its pipe was handed to the next search: the two polled
+    # one pipe (poll() raised "concurrent poll() invocation": the stage was skipped as "failed", blamed on the
+    # plugin) or one drained the byte that was to wake the other.
+    from symi_memory import pipeline
+
+    if hand_over == "raw locks":
+        monkeypatch.setattr(pipeline, "_POLL", None)
+    stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+    wrong: list[Any] = []
+
+    def search(t: int) -> None:
+        for k in range(400):
+            try:
+                got: Any = stage.call(lambda k=k: (t, k), 5.0)
+            except Exception as exc:  # noqa: BLE001 - what the search in that thread would have met
+                got = exc
+            if got != ("ok", (t, k)):
+                wrong.append((t, k, got))
+
+    threads = [threading.Thread(target=search, args=(t,)) for t in range(4)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert not wrong, f"{len(wrong)} calls answered wrongly, e.g. {wrong[:2]}"
+        assert 1 <= len(stage.idle) <= pipeline._StageThread.IDLE_KEPT
+    finally:
+        stage.stop()
+
+
+
+@pytest.mark.skipif(not hasattr(os, "pipe") or sys.platform == "win32", reason="pipes and RLIMIT_NOFILE")
+def test_a_worker_that_cannot_get_its_pipes_leaves_no_descriptor_open() -> None:
+    # Descriptors run out (a busy server): a worker's second pipe cannot be made. The search goes on without the
+    # stage, and the first pipe must not stay open for ever: each search would leak two more until none is left.
+    script = textwrap.dedent("""
+        import os, resource
+        from symi_memory import pipeline
+
+        def count():
+            return len(os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"))
+
+        stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count() + 64, hard))
+        fill = []
+        try:
+            while True:
+                fill.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        for fd in fill[-3:]:  # room for one pipe and a half
+            os.close(fd)
+        del fill[-3:]
+        before = count()
+        for _ in range(5):
+            try:
+                stage.call(lambda: "x", 2.0)
+            except OSError:
+                pass
+            else:
+                raise SystemExit("a worker got its pipes")
+        leaked = count() - before
+        for fd in fill:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert stage.call(lambda: "x", 2.0) == ("ok", "x")
+        print("leaked", leaked)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "core"), str(ROOT / "plugins")])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["leaked", "0"]
+
+
+def test_historys_answer_pickles_at_every_protocol_as_the_list_it_was(tmp_path: Path) -> None:
+    # history answered a plain list, which pickles at any protocol (a cache, shelve, a process pool); the History
+    # that replaced it must too, warnings and all (protocols 0 and 1 refused a list subclass with __slots__).
+    import pickle
+
+    ws = _ws(tmp_path)
+    release = threading.Event()
+    try:
+        with open_mem(tmp_path, ws, {"query": {"stageDeadlineMs": DEADLINE_MS}},
+                      plugins=[("sleepy-plugin", _sleepy_plugin(release, []))]) as mem:
+            mem.sync()
+            found = mem.history("router admin")
+            assert found and found.warnings
+            for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+                back = pickle.loads(pickle.dumps(found, protocol))
+                assert back == found and back.warnings == found.warnings, protocol
+                assert back.to_dict() == found.to_dict()
+    finally:
+        release.set()
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="a timer signal interrupts the wait")
+@pytest.mark.parametrize("hand_over", ["pipes", "raw locks"])
+def test_a_search_interrupted_while_it_waits_for_a_stage_leaves_the_worker_to_the_next(
+        hand_over: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C (or any signal handler that raises) while a search waits for its reranker: the call goes on on the
+    # worker, and the worker must come back to idle once it returns, not wait for ever for a search that left.
+    from symi_memory import pipeline
+
+    if hand_over == "raw locks":
+        monkeypatch.setattr(pipeline, "_POLL", None)
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        assert stage.call(lambda: "first", 2.0) == ("ok", "first")
+        (worker,) = stage.idle
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Interrupted):
+            stage.call(lambda: time.sleep(0.3) or "interrupted", 5.0)
+        deadline = time.monotonic() + 5
+        while not stage.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stage.idle == [worker], "the worker of the interrupted call never came back"
+        assert stage.call(lambda: "next", 2.0) == ("ok", "next")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        stage.stop()
+
+
+def test_a_call_that_returns_as_its_search_gives_up_leaves_its_worker_idle() -> None:
+    # The search's deadline passes just as the call returns: the search decides "timed out" under the stage's lock
+    # while the worker, back from the call, waits for that lock. The worker must then see that nobody waits for it
+    # and go back to idle itself; it read that before taking the lock, thought its search would put it back, and
+    # waited for ever (a thread and four descriptors lost per such call, the next call starting another).
+    from symi_memory import pipeline
+
+    stage = pipeline.StageState(kind="reranker", name="s", plugin="p")
+    started, proceed = threading.Event(), threading.Event()
+    got: list[Any] = []
+    try:
+        assert stage.call(lambda: "first", 2.0) == ("ok", "first")
+        (worker,) = stage.idle
+
+        def late() -> str:
+            started.set()
+            proceed.wait(5)
+            return "late"
+
+        search = threading.Thread(target=lambda: got.append(stage.call(late, 0.2)))
+        search.start()
+        assert started.wait(5)
+        with stage.lock:
+            time.sleep(0.5)  # the search's deadline passes: it waits for the lock to say so
+            proceed.set()
+            time.sleep(0.2)  # the call returns: the worker waits for the lock too, after the search
+        search.join(5)
+        assert got and got[0] in (("timedOut", None), ("ok", "late"))
+        deadline = time.monotonic() + 5
+        while not stage.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stage.idle == [worker], "the worker never came back to idle"
+        assert stage.call(lambda: "next", 2.0) == ("ok", "next")
+    finally:
+        proceed.set()
         stage.stop()

@@ -66,6 +66,9 @@ class StageState:
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
     stopped: bool = False
+    #: Every worker of this stage not collected yet (idle, handed a call, or in a call that timed out): a forked
+    #: child closes their pipes, which nothing there reads or writes.
+    workers: weakref.WeakSet[_StageThread] = attrs.field(factory=weakref.WeakSet, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         from . import forking
@@ -78,6 +81,16 @@ class StageState:
         parent's threads (idle or hung) are not here either."""
         self.lock = threading.Lock()
         self.idle, self.hung, self.pid = [], [], os.getpid()
+        # The parent's workers stay referenced by their threads' frames, which the child keeps without running:
+        # their pipes stayed open in the child for its life (four descriptors per worker, per fork).
+        here = threading.get_ident()
+        for worker in list(self.workers):
+            if worker.ident != here:  # not the worker this child was forked from (a stage call that forked)
+                worker.close()
+
+    def _keeps(self) -> bool:
+        """Whether a worker done with its call goes back to idle (under ``lock``), or ends."""
+        return self.pid == os.getpid() and not self.stopped and len(self.idle) < _StageThread.IDLE_KEPT
 
     def stop(self) -> None:
         with self.lock:
@@ -129,11 +142,34 @@ class StageState:
             worker = _StageThread(self)
         done = _allocate_lock()
         done.acquire()
-        job = [fn, done, _NOTHING, _NOTHING]
-        if not worker.run(job, deadline_s):
+        job = [fn, done, _NOTHING, _NOTHING, False]
+        try:
+            answered = worker.run(job, deadline_s)
+        except BaseException:  # interrupted while waiting (a signal handler raised): the call goes on without it
             with self.lock:
+                if not done.acquire(False):
+                    job[4] = True  # the worker goes back to idle once the call returns (nobody waits on its pipe)
+                    worker = None
+                elif self._keeps():
+                    self.idle.append(worker)
+                    worker = None
+            if worker is not None:
+                worker.end()
+            raise
+        with self.lock:  # the worker releases ``done`` holding it: the call returned, or this search gives up on it
+            if not answered and not done.acquire(False):
+                # The worker goes back to idle (or ends) by itself once the call returns.
+                job[4] = True
                 self.hung.append(done)
-            return "timedOut", None
+                return "timedOut", None
+            # Back to idle only now that this search no longer waits on the worker's pipe: a search handed it
+            # while this one still polled that pipe shared it (poll() raised "concurrent poll() invocation", or
+            # one search read the byte that was to wake the other).
+            keep = self._keeps()
+            if keep:
+                self.idle.append(worker)
+        if not keep:
+            worker.end()
         if job[3] is not _NOTHING:
             return "failed", job[3]
         return "ok", job[2]
@@ -145,9 +181,10 @@ _NOTHING = object()
 class _StageThread:
     """A daemon thread running one stage's calls, one at a time; back in the stage's idle list after each.
 
-    A call is ``job`` (``[fn, done, value, error]``, ``done`` a held raw lock): :meth:`run` hands it over and waits;
-    the thread fills in the value or the error, goes back to the idle list and releases ``done``. ``job`` None
-    ends the thread.
+    A call is ``job`` (``[fn, done, value, error, gave_up]``, ``done`` a held raw lock): :meth:`run` hands it over
+    and waits; the thread fills in the value or the error and releases ``done``. The search that handed it over puts
+    the worker back in the idle list once it has its answer, or, when it stopped waiting (``gave_up``, set under the
+    stage's lock), the thread does: one search at a time waits on a worker's pipe. ``job`` None ends the thread.
 
     Where ``select.poll`` exists each side is woken by a byte written to a pipe: ``os.write`` lets go of the
     interpreter lock around the system call, so the side woken finds it free. Waking through a lock (an Event, a
@@ -157,27 +194,41 @@ class _StageThread:
 
     IDLE_KEPT = 4  # more idle threads than this (after concurrent searches) end
 
-    __slots__ = ("__weakref__", "_done_r", "_done_w", "_poll", "_stage", "_wake_r", "_wake_w", "job", "wake")
+    __slots__ = ("__weakref__", "_closing", "_done_r", "_done_w", "_poll", "_stage", "_wake_r", "_wake_w", "ident",
+                 "job", "wake")
 
     def __init__(self, stage: StageState) -> None:
         self._stage = stage
         self.job: list[Any] | None = None
         self.wake: Any = None
         self._poll: Any = None
+        self._closing: Any = None
+        self.ident: int | None = None
         if _POLL is not None:
             self._wake_r, self._wake_w = os.pipe()
-            self._done_r, self._done_w = os.pipe()
+            try:
+                self._done_r, self._done_w = os.pipe()
+            except OSError:  # descriptors ran out (EMFILE): the search goes on without the stage, leaking none
+                _close_fds((self._wake_r, self._wake_w))
+                raise
             os.set_blocking(self._done_r, False)  # bytes of calls that timed out are drained, never waited for
             os.set_blocking(self._done_w, False)  # nor written into a full pipe: one byte there wakes as well
             self._poll = _POLL()
             self._poll.register(self._done_r, select.POLLIN)
-            closing = weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
+            closing = self._closing = weakref.finalize(
+                self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
             # Not at exit: a daemon worker still in a hung call would write into a number reused by then.
             closing.atexit = False
         else:  # Windows
             self.wake = _allocate_lock()
             self.wake.acquire()
         threading.Thread(target=self._loop, daemon=True, name=f"symi-stage-{stage.name}").start()
+        stage.workers.add(self)
+
+    def close(self) -> None:
+        """In a forked child, where its thread does not run: its pipes, once (never again when it is collected)."""
+        if self._closing is not None:
+            self._closing()
 
     def run(self, job: list[Any], timeout: float) -> bool:
         """Hand ``job`` over and wait at most ``timeout`` seconds for it: False when it has not returned."""
@@ -211,6 +262,7 @@ class _StageThread:
 
     def _loop(self) -> None:
         stage = self._stage
+        self.ident = threading.get_ident()
         while True:
             self._wait()
             job = self.job
@@ -221,15 +273,17 @@ class _StageThread:
                 job[2] = job[0]()
             except BaseException as exc:  # handed to the waiting search
                 job[3] = exc
-            with stage.lock:
-                keep = stage.pid == os.getpid() and not stage.stopped and len(stage.idle) < self.IDLE_KEPT
-                if keep:
-                    stage.idle.append(self)
             # Nothing of the call is kept while the thread waits for the next (its closure holds what the search
             # handed the stage, its value the answer): the caller holds ``job`` until it has read it.
-            done, job = job[1], None
-            # After it is idle again: the next call (once this one is no longer hung) reuses it.
-            done.release()
+            done = job[1]
+            with stage.lock:  # ``gave_up`` is read under it: the search decides under it that it stops waiting
+                gave_up, job = job[4], None
+                keep = True  # the search waiting for the call puts the worker back to idle (or ends it)
+                if gave_up:  # the search timed out: nobody waits on this worker any more
+                    keep = stage._keeps()
+                    if keep:  # idle before ``done`` is released: the next call (no longer skipped) reuses it
+                        stage.idle.append(self)
+                done.release()
             if self._poll is not None:
                 with contextlib.suppress(BlockingIOError):
                     os.write(self._done_w, b"\0")

@@ -319,6 +319,10 @@ class History(list[dict[str, Any]]):
         super().__init__(versions)
         self.warnings: tuple[str, ...] = tuple(warnings)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled at any protocol, as the plain list it used to be was (0 and 1 refuse a list subclass with slots).
+        return History, (list(self), self.warnings)
+
     def to_dict(self) -> dict[str, Any]:
         """``{"versions": [...]}``, with ``"warnings"`` when a stage was skipped (as in a search's tool output)."""
         out: dict[str, Any] = {"versions": list(self)}
