@@ -86,3 +86,13 @@ def test_heldout_questions_cite_lines_their_corpus_holds() -> None:
             for g in q["gold"] + q["stale"]:
                 lines = (corpus / "workspace" / g["path"]).read_text(encoding="utf-8").splitlines()
                 assert g["start_line"] == g["end_line"] and lines[g["start_line"] - 1].strip(), (q["id"], g)
+
+
+def test_heldout_questions_answer_from_lines_the_dev_sets_never_cite_as_gold() -> None:
+    # Held out means no tuning saw the answer: a held-out gold line that a dev question also has as gold (the same
+    # question reworded) was ranked by every change measured on the dev set.
+    for corpus in (DEVMEM, CONVMEM):
+        dev_gold = {(g["path"], g["start_line"]) for q in load_queries(corpus / "queries.jsonl") for g in q["gold"]}
+        for q in load_queries(DATASETS / "heldout" / f"{corpus.name}.jsonl"):
+            seen = [g for g in q["gold"] if (g["path"], g["start_line"]) in dev_gold]
+            assert not seen, (corpus.name, q["id"], seen)

@@ -398,3 +398,40 @@ def test_a_keyword_only_index_judges_supersession_by_the_lines_terms(tmp_path: P
         # A question the newer note does not change keeps its answer unmarked.
         bike = _ranked(mem, "which bike do I ride")
         assert bike[0]["path"] == "memory/2026-02-01.md" and "supersededBy" not in bike[0]
+
+
+@pytest.mark.parametrize("provider", ["none", "hash"])
+def test_a_note_of_the_same_day_in_another_file_supersedes_nothing(tmp_path: Path, provider: str) -> None:
+    # Two notes of one day: the date says nothing of which was written later, and a line's number in one file says
+    # nothing of when it was written against a line of another file. Neither is marked as the other's newer version.
+    ws = tmp_path / "ws"
+    write(ws, "memory/2026-03-01.md", "# 2026-03-01\n\n- Standup is at 09:45.\n- Standup moved to 10:00 instead.\n")
+    write(ws, "memory/2026-03-01-evening.md", "# 2026-03-01\n\n- Standup now at 10:15 instead.\n")
+    with open_mem(tmp_path, ws, {**ON, "provider": provider}) as mem:
+        mem.sync()
+        hits = _ranked(mem, "what time is standup?")
+        assert len(hits) == 2, hits
+        for h in hits:
+            assert "supersededBy" not in h and "supersedes" not in h, hits
+
+
+def test_hits_without_stored_vectors_are_paired_by_their_terms_beside_hits_with_them() -> None:
+    # An index whose newest notes are not embedded yet (the provider was down when they were written): the two car
+    # notes have no stored vector, an unrelated note has one. The car notes are judged by their lines' terms, as in
+    # an index with no vectors at all; one embedded hit in the window does not turn that off.
+    from symi_memory.types import Candidate
+    from symi_memory_postprocess.supersede import find_supersessions
+
+    march = Candidate(id="m", path=MARCH, start_line=1, end_line=3, score=0.8,
+                      text="# 2026-03-01\n\n- The car is a blue hatchback.")
+    june = Candidate(id="j", path=JUNE, start_line=1, end_line=3, score=0.7,
+                     text="# 2026-06-01\n\n- Sold the hatchback; now the car is a red SUV.")
+    hike = Candidate(id="h", path="memory/2026-01-05.md", start_line=1, end_line=3, score=0.2,
+                     text="# 2026-01-05\n\n- Hiked 12 km with the car parked at the lake.")
+    query = "which car is it?"
+    alone = find_supersessions([march, june], {}, query)
+    assert list(alone) == [0] and alone[0][0] == 1
+    mixed = find_supersessions([march, june, hike], {"h": [0.1, 0.9, 0.3]}, query)
+    assert list(mixed) == [0] and mixed[0][0] == 1, mixed
+    # An "as of" search keeps to pairs with vectors, as before.
+    assert find_supersessions([march, june, hike], {"h": [0.1, 0.9, 0.3]}, query, as_of=1.9e9) == {}

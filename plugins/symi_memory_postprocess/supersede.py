@@ -125,11 +125,12 @@ def find_supersessions(candidates: Sequence[Candidate],
     # A past state with no date at all (moment 0: "a retired teacher", "former ...") says nothing about when.
     oldest = {i: newest[i] if (d := facts[i].dated) is None else min(newest[i], d) for i in focus}
     chunk_vecs = [vectors.get(c.id) for c in candidates]
-    # A keyword-only index stores no vectors: in a present search the pairs are then judged by their lines'
-    # terms alone (the chunks' cosine counts as 1.0, as ``symi_memory.supersession.versions`` has it) rather
-    # than not at all. An "as of" search keeps to pairs with vectors: on devmem's "as of" questions the terms
+    # A keyword-only index stores no vectors: in a present search a pair missing a chunk vector is then judged by
+    # its lines' terms alone (the chunks' cosine counts as 1.0, as ``symi_memory.supersession.versions`` has it)
+    # rather than not at all; so is one in an index whose newest chunks are not embedded yet (some hits have a
+    # vector, some none). An "as of" search keeps to pairs with vectors: on devmem's "as of" questions the terms
     # alone paired lines written before the date that change nothing (hit@1 0.727 -> 0.705, keyword-only).
-    lexical = as_of is None and lexical_ok and not any(v is not None for v in chunk_vecs)
+    lexical = as_of is None and lexical_ok
     sims = _cosines(chunk_vecs)
     floor = min(t.chunk_vector_lines, t.chunk_vector) if line_vectors is not None else t.chunk_vector
     # The pairs worth a look, by what costs nothing: a newer, comparably relevant hit with a close chunk vector.
@@ -163,7 +164,9 @@ def find_supersessions(candidates: Sequence[Candidate],
             # checks run for the few pairs they leave.
             if places[j] == place_i or (scores[j] < strong and scores[j] < weak):
                 continue
-            cos = 1.0 if lexical else sims[i][j] if sims is not None else cosine(vi, chunk_vecs[j])
+            vj = chunk_vecs[j]
+            cos = (1.0 if lexical else None) if vi is None or vj is None else sims[i][j] if sims is not None \
+                else cosine(vi, vj)
             if cos is None or cos < floor:
                 continue
             moved: bool | None = None  # _moving_on(i, j), asked at most once
@@ -276,6 +279,8 @@ def find_supersessions(candidates: Sequence[Candidate],
                     bm = b.moment
                     if bm <= am:
                         continue  # every way below needs the newer line to be newer
+                    if bm[0] == am[0] and b.path != a.path:
+                        continue  # two notes of one day: a line's number in its own file says nothing of which is newer
                     if dated_only and bm[0] <= am[0]:
                         continue  # a later day, not a later line of the same day
                     if by_value and not (conflicting(a.quantities, b.quantities)
