@@ -567,3 +567,33 @@ def test_real_qmd_keeps_a_memory_folder_emptied_of_many_notes_until_index_force(
     assert b.sync(force=True).files_removed == 13
     assert _found(b, "zephyr") == ["MEMORY.md"] and b.status()["warnings"] == []
     b.close()
+
+
+def test_real_qmd_index_force_drops_an_emptied_folder_while_another_sync_starts(tmp_path, ws):
+    # `index --force` is what the warning tells a user who deleted every note on purpose. Its force was one attribute
+    # of the backend: another sync starting while the forced one ran (here a search's, which does not wait for it)
+    # cleared it, and the forced update left the folder out again: the deleted notes stayed found, still warned of.
+    import threading
+
+    for i in range(8):
+        write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    for f in (ws / "memory").iterdir():
+        f.unlink()
+    scan, other = b._scan, []
+
+    def scan_while_another_sync_starts():  # type: ignore[no-untyped-def]
+        if not other:  # the forced update has begun: a search's sync starts in another thread (and skips: it runs)
+            other.append(threading.Thread(target=b.sync, kwargs={"reason": "search"}))
+            other[0].start()
+            time.sleep(0.5)
+        return scan()
+
+    b._scan = scan_while_another_sync_starts
+    forced = b.sync(force=True)
+    other[0].join(60)
+    assert forced.errors == () and forced.files_removed == 13, forced
+    assert _found(b, "heron") == [] and _found(b, "zephyr") == ["MEMORY.md"]
+    assert b.status()["warnings"] == []
+    b.close()

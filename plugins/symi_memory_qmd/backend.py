@@ -122,9 +122,12 @@ class QmdBackend:
         self._fallback: MemoryBackend | None = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
-        #: Set by a forced sync (``index --force``) for its update: a root folder that looks emptied is updated
-        #: (its documents dropped) instead of left out (:meth:`_emptied`).
-        self._forced = False
+        #: ``.on`` set by a forced sync (``index --force``) for its own update, in its own thread (the scheduler runs
+        #: a sync's update in the caller's thread): a root folder that looks emptied is updated (its documents
+        #: dropped) instead of left out (:meth:`_emptied`). Per thread: an update of another thread (the interval
+        #: timer, a search's or another client's sync) is not forced by it, nor does a sync of another thread
+        #: starting meanwhile take the force from it.
+        self._forcing = threading.local()
         #: ``{root key: st_dev}`` of each root folder as the last update listed files from it (:meth:`_roots`).
         self._devices: dict[str, int] = {}
         self._reconciled = False
@@ -251,7 +254,7 @@ class QmdBackend:
                 self._needs_reconcile = False
                 self._reconciled = True
             away = {c.name for c, _, _ in self._away() if c.name in self._ready}
-            emptied = [] if self._forced else self._emptied()
+            emptied = [] if getattr(self._forcing, "on", False) else self._emptied()
             away |= {c.name for _, cols in emptied for c in cols if c.name in self._ready}
             out = self._run_update(runner, away, timeout_ms=int(upd["updateTimeoutMs"]))
         except QmdError as exc:
@@ -525,7 +528,7 @@ class QmdBackend:
         errors: tuple[str, ...] = ()
         ran = False
         try:
-            self._forced = force
+            self._forcing.on = force
             ran = self.scheduler.run(reason=reason, force=force or reason == "manual")
         except UpdateSkipped as exc:
             # Another process is updating (a search's sync does not wait for it), or it still was after the
@@ -536,7 +539,7 @@ class QmdBackend:
             errors = (str(exc),)
             self._mark_failed(f"qmd update failed: {exc}")
         finally:
-            self._forced = False
+            self._forcing.on = False
         # While qmd cannot answer, searches are served by the fallback: a blocking sync (the CLI's
         # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
         # one-shot process would cancel on exit. While degraded it must stay current too.
