@@ -597,3 +597,32 @@ def test_real_qmd_index_force_drops_an_emptied_folder_while_another_sync_starts(
     assert _found(b, "heron") == [] and _found(b, "zephyr") == ["MEMORY.md"]
     assert b.status()["warnings"] == []
     b.close()
+
+
+def test_real_qmd_a_workspace_moved_to_another_file_system_is_not_taken_for_unmounted(tmp_path, ws):
+    # The agent's workspace set to another folder, on another file system, holding no note yet (a fresh checkout of
+    # the user's dotfiles). The recorded device was the old workspace's, kept under "workspace" whatever its path:
+    # the new folder was taken for the old one unmounted, left out of the update with an "(unmounted?)" warning, and
+    # the old workspace's notes kept being found in it. builtin-sqlite records a folder's device by its path.
+    import shutil
+
+    if not Path("/dev/shm").is_dir() or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no /dev/shm on another file system than the test's folder")
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]
+    b.close()
+    moved = Path("/dev/shm") / f"symi-qmd-ws-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        write(moved / "README.txt", "dotfiles\n")
+        from symi_memory_qmd.backend import QmdBackend
+        from symi_memory_qmd.settings import QmdSettings
+
+        b = QmdBackend(QmdSettings.from_config({"command": QMD, **SLOW_HOST}), agent_id="main", workspace=moved,
+                       state_dir=tmp_path / "state", start=False)
+        report = b.sync()
+        assert report.errors == () and not any("unmounted" in w for w in report.warnings), report.warnings
+        assert _found(b, "zephyr") == [] and b.status()["warnings"] == []
+        b.close()
+    finally:
+        shutil.rmtree(moved, ignore_errors=True)

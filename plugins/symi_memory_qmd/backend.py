@@ -128,7 +128,7 @@ class QmdBackend:
         #: timer, a search's or another client's sync) is not forced by it, nor does a sync of another thread
         #: starting meanwhile take the force from it.
         self._forcing = threading.local()
-        #: ``{root key: st_dev}`` of each root folder as the last update listed files from it (:meth:`_roots`).
+        #: ``{folder: st_dev}`` of each root folder as the last update listed files from it (:meth:`_roots`).
         self._devices: dict[str, int] = {}
         self._reconciled = False
         self._needs_reconcile = True
@@ -268,12 +268,15 @@ class QmdBackend:
         before = self._saved_state().get("files")
         if isinstance(before, dict):  # not updated: what qmd holds from them is what the last update counted
             self._counts.update({n: int(before[n]) for n in away if isinstance(before.get(n), int)})
-        # Each root folder's device as files were listed from it now: a folder left out keeps the one recorded.
-        self._devices = dict(self._saved_state().get("devices") or {})
-        for key, folder, cols in self._roots():
+        # Each root folder's device as files were listed from it now, by its path (as builtin-sqlite records them:
+        # a workspace or entry set to another folder is not that folder unmounted): a folder left out keeps the one
+        # recorded; a folder no longer a root is forgotten.
+        recorded, roots = self._saved_state().get("devices") or {}, self._roots()
+        self._devices = {str(f): recorded[str(f)] for _, f, _ in roots if isinstance(recorded.get(str(f)), int)}
+        for _key, folder, cols in roots:
             if any(c.name not in away and self._counts.get(c.name) for c in cols) \
                     and (dev := folder_device(folder)) is not None:
-                self._devices[key] = dev
+                self._devices[str(folder)] = dev
         self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
         for name, said in added.items():
             # qmd indexed an added collection's files as it added it: the update then finds them unchanged.
@@ -361,7 +364,7 @@ class QmdBackend:
             if any(c.name in away for c in cols) or not folder.is_dir():
                 continue
             held = sum(int(counts.get(c.name) or 0) for c in cols)
-            why = emptied_why(str(folder), held, devices.get(key)) if held else None
+            why = emptied_why(str(folder), held, devices.get(str(folder))) if held else None
             if why is None or any(_any_memory_file(c.path, c.pattern) for c in cols):
                 continue
             kind = "workspace" if key == "workspace" else "extra path" if _single_root(cols) in self._extra_roots else "folder"
