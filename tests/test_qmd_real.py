@@ -626,3 +626,15 @@ def test_real_qmd_a_workspace_moved_to_another_file_system_is_not_taken_for_unmo
         b.close()
     finally:
         shutil.rmtree(moved, ignore_errors=True)
+
+
+def test_real_qmd_a_long_query_of_repeated_words_keeps_its_last_word(tmp_path, ws):
+    # A query over 100 KB of few distinct words (a log pasted with its lines repeated) is not cut by the 1,024-word
+    # cap, and was cut to its first 100 KB for qmd's command line, silently: a word only past it ("migration") was
+    # not searched for, and qmd (all its words required) found the notes without it too.
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    res = b.search(query("zephyr " * 16_000 + "migration"))
+    assert res.fallback is None, res.fallback
+    assert sorted(c.path for c in res.candidates) == ["memory/2026-05-01.md"]
+    b.close()
