@@ -567,3 +567,74 @@ def test_real_qmd_keeps_a_memory_folder_emptied_of_many_notes_until_index_force(
     assert b.sync(force=True).files_removed == 13
     assert _found(b, "zephyr") == ["MEMORY.md"] and b.status()["warnings"] == []
     b.close()
+
+
+def test_real_qmd_index_force_drops_an_emptied_folder_while_another_sync_starts(tmp_path, ws):
+    # `index --force` is what the warning tells a user who deleted every note on purpose. Its force was one attribute
+    # of the backend: another sync starting while the forced one ran (here a search's, which does not wait for it)
+    # cleared it, and the forced update left the folder out again: the deleted notes stayed found, still warned of.
+    import threading
+
+    for i in range(8):
+        write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    for f in (ws / "memory").iterdir():
+        f.unlink()
+    scan, other = b._scan, []
+
+    def scan_while_another_sync_starts():  # type: ignore[no-untyped-def]
+        if not other:  # the forced update has begun: a search's sync starts in another thread (and skips: it runs)
+            other.append(threading.Thread(target=b.sync, kwargs={"reason": "search"}))
+            other[0].start()
+            time.sleep(0.5)
+        return scan()
+
+    b._scan = scan_while_another_sync_starts
+    forced = b.sync(force=True)
+    other[0].join(60)
+    assert forced.errors == () and forced.files_removed == 13, forced
+    assert _found(b, "heron") == [] and _found(b, "zephyr") == ["MEMORY.md"]
+    assert b.status()["warnings"] == []
+    b.close()
+
+
+def test_real_qmd_a_workspace_moved_to_another_file_system_is_not_taken_for_unmounted(tmp_path, ws):
+    # The agent's workspace set to another folder, on another file system, holding no note yet (a fresh checkout of
+    # the user's dotfiles). The recorded device was the old workspace's, kept under "workspace" whatever its path:
+    # the new folder was taken for the old one unmounted, left out of the update with an "(unmounted?)" warning, and
+    # the old workspace's notes kept being found in it. builtin-sqlite records a folder's device by its path.
+    import shutil
+
+    if not Path("/dev/shm").is_dir() or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no /dev/shm on another file system than the test's folder")
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]
+    b.close()
+    moved = Path("/dev/shm") / f"symi-qmd-ws-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        write(moved / "README.txt", "dotfiles\n")
+        from symi_memory_qmd.backend import QmdBackend
+        from symi_memory_qmd.settings import QmdSettings
+
+        b = QmdBackend(QmdSettings.from_config({"command": QMD, **SLOW_HOST}), agent_id="main", workspace=moved,
+                       state_dir=tmp_path / "state", start=False)
+        report = b.sync()
+        assert report.errors == () and not any("unmounted" in w for w in report.warnings), report.warnings
+        assert _found(b, "zephyr") == [] and b.status()["warnings"] == []
+        b.close()
+    finally:
+        shutil.rmtree(moved, ignore_errors=True)
+
+
+def test_real_qmd_a_long_query_of_repeated_words_keeps_its_last_word(tmp_path, ws):
+    # A query over 100 KB of few distinct words (a log pasted with its lines repeated) is not cut by the 1,024-word
+    # cap, and was cut to its first 100 KB for qmd's command line, silently: a word only past it ("migration") was
+    # not searched for, and qmd (all its words required) found the notes without it too.
+    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    assert b.sync().errors == ()
+    res = b.search(query("zephyr " * 16_000 + "migration"))
+    assert res.fallback is None, res.fallback
+    assert sorted(c.path for c in res.candidates) == ["memory/2026-05-01.md"]
+    b.close()

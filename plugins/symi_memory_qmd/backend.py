@@ -122,10 +122,13 @@ class QmdBackend:
         self._fallback: MemoryBackend | None = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
-        #: Set by a forced sync (``index --force``) for its update: a root folder that looks emptied is updated
-        #: (its documents dropped) instead of left out (:meth:`_emptied`).
-        self._forced = False
-        #: ``{root key: st_dev}`` of each root folder as the last update listed files from it (:meth:`_roots`).
+        #: ``.on`` set by a forced sync (``index --force``) for its own update, in its own thread (the scheduler runs
+        #: a sync's update in the caller's thread): a root folder that looks emptied is updated (its documents
+        #: dropped) instead of left out (:meth:`_emptied`). Per thread: an update of another thread (the interval
+        #: timer, a search's or another client's sync) is not forced by it, nor does a sync of another thread
+        #: starting meanwhile take the force from it.
+        self._forcing = threading.local()
+        #: ``{folder: st_dev}`` of each root folder as the last update listed files from it (:meth:`_roots`).
         self._devices: dict[str, int] = {}
         self._reconciled = False
         self._needs_reconcile = True
@@ -251,7 +254,7 @@ class QmdBackend:
                 self._needs_reconcile = False
                 self._reconciled = True
             away = {c.name for c, _, _ in self._away() if c.name in self._ready}
-            emptied = [] if self._forced else self._emptied()
+            emptied = [] if getattr(self._forcing, "on", False) else self._emptied()
             away |= {c.name for _, cols in emptied for c in cols if c.name in self._ready}
             out = self._run_update(runner, away, timeout_ms=int(upd["updateTimeoutMs"]))
         except QmdError as exc:
@@ -265,12 +268,15 @@ class QmdBackend:
         before = self._saved_state().get("files")
         if isinstance(before, dict):  # not updated: what qmd holds from them is what the last update counted
             self._counts.update({n: int(before[n]) for n in away if isinstance(before.get(n), int)})
-        # Each root folder's device as files were listed from it now: a folder left out keeps the one recorded.
-        self._devices = dict(self._saved_state().get("devices") or {})
-        for key, folder, cols in self._roots():
+        # Each root folder's device as files were listed from it now, by its path (as builtin-sqlite records them:
+        # a workspace or entry set to another folder is not that folder unmounted): a folder left out keeps the one
+        # recorded; a folder no longer a root is forgotten.
+        recorded, roots = self._saved_state().get("devices") or {}, self._roots()
+        self._devices = {str(f): recorded[str(f)] for _, f, _ in roots if isinstance(recorded.get(str(f)), int)}
+        for _key, folder, cols in roots:
             if any(c.name not in away and self._counts.get(c.name) for c in cols) \
                     and (dev := folder_device(folder)) is not None:
-                self._devices[key] = dev
+                self._devices[str(folder)] = dev
         self._changes = {k: v for k, v in update_changes(out.stdout).items() if k in self.by_name}
         for name, said in added.items():
             # qmd indexed an added collection's files as it added it: the update then finds them unchanged.
@@ -358,7 +364,7 @@ class QmdBackend:
             if any(c.name in away for c in cols) or not folder.is_dir():
                 continue
             held = sum(int(counts.get(c.name) or 0) for c in cols)
-            why = emptied_why(str(folder), held, devices.get(key)) if held else None
+            why = emptied_why(str(folder), held, devices.get(str(folder))) if held else None
             if why is None or any(_any_memory_file(c.path, c.pattern) for c in cols):
                 continue
             kind = "workspace" if key == "workspace" else "extra path" if _single_root(cols) in self._extra_roots else "folder"
@@ -525,7 +531,7 @@ class QmdBackend:
         errors: tuple[str, ...] = ()
         ran = False
         try:
-            self._forced = force
+            self._forcing.on = force
             ran = self.scheduler.run(reason=reason, force=force or reason == "manual")
         except UpdateSkipped as exc:
             # Another process is updating (a search's sync does not wait for it), or it still was after the
@@ -536,7 +542,7 @@ class QmdBackend:
             errors = (str(exc),)
             self._mark_failed(f"qmd update failed: {exc}")
         finally:
-            self._forced = False
+            self._forcing.on = False
         # While qmd cannot answer, searches are served by the fallback: a blocking sync (the CLI's
         # `index`, a one-shot `search`) brings that index up to date now, not in a thread a
         # one-shot process would cancel on exit. While degraded it must stay current too.

@@ -28,7 +28,7 @@ log = logging.getLogger("symi_memory.qmd")
 #: an argument over 128 KiB (E2BIG, "Argument list too long"), which was taken for a broken qmd and sent searches
 #: to the fallback for a while. The query is cut to its first 1,024 distinct words first
 #: (:func:`~symi_memory.index.analysis.capped_query`, as the core cuts every search's); repeats and long words can
-#: still make more.
+#: still make more: past it each word is kept once, and only then is the text cut.
 MAX_QUERY_BYTES = 100_000
 
 class QmdSearcher:
@@ -59,10 +59,14 @@ class QmdSearcher:
         text = text.strip().lstrip("-").strip()
         text, _ = capped_query(text)  # said by the core's search when it cut it (a direct call cuts it here)
         if len(text) > MAX_QUERY_BYTES // 4 and len(raw := text.encode("utf-8")) > MAX_QUERY_BYTES:
-            cut = raw[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
-            text = cut.rsplit(None, 1)[0] if any(c.isspace() for c in cut) else cut  # no word cut in two
-            log.info("qmd: the query was cut to its first %d bytes (of %d): a longer argument cannot be run",
-                     len(text.encode("utf-8")), len(raw))
+            # Each word once first (a pasted log repeats its lines): every word is still looked up, and qmd's
+            # keyword search (all words required, repeats adding nothing) finds the same; cut only if still over.
+            text = " ".join(dict.fromkeys(text.split()))
+            if len(once := text.encode("utf-8")) > MAX_QUERY_BYTES:
+                cut = once[:MAX_QUERY_BYTES].decode("utf-8", "ignore")
+                text = cut.rsplit(None, 1)[0] if any(c.isspace() for c in cut) else cut  # no word cut in two
+            log.info("qmd: the query was cut to %d bytes (of %d; each word once, then its first ones): a longer "
+                     "argument cannot be run", len(text.encode("utf-8")), len(raw))
         if not text or not collections:
             return []
         if len(collections) == 1 or self.workers <= 1:
