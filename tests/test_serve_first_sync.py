@@ -100,3 +100,33 @@ def test_an_agent_with_no_index_waits_a_bounded_while_then_gets_503_with_retry_a
             time.sleep(0.5)
         assert out["results"] and out["results"][0]["path"] == "MEMORY.md"
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_waiters_for_an_agent_with_no_index_leave_its_status_and_other_agents_answering(
+        setup: dict[str, Path]) -> None:
+    """Before: each request waiting for an agent's first build held one of that agent's 4 worker threads, so with 4
+    waiters its status (the answer that says how far the build is) queued behind them and then waited for the build
+    itself: it could never show ``firstSync`` for an agent with no index. Now waiters wait without a thread, the
+    status answers at once with the build's progress, and other agents are never held up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text().replace("firstSyncWaitSeconds = 1", "firstSyncWaitSeconds = 4"))
+    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note stall8s.\n", encoding="utf-8")
+    with running_server(setup["state"], env=STALL_ENV) as srv, ThreadPoolExecutor(8) as threads:
+        assert srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})[0] == 200
+        waiters = [threads.submit(_post, srv.port, "/api/agents/other/search", {"query": "launch code"})
+                   for _ in range(6)]
+        time.sleep(1)  # the waiters are in
+        started = time.monotonic()
+        status, st = srv.request("GET", "/api/agents/other/status")
+        took = time.monotonic() - started
+        assert status == 200, st
+        assert st["firstSync"] is not None and st["firstSync"]["indexedBefore"] is False, st
+        assert took < 2, took
+        started = time.monotonic()
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"] and time.monotonic() - started < 2
+        answers = [w.result() for w in waiters]
+        assert all(a[0] == 503 and "retry-after" in a[1] for a in answers), answers
+    assert "Traceback" not in srv.log.read_text()

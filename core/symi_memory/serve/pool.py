@@ -215,14 +215,15 @@ class AgentPool:
                                f"add it to agents.list or serve.agents")
         return agent_id
 
-    def acquire(self, agent_id: str, *, wait: float | None = None) -> MemoryManager:
+    def acquire(self, agent_id: str, *, wait: float | None = None, index: bool = True) -> MemoryManager:
         """The agent's manager, opened on first use. Pair with :meth:`release`.
 
         While the agent's first sync runs and its index held no file when it opened, waits for that sync at most
-        ``wait`` seconds (``first_sync_wait`` by default), then raises :class:`AgentStarting`."""
+        ``wait`` seconds (``first_sync_wait`` by default), then raises :class:`AgentStarting`; unless ``index`` is
+        False (the caller needs no index: the agent's status, which says how far that sync is)."""
         manager = self._acquire(agent_id)
         catch = self._catching.get(agent_id)
-        if catch is None or catch.indexed:
+        if catch is None or catch.indexed or not index:
             return manager
         limit = self.first_sync_wait if wait is None else wait
         if catch.done.wait(limit) and not self.stopping:
