@@ -162,3 +162,34 @@ def test_waiters_for_an_agent_with_no_index_leave_its_status_and_other_agents_an
         assert all(a[0] == 503 and "retry-after" in a[1] for a in answers), answers
         (hold / "slow").touch()
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_an_append_while_the_first_sync_runs_answers_at_once(setup: dict[str, Path], hold: Path) -> None:
+    """An agent answering from its index while its first sync runs: an append wrote its note at once but then waited
+    for that whole sync (minutes on a large workspace) to index it, so the client's request hung meanwhile. Now it
+    answers at once, and is indexed once that sync is done (with no watcher too)."""
+    import os
+
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text() + "[agents.defaults.memorySearch.sync]\nwatch = false\n")
+
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **_env(hold)}
+    subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
+                   timeout=120)
+    (setup["main"] / "memory" / "slow.md").write_text("- A slow note hold-slow about the harbour.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
+        started = time.monotonic()
+        status, _, out = _post(srv.port, "/api/agents/main/append", {"text": "The ferry leaves at nine."}, timeout=30)
+        took = time.monotonic() - started
+        assert status == 200 and out["appended"] is True, out
+        assert took < 5, took
+        assert srv.request("GET", "/api/agents/main/status")[1]["firstSync"] is not None  # still running
+        (hold / "slow").touch()
+        deadline = time.monotonic() + 60
+        while True:  # indexed once the first sync is done
+            status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "ferry leaves at nine"})
+            if any("ferry" in r["snippet"] for r in out["results"]):
+                break
+            assert time.monotonic() < deadline, out
+            time.sleep(0.3)
+    assert "Traceback" not in srv.log.read_text()

@@ -313,6 +313,7 @@ class AgentPool:
         def progress(p: SyncProgress) -> None:
             catch.progress = p
 
+        manager._appends_unindexed = True  # an append's own sync would wait for this one
         try:
             ensure_fresh(manager, reason="serve-open", progress=progress)
         except Exception as exc:
@@ -320,6 +321,7 @@ class AgentPool:
                 log.warning("the first sync of agent %s failed (%s: %s); its watcher tries again on the next change",
                             agent_id, type(exc).__name__, exc)
         finally:
+            manager._appends_unindexed = False
             with self._lock:
                 self._starting.pop(agent_id, None)
                 self._catching.pop(agent_id, None)
