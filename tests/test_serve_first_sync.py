@@ -193,3 +193,27 @@ def test_an_append_while_the_first_sync_runs_answers_at_once(setup: dict[str, Pa
             assert time.monotonic() < deadline, out
             time.sleep(0.3)
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_an_mcp_client_of_an_agent_with_no_index_lists_its_tools_at_once(setup: dict[str, Path], hold: Path) -> None:
+    """``tools/list`` needs no index, yet it waited for the agent's first build (serve.firstSyncWaitSeconds, then an
+    error): an MCP client connecting meanwhile saw no tools. Now it lists them at once; a tool call still waits for
+    the build and then gets its error."""
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text().replace("firstSyncWaitSeconds = 1", "firstSyncWaitSeconds = 3"))
+    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note hold-slow.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
+        assert srv.request("GET", "/api/agents/other/status")[0] == 200  # opened: its first build runs
+
+        async def tools(session: Any) -> Any:
+            started = time.monotonic()
+            listed = await session.list_tools()
+            took = time.monotonic() - started
+            called = await session.call_tool("memory_search", {"query": "launch code"})
+            return listed, took, called
+
+        listed, took, called = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/agents/other/mcp", tools), 30))
+        assert {t.name for t in listed.tools} == {"memory_search", "memory_get", "memory_append"}, listed
+        assert took < 1.5, took
+        assert called.is_error and "no index yet" in called.structured_content["error"], called
+    assert "Traceback" not in srv.log.read_text()

@@ -618,8 +618,10 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         request = getattr(ctx, "request", None)
         agent = request.scope.get("symi.agent", "main") if request is not None else "main"
 
+        index = getattr(work, "needs_index", True)  # listing the tools needs none
+
         def held() -> Any:
-            manager = pool.acquire(agent, wait=0)  # first_sync() waits for a first index
+            manager = pool.acquire(agent, wait=0, index=index)  # first_sync() waits for a first index
             try:
                 out = work(manager)
             finally:
