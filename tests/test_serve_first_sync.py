@@ -1,7 +1,8 @@
 """`symi-memory serve` while an agent catches up with its files: requests answered from the index it has at once.
 
-A real server process on loopback; the `stall` provider (tests/support/stalling_provider.py) makes a file naming
-``stallN.Ns`` take N.N seconds to embed, so the first sync runs for a known while.
+A real server process on loopback; the `stall` provider (tests/support/stalling_provider.py) holds the embedding of
+a file naming ``hold-NAME`` until the test creates ``NAME`` in its hold folder, so the first sync runs for exactly as
+long as the test needs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,27 @@ def setup(tmp_path: Path, workspace: Path) -> dict[str, Path]:
     return s
 
 
+@pytest.fixture
+def hold(tmp_path: Path) -> Path:
+    """The folder the stall provider's ``hold-NAME`` markers wait on."""
+    folder = tmp_path / "hold"
+    folder.mkdir()
+    return folder
+
+
+@contextmanager
+def _released(hold: Path) -> Iterator[None]:
+    """Lets the held embedding go at the end (a failed assertion included: else the server's stop waits for it)."""
+    try:
+        yield
+    finally:
+        (hold / "slow").touch()
+
+
+def _env(hold: Path) -> dict[str, str]:
+    return {**STALL_ENV, "SYMI_TEST_HOLD_DIR": str(hold)}
+
+
 def _post(port: int, path: str, body: Any, timeout: float = 60) -> tuple[int, dict[str, str], Any]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     conn.request("POST", path, body=json.dumps(body).encode(),
@@ -42,16 +66,17 @@ def _post(port: int, path: str, body: Any, timeout: float = 60) -> tuple[int, di
     return resp.status, {k.lower(): v for k, v in resp.getheaders()}, out
 
 
-def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup: dict[str, Path]) -> None:
+def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup: dict[str, Path], hold: Path,
+                                                                          ) -> None:
     """Before: every request for the agent waited for its first sync (minutes on a large workspace)."""
     import os
 
-    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **STALL_ENV}
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **_env(hold)}
     subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
                    timeout=120)
-    # Written while no server watched: the first sync must embed it, which takes 12 s.
-    (setup["main"] / "memory" / "slow.md").write_text("- A slow note stall12s about the harbour.\n", encoding="utf-8")
-    with running_server(setup["state"], env=STALL_ENV) as srv:
+    # Written while no server watched: the first sync must embed it, which lasts until the test lets it go.
+    (setup["main"] / "memory" / "slow.md").write_text("- A slow note hold-slow about the harbour.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
         started = time.monotonic()
         status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "Prefers tea", "fresh": True})
         took = time.monotonic() - started
@@ -67,6 +92,9 @@ def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup:
 
         hit = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/mcp", search), 30))
         assert hit["results"][0]["path"] == "MEMORY.md" and any("catching up" in w for w in hit["warnings"]), hit
+        status, st = srv.request("GET", "/api/agents/main/status")
+        assert status == 200 and st["firstSync"] is not None, st  # it was still running all along
+        (hold / "slow").touch()
         # Once the sync is done the new note is found and the warning is gone.
         deadline = time.monotonic() + 90
         while True:
@@ -80,10 +108,11 @@ def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup:
     assert "Traceback" not in srv.log.read_text()
 
 
-def test_an_agent_with_no_index_waits_a_bounded_while_then_gets_503_with_retry_after(setup: dict[str, Path]) -> None:
+def test_an_agent_with_no_index_waits_a_bounded_while_then_gets_503_with_retry_after(setup: dict[str, Path],
+                                                                                     hold: Path) -> None:
     """Before: the request waited for the whole first build, however long it took."""
-    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note stall6s.\n", encoding="utf-8")
-    with running_server(setup["state"], env=STALL_ENV) as srv:
+    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note hold-slow.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
         started = time.monotonic()
         status, headers, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
         took = time.monotonic() - started
@@ -91,6 +120,7 @@ def test_an_agent_with_no_index_waits_a_bounded_while_then_gets_503_with_retry_a
         assert "no index yet" in out["error"] and "firstSyncWaitSeconds" in out["error"], out
         assert int(headers["retry-after"]) >= 1
         assert took < 5, took
+        (hold / "slow").touch()
         deadline = time.monotonic() + 90
         while True:
             status, _, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
@@ -99,4 +129,91 @@ def test_an_agent_with_no_index_waits_a_bounded_while_then_gets_503_with_retry_a
             assert status == 503 and time.monotonic() < deadline, out
             time.sleep(0.5)
         assert out["results"] and out["results"][0]["path"] == "MEMORY.md"
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_waiters_for_an_agent_with_no_index_leave_its_status_and_other_agents_answering(
+        setup: dict[str, Path], hold: Path) -> None:
+    """Before: each request waiting for an agent's first build held one of that agent's 4 worker threads, so with 4
+    waiters its status (the answer that says how far the build is) queued behind them and then waited for the build
+    itself: it could never show ``firstSync`` for an agent with no index. Now waiters wait without a thread, the
+    status answers at once with the build's progress, and other agents are never held up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text().replace("firstSyncWaitSeconds = 1", "firstSyncWaitSeconds = 3"))
+    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note hold-slow.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold), \
+            ThreadPoolExecutor(8) as threads:
+        assert srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})[0] == 200
+        waiters = [threads.submit(_post, srv.port, "/api/agents/other/search", {"query": "launch code"})
+                   for _ in range(6)]
+        time.sleep(1)  # the waiters are in
+        started = time.monotonic()
+        status, st = srv.request("GET", "/api/agents/other/status")
+        took = time.monotonic() - started
+        assert status == 200, st
+        assert st["firstSync"] is not None and st["firstSync"]["indexedBefore"] is False, st
+        assert took < 2, took
+        started = time.monotonic()
+        status, out = srv.request("POST", "/api/agents/main/search", {"query": "Prefers tea"})
+        assert status == 200 and out["results"] and time.monotonic() - started < 2
+        answers = [w.result() for w in waiters]
+        assert all(a[0] == 503 and "retry-after" in a[1] for a in answers), answers
+        (hold / "slow").touch()
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_an_append_while_the_first_sync_runs_answers_at_once(setup: dict[str, Path], hold: Path) -> None:
+    """An agent answering from its index while its first sync runs: an append wrote its note at once but then waited
+    for that whole sync (minutes on a large workspace) to index it, so the client's request hung meanwhile. Now it
+    answers at once, and is indexed once that sync is done (with no watcher too)."""
+    import os
+
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text() + "[agents.defaults.memorySearch.sync]\nwatch = false\n")
+
+    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **_env(hold)}
+    subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
+                   timeout=120)
+    (setup["main"] / "memory" / "slow.md").write_text("- A slow note hold-slow about the harbour.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
+        started = time.monotonic()
+        status, _, out = _post(srv.port, "/api/agents/main/append", {"text": "The ferry leaves at nine."}, timeout=30)
+        took = time.monotonic() - started
+        assert status == 200 and out["appended"] is True, out
+        assert took < 5, took
+        assert srv.request("GET", "/api/agents/main/status")[1]["firstSync"] is not None  # still running
+        (hold / "slow").touch()
+        deadline = time.monotonic() + 60
+        while True:  # indexed once the first sync is done
+            status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "ferry leaves at nine"})
+            if any("ferry" in r["snippet"] for r in out["results"]):
+                break
+            assert time.monotonic() < deadline, out
+            time.sleep(0.3)
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_an_mcp_client_of_an_agent_with_no_index_lists_its_tools_at_once(setup: dict[str, Path], hold: Path) -> None:
+    """``tools/list`` needs no index, yet it waited for the agent's first build (serve.firstSyncWaitSeconds, then an
+    error): an MCP client connecting meanwhile saw no tools. Now it lists them at once; a tool call still waits for
+    the build and then gets its error."""
+    cfg = setup["state"] / "symi.toml"
+    cfg.write_text(cfg.read_text().replace("firstSyncWaitSeconds = 1", "firstSyncWaitSeconds = 3"))
+    (setup["other"] / "memory" / "slow.md").write_text("- Another slow note hold-slow.\n", encoding="utf-8")
+    with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
+        assert srv.request("GET", "/api/agents/other/status")[0] == 200  # opened: its first build runs
+
+        async def tools(session: Any) -> Any:
+            started = time.monotonic()
+            listed = await session.list_tools()
+            took = time.monotonic() - started
+            called = await session.call_tool("memory_search", {"query": "launch code"})
+            return listed, took, called
+
+        listed, took, called = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/agents/other/mcp", tools), 30))
+        assert {t.name for t in listed.tools} == {"memory_search", "memory_get", "memory_append"}, listed
+        assert took < 1.5, took
+        assert called.is_error and "no index yet" in called.structured_content["error"], called
     assert "Traceback" not in srv.log.read_text()

@@ -448,6 +448,9 @@ class MemoryManager:
     _close_on_leave: int | None = None
     #: The missing roots (workspace, extra paths) a sync logged (once each, until the root is back).
     _warned_roots: frozenset[str] = frozenset()
+    #: Set by a server while the agent's first sync runs (minutes on a large workspace): an append is written and
+    #: answered at once, not indexed then (its sync would wait for that one); a later sync indexes it.
+    _appends_unindexed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
@@ -757,6 +760,8 @@ class MemoryManager:
                 out["supersedes"] = check.target
             elif check is not None and check.kind == "duplicate":
                 out["duplicateOf"] = check.target
+            if self._appends_unindexed:  # a long sync runs: a later one indexes it
+                return out
             try:  # index the new text now, so the next append (and search) sees it
                 self._require().sync(reason="append")
             except Exception as exc:

@@ -64,16 +64,22 @@ def build_routed_server(run: Callable[[Any, Callable[[MemoryManager], Any]], Awa
     ``run`` calls ``work(manager)`` in a worker thread with the manager the request names and holds
     that manager for the whole call (``symi-memory serve`` picks the agent its URL names and keeps it
     from being closed for idleness meanwhile); ``run`` raising :class:`SymiMemoryError` answers a tool
-    call with that error.
+    call with that error. A ``work`` whose ``needs_index`` attribute is False (listing the tools) needs no index:
+    ``run`` may call it while the agent builds its first one.
     """
     Server, types = _import_mcp()
     tools = [types.Tool(name=d["name"], description=d["description"], input_schema=d["parameters"])
              for d in TOOL_DEFINITIONS]
     names = ", ".join(d["name"] for d in TOOL_DEFINITIONS)
 
+    def enabled(manager: MemoryManager) -> bool:
+        return manager.enabled
+
+    enabled.needs_index = False  # type: ignore[attr-defined]
+
     async def list_tools(ctx: Any, params: Any) -> Any:
-        enabled = await run(ctx, lambda manager: manager.enabled)
-        return types.ListToolsResult(tools=tools if enabled else [])
+        enabled_now = await run(ctx, enabled)
+        return types.ListToolsResult(tools=tools if enabled_now else [])
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = params.arguments or {}

@@ -349,6 +349,8 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 #: The answers that list what a search found: they say so while the agent's first sync runs.
 _SEARCHES = ("search", "explain", "history")
+#: The answers that need no index: they answer at once while the agent's first index is built (status says how far).
+_NO_INDEX = ("status", "files")
 
 
 def _catching_up(pool: AgentPool, agent: str, out: Any) -> Any:
@@ -430,6 +432,23 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
 
     pool = state.pool
 
+    async def first_sync(agent: str, run: Callable[[], _T]) -> _T:
+        """``run()`` (which acquires ``agent`` with ``wait=0``) in one of the agent's worker threads. While the agent
+        builds its first index, ``run`` raises :class:`AgentStarting` and the wait for that build is here, holding
+        none of the agent's threads (waiters holding them all kept its status, which says how far the build is,
+        queued behind them), at most ``serve.firstSyncWaitSeconds``; then AgentStarting is raised."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + pool.first_sync_wait
+        while True:
+            try:
+                return await state.threads.run(agent, run)
+            except AgentStarting:
+                catch = pool.catching_up(agent)
+                if loop.time() >= deadline:
+                    raise
+                while catch is not None and not catch.done.is_set() and not pool.stopping and loop.time() < deadline:
+                    await asyncio.sleep(0.05)
+
     async def agent_call(request: Request, kind: str, work: Any) -> Response:
         """Check the agent, hold its manager for the call, run ``work(manager, body)`` in a thread."""
         agent = request.path_params["agent"]
@@ -443,9 +462,10 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         except SymiMemoryError as exc:
             return _error(400, str(exc))
         want = body.get("workspace")
+        index = kind not in _NO_INDEX
 
         def run() -> dict[str, Any]:  # one worker thread per request: acquire, check, work, release
-            manager = pool.acquire(agent)
+            manager = pool.acquire(agent, wait=0, index=index)  # first_sync() waits for a first index
             try:
                 if want is not None and (not isinstance(want, str) or Path(want) != manager.agent.workspace):
                     raise _Bad(409, f"this server serves agent {agent!r} from another workspace")
@@ -455,7 +475,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
                 pool.release(agent)
 
         try:
-            out = await state.threads.run(agent, run)
+            out = await first_sync(agent, run)
         except _Bad as exc:
             return _error(exc.status, exc.message)
         except AgentStarting as exc:  # no index yet, its first build still running past serve.firstSyncWaitSeconds
@@ -598,15 +618,17 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
         request = getattr(ctx, "request", None)
         agent = request.scope.get("symi.agent", "main") if request is not None else "main"
 
+        index = getattr(work, "needs_index", True)  # listing the tools needs none
+
         def held() -> Any:
-            manager = pool.acquire(agent)
+            manager = pool.acquire(agent, wait=0, index=index)  # first_sync() waits for a first index
             try:
                 out = work(manager)
             finally:
                 pool.release(agent)
             return _catching_up(pool, agent, out) if isinstance(out, dict) and "results" in out else out
 
-        return await state.threads.run(agent, held)
+        return await first_sync(agent, held)
 
     mcp_server = build_routed_server(run_mcp)
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager

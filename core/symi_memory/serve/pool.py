@@ -215,14 +215,15 @@ class AgentPool:
                                f"add it to agents.list or serve.agents")
         return agent_id
 
-    def acquire(self, agent_id: str, *, wait: float | None = None) -> MemoryManager:
+    def acquire(self, agent_id: str, *, wait: float | None = None, index: bool = True) -> MemoryManager:
         """The agent's manager, opened on first use. Pair with :meth:`release`.
 
         While the agent's first sync runs and its index held no file when it opened, waits for that sync at most
-        ``wait`` seconds (``first_sync_wait`` by default), then raises :class:`AgentStarting`."""
+        ``wait`` seconds (``first_sync_wait`` by default), then raises :class:`AgentStarting`; unless ``index`` is
+        False (the caller needs no index: the agent's status, which says how far that sync is)."""
         manager = self._acquire(agent_id)
         catch = self._catching.get(agent_id)
-        if catch is None or catch.indexed:
+        if catch is None or catch.indexed or not index:
             return manager
         limit = self.first_sync_wait if wait is None else wait
         if catch.done.wait(limit) and not self.stopping:
@@ -312,6 +313,7 @@ class AgentPool:
         def progress(p: SyncProgress) -> None:
             catch.progress = p
 
+        manager._appends_unindexed = True  # an append's own sync would wait for this one
         try:
             ensure_fresh(manager, reason="serve-open", progress=progress)
         except Exception as exc:
@@ -319,6 +321,7 @@ class AgentPool:
                 log.warning("the first sync of agent %s failed (%s: %s); its watcher tries again on the next change",
                             agent_id, type(exc).__name__, exc)
         finally:
+            manager._appends_unindexed = False
             with self._lock:
                 self._starting.pop(agent_id, None)
                 self._catching.pop(agent_id, None)

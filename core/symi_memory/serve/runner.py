@@ -71,7 +71,7 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     host = host or settings["host"]
     port = settings["port"] if port is None else port
     # Blank is unset: a token of spaces could never be sent (HTTP strips them from a header's ends).
-    token = (settings.get("token") or os.environ.get(TOKEN_ENV) or "").strip() or None
+    token = (settings.get("token") or "").strip() or (os.environ.get(TOKEN_ENV) or "").strip() or None
     loopback = is_loopback(host)
     if not loopback and not token:
         raise ConfigError(f"serving on {host} (not loopback) needs a token: set serve.token or ${TOKEN_ENV}")
