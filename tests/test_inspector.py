@@ -134,6 +134,14 @@ def test_inspector_shows_a_search_with_its_score_breakdown_and_the_files(served:
                        for r in page.locator("#hits tr").all()}
             june = next(v for k, v in outcome.items() if k.startswith("memory/2026-06-01.md"))
             assert june == "written after asOf"
+            assert page.locator("#warnings").inner_text() == ""
+            # A search's warnings (a query cut to 1,024 words, a stage skipped, an agent still catching up with its
+            # files) are in the explain answer: the inspector showed none, its results looking complete.
+            page.fill("#asof", "")
+            page.fill("#q", "tea " + " ".join(f"w{i:05d}" for i in range(1_100)))
+            with page.expect_response(lambda r: r.url.endswith("/explain")):
+                page.click("button[type=submit]")
+            expect(page.locator("#warnings")).to_contain_text("only its first 1,024 were searched for")
             assert errors == []
         finally:
             browser.close()

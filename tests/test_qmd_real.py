@@ -486,17 +486,13 @@ def test_real_qmd_keeps_transcripts_while_their_folder_cannot_be_read(tmp_path, 
 def test_real_qmd_answers_a_query_longer_than_a_command_line_argument_may_be(tmp_path, ws):
     # The query is one argument of qmd's command line: past 128 KiB the kernel refused to run it ("Argument list too
     # long"), qmd was taken for broken ("install qmd or set memory.qmd.command") and searches went to the fallback.
-    b = make_backend(tmp_path, QMD)
+    b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     res = b.search(query("zephyr " + " ".join(f"w{i:06d}" for i in range(40_000))))
     assert res.fallback is None, res.fallback
     assert b.status()["fallback"] is None
     assert [c.path for c in b.search(query("zephyr")).candidates]  # qmd itself still answers
     b.close()
-
-
-#: Searches of a test that searches after each step: qmd's 4 s default was missed on a busy 2-core host.
-SLOW_HOST = {"limits": {"timeoutMs": 30_000}}
 
 
 def _bind(source: Path, target: Path) -> bool:
@@ -522,7 +518,7 @@ def test_real_qmd_keeps_an_unmounted_memory_folder_until_it_is_back_or_index_for
         shutil.rmtree(vol)
         pytest.skip("not root, or bind mounts are not allowed here")
     try:
-        b = make_backend(tmp_path, QMD, SLOW_HOST)
+        b = real_backend(tmp_path, QMD)
         assert b.sync().errors == ()
         assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]
         subprocess.run(["umount", str(ws / "memory")], check=True)
@@ -556,7 +552,7 @@ def test_real_qmd_keeps_a_memory_folder_emptied_of_many_notes_until_index_force(
     # No mount: a memory/ folder found empty while qmd holds ten documents or more from it looks unmounted too.
     for i in range(8):
         write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
-    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     for f in (ws / "memory").iterdir():
         f.unlink()

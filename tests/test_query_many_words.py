@@ -80,3 +80,16 @@ def test_term_statistics_of_more_words_than_sqlite_binds(tmp_path: Path, ws: Pat
         terms = [f"zz{i}" for i in range(40_000)] + ["porcupin"]
         counts = store.term_occurrences(terms, generation)
         assert counts is not None and counts["porcupin"] == 1 and counts["zz7"] == 0
+
+
+def test_history_says_its_query_was_cut(tmp_path: Path, ws: Path) -> None:
+    # Seam of the query cap (every search's query cut to 1,024 distinct words, said in its warnings) and history's
+    # warnings (the stages skipped while finding the fact): history cut the query too, but said nothing, so a
+    # document pasted as a history query lost its tail silently where the same query as a search said so.
+    with open_mem(tmp_path, ws, {"provider": "none"}) as mem:
+        mem.sync()
+        found = mem.history(_pasted(5_000), min_score=0)
+        assert found and found[-1]["path"] == "memory/2026-02-01.md"
+        assert len(found.warnings) == 1 and "only its first 1,024 were searched for" in found.warnings[0]
+        assert found.to_dict()["warnings"] == list(found.warnings)
+        assert not mem.history("porcupine enclosure", min_score=0).warnings

@@ -672,8 +672,8 @@ class MemoryManager:
         ``date`` is the day the version was written (``YYYY-MM-DD``) when known.
         The answer is a list (:class:`~symi_memory.types.History`) whose ``warnings`` name the stages skipped
         while finding the fact, as a search's ``warnings`` do (a reranker or third-party post-processor that
-        failed or missed ``query.stageDeadlineMs``); ``to_dict()`` gives ``{"versions": [...]}`` with
-        ``"warnings"`` when there is one.
+        failed or missed ``query.stageDeadlineMs``), and a query cut to its first 1,024 distinct words;
+        ``to_dict()`` gives ``{"versions": [...]}`` with ``"warnings"`` when there is one.
         ``max_results`` (default 30, at most 200) and ``min_score`` are checked as
         :meth:`search` checks them: a value of the wrong kind raises ValueError.
         """
@@ -697,12 +697,12 @@ class MemoryManager:
         sources = tuple(self.agent.memory_search.get("sources") or ["memory"])
         if not self.agent.memory_search["experimental"]["sessionMemory"]:
             sources = tuple(s for s in sources if s != "sessions") or ("memory",)
-        query, _ = _capped(query)
+        query, cut = _capped(query)
         result = backend.search(SearchQuery(text=query, max_results=max_results, min_score=0.0,
                                             candidate_limit=min(200, max_results * 2), sources=sources))
         assert self.pipeline is not None
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)
-        skipped: list[str] = []
+        skipped: list[str] = [cut] if cut else []  # the query cut said, as a search says it
         final = self.pipeline.run(query, result.candidates, max_results=max_results, min_score=0.0,
                                   now=cutoff, as_of=cutoff, vectors=vectors, written_at=self._written_at,
                                   line_vectors=line_vectors, query_vector=result.query_vector,

@@ -310,8 +310,9 @@ class History(list[dict[str, Any]]):
     """What :meth:`MemoryManager.history` answers: its versions, oldest first (a list of dicts, as before), and
     ``warnings``: the search stages skipped while finding them, as :attr:`SearchResponse.warnings` names them (a
     reranker or third-party post-processor that raised, answered in the wrong shape, missed
-    ``query.stageDeadlineMs`` or is still running an earlier call that missed it). The versions are then those of
-    the order without that stage."""
+    ``query.stageDeadlineMs`` or is still running an earlier call that missed it; the versions are then those of
+    the order without that stage), and a query cut to its first 1,024 distinct content words
+    (:func:`~symi_memory.index.analysis.capped_query`)."""
 
     __slots__ = ("warnings",)
 

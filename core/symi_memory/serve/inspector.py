@@ -36,6 +36,7 @@ tr.cut td{color:#8a91a0}
 .scroll{max-height:420px;overflow:auto;border:1px solid #eceef2}
 td.when{white-space:nowrap}
 .note{font-size:11px;color:#7a5200;white-space:normal;text-align:right}
+.warn{color:#7a5200;white-space:pre-line}
 .bar{fill:#3a66c4}.bar2{fill:#9db5e8}
 """
 
@@ -57,7 +58,7 @@ async function getJSON(url, body) {
 async function runSearch(ev) {
   if (ev) ev.preventDefault();
   const q = $('q').value.trim(); if (!q) return;
-  $('meta').textContent = 'searching…';
+  $('meta').textContent = 'searching…'; $('warnings').textContent = '';
   try {
     const asOf = $('asof').value;
     const d = await getJSON(api('explain'), asOf ? {query: q, asOf: asOf} : {query: q});
@@ -66,6 +67,8 @@ async function runSearch(ev) {
       (r.model ? ` (${r.model})` : '') + ` · fusion ${d.fusion.method} (vector ${d.fusion.vectorWeight}, text ${d.fusion.textWeight})` +
       ` · minScore ${fmt(d.minScore)} · maxResults ${d.maxResults}` + (asOf ? ` · as of ${asOf}` : '') +
       (r.fallback ? ` · fallback from ${r.fallback.from}` : '');
+    // What the search skipped or left out (a query cut, a stage skipped, an agent still catching up with its files).
+    $('warnings').textContent = [...(r.warnings || []), ...(d.warnings || [])].map(w => 'warning: ' + w).join('\\n');
     const extra = d.stages.filter(s => s !== 'fused' && s !== 'final');
     const head = $('hits-head'); head.textContent = '';
     const hr = document.createElement('tr');
@@ -167,6 +170,7 @@ def render_page(*, agent: str, agents: list[str]) -> str:
 <button type="submit">Explain</button></form>
 <div id="meta" class="muted">Each candidate's keyword and vector score, its fused score, the score after each
 post-processor (decay, supersession, MMR, …) and what as of, minScore and maxResults cut.</div>
+<div id="warnings" class="warn"></div>
 <table><thead id="hits-head"></thead><tbody id="hits"></tbody></table></section>
 <section><h2>Files and freshness</h2><div id="status" class="muted">loading…</div>
 <div class="scroll"><table><thead><tr><th>file</th><th>state</th><th>chunks</th><th>modified</th><th>why</th></tr>
