@@ -573,7 +573,7 @@ def test_real_qmd_index_force_drops_an_emptied_folder_while_another_sync_starts(
 
     for i in range(8):
         write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
-    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     for f in (ws / "memory").iterdir():
         f.unlink()
@@ -604,7 +604,7 @@ def test_real_qmd_a_workspace_moved_to_another_file_system_is_not_taken_for_unmo
 
     if not Path("/dev/shm").is_dir() or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
         pytest.skip("no /dev/shm on another file system than the test's folder")
-    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     assert _found(b, "zephyr") == ["MEMORY.md", "memory/2026-05-01.md"]
     b.close()
@@ -614,7 +614,7 @@ def test_real_qmd_a_workspace_moved_to_another_file_system_is_not_taken_for_unmo
         from symi_memory_qmd.backend import QmdBackend
         from symi_memory_qmd.settings import QmdSettings
 
-        b = QmdBackend(QmdSettings.from_config({"command": QMD, **SLOW_HOST}), agent_id="main", workspace=moved,
+        b = QmdBackend(QmdSettings.from_config({"command": QMD, "update": QUICK_EMBED, "limits": PATIENT_SEARCH}), agent_id="main", workspace=moved,
                        state_dir=tmp_path / "state", start=False)
         report = b.sync()
         assert report.errors == () and not any("unmounted" in w for w in report.warnings), report.warnings
@@ -628,7 +628,7 @@ def test_real_qmd_a_long_query_of_repeated_words_keeps_its_last_word(tmp_path, w
     # A query over 100 KB of few distinct words (a log pasted with its lines repeated) is not cut by the 1,024-word
     # cap, and was cut to its first 100 KB for qmd's command line, silently: a word only past it ("migration") was
     # not searched for, and qmd (all its words required) found the notes without it too.
-    b = make_backend(tmp_path, QMD, SLOW_HOST)
+    b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     res = b.search(query("zephyr " * 16_000 + "migration"))
     assert res.fallback is None, res.fallback
