@@ -119,6 +119,26 @@ class Descriptors:
                 os.close(fd)
 
 
+def process_has_open(pid: int, target: os.stat_result) -> bool | None:
+    """Whether process ``pid`` (as this process sees pids) has the file ``target`` among its open files: False as well
+    when there is no such process; None where that cannot be told (no /proc, another user's process)."""
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except FileNotFoundError:
+        return False if os.path.isdir("/proc/self/fd") else None
+    except OSError:
+        return None
+    for name in names:
+        try:
+            st = os.stat(f"{fds}/{name}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+            return True
+    return False
+
+
 def _snapshot() -> list[Any]:
     with _TRACKED_LOCK:
         return list(_TRACKED.values())

@@ -174,17 +174,4 @@ def _holds_open(pid: int, lock: os.stat_result) -> bool:
                 if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
                     return True
         return False
-    try:
-        names = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
-        return not os.path.isdir("/proc/self/fd")  # with /proc: no such process now
-    except OSError:
-        return True
-    for name in names:
-        try:
-            st = os.stat(f"/proc/{pid}/fd/{name}")
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
-            return True
-    return False
+    return forking.process_has_open(pid, lock) is not False

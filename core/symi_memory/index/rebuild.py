@@ -100,21 +100,7 @@ def _pid_elsewhere(pid: int, build: os.stat_result) -> bool:
     here, or one without it among its open files. False where that cannot be told (no /proc, another user's)."""
     if pid == os.getpid():
         return True  # not this process's build (those are in _OWN_BUILDS), so another namespace's pid
-    fds = f"/proc/{pid}/fd"
-    try:
-        names = os.listdir(fds)
-    except FileNotFoundError:
-        return os.path.isdir("/proc/self/fd")  # with /proc: no process of that pid here
-    except OSError:
-        return False
-    for name in names:
-        try:
-            st = os.stat(f"{fds}/{name}")
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (build.st_dev, build.st_ino):
-            return False
-    return True
+    return forking.process_has_open(pid, build) is False
 
 
 def _try_lock(fd: int) -> bool:
