@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from long_query import plugin  # noqa: E402
 
 
-def workspace(root: Path, notes: int, vocab: list[str]) -> None:
-    rng = random.Random(3)
+def workspace(root: Path, notes: int, vocab: list[str], seed: int = 3) -> None:
+    rng = random.Random(seed)
     (root / "memory").mkdir(parents=True)
     for i in range(notes):
         body = "\n".join(f"- {' '.join(rng.choices(vocab, k=12))}" for _ in range(6))
@@ -66,6 +66,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             "store": {"postgres": {"dsn": args.dsn, "schema": schema}}}}}}
         cfg = load_config(None, state_dir=work / "state", overrides=overrides)
         try:
+            if args.other_notes:  # another agent's rows already there, analysed: this agent's first sync joins them
+                workspace(work / "other", args.other_notes, vocab, seed=4)
+                with open_memory(cfg, workspace=work / "other", agent_id="other", start=False) as mem:
+                    mem.sync()
+                with psycopg.connect(args.dsn, autocommit=True) as conn:
+                    conn.execute(f"ANALYZE {schema}.chunks, {schema}.files")
             with open_memory(cfg, workspace=work / "ws", agent_id="main", start=False) as mem:
                 t0 = time.perf_counter()
                 mem.sync()
@@ -94,6 +100,8 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=30, help="short queries (2-6 words) right after the sync")
     ap.add_argument("--long", type=int, default=200, help="words of the long query")
     ap.add_argument("--rounds", type=int, default=3, help="times the long query runs")
+    ap.add_argument("--other-notes", type=int, default=0,
+                    help="another agent's notes synced (and analysed) first, in the same tables")
     ap.add_argument("--baseline", help="another interpreter to run the same in, side by side")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -103,9 +111,9 @@ def main() -> None:
     runs = [("this checkout", sys.executable)] + ([("baseline", args.baseline)] if args.baseline else [])
     for label, python in runs:
         cmd = [python, __file__, "--json", "--dsn", args.dsn, "--notes", str(args.notes), "--searches",
-               str(args.searches), "--long", str(args.long), "--rounds", str(args.rounds)]
+               str(args.searches), "--long", str(args.long), "--rounds", str(args.rounds), "--other-notes", str(args.other_notes)]
         res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
-        print(f"{label:14s} sync {res['sync_s']:.1f} s, chunks analysed at first search: {res['stats']}")
+        print(f"{label:14s} sync {res['sync_s']:.1f} s, chunks has statistics at first search: {res['stats']}")
         for kind in ("short", "long"):
             r = res[kind]
             print(f"  {kind:5s} x{r['n']:<3d} p50 {r['p50'] * 1000:8.1f} ms   max {r['max'] * 1000:8.1f} ms   "

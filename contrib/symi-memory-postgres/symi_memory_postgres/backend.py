@@ -357,7 +357,8 @@ class PostgresBackend:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
                     self._store(conn, self.owners[0].name).heal_hnsw()
                     # The planner's statistics of what the sync wrote, now rather than at autovacuum's next round.
-                    analyze_after_sync(conn, self.settings.schema, sum(r.chunks_written for r in reports),
+                    written = {o.name: r.chunks_written for o, r in zip(self.owners, reports, strict=True)}
+                    analyze_after_sync(conn, self.settings.schema, written,
                                        within=min(ANALYZE_TIMEOUT_S, max(1.0, self.settings.sync_timeout / 2)))
             except SyncCancelled:
                 raise

@@ -93,3 +93,22 @@ def test_a_sync_whose_analyze_waits_on_a_lock_still_succeeds(
         assert any("could not analyse" in r.getMessage() for r in caplog.records)
         assert mem.status()["files"] == 80
         assert mem.search("note", min_score=0).results
+
+
+def test_a_new_agents_first_sync_beside_an_analysed_agent_is_analysed(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str) -> None:
+    """A fleet's new agent: the table has statistics, of the other agent's rows only, which give the new one none."""
+    with open_pg(tmp_path / "a", pg_server, pg_schema, notes(tmp_path / "a" / "ws", 400)) as mem:
+        mem.sync()
+    before = last_analyze(pg_server, pg_schema)
+    assert before is not None
+    ws = notes(tmp_path / "b" / "ws", 70)  # fewer than a fifth of the table's rows
+    overrides = deep_merge(pg_config(pg_server, pg_schema), {"agents": {"defaults": {"memorySearch": {
+        "provider": "none", "sync": {"watch": False}}}}})
+    with open_memory(load_config(None, state_dir=tmp_path / "b" / "state", overrides=overrides), workspace=ws,
+                     agent_id="newcomer", start=False) as mem:
+        assert mem.sync().chunks_written == 70
+        assert last_analyze(pg_server, pg_schema) != before
+        # The planner now counts the newcomer's rows (it took it for none, and probed each word by a scan of them).
+        assert "newcomer" in one(pg_server, "SELECT most_common_vals::text FROM pg_stats WHERE schemaname = %s "
+                                 "AND tablename = 'chunks' AND attname = 'owner'", (pg_schema,))
