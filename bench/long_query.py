@@ -82,6 +82,7 @@ def main() -> None:
                 if name == "postgres":
                     # As autovacuum does within a minute of a build: without statistics the server probes each word
                     # by a scan of the agent's rows (9 s for 200 words over 2,000 notes), whatever the cap.
+                    # (The sync does it itself since pg36; kept so that older checkouts compare alike.)
                     import psycopg
 
                     with psycopg.connect(args.dsn, autocommit=True) as conn:

@@ -53,7 +53,7 @@ from symi_memory.types import (
 from symi_memory.workspace import PathRules
 
 from .settings import PgSettings
-from .store import PgStore, ensure_schema, hnsw_index_name, lock_key
+from .store import ANALYZE_TIMEOUT_S, PgStore, analyze_after_sync, ensure_schema, hnsw_index_name, lock_key
 from .terms import token_expressions, word_terms
 
 __all__ = ["PostgresBackend", "create_backend"]
@@ -356,6 +356,10 @@ class PostgresBackend:
                     for owner in self.owners:
                         reports.append(self._sync_owner(conn, owner, reason, force, progress))
                     self._store(conn, self.owners[0].name).heal_hnsw()
+                    # The planner's statistics of what the sync wrote, now rather than at autovacuum's next round.
+                    written = {o.name: r.chunks_written for o, r in zip(self.owners, reports, strict=True)}
+                    analyze_after_sync(conn, self.settings.schema, written,
+                                       within=min(ANALYZE_TIMEOUT_S, max(1.0, self.settings.sync_timeout / 2)))
             except SyncCancelled:
                 raise
             except (BackendError, *self._transient(), *self._server_errors()) as exc:

@@ -23,7 +23,7 @@ from symi_memory.supersession import LINE_ANALYSIS_VERSION, line_analysis
 
 from .terms import document_terms
 
-__all__ = ["SCHEMA_VERSION", "PgStore", "ensure_schema", "lock_key"]
+__all__ = ["SCHEMA_VERSION", "PgStore", "analyze_after_sync", "ensure_schema", "lock_key"]
 
 log = logging.getLogger("symi_memory.postgres")
 
@@ -167,6 +167,76 @@ def _ensure_schema_once(conn: Any, schema: str, *, announce: bool = True) -> Non
             conn.execute(f"DELETE FROM {schema}.owner_meta WHERE key = 'identity'")
         conn.execute(f"INSERT INTO {schema}.meta (key, value) VALUES ('schemaVersion', %s) "
                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+
+
+#: A sync that wrote more chunks than this fraction of the rows the server last counted in the table (``reltuples``)
+#: runs ``ANALYZE`` on it (:func:`analyze_after_sync`); so does one to a table never analysed, and one that wrote
+#: more of an owner's chunks than twice the rows the statistics give that owner (a fleet's new agent: the server's
+#: planner takes it for a handful of rows, and probes each query word by a scan of them).
+ANALYZE_FRACTION = 0.2
+#: ... and at least this many (a few rows change no plan; autovacuum's own threshold starts at 50).
+ANALYZE_MIN_ROWS = 50
+#: How long that ANALYZE may run (server-side ``statement_timeout``), and wait for a lock another ANALYZE or
+#: VACUUM holds (``lock_timeout``: autovacuum analysing it is doing the same work), before it is given up.
+ANALYZE_TIMEOUT_S = 30.0
+ANALYZE_LOCK_WAIT_S = 1.0
+#: The tables searches plan on: chunks (each query word's document frequency, the keyword side) and files.
+ANALYZED_TABLES = ("chunks", "files")
+
+
+def _believed_rows(counted: float, n_distinct: float | None, common: list[str] | None,
+                   freqs: list[float] | None) -> Callable[[str], float]:
+    """How many of the table's rows the planner's statistics give each owner (as PostgreSQL estimates ``owner = x``)."""
+    mcv = dict(zip(common or [], freqs or [], strict=False))
+    distinct = (n_distinct if n_distinct and n_distinct > 0 else -(n_distinct or 0.0) * counted) or 1.0
+    rest = max(0.0, 1.0 - sum(mcv.values())) / max(1.0, distinct - len(mcv))
+    return lambda owner: counted * mcv.get(owner, rest)
+
+
+def analyze_after_sync(conn: Any, schema: str, written: dict[str, int], *, within: float = ANALYZE_TIMEOUT_S) -> bool:
+    """``ANALYZE`` the tables searches plan on when a sync that wrote ``written`` chunks (per owner) changed them
+    substantially in the planner's eyes.
+
+    Until the server has statistics of the rows a first sync wrote (autovacuum analyses them within about a
+    minute, ``autovacuum_naptime``), its planner guesses: it probed each query word by a scan of the agent's rows
+    instead of the GIN index, 5-9 s for a 200-word query over 2,000 notes, and a short query could pass
+    searchTimeout. So after a sync that wrote to a table never analysed, more than :data:`ANALYZE_FRACTION` of the
+    rows the server last counted, or more of an owner's rows than twice what the statistics give that owner, the
+    sync analyses them itself, for at most ``within`` seconds. It never fails the sync: a timeout, a lock held
+    elsewhere, a lost connection is logged and left to autovacuum. A role that does not own the tables (nor has
+    PostgreSQL 17's MAINTAIN) is skipped by the server with a warning in its log, and autovacuum analyses them as
+    before. Returns whether it ran.
+    """
+    import psycopg
+
+    total = sum(written.values())
+    if total < 1:
+        return False
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT c.reltuples, s.n_distinct, s.most_common_vals::text::text[], s.most_common_freqs::float8[] "
+                "FROM pg_class c LEFT JOIN pg_stats s ON s.schemaname = %s AND s.tablename = 'chunks' "
+                "AND s.attname = 'owner' WHERE c.oid = to_regclass(%s)", (schema, f"{schema}.chunks")).fetchone()
+            if row is None:
+                return False
+            counted = float(row[0])
+            believed = _believed_rows(max(0.0, counted), row[1], row[2], row[3])
+            unknown = counted < 0 or row[1] is None  # never analysed (reltuples -1 on PostgreSQL 14+, 0 before)
+            if not (unknown or total > max(ANALYZE_MIN_ROWS - 1, ANALYZE_FRACTION * counted) or any(
+                    n >= ANALYZE_MIN_ROWS and n > 2 * believed(owner) for owner, n in written.items())):
+                return False
+            conn.execute("SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)",
+                         (str(max(1, int(within * 1000))), str(int(ANALYZE_LOCK_WAIT_S * 1000))))
+            started = time.perf_counter()
+            conn.execute(f"ANALYZE {', '.join(f'{schema}.{t}' for t in ANALYZED_TABLES)}")
+        log.info("postgres: analysed %s after a sync that wrote %d chunks (%d counted before) in %.2f s",
+                 schema, total, max(0, int(counted)), time.perf_counter() - started)
+        return True
+    except psycopg.Error as exc:
+        log.warning("postgres: could not analyse the tables of %s after this sync (%s); searches may be slow until "
+                    "autovacuum does", schema, " ".join(str(exc).split()))
+        return False
 
 
 OUR_TABLES = ("meta", "owner_meta", "files", "chunks", "chunk_units", "skipped", "embedding_cache", "transcript_tails")
