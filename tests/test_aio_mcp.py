@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -237,29 +238,39 @@ def test_mcp_stdio_server_stops_on_a_signal_with_its_client_still_connected(
     assert took < 10
 
 
+def _stdio_mcp(tmp_path: Path, notes: Path) -> tuple[subprocess.Popen[bytes], Callable[[bytes], dict[str, Any] | None]]:
+    """An indexed ``notes`` served by a real ``symi-memory mcp`` over stdio, and ``send``: one raw line written,
+    its answer read (None: no answer within 60 s, a loaded host starting slowly)."""
+    import select
+
+    state = tmp_path / "state"
+    with open_memory(_config(state), workspace=notes, start=False) as mem:
+        mem.sync(force=True)
+    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def send(raw: bytes) -> dict[str, Any] | None:
+        stdin.write(raw + b"\n")
+        stdin.flush()
+        if not select.select([stdout], [], [], 60)[0]:
+            return None
+        return json.loads(stdout.readline())
+
+    return proc, send
+
+
 def test_mcp_stdio_server_answers_lines_that_are_not_valid_unicode_and_keeps_serving(
         tmp_path: Path, notes: Path) -> None:
     """A request with a lone surrogate (JSON "\\ud800": valid JSON, not valid Unicode) or bytes that are not UTF-8
     gets a JSON-RPC error with its own id, and the next request is answered. The SDK dropped such a line without
     a word, so a client waiting for that answer waited for ever (its request never timed out server-side)."""
     pytest.importorskip("mcp_types")
-    import select
 
-    state = tmp_path / "state"
-    with open_memory(_config(state), workspace=notes, start=False) as mem:
-        mem.sync(force=True)
     before = {p: p.read_bytes() for p in notes.rglob("*.md")}
-    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-
-    def send(raw: bytes) -> dict[str, Any] | None:
-        proc.stdin.write(raw + b"\n")
-        proc.stdin.flush()
-        if not select.select([proc.stdout], [], [], 60)[0]:  # a loaded host starts slowly
-            return None  # no answer
-        return json.loads(proc.stdout.readline())
+    proc, send = _stdio_mcp(tmp_path, notes)
 
     def call(name: str, arguments: bytes, ident: int) -> bytes:
         return (b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
@@ -478,22 +489,8 @@ def test_mcp_stdio_server_answers_absurdly_nested_json_and_keeps_serving(tmp_pat
     (a traceback on stderr) and the server never answered another request. Now it is a parse error with no id and
     the next request is answered; other refused shapes (a batch, a non-object, a float id) get their error too."""
     pytest.importorskip("mcp_types")
-    import select
 
-    state = tmp_path / "state"
-    with open_memory(_config(state), workspace=notes, start=False) as mem:
-        mem.sync(force=True)
-    proc = subprocess.Popen([sys.executable, "-m", "symi_memory.cli", "--workspace", str(notes), "mcp"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "SYMI_STATE_DIR": str(state)})
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-
-    def send(raw: bytes) -> dict[str, Any] | None:
-        proc.stdin.write(raw + b"\n")
-        proc.stdin.flush()
-        if not select.select([proc.stdout], [], [], 60)[0]:  # a loaded host starts slowly
-            return None
-        return json.loads(proc.stdout.readline())
+    proc, send = _stdio_mcp(tmp_path, notes)
 
     search = b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "memory_search", ' \
              b'"arguments": {"query": "tea"}}}'

@@ -548,14 +548,21 @@ def test_real_qmd_keeps_an_unmounted_memory_folder_until_it_is_back_or_index_for
         shutil.rmtree(vol, ignore_errors=True)
 
 
-def test_real_qmd_keeps_a_memory_folder_emptied_of_many_notes_until_index_force(tmp_path, ws):
-    # No mount: a memory/ folder found empty while qmd holds ten documents or more from it looks unmounted too.
+def _synced_then_memory_emptied(tmp_path, ws):  # type: ignore[no-untyped-def]
+    """A real-qmd backend that indexed eight more notes in memory/ (13 files there), then every note of memory/
+    deleted: a folder found empty while qmd holds ten documents or more from it."""
     for i in range(8):
         write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
     b = real_backend(tmp_path, QMD)
     assert b.sync().errors == ()
     for f in (ws / "memory").iterdir():
         f.unlink()
+    return b
+
+
+def test_real_qmd_keeps_a_memory_folder_emptied_of_many_notes_until_index_force(tmp_path, ws):
+    # No mount: a memory/ folder found empty while qmd holds ten documents or more from it looks unmounted too.
+    b = _synced_then_memory_emptied(tmp_path, ws)
     report = b.sync()
     assert report.files_removed == 0 and any("is empty, while qmd holds 13 files" in w for w in report.warnings), \
         report.warnings
@@ -571,12 +578,7 @@ def test_real_qmd_index_force_drops_an_emptied_folder_while_another_sync_starts(
     # cleared it, and the forced update left the folder out again: the deleted notes stayed found, still warned of.
     import threading
 
-    for i in range(8):
-        write(ws / "memory" / f"2026-06-0{i}.md", f"# June {i}\n\nheron note {i}\n")
-    b = real_backend(tmp_path, QMD)
-    assert b.sync().errors == ()
-    for f in (ws / "memory").iterdir():
-        f.unlink()
+    b = _synced_then_memory_emptied(tmp_path, ws)
     scan, other = b._scan, []
 
     def scan_while_another_sync_starts():  # type: ignore[no-untyped-def]

@@ -66,16 +66,21 @@ def _post(port: int, path: str, body: Any, timeout: float = 60) -> tuple[int, di
     return resp.status, {k.lower(): v for k, v in resp.getheaders()}, out
 
 
-def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup: dict[str, Path], hold: Path,
-                                                                          ) -> None:
-    """Before: every request for the agent waited for its first sync (minutes on a large workspace)."""
+def _indexed_then_a_held_note(setup: dict[str, Path], hold: Path) -> None:
+    """The agent indexed by the CLI, then a note written while no server watched: a server's first sync must embed
+    it, which lasts until the test lets it go (``hold``)."""
     import os
 
     env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **_env(hold)}
     subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
                    timeout=120)
-    # Written while no server watched: the first sync must embed it, which lasts until the test lets it go.
     (setup["main"] / "memory" / "slow.md").write_text("- A slow note hold-slow about the harbour.\n", encoding="utf-8")
+
+
+def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup: dict[str, Path], hold: Path,
+                                                                          ) -> None:
+    """Before: every request for the agent waited for its first sync (minutes on a large workspace)."""
+    _indexed_then_a_held_note(setup, hold)
     with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
         started = time.monotonic()
         status, _, out = _post(srv.port, "/api/agents/main/search", {"query": "Prefers tea", "fresh": True})
@@ -168,15 +173,10 @@ def test_an_append_while_the_first_sync_runs_answers_at_once(setup: dict[str, Pa
     """An agent answering from its index while its first sync runs: an append wrote its note at once but then waited
     for that whole sync (minutes on a large workspace) to index it, so the client's request hung meanwhile. Now it
     answers at once, and is indexed once that sync is done (with no watcher too)."""
-    import os
-
     cfg = setup["state"] / "symi.toml"
     cfg.write_text(cfg.read_text() + "[agents.defaults.memorySearch.sync]\nwatch = false\n")
 
-    env = {**os.environ, "SYMI_STATE_DIR": str(setup["state"]), **_env(hold)}
-    subprocess.run([sys.executable, "-m", "symi_memory.cli", "index"], env=env, check=True, capture_output=True,
-                   timeout=120)
-    (setup["main"] / "memory" / "slow.md").write_text("- A slow note hold-slow about the harbour.\n", encoding="utf-8")
+    _indexed_then_a_held_note(setup, hold)
     with running_server(setup["state"], env=_env(hold)) as srv, _released(hold):
         started = time.monotonic()
         status, _, out = _post(srv.port, "/api/agents/main/append", {"text": "The ferry leaves at nine."}, timeout=30)
