@@ -88,12 +88,17 @@ def _hits(resp: Any) -> list[tuple[str, float]]:
     return [(h.path, h.score) for h in resp.results]
 
 
+def _plain_hits(tmp_path: Path, ws: Path) -> list[tuple[str, float]]:
+    """What the test query finds in ``ws`` with no reranker or post-processor: a skipped stage answers this."""
+    with open_mem(tmp_path, ws) as plain:
+        plain.sync()
+        return _hits(plain.search("router admin"))
+
+
 def test_a_remote_reranker_that_never_answers_costs_one_deadline_then_is_skipped_at_once(
         tmp_path: Path, silent: SilentServer) -> None:
     ws = _ws(tmp_path)
-    with open_mem(tmp_path, ws) as plain:
-        plain.sync()
-        expected = _hits(plain.search("router admin"))
+    expected = _plain_hits(tmp_path, ws)
     rerank = {"provider": "cohere", "apiKey": "test-key-123", "baseUrl": silent.url, "timeoutMs": 30_000}
     with open_mem(tmp_path, ws, {"query": {"rerank": rerank, "stageDeadlineMs": DEADLINE_MS}}) as mem:
         t0 = time.monotonic()
@@ -145,9 +150,7 @@ def _sleepy_plugin(release: threading.Event, calls: list[float]) -> Any:
 def test_a_third_party_post_processor_that_sleeps_is_skipped_past_the_deadline_and_not_piled_up(
         tmp_path: Path) -> None:
     ws = _ws(tmp_path)
-    with open_mem(tmp_path, ws) as plain:
-        plain.sync()
-        expected = _hits(plain.search("router admin"))
+    expected = _plain_hits(tmp_path, ws)
     release = threading.Event()
     calls: list[float] = []
     try:
@@ -368,9 +371,7 @@ def test_a_post_processor_that_answers_with_a_generator_is_bounded_by_the_deadli
     # ``process`` written as a generator returns at once; its work runs as its answer is read. That reading is part
     # of the call: a generator stuck in a loop must cost one deadline, not hold the search.
     ws = _ws(tmp_path)
-    with open_mem(tmp_path, ws) as plain:
-        plain.sync()
-        expected = _hits(plain.search("router admin"))
+    expected = _plain_hits(tmp_path, ws)
     release = threading.Event()
 
     class Lazy:
@@ -407,9 +408,7 @@ def test_a_reranker_that_answers_with_a_generator_is_bounded_by_the_deadline_too
     from symi_memory.specs import RerankerSpec
 
     ws = _ws(tmp_path)
-    with open_mem(tmp_path, ws) as plain:
-        plain.sync()
-        expected = _hits(plain.search("router admin"))
+    expected = _plain_hits(tmp_path, ws)
     release = threading.Event()
 
     class Lazy:
