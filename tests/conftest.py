@@ -39,17 +39,110 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Callable[..., Any]:
-    """Run the real CLI in a subprocess; returns (exit code, stdout, stderr)."""
+#: Commands that keep running (a server) or may read stdin: always run in a real process.
+_PROCESS_ONLY = frozenset({"serve", "mcp", "-"})
 
-    def run(*args: str, env: dict[str, str] | None = None, json_out: bool = False) -> Any:
+
+def _needs_process(args: tuple[str, ...], env: dict[str, str] | None) -> bool:
+    """Whether a ``cli()`` call must start a real interpreter to test what it tests: a command that keeps running
+    or reads stdin, or an environment the interpreter itself reads at startup (``PYTHONPATH`` for a plugin's
+    folder, ``PYTHONUTF8``, locale, time zone), which an in-process call would not apply."""
+    if _PROCESS_ONLY.intersection(args):
+        return True
+    return any(k.startswith(("PYTHON", "LC_", "LANG")) or k == "TZ" for k in env or {})
+
+
+def _run_in_process(args: tuple[str, ...], full_env: dict[str, str]) -> tuple[int, str, str]:
+    """``symi_memory.cli.main(args)`` in this interpreter, as the installed command runs it: under ``full_env``,
+    with stdout/stderr on pipes of their own (not a terminal; stdout strict UTF-8, stderr backslashreplace, as
+    Python sets up a pipe), stdin empty, logging set up afresh by the command, its exit code (argparse's
+    ``SystemExit`` included) returned. Non-daemon threads the command leaves running are waited for, as the
+    interpreter's exit would. What only a new process shows (the console script, its fast exit, import time) is
+    tested in test_cli_startup.py and test_entry_points.py, with real processes."""
+    import io
+    import logging
+    import threading
+    import traceback
+    import warnings
+
+    from symi_memory.cli import main
+
+    out_b, err_b = io.BytesIO(), io.BytesIO()
+    out = io.TextIOWrapper(out_b, encoding="utf-8", errors="strict", newline="\n", write_through=True)
+    err = io.TextIOWrapper(err_b, encoding="utf-8", errors="backslashreplace", newline="\n", write_through=True)
+    saved_env = dict(os.environ)
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    before = set(threading.enumerate())
+    os.environ.clear()
+    os.environ.update(full_env)
+    root.handlers.clear()  # pytest's capture handler: the command's basicConfig must install its own, on `err`
+    root.setLevel(logging.WARNING)
+    sys.stdin, sys.stdout, sys.stderr = io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8"), out, err
+    try:
+        with warnings.catch_warnings():
+            # Python's own default filters, printed to the command's stderr as a fresh interpreter would.
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", category)
+            warnings.showwarning = lambda m, c, f, ln, file=None, line=None: sys.stderr.write(
+                warnings.formatwarning(m, c, f, ln, line))
+            try:
+                code = main(list(args))
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+                    code = 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            for t in set(threading.enumerate()) - before:
+                if not t.daemon:
+                    t.join(timeout=120)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        for handler in root.handlers:
+            if handler not in saved_handlers:
+                handler.close()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return int(code), out_b.getvalue().decode("utf-8"), err_b.getvalue().decode("utf-8")
+
+
+@pytest.fixture
+def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Run the CLI; returns (exit code, stdout, stderr).
+
+    In this interpreter (``symi_memory.cli.main``, the function the installed command runs; see
+    :func:`_run_in_process`), which saves a new interpreter's start (~0.5-1.5 s a call on the 2-core VM) on
+    every call. A real subprocess for what needs one (:func:`_needs_process`), for every call with
+    ``process=True``, and for every test marked ``cli_process`` (tests about several processes: pids, locks,
+    a process killed or left running)."""
+
+    always_process = request.node.get_closest_marker("cli_process") is not None
+
+    def run(*args: str, env: dict[str, str] | None = None, json_out: bool = False, process: bool = False) -> Any:
         full_env = {**os.environ, "SYMI_STATE_DIR": str(tmp_path / "state"), **(env or {})}
-        proc = subprocess.run([sys.executable, "-m", "symi_memory.cli", *args], capture_output=True, text=True,
-                              env=full_env, timeout=120)
+        if process or always_process or _needs_process(args, env):
+            proc = subprocess.run([sys.executable, "-m", "symi_memory.cli", *args], capture_output=True, text=True,
+                                  env=full_env, timeout=120)
+            code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+        else:
+            code, stdout, stderr = _run_in_process(args, full_env)
         if json_out:
-            return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc.stderr
-        return proc.returncode, proc.stdout, proc.stderr
+            return code, json.loads(stdout) if stdout.strip() else None, stderr
+        return code, stdout, stderr
 
     return run
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from qmd_standin.helpers import standin_command, write
+
+# What a new process reports and whether it runs qmd again: every CLI call here is a new process, as a user's is.
+pytestmark = pytest.mark.cli_process
 
 
 def _config(tmp_path: Path, command: str, **memory_search) -> Path:

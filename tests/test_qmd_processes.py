@@ -17,6 +17,8 @@ from qmd_standin.helpers import PATIENT_SEARCH, QUICK_EMBED, real_qmd, write
 QMD = real_qmd()
 pytestmark = [
     pytest.mark.qmd,
+    # What one process leaves for the next (qmd's saved state, its update lock): every CLI call is a new process.
+    pytest.mark.cli_process,
     pytest.mark.skipif(QMD is None, reason="real qmd not installed; run .ci/install-qmd.sh (x86_64 + npm)"),
 ]
 
