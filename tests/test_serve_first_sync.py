@@ -91,6 +91,12 @@ def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup:
         assert took < 6, took
         status, st = srv.request("GET", "/api/agents/main/status")
         assert status == 200 and st["firstSync"] is not None and st["firstSync"]["indexedBefore"] is True, st
+        # explain wraps the search's answer (``response``): the warning is in that answer's warnings, where the
+        # stages a search skipped are too (MemoryManager.explain); it was at the top level, beside ``skipped``.
+        status, _, out = _post(srv.port, "/api/agents/main/explain", {"query": "Prefers tea"})
+        assert status == 200 and out["response"]["results"][0]["path"] == "MEMORY.md", out
+        assert any("catching up" in w for w in out["response"].get("warnings", [])), out
+        assert "warnings" not in out, out
 
         async def search(session: Any) -> Any:
             return (await session.call_tool("memory_search", {"query": "Prefers tea"})).structured_content
