@@ -225,7 +225,8 @@ def test_an_mcp_client_of_an_agent_with_no_index_lists_its_tools_at_once(setup: 
     assert "Traceback" not in srv.log.read_text()
 
 
-def test_a_failed_first_sync_is_said_and_tried_again_until_it_lands(tmp_path: Path, workspace: Path) -> None:
+def test_a_failed_first_sync_is_said_and_tried_again_until_it_lands(tmp_path: Path, workspace: Path,
+                                                                    cli: Any) -> None:
     """An agent whose first sync failed (here its index is read-only for the server: restored from a backup with
     the wrong mode, say): it was only logged. With no index the agent then answered every search with nothing and
     no warning, status said nothing, and nothing tried again until its files changed. Now status shows the failure,
@@ -260,6 +261,8 @@ def test_a_failed_first_sync_is_said_and_tried_again_until_it_lands(tmp_path: Pa
             assert status == 200 and first is not None and first["state"] in ("failed", "retrying"), st
             assert "read-only" in first["error"] and first["failures"] >= 1 and first["indexedBefore"] is False, st
             assert first["retryInSeconds"] >= 0, st
+            code, text, err = cli("--agent", "other", "status")  # answered by the server
+            assert code == 0 and "firstSync" in text and "failed (" in text and "read-only" in text, text + err
             status, _, out = _post(srv.port, "/api/agents/other/explain", {"query": "launch code"})
             assert any("first sync failed" in w for w in out["response"].get("warnings", [])), out
 
