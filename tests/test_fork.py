@@ -695,3 +695,118 @@ def test_a_forked_child_closes_the_pipes_of_the_parents_stage_workers() -> None:
         release.set()
         idle.stop()
         hung.stop()
+
+
+FORK_WHILE_A_STAGE_WORKER_MAKES_ITS_PIPES = r"""
+import faulthandler, json, os, sys, threading, time
+
+from symi_memory.pipeline import StageState
+
+faulthandler.dump_traceback_later(60, exit=True)
+ready_r, ready_w = os.pipe()  # the child says it is past the fork's hooks
+made, forked = threading.Event(), threading.Event()
+caller, made_fds = [], []
+_pipe = os.pipe
+
+
+def pipe():
+    fds = _pipe()
+    if caller and threading.current_thread() is caller[0]:
+        made_fds.extend(fds)
+        if not made.is_set():
+            made.set()
+            forked.wait(1.0)  # the main thread forks now, unless the fork waits for these pipes to be recorded
+    return fds
+
+
+os.pipe = pipe
+stage = StageState(kind="reranker", name="r", plugin="p")
+answer = []
+search = threading.Thread(target=lambda: answer.append(list(stage.call(lambda: "parent", 10.0))))
+caller.append(search)
+search.start()  # its call makes the stage's first worker, and with it two pipes
+assert made.wait(30)
+pid = os.fork()
+if pid == 0:
+    os.write(ready_w, b"x")
+    time.sleep(60)
+    os._exit(0)
+forked.set()
+os.read(ready_r, 1)
+search.join(30)
+mine = {os.fstat(fd).st_ino for fd in made_fds}
+theirs = set()
+for name in os.listdir(f"/proc/{pid}/fd"):
+    try:
+        theirs.add(os.stat(f"/proc/{pid}/fd/{name}").st_ino)
+    except OSError:
+        pass
+print(json.dumps({"child": pid, "answer": answer, "made": len(made_fds), "kept": len(mine & theirs)}), flush=True)
+os.kill(pid, 9)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_child_forked_while_a_stage_worker_makes_its_pipes_keeps_none_of_them() -> None:
+    # A stage's worker (a reranker's, a third-party post-processor's) makes two pipes, then was recorded for the
+    # fork hooks: a fork in between left the child those descriptors (up to four) for its life, nothing there
+    # knowing of them. Now they are made and recorded in one step under the guard a fork takes first.
+    import json
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("lists descriptors through /proc")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", FORK_WHILE_A_STAGE_WORKER_MAKES_ITS_PIPES], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["answer"] == [["ok", "parent"]] and got["made"] == 4, got
+    assert got["kept"] == 0, got
+
+
+def test_a_child_forked_by_a_stage_call_keeps_the_pipes_of_the_worker_it_runs_on() -> None:
+    # A reranker that forks inside its call (a multiprocessing pool started there): the child goes on on that
+    # worker's thread, which waits on the worker's pipes once the call returns. The fork hooks close the pipes of
+    # every other worker, never those.
+    import json
+    import threading
+
+    from symi_memory import pipeline
+    from symi_memory.pipeline import StageState
+
+    stage, other = StageState(kind="reranker", name="r", plugin="p"), StageState(kind="postprocessor", name="q",
+                                                                                    plugin="p")
+    assert other.call(lambda: "other", 2.0) == ("ok", "other")
+    others = other.idle[0].fds
+    r, w = os.pipe()
+
+    def is_open(fds: tuple[int, ...]) -> list[bool]:
+        out = []
+        for fd in fds:
+            try:
+                os.fstat(fd)
+                out.append(True)
+            except OSError:
+                out.append(False)
+        return out
+
+    def forks() -> int:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - reports through the pipe
+            mine = [x for x in pipeline._PIPES.workers if x.ident == threading.get_ident()]
+            os.write(w, json.dumps({"mine": [is_open(x.fds) for x in mine], "others": is_open(others)}).encode())
+            os._exit(0)
+        return pid
+
+    try:
+        outcome, pid = stage.call(forks, 5.0)
+        assert outcome == "ok"
+        os.close(w)
+        with os.fdopen(r) as fh:
+            child = json.loads(fh.read() or "{}")
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert child == {"mine": [[True] * 4], "others": [False] * 4}, child
+        assert stage.call(lambda: "again", 2.0) == ("ok", "again")
+    finally:
+        stage.stop()
+        other.stop()

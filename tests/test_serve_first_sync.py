@@ -91,6 +91,12 @@ def test_an_agent_with_an_index_answers_at_once_while_its_first_sync_runs(setup:
         assert took < 6, took
         status, st = srv.request("GET", "/api/agents/main/status")
         assert status == 200 and st["firstSync"] is not None and st["firstSync"]["indexedBefore"] is True, st
+        # explain wraps the search's answer (``response``): the warning is in that answer's warnings, where the
+        # stages a search skipped are too (MemoryManager.explain); it was at the top level, beside ``skipped``.
+        status, _, out = _post(srv.port, "/api/agents/main/explain", {"query": "Prefers tea"})
+        assert status == 200 and out["response"]["results"][0]["path"] == "MEMORY.md", out
+        assert any("catching up" in w for w in out["response"].get("warnings", [])), out
+        assert "warnings" not in out, out
 
         async def search(session: Any) -> Any:
             return (await session.call_tool("memory_search", {"query": "Prefers tea"})).structured_content
@@ -216,4 +222,63 @@ def test_an_mcp_client_of_an_agent_with_no_index_lists_its_tools_at_once(setup: 
         assert {t.name for t in listed.tools} == {"memory_search", "memory_get", "memory_append"}, listed
         assert took < 1.5, took
         assert called.is_error and "no index yet" in called.structured_content["error"], called
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_a_failed_first_sync_is_said_and_tried_again_until_it_lands(tmp_path: Path, workspace: Path,
+                                                                    cli: Any) -> None:
+    """An agent whose first sync failed (here its index is read-only for the server: restored from a backup with
+    the wrong mode, say): it was only logged. With no index the agent then answered every search with nothing and
+    no warning, status said nothing, and nothing tried again until its files changed. Now status shows the failure,
+    every search answer (HTTP, MCP) warns naming it, and the sync is tried again: once the index is writable, the
+    agent heals without a restart."""
+    import os
+
+    from support.unprivileged import without_dac_override
+
+    s = make_setup(tmp_path, workspace)
+    _write_config(s["state"], s["main"], s["other"], extra="[serve]\nfirstSyncRetrySeconds = 0.5\n")
+    # The agent's index exists and is empty (made while its workspace was empty), then made read-only.
+    note = (s["other"] / "MEMORY.md").read_text(encoding="utf-8")
+    (s["other"] / "MEMORY.md").unlink()
+    env = {**os.environ, "SYMI_STATE_DIR": str(s["state"])}
+    subprocess.run([sys.executable, "-m", "symi_memory.cli", "--agent", "other", "index"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    (s["other"] / "MEMORY.md").write_text(note, encoding="utf-8")
+    index = [p for p in s["state"].rglob("other.sqlite*")]
+    assert index, list(s["state"].rglob("*"))
+    for p in index:
+        p.chmod(0o444)
+    # Root writes any file: the server runs without that privilege.
+    with running_server(s["state"], prefix=without_dac_override()) as srv:
+        try:
+            status, _, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
+            assert status == 200 and out["results"] == [], out
+            warned = [w for w in out.get("warnings", []) if "first sync failed" in w]
+            assert warned and "read-only" in warned[0] and "tried again" in warned[0], out
+            status, st = srv.request("GET", "/api/agents/other/status")
+            first = st["firstSync"]
+            assert status == 200 and first is not None and first["state"] in ("failed", "retrying"), st
+            assert "read-only" in first["error"] and first["failures"] >= 1 and first["indexedBefore"] is False, st
+            assert first["retryInSeconds"] >= 0, st
+            code, text, err = cli("--agent", "other", "status")  # answered by the server
+            assert code == 0 and "firstSync" in text and "failed (" in text and "read-only" in text, text + err
+            status, _, out = _post(srv.port, "/api/agents/other/explain", {"query": "launch code"})
+            assert any("first sync failed" in w for w in out["response"].get("warnings", [])), out
+
+            async def search(session: Any) -> Any:
+                return (await session.call_tool("memory_search", {"query": "launch code"})).structured_content
+
+            hit = asyncio.run(asyncio.wait_for(_mcp(srv.url + "/agents/other/mcp", search), 30))
+            assert hit["results"] == [] and any("first sync failed" in w for w in hit["warnings"]), hit
+        finally:  # its -shm too, which SQLite made with the index's mode
+            for p in s["state"].rglob("other.sqlite*"):
+                p.chmod(0o644)
+        # Writable again: a later try lands, without a restart (status asks for no sync: the retry does it).
+        deadline = time.monotonic() + 30
+        while (first := srv.request("GET", "/api/agents/other/status")[1]["firstSync"]) is not None:
+            assert time.monotonic() < deadline, first
+            time.sleep(0.2)
+        status, _, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
+        assert out["results"][0]["path"] == "MEMORY.md" and not out.get("warnings"), out
     assert "Traceback" not in srv.log.read_text()

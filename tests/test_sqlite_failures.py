@@ -227,6 +227,14 @@ def test_an_index_this_process_may_only_read_answers_searches_and_says_why_it_ca
         with pytest.raises(BackendError, match="is read-only for this process .*nothing can be indexed until the "
                                                "file and its folder are writable"):
             mem.sync()
+        if what == "file":
+            # Its owner makes it writable again (a long-running watcher or server holds it open): the next sync
+            # writes. SQLite kept the connection read-only for its life: every sync failed until a restart.
+            for p in db.parent.glob(db.name + "*"):
+                p.chmod(0o644)
+            mem.sync()
+            assert [h.path for h in mem.search("heron nests reservoir").results][:1] == ["memory/b.md"]
+            assert mem.status()["lastError"] is None
 
 
 class Counting:

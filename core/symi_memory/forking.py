@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 __all__ = ["Descriptors", "keep", "track"]
@@ -81,13 +81,21 @@ class Descriptors:
     fork in the instant between a thread opening such a file and recording the descriptor left a copy nothing knew
     of; so the open and the record are one step under :attr:`guard` (:meth:`opening`), which a fork takes first
     (waiting at most ``wait_s``: the guard is held for an ``open`` or ``close`` only, never across a ``flock`` that
-    waits). The child closes its copies, never unlocking them (``LOCK_UN`` would release the parent's lock)."""
+    waits). The child closes its copies, never unlocking them (``LOCK_UN`` would release the parent's lock).
 
-    def __init__(self, wait_s: float = 5.0) -> None:
+    ``reentrant``: the guard is an ``RLock``, for descriptors a finalizer closes (:meth:`close_recorded`), which
+    the garbage collector may run inside the guard on the thread holding it. A subclass keeps some descriptors
+    open in the child (:meth:`_kept_in_child`): those of the thread the fork came from, say."""
+
+    def __init__(self, wait_s: float = 5.0, *, reentrant: bool = False) -> None:
         self.wait_s = wait_s
-        self.guard = threading.Lock()
+        self._reentrant = reentrant
+        self.guard: Any = self._new_guard()
         self.open: set[int] = set()
         track(self)
+
+    def _new_guard(self) -> Any:
+        return threading.RLock() if self._reentrant else threading.Lock()
 
     @contextlib.contextmanager
     def opening(self) -> Iterator[Callable[[int], int]]:
@@ -105,6 +113,20 @@ class Descriptors:
             self.open.discard(fd)
             os.close(fd)
 
+    def close_recorded(self, fds: Iterable[int]) -> None:
+        """Forget and close those of ``fds`` still recorded: in a forked child, not those it closed after the fork
+        (their numbers may name other files by now)."""
+        with self.guard:
+            for fd in fds:
+                if fd in self.open:
+                    self.open.discard(fd)
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _kept_in_child(self) -> set[int]:
+        """The descriptors a forked child keeps open (run in the child, on the thread that forked)."""
+        return set()
+
     def _before_fork(self) -> bool:
         return self.guard.acquire(timeout=self.wait_s)
 
@@ -112,8 +134,9 @@ class Descriptors:
         self.guard.release()
 
     def _after_fork_in_child(self) -> None:
-        self.guard = threading.Lock()
-        fds, self.open = self.open, set()
+        self.guard = self._new_guard()
+        kept = self._kept_in_child() & self.open
+        fds, self.open = self.open - kept, kept
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import forking
 from .closing import close_plugin_object
 from .specs import LineVector, PostProcessContext, PostProcessor, Reranker
 from .types import Candidate, LazyCandidates
@@ -66,27 +67,16 @@ class StageState:
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     #: Set by :meth:`stop` (the pipeline closed): idle threads end, a hung one ends once its call returns.
     stopped: bool = False
-    #: Every worker of this stage not collected yet (idle, handed a call, or in a call that timed out): a forked
-    #: child closes their pipes, which nothing there reads or writes.
-    workers: weakref.WeakSet[_StageThread] = attrs.field(factory=weakref.WeakSet, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        from . import forking
-
         forking.track(self)
 
     def _after_fork_in_child(self) -> None:
         """In a forked child: a parent thread inside ``lock`` at the fork (a search handing a call over, a worker
         going back to idle) left it held for ever, and the child's first call of this stage waited for it; the
-        parent's threads (idle or hung) are not here either."""
+        parent's threads (idle or hung) are not here either. Their pipes :data:`_PIPES` closes."""
         self.lock = threading.Lock()
         self.idle, self.hung, self.pid = [], [], os.getpid()
-        # The parent's workers stay referenced by their threads' frames, which the child keeps without running:
-        # their pipes stayed open in the child for its life (four descriptors per worker, per fork).
-        here = threading.get_ident()
-        for worker in list(self.workers):
-            if worker.ident != here:  # not the worker this child was forked from (a stage call that forked)
-                worker.close()
 
     def _keeps(self) -> bool:
         """Whether a worker done with its call goes back to idle (under ``lock``), or ends."""
@@ -205,30 +195,23 @@ class _StageThread:
         self._closing: Any = None
         self.ident: int | None = None
         if _POLL is not None:
-            self._wake_r, self._wake_w = os.pipe()
-            try:
-                self._done_r, self._done_w = os.pipe()
-            except OSError:  # descriptors ran out (EMFILE): the search goes on without the stage, leaking none
-                _close_fds((self._wake_r, self._wake_w))
-                raise
+            self._wake_r, self._wake_w, self._done_r, self._done_w = _PIPES.opened(self)
             os.set_blocking(self._done_r, False)  # bytes of calls that timed out are drained, never waited for
             os.set_blocking(self._done_w, False)  # nor written into a full pipe: one byte there wakes as well
             self._poll = _POLL()
             self._poll.register(self._done_r, select.POLLIN)
             closing = self._closing = weakref.finalize(
-                self, _close_fds, (self._wake_r, self._wake_w, self._done_r, self._done_w))
+                self, _PIPES.close_recorded, (self._wake_r, self._wake_w, self._done_r, self._done_w))
             # Not at exit: a daemon worker still in a hung call would write into a number reused by then.
             closing.atexit = False
         else:  # Windows
             self.wake = _allocate_lock()
             self.wake.acquire()
         threading.Thread(target=self._loop, daemon=True, name=f"symi-stage-{stage.name}").start()
-        stage.workers.add(self)
 
-    def close(self) -> None:
-        """In a forked child, where its thread does not run: its pipes, once (never again when it is collected)."""
-        if self._closing is not None:
-            self._closing()
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return (self._wake_r, self._wake_w, self._done_r, self._done_w) if self._poll is not None else ()
 
     def run(self, job: list[Any], timeout: float) -> bool:
         """Hand ``job`` over and wait at most ``timeout`` seconds for it: False when it has not returned."""
@@ -261,8 +244,14 @@ class _StageThread:
             os.read(self._wake_r, 1)
 
     def _loop(self) -> None:
-        stage = self._stage
         self.ident = threading.get_ident()
+        try:
+            self._serve()
+        finally:
+            self.ident = None  # a later thread may be given the same ident: a forked child keeps its pipes only
+
+    def _serve(self) -> None:
+        stage = self._stage
         while True:
             self._wait()
             job = self.job
@@ -294,11 +283,43 @@ class _StageThread:
 _POLL: Any = getattr(select, "poll", None)
 
 
-def _close_fds(fds: tuple[int, ...]) -> None:
-    """A worker's pipes, once nothing holds it (its thread ended and no search is handing it a call)."""
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+class _WorkerPipes(forking.Descriptors):
+    """The pipes of this process's stage workers (:class:`_StageThread`), two each, whose copies a forked child
+    closes: nothing there reads or writes them (the parent's worker threads do not exist in the child, though their
+    frames keep the workers referenced), and they stayed open for the child's life, four descriptors per worker per
+    fork (a pre-forking server's children, a multiprocessing pool's workers).
+
+    A fork in the instant between a worker's ``os.pipe()`` and the record of its pipes left the child up to four
+    descriptors nothing knew of; so the pipes are made and recorded in one step under the guard a fork takes first
+    (:class:`~symi_memory.forking.Descriptors`, as the qmd update lock's). Reentrant: a worker's pipes are closed by
+    its finalizer once it is collected, which the garbage collector may run inside the guard. A child forked by a
+    stage call, on its worker's thread, keeps that worker's pipes: the thread goes on there, waiting on them."""
+
+    def __init__(self) -> None:
+        super().__init__(reentrant=True)
+        self.workers: weakref.WeakSet[_StageThread] = weakref.WeakSet()
+
+    def opened(self, worker: _StageThread) -> tuple[int, int, int, int]:
+        """Two new pipes for ``worker``, recorded: ``(wake_r, wake_w, done_r, done_w)``."""
+        with self.opening() as record:
+            wake_r, wake_w = os.pipe()
+            try:
+                done_r, done_w = os.pipe()
+            except OSError:  # descriptors ran out (EMFILE): the search goes on without the stage, leaking none
+                os.close(wake_r)
+                os.close(wake_w)
+                raise
+            for fd in (wake_r, wake_w, done_r, done_w):
+                record(fd)
+            self.workers.add(worker)
+        return wake_r, wake_w, done_r, done_w
+
+    def _kept_in_child(self) -> set[int]:
+        here = threading.get_ident()
+        return {fd for worker in list(self.workers) if worker.ident == here for fd in worker.fds}
+
+
+_PIPES = _WorkerPipes()
 
 
 def _takes_plugin_settings(factory: Callable[..., Any]) -> bool:

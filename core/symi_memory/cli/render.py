@@ -90,6 +90,15 @@ def print_get(out: dict[str, Any], path: str, *, as_json: bool) -> int:
     return 1 if out.get("error") else 0
 
 
+def _first_sync(first: dict[str, Any]) -> str:
+    if first.get("error") is None:
+        step = f" ({first.get('phase')} {first.get('done')}/{first.get('total')})" if first.get("total") else ""
+        return f"catching up with its files{step}, started {first.get('seconds')} s ago"
+    when = ("being tried again now" if first.get("state") == "retrying"
+            else f"tried again in {first.get('retryInSeconds')} s")
+    return f"failed ({first.get('failures')} tries): {first.get('error')}; {when}"
+
+
 def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     if as_json:
         print_json(st)
@@ -147,6 +156,9 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     elif isinstance(server, dict):
         served = ", ".join(f"{k} {v}" for k, v in (server.get("requests") or {}).items())
         rows.append(("server", f"{server.get('url')} (pid {server.get('pid')}); answered {served or 'nothing yet'}"))
+    first = st.get("firstSync")
+    if isinstance(first, dict):  # the server's first sync of this agent, still running or failed
+        rows.append(("firstSync", _first_sync(first)))
     if st.get("lastError"):
         rows.append(("lastError", str(st["lastError"])))
     rows.extend(("warning", str(w)) for w in st.get("warnings") or [])

@@ -292,6 +292,7 @@ class ServeSection:
     agents: list = opt("agents", [], item="str", doc="Agents opened (and watched) at start-up; others open on first use.")
     client_timeout_seconds: float = opt("clientTimeoutSeconds", 30, kind="float", lo=1, doc="A request's head must arrive within this long, else the connection is closed; its body may not stall this long, nor average under 1 KiB/s after it (408); a client reading its answer at under 1 KiB/s for this long is cut off.")
     first_sync_wait_seconds: float = opt("firstSyncWaitSeconds", 30, kind="float", lo=0, doc="A request for an agent with no index yet waits this long for its first sync, then gets 503 with Retry-After (the build goes on); an agent with an index answers from it at once while it catches up.")
+    first_sync_retry_seconds: float = opt("firstSyncRetrySeconds", 5, kind="float", lo=0.1, doc="An agent's first sync that fails (an index it cannot write, a disk full, a folder not mounted yet) is tried again after this long, the wait doubling with each failure up to 5 minutes; meanwhile its answers warn and status shows firstSync.state = failed.")
     mcp_max_sessions: int = opt("mcpMaxSessions", 100, lo=1, doc="MCP sessions kept at once; one more closes the one idle longest (refused 503 when all are busy).")
     mcp_session_idle_minutes: float = opt("mcpSessionIdleMinutes", 30, kind="float", lo=0, doc="Close an MCP session after this long without requests (its client starts a new one); 0 never.")
     inspector: bool = opt("inspector", True, doc="Serve the read-only inspector page at /.")

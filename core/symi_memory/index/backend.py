@@ -271,6 +271,11 @@ class IndexedBackend:
         if self._closing:
             raise SyncCancelled("sync cancelled: the memory manager is closing")
         changes = self.scheduler.changes if self.scheduler else 0
+        if self.store.writable_again():
+            # Opened read-only (a file or folder this process could not write: restored from a backup with the
+            # wrong owner, say), writable now: written from this sync on, without a restart.
+            log.info("index %s is writable again: reopened for writing", self.store.path)
+            self.store.reopen()
         damaged = self.store.damaged()
         upgrade = False
         if damaged is not None:  # a read (here or in another process) found the file damaged

@@ -401,6 +401,14 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
         with self.lock:  # the writer connection: the id-giving thread may be using it
             return bool(self.conn.readonly("main"))
 
+    def writable_again(self) -> bool:
+        """Whether this process opened the index read-only and may now write it and its folder (their mode or owner
+        changed since): SQLite keeps a connection read-only for its life, so only :meth:`reopen` writes it."""
+        if not self.read_only():
+            return False
+        return (os.access(self.path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
+                and may_write(self.path.parent))
+
     def read_only_error(self, exc: object = None) -> BackendError:
         """The error a write to an index this process may only read fails with."""
         return BackendError(f"the index {self.path} is read-only for this process{f' ({exc})' if exc else ''}: "

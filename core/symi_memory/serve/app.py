@@ -353,11 +353,16 @@ _SEARCHES = ("search", "explain", "history")
 _NO_INDEX = ("status", "files")
 
 
-def _catching_up(pool: AgentPool, agent: str, out: Any) -> Any:
-    """``out`` (a search's answer) with a warning when the agent's first sync is still running."""
+def _catching_up(pool: AgentPool, agent: str, out: Any, kind: str = "search") -> Any:
+    """``out`` (a search's answer) with a warning when the agent's first sync is still running.
+
+    ``explain`` wraps a search's answer (``response``): the warning goes in that answer's ``warnings``, beside the
+    stages the search skipped, as :meth:`MemoryManager.explain` puts every warning of the search there."""
     catch = pool.catching_up(agent)
     if catch is None or not isinstance(out, dict):
         return out
+    if kind == "explain" and isinstance(out.get("response"), dict):
+        return {**out, "response": _catching_up(pool, agent, out["response"])}
     return {**out, "warnings": [*(out.get("warnings") or []), catch.warning(agent)]}
 
 
@@ -490,7 +495,7 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
                 raise
             return _error(503, "the server is shutting down")  # it closed the agent under this request
         if kind in _SEARCHES:
-            out = _catching_up(pool, agent, out)
+            out = _catching_up(pool, agent, out, kind)
         return _JSON(_fit(out, state.max_response))
 
     def fresh(manager: Any, body: dict[str, Any]) -> None:

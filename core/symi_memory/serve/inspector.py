@@ -67,8 +67,9 @@ async function runSearch(ev) {
       (r.model ? ` (${r.model})` : '') + ` · fusion ${d.fusion.method} (vector ${d.fusion.vectorWeight}, text ${d.fusion.textWeight})` +
       ` · minScore ${fmt(d.minScore)} · maxResults ${d.maxResults}` + (asOf ? ` · as of ${asOf}` : '') +
       (r.fallback ? ` · fallback from ${r.fallback.from}` : '');
-    // What the search skipped or left out (a query cut, a stage skipped, an agent still catching up with its files).
-    $('warnings').textContent = [...(r.warnings || []), ...(d.warnings || [])].map(w => 'warning: ' + w).join('\\n');
+    // What the search skipped or left out (a query cut, a stage skipped, an agent still catching up with its files
+    // or whose first sync failed): all in the search answer's warnings.
+    $('warnings').textContent = (r.warnings || []).map(w => 'warning: ' + w).join('\\n');
     const extra = d.stages.filter(s => s !== 'fused' && s !== 'final');
     const head = $('hits-head'); head.textContent = '';
     const hr = document.createElement('tr');

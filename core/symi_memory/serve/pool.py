@@ -54,8 +54,11 @@ def check_agent_id(agent_id: str) -> str:
 
 
 def ensure_fresh(manager: MemoryManager, *, reason: str,
-                 progress: Callable[[SyncProgress], None] | None = None) -> bool:
-    """Sync now when files changed since the last sync (what a one-shot CLI search does first). True if synced."""
+                 progress: Callable[[SyncProgress], None] | None = None, strict: bool = False) -> bool:
+    """Sync now when files changed since the last sync (what a one-shot CLI search does first). True if synced.
+
+    A :class:`BackendError` (a store it cannot reach or write) is logged and answered False, unless ``strict``
+    (an agent's first sync in ``serve``, which says it failed and tries again): then it is raised."""
     if not manager.enabled:
         return False
     is_stale = getattr(manager.backend, "is_stale", None)
@@ -69,6 +72,8 @@ def ensure_fresh(manager: MemoryManager, *, reason: str,
         if stale:
             manager.sync(reason=reason, progress=progress)
     except BackendError as exc:
+        if strict:
+            raise
         # A backend that cannot reach its store (a database server down): the search still answers from
         # what it can reach and says why, as the one-shot CLI's does.
         log.warning("not synced before answering (%s): %s", reason, exc)
@@ -139,23 +144,49 @@ class SharedProviders:
                     "models": sorted({f"{e[0].id}/{e[0].model}" for e in self._entries.values()})}
 
 
+#: The longest wait between two tries of an agent's failed first sync (each failure doubles the wait from
+#: ``serve.firstSyncRetrySeconds``).
+FIRST_SYNC_RETRY_MAX_SECONDS = 300.0
+
+
 @attrs.define
 class _CatchUp:
-    """An agent's first sync since this server opened it, running in a thread of its own."""
+    """An agent's first sync since this server opened it, running in a thread of its own; tried again, waits
+    doubling up to :data:`FIRST_SYNC_RETRY_MAX_SECONDS`, while it fails."""
 
     indexed: bool  # the index held files when it opened: requests are answered from it meanwhile
     started: float = attrs.field(factory=time.time)
+    #: Set once the first try ended, landed or failed: no request waits for it any more.
     done: threading.Event = attrs.field(factory=threading.Event)
+    #: Set to end the wait before the next try early: the server stopping, or another sync of the agent landed.
+    wake: threading.Event = attrs.field(factory=threading.Event)
     progress: SyncProgress | None = None
+    error: str | None = None  # why the last try failed, while the sync is still to land
+    failures: int = 0
+    failed_at: float | None = None
+    retry_at: float | None = None  # time.time() of the next try; None while a try runs
 
     def view(self) -> dict[str, Any]:
         p = self.progress
-        return {"startedAt": self.started, "seconds": round(time.time() - self.started, 1),
-                "indexedBefore": self.indexed, "phase": p.phase if p else "scan",
-                "done": p.done if p else 0, "total": p.total if p else 0}
+        out: dict[str, Any] = {
+            "state": "running" if self.error is None else "failed" if self.retry_at is not None else "retrying",
+            "startedAt": self.started, "seconds": round(time.time() - self.started, 1),
+            "indexedBefore": self.indexed, "phase": p.phase if p else "scan",
+            "done": p.done if p else 0, "total": p.total if p else 0}
+        if self.error is not None:
+            out.update(error=self.error, failures=self.failures, failedAt=self.failed_at,
+                       retryInSeconds=round(max(0.0, self.retry_at - time.time()), 1) if self.retry_at else 0)
+        return out
 
     def warning(self, agent_id: str) -> str:
         p = self.progress
+        if self.error is not None:
+            what = "as it was" if self.indexed else "as it was, which is empty (nothing was indexed yet)"
+            when = (f"tried again in {max(0.0, self.retry_at - time.time()):.0f} s" if self.retry_at is not None
+                    else "being tried again now")
+            times = f" ({self.failures} tries)" if self.failures > 1 else ""
+            return (f"agent {agent_id!r}'s first sync failed{times}: {self.error}; results come from the index "
+                    f"{what}, and files changed since then may be missing until it lands ({when})")
         step = f" ({p.phase} {p.done}/{p.total})" if p is not None and p.total else ""
         return (f"agent {agent_id!r} is catching up with its files{step}, started "
                 f"{time.time() - self.started:.0f} s ago: results come from the index as it was, and files "
@@ -179,14 +210,19 @@ class AgentPool:
     An agent's first sync (catching up with what changed while no server watched it, minutes for a large
     workspace) runs in a thread of its own: an agent whose index holds files answers from it at once
     (:meth:`catching_up` says a sync runs), one with no index yet waits for it at most ``first_sync_wait``
-    seconds, then is refused with :class:`AgentStarting` while the build goes on.
+    seconds, then is refused with :class:`AgentStarting` while the build goes on. A first sync that fails (an index
+    it cannot write, a disk full) is tried again after ``first_sync_retry`` seconds, each failure doubling the wait
+    (at most :data:`FIRST_SYNC_RETRY_MAX_SECONDS`), until it lands: meanwhile the agent answers from its index as it
+    is, even an empty one, and :meth:`catching_up` says why it failed and when it is tried again.
     """
 
     def __init__(self, config: Config, *, idle_seconds: float = 1800.0, pinned: tuple[str, ...] = (),
                  plugins: Plugins | None = None, clock: Callable[[], float] = time.monotonic,
-                 workspaces: dict[str, str] | None = None, first_sync_wait: float = 30.0) -> None:
+                 workspaces: dict[str, str] | None = None, first_sync_wait: float = 30.0,
+                 first_sync_retry: float = 5.0) -> None:
         self.config = config
         self.first_sync_wait = first_sync_wait
+        self.first_sync_retry = first_sync_retry
         self.workspaces = dict(workspaces or {})
         self.idle_seconds = idle_seconds
         self.pinned = tuple(check_agent_id(a) for a in pinned)
@@ -223,7 +259,7 @@ class AgentPool:
         False (the caller needs no index: the agent's status, which says how far that sync is)."""
         manager = self._acquire(agent_id)
         catch = self._catching.get(agent_id)
-        if catch is None or catch.indexed or not index:
+        if catch is None or catch.indexed or not index or catch.error is not None:  # failed: answered, saying so
             return manager
         limit = self.first_sync_wait if wait is None else wait
         if catch.done.wait(limit) and not self.stopping:
@@ -239,7 +275,7 @@ class AgentPool:
                             retry_after=max(1, min(30, int(self.first_sync_wait) or 5)))
 
     def catching_up(self, agent_id: str) -> _CatchUp | None:
-        """The agent's first sync while it runs, else None."""
+        """The agent's first sync while it runs or is to be tried again, else None."""
         return self._catching.get(agent_id)
 
     def _acquire(self, agent_id: str) -> MemoryManager:
@@ -286,6 +322,10 @@ class AgentPool:
             if backend is not None and hasattr(backend, "on_synced"):
                 def synced(report: Any, agent_id: str = agent_id) -> None:
                     self._syncs[agent_id] = {"at": time.time(), **report.to_dict()}
+                    catch = self._catching.get(agent_id)
+                    if catch is not None and catch.retry_at is not None:
+                        catch.wake.set()  # a sync landed (the watcher's, the API's): the failed first sync's
+                        # next try comes now, and finds what is left to do (if anything)
 
                 backend.on_synced = synced
             indexed = bool(manager.status().get("files")) if manager.enabled else True
@@ -308,20 +348,39 @@ class AgentPool:
         return manager
 
     def _catch_up(self, agent_id: str, manager: MemoryManager, catch: _CatchUp) -> None:
-        """The agent's first sync, in its own thread: requests are answered meanwhile (see :meth:`acquire`)."""
+        """The agent's first sync, in its own thread: requests are answered meanwhile (see :meth:`acquire`). A try
+        that fails is said (``catch.error``, the answers' warnings, ``status``) and tried again after a wait that
+        doubles with each failure: a folder not mounted yet, an index made writable, space freed heal without a
+        restart."""
 
         def progress(p: SyncProgress) -> None:
             catch.progress = p
 
-        manager._appends_unindexed = True  # an append's own sync would wait for this one
         try:
-            ensure_fresh(manager, reason="serve-open", progress=progress)
-        except Exception as exc:
-            if not self.stopping:  # else close() or stop_opening() cut it short
-                log.warning("the first sync of agent %s failed (%s: %s); its watcher tries again on the next change",
-                            agent_id, type(exc).__name__, exc)
+            while True:
+                manager._appends_unindexed = True  # an append's own sync would wait for this one
+                try:
+                    reason = f"serve-open (retry {catch.failures})" if catch.failures else "serve-open"
+                    ensure_fresh(manager, reason=reason, progress=progress, strict=True)
+                    return
+                except Exception as exc:
+                    if self.stopping:  # close() or stop_opening() cut it short
+                        return
+                    catch.failures += 1
+                    wait = min(FIRST_SYNC_RETRY_MAX_SECONDS, self.first_sync_retry * 2 ** min(catch.failures - 1, 30))
+                    catch.error = f"{type(exc).__name__}: {exc}"
+                    catch.failed_at, catch.retry_at, catch.progress = time.time(), time.time() + wait, None
+                    log.warning("the first sync of agent %s failed (%s); tried again in %g s (failure %d)",
+                                agent_id, catch.error, wait, catch.failures)
+                finally:
+                    manager._appends_unindexed = False
+                catch.done.set()  # the requests waiting for a first index are answered, saying it failed
+                catch.wake.wait(wait)
+                catch.wake.clear()
+                catch.retry_at = None
+                if self.stopping:
+                    return
         finally:
-            manager._appends_unindexed = False
             with self._lock:
                 self._starting.pop(agent_id, None)
                 self._catching.pop(agent_id, None)
@@ -381,7 +440,11 @@ class AgentPool:
         index they answer from included, answer the requests in flight until :meth:`close`."""
         with self._lock:
             self._stopping = True
-            starting = [m for a, m in self._starting.items() if not self._catching[a].indexed]
+            # Not one whose first sync failed: it answers from its index (empty) meanwhile, nobody waits for it.
+            starting = [m for a, m in self._starting.items()
+                        if not self._catching[a].indexed and self._catching[a].error is None]
+            for catch in self._catching.values():
+                catch.wake.set()  # a failed first sync is not tried again
         for manager in starting:  # its waiters then refuse
             try:
                 manager.close()
@@ -402,6 +465,8 @@ class AgentPool:
             entries = list(self._entries.values())
             self._entries.clear()
             starting = list(self._starting.values())
+            for catch in self._catching.values():
+                catch.wake.set()
         for manager in starting:  # its first sync stops at the next file; acquire() then refuses and closes it
             try:
                 manager.close()

@@ -85,7 +85,8 @@ def serve(config: Config, *, host: str | None = None, port: int | None = None, a
     http_protocol = heads.protocol()  # a ConfigError now, before anything is bound, if this uvicorn has no h11
     pool = AgentPool(config, idle_seconds=float(idle) * 60, pinned=pinned,
                      workspaces={agent: workspace} if workspace else None,
-                     first_sync_wait=float(settings["firstSyncWaitSeconds"]))
+                     first_sync_wait=float(settings["firstSyncWaitSeconds"]),
+                     first_sync_retry=float(settings["firstSyncRetrySeconds"]))
     _raise_file_limit()
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
