@@ -845,7 +845,40 @@ def same_thing(a: Line, b: Line, chunk_cos: float | None, t: Thresholds = THRESH
         return True
     if any(d <= a.moment[0] + DAY for d in b.dates):
         return False  # "since 2026-08-03" restates the state that ``a`` (from 2026-08-03 or later) already records
-    return b.change and bool(_new_values(a, b))
+    new = _new_values(a, b)
+    if not (b.change and new):
+        return False
+    # A newer line still stating every value of the older one adds a fact to it rather than changing it when its
+    # new values are said of something the older line does not name ("Washed the car; the SUV now has new Michelin
+    # tyres" for "now the car is a red SUV"); not when they are said of the older line's subject ("neurologist is
+    # Dr. Adeyemi at Leeds General Infirmary" for "referred me to a neurologist at Leeds General Infirmary") or it
+    # names an older value as the one replaced ("moved from Q-Park to the Zuid garage" for "Parking: Q-Park").
+    if a.values and a.values <= b.values and not _names_as_old(b.text, a.values):
+        return _said_of(b.text, new, a.terms - a.values)
+    return True
+
+
+def _said_of(text: str, new: Container[str], subject: frozenset[str]) -> bool:
+    """True when a clause of ``text`` holding one of the values ``new`` also holds a term of ``subject``."""
+    for clause in CLAUSE_END_RE.split(text):
+        toks = TOKEN_RE.findall(clause)
+        if any(tok.lower() in new for tok in toks) and not subject.isdisjoint(_salient_of(toks)):
+            return True
+    return False
+
+
+# Where a line's clauses end: ";", a sentence's end.
+CLAUSE_END_RE = re.compile(r";|[.!?](?:\s+|$)")
+
+
+# Before a value a line names as the one it replaces: "from Q-Park", "instead of the hatchback", "replaced the ...".
+_AS_OLD_RE = re.compile(r"\b(?:from|instead of|rather than|than|replac\w*|no longer|not|swapp?\w*|sold)\s+"
+                        r"(?:(?:the|a|an|my|our|his|her|their|old)\s+)?([\w.:/-]+)", re.IGNORECASE)
+
+
+def _names_as_old(text: str, old: frozenset[str]) -> bool:
+    """True when ``text`` names one of the values ``old`` as the one replaced (:data:`_AS_OLD_RE`)."""
+    return any(tok.lower() in old for m in _AS_OLD_RE.finditer(text) for tok in TOKEN_RE.findall(m.group(1)))
 
 
 def query_names(query: str) -> frozenset[str]:
@@ -935,6 +968,69 @@ def _magnitude(num: str) -> float | None:
         return abs(float(num.replace(",", "")))
     except ValueError:
         return None
+
+
+# Words after which a name says which one of a thing is meant: "the flight to Lisbon", "the bill for the flat".
+_OF_WORDS = frozenset("to for of".split())
+_NOT_QUALIFIERS = _HISTORICAL_WORDS | _CHANGE_WORDS
+
+
+@functools.lru_cache(maxsize=16384)
+def qualified_terms(text: str) -> Mapping[str, frozenset[str]]:
+    """``{term: the terms that say which one of it a line means}``: the content word right before it ("energy
+    company", "checkout page") and the one after "to", "for" or "of" and an optional "the" ("flight to Lisbon").
+    Only words side by side in one clause count (no punctuation between), neither a number, a day or month, nor a
+    change or past-state word ("new router", "previous dentist" name a version, not another thing), and no word ending
+    in "ed" before another ("skipped Tuesday bouldering")."""
+    toks = [(m.group(), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
+    out: dict[str, set[str]] = {}
+
+    def term(k: int) -> str | None:
+        tok = toks[k][0]
+        low = tok.lower()
+        if any(ch.isdigit() for ch in tok) or low in _NOT_QUALIFIERS or low.startswith(("retir", "swap")) \
+                or low.rstrip("s") in _CALENDAR_NAMES:
+            return None  # a day or month is a value ("Japanese Tuesdays"), not a thing
+        return _salient_term(tok)
+
+    def joined(k: int) -> bool:  # token k and k + 1 have only spaces between them
+        return text[toks[k][2]:toks[k + 1][1]].strip(" \t") == "" and toks[k][2] < toks[k + 1][1]
+
+    for k in range(len(toks) - 1):
+        if not joined(k):
+            continue
+        head = term(k)
+        if head is None or (len(toks[k][0]) > 4 and toks[k][0].lower().endswith("ed")):
+            continue  # "skipped Tuesday", "booked flight": a verb before a word, not a word for which one
+        nxt = term(k + 1)
+        if nxt is not None:
+            out.setdefault(nxt, set()).add(head)
+        elif toks[k + 1][0].lower() in _OF_WORDS and k + 2 < len(toks) and joined(k + 1):
+            n = k + 2
+            if toks[n][0].lower() == "the" and n + 1 < len(toks) and joined(n):
+                n += 1
+            name = term(n)
+            if name is not None:
+                out.setdefault(head, set()).add(name)
+    return {h: frozenset(q) for h, q in out.items()}
+
+
+def rival_subjects(older: Iterable[str], newer: str, older_terms: Container[str], newer_terms: Container[str]) -> bool:
+    """True when line ``newer`` names a thing that a line of ``older`` also names, each with its own word for which
+    one ("the flight to Lisbon" / "the flight to Oslo", "the energy company" / "Water company"), no such word of
+    either held by the other side (``older_terms``: the terms of the older hit, ``newer_terms``: of the newer line's
+    hit): two things of one kind, not two versions of one. A version that names the one it replaces holds its word
+    ("moved from the Lisbon flight to the Oslo one"), and one sharing a word for which one is about the same thing
+    ("the ledger serializer, now orjson" for "the JSON serialisation of the ledger API")."""
+    theirs = qualified_terms(newer)
+    if not theirs:
+        return False
+    for text in older:
+        for head, mine in qualified_terms(text).items():
+            other = theirs.get(head)
+            if other and all(q not in newer_terms for q in mine) and all(q not in older_terms for q in other):
+                return True
+    return False
 
 
 def _same_subject(line_cos: float | None, t: Thresholds) -> bool:

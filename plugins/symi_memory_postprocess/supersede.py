@@ -46,6 +46,7 @@ from symi_memory.supersession import (
     remeasured,
     remembered_lines,
     rescheduled,
+    rival_subjects,
     salient,
     same_thing,
     split_lines,
@@ -299,6 +300,8 @@ def find_supersessions(candidates: Sequence[Candidate],
                         continue  # same_thing's first refusal, before any set work
                     if len(a.terms & b.terms) < t.line_terms:
                         continue  # cheap refusals first: same_thing would say no before any vector
+                    if not a.historical and rival_subjects((a.text,), b.text, facts[i].terms, facts[j].terms):
+                        continue  # "the flight to Lisbon" and "the flight to Oslo": two things, not two versions
                     lc = line_cos(i, a, j, b) if line_cos else None
                     if lc is not None and lc < min(t.line_vector, t.conflict_line_vector):
                         continue
@@ -321,6 +324,8 @@ def find_supersessions(candidates: Sequence[Candidate],
                     continue
                 if not all(words <= b.terms for words in answer_words):
                     continue
+                if rival_subjects([ln.text for ln in best[i]] + [a.text], b.text, facts[i].terms, facts[j].terms):
+                    continue  # "the energy company" / "Water company: the monthly bill dropped from 180 euros ..."
                 lc = line_cos(i, a, j, b) if line_cos else None
                 if (cos < t.chunk_vector if lc is None else (lc < t.conflict_line_vector
                                                               or cos < t.chunk_vector_lines)):
