@@ -509,10 +509,13 @@ class QmdBackend:
                 self._ready = set(saved.get("ready") or ()) & set(self.by_name)
                 self._reconciled = True
 
-    def is_stale(self, **_: Any) -> bool:
+    def is_stale(self, *, saved: dict[str, Any] | None = None, **_: Any) -> bool:
         """Whether a one-shot command must update first: never updated, degraded, another config's collections,
-        or a file added, changed or deleted since the last update began."""
-        saved = self._saved_state()
+        or a file added, changed or deleted since the last update began. ``saved``: the state :meth:`status` read
+        (its counts and this answer must be of one update: read twice, an update in another process ending in
+        between made it say clean beside the counts from before)."""
+        if saved is None:
+            saved = self._saved_state()
         if saved.get("lastUpdate") is None or self._failure is not None or saved.get("failure"):
             return True
         if saved.get("collections") != self._spec_key():
@@ -761,7 +764,7 @@ class QmdBackend:
             "lastUpdateError": last_error,
             "lastError": failure or last_error or export_error,
             # Never "clean" while a file differs from what the last update saw (behaviour §3).
-            "dirty": self.is_stale(),
+            "dirty": self.is_stale(saved=saved),
             "build": _build_status(holder(self.home)),
             "fallback": None if failure is None else {"from": "qmd", "reason": failure},
             "fallbackIndex": fallback_index,
