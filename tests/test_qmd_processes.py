@@ -254,10 +254,9 @@ def test_status_while_another_process_updates_never_says_clean_with_the_counts_f
     """`status` read the last update's state (its file counts) and then, to say `dirty`, read the state file again:
     an update in another process ending in between made it say `files: 2, dirty: false` with 12 notes on disk,
     all of them in qmd's index. Both now come from one read."""
-    from symi_memory_qmd.backend import QmdBackend
-
     from symi_memory import load_config
     from symi_memory.manager import open_memory
+    from symi_memory_qmd.backend import QmdBackend
 
     base = _base(tmp_path, str(QMD))
     cfg_path, ws = Path(base[1]), Path(base[3])
