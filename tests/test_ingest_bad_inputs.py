@@ -327,3 +327,25 @@ def test_a_search_does_not_hang_on_a_transcript_swapped_for_a_fifo_after_indexin
             worker.join(10)
             raise AssertionError("the search hung reading message times from a FIFO")
         assert done and [h.path for h in done[0].results] == ["sessions/s.jsonl"]
+
+
+def test_a_file_deleted_after_the_listing_is_not_named_as_skipped(tmp_path: Path) -> None:
+    """A note deleted between the sync's listing and its read (an editor's save-by-rename, a `git checkout`) was
+    named in `status.skipped` ("cannot read: No such file or directory") for a file that no longer exists, with
+    `dirty: false`, until some later change made a sync run. One emptied meanwhile is indexed empty."""
+    ws = tmp_path / "ws"
+    for i in range(300):  # more chunks than one embedding group: the sync reports progress in between
+        write(ws, f"memory/a{i:03d}.md", f"- note {i} about the garden\n")
+    gone, emptied = write(ws, "memory/zz-gone.md", "- quince gone\n"), write(ws, "memory/zz-empty.md", "- quince\n")
+
+    def delete(progress: Any) -> None:
+        if progress.phase == "index" and gone.exists():
+            gone.unlink()
+            emptied.write_bytes(b"")
+
+    with open_mem(tmp_path, ws) as mem:
+        report = mem.sync(progress=delete)
+        assert not gone.exists() and report.errors == ()
+        st = mem.status()
+        assert (st["files"], st["dirty"], st["skipped"]) == (301, False, [])
+        assert [h.path for h in mem.search("quince", min_score=0).results if "quince" in h.snippet] == []

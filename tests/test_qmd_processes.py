@@ -249,3 +249,40 @@ def test_an_update_that_failed_in_a_fresh_process_is_what_every_process_reports(
         assert fresh["lastUpdate"] is not None, fresh  # qmd was updated, by the serve, before that failure
         st = serve.status()
         assert (st["lastUpdateError"], st["lastUpdate"]) == (fresh["lastUpdateError"], fresh["lastUpdate"]), st
+
+
+def test_status_while_another_process_updates_never_says_clean_with_the_counts_from_before(
+        tmp_path, cli, monkeypatch):
+    """`status` read the last update's state (its file counts) and then, to say `dirty`, read the state file again:
+    an update in another process ending in between made it say `files: 2, dirty: false` with 12 notes on disk,
+    all of them in qmd's index. Both now come from one read."""
+    from symi_memory import load_config
+    from symi_memory.manager import open_memory
+    from symi_memory_qmd.backend import QmdBackend
+
+    base = _base(tmp_path, str(QMD))
+    cfg_path, ws = Path(base[1]), Path(base[3])
+    with open_memory(load_config(cfg_path, state_dir=tmp_path / "state"), workspace=ws, start=False) as host:
+        assert host.sync().errors == ()
+        assert (host.status()["files"], host.status()["dirty"]) == (2, False)
+        for i in range(10):
+            write(ws / "memory" / f"n{i}.md", f"# Note {i}\n\nword{i} about the garden\n")
+        saved_state = QmdBackend._saved_state
+        updated: list[int] = []
+
+        def another_process_updates_after_the_first_read(self):  # type: ignore[no-untyped-def]
+            state = saved_state(self)
+            if not updated:
+                code, _, err = cli(*base, "index")
+                assert code == 0, err
+                updated.append(code)
+            return state
+
+        monkeypatch.setattr(QmdBackend, "_saved_state", another_process_updates_after_the_first_read)
+        st = host.status()
+        assert updated == [0]
+        # One read: the state from before the other update (2 files, 12 on disk: dirty) or after it; never a mix.
+        assert (st["files"], st["dirty"]) in ((2, True), (12, False)), st
+        monkeypatch.undo()
+        st = host.status()
+        assert (st["files"], st["dirty"]) == (12, False), st

@@ -636,3 +636,39 @@ def test_real_qmd_a_long_query_of_repeated_words_keeps_its_last_word(tmp_path, w
     assert res.fallback is None, res.fallback
     assert sorted(c.path for c in res.candidates) == ["memory/2026-05-01.md"]
     b.close()
+
+
+def test_real_qmd_names_a_memory_file_it_cannot_read_in_status_and_the_chmod_makes_it_dirty(tmp_path, ws):
+    """A memory file qmd may not read (chmod 000) was left out without a word: `status` said `skipped: []` and
+    `dirty: false` after the chmod (no new mtime), where builtin-sqlite says `cannot read: Permission denied`.
+    Root reads anything, so the run drops root's override."""
+    out = run_without_dac_override("""
+        import json, sys
+        from pathlib import Path
+        from qmd_standin.helpers import real_backend
+        tmp, qmd = Path(sys.argv[1]), sys.argv[2]
+        b = real_backend(tmp, qmd)
+        locked = tmp / "ws" / "memory" / "2026-05-11.md"
+        first = b.sync()
+        clean = b.status()["dirty"]
+        locked.chmod(0)
+        try:
+            dirty = b.status()["dirty"]
+            report = b.sync()
+            st = b.status()
+            away = {"errors": list(report.errors), "warnings": list(report.warnings), "skipped": st["skipped"],
+                    "dirty": st["dirty"]}
+        finally:
+            locked.chmod(0o644)
+        back = b.status()["dirty"]
+        b.sync()
+        print(json.dumps({"first": list(first.errors), "clean": clean, "dirty": dirty, "away": away, "back": back,
+                          "skipped": b.status()["skipped"]}))
+    """, str(tmp_path), QMD)
+    assert out["first"] == [] and out["clean"] is False
+    assert out["dirty"] is True  # the chmod alone: the next update must look again
+    assert out["away"] == {
+        "errors": [], "dirty": False,
+        "warnings": ["memory/2026-05-11.md is not indexed: cannot read: Permission denied"],
+        "skipped": [{"path": "memory/2026-05-11.md", "reason": "cannot read: Permission denied"}]}
+    assert out["back"] is True and out["skipped"] == []

@@ -219,3 +219,44 @@ def test_a_process_that_may_only_read_the_index_syncs_a_current_index_after_anot
             if p.is_dir() and not p.is_symlink():
                 p.chmod(p.stat().st_mode | 0o700)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend", ["builtin-sqlite", "faiss"])
+def test_status_read_while_another_process_commits_a_sync_never_says_clean_with_the_counts_from_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """A long-lived process's `status` read its counts, then compared the files on disk with the index in further
+    statements: another process's sync committing in between made it say `files: 21, dirty: false` with 31 notes
+    on disk and 31 indexed (seen on faiss from a process polling status while `symi-memory index` ran). Every read
+    of one status now sees one snapshot of the index."""
+    import symi_memory.index.backend as index_backend
+
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\n- Prefers tea.\n")
+    _notes(ws, 0, 20)
+    with open_mem(tmp_path, ws, {"sync": {"watch": False}}, backend=backend) as host:
+        host.sync()
+        assert (host.status()["files"], host.status()["dirty"]) == (21, False)
+        _notes(ws, 20, 30)
+        listing = index_backend.scan_sources
+        synced: list[dict] = []
+
+        def another_process_syncs_first(*args: object, **kwargs: object) -> object:
+            # After status read its counts, before it lists the files: another process indexes the new notes.
+            if not synced:
+                synced.append(_other_process(tmp_path, ws, f"""
+                    mem = open_mem(tmp, ws, backend={backend!r})
+                    report = mem.sync()
+                    mem.close()
+                    print(json.dumps({{"indexed": report.files_indexed}}))
+                """))
+            return listing(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(index_backend, "scan_sources", another_process_syncs_first)
+        st = host.status()
+        assert synced == [{"indexed": 10}]
+        # One snapshot: from before the other sync (21 indexed, 31 on disk: dirty) or after it; never a mix.
+        assert (st["files"], st["dirty"]) in ((21, True), (31, False)), st
+        assert st["chunks"] == st["files"], st  # one chunk a note: the counts of one snapshot too
+        monkeypatch.undo()
+        st = host.status()
+        assert (st["files"], st["chunks"], st["dirty"]) == (31, 31, False)

@@ -478,23 +478,34 @@ class QmdBackend:
                 rel = os.path.basename(path) if c.source == "sessions" else os.path.relpath(path, c.path)
                 if printable_path(rel) == rel:
                     continue
-                if c.source == "sessions":
-                    shown = f"{SESSIONS_PREFIX}/{rel}"
-                else:
-                    rel = rel.replace(os.sep, "/")
-                    if "*" in c.pattern and not glob_match(c.pattern, rel):
-                        continue
-                    shown = display_path(c, c.name, rel, self.workspace)
-                bad[printable_path(shown)] = NOT_UTF8
+                if (name := self._shown(c, path)) is not None:
+                    bad[printable_path(name)] = NOT_UTF8
             for path in sorted(paths):
                 try:
                     st = os.stat(path)
                 except OSError:
                     continue  # gone (or unreachable): left out, which differs from a listing that had it
                 kept = "" if cutoff is None else f"\0{st.st_mtime >= cutoff:d}"
-                digest.update(f"{c.name}\0{path}\0{st.st_mtime_ns}\0{st.st_size}{kept}\n".encode(
+                # A file qmd may not read is left out of its update without a word: named as builtin-sqlite names
+                # it, and part of the digest (a chmod leaves the mtime as it was), so that the update after a chmod
+                # either way runs and says so.
+                unread = _unreadable(path, st)
+                if unread is not None and c.source != "sessions" and (name := self._shown(c, path)) is not None:
+                    bad.setdefault(printable_path(name), unread)
+                said = "" if unread is None else f"\0{unread}"  # (a readable file's entry as before this was added)
+                digest.update(f"{c.name}\0{path}\0{st.st_mtime_ns}\0{st.st_size}{kept}{said}\n".encode(
                     "utf-8", "surrogateescape"))
         return digest.hexdigest(), bad
+
+    def _shown(self, c: CollectionSpec, path: str) -> str | None:
+        """The path a hit on the file at ``path`` of collection ``c`` shows (None: outside the collection's mask)."""
+        rel = os.path.basename(path) if c.source == "sessions" else os.path.relpath(path, c.path)
+        if c.source == "sessions":
+            return f"{SESSIONS_PREFIX}/{rel}"
+        rel = rel.replace(os.sep, "/")
+        if "*" in c.pattern and not glob_match(c.pattern, rel):
+            return None
+        return display_path(c, c.name, rel, self.workspace)
 
     def _adopt_saved(self) -> None:
         """In a process that has not updated yet: search the collections the last update (in any process) made
@@ -509,10 +520,13 @@ class QmdBackend:
                 self._ready = set(saved.get("ready") or ()) & set(self.by_name)
                 self._reconciled = True
 
-    def is_stale(self, **_: Any) -> bool:
+    def is_stale(self, *, saved: dict[str, Any] | None = None, **_: Any) -> bool:
         """Whether a one-shot command must update first: never updated, degraded, another config's collections,
-        or a file added, changed or deleted since the last update began."""
-        saved = self._saved_state()
+        or a file added, changed or deleted since the last update began. ``saved``: the state :meth:`status` read
+        (its counts and this answer must be of one update: read twice, an update in another process ending in
+        between made it say clean beside the counts from before)."""
+        if saved is None:
+            saved = self._saved_state()
         if saved.get("lastUpdate") is None or self._failure is not None or saved.get("failure"):
             return True
         if saved.get("collections") != self._spec_key():
@@ -761,7 +775,7 @@ class QmdBackend:
             "lastUpdateError": last_error,
             "lastError": failure or last_error or export_error,
             # Never "clean" while a file differs from what the last update saw (behaviour §3).
-            "dirty": self.is_stale(),
+            "dirty": self.is_stale(saved=saved),
             "build": _build_status(holder(self.home)),
             "fallback": None if failure is None else {"from": "qmd", "reason": failure},
             "fallbackIndex": fallback_index,
@@ -825,6 +839,20 @@ def _resolved(raw: str, workspace: Path) -> Path:
 
 
 #: The folders qmd's update never lists (its ``excludeDirs``): one that cannot be read there fails nothing.
+def _unreadable(path: str, st: os.stat_result) -> str | None:
+    """``cannot read: <why>`` when this process may not read the file at ``path`` (``st``: its stat), else None.
+    Tried only for a file whose mode does not let everyone read it (chmod 000, 600 of another user): the others
+    cost no more than the stat."""
+    if st.st_mode & 0o444 == 0o444:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    os.close(fd)
+    return None
+
+
 QMD_EXCLUDED_DIRS = frozenset({"node_modules", ".git", ".cache", "vendor", "dist", "build"})
 
 

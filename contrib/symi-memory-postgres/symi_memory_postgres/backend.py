@@ -572,41 +572,49 @@ class PostgresBackend:
         :class:`~symi_memory.errors.BackendError` (one line) when the server cannot be reached. ``scans``: each
         owner's :meth:`~symi_memory.indexing.Indexer.scan` by name, when the caller has just listed.
         """
-        def work(conn: Any) -> bool:
-            for owner in self.owners:
-                store = self._store(conn, owner.name)
-                ident = store.get_meta("identity")
-                if ident is None or json.loads(ident) != owner.indexer.index_identity():
-                    return True
-                # A copy reads through this check's connection: the owner's Indexer may be syncing (another
-                # thread) through its store, which must stay on the sync's connection.
-                indexer = copy.copy(owner.indexer)
-                indexer.store = store
-                # Listed with what cannot be listed now: a folder that cannot be read keeps its files, not "removed".
-                # (an owner claimed since, under another name, is listed now)
-                files, absent = (scans or {}).get(owner.name) or indexer.scan()
-                changed, removed = indexer.changed_files(
-                    files, retry_pending=retry_pending and indexer.retry_due(), retry_failed=False, absent=absent)
-                if removed or any(f.source != "sessions" for f in changed):
-                    return True
-                if any_session_change and changed:
-                    return True
-                if changed:
-                    indexed = store.files()
-                    if any(owner.indexer.session_due(f, indexed.get(f.path)) for f in changed):
-                        return True
-            return False
-
         try:
-            return bool(self._with_conn(work))
+            return bool(self._with_conn(lambda conn: self._stale_on(conn, retry_pending=retry_pending,
+                                                                   any_session_change=any_session_change, scans=scans)))
         except (*self._transient(), *self._server_errors()) as exc:
             raise BackendError(self._failure(exc)) from None
 
-    def _stale_quiet(self, scans: dict[str, Any] | None = None) -> bool:
+    def _stale_on(self, conn: Any, *, retry_pending: bool = True, any_session_change: bool = True,
+                  scans: dict[str, Any] | None = None) -> bool:
+        """:meth:`is_stale`, read through ``conn`` (in the caller's transaction)."""
+        for owner in self.owners:
+            store = self._store(conn, owner.name)
+            ident = store.get_meta("identity")
+            if ident is None or json.loads(ident) != owner.indexer.index_identity():
+                return True
+            # A copy reads through this check's connection: the owner's Indexer may be syncing (another
+            # thread) through its store, which must stay on the sync's connection.
+            indexer = copy.copy(owner.indexer)
+            indexer.store = store
+            # Listed with what cannot be listed now: a folder that cannot be read keeps its files, not "removed".
+            # (an owner claimed since, under another name, is listed now)
+            files, absent = (scans or {}).get(owner.name) or indexer.scan()
+            changed, removed = indexer.changed_files(
+                files, retry_pending=retry_pending and indexer.retry_due(), retry_failed=False, absent=absent)
+            if removed or any(f.source != "sessions" for f in changed):
+                return True
+            if any_session_change and changed:
+                return True
+            if changed:
+                indexed = store.files()
+                if any(owner.indexer.session_due(f, indexed.get(f.path)) for f in changed):
+                    return True
+        return False
+
+    def _stale_in(self, conn: Any, scans: dict[str, Any]) -> bool:
+        """Whether the index is stale, for ``status``: read in its transaction (the snapshot its counts are of). A
+        check that fails says so (True: the next sync looks again), never "clean"."""
         try:
-            return self.is_stale(scans=scans)
-        except Exception:
-            return False
+            with conn.transaction():  # a savepoint: a failed check leaves the status's transaction usable
+                return self._stale_on(conn, scans=scans)
+        except Exception as exc:
+            log.info("postgres: could not tell whether the index is up to date (%s: %s); status says dirty",
+                     type(exc).__name__, exc)
+            return True
 
     # ---------------------------------------------------------------- search
 
@@ -959,10 +967,16 @@ class PostgresBackend:
         try:
             # Each owner's files listed once, for the warnings and for dirty.
             scans = {owner.name: owner.indexer.scan() for owner in self.owners}
-            live = self._with_conn(lambda conn: self._live_status(conn, scans))
-            dirty = self.scheduler.dirty if self.scheduler else None
-            if not dirty:
-                dirty = self._stale_quiet(scans)
+            def snapshot(conn: Any) -> tuple[dict[str, Any], bool]:
+                # The counts and the comparison of the files with the rows read one snapshot: in separate
+                # transactions, another process's sync committing in between made status say dirty: false beside
+                # the counts from before that sync.
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                live = self._live_status(conn, scans)
+                dirty = self.scheduler.dirty if self.scheduler else None
+                return live, bool(dirty) or self._stale_in(conn, scans)
+
+            live, dirty = self._with_conn(snapshot)
             # The rows this workspace uses, known once the server was reached (see _claim_workspace).
             base.update(live, dirty=dirty, agentId=self.settings.owner)
         except (BackendError, *self._transient(), *self._server_errors()) as exc:

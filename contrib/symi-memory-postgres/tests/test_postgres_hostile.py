@@ -345,3 +345,53 @@ def test_status_and_searches_during_a_sync_never_break_it(tmp_path: Path, pg_ser
         assert (st["files"], st["dirty"], st["lastError"]) == (1001, False, None)
     assert rows(pg_server, f"SELECT count(*) FROM {pg_schema}.chunks WHERE text LIKE %s", ("%rewritten heron%",)) \
         == [(1000,)]
+
+
+def test_status_while_another_process_commits_a_sync_never_says_clean_with_the_counts_from_before(
+        tmp_path: Path, pg_server: PgServer, pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status` counted the rows in one transaction and compared the files on disk with the rows in another: a sync
+    in another process committing in between made it say `files: 21, dirty: false` with 31 notes on disk and 31
+    rows on the server. Both now read one snapshot (REPEATABLE READ)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from symi_memory_postgres.backend import PostgresBackend
+
+    notes = {f"memory/n{i:02d}.md": f"# n {i}\n\nnote {i} about the weir\n" for i in range(30)}
+    first = dict(list(notes.items())[:20])
+    ws = make_workspace(tmp_path / "ws", {"MEMORY.md": "# M\n\nthe pelican roosts on the pier\n", **first})
+    overrides = deep_merge(pg_config(pg_server, pg_schema),
+                           {"agents": {"defaults": {"memorySearch": {"provider": "hash", "sync": {"watch": False}}}}})
+    with open_pg(tmp_path, pg_server, pg_schema, ws) as host:
+        host.sync()
+        assert (host.status()["files"], host.status()["dirty"]) == (21, False)
+        make_workspace(ws, notes)
+        counted = PostgresBackend._live_status
+        synced: list[str] = []
+
+        def another_process_syncs_after_the_counts(self: PostgresBackend, conn: Any, scans: Any) -> Any:
+            live = counted(self, conn, scans)
+            if not synced:
+                proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+                    import json, sys
+                    from symi_memory import load_config
+                    from symi_memory.manager import open_memory
+                    cfg = load_config(None, state_dir=sys.argv[1], overrides=json.loads(sys.argv[2]))
+                    with open_memory(cfg, workspace=sys.argv[3], start=False) as mem:
+                        print(mem.sync().files_indexed)
+                """), str(tmp_path / "state-other"), json.dumps(overrides), str(ws)],
+                    capture_output=True, text=True, timeout=120)
+                assert proc.returncode == 0, proc.stderr
+                synced.append(proc.stdout.strip())
+            return live
+
+        monkeypatch.setattr(PostgresBackend, "_live_status", another_process_syncs_after_the_counts)
+        st = host.status()
+        assert synced == ["10"]
+        # One snapshot: from before the other sync (21 rows, 31 notes on disk: dirty) or after it; never a mix.
+        assert (st["files"], st["dirty"]) in ((21, True), (31, False)), st
+        monkeypatch.undo()
+        st = host.status()
+        assert (st["files"], st["chunks"], st["dirty"]) == (31, 31, False)

@@ -1267,7 +1267,15 @@ class IndexedBackend:
 
     def _status(self, *, damaged: bool = False) -> dict[str, Any]:
         """:meth:`status`; with ``damaged`` (the index file is known damaged), a part that cannot be read is None
-        (counts) or left out (the last sync, warnings) instead of failing the whole."""
+        (counts) or left out (the last sync, warnings) instead of failing the whole.
+
+        Its reads see one snapshot of the index: read in separate statements, another process's sync committing
+        between the counts and the comparison with the files on disk made it say ``dirty: false`` beside the
+        counts from before that sync (and ``files`` from before beside ``chunks`` from after)."""
+        with self.store.read_snapshot():
+            return self._status_of_snapshot(damaged=damaged)
+
+    def _status_of_snapshot(self, *, damaged: bool) -> dict[str, Any]:
         def part(read: Callable[[], Any], instead: Any) -> Any:
             if not damaged:
                 return read()

@@ -1196,6 +1196,12 @@ class Indexer:
                 pieces = self._chunk(loaded)
             except (SyncCancelled, EmbeddingError):
                 raise
+            except FileNotFoundError:
+                # Deleted since the listing (an editor's save by rename, a checkout): not a file left out, so not
+                # named in status.skipped. Rows it had go with the next sync, which finds it gone (status is dirty
+                # meanwhile); a file put back at once under that name is listed by it.
+                log.info("%s was deleted while the sync ran", f.path)
+                continue
             except Exception as exc:  # one bad file must never stop the sync of the others
                 reason = f"cannot read: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else (
                     f"cannot index: {type(exc).__name__}: {exc}")

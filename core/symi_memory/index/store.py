@@ -253,6 +253,25 @@ class IndexStore(MetaRows, FileWrites, Rebuild, EmbeddingCache, KeywordSearch, V
                 self._readers.add(conn)
         return conn
 
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Every read of this thread's connection inside sees one snapshot of the index (one read transaction, from
+        its first read on), so that what ``status`` counts and what it compares the files on disk with cannot come
+        from either side of another process's commit. Inside one already, it adds nothing. A write never waits for
+        it (WAL); a checkpoint stops at it until it ends, as at a search's."""
+        conn = self.reader()
+        if not conn.getautocommit():
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            # The connection may have been closed meanwhile (the index file replaced: :meth:`reopen`).
+            with contextlib.suppress(apsw.Error):
+                if not conn.getautocommit():
+                    conn.execute("COMMIT")
+
     def searching(self) -> apsw.Connection:
         """This thread's read connection, with the page cache of a searching one (:data:`SEARCH_CACHE_KIB`).
 
