@@ -341,7 +341,9 @@ def run_context(args: argparse.Namespace, app: App) -> int:
     if args.json:
         app.print_json(data)
         return 0
+    # Exact text for a pipe (an agent runtime's prompt); on a terminal, control characters are shown escaped.
+    shown = render.visible if app.tty else str
     for item in data.get("files", []):
-        print(app.color(f"== {item['path']} ==", "1"))
-        print(item.get("text", ""))
+        print(app.color(f"== {shown(item['path'])} ==", "1"))
+        print(shown(item.get("text", "")))
     return 0
