@@ -106,3 +106,14 @@ def test_a_config_file_the_lookup_passes_over_is_named(cli, tmp_path: Path) -> N
     (state / "symi.json").unlink()
     code, out, err = cli("--workspace", str(tmp_path), "status", "--json")
     assert code == 0 and "ignored" not in err, err
+
+
+def test_a_config_path_that_is_a_folder_is_named_as_one_not_as_missing(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=r"is a folder, not a config file") as caught:
+        load_config(folder, state_dir=tmp_path / "state")
+    assert "not found" not in str(caught.value)
+    monkeypatch.setenv("SYMI_CONFIG", str(folder))
+    with pytest.raises(ConfigError, match=r"SYMI_CONFIG=.*is a folder, not a config file"):
+        load_config(None, state_dir=tmp_path / "state")
