@@ -144,11 +144,13 @@ class Guard:
             await send_marked({"type": "http.response.body", "body": body})
 
         path = scope.get("path", "")
+        # For the log: the client chose the path (URL-decoded, control characters and all), so it is escaped.
+        shown = repr(path)[1:-1]
         host = headers.get(b"host", b"").decode("latin-1")
         if self.loopback:
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if not is_loopback(name):
-                log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
+                log.info("refused %s %s: Host %r is not a loopback name", scope["method"], shown, host)
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
         if self.token is None and not self._proxy_warned:
@@ -170,7 +172,7 @@ class Guard:
                                        or (forwarded and same_origin(origin.decode("latin-1"), forwarded))):
             # A browser names the page that sent the request: only the server's own pages (the inspector) may
             # drive it, as the MCP spec asks of streamable HTTP servers; clients outside a browser send no Origin.
-            log.info("refused %s %s: Origin %r is not this server", scope["method"], path, origin.decode("latin-1"))
+            log.info("refused %s %s: Origin %r is not this server", scope["method"], shown, origin.decode("latin-1"))
             await refuse(403, "cross-origin request refused: only pages served by this server may call it")
             return
         if self.token is not None:
@@ -178,7 +180,7 @@ class Guard:
             # the credentials are compared in constant time.
             scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
             if not (hmac.compare_digest(given.strip(), self.token) and scheme.lower() == b"bearer"):
-                log.info("refused %s %s: missing or wrong token", scope["method"], path)
+                log.info("refused %s %s: missing or wrong token", scope["method"], shown)
                 await refuse(401, "missing or wrong token: send 'Authorization: Bearer <serve.token>'",
                              [(b"www-authenticate", b"Bearer")])
                 return
