@@ -488,13 +488,39 @@ def path_candidates(text: str) -> tuple[str, ...]:
 
 
 def read_lines(text: str, from_line: int | None, lines: int | None) -> str:
-    """Lines ``[max(1, from), +max(1, lines))`` of ``text`` (1-based); whole text if both are None."""
+    """Lines ``[max(1, from), +max(1, lines))`` of ``text`` (1-based); whole text if both are None.
+
+    The window is found in the text (newlines counted a block at a time), not cut from a list of every line: a
+    window of a big file costs what the window does, not a string per line of the file.
+    """
     if from_line is None and lines is None:
         return text
-    all_lines = text.split("\n")
-    start = max(1, from_line or 1)
-    end = len(all_lines) if lines is None else start - 1 + max(1, lines)
-    return "\n".join(all_lines[start - 1 : end])
+    start = _past_newlines(text, 0, max(1, from_line or 1) - 1)
+    if start < 0:
+        return ""
+    if lines is None:
+        return text[start:]
+    end = _past_newlines(text, start, max(1, lines))
+    return text[start:] if end < 0 else text[start : end - 1]
+
+
+def _past_newlines(text: str, pos: int, count: int) -> int:
+    """The offset just past the ``count``-th newline at or after ``pos``; -1 when the text has fewer."""
+    size = len(text)
+    block = 1 << 16
+    while count > 0:
+        end = min(size, pos + block)
+        found = text.count("\n", pos, end)
+        if found < count:
+            if end == size:
+                return -1
+            count -= found
+            pos = end
+            continue
+        for _ in range(count):  # in this block: at most one block's newlines
+            pos = text.index("\n", pos, end) + 1
+        return pos
+    return pos
 
 
 #: Byte order marks of the encodings other than UTF-8 a memory file may be in (UTF-32 first: its little-endian
