@@ -304,7 +304,7 @@ def test_refusals_leak_nothing(setup: dict[str, Path]) -> None:
         assert status == 200 and out["results"]
 
 
-def test_results_are_capped(setup: dict[str, Path]) -> None:
+def test_results_are_capped(setup: dict[str, Path], cli: Any) -> None:
     big = setup["main"] / "memory" / "2026-02-02.md"
     big.write_text("".join(f"- line {i} about tea and biscuits number {i}\n" for i in range(4000)))
     state = setup["state"]
@@ -315,6 +315,11 @@ def test_results_are_capped(setup: dict[str, Path]) -> None:
         assert out["text"].startswith("- line 0 about tea")
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "tea biscuits", "maxResults": 50})
         assert status == 200 and len(json.dumps(out).encode()) <= 20000
+        # `symi-memory get` printed the server's trimmed answer as the file, exit 0 and not a word: it reads the
+        # file itself instead, whole, as it does with no server.
+        code, out, err = cli("-v", "get", "memory/2026-02-02.md", env={"SYMI_STATE_DIR": str(state)})
+        assert code == 0 and out == big.read_text(), (len(out), err)
+        assert "answering in-process" in err, err
 
 
 def test_mcp_answers_are_capped_so_the_sdk_client_can_read_them(setup: dict[str, Path]) -> None:
