@@ -60,6 +60,33 @@ def test_symlinked_directory_inside_memory_is_refused(rules: PathRules, workspac
     assert "memory/sub/a.md" not in [f.path for f in list_memory_files(workspace)]
 
 
+def test_an_absolute_path_through_another_name_of_the_workspace_is_the_same_file(workspace: Path,
+                                                                                 tmp_path: Path) -> None:
+    """"Resolved first, then checked" (spec/behaviour.md §2): a workspace configured through a symlink (macOS's
+    /tmp is /private/tmp; a home folder linked to a data disk) refused its own files asked for by their real
+    path, and a workspace configured by its real path refused them asked for through the link. A symlink below
+    the workspace is still refused, however the path reaches it."""
+    alias = tmp_path / "alias"
+    os.symlink(workspace, alias)
+    real_memory = str(workspace / "MEMORY.md")
+    text = (workspace / "MEMORY.md").read_text(encoding="utf-8")
+    linked = PathRules.from_workspace(alias)
+    direct = PathRules.from_workspace(workspace)
+    for rules, asked in ((linked, real_memory), (direct, str(alias / "MEMORY.md")),
+                         (direct, str(alias / "memory" / "2026-01-01.md")), (linked, str(alias / "MEMORY.md"))):
+        res = rules.read(asked)
+        assert res.path in ("MEMORY.md", "memory/2026-01-01.md"), asked
+        assert res.text == (text if res.path == "MEMORY.md" else (workspace / res.path).read_text(encoding="utf-8"))
+    os.symlink(workspace, workspace / "memory" / "loop")
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret\n", encoding="utf-8")
+    for rules in (linked, direct):
+        for bad in (str(alias / "memory" / "loop" / "MEMORY.md"), str(workspace / "memory" / "loop" / "MEMORY.md"),
+                    str(alias / ".." / "outside.md"), str(outside), str(alias / "NOTES.md")):
+            with pytest.raises(PathRefused):
+                rules.read(bad)
+
+
 def test_directories_are_refused(rules: PathRules, workspace: Path) -> None:
     (workspace / "memory" / "dir.md").mkdir()
     with pytest.raises(PathRefused):
