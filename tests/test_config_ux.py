@@ -117,3 +117,19 @@ def test_a_config_path_that_is_a_folder_is_named_as_one_not_as_missing(tmp_path:
     monkeypatch.setenv("SYMI_CONFIG", str(folder))
     with pytest.raises(ConfigError, match=r"SYMI_CONFIG=.*is a folder, not a config file"):
         load_config(None, state_dir=tmp_path / "state")
+
+
+def test_config_unset_of_a_key_the_file_does_not_set_says_so(cli, tmp_path: Path) -> None:
+    """``config unset memory.citatons`` (a typo) answered "unset memory.citatons": the setting it meant stayed."""
+    state = tmp_path / "state"
+    env = {"SYMI_STATE_DIR": str(state)}
+    code, out, err = cli("config", "set", "memory.citations", "off", env=env)
+    assert code == 0, err
+    code, out, err = cli("config", "unset", "memory.citatons", env=env)
+    assert code == 0 and "memory.citatons is not set in" in out and "nothing changed" in out, (out, err)
+    code, out, _ = cli("config", "get", "memory.citations", env=env)
+    assert out.strip() == "off"
+    code, out, err = cli("config", "unset", "memory.citations", env=env)
+    assert code == 0 and out.startswith("unset memory.citations"), (out, err)
+    code, out, _ = cli("config", "get", "memory.citations", env=env)
+    assert out.strip() == "auto"
