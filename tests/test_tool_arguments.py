@@ -138,3 +138,16 @@ def test_a_query_with_a_lone_surrogate_is_refused_by_name_not_failed_inside(tmp_
         assert out["results"] == [] and out["disabled"] is True
         assert out["error"].startswith("query must be valid Unicode: a lone surrogate at character 7"), out
         assert tools.memory_search(m, {"query": "router cupboard"})["results"]
+
+
+def test_the_mcp_wire_names_a_number_too_long_to_read_without_python_s_advice() -> None:
+    """A JSON number of 5,000 digits was answered "Exceeds the limit (4300 digits) for integer string conversion
+    ...; use sys.set_int_max_str_digits() to increase the limit": advice for the server's Python, not its client."""
+    pytest.importorskip("mcp_types")
+    from symi_memory.mcp_server import _refusal
+
+    raw = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_get", '
+           b'"arguments": {"path": "MEMORY.md", "from": ' + b"9" * 5000 + b"}}}")
+    ident, code, message = _refusal(raw, None)
+    assert code == -32700 and "set_int_max_str_digits" not in message
+    assert message == "Parse error: a number in the request has more than 4300 digits", message
