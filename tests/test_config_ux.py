@@ -70,6 +70,19 @@ def test_workspace_that_is_a_file(cli, tmp_path: Path) -> None:
     assert len(err.strip().splitlines()) == 1
 
 
+def test_context_names_a_workspace_that_is_a_file_or_missing_instead_of_printing_nothing(cli, tmp_path: Path) -> None:
+    """``context`` (what a runtime loads at session start) printed nothing, exit 0, for a workspace that is a file
+    or does not exist, where every other command says so."""
+    f = tmp_path / "notes.txt"
+    f.write_text("x", encoding="utf-8")
+    code, out, err = cli("--workspace", str(f), "context")
+    assert code == 2 and out == "" and "is not a directory" in err, (code, out, err)
+    code, out, err = cli("--workspace", str(tmp_path / "nope"), "context")
+    assert code == 0 and out == "" and "does not exist" in err, (code, out, err)
+    code, data, err = cli("--workspace", str(tmp_path / "nope"), "context", "--json", json_out=True)
+    assert code == 0 and data["files"] == [] and "does not exist" in err, (data, err)
+
+
 def test_disabling_a_builtin_plugin_keeps_its_typed_keys_in_the_file_valid(tmp_path: Path, caplog) -> None:
     """Issue 14: the keys of a disabled plugin (here faiss's typed section) warn instead of 'unknown key'."""
     cfg = tmp_path / "c.json"
