@@ -258,3 +258,12 @@ def test_the_command_s_fast_exit_keeps_output_exit_handlers_and_running_threads(
         """, "status")
     assert done.returncode == 0, done.stderr
     assert (marks / "thread").read_text() == "done"
+
+
+def test_python_dash_m_symi_memory_runs_the_command(tmp_path, workspace):
+    """``python -m symi_memory`` is the command, as ``python -m symi_memory.cli`` is (no console script on PATH)."""
+    proc = subprocess.run([sys.executable, "-m", "symi_memory", "--workspace", str(workspace), "get", "MEMORY.md"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYMI_STATE_DIR": str(tmp_path / "state")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (workspace / "MEMORY.md").read_text(encoding="utf-8")

@@ -70,6 +70,19 @@ def test_workspace_that_is_a_file(cli, tmp_path: Path) -> None:
     assert len(err.strip().splitlines()) == 1
 
 
+def test_context_names_a_workspace_that_is_a_file_or_missing_instead_of_printing_nothing(cli, tmp_path: Path) -> None:
+    """``context`` (what a runtime loads at session start) printed nothing, exit 0, for a workspace that is a file
+    or does not exist, where every other command says so."""
+    f = tmp_path / "notes.txt"
+    f.write_text("x", encoding="utf-8")
+    code, out, err = cli("--workspace", str(f), "context")
+    assert code == 2 and out == "" and "is not a directory" in err, (code, out, err)
+    code, out, err = cli("--workspace", str(tmp_path / "nope"), "context")
+    assert code == 0 and out == "" and "does not exist" in err, (code, out, err)
+    code, data, err = cli("--workspace", str(tmp_path / "nope"), "context", "--json", json_out=True)
+    assert code == 0 and data["files"] == [] and "does not exist" in err, (data, err)
+
+
 def test_disabling_a_builtin_plugin_keeps_its_typed_keys_in_the_file_valid(tmp_path: Path, caplog) -> None:
     """Issue 14: the keys of a disabled plugin (here faiss's typed section) warn instead of 'unknown key'."""
     cfg = tmp_path / "c.json"
@@ -106,3 +119,30 @@ def test_a_config_file_the_lookup_passes_over_is_named(cli, tmp_path: Path) -> N
     (state / "symi.json").unlink()
     code, out, err = cli("--workspace", str(tmp_path), "status", "--json")
     assert code == 0 and "ignored" not in err, err
+
+
+def test_a_config_path_that_is_a_folder_is_named_as_one_not_as_missing(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=r"is a folder, not a config file") as caught:
+        load_config(folder, state_dir=tmp_path / "state")
+    assert "not found" not in str(caught.value)
+    monkeypatch.setenv("SYMI_CONFIG", str(folder))
+    with pytest.raises(ConfigError, match=r"SYMI_CONFIG=.*is a folder, not a config file"):
+        load_config(None, state_dir=tmp_path / "state")
+
+
+def test_config_unset_of_a_key_the_file_does_not_set_says_so(cli, tmp_path: Path) -> None:
+    """``config unset memory.citatons`` (a typo) answered "unset memory.citatons": the setting it meant stayed."""
+    state = tmp_path / "state"
+    env = {"SYMI_STATE_DIR": str(state)}
+    code, out, err = cli("config", "set", "memory.citations", "off", env=env)
+    assert code == 0, err
+    code, out, err = cli("config", "unset", "memory.citatons", env=env)
+    assert code == 0 and "memory.citatons is not set in" in out and "nothing changed" in out, (out, err)
+    code, out, _ = cli("config", "get", "memory.citations", env=env)
+    assert out.strip() == "off"
+    code, out, err = cli("config", "unset", "memory.citations", env=env)
+    assert code == 0 and out.startswith("unset memory.citations"), (out, err)
+    code, out, _ = cli("config", "get", "memory.citations", env=env)
+    assert out.strip() == "auto"

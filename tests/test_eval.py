@@ -115,6 +115,11 @@ def test_not_a_dataset_is_a_clear_error(tmp_path: Path) -> None:
         (['{"id": "q1", "query": "tea", "type": "x", "gold": [{"path": "MEMORY.md", "start_line": "3"}]}'],
          ":1: gold[0].start_line is '3'; use a line number"),
         (['{"id": "q1", "query": "tea", "type": "x", "now": "someday"}'], ":1: field 'now' is 'someday'"),
+        # A span no search result can fall in: the query scored 0 without a word.
+        (['{"id": "q1", "query": "tea", "type": "x", "gold": [{"path": "MEMORY.md", "start_line": 3, "end_line": 1}]}'],
+         ":1: gold[0] runs from line 3 to line 1"),
+        (['{"id": "q1", "query": "tea", "type": "x", "stale": [{"path": "MEMORY.md", "start_line": 0, "end_line": 0}]}'],
+         ":1: stale[0] runs from line 0 to line 0"),
     ],
 )
 def test_bad_query_lines_name_file_line_and_field(cli, tmp_path: Path, lines: list[str], expected: str) -> None:

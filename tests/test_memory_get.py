@@ -60,6 +60,33 @@ def test_symlinked_directory_inside_memory_is_refused(rules: PathRules, workspac
     assert "memory/sub/a.md" not in [f.path for f in list_memory_files(workspace)]
 
 
+def test_an_absolute_path_through_another_name_of_the_workspace_is_the_same_file(workspace: Path,
+                                                                                 tmp_path: Path) -> None:
+    """"Resolved first, then checked" (spec/behaviour.md §2): a workspace configured through a symlink (macOS's
+    /tmp is /private/tmp; a home folder linked to a data disk) refused its own files asked for by their real
+    path, and a workspace configured by its real path refused them asked for through the link. A symlink below
+    the workspace is still refused, however the path reaches it."""
+    alias = tmp_path / "alias"
+    os.symlink(workspace, alias)
+    real_memory = str(workspace / "MEMORY.md")
+    text = (workspace / "MEMORY.md").read_text(encoding="utf-8")
+    linked = PathRules.from_workspace(alias)
+    direct = PathRules.from_workspace(workspace)
+    for rules, asked in ((linked, real_memory), (direct, str(alias / "MEMORY.md")),
+                         (direct, str(alias / "memory" / "2026-01-01.md")), (linked, str(alias / "MEMORY.md"))):
+        res = rules.read(asked)
+        assert res.path in ("MEMORY.md", "memory/2026-01-01.md"), asked
+        assert res.text == (text if res.path == "MEMORY.md" else (workspace / res.path).read_text(encoding="utf-8"))
+    os.symlink(workspace, workspace / "memory" / "loop")
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret\n", encoding="utf-8")
+    for rules in (linked, direct):
+        for bad in (str(alias / "memory" / "loop" / "MEMORY.md"), str(workspace / "memory" / "loop" / "MEMORY.md"),
+                    str(alias / ".." / "outside.md"), str(outside), str(alias / "NOTES.md")):
+            with pytest.raises(PathRefused):
+                rules.read(bad)
+
+
 def test_directories_are_refused(rules: PathRules, workspace: Path) -> None:
     (workspace / "memory" / "dir.md").mkdir()
     with pytest.raises(PathRefused):
@@ -79,6 +106,44 @@ def test_line_windows() -> None:
     assert read_lines(text, None, 2) == "a\nb"
     assert read_lines(text, 2, 0) == "b"
     assert read_lines(text, 9, 3) == ""
+
+
+def _lines_by_split(text: str, from_line: int | None, lines: int | None) -> str:
+    """The window as spec/behaviour.md §2 states it, on a list of every line (what read_lines did)."""
+    if from_line is None and lines is None:
+        return text
+    all_lines = text.split("\n")
+    start = max(1, from_line or 1)
+    end = len(all_lines) if lines is None else start - 1 + max(1, lines)
+    return "\n".join(all_lines[start - 1 : end])
+
+
+def test_line_windows_match_the_spec_at_every_edge() -> None:
+    texts = ["", "\n", "\n\n", "a", "a\n", "a\nb", "a\n\nb\n", "\na\n\n\nb\nc", "x\n" * 70000 + "tail"]
+    counts = [None, -3, 0, 1, 2, 3, 4, 5, 69999, 70000, 70001, 70002, 10**30, -(10**30)]
+    for text in texts:
+        for from_line in counts:
+            for lines in counts:
+                want = _lines_by_split(text, from_line, lines)
+                assert read_lines(text, from_line, lines) == want, (text[:20], from_line, lines)
+
+
+def test_a_window_of_a_big_file_does_not_hold_every_line_in_memory() -> None:
+    """``memory_get`` with ``from``/``lines`` split the whole text into a list of lines to take a few: on a 108 MB
+    file of short lines 5 s and 1 GB, against 0.5 s and 220 MB for the whole file (bench/get_window.py). Now the
+    window is found in the text, so a window costs no more memory than the text it is cut from."""
+    import tracemalloc
+
+    text = "line abc\n" * 300_000  # 2.7 MB
+    tracemalloc.start()
+    try:
+        for from_line, lines in ((5, 1), (150_000, 3), (299_999, None), (None, 2), (10**9, 1)):
+            tracemalloc.reset_peak()
+            read_lines(text, from_line, lines)
+            _, peak = tracemalloc.get_traced_memory()
+            assert peak < 1_000_000, (from_line, lines, peak)
+    finally:
+        tracemalloc.stop()
 
 
 def test_listing_dedupes_skips_symlinks_and_ignored_dirs(workspace: Path, tmp_path: Path) -> None:

@@ -304,7 +304,7 @@ def test_refusals_leak_nothing(setup: dict[str, Path]) -> None:
         assert status == 200 and out["results"]
 
 
-def test_results_are_capped(setup: dict[str, Path]) -> None:
+def test_results_are_capped(setup: dict[str, Path], cli: Any) -> None:
     big = setup["main"] / "memory" / "2026-02-02.md"
     big.write_text("".join(f"- line {i} about tea and biscuits number {i}\n" for i in range(4000)))
     state = setup["state"]
@@ -315,6 +315,43 @@ def test_results_are_capped(setup: dict[str, Path]) -> None:
         assert out["text"].startswith("- line 0 about tea")
         status, out = srv.request("POST", "/api/agents/main/search", {"query": "tea biscuits", "maxResults": 50})
         assert status == 200 and len(json.dumps(out).encode()) <= 20000
+        # `symi-memory get` printed the server's trimmed answer as the file, exit 0 and not a word: it reads the
+        # file itself instead, whole, as it does with no server.
+        code, out, err = cli("-v", "get", "memory/2026-02-02.md", env={"SYMI_STATE_DIR": str(state)})
+        assert code == 0 and out == big.read_text(), (len(out), err)
+        assert "answering in-process" in err, err
+
+
+def test_mcp_answers_are_capped_so_the_sdk_client_can_read_them(setup: dict[str, Path]) -> None:
+    """``memory_get`` of a 2 MB file over /mcp: the answer was sent whole (maxResponseBytes did not apply to MCP),
+    as one server-sent event over the 1 MiB the MCP SDK's client takes, so the call failed ("SSE stream failed").
+    It is trimmed, says so, and the session goes on."""
+    pytest.importorskip("mcp_types")
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    big = setup["main"] / "memory" / "2026-02-03.md"
+    big.write_text("".join(f"- line {i} about \"tea\" and biscuits number {i}\n" for i in range(50000)))
+    assert big.stat().st_size > 2_000_000
+    # Not indexed (over maxFileBytes), so the server starts at once; memory_get reads it all the same.
+    _write_config(setup["state"], setup["main"], setup["other"],
+                  extra="[agents.defaults.memorySearch.sync]\nmaxFileBytes = 100000\n")
+
+    async def check(url: str) -> None:
+        async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            got = await session.call_tool("memory_get", {"path": "memory/2026-02-03.md"})
+            assert got.is_error is False, got.content[0].text[:300]
+            out = got.structured_content
+            assert "truncated" in out and out["text"].startswith('- line 0 about "tea"')
+            assert len(json.dumps(out).encode()) < 1_000_000
+            assert json.loads(got.content[0].text) == out
+            window = await session.call_tool("memory_get", {"path": "memory/2026-02-03.md", "from": 3, "lines": 1})
+            assert window.structured_content == {"text": '- line 2 about "tea" and biscuits number 2',
+                                                 "path": "memory/2026-02-03.md"}
+
+    with running_server(setup["state"]) as srv:
+        asyncio.run(asyncio.wait_for(check(srv.url + "/mcp"), 90))
 
 
 def test_non_loopback_bind_needs_a_token_and_never_logs_it(setup: dict[str, Path], cli: Any) -> None:

@@ -126,3 +126,21 @@ def test_a_client_that_asks_for_a_large_answer_and_never_reads_it_is_cut_off(set
     assert answer["text"] == big, len(got_steady)
     assert len(got_stalled) < len(got_steady) * 0.9, (len(got_stalled), len(got_steady))
     assert "read under 1024 bytes/s of its answer" in log, log
+
+
+def test_a_refused_request_s_path_is_logged_with_its_control_characters_escaped(setup: dict[str, Path]) -> None:
+    """Whoever can reach the port, token or not, chose the path logged for a refused request: URL-decoded, an
+    escape sequence in it (``/%1b]0;...%07``) reached the operator's terminal as it was."""
+    with running_server(setup["state"], env={"SYMI_SERVE_TOKEN": TOKEN}) as srv:
+        status, _ = srv.request("GET", "/api/agents/main/status%1b]0;pwned%07%1b%5b2J")
+        assert status == 401
+        status, _ = srv.request("GET", "/x%1b%5b31m", headers={"Origin": "http://elsewhere.example"})
+        assert status == 403
+        status, _ = srv.request("GET", "/y%1b%5b31m", headers={"Host": "elsewhere.example"})
+        assert status == 421
+        status, out = srv.request("GET", "/api/agents/main/status", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200, out
+    log = srv.log.read_text(encoding="utf-8", errors="replace")
+    assert "status\\x1b]0;pwned\\x07\\x1b[2J: missing or wrong token" in log, log
+    assert "/x\\x1b[31m" in log and "/y\\x1b[31m" in log, log
+    assert "\x1b" not in log and "\x07" not in log

@@ -579,3 +579,21 @@ def test_an_agent_closed_for_idleness_lets_its_threads_go(setup: dict[str, Path]
         after = _threads(srv.proc.pid)
     assert busy >= before + 6, (before, busy)
     assert after <= before + 2, f"{after - before} threads more than before 6 agents were used and closed"
+
+
+def test_bad_serve_options_are_refused_saying_which_to_change(setup: dict[str, Path], cli: Any) -> None:
+    """``--idle-minutes -5`` started a server that closed agents as soon as it could; an address this machine does
+    not have was blamed on the port ("pick another serve.port")."""
+    env = {"SYMI_STATE_DIR": str(setup["state"]), "SYMI_SERVE_TOKEN": "a-token-long-enough-1234"}
+    for bad in ("-5", "nan"):
+        code, out, err = cli("serve", "--idle-minutes", bad, env=env)
+        assert code == 2 and "--idle-minutes" in err and "0 or more" in err and "Traceback" not in err, (bad, err)
+        assert "serving on" not in out
+    code, _, err = cli("serve", "--host", "203.0.113.5", "--port", "0", env=env)  # TEST-NET-3: no machine's own
+    assert code == 2 and "cannot bind 203.0.113.5:0" in err and "serve.host" in err and "serve.port" not in err, err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = cli("serve", "--port", str(port), env=env)
+        assert code == 2 and f"cannot bind 127.0.0.1:{port}" in err and "serve.port" in err, err

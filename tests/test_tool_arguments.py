@@ -113,3 +113,41 @@ def test_a_score_too_large_for_a_float_is_1_not_an_overflow(mem: Any) -> None:
     assert mem.search("router", min_score=-huge) == mem.search("router", min_score=0)
     out = tools.memory_search(mem, {"query": "router", "minScore": huge})
     assert "error" not in out and out["results"] == []
+
+
+@pytest.mark.parametrize("provider", ["default", "none", "local"])
+def test_a_query_with_a_lone_surrogate_is_refused_by_name_not_failed_inside(tmp_path: Path, provider: str) -> None:
+    """JSON may carry a lone surrogate (``"\\udc80"``), which no tokenizer or UTF-8 store takes: the HTTP API's
+    search answered "memory search failed: TextEncodeInput must be ..." (a traceback in the server's log), its
+    explain and history 500 Internal Server Error."""
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", NOTES)
+    if provider == "local":
+        from support.sqlite_memory import open_local
+
+        opened = open_local(tmp_path, ws)
+    else:
+        opened = open_mem(tmp_path, ws, None if provider == "default" else {"provider": provider})
+    with opened as m:
+        m.sync()
+        query = "router \udc80 cupboard"
+        for call in (m.search, m.explain, m.history):
+            with pytest.raises(ValueError, match=r"query must be valid Unicode: a lone surrogate at character 7"):
+                call(query)
+        out = tools.memory_search(m, {"query": query})
+        assert out["results"] == [] and out["disabled"] is True
+        assert out["error"].startswith("query must be valid Unicode: a lone surrogate at character 7"), out
+        assert tools.memory_search(m, {"query": "router cupboard"})["results"]
+
+
+def test_the_mcp_wire_names_a_number_too_long_to_read_without_python_s_advice() -> None:
+    """A JSON number of 5,000 digits was answered "Exceeds the limit (4300 digits) for integer string conversion
+    ...; use sys.set_int_max_str_digits() to increase the limit": advice for the server's Python, not its client."""
+    pytest.importorskip("mcp_types")
+    from symi_memory.mcp_server import _refusal
+
+    raw = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_get", '
+           b'"arguments": {"path": "MEMORY.md", "from": ' + b"9" * 5000 + b"}}}")
+    ident, code, message = _refusal(raw, None)
+    assert code == -32700 and "set_int_max_str_digits" not in message
+    assert message == "Parse error: a number in the request has more than 4300 digits", message

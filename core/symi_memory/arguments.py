@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-__all__ = ["MAX_RESULTS_CAP", "max_results", "min_score", "nonblank", "whole_number"]
+__all__ = ["MAX_RESULTS_CAP", "max_results", "min_score", "nonblank", "unicode_text", "whole_number"]
 
 #: The most results a search returns (``query.maxResults`` is clamped to it, and a larger ask means it).
 MAX_RESULTS_CAP = 200
@@ -57,4 +57,15 @@ def nonblank(value: Any, name: str) -> str:
     """``value`` when it is a string with something besides whitespace in it; else ValueError."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def unicode_text(value: str, name: str) -> str:
+    """``value`` when it is valid Unicode; a lone surrogate (JSON's ``"\\udc80"``, which no tokenizer or UTF-8
+    store takes) raises ValueError naming where it is."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} must be valid Unicode: a lone surrogate at character {exc.start}; "
+                         "send UTF-8 text") from None
     return value

@@ -174,6 +174,9 @@ def _line_problem(row: Any, seen: set[str]) -> str | None:
             for key in ("start_line", "end_line"):
                 if isinstance(loc.get(key), bool) or not isinstance(loc.get(key), int):
                     return f"{field}[{i}].{key} is {loc.get(key)!r}; use a line number"
+            if not 1 <= loc["start_line"] <= loc["end_line"]:
+                return (f"{field}[{i}] runs from line {loc['start_line']} to line {loc['end_line']}; lines count "
+                        "from 1 and start_line comes first")
     try:
         parse_now(row.get("now"))
     except ConfigError:

@@ -593,6 +593,7 @@ class MemoryManager:
         backend = self._require()
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
+        arguments.unicode_text(query, "query")
         q = self.agent.memory_search["query"]
         n = arguments.max_results(max_results)
         n = int(q["maxResults"]) if n is None else n
@@ -690,6 +691,7 @@ class MemoryManager:
         backend = self._require()
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
+        arguments.unicode_text(query, "query")
         cutoff = parse_as_of(as_of)
         max_results = arguments.max_results(max_results)
         max_results = 30 if max_results is None else max_results

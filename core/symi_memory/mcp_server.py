@@ -161,6 +161,9 @@ def _refusal(raw: bytes, problem: str | None) -> _Refusal | None:
     try:
         message = json.loads(text)
     except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own limit, with advice for the server's Python
+            return None, _PARSE_ERROR, (f"Parse error: a number in the request has more than "
+                                        f"{sys.get_int_max_str_digits()} digits")
         return None, _PARSE_ERROR, f"Parse error: {bad_bytes and f'not UTF-8 ({bad_bytes}); ' or ''}{exc}"
     except RecursionError:  # arrays or objects nested thousands deep: no JSON-RPC message is
         return None, _PARSE_ERROR, "Parse error: arrays or objects nested too deeply"

@@ -488,13 +488,39 @@ def path_candidates(text: str) -> tuple[str, ...]:
 
 
 def read_lines(text: str, from_line: int | None, lines: int | None) -> str:
-    """Lines ``[max(1, from), +max(1, lines))`` of ``text`` (1-based); whole text if both are None."""
+    """Lines ``[max(1, from), +max(1, lines))`` of ``text`` (1-based); whole text if both are None.
+
+    The window is found in the text (newlines counted a block at a time), not cut from a list of every line: a
+    window of a big file costs what the window does, not a string per line of the file.
+    """
     if from_line is None and lines is None:
         return text
-    all_lines = text.split("\n")
-    start = max(1, from_line or 1)
-    end = len(all_lines) if lines is None else start - 1 + max(1, lines)
-    return "\n".join(all_lines[start - 1 : end])
+    start = _past_newlines(text, 0, max(1, from_line or 1) - 1)
+    if start < 0:
+        return ""
+    if lines is None:
+        return text[start:]
+    end = _past_newlines(text, start, max(1, lines))
+    return text[start:] if end < 0 else text[start : end - 1]
+
+
+def _past_newlines(text: str, pos: int, count: int) -> int:
+    """The offset just past the ``count``-th newline at or after ``pos``; -1 when the text has fewer."""
+    size = len(text)
+    block = 1 << 16
+    while count > 0:
+        end = min(size, pos + block)
+        found = text.count("\n", pos, end)
+        if found < count:
+            if end == size:
+                return -1
+            count -= found
+            pos = end
+            continue
+        for _ in range(count):  # in this block: at most one block's newlines
+            pos = text.index("\n", pos, end) + 1
+        return pos
+    return pos
 
 
 #: Byte order marks of the encodings other than UTF-8 a memory file may be in (UTF-32 first: its little-endian
@@ -664,6 +690,24 @@ class PathRules:
         cand = os.path.normpath(os.path.join(self.workspace, os.path.expanduser(text)))
         if not cand.endswith(".md"):
             raise PathRefused()
+        found = self._resolve_at(cand, text)
+        if found is False:
+            # Under no root as asked: perhaps through another name of a root's folder (a symlink above it, or its
+            # real path when the root was named through one). Asked again as that root names it, every check below
+            # the root applies as to any path: nothing is allowed that was not allowed asked for directly.
+            moved = self._as_a_root_names_it(cand)
+            if moved is not None:
+                found = self._resolve_at(moved, text)
+        if isinstance(found, tuple):
+            return found
+        if not found and self.escape_message != "path required":
+            raise PathRefused(self.escape_message)
+        raise PathRefused()
+
+    def _resolve_at(self, cand: str, text: str) -> tuple[str, str] | bool:
+        """``(absolute path, stored path)`` for ``cand`` (absolute, normalised) under a root as named; else whether
+        a root directory took it in (``True``: under one, refused by its glob or an ignored directory). Raises
+        :class:`PathRefused` for a path under a root that resolves elsewhere or is no regular file."""
         matched_dir = False
         for root in self.roots:
             if root.is_dir:
@@ -697,9 +741,33 @@ class PathRules:
             if not stat.S_ISREG(st.st_mode):
                 raise PathRefused()
             return cand, stored_path(cand, self.workspace)
-        if not matched_dir and self.escape_message != "path required":
-            raise PathRefused(self.escape_message)
-        raise PathRefused()
+        return matched_dir
+
+    def _as_a_root_names_it(self, cand: str) -> str | None:
+        """``cand`` with its shortest leading folders that resolve to the workspace or a root's folder replaced by
+        that folder's name in the rules (``/private/tmp/ws/MEMORY.md`` for a workspace ``/tmp/ws``); None when no
+        leading folder does. The shortest, so a symlink below a root is still met by the checks below it."""
+        if len(cand) > 4096 or not os.path.isabs(cand):
+            return None
+        try:
+            names = {os.path.realpath(self.workspace): self.workspace}
+            for root in self.roots:
+                folder = root.lexical if root.is_dir else os.path.dirname(root.lexical)
+                names.setdefault(root.real if root.is_dir else os.path.realpath(folder), folder)
+        except (OSError, ValueError):
+            return None
+        parts = cand.split(os.sep)
+        for i in range(2, len(parts)):
+            prefix = os.sep.join(parts[:i])
+            try:
+                if not os.path.isdir(prefix):  # nothing deeper can be a root's folder
+                    return None
+                named = names.get(os.path.realpath(prefix))
+            except (OSError, ValueError):
+                return None
+            if named is not None:
+                return None if named == prefix else os.path.join(named, *parts[i:])
+        return None
 
     def _not_a_folder(self, asked: str) -> str:
         """Why a path on the way to a memory file is not a folder: the workspace replaced by a file is named as

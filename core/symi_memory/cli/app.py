@@ -55,12 +55,16 @@ class App:
             self._config = validated_config(raw, plugins)
         return self._config
 
+    def check_workspace_arg(self) -> None:
+        """A ``--workspace`` that is a file is a usage error (ConfigError), for every command."""
+        ws = self.args.workspace
+        if ws and os.path.exists(os.path.expanduser(ws)) and not os.path.isdir(os.path.expanduser(ws)):
+            raise ConfigError(f"--workspace {ws} is not a directory; pass the folder that holds MEMORY.md "
+                              f"and memory/")
+
     def manager(self, *, start: bool = False) -> MemoryManager:
         if self._manager is None:
-            ws = self.args.workspace
-            if ws and os.path.exists(os.path.expanduser(ws)) and not os.path.isdir(os.path.expanduser(ws)):
-                raise ConfigError(f"--workspace {ws} is not a directory; pass the folder that holds MEMORY.md "
-                                  f"and memory/")
+            self.check_workspace_arg()
             self._manager = open_memory(self.config, agent_id=self.args.agent, workspace=self.args.workspace,
                                         start=start)
         return self._manager

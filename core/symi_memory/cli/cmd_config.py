@@ -128,9 +128,12 @@ def run_set(args: argparse.Namespace, app: App) -> int:
 
 
 def run_unset(args: argparse.Namespace, app: App) -> int:
-    from ..config.edit import unset_key
+    from ..config.edit import is_set, unset_key
 
     path = _target(app)
+    if all(args.key.split(".")) and not is_set(path, args.key):  # a typo must not look like a reverted setting
+        print(f"{args.key} is not set in {path}; nothing changed (`symi-memory config show` lists the keys)")
+        return 0
     unset_key(path, args.key, validate=_validator(path))
     print(f"unset {args.key}  ({path})")
     return 0

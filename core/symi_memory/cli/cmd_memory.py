@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 import time
@@ -335,13 +336,20 @@ def run_watch(args: argparse.Namespace, app: App) -> int:
 def run_context(args: argparse.Namespace, app: App) -> int:
     from ..writing import session_start_context
 
+    app.check_workspace_arg()
     agent = app.config.agent(args.agent, workspace=args.workspace)
+    if not os.path.isdir(agent.workspace):  # loading nothing is right, saying nothing is not
+        what = "is not a directory" if os.path.exists(agent.workspace) else "does not exist"
+        print(f"symi-memory: warning: workspace {agent.workspace} {what}: no memory to load; set the workspace to "
+              "the folder that holds MEMORY.md and memory/ (agents.defaults.workspace, --workspace)", file=sys.stderr)
     ctx = session_start_context(agent.workspace, session_key=args.session, tz=agent.user_timezone)
     data = ctx.to_dict()
     if args.json:
         app.print_json(data)
         return 0
+    # Exact text for a pipe (an agent runtime's prompt); on a terminal, control characters are shown escaped.
+    shown = render.visible if app.tty else str
     for item in data.get("files", []):
-        print(app.color(f"== {item['path']} ==", "1"))
-        print(item.get("text", ""))
+        print(app.color(f"== {shown(item['path'])} ==", "1"))
+        print(shown(item.get("text", "")))
     return 0

@@ -31,6 +31,10 @@ def run(args: argparse.Namespace, app: App) -> int:
         from ..errors import ConfigError
 
         raise ConfigError(f"--port {args.port}: use 0 to 65535")
+    if args.idle_minutes is not None and not args.idle_minutes >= 0:  # NaN too
+        from ..errors import ConfigError
+
+        raise ConfigError(f"--idle-minutes {args.idle_minutes:g}: use 0 or more (0 keeps agents open)")
 
     def ready(record: dict[str, Any]) -> None:
         print(f"serving on {record['url']} (pid {record['pid']}); inspector at {record['url']}/ ; "

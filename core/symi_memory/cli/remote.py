@@ -184,6 +184,12 @@ def try_server(argv: Sequence[str] | None) -> int | None:
             print(f"symi-memory: info: the server did not answer ({exc.message}); answering in-process",
                   file=sys.stderr)
         return None
+    if isinstance(out, dict) and out.get("truncated"):
+        # Trimmed to serve.maxResponseBytes: this command prints the whole answer, which it can read itself.
+        if args.verbose:
+            print(f"symi-memory: info: the server trimmed its answer ({out['truncated']}); answering in-process",
+                  file=sys.stderr)
+        return None
     if args.verbose:
         print(f"symi-memory: info: answered by the server at {record['url']}", file=sys.stderr)
     from . import render

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 TYPE_CHECKING = False
@@ -11,7 +12,17 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status"]
+__all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status", "visible"]
+
+#: What a terminal acts on instead of showing: C0 controls but tab and newline, DEL, and the C1 controls.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with the control characters a terminal would act on shown as ``\\x1b`` and the like; tabs and
+    newlines stay. Memory text and file names come from whoever wrote them (a note an agent copied off a web page):
+    an escape sequence in one must not retitle, clear or rewrite the terminal of whoever reads the output."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def color(text: str, code: str) -> str:
@@ -37,15 +48,15 @@ def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) 
         meta += f", {via}"
     print(color(f"{len(out['results'])} result(s); {meta}", "2"))
     for hit in out["results"]:
-        where = f"{hit['path']}:{hit['startLine']}-{hit['endLine']}"
+        where = visible(f"{hit['path']}:{hit['startLine']}-{hit['endLine']}")
         print(f"{color(format(hit['score'], '.3f'), '32')}  {color(where, '1')}")
         for line in hit["snippet"].strip().splitlines()[:4]:
-            print(f"       {line[:110]}")
+            print(f"       {visible(line[:110])}")
         sup = hit.get("supersededBy")
         if sup:
-            print(color(f"       superseded by {sup['path']}:{sup['startLine']}", "33"))
+            print(color(visible(f"       superseded by {sup['path']}:{sup['startLine']}"), "33"))
     for warning in out.get("warnings") or []:  # a reranker or post-processor skipped for this search
-        print(color(f"warning: {warning}", "33"), file=sys.stderr)
+        print(color(visible(f"warning: {warning}"), "33"), file=sys.stderr)
     return 0
 
 
@@ -72,20 +83,22 @@ def print_history(found: list[dict[str, Any]], *, as_json: bool, warnings: Seque
         print("no versions found")
     for v in found:
         mark = color("current", "32") if v["current"] else color("older  ", "2")
-        print(f"{v['date'] or '?':<10}  {mark}  {color(v['path'] + ':' + str(v['startLine']), '1')}  {v['text'][:100]}")
+        where = visible(f"{v['path']}:{v['startLine']}")
+        print(f"{v['date'] or '?':<10}  {mark}  {color(where, '1')}  {visible(v['text'][:100])}")
     for warning in warnings:  # a reranker or post-processor skipped while finding the fact
-        print(color(f"warning: {warning}", "33"), file=sys.stderr)
+        print(color(visible(f"warning: {warning}"), "33"), file=sys.stderr)
     return 0
 
 
 def print_get(out: dict[str, Any], path: str, *, as_json: bool) -> int:
-    """The ``get`` output for ``memory_get`` tool JSON; the exit code."""
+    """The ``get`` output for ``memory_get`` tool JSON; the exit code. The text is written as it is, unless
+    stdout is a terminal: then its control characters are shown escaped (:func:`visible`)."""
     if as_json:
         print_json(out)
     elif out.get("error"):
-        print(f"symi-memory: error: {path}: {out['error']}", file=sys.stderr)
+        print(f"symi-memory: error: {visible(path)}: {visible(out['error'])}", file=sys.stderr)
     else:
-        text = out["text"]
+        text = visible(out["text"]) if sys.stdout.isatty() else out["text"]
         sys.stdout.write(text + ("" if text.endswith("\n") or not text else "\n"))
     return 1 if out.get("error") else 0
 
@@ -164,5 +177,5 @@ def print_status(st: dict[str, Any], *, as_json: bool) -> int:
     rows.extend(("warning", str(w)) for w in st.get("warnings") or [])
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
-        print(f"{color(k.rjust(width), '2')}  {v}")
+        print(f"{color(k.rjust(width), '2')}  {visible(v)}")
     return 0

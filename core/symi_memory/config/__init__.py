@@ -56,12 +56,17 @@ def find_config_file(path: str | os.PathLike[str] | None, state_dir: Path) -> Pa
     """The config file to read, following the documented lookup order."""
     if path:
         p = Path(path).expanduser()
+        if p.is_dir():
+            raise ConfigError(f"--config {p} is a folder, not a config file; pass a TOML/JSON/JSON5 file "
+                              "(the workspace is --workspace)")
         if not p.is_file():
             raise ConfigError(f"--config {p}: file not found; pass an existing TOML/JSON/JSON5 file")
         return p
     env = os.environ.get("SYMI_CONFIG")
     if env:
         p = Path(env).expanduser()
+        if p.is_dir():
+            raise ConfigError(f"SYMI_CONFIG={env} is a folder, not a config file; unset it or point it at one")
         if not p.is_file():
             raise ConfigError(f"SYMI_CONFIG={env}: file not found; unset it or point it at a config file")
         return p

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from . import parse_config_text, read_config_file
 
-__all__ = ["json5_backup", "parse_cli_value", "set_key", "to_toml", "unset_key", "write_atomic"]
+__all__ = ["is_set", "json5_backup", "parse_cli_value", "set_key", "to_toml", "unset_key", "write_atomic"]
 
 log = logging.getLogger("symi_memory.config")
 
@@ -125,6 +125,16 @@ def _edit(path: Path, key: str, value: Any, *, remove: bool, validate: Any) -> d
 def set_key(path: Path, key: str, value: Any, *, validate: Any) -> dict[str, Any]:
     """Set ``key`` (dotted camelCase) in the file at ``path`` after validating the result."""
     return _edit(path, key, value, remove=False, validate=validate)
+
+
+def is_set(path: Path, key: str) -> bool:
+    """Whether the file at ``path`` sets ``key`` (dotted camelCase) itself."""
+    node: Any = _read(path)
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def unset_key(path: Path, key: str, *, validate: Any) -> dict[str, Any]:

@@ -144,11 +144,13 @@ class Guard:
             await send_marked({"type": "http.response.body", "body": body})
 
         path = scope.get("path", "")
+        # For the log: the client chose the path (URL-decoded, control characters and all), so it is escaped.
+        shown = repr(path)[1:-1]
         host = headers.get(b"host", b"").decode("latin-1")
         if self.loopback:
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if not is_loopback(name):
-                log.info("refused %s %s: Host %r is not a loopback name", scope["method"], path, host)
+                log.info("refused %s %s: Host %r is not a loopback name", scope["method"], shown, host)
                 await refuse(421, "this server only answers requests addressed to 127.0.0.1 or localhost")
                 return
         if self.token is None and not self._proxy_warned:
@@ -170,7 +172,7 @@ class Guard:
                                        or (forwarded and same_origin(origin.decode("latin-1"), forwarded))):
             # A browser names the page that sent the request: only the server's own pages (the inspector) may
             # drive it, as the MCP spec asks of streamable HTTP servers; clients outside a browser send no Origin.
-            log.info("refused %s %s: Origin %r is not this server", scope["method"], path, origin.decode("latin-1"))
+            log.info("refused %s %s: Origin %r is not this server", scope["method"], shown, origin.decode("latin-1"))
             await refuse(403, "cross-origin request refused: only pages served by this server may call it")
             return
         if self.token is not None:
@@ -178,7 +180,7 @@ class Guard:
             # the credentials are compared in constant time.
             scheme, _, given = headers.get(b"authorization", b"").strip().partition(b" ")
             if not (hmac.compare_digest(given.strip(), self.token) and scheme.lower() == b"bearer"):
-                log.info("refused %s %s: missing or wrong token", scope["method"], path)
+                log.info("refused %s %s: missing or wrong token", scope["method"], shown)
                 await refuse(401, "missing or wrong token: send 'Authorization: Bearer <serve.token>'",
                              [(b"www-authenticate", b"Bearer")])
                 return
@@ -370,26 +372,49 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
-def _fit(out: dict[str, Any], limit: int) -> dict[str, Any]:
-    """Trim a tool answer to ``limit`` bytes of JSON: drop trailing results, cut long text."""
-    size = _size(out)
-    if size <= limit:
+#: The most bytes of tool answer an MCP tool result carries. The MCP SDK's client refuses a server-sent event over
+#: 1 MiB (``DEFAULT_MAX_SSE_EVENT_SIZE``), failing the call, and a tool result is sent as one such event.
+MCP_ANSWER_BYTES = 1_000_000
+
+
+def _mcp_size(value: Any) -> int:
+    """The bytes an MCP tool result spends on ``value``: it carries it twice, as ``structuredContent`` and as the
+    JSON text of its text content (escaped once more inside that JSON string)."""
+    return _size(value) + _size(json.dumps(value, ensure_ascii=False))
+
+
+def _fit(out: dict[str, Any], limit: int, size: Callable[[Any], int] = _size,
+         why: str = "serve.maxResponseBytes") -> dict[str, Any]:
+    """Trim a tool answer to ``limit`` bytes of JSON (as ``size`` counts them): drop trailing results, cut long
+    text. ``truncated`` says so, naming ``why``."""
+    if size(out) <= limit:
         return out
     out = dict(out)
+    out["truncated"] = f"answer trimmed to {why} ({limit} bytes); ask for fewer results or lines"
     if isinstance(out.get("results"), list):
         results = list(out["results"])
-        while results and _size({**out, "results": results}) > limit:
+        while results and size({**out, "results": results}) > limit:
             results.pop()
         out["results"] = results
     if isinstance(out.get("text"), str):
-        budget = max(0, limit - (size - len(out["text"].encode("utf-8", "surrogatepass"))) - 200)
-        out["text"] = out["text"].encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
+        # A start of the text that fits. A character takes at least one byte; escaping (quotes, control
+        # characters, the second copy of an MCP answer) takes more: measured, each guess scaled by what the last
+        # one took (two or three measurements of a few MB, not one per character).
+        text = out["text"]
+        base = size({**out, "text": ""})
+        room = limit - base
+        n = min(len(text), max(0, room))
+        while n > 0:
+            used = size({**out, "text": text[:n]}) - base
+            if used <= room:
+                break
+            n = min(n - 1, int(n * room / used * 0.99))
+        out["text"] = text[:max(0, n)]
     if isinstance(out.get("candidates"), list):
         cands = list(out["candidates"])
-        while cands and _size({**out, "candidates": cands}) > limit:
+        while cands and size({**out, "candidates": cands}) > limit:
             cands.pop()
         out["candidates"] = cands
-    out["truncated"] = f"answer trimmed to serve.maxResponseBytes ({limit} bytes); ask for fewer results or lines"
     return out
 
 
@@ -631,7 +656,14 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
                 out = work(manager)
             finally:
                 pool.release(agent)
-            return _catching_up(pool, agent, out) if isinstance(out, dict) and "results" in out else out
+            if not isinstance(out, dict):
+                return out
+            out = _catching_up(pool, agent, out) if "results" in out else out
+            # Trimmed as the JSON API's answers are, and to what an MCP client takes in one event.
+            limit = min(state.max_response, MCP_ANSWER_BYTES) - 1024  # less the JSON-RPC envelope
+            why = ("serve.maxResponseBytes" if state.max_response <= MCP_ANSWER_BYTES
+                   else "the 1 MB an MCP client takes in one answer")
+            return _fit(out, limit, _mcp_size, why)
 
         return await first_sync(agent, held)
 

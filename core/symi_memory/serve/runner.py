@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -35,7 +36,11 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host.strip("[]"), port))
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"cannot bind {host}:{port} ({exc.strerror or exc}); pick another serve.port") from None
+        # A name that does not resolve, or an address this machine does not have, is the host's fault; a port in
+        # use or reserved is the port's.
+        which = ("serve.host (--host)" if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+                 else "serve.port (--port)")
+        raise ConfigError(f"cannot bind {host}:{port} ({exc.strerror or exc}); pick another {which}") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
