@@ -394,7 +394,7 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> tuple[Any, 
                           model=rerank.get("model") or spec.default_model,
                           plugin_settings=plugins.entry_settings("rerankers", name, agent.plugin_entries))
     try:
-        return spec.factory(ctx), None
+        reranker = spec.factory(ctx)
     except ProviderUnavailable as exc:
         # A reranker is an optional refinement: without it, search still answers in fused order.
         log.warning("reranker %s unavailable (%s); searching without reranking", name, exc)
@@ -409,6 +409,15 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> tuple[Any, 
         log.warning("reranker %s of plugin %r failed to start (%s: %s); searching without reranking",
                     name, owner, type(exc).__name__, exc)
         return None, f"failed to start ({type(exc).__name__}: {exc})"
+    if not callable(getattr(reranker, "rerank", None)):
+        # Checked once here, not by every search's call: status and the log say why no reranking happens.
+        from .pipeline import answer_shape
+
+        owner = plugins.owners.get("rerankers", {}).get(name, "?")
+        why = f"failed to start (its factory returned {answer_shape(reranker)}, not a Reranker: it has no rerank method)"
+        log.warning("reranker %s of plugin %r %s; searching without reranking", name, owner, why)
+        return None, why
+    return reranker, None
 
 
 @attrs.define
@@ -881,9 +890,16 @@ class MemoryManager:
                     "postprocessors": [], "slots": {"memory": None, "embeddingProvider": None, "reranker": None}}
         backend = self._enter()
         try:
-            out = dict(backend.status())
+            got = backend.status()
         finally:
             self._leave()
+        if not isinstance(got, Mapping):
+            from .pipeline import answer_shape
+
+            owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
+            raise BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned {answer_shape(got)} "
+                               "from status, not a dict (a bug of that plugin)")
+        out = dict(got)
         if self.backend_name is not None and ("backend" not in out or "plugin" not in out):
             spec = self.plugins.backends.get(self.backend_name)
             out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
@@ -1039,6 +1055,10 @@ def open_memory(
     if name is None or not agent.memory_search["enabled"]:
         return MemoryManager(config=config, agent=agent, plugins=loaded, backend=None, backend_name=None, pipeline=None)
     spec = loaded.backend(name)
+    if (rerank := agent.memory_search["query"]["rerank"].get("provider") or "none") != "none":
+        # A name no plugin registers fails every command at once, as a misspelt backend or provider does; the
+        # reranker itself is built with the first search's pipeline.
+        loaded.reranker(rerank)
     services = Services(plugins=loaded, config=config, agent=agent)
 
     def make_pipeline() -> Pipeline:

@@ -357,6 +357,44 @@ def _culprit(pm: pluggy.PluginManager, hook_name: str, plugin_id: str, kwargs: M
     return next((w for w in wrappers if raises({plugin_id, w})), plugin_id)
 
 
+def plugin_that_raised(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(plugin id, "distribution version", "file:line")`` of the installed third-party plugin whose code raised
+    ``exc`` (the innermost frame of the traceback in one of its packages), or None when no such plugin's code is
+    in it (a bug of ours). Read only after a crash: the entry points again, none of them imported."""
+    from .entry_points import find
+
+    owners: dict[str, tuple[str, str]] = {}
+    try:
+        for ep in find(ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist else "?"
+            if dist != OWN_DISTRIBUTION:
+                package = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
+                owners.setdefault(package, (ep.name, f"{dist} {ep.dist.version if ep.dist else '?'}"))
+    except Exception:  # the crash report must not crash
+        return None
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__") or ""
+        owner = owners.get(module.split(".", 1)[0])
+        if owner is not None:
+            code = tb.tb_frame.f_code
+            found = (*owner, f"{os.path.basename(code.co_filename)}:{tb.tb_lineno}")
+        tb = tb.tb_next
+    return found
+
+
+def plugin_failure(what: str, exc: BaseException) -> str:
+    """One line for a call that raised ``exc`` where no error was expected: ``"<what> failed: ..."``, naming the
+    third-party plugin whose code raised it, with the file and line (a bug of that plugin), when there is one."""
+    culprit = plugin_that_raised(exc)
+    if culprit is None:
+        return f"{what} failed: {exc}"
+    plugin_id, dist, where = culprit
+    return (f"{what} failed: plugin {plugin_id!r} ({dist}) raised {type(exc).__name__} at {where}: {exc} (a bug "
+            f"of that plugin; plugins.disabled = [\"{plugin_id}\"] turns it off)")
+
+
 def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: Mapping[str, str]) -> Any:
     if name in registry:
         return registry[name]

@@ -80,7 +80,9 @@ class App:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (a path's byte that is not UTF-8) left in: escaped, valid UTF-8
             text = json.dumps(data, indent=2)
-        print(text)
+        from .render import json_stream
+
+        print(text, file=json_stream())
 
     def close(self) -> None:
         if self._manager is not None:

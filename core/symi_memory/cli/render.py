@@ -20,8 +20,33 @@ def color(text: str, code: str) -> str:
     return f"\033[{code}m{text}\033[0m"
 
 
+#: The command's own stdout while a ``--json`` command runs with ``sys.stdout`` pointed at stderr (see
+#: :func:`json_to_stdout_only`); empty otherwise.
+_json_out: list[Any] = []
+
+
+def json_stream() -> Any:
+    """Where a JSON answer is printed: the command's stdout, also while ``sys.stdout`` is diverted."""
+    return _json_out[-1] if _json_out else sys.stdout
+
+
+class json_to_stdout_only:  # noqa: N801 (used as a context manager, like contextlib's)
+    """While a ``--json`` command runs: what anything else prints to ``sys.stdout`` (a plugin's stray ``print``)
+    goes to stderr, so stdout holds the JSON answer alone and stays parseable. ``print_json`` writes to the
+    command's stdout."""
+
+    def __enter__(self) -> None:
+        _json_out.append(sys.stdout)
+        sys.stdout = sys.stderr
+
+    def __exit__(self, *exc: object) -> None:
+        if sys.stdout is sys.stderr:  # not if the command replaced it since (a closed pipe: the null device)
+            sys.stdout = _json_out[-1]
+        _json_out.pop()
+
+
 def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    print(json.dumps(data, indent=2, ensure_ascii=False), file=json_stream())
 
 
 def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) -> int:
