@@ -304,3 +304,30 @@ def test_a_served_search_piped_into_head_ends_quietly(tmp_path: Path, site: Path
         assert proc.wait(timeout=60) == 0, err
         assert f"answered by the server at {server.url}" in err
         assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+@pytest.mark.parametrize(("fault", "command", "said"), [
+    ("read", ("get", "MEMORY.md"),
+     "MEMORY.md: the dict backend (plugin 'dict-store') returned str '# Memory' from read_file, not a ReadResult"),
+    ("sync", ("index",), "the dict backend (plugin 'dict-store') returned None from sync, not a SyncReport"),
+], ids=["read_file", "sync"])
+def test_a_backend_answering_the_wrong_type_is_an_error_naming_the_plugin(tmp_path: Path, site: Path, fault: str,
+                                                                          command: tuple[str, ...], said: str) -> None:
+    # Before: "memory read failed: 'str' object has no attribute 'to_dict'" and "unexpected AttributeError (a bug;
+    # ...)", blaming symi-memory's code that used the answer.
+    source = DICT_BACKEND.replace('''    def read_file(self, path, *, from_line=None, lines=None):
+''', '''    def read_file(self, path, *, from_line=None, lines=None):
+        if os.environ.get("DICT_FAULT") == "read":
+            return "# Memory"  # the text, not the ReadResult the docs ask for
+''').replace('''    def sync(self, *, reason="manual", force=False, progress=None):
+''', '''    def sync(self, *, reason="manual", force=False, progress=None):
+        if os.environ.get("DICT_FAULT") == "sync":
+            return None
+''')
+    _install(tmp_path / "site2", "dict-store", "dict_store_plugin", source)
+    _config(tmp_path, DICT)
+    out = _cli(tmp_path, tmp_path / "site2", *command, DICT_FAULT=fault)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"symi-memory: error: {said} (a bug of that plugin)")
+    assert "Traceback" not in out.stderr

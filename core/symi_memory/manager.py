@@ -625,10 +625,7 @@ class MemoryManager:
         except AttributeError:  # checked only then: nothing a search
             if isinstance(result, BackendResult):
                 raise
-            owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
-            raise BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned "
-                               f"{'None' if result is None else type(result).__name__} from search, not a "
-                               f"BackendResult (a bug of that plugin)") from None
+            raise self._wrong_answer("search", result, "a BackendResult") from None
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)
@@ -830,9 +827,21 @@ class MemoryManager:
         lines = arguments.whole_number(lines, "lines")
         backend = self._enter()
         try:
-            return backend.read_file(path, from_line=from_line, lines=lines)
+            got = backend.read_file(path, from_line=from_line, lines=lines)
         finally:
             self._leave()
+        if not isinstance(got, ReadResult):
+            raise self._wrong_answer("read_file", got, "a ReadResult")
+        return got
+
+    def _wrong_answer(self, method: str, got: Any, wanted: str) -> BackendError:
+        """The error for a backend plugin's ``method`` that returned ``got``, not ``wanted``: it names the plugin
+        and what it returned (the core's own attribute error on it would blame symi-memory)."""
+        from .pipeline import answer_shape
+
+        owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
+        return BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned {answer_shape(got)} from "
+                            f"{method}, not {wanted} (a bug of that plugin)")
 
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
@@ -853,6 +862,8 @@ class MemoryManager:
         they cannot read: kept until it can be read again.
         """
         report = self._require().sync(reason=reason, force=force, progress=progress)
+        if not isinstance(report, SyncReport):
+            raise self._wrong_answer("sync", report, "a SyncReport")
         mine = [w for w in self._root_warnings() if w not in report.warnings]  # the builtin backends' say it
         for warning in mine:
             if warning not in self._warned_roots:
@@ -894,11 +905,7 @@ class MemoryManager:
         finally:
             self._leave()
         if not isinstance(got, Mapping):
-            from .pipeline import answer_shape
-
-            owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
-            raise BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned {answer_shape(got)} "
-                               "from status, not a dict (a bug of that plugin)")
+            raise self._wrong_answer("status", got, "a dict")
         out = dict(got)
         if self.backend_name is not None and ("backend" not in out or "plugin" not in out):
             spec = self.plugins.backends.get(self.backend_name)
