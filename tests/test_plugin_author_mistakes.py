@@ -331,3 +331,41 @@ def test_a_backend_answering_the_wrong_type_is_an_error_naming_the_plugin(tmp_pa
     assert out.stderr.strip().splitlines()[-1] == (
         f"symi-memory: error: {said} (a bug of that plugin)")
     assert "Traceback" not in out.stderr
+
+
+MISSPELT_HOOK = """
+from symi_memory import hookimpl
+from symi_memory.specs import RerankerSpec
+
+
+@hookimpl
+def symi_memory_register_reranker(register):
+    register(RerankerSpec(name="typo", factory=lambda ctx: None))
+"""
+
+
+def test_a_misspelt_hook_name_is_skipped_naming_the_hook_it_is_close_to(tmp_path: Path) -> None:
+    # Before: "implements symi_memory_register_reranker, which this symi-memory does not have", leaving the author
+    # to find the one letter against the hook reference.
+    site = tmp_path / "site"
+    _install(site, "typo", "typo_plugin", MISSPELT_HOOK)
+    out = _cli(tmp_path, site, "plugins")
+    assert out.returncode == 0, out.stderr
+    assert ("plugin 'typo' from typo-plugin implements symi_memory_register_reranker (did you mean "
+            "symi_memory_register_rerankers?), which this symi-memory") in out.stderr
+    assert "did you mean symi_memory_register_rerankers?" in next(
+        line for line in out.stdout.splitlines() if line.startswith("typo "))
+
+
+def test_a_backend_without_read_file_is_refused_naming_what_it_lacks(tmp_path: Path) -> None:
+    # Before: "not a MemoryBackend (search, sync, read_file, status and close)": every method, not the one missing.
+    site = tmp_path / "site"
+    start = DICT_BACKEND.index("    def read_file(")
+    _install(site, "dict-store", "dict_store_plugin",
+             DICT_BACKEND[:start] + DICT_BACKEND[DICT_BACKEND.index("    def status(self):"):])
+    _config(tmp_path, DICT)
+    out = _cli(tmp_path, site, "status")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "symi-memory: error: plugins.slots.memory = 'dict': the factory of plugin 'dict-store' returned DictBackend, "
+        "not a MemoryBackend (it has no read_file); fix or uninstall the plugin, or choose another backend"]

@@ -375,10 +375,12 @@ def _create_backend(plugins: Plugins, spec: BackendSpec, ctx: BackendContext,
             f"{exc}); fix or uninstall the plugin, or choose another backend"
         ) from exc
     if not isinstance(backend, MemoryBackend):
+        missing = [m for m in ("search", "sync", "read_file", "status", "close") if not hasattr(backend, m)]
+        lacks = f"it has no {', '.join(missing)}" if backend is not None and missing else \
+            "search, sync, read_file, status and close"
         raise PluginError(
             f"{key} = {spec.name!r}: the factory of plugin {owner!r} returned {'None' if backend is None else type(backend).__name__}, not a "
-            f"MemoryBackend (search, sync, read_file, status and close); fix or uninstall the plugin, or choose "
-            f"another backend"
+            f"MemoryBackend ({lacks}); fix or uninstall the plugin, or choose another backend"
         )
     return backend
 

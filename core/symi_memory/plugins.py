@@ -535,8 +535,8 @@ def load_plugins(
             continue  # a bug of ours: check_pending below says so
         # An installed plugin made for a newer symi-memory (a hook this one does not have), or with a misspelt hook
         # name: it is skipped like one that fails to import, never every command's failure; selecting it says why.
-        why = (f"implements {', '.join(hooks)}, which this symi-memory ({own_version or '?'}) does not have: a "
-               f"misspelt hook name, or the plugin needs a newer symi-memory")
+        why = (f"implements {', '.join(_with_close_hook(pm, h) for h in hooks)}, which this symi-memory "
+               f"({own_version or '?'}) does not have: a misspelt hook name, or the plugin needs a newer symi-memory")
         pm.unregister(name=plugin_id)
         dists.pop(plugin_id, None)
         failed[plugin_id] = f"{dist}: {why}"
@@ -554,6 +554,15 @@ def load_plugins(
     plugins = Plugins(pm=pm, dists=dists, failed=failed, disabled=skipped)
     plugins._build()
     return plugins
+
+
+def _with_close_hook(pm: pluggy.PluginManager, name: str) -> str:
+    """``name``, followed by the hook of this symi-memory it is a misspelling of, when one is close."""
+    import difflib
+
+    known = [n for n, caller in vars(pm.hook).items() if not n.startswith("_") and caller.has_spec()]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+    return f"{name} (did you mean {close[0]}?)" if close else name
 
 
 def _unknown_hooks(pm: pluggy.PluginManager) -> dict[str, list[str]]:
