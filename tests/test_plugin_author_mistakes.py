@@ -369,3 +369,26 @@ def test_a_backend_without_read_file_is_refused_naming_what_it_lacks(tmp_path: P
     assert out.stderr.strip().splitlines() == [
         "symi-memory: error: plugins.slots.memory = 'dict': the factory of plugin 'dict-store' returned DictBackend, "
         "not a MemoryBackend (it has no read_file); fix or uninstall the plugin, or choose another backend"]
+
+
+def test_settings_under_a_misspelt_plugin_id_are_named_not_silently_unread(tmp_path: Path, site: Path) -> None:
+    # Before: `plugins.entries.stagse` was accepted without a word, and the plugin ran on its defaults.
+    _config(tmp_path, """
+        [agents.defaults.memorySearch]
+        provider = "none"
+        [plugins.entries.stagse]
+        boost = 0.5
+        [plugins.entries.not-installed-yet]
+        keep = true
+    """)
+    out = _cli(tmp_path, site, "status", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["backend"] == "builtin"
+    warned = [line for line in out.stderr.splitlines() if "plugins.entries" in line]
+    assert warned == [
+        "symi-memory: WARNING: plugins.entries.stagse: no installed plugin has the id 'stagse' (did you mean "
+        "'stages'?); these settings reach no plugin",
+        "symi-memory: WARNING: plugins.entries.not-installed-yet: no installed plugin has the id 'not-installed-yet'; "
+        "`symi-memory plugins` lists the installed ones; these settings reach no plugin"]
+    _config(tmp_path, '[agents.defaults.memorySearch]\nprovider = "none"\n[plugins.entries.stages]\nboost = 0.5\n')
+    assert "plugins.entries" not in _cli(tmp_path, site, "status").stderr
