@@ -413,8 +413,12 @@ class MemoryBackend(Protocol):
     """Stores and retrieves memory for one agent.
 
     ``search`` returns fused candidates best first; it must never wait for
-    indexing. ``read_file`` implements ``memory_get``. ``status`` returns the
-    camelCase dict of ``spec/behaviour.md`` §9.
+    indexing. ``read_file`` implements ``memory_get`` and returns a
+    ``ReadResult``; ``sync`` returns a ``SyncReport``. ``status`` returns a
+    camelCase dict with at least ``files``, ``chunks``, ``dirty`` and
+    ``workspaceDir`` (the core adds ``backend``, ``plugin``, the reranker,
+    post-processors and slots; docs/backend-authors.md, section 7). A method
+    returning another type is an error naming the plugin and what it returned.
     """
 
     def search(self, query: SearchQuery) -> BackendResult: ...
