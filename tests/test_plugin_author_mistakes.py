@@ -392,3 +392,23 @@ def test_settings_under_a_misspelt_plugin_id_are_named_not_silently_unread(tmp_p
         "`symi-memory plugins` lists the installed ones; these settings reach no plugin"]
     _config(tmp_path, '[agents.defaults.memorySearch]\nprovider = "none"\n[plugins.entries.stages]\nboost = 0.5\n')
     assert "plugins.entries" not in _cli(tmp_path, site, "status").stderr
+
+
+def test_explain_on_the_command_line_shows_each_plugin_stage_and_what_was_skipped(tmp_path: Path,
+                                                                                   site: Path) -> None:
+    # Before: there was no `explain` command; the breakdown was only in serve's API and MemoryManager.explain.
+    _config(tmp_path, RERANKED.format(name="overlap"))
+    out = _cli(tmp_path, site, "explain", "router admin", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["stages"][:3] == ["fused", "rerank", "tag"] and got["stages"][-1] == "final"
+    assert [(c["path"], c["outcome"]) for c in got["candidates"]] == [
+        ("MEMORY.md", "returned"), ("memory/2026-03-04.md", "returned")]
+    assert got["response"]["results"][0]["path"] == "MEMORY.md"
+    text = _cli(tmp_path, site, "explain", "router admin", STAGES_RERANK="dict")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("2 candidate(s), 2 returned; mode fts-only")
+    assert lines[1].startswith("stages: fused > rerank > tag > ")
+    assert any(line.endswith("MEMORY.md:1-4  returned") for line in lines)
+    assert lines[-1].startswith("skipped: reranker failed (TypeError: it returned dict {'results'")

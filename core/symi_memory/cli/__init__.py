@@ -19,10 +19,10 @@ __all__ = ["build_parser", "console", "main"]
 
 #: One-shot commands that embed one query and scan the vectors once: OpenBLAS runs them on one thread
 #: (other commands, long-running ones such as ``serve`` or ``eval`` included, keep its own thread count).
-ONE_QUERY_COMMANDS = frozenset({"search", "history", "append"})
+ONE_QUERY_COMMANDS = frozenset({"search", "explain", "history", "append"})
 #: The commands whose ``--json`` answer goes through ``App.print_json``/``render.print_json`` while anything else
 #: printed to stdout (a plugin's ``print``) goes to stderr.
-JSON_DIVERTED = frozenset({"search", "history", "append", "get", "status", "index", "context"})
+JSON_DIVERTED = frozenset({"search", "explain", "history", "append", "get", "status", "index", "context"})
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status"]
+__all__ = ["color", "print_explain", "print_get", "print_history", "print_json", "print_search", "print_status"]
 
 
 def color(text: str, code: str) -> str:
@@ -47,6 +47,28 @@ class json_to_stdout_only:  # noqa: N801 (used as a context manager, like contex
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False), file=json_stream())
+
+
+def print_explain(out: dict[str, Any]) -> None:
+    """``explain`` for people: one row per candidate, its score after each stage, and its outcome."""
+    stages = [s for s in out.get("stages", []) if s != "final"]
+    rows = out.get("candidates", [])
+    resp = out.get("response") or {}
+    print(f"{len(rows)} candidate(s), {len(resp.get('results', []))} returned; mode {resp.get('mode')}, minScore "
+          f"{out.get('minScoreApplied')}, maxResults {out.get('maxResults')}")
+    print("stages: " + " > ".join([*stages, "final"]))
+    for c in rows:
+        final = (c["stages"].get("final") or {}).get("score")
+        head = f"{final:.3f}" if isinstance(final, (int, float)) else "  -  "
+        print(f"{head}  {c['path']}:{c['startLine']}-{c['endLine']}  {c.get('outcome', '')}")
+        parts = [f"keyword {c['keyword']:.3f}" if c.get("keyword") is not None else "keyword -",
+                 f"vector {c['vector']:.3f}" if c.get("vector") is not None else "vector -"]
+        for stage in stages:
+            got = c["stages"].get(stage)
+            parts.append(f"{stage} {got['score']:.3f}" if got else f"{stage} -")
+        print("       " + ", ".join(parts))
+    for why in out.get("skipped") or ():
+        print(f"skipped: {why}")
 
 
 def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) -> int:
