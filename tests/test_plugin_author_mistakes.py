@@ -412,3 +412,20 @@ def test_explain_on_the_command_line_shows_each_plugin_stage_and_what_was_skippe
     assert lines[1].startswith("stages: fused > rerank > tag > ")
     assert any(line.endswith("MEMORY.md:1-4  returned") for line in lines)
     assert lines[-1].startswith("skipped: reranker failed (TypeError: it returned dict {'results'")
+
+
+def test_a_misspelt_hook_of_a_plugin_under_test_names_the_hook_it_is_close_to() -> None:
+    # A plugin handed to load_plugins(extra=...) in its author's tests (docs/plugin-authors.md, "Test it") raises
+    # instead of being skipped; before, the error left the author to spot the missing "s".
+    from symi_memory import hookimpl
+    from symi_memory.errors import PluginError
+    from symi_memory.plugins import load_plugins
+
+    class UnderTest:
+        @hookimpl
+        def symi_memory_register_backend(self, register: object) -> None:
+            pass
+
+    with pytest.raises(PluginError, match=r"check the hook name's spelling: symi_memory_register_backend \(did you "
+                                          r"mean symi_memory_register_backends\?\)"):
+        load_plugins(extra=[("under-test", UnderTest())])

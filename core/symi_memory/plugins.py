@@ -550,7 +550,10 @@ def load_plugins(
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling") from exc
+        close = [hint for hooks in _unknown_hooks(pm).values() for h in hooks
+                 if (hint := _with_close_hook(pm, h)) != h]
+        raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling"
+                          + (f": {', '.join(close)}" if close else "")) from exc
     plugins = Plugins(pm=pm, dists=dists, failed=failed, disabled=skipped)
     plugins._build()
     return plugins
