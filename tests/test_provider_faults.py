@@ -5,6 +5,7 @@ Real HTTP on loopback (a server that really does not answer), real SQLite.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -98,7 +99,10 @@ def test_vectors_of_varying_dimensions_are_rejected_with_a_clear_error(tmp_path:
             lengths = {len(blob) // 4 for _, blob in store.iter_vectors()}
             with_vectors = store.vector_count()
             in_vec_table = store.vector_stats(store.vector_dims() or 0)[0]
-            assert "different dimensions (3, 4)" in (st["lastError"] or "")
+            # Each request is of one width: the message names the two, not "in one batch" (before: "vectors of
+            # different dimensions (3, 4) in one batch" for a batch of one width).
+            assert re.search(r"returned vectors of [34] dimensions where the index's \(or this sync's earlier ones\) "
+                             r"have [34]; the batch was rejected", st["lastError"] or ""), st["lastError"]
             assert len(lengths) == 1 and with_vectors == in_vec_table, "no chunk silently missing from the vectors"
             assert st["pendingFiles"] > 0 and st["dirty"] is True
             assert mem.search("topic27 quarterly").results  # still found by keyword

@@ -79,7 +79,11 @@ def symi_memory_register_rerankers(register: Callable[[RerankerSpec], None]) -> 
     ``memorySearch.query.rerank.provider`` selects one by ``name``; ``none``
     (the default) disables reranking. A reranker that fails at search time
     never fails the search: the core logs and keeps the fused order. Nor does
-    a third-party factory that raises: searches then run without reranking.
+    a third-party factory that raises, or returns an object without a
+    ``rerank`` method: searches then run without reranking (logged once,
+    naming the plugin and what the factory returned). A name no plugin
+    registers is a config error for every command (exit 2), as a misspelt
+    backend or provider name is.
 
     :param register: callable taking one :class:`~symi_memory.specs.RerankerSpec`.
     :return: ignored.

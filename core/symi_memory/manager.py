@@ -375,10 +375,12 @@ def _create_backend(plugins: Plugins, spec: BackendSpec, ctx: BackendContext,
             f"{exc}); fix or uninstall the plugin, or choose another backend"
         ) from exc
     if not isinstance(backend, MemoryBackend):
+        missing = [m for m in ("search", "sync", "read_file", "status", "close") if not hasattr(backend, m)]
+        lacks = f"it has no {', '.join(missing)}" if backend is not None and missing else \
+            "search, sync, read_file, status and close"
         raise PluginError(
             f"{key} = {spec.name!r}: the factory of plugin {owner!r} returned {'None' if backend is None else type(backend).__name__}, not a "
-            f"MemoryBackend (search, sync, read_file, status and close); fix or uninstall the plugin, or choose "
-            f"another backend"
+            f"MemoryBackend ({lacks}); fix or uninstall the plugin, or choose another backend"
         )
     return backend
 
@@ -394,7 +396,7 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> tuple[Any, 
                           model=rerank.get("model") or spec.default_model,
                           plugin_settings=plugins.entry_settings("rerankers", name, agent.plugin_entries))
     try:
-        return spec.factory(ctx), None
+        reranker = spec.factory(ctx)
     except ProviderUnavailable as exc:
         # A reranker is an optional refinement: without it, search still answers in fused order.
         log.warning("reranker %s unavailable (%s); searching without reranking", name, exc)
@@ -409,6 +411,15 @@ def _reranker(plugins: Plugins, config: Config, agent: AgentView) -> tuple[Any, 
         log.warning("reranker %s of plugin %r failed to start (%s: %s); searching without reranking",
                     name, owner, type(exc).__name__, exc)
         return None, f"failed to start ({type(exc).__name__}: {exc})"
+    if not callable(getattr(reranker, "rerank", None)):
+        # Checked once here, not by every search's call: status and the log say why no reranking happens.
+        from .pipeline import answer_shape
+
+        owner = plugins.owners.get("rerankers", {}).get(name, "?")
+        why = f"failed to start (its factory returned {answer_shape(reranker)}, not a Reranker: it has no rerank method)"
+        log.warning("reranker %s of plugin %r %s; searching without reranking", name, owner, why)
+        return None, why
+    return reranker, None
 
 
 @attrs.define
@@ -617,10 +628,7 @@ class MemoryManager:
         except AttributeError:  # checked only then: nothing a search
             if isinstance(result, BackendResult):
                 raise
-            owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
-            raise BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned "
-                               f"{'None' if result is None else type(result).__name__} from search, not a "
-                               f"BackendResult (a bug of that plugin)") from None
+            raise self._wrong_answer("search", result, "a BackendResult") from None
         if trace is not None:
             trace.update(minScore=ms, minScoreApplied=floor, maxResults=n, asOf=cutoff)
         vectors, line_vectors, analysis, plain = self._stored_readers(backend)
@@ -823,9 +831,21 @@ class MemoryManager:
         lines = arguments.whole_number(lines, "lines")
         backend = self._enter()
         try:
-            return backend.read_file(path, from_line=from_line, lines=lines)
+            got = backend.read_file(path, from_line=from_line, lines=lines)
         finally:
             self._leave()
+        if not isinstance(got, ReadResult):
+            raise self._wrong_answer("read_file", got, "a ReadResult")
+        return got
+
+    def _wrong_answer(self, method: str, got: Any, wanted: str) -> BackendError:
+        """The error for a backend plugin's ``method`` that returned ``got``, not ``wanted``: it names the plugin
+        and what it returned (the core's own attribute error on it would blame symi-memory)."""
+        from .pipeline import answer_shape
+
+        owner = self.plugins.owners.get("backends", {}).get(self.backend_name or "", "?")
+        return BackendError(f"the {self.backend_name} backend (plugin {owner!r}) returned {answer_shape(got)} from "
+                            f"{method}, not {wanted} (a bug of that plugin)")
 
     def sync(self, *, reason: str = "manual", force: bool = False,
              progress: Callable[[SyncProgress], None] | None = None) -> SyncReport:
@@ -846,6 +866,8 @@ class MemoryManager:
         they cannot read: kept until it can be read again.
         """
         report = self._require().sync(reason=reason, force=force, progress=progress)
+        if not isinstance(report, SyncReport):
+            raise self._wrong_answer("sync", report, "a SyncReport")
         mine = [w for w in self._root_warnings() if w not in report.warnings]  # the builtin backends' say it
         for warning in mine:
             if warning not in self._warned_roots:
@@ -883,9 +905,12 @@ class MemoryManager:
                     "postprocessors": [], "slots": {"memory": None, "embeddingProvider": None, "reranker": None}}
         backend = self._enter()
         try:
-            out = dict(backend.status())
+            got = backend.status()
         finally:
             self._leave()
+        if not isinstance(got, Mapping):
+            raise self._wrong_answer("status", got, "a dict")
+        out = dict(got)
         if self.backend_name is not None and ("backend" not in out or "plugin" not in out):
             spec = self.plugins.backends.get(self.backend_name)
             out.setdefault("backend", spec.status_name if spec is not None else self.backend_name)
@@ -1041,6 +1066,10 @@ def open_memory(
     if name is None or not agent.memory_search["enabled"]:
         return MemoryManager(config=config, agent=agent, plugins=loaded, backend=None, backend_name=None, pipeline=None)
     spec = loaded.backend(name)
+    if (rerank := agent.memory_search["query"]["rerank"].get("provider") or "none") != "none":
+        # A name no plugin registers fails every command at once, as a misspelt backend or provider does; the
+        # reranker itself is built with the first search's pipeline.
+        loaded.reranker(rerank)
     services = Services(plugins=loaded, config=config, agent=agent)
 
     def make_pipeline() -> Pipeline:

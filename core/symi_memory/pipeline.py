@@ -11,6 +11,7 @@ import logging
 import math
 import operator
 import os
+import reprlib
 import select
 import threading
 import time
@@ -400,6 +401,11 @@ class Pipeline:
                 log.warning("post-processor %r of plugin %r failed to start (%s: %s); searches run without it",
                             spec.name, guarded[spec.name], type(exc).__name__, exc)
                 continue
+            if proc is not None and spec.name in guarded and not callable(getattr(proc, "process", None)):
+                log.warning("post-processor %r of plugin %r failed to start (its factory returned %s, not a "
+                            "PostProcessor: it has no process method); searches run without it",
+                            spec.name, guarded[spec.name], answer_shape(proc))
+                continue
             if proc is not None:
                 procs.append((spec.order, spec.name, proc))
         procs.sort(key=lambda p: (p[0], p[1]))
@@ -468,7 +474,7 @@ class Pipeline:
         state = self.reranker_state
         try:
             if state is None:
-                order = reranker.rerank(query, texts, len(head))
+                pairs = _read_pairs(reranker.rerank(query, texts, len(head)))
             else:
                 # Its answer is read on the worker too: a generator's work runs as it is read.
                 outcome, got = state.call(lambda: _read_pairs(reranker.rerank(query, texts, len(head))),
@@ -480,13 +486,11 @@ class Pipeline:
                     state.record(outcome, why)
                     _say(f"reranker {self.reranker_label} {why}; keeping the fused order", warnings)
                     return None
-                order = got
-            # What it returned is checked as a whole before any of it is used: None, an index that is not an
-            # integer or a score that is not a finite number (NaN would compare as neither better nor worse)
-            # is the reranker's bug, and the search keeps the fused order as when it raises.
-            pairs = [(operator.index(idx), float(score)) for idx, score in order]
-            if not all(map(math.isfinite, (s for _, s in pairs))):
-                raise ValueError("a score is NaN or infinite")
+                # What it returned was checked as a whole (_read_pairs) before any of it is used: None, a dict, an
+                # index that is not an integer or a score that is not a finite number (NaN would compare as
+                # neither better nor worse) is the reranker's bug, and the search keeps the fused order as when
+                # it raises.
+                pairs = got
         except Exception as exc:  # a reranker failure never fails the search
             why = f"failed ({type(exc).__name__}: {exc})"
             if state is not None:
@@ -688,7 +692,7 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
     label = f"post-processor {name!r} of plugin {plugin_id!r}"
     try:
         if state is None:
-            got = proc.process(given, ctx)
+            got = _read_answer(proc.process(given, ctx))
         else:
             # Its answer is read on the worker too (a generator's work runs as it is read): the core's own lazy
             # sequence handed back is read here, below.
@@ -717,17 +721,50 @@ def _guarded_process(name: str, plugin_id: str, proc: PostProcessor, given: Sequ
     return got if isinstance(got, LazyCandidates) else out
 
 
+_SHAPE = reprlib.Repr()
+_SHAPE.maxstring = _SHAPE.maxother = 60
+
+
+def answer_shape(got: Any) -> str:
+    """What a plugin returned, for an error message: ``None``, or its type and a short repr."""
+    if got is None:
+        return "None"
+    if type(got).__repr__ is object.__repr__:  # no repr of its own: its address says nothing
+        return f"a {type(got).__qualname__} object"
+    return f"{type(got).__name__} {_SHAPE.repr(got)}"
+
+
+def _not_a_sequence(got: Any) -> bool:
+    """Whether a plugin's answer cannot be read as a sequence of items (a dict would be read as its keys)."""
+    return got is None or isinstance(got, (str, bytes, Mapping)) or not hasattr(got, "__iter__")
+
+
 def _read_answer(got: Any) -> Any:
-    """A processor's answer read whole (a list), unless it is the core's :class:`LazyCandidates` (or not iterable:
-    the caller says so)."""
-    if isinstance(got, LazyCandidates) or not hasattr(got, "__iter__"):
+    """A processor's answer read whole (a list), unless it is the core's :class:`LazyCandidates`; TypeError, saying
+    what it returned, when it is not a sequence of candidates at all (None, a dict, a string)."""
+    if isinstance(got, LazyCandidates):
         return got
+    if _not_a_sequence(got):
+        raise TypeError(f"it returned {answer_shape(got)}, not a sequence of Candidate records")
     return list(got)
 
 
-def _read_pairs(got: Any) -> Any:
-    """A reranker's answer read whole (a list), unless it is not iterable (the caller says so)."""
-    return list(got) if hasattr(got, "__iter__") and not isinstance(got, list) else got
+def _read_pairs(got: Any) -> list[tuple[int, float]]:
+    """A reranker's answer read whole and checked: ``(index, score)`` pairs, an integer index and a finite score.
+    TypeError or ValueError, saying what it returned, for anything else."""
+    if _not_a_sequence(got):
+        raise TypeError(f"it returned {answer_shape(got)}, not a list of (index, score) pairs")
+    pairs = []
+    for item in got:
+        try:
+            idx, score = item
+            pairs.append((operator.index(idx), float(score)))
+        except (TypeError, ValueError):
+            raise TypeError(f"it returned {answer_shape(item)} among its answers, not an (index, score) pair "
+                            "with an integer index") from None
+    if not all(map(math.isfinite, (s for _, s in pairs))):
+        raise ValueError("a score is NaN or infinite")
+    return pairs
 
 
 def _plain_read_here(plain: Callable[[Sequence[str]], Mapping[str, bool]], handed: Sequence[Candidate],

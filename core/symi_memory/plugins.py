@@ -357,6 +357,44 @@ def _culprit(pm: pluggy.PluginManager, hook_name: str, plugin_id: str, kwargs: M
     return next((w for w in wrappers if raises({plugin_id, w})), plugin_id)
 
 
+def plugin_that_raised(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(plugin id, "distribution version", "file:line")`` of the installed third-party plugin whose code raised
+    ``exc`` (the innermost frame of the traceback in one of its packages), or None when no such plugin's code is
+    in it (a bug of ours). Read only after a crash: the entry points again, none of them imported."""
+    from .entry_points import find
+
+    owners: dict[str, tuple[str, str]] = {}
+    try:
+        for ep in find(ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist else "?"
+            if dist != OWN_DISTRIBUTION:
+                package = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
+                owners.setdefault(package, (ep.name, f"{dist} {ep.dist.version if ep.dist else '?'}"))
+    except Exception:  # the crash report must not crash
+        return None
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__") or ""
+        owner = owners.get(module.split(".", 1)[0])
+        if owner is not None:
+            code = tb.tb_frame.f_code
+            found = (*owner, f"{os.path.basename(code.co_filename)}:{tb.tb_lineno}")
+        tb = tb.tb_next
+    return found
+
+
+def plugin_failure(what: str, exc: BaseException) -> str:
+    """One line for a call that raised ``exc`` where no error was expected: ``"<what> failed: ..."``, naming the
+    third-party plugin whose code raised it, with the file and line (a bug of that plugin), when there is one."""
+    culprit = plugin_that_raised(exc)
+    if culprit is None:
+        return f"{what} failed: {exc}"
+    plugin_id, dist, where = culprit
+    return (f"{what} failed: plugin {plugin_id!r} ({dist}) raised {type(exc).__name__} at {where}: {exc} (a bug "
+            f"of that plugin; plugins.disabled = [\"{plugin_id}\"] turns it off)")
+
+
 def _pick(registry: Mapping[str, Any], name: str, key: str, what: str, failed: Mapping[str, str]) -> Any:
     if name in registry:
         return registry[name]
@@ -497,8 +535,8 @@ def load_plugins(
             continue  # a bug of ours: check_pending below says so
         # An installed plugin made for a newer symi-memory (a hook this one does not have), or with a misspelt hook
         # name: it is skipped like one that fails to import, never every command's failure; selecting it says why.
-        why = (f"implements {', '.join(hooks)}, which this symi-memory ({own_version or '?'}) does not have: a "
-               f"misspelt hook name, or the plugin needs a newer symi-memory")
+        why = (f"implements {', '.join(_with_close_hook(pm, h) for h in hooks)}, which this symi-memory "
+               f"({own_version or '?'}) does not have: a misspelt hook name, or the plugin needs a newer symi-memory")
         pm.unregister(name=plugin_id)
         dists.pop(plugin_id, None)
         failed[plugin_id] = f"{dist}: {why}"
@@ -512,10 +550,22 @@ def load_plugins(
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling") from exc
+        close = [hint for hooks in _unknown_hooks(pm).values() for h in hooks
+                 if (hint := _with_close_hook(pm, h)) != h]
+        raise PluginError(f"a plugin implements an unknown hook: {exc}; check the hook name's spelling"
+                          + (f": {', '.join(close)}" if close else "")) from exc
     plugins = Plugins(pm=pm, dists=dists, failed=failed, disabled=skipped)
     plugins._build()
     return plugins
+
+
+def _with_close_hook(pm: pluggy.PluginManager, name: str) -> str:
+    """``name``, followed by the hook of this symi-memory it is a misspelling of, when one is close."""
+    import difflib
+
+    known = [n for n, caller in vars(pm.hook).items() if not n.startswith("_") and caller.has_spec()]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+    return f"{name} (did you mean {close[0]}?)" if close else name
 
 
 def _unknown_hooks(pm: pluggy.PluginManager) -> dict[str, list[str]]:

@@ -206,9 +206,10 @@ class Reranker(Protocol):
 
     ``rerank`` returns ``(index, score)`` pairs, best first, with scores in
     0..1 and indexes into ``documents``. It may return fewer than given.
-    Scores outside 0..1 are clamped; an answer that is not such pairs (an
-    index that is not an integer, a NaN score) is taken as a failed call: the
-    search keeps its fused order, as when ``rerank`` raises. The core runs
+    Scores outside 0..1 are clamped; an answer that is not such pairs (None,
+    a dict, an index that is not an integer, a NaN score) is taken as a failed
+    call: the search keeps its fused order, as when ``rerank`` raises, and its
+    warning says what the reranker returned. The core runs
     each call (and the reading of its answer, a generator's too) on a worker
     thread and waits for it at most
     ``query.stageDeadlineMs`` (5 s): past it the search keeps its fused order
@@ -333,10 +334,12 @@ class PostProcessor(Protocol):
     ids, read without making any (None when the backend gave none).
 
     A third-party processor that raises, or returns what is not a sequence of
-    :class:`~symi_memory.types.Candidate` records with finite scores, is
-    skipped for that search (logged with its plugin's id, and named in the
-    search's ``warnings``): the search goes on with what it was handed. So is
-    one whose factory raises, for every search. A third-party processor's call
+    :class:`~symi_memory.types.Candidate` records with finite scores (None, a
+    dict), is skipped for that search (logged with its plugin's id and what it
+    returned, and named in the search's ``warnings``): the search goes on with
+    what it was handed. So is one whose factory raises, or returns an object
+    without a ``process`` method (said once, when the pipeline is built), for
+    every search. A third-party processor's call
     (and the reading of its answer, a generator's too) runs on a worker
     thread and is waited for at most ``query.stageDeadlineMs``
     (5 s; 0 runs it on the searching thread with no deadline): past it the
@@ -410,8 +413,12 @@ class MemoryBackend(Protocol):
     """Stores and retrieves memory for one agent.
 
     ``search`` returns fused candidates best first; it must never wait for
-    indexing. ``read_file`` implements ``memory_get``. ``status`` returns the
-    camelCase dict of ``spec/behaviour.md`` §9.
+    indexing. ``read_file`` implements ``memory_get`` and returns a
+    ``ReadResult``; ``sync`` returns a ``SyncReport``. ``status`` returns a
+    camelCase dict with at least ``files``, ``chunks``, ``dirty`` and
+    ``workspaceDir`` (the core adds ``backend``, ``plugin``, the reranker,
+    post-processors and slots; docs/backend-authors.md, section 7). A method
+    returning another type is an error naming the plugin and what it returned.
     """
 
     def search(self, query: SearchQuery) -> BackendResult: ...

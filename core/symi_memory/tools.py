@@ -128,6 +128,13 @@ def anthropic_tools(definitions: list[dict[str, Any]] | None = None) -> list[dic
     ]
 
 
+def _failure(what: str, exc: Exception) -> str:
+    """The tool's error for an unexpected exception: the plugin whose code raised it, when one did."""
+    from .plugins import plugin_failure
+
+    return plugin_failure(what, exc)
+
+
 def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
     """Run the ``memory_search`` tool. Errors come back as ``{results: [], disabled: true, error}``."""
     try:
@@ -147,7 +154,7 @@ def memory_search(manager: MemoryManager, params: Mapping[str, Any], *, session_
         return {"results": [], "disabled": True, "error": str(exc)}
     except Exception as exc:  # a tool must answer, whatever broke underneath
         log.exception("memory_search failed")
-        return {"results": [], "disabled": True, "error": f"memory search failed: {exc}"}
+        return {"results": [], "disabled": True, "error": _failure("memory search", exc)}
 
 
 def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,7 +168,8 @@ def memory_get(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, A
         return {"path": path if isinstance(path, str) else "", "text": "", "disabled": True, "error": str(exc)}
     except Exception as exc:
         log.exception("memory_get failed")
-        return {"path": path if isinstance(path, str) else "", "text": "", "disabled": True, "error": f"memory read failed: {exc}"}
+        return {"path": path if isinstance(path, str) else "", "text": "", "disabled": True,
+                "error": _failure("memory read", exc)}
 
 
 def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,4 +200,4 @@ def memory_append(manager: MemoryManager, params: Mapping[str, Any]) -> dict[str
         return {"path": "", "bytesWritten": 0, "error": str(exc)}
     except Exception as exc:  # a tool must answer, whatever broke underneath
         log.exception("memory_append failed")
-        return {"path": "", "bytesWritten": 0, "error": f"memory append failed: {exc}"}
+        return {"path": "", "bytesWritten": 0, "error": _failure("memory append", exc)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -18,7 +19,10 @@ __all__ = ["build_parser", "console", "main"]
 
 #: One-shot commands that embed one query and scan the vectors once: OpenBLAS runs them on one thread
 #: (other commands, long-running ones such as ``serve`` or ``eval`` included, keep its own thread count).
-ONE_QUERY_COMMANDS = frozenset({"search", "history", "append"})
+ONE_QUERY_COMMANDS = frozenset({"search", "explain", "history", "append"})
+#: The commands whose ``--json`` answer goes through ``App.print_json``/``render.print_json`` while anything else
+#: printed to stdout (a plugin's ``print``) goes to stderr.
+JSON_DIVERTED = frozenset({"search", "explain", "history", "append", "get", "status", "index", "context"})
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 
 
@@ -139,7 +143,13 @@ def build_parser(argv: Sequence[str] | None = None, *, plugins: Any = None) -> a
 
 def main(argv: Sequence[str] | None = None) -> int:
     # A running `symi-memory serve` answers search/get/status before anything heavy is imported.
-    served = try_server(argv)
+    try:
+        served = try_server(argv)
+    except BrokenPipeError:
+        # The reader went away (`search ... | head`) while the server's answer was printed: not an error, as
+        # in-process (below); keep Python quiet on exit.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return 0
     if served is not None:
         return served
     # attrs compiles the methods of every class the command defines (~105 for a search): their code is kept
@@ -190,8 +200,15 @@ def _main(argv: Sequence[str] | None) -> int:
     if one_thread_blas:
         os.environ[BLAS_THREADS_ENV] = "1"
     app = App(args, plugins=plugins, plugins_disabled=disabled)
+    # A `--json` answer of a memory command is parsed by scripts and agent hosts: what a plugin prints to stdout
+    # while the command runs goes to stderr instead of into the JSON.
+    from .render import json_to_stdout_only
+
+    divert = json_to_stdout_only() if getattr(args, "json", False) is True and args.command in JSON_DIVERTED \
+        else contextlib.nullcontext()
     try:
-        return int(args.func(args, app) or 0)
+        with divert:
+            return int(args.func(args, app) or 0)
     except SymiMemoryError as exc:
         lines = str(exc).splitlines() or [type(exc).__name__]
         for line in lines:
@@ -239,31 +256,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _plugin_that_raised(exc: BaseException) -> tuple[str, str, str] | None:
-    """``(plugin id, "distribution version", "file:line")`` of the installed third-party plugin whose code raised
-    ``exc`` (the innermost frame of the traceback in one of its packages), or None when no such plugin's code is
-    in it (a bug of ours). Read only after a crash: the entry points again, none of them imported."""
-    from ..entry_points import find
-    from ..plugins import ENTRY_POINT_GROUP, OWN_DISTRIBUTION
+    """See :func:`symi_memory.plugins.plugin_that_raised`."""
+    from ..plugins import plugin_that_raised
 
-    owners: dict[str, tuple[str, str]] = {}
-    try:
-        for ep in find(ENTRY_POINT_GROUP):
-            dist = ep.dist.name if ep.dist else "?"
-            if dist != OWN_DISTRIBUTION:
-                package = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
-                owners.setdefault(package, (ep.name, f"{dist} {ep.dist.version if ep.dist else '?'}"))
-    except Exception:  # the crash report must not crash
-        return None
-    found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        module = tb.tb_frame.f_globals.get("__name__") or ""
-        owner = owners.get(module.split(".", 1)[0])
-        if owner is not None:
-            code = tb.tb_frame.f_code
-            found = (*owner, f"{os.path.basename(code.co_filename)}:{tb.tb_lineno}")
-        tb = tb.tb_next
-    return found
+    return plugin_that_raised(exc)
 
 
 def console() -> None:

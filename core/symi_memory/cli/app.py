@@ -33,6 +33,27 @@ def whole_arg(minimum: int) -> Any:
     return parse
 
 
+def _warn_unknown_entries(config: Config, plugins: Plugins) -> None:
+    """One warning per ``plugins.entries.<id>`` that no installed plugin has: its settings reach no plugin.
+
+    The table stays free-form (settings kept for a plugin not installed yet are fine), so this is not an
+    error; but a misspelt id would otherwise leave its plugin on its defaults without a word.
+    """
+    entries = (config.data.get("plugins") or {}).get("entries") or {}
+    known = {*plugins.dists, *plugins.disabled, *plugins.failed}
+    unknown = [pid for pid in entries if pid not in known]
+    if not unknown:
+        return
+    import difflib
+    import logging
+
+    for pid in unknown:
+        close = difflib.get_close_matches(pid, sorted(known), n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]!r}?)" if close else "; `symi-memory plugins` lists the installed ones"
+        logging.getLogger("symi_memory.config").warning(
+            "plugins.entries.%s: no installed plugin has the id %r%s; these settings reach no plugin", pid, pid, hint)
+
+
 @attrs.define
 class App:
     """One CLI invocation: loads config and the manager lazily, prints for people or JSON."""
@@ -53,6 +74,7 @@ class App:
             if plugins is None or self.plugins_disabled != raw.disabled_plugins:
                 plugins = load_plugins(raw.disabled_plugins)
             self._config = validated_config(raw, plugins)
+            _warn_unknown_entries(self._config, plugins)
         return self._config
 
     def check_workspace_arg(self) -> None:
@@ -84,7 +106,9 @@ class App:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (a path's byte that is not UTF-8) left in: escaped, valid UTF-8
             text = json.dumps(data, indent=2)
-        print(text)
+        from .render import json_stream
+
+        print(text, file=json_stream())
 
     def close(self) -> None:
         if self._manager is not None:

@@ -56,6 +56,16 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_search)
 
+    p = sub.add_parser("explain", help="search, and show every candidate's score at each stage and why it was cut")
+    p.add_argument("query")
+    p.add_argument("-n", "--max-results", type=whole_arg(1), default=None, metavar="N")
+    p.add_argument("--min-score", type=_score, default=None, metavar="X")
+    p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
+    p.add_argument("--as-of", default=None, metavar="DATE",
+                   help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
+    p.add_argument("--json", action="store_true", help="print what MemoryManager.explain returns")
+    p.set_defaults(func=run_explain)
+
     p = sub.add_parser("history", help="every version of a fact, oldest first, with paths and lines")
     p.add_argument("query")
     p.add_argument("--as-of", default=None, metavar="DATE", help="only versions written by DATE (YYYY-MM-DD)")
@@ -249,6 +259,30 @@ def run_search(args: argparse.Namespace, app: App) -> int:
 
     out = tools.memory_search(app.manager(), params, session_key=args.session)
     return render.print_search(out, as_json=args.json)
+
+
+def run_explain(args: argparse.Namespace, app: App) -> int:
+    """The search, with every candidate's score at each stage (what serve's explain API and the inspector show)."""
+    if args.as_of is not None:
+        _check_date(args.as_of)
+    manager = app.manager()
+    manager.prepare_search()
+    _ensure_fresh(app)
+    if not manager.enabled:
+        from ..tools import MEMORY_DISABLED
+
+        print(f"symi-memory: error: {MEMORY_DISABLED}", file=sys.stderr)
+        return 1
+    try:
+        out = manager.explain(args.query, max_results=args.max_results, min_score=args.min_score,
+                              session_key=args.session, as_of=args.as_of)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if args.json:
+        app.print_json(out)
+        return 0
+    render.print_explain(out)
+    return 0
 
 
 def _check_date(value: str) -> None:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["color", "print_get", "print_history", "print_json", "print_search", "print_status", "visible"]
+__all__ = ["color", "print_explain", "print_get", "print_history", "print_json", "print_search", "print_status", "visible"]
 
 #: What a terminal acts on instead of showing: C0 controls but tab and newline, DEL, and the C1 controls.
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -31,8 +31,55 @@ def color(text: str, code: str) -> str:
     return f"\033[{code}m{text}\033[0m"
 
 
+#: The command's own stdout while a ``--json`` command runs with ``sys.stdout`` pointed at stderr (see
+#: :func:`json_to_stdout_only`); empty otherwise.
+_json_out: list[Any] = []
+
+
+def json_stream() -> Any:
+    """Where a JSON answer is printed: the command's stdout, also while ``sys.stdout`` is diverted."""
+    return _json_out[-1] if _json_out else sys.stdout
+
+
+class json_to_stdout_only:  # noqa: N801 (used as a context manager, like contextlib's)
+    """While a ``--json`` command runs: what anything else prints to ``sys.stdout`` (a plugin's stray ``print``)
+    goes to stderr, so stdout holds the JSON answer alone and stays parseable. ``print_json`` writes to the
+    command's stdout."""
+
+    def __enter__(self) -> None:
+        _json_out.append(sys.stdout)
+        sys.stdout = sys.stderr
+
+    def __exit__(self, *exc: object) -> None:
+        if sys.stdout is sys.stderr:  # not if the command replaced it since (a closed pipe: the null device)
+            sys.stdout = _json_out[-1]
+        _json_out.pop()
+
+
 def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    print(json.dumps(data, indent=2, ensure_ascii=False), file=json_stream())
+
+
+def print_explain(out: dict[str, Any]) -> None:
+    """``explain`` for people: one row per candidate, its score after each stage, and its outcome."""
+    stages = [s for s in out.get("stages", []) if s != "final"]
+    rows = out.get("candidates", [])
+    resp = out.get("response") or {}
+    print(f"{len(rows)} candidate(s), {len(resp.get('results', []))} returned; mode {resp.get('mode')}, minScore "
+          f"{out.get('minScoreApplied')}, maxResults {out.get('maxResults')}")
+    print("stages: " + " > ".join([*stages, "final"]))
+    for c in rows:
+        final = (c["stages"].get("final") or {}).get("score")
+        head = f"{final:.3f}" if isinstance(final, (int, float)) else "  -  "
+        print(f"{head}  {c['path']}:{c['startLine']}-{c['endLine']}  {c.get('outcome', '')}")
+        parts = [f"keyword {c['keyword']:.3f}" if c.get("keyword") is not None else "keyword -",
+                 f"vector {c['vector']:.3f}" if c.get("vector") is not None else "vector -"]
+        for stage in stages:
+            got = c["stages"].get(stage)
+            parts.append(f"{stage} {got['score']:.3f}" if got else f"{stage} -")
+        print("       " + ", ".join(parts))
+    for why in out.get("skipped") or ():
+        print(f"skipped: {why}")
 
 
 def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) -> int:

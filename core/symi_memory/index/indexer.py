@@ -1297,15 +1297,24 @@ class Indexer:
 
     def _check_dims(self, provider: str, widths: list[int]) -> None:
         """Reject a batch whose vectors differ in length (``widths``) from each other or from the index's."""
-        dims = set(widths)
+        own = set(widths)
+        dims = set(own)
         if self._run_dims is not None:
             dims.add(self._run_dims)
         if len(dims) == 1:
             self._run_dims = dims.pop()
-        elif dims:
+        elif len(own) > 1:
             raise EmbeddingError(
-                f"{provider} returned vectors of different dimensions ({', '.join(map(str, sorted(dims)))}) in one "
+                f"{provider} returned vectors of different dimensions ({', '.join(map(str, sorted(own)))}) in one "
                 "batch; the batch was rejected (check the endpoint and memorySearch.model)", provider=provider)
+        elif own:
+            # One width, but not the one the index's vectors (or this sync's earlier batches) have: the model behind
+            # the same provider and model name changed, or the endpoint answers with another one now and then.
+            raise EmbeddingError(
+                f"{provider} returned vectors of {next(iter(own))} dimensions where the index's (or this sync's "
+                f"earlier ones) have {self._run_dims}; the batch was rejected (check the endpoint and "
+                "memorySearch.model; if the model changed on purpose, `symi-memory index --force` rebuilds the "
+                "vectors with it)", provider=provider)
 
     def _embed(self, texts: list[str], stats: dict[str, int]) -> tuple[list[bytes | None], bool]:
         """Vectors for ``texts`` (cache first). Returns (vectors, all_ok)."""

@@ -515,10 +515,15 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
             # process's build still running, an agent that could not be opened.
             busy = isinstance(exc, (BuildWaitExpired, AgentUnavailable)) or pool.stopping
             return _error(503 if busy else 400, str(exc))
-        except Exception:
-            if not pool.stopping:
-                raise
-            return _error(503, "the server is shutting down")  # it closed the agent under this request
+        except Exception as exc:
+            if pool.stopping:
+                return _error(503, "the server is shutting down")  # it closed the agent under this request
+            # A bug (a plugin's, or ours): the client gets one line saying whose, in the API's JSON error shape,
+            # not the bare "Internal Server Error" of the framework; the traceback goes to the server's log.
+            from ..plugins import plugin_failure
+
+            log.error("%s %s failed", kind, agent, exc_info=exc)
+            return _error(500, plugin_failure(kind, exc))
         if kind in _SEARCHES:
             out = _catching_up(pool, agent, out, kind)
         return _JSON(_fit(out, state.max_response))
