@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -55,6 +56,10 @@ def misses(dataset: Path, state: Path, settings: dict[str, Any], types: set[str]
             bucket = "1" if gold_rank == 1 else "2-5" if gold_rank and gold_rank <= 5 else \
                 "6-10" if gold_rank else "none"
             where[(q["type"], bucket)] += 1
+            if gold_rank != 1:
+                where[("why", _why(hits, gold_rank, q, sides))] += 1
+                where[("why", "(of these: gold second)")] += gold_rank == 2
+                where[("why", "(of these: a date or time word in the question)")] += bool(_TIME_WORDS.search(q["query"]))
             if gold_rank == 1 or (types and q["type"] not in types):
                 continue
             print(f"\n{q['id']} [{q['type']}] gold rank {gold_rank}: {q['query']}")
@@ -65,6 +70,27 @@ def misses(dataset: Path, state: Path, settings: dict[str, Any], types: set[str]
             if gold_rank and gold_rank > top:
                 print("  " + _line("*", gold_rank, hits[gold_rank - 1], sides))
     return where
+
+
+# A question that names a time: a month, a season, or a word asking when or how recent.
+_TIME_WORDS = re.compile(r"\b(January|February|March|April|May|June|July|August|September|October|November|December"
+                         r"|spring|summer|autumn|winter|week|yesterday|last|recent|recently|now|currently|still|latest"
+                         r"|when|since)\b", re.IGNORECASE)
+
+
+def _why(hits: list[Any], gold_rank: int | None, q: dict[str, Any], sides: dict[tuple[str, int, int], Any]) -> str:
+    """The first category that fits a miss: the gold outside the top 10, another chunk of a gold file first, else
+    which side's probability prefers the top hit over the gold's best chunk (the first gold hit)."""
+    if gold_rank is None:
+        return "gold not in the top 10"
+    top, gold = hits[0], hits[gold_rank - 1]
+    if top.path in {g["path"] for g in q["gold"]}:
+        return "another chunk of a gold file first"
+    tv, tt, _ = sides.get((top.path, top.start_line, top.end_line), (None, None, ""))
+    gv, gt, _ = sides.get((gold.path, gold.start_line, gold.end_line), (None, None, ""))
+    dv, dt = (tv or 0.0) - (gv or 0.0), (tt or 0.0) - (gt or 0.0)
+    return ("both sides prefer the top hit" if dv > 0 and dt > 0 else "only the keyword side prefers it" if dt > 0
+            else "only the vector side prefers it" if dv > 0 else "neither (floor, post-processing)")
 
 
 def _line(mark: str, rank: int, h: Any, sides: dict[tuple[str, int, int], Any]) -> str:
@@ -101,9 +127,13 @@ def main() -> int:
         where = misses(DATASETS / name, args.state / f"{name}-{args.provider}-{tag}", settings, types, args.top,
                        args.provider)
         print(f"\n{name}: where the gold landed (rank 1 / 2-5 / 6-10 / none)")
-        for t in sorted({t for t, _ in where}):
+        for t in sorted({t for t, _ in where} - {"why"}):
             cells = [str(where[(t, b)]) for b in ("1", "2-5", "6-10", "none")]
             print(f"  {t:14s} " + " / ".join(cells))
+        print(f"{name}: why the gold is not first")
+        for (kind, why), n in sorted(where.items(), key=lambda kv: -kv[1]):
+            if kind == "why":
+                print(f"  {n:4d}  {why}")
     return 0
 
 
