@@ -69,6 +69,9 @@ def test_search_history_and_status_show_stored_control_characters_escaped(cli, t
     assert "\x1b" not in out and SHOWN_LINE in out, out
     code, out, err = cli(*base, "status")
     assert code == 0 and "\x1b" not in out, out
+    code, out, err = cli(*base, "explain", "zebra daily")  # the candidates' file names
+    assert code == 0, err
+    assert "\x1b" not in out and "memory/2026-03-04\\x1b[31m.md" in out, out
     # --json is the tool output: JSON escapes the characters itself, and the text round-trips exactly.
     code, data, _ = cli(*base, "search", "zebra fact", "--json", json_out=True)
     assert code == 0 and EVIL.split("\r")[0] in data["results"][0]["snippet"]

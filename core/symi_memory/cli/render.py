@@ -71,7 +71,7 @@ def print_explain(out: dict[str, Any]) -> None:
     for c in rows:
         final = (c["stages"].get("final") or {}).get("score")
         head = f"{final:.3f}" if isinstance(final, (int, float)) else "  -  "
-        print(f"{head}  {c['path']}:{c['startLine']}-{c['endLine']}  {c.get('outcome', '')}")
+        print(f"{head}  {visible(c['path'])}:{c['startLine']}-{c['endLine']}  {visible(str(c.get('outcome', '')))}")
         parts = [f"keyword {c['keyword']:.3f}" if c.get("keyword") is not None else "keyword -",
                  f"vector {c['vector']:.3f}" if c.get("vector") is not None else "vector -"]
         for stage in stages:
@@ -79,7 +79,7 @@ def print_explain(out: dict[str, Any]) -> None:
             parts.append(f"{stage} {got['score']:.3f}" if got else f"{stage} -")
         print("       " + ", ".join(parts))
     for why in out.get("skipped") or ():
-        print(f"skipped: {why}")
+        print(f"skipped: {visible(str(why))}")
 
 
 def print_search(out: dict[str, Any], *, as_json: bool, via: str | None = None) -> int:
