@@ -566,3 +566,38 @@ def test_a_full_rebuild_of_an_index_damaged_where_it_writes_pays_for_the_vectors
         assert report.full and not report.errors
         assert mem.search("heron 1907").results[0].path == "memory/n19.md"
     assert texts < counting.texts <= texts + 64, counting.texts
+
+
+def test_status_from_a_new_thread_on_an_index_file_that_is_no_database_any_more_says_so(tmp_path: Path,
+                                                                                         ws: Path) -> None:
+    """An index file overwritten whole (not a database any more) while a process (a server) runs: status from a
+    thread with no connection to it yet raised NotADBError, since it began every status with a read transaction on
+    a new connection; before that it said the file is damaged. It says so again, and the next sync rebuilds."""
+    import threading
+
+    import apsw
+
+    with open_mem(tmp_path, ws) as mem:
+        mem.sync()
+        db = tmp_path / "state" / "memory" / "main.sqlite"
+        other = apsw.Connection(str(db))
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        other.close()
+        db.write_bytes(b"not an index " * (db.stat().st_size // 13 + 1))
+        answer: dict[str, Any] = {}
+
+        def status() -> None:
+            try:
+                answer["status"] = mem.status()
+            except Exception as exc:
+                answer["error"] = exc
+
+        t = threading.Thread(target=status)
+        t.start()
+        t.join(timeout=60)
+        assert "error" not in answer, answer
+        st = answer["status"]
+        assert (st["files"], st["dirty"]) == (None, True), st
+        assert "the index file is damaged (file is not a database)" in st["lastError"], st
+        assert mem.sync().full
+        assert (mem.status()["dirty"], mem.search("a828e60").results[0].path) == (False, "MEMORY.md")

@@ -838,7 +838,6 @@ def _resolved(raw: str, workspace: Path) -> Path:
     return (p if p.is_absolute() else workspace / p).resolve()
 
 
-#: The folders qmd's update never lists (its ``excludeDirs``): one that cannot be read there fails nothing.
 def _unreadable(path: str, st: os.stat_result) -> str | None:
     """``cannot read: <why>`` when this process may not read the file at ``path`` (``st``: its stat), else None.
     Tried only for a file whose mode does not let everyone read it (chmod 000, 600 of another user): the others
@@ -853,6 +852,7 @@ def _unreadable(path: str, st: os.stat_result) -> str | None:
     return None
 
 
+#: The folders qmd's update never lists (its ``excludeDirs``): one that cannot be read there fails nothing.
 QMD_EXCLUDED_DIRS = frozenset({"node_modules", ".git", ".cache", "vendor", "dist", "build"})
 
 
