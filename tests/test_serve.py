@@ -838,3 +838,27 @@ timeoutMs = 30000
             assert code == 200 and st["reranker"]["name"] == "cohere" and st["reranker"]["hung"] is True, st
     finally:
         silent.close()
+
+
+def test_mcp_answers_under_a_small_max_response_bytes_are_not_emptied(setup: dict[str, Path]) -> None:
+    """``serve.maxResponseBytes`` may be as low as 1024: an MCP answer was then trimmed to 1024 - 1024 = 0 bytes
+    (the JSON-RPC envelope's allowance taken from the setting), so ``memory_get`` of a 50-byte note gave no text
+    and a "truncated" note, while the JSON API gave it whole under the same setting."""
+    pytest.importorskip("mcp_types")
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    _write_config(setup["state"], setup["main"], setup["other"], extra="[serve]\nmaxResponseBytes = 1024\n")
+    note = (setup["main"] / "MEMORY.md").read_text(encoding="utf-8")
+    assert len(note.encode()) < 200
+
+    async def check(url: str) -> None:
+        async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            got = await session.call_tool("memory_get", {"path": "MEMORY.md"})
+            assert got.is_error is False and got.structured_content == {"path": "MEMORY.md", "text": note}, got
+
+    with running_server(setup["state"]) as srv:
+        status, out = srv.request("POST", "/api/agents/main/get", {"path": "MEMORY.md"})
+        assert status == 200 and out == {"path": "MEMORY.md", "text": note}, out
+        asyncio.run(asyncio.wait_for(check(srv.url + "/mcp"), 90))

@@ -282,3 +282,78 @@ def test_a_failed_first_sync_is_said_and_tried_again_until_it_lands(tmp_path: Pa
         status, _, out = _post(srv.port, "/api/agents/other/search", {"query": "launch code"})
         assert out["results"][0]["path"] == "MEMORY.md" and not out.get("warnings"), out
     assert "Traceback" not in srv.log.read_text()
+
+
+def test_an_agent_whose_first_sync_keeps_failing_still_closes_when_idle() -> None:
+    """An agent opened for a request whose first sync failed (its index read-only for the server) was never closed
+    for idleness (``serve.idleMinutes``): its manager, watcher and retry thread stayed for the server's life, a
+    try every 5 minutes, for an agent nobody asked for again. Now idleness closes it and ends its retries; its
+    next request opens it afresh and tries again."""
+    import shutil
+    import tempfile
+    import threading
+
+    from support.unprivileged import Unprivileged
+
+    from symi_memory import load_config
+    from symi_memory.serve.pool import AgentPool
+
+    root = Path(tempfile.mkdtemp(prefix="symi-idle-failed-"))  # pytest's temp root is private to root
+    try:
+        ws = root / "ws"
+        (ws / "memory").mkdir(parents=True)
+        (ws / "MEMORY.md").write_text("- the otter lives by the weir\n", encoding="utf-8")
+        cfg = load_config(None, state_dir=root / "state",
+                          overrides={"agents": {"defaults": {"memorySearch": {"provider": "hash"}}}})
+        now = [1000.0]
+
+        def pool_of() -> AgentPool:
+            return AgentPool(cfg, workspaces={"main": str(ws)}, idle_seconds=60, clock=lambda: now[0],
+                             first_sync_retry=30)
+
+        pool = pool_of()  # as root: the index is made and holds the note
+        pool.acquire("main")
+        pool.release("main")
+        deadline = time.monotonic() + 30
+        while pool.catching_up("main") is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        pool.close()
+        (ws / "memory" / "b.md").write_text("- the heron nests by the reservoir\n", encoding="utf-8")
+        for p in [root, *root.rglob("*")]:  # readable by all, writable by root only: read-only for nobody
+            p.chmod(p.stat().st_mode | 0o555)
+
+        def retrying() -> list[threading.Thread]:
+            return [t for t in threading.enumerate() if t.name == "symi-first-sync-main"]
+
+        with Unprivileged():
+            pool = pool_of()
+            try:
+                pool.acquire("main")
+                pool.release("main")
+                deadline = time.monotonic() + 30
+                while (catch := pool.catching_up("main")) is None or catch.retry_at is None:
+                    assert catch is not None and time.monotonic() < deadline, catch
+                    time.sleep(0.05)
+                assert "read-only" in (catch.error or ""), catch.view()
+                now[0] += 120  # no request for two minutes, past idle_seconds
+                assert pool.reap_idle() == ["main"]
+                assert pool.open_agents() == [] and pool.catching_up("main") is None
+                deadline = time.monotonic() + 10
+                while retrying():
+                    assert time.monotonic() < deadline, "the failed first sync's thread outlived its agent"
+                    time.sleep(0.05)
+                pool.acquire("main")  # its next request opens it afresh: the first sync is tried again
+                pool.release("main")
+                deadline = time.monotonic() + 30
+                while (catch := pool.catching_up("main")) is None or catch.retry_at is None:
+                    assert catch is not None and time.monotonic() < deadline, catch
+                    time.sleep(0.05)
+                assert catch.failures == 1 and retrying()
+            finally:
+                pool.close()
+    finally:
+        for p in [root, *root.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(p.stat().st_mode | 0o700)
+        shutil.rmtree(root, ignore_errors=True)

@@ -665,9 +665,11 @@ def build_app(state: ServerState, *, token: str | None, loopback: bool, max_body
                 return out
             out = _catching_up(pool, agent, out) if "results" in out else out
             # Trimmed as the JSON API's answers are, and to what an MCP client takes in one event.
-            limit = min(state.max_response, MCP_ANSWER_BYTES) - 1024  # less the JSON-RPC envelope
-            why = ("serve.maxResponseBytes" if state.max_response <= MCP_ANSWER_BYTES
-                   else "the 1 MB an MCP client takes in one answer")
+            # The JSON-RPC envelope's allowance comes off the client's hard 1 MB only: taken off serve.maxResponseBytes
+            # too, its lowest value (1024) left MCP answers no byte at all.
+            cap = MCP_ANSWER_BYTES - 1024
+            limit = min(state.max_response, cap)
+            why = "serve.maxResponseBytes" if state.max_response <= cap else "the 1 MB an MCP client takes in one answer"
             return _fit(out, limit, _mcp_size, why)
 
         return await first_sync(agent, held)

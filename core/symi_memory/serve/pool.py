@@ -165,6 +165,9 @@ class _CatchUp:
     failures: int = 0
     failed_at: float | None = None
     retry_at: float | None = None  # time.time() of the next try; None while a try runs
+    #: Set when the agent was closed for idleness while its failed first sync waited: that sync is not tried again
+    #: (the agent's next request opens it afresh, with a first sync of its own).
+    cancelled: bool = False
 
     def view(self) -> dict[str, Any]:
         p = self.progress
@@ -364,7 +367,7 @@ class AgentPool:
                     ensure_fresh(manager, reason=reason, progress=progress, strict=True)
                     return
                 except Exception as exc:
-                    if self.stopping:  # close() or stop_opening() cut it short
+                    if self.stopping or catch.cancelled:  # close(), stop_opening() or reap_idle() cut it short
                         return
                     catch.failures += 1
                     wait = min(FIRST_SYNC_RETRY_MAX_SECONDS, self.first_sync_retry * 2 ** min(catch.failures - 1, 30))
@@ -378,12 +381,13 @@ class AgentPool:
                 catch.wake.wait(wait)
                 catch.wake.clear()
                 catch.retry_at = None
-                if self.stopping:
+                if self.stopping or catch.cancelled:
                     return
         finally:
             with self._lock:
-                self._starting.pop(agent_id, None)
-                self._catching.pop(agent_id, None)
+                if self._catching.get(agent_id) is catch:  # not the entry of the agent opened afresh since
+                    self._starting.pop(agent_id, None)
+                    self._catching.pop(agent_id, None)
             catch.done.set()
 
     def release(self, agent_id: str) -> None:
@@ -412,12 +416,21 @@ class AgentPool:
         closing = []
         with self._lock:
             for agent_id, entry in list(self._entries.items()):
-                if (agent_id in self.pinned or entry.in_flight or agent_id in self._catching
+                catch = self._catching.get(agent_id)
+                # A first sync running is not cut short; one that failed and waits to be tried again does not keep
+                # the agent open for ever (its thread, watcher and index, a retry every 5 minutes, for an agent
+                # nobody asks for): it ends with the agent, whose next request opens it and tries afresh.
+                if (agent_id in self.pinned or entry.in_flight or (catch is not None and catch.retry_at is None)
                         or now - entry.last_used < self.idle_seconds):
                     continue
                 opening = self._opening.setdefault(agent_id, threading.Lock())
                 if not opening.acquire(blocking=False):  # a request is looking it up right now: not idle
                     continue
+                if catch is not None:
+                    catch.cancelled = True
+                    del self._catching[agent_id]
+                    self._starting.pop(agent_id, None)
+                    catch.wake.set()
                 closing.append((agent_id, self._entries.pop(agent_id), opening))
         for agent_id, entry, opening in closing:
             try:
