@@ -429,3 +429,34 @@ def test_a_misspelt_hook_of_a_plugin_under_test_names_the_hook_it_is_close_to() 
     with pytest.raises(PluginError, match=r"check the hook name's spelling: symi_memory_register_backend \(did you "
                                           r"mean symi_memory_register_backends\?\)"):
         load_plugins(extra=[("under-test", UnderTest())])
+
+
+def test_a_plugin_printing_as_it_is_imported_does_not_spoil_a_json_answer(tmp_path: Path, site: Path) -> None:
+    # Before: only the command's run was diverted; a plugin printing at import time (when plugins load, before
+    # the command runs) wrote into stdout ahead of the JSON, and `search --json` was no longer parseable.
+    _install(site, "chatty", "chatty_plugin", 'print("chatty plugin loaded")\n')
+    _config(tmp_path, '[agents.defaults.memorySearch]\nprovider = "none"\n')
+    out = _cli(tmp_path, site, "search", "router admin", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["results"][0]["path"] == "MEMORY.md"
+    assert "chatty plugin loaded" in out.stderr
+    # Without --json the plugin's print stays where it was (stdout): nothing is diverted for people.
+    assert "chatty plugin loaded" in _cli(tmp_path, site, "search", "router admin").stdout
+
+
+def test_settings_of_an_installed_plugin_left_unloaded_by_the_autoload_switch_are_not_called_unknown(
+        tmp_path: Path, site: Path) -> None:
+    # Before: with SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1 (the troubleshooting switch) every installed plugin's
+    # settings were warned about as "no installed plugin has the id", which is false.
+    _config(tmp_path, """
+        [agents.defaults.memorySearch]
+        provider = "none"
+        [plugins.entries.stages]
+        boost = 0.5
+        [plugins.entries.stagse]
+        boost = 0.5
+    """)
+    out = _cli(tmp_path, site, "status", SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert out.returncode == 0, out.stderr
+    warned = [line for line in out.stderr.splitlines() if "plugins.entries" in line]
+    assert len(warned) == 1 and warned[0].startswith("symi-memory: WARNING: plugins.entries.stagse: "), warned

@@ -107,3 +107,28 @@ def test_keyword_only_a_newer_line_naming_the_old_value_as_replaced_still_supers
              "memory/2026-06-01.md": "# 2026-06-01\n\n- Parking: the car moved from Q-Park to the Zuid garage now.\n"}
     hits = _search(tmp_path, notes, "where is the car parked?", "none")
     assert hits["memory/2026-03-01.md"]["supersededBy"]["path"] == "memory/2026-06-01.md"
+
+
+# A real change whose new value is itself "a thing of one kind" with its own word for which one: the clinic, the
+# room, the street moved to. Before (sup37 as merged): read as two rival clinics/rooms/streets, and the older
+# line was left current.
+MOVES = [({"memory/2026-03-01.md": "# 2026-03-01\n\n- My dentist is at Riverside Clinic.\n",
+           "memory/2026-06-01.md": "# 2026-06-01\n\n- My dentist moved to Harbour Clinic.\n"}, "where is my dentist?"),
+         ({"memory/2026-03-01.md": "# 2026-03-01\n\n- The team standup is in the Ares Room at 9.\n",
+           "memory/2026-06-01.md": "# 2026-06-01\n\n- The team standup now is in the Zeus Room at 10.\n"},
+          "where is the team standup?")]
+
+
+@pytest.mark.parametrize("provider", ["none", "local"])
+@pytest.mark.parametrize("k", range(len(MOVES)))
+def test_a_move_to_another_place_of_one_kind_still_supersedes(tmp_path: Path, provider: str, k: int) -> None:
+    notes, query = MOVES[k]
+    hits = _search(tmp_path, notes, query, provider)
+    assert hits["memory/2026-03-01.md"]["supersededBy"]["path"] == "memory/2026-06-01.md"
+
+
+def test_keyword_only_moving_house_to_another_street_still_supersedes(tmp_path: Path) -> None:
+    notes = {"memory/2026-03-01.md": "# 2026-03-01\n\n- I live at Park Street 12.\n",
+             "memory/2026-06-01.md": "# 2026-06-01\n\n- Moved house: I now live at Elm Street 4.\n"}
+    hits = _search(tmp_path, notes, "where do I live?", "none")
+    assert hits["memory/2026-03-01.md"]["supersededBy"]["path"] == "memory/2026-06-01.md"

@@ -1028,8 +1028,21 @@ def rival_subjects(older: Iterable[str], newer: str, older_terms: Container[str]
     for text in older:
         for head, mine in qualified_terms(text).items():
             other = theirs.get(head)
-            if other and all(q not in newer_terms for q in mine) and all(q not in older_terms for q in other):
+            if other and all(q not in newer_terms for q in mine) and all(q not in older_terms for q in other) \
+                    and not _named_as_new(newer, other | {head}):
                 return True
+    return False
+
+
+def _named_as_new(text: str, terms: Container[str]) -> bool:
+    """True when ``text`` brings in the thing named by ``terms`` as a new value: a change word at most four words
+    before its first mention in a clause ("moved to Harbour Clinic", "now is in the Zeus Room", "I now live at Elm
+    Street"): the new place of one thing, not a second thing of the older line's kind."""
+    for clause in CLAUSE_END_RE.split(text):
+        toks = TOKEN_RE.findall(clause)
+        k = next((k for k, tok in enumerate(toks) if _salient_term(tok) in terms), None)
+        if k is not None and any(tok.lower() in _CHANGE_WORDS for tok in toks[max(0, k - 4):k]):
+            return True
     return False
 
 

@@ -175,10 +175,18 @@ def _main(argv: Sequence[str] | None) -> int:
     # Set up before the plugins load, so a plugin that fails to import is reported in our format.
     logging.basicConfig(level=logging.WARNING, format="symi-memory: %(levelname)s: %(message)s", stream=sys.stderr)
     disabled = _disabled_plugins(argv)
+    from .render import json_to_stdout_only
+
+    # A plugin that prints as it is imported would write ahead of a `--json` answer: diverted too (nothing of
+    # ours prints to stdout while plugins load, so a `--json` that turns out to be the query loses nothing).
+    given = sys.argv[1:] if argv is None else list(argv)
+    loading = json_to_stdout_only() if "--json" in given and _command(argv) in JSON_DIVERTED \
+        else contextlib.nullcontext()
     try:
         # Loaded once: the parser's commands and the config (App) use the same plugins.
         try:
-            plugins = load_plugins(disabled)
+            with loading:
+                plugins = load_plugins(disabled)
         except PluginError as exc:
             if _command(argv) != "config":
                 raise
@@ -187,7 +195,8 @@ def _main(argv: Sequence[str] | None) -> int:
             # builtins alone (an edit is then validated against the plugins the new config leaves enabled).
             logging.getLogger("symi_memory.plugins").warning("%s; `config` runs with the builtin plugins only", exc)
             plugins = load_plugins(disabled, builtins_only=True)
-        parser = build_parser(argv, plugins=plugins)
+        with loading:
+            parser = build_parser(argv, plugins=plugins)
     except SymiMemoryError as exc:
         print(f"symi-memory: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -202,8 +211,6 @@ def _main(argv: Sequence[str] | None) -> int:
     app = App(args, plugins=plugins, plugins_disabled=disabled)
     # A `--json` answer of a memory command is parsed by scripts and agent hosts: what a plugin prints to stdout
     # while the command runs goes to stderr instead of into the JSON.
-    from .render import json_to_stdout_only
-
     divert = json_to_stdout_only() if getattr(args, "json", False) is True and args.command in JSON_DIVERTED \
         else contextlib.nullcontext()
     try:

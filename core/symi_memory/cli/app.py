@@ -42,6 +42,17 @@ def _warn_unknown_entries(config: Config, plugins: Plugins) -> None:
     entries = (config.data.get("plugins") or {}).get("entries") or {}
     known = {*plugins.dists, *plugins.disabled, *plugins.failed}
     unknown = [pid for pid in entries if pid not in known]
+    if unknown:
+        # Installed but not loaded (SYMI_MEMORY_DISABLE_PLUGIN_AUTOLOAD=1): known too. Read only when a table names
+        # an id no loaded plugin has, so the entry points are not listed again on every command.
+        from ..entry_points import find
+        from ..plugins import ENTRY_POINT_GROUP
+
+        try:
+            installed = {ep.name for ep in find(ENTRY_POINT_GROUP)}
+        except Exception:  # a warning must not fail the command
+            installed = set()
+        unknown = [pid for pid in unknown if pid not in installed]
     if not unknown:
         return
     import difflib
