@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.offline_install import install_plugin as _install
 from support.sqlite_memory import write
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -122,14 +123,6 @@ def symi_memory_register_backends(register):
     register(BackendSpec(name="dict", factory=DictBackend))
 """
 
-
-def _install(site: Path, plugin_id: str, module: str, source: str) -> None:
-    info = site / f"{module}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[symi_memory]\n{plugin_id} = {module}\n", encoding="utf-8")
-    (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
 
 
 @pytest.fixture

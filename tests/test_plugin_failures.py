@@ -12,25 +12,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from support.offline_install import install_plugin as _install
 
 from symi_memory import hookimpl, open_memory
 from symi_memory.errors import PluginError
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-
-def _install(site: Path, plugin_id: str, module: str, source: str) -> None:
-    """Install plugin ``plugin_id`` (entry point -> ``module``) into ``site``."""
-    info = site / f"{module}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[symi_memory]\n{plugin_id} = {module}\n", encoding="utf-8")
-    (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
 
 
 def _workspace(tmp_path: Path) -> Path:

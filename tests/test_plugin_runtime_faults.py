@@ -17,13 +17,13 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from support.offline_install import install_plugin as _install
 from support.sqlite_memory import open_mem, write
 
 from symi_memory import hookimpl, load_config, open_memory
@@ -305,14 +305,6 @@ def test_a_backend_search_returning_none_is_an_error_naming_the_plugin(tmp_path:
 
 # --- the CLI, with the plugin installed as a distribution ---------------------------------------------------
 
-
-def _install(site: Path, plugin_id: str, module: str, source: str) -> None:
-    info = site / f"{module}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[symi_memory]\n{plugin_id} = {module}\n", encoding="utf-8")
-    (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
 
 
 def _cli(tmp_path: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]:

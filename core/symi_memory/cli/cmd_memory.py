@@ -19,6 +19,16 @@ from .app import App, whole_arg
 log = logging.getLogger("symi_memory.cli")
 
 
+def _query_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments ``search`` and ``explain`` share: the query and what shapes its answer."""
+    p.add_argument("query")
+    p.add_argument("-n", "--max-results", type=whole_arg(1), default=None, metavar="N")
+    p.add_argument("--min-score", type=_score, default=None, metavar="X")
+    p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
+    p.add_argument("--as-of", default=None, metavar="DATE",
+                   help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
+
+
 def _score(text: str) -> float:
     try:
         value = float(text)
@@ -46,23 +56,13 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=run_index)
 
     p = sub.add_parser("search", help="search memory (indexes first when needed)")
-    p.add_argument("query")
-    p.add_argument("-n", "--max-results", type=whole_arg(1), default=None, metavar="N")
-    p.add_argument("--min-score", type=_score, default=None, metavar="X")
-    p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
-    p.add_argument("--as-of", default=None, metavar="DATE",
-                   help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
+    _query_arguments(p)
     p.add_argument("--json", action="store_true", help="print exactly the memory_search tool output")
     p.add_argument("--no-server", action="store_true", help="work in-process even when `serve` is running")
     p.set_defaults(func=run_search)
 
     p = sub.add_parser("explain", help="search, and show every candidate's score at each stage and why it was cut")
-    p.add_argument("query")
-    p.add_argument("-n", "--max-results", type=whole_arg(1), default=None, metavar="N")
-    p.add_argument("--min-score", type=_score, default=None, metavar="X")
-    p.add_argument("--session", default=None, metavar="KEY", help="session key (scope rules, citations)")
-    p.add_argument("--as-of", default=None, metavar="DATE",
-                   help="answer as memory stood on DATE (YYYY-MM-DD): later notes are left out")
+    _query_arguments(p)
     p.add_argument("--json", action="store_true", help="print what MemoryManager.explain returns")
     p.set_defaults(func=run_explain)
 
