@@ -1273,17 +1273,14 @@ class IndexedBackend:
         Its reads see one snapshot of the index: read in separate statements, another process's sync committing
         between the counts and the comparison with the files on disk made it say ``dirty: false`` beside the
         counts from before that sync (and ``files`` from before beside ``chunks`` from after)."""
-        snapshot = self.store.read_snapshot()
-        try:
-            snapshot.__enter__()
-        except DAMAGE_ERRORS:
-            if not damaged:
-                raise
-            # A file that is not a database any more: no connection to it opens, so no snapshot; each part
-            # says what it cannot read, as before the snapshot was taken (status answers, it does not raise).
-            return self._status_of_snapshot(damaged=True)
         with contextlib.ExitStack() as stack:
-            stack.push(snapshot)
+            try:
+                stack.enter_context(self.store.read_snapshot())
+            except DAMAGE_ERRORS:
+                if not damaged:
+                    raise
+                # A file that is not a database any more: no connection to it opens, so no snapshot; each part
+                # says what it cannot read, as before the snapshot was taken (status answers, it does not raise).
             return self._status_of_snapshot(damaged=damaged)
 
     def _status_of_snapshot(self, *, damaged: bool) -> dict[str, Any]:
